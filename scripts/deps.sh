@@ -1,0 +1,41 @@
+#!/bin/sh
+# Install the Debian packages mesh-llm needs to build and test, only those missing.
+# Usage: scripts/deps.sh [build|test]
+set -eu
+PKGS="build-essential cmake ninja-build pkg-config git ca-certificates \
+libuv1-dev libjansson-dev libngtcp2-dev libngtcp2-crypto-gnutls-dev \
+libgnutls28-dev libsodium-dev libcurl4-openssl-dev"
+if [ "${1:-build}" = test ]; then
+  PKGS="$PKGS libcmocka-dev python3 python3-pytest curl procps iproute2 clang libclang-rt-14-dev"
+fi
+# npm fetches the pinned llama.cpp source; a Node.js from elsewhere (nodesource) is fine.
+command -v npm >/dev/null 2>&1 || PKGS="$PKGS nodejs npm"
+missing=""
+for p in $PKGS; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing="$missing $p"
+  fi
+done
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+updated=0
+if [ -n "$missing" ]; then
+  echo "mesh-llm setup: installing Debian packages:$missing" >&2
+  $SUDO apt-get update -q >&2 || true
+  updated=1
+  # shellcheck disable=SC2086
+  $SUDO apt-get install -y -q --no-install-recommends $missing >&2
+fi
+# llhttp: Debian's node-llhttp ships the C sources. Its Node.js dependencies can conflict
+# with a non-Debian Node.js, so unpack the package instead of installing it.
+LLHTTP_DIR="${MESH_LLM_CACHE:-$HOME/.cache/mesh-llm}/llhttp"
+if [ ! -f /usr/share/llhttp/llhttp.c ] && [ ! -f "$LLHTTP_DIR/usr/share/llhttp/llhttp.c" ]; then
+  echo "mesh-llm setup: unpacking Debian node-llhttp C sources into $LLHTTP_DIR" >&2
+  [ "$updated" = 1 ] || $SUDO apt-get update -q >&2 || true
+  tmp=$(mktemp -d)
+  (cd "$tmp" && apt-get download node-llhttp >&2)
+  mkdir -p "$LLHTTP_DIR"
+  dpkg -x "$tmp"/node-llhttp_*.deb "$LLHTTP_DIR"
+  rm -rf "$tmp"
+fi

@@ -1,0 +1,61 @@
+#!/bin/sh
+# Locate or build the pinned llama.cpp binaries (llama-server, ggml-rpc-server, llama-quantize,
+# llama-bench). Prints the directory that holds them on stdout; progress goes to stderr.
+#
+# Order: $MESH_LLM_BIN_DIR, then llama-server + rpc-server on PATH, then the build cache
+# ($MESH_LLM_CACHE, default ~/.cache/mesh-llm/llama.cpp/<pin>/bin), building it if absent.
+set -eu
+PIN_PKG="node-llama-cpp@3.22.1"
+TGZ_SHA="a0d9dd80eacd2ab1cfe71aee57ac8a806487fd70b3d2a38fbec637752d9e5c5f"
+BUNDLE_SHA="5f5d1105d5df040738d87b8290e5d17e7362131cdcfdb0831618e0ea528b4a51"
+CACHE="${MESH_LLM_CACHE:-$HOME/.cache/mesh-llm}"
+ROOT="$CACHE/llama.cpp/$(echo "$PIN_PKG" | tr '@' '-')"
+BIN="$ROOT/bin"
+TARGETS="llama-server ggml-rpc-server llama-quantize llama-bench"
+
+say() { echo "mesh-llm setup: $*" >&2; }
+
+has_bins() { [ -x "$1/llama-server" ] && { [ -x "$1/ggml-rpc-server" ] || [ -x "$1/rpc-server" ]; }; }
+
+if [ -n "${MESH_LLM_BIN_DIR:-}" ]; then
+  if has_bins "$MESH_LLM_BIN_DIR"; then echo "$MESH_LLM_BIN_DIR"; exit 0; fi
+  say "MESH_LLM_BIN_DIR=$MESH_LLM_BIN_DIR has no llama-server and rpc-server; building the pinned llama.cpp instead"
+fi
+if [ -z "${MESH_LLM_FORCE_BUILD:-}" ] && command -v llama-server >/dev/null 2>&1; then
+  d=$(dirname "$(command -v llama-server)")
+  if has_bins "$d"; then echo "$d"; exit 0; fi
+fi
+if [ -f "$BIN/.complete" ]; then echo "$BIN"; exit 0; fi
+
+mkdir -p "$ROOT"
+exec 9>"$ROOT/.lock"
+flock 9
+if [ -f "$BIN/.complete" ]; then echo "$BIN"; exit 0; fi
+
+say "building llama.cpp from $PIN_PKG (one time, about 7 minutes on 2 cores) into $ROOT"
+work="$ROOT/work"
+rm -rf "$work"; mkdir -p "$work"
+(cd "$work" && npm pack --silent "$PIN_PKG" >/dev/null 2>&1) || { say "npm pack $PIN_PKG failed (is the npm registry reachable?)"; exit 1; }
+tgz=$(ls "$work"/node-llama-cpp-*.tgz)
+echo "$TGZ_SHA  $tgz" | sha256sum -c --quiet - || { say "sha256 mismatch for $tgz"; exit 1; }
+tar -xzf "$tgz" -C "$work" package/llama/gitRelease.bundle
+echo "$BUNDLE_SHA  $work/package/llama/gitRelease.bundle" | sha256sum -c --quiet - || { say "sha256 mismatch for the llama.cpp bundle"; exit 1; }
+git -c advice.detachedHead=false clone -q "$work/package/llama/gitRelease.bundle" "$work/src" 2>&1 | grep -v 'detached HEAD' >&2 || true
+[ -f "$work/src/CMakeLists.txt" ] || { say "git clone of the bundle failed"; exit 1; }
+gen=""; command -v ninja >/dev/null 2>&1 && gen="-G Ninja"
+# shellcheck disable=SC2086
+cmake -S "$work/src" -B "$work/build" $gen -DCMAKE_BUILD_TYPE=Release -DGGML_RPC=ON \
+  -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF \
+  -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF -DBUILD_SHARED_LIBS=OFF >"$work/cmake.log" 2>&1 \
+  || { tail -30 "$work/cmake.log" >&2; say "cmake configure failed (log: $work/cmake.log)"; exit 1; }
+jobs=$(nproc 2>/dev/null || echo 2)
+# shellcheck disable=SC2086
+cmake --build "$work/build" -j "$jobs" --target $TARGETS >"$work/build.log" 2>&1 \
+  || { tail -30 "$work/build.log" >&2; say "llama.cpp build failed (log: $work/build.log)"; exit 1; }
+rm -rf "$BIN"; mkdir -p "$BIN"
+for t in $TARGETS; do cp "$work/build/bin/$t" "$BIN/"; done
+(cd "$work/src" && git describe --tags --always 2>/dev/null || true) >"$BIN/VERSION"
+rm -rf "$work"
+touch "$BIN/.complete"
+say "llama.cpp $(cat "$BIN/VERSION") ready in $BIN"
+echo "$BIN"

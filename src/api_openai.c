@@ -1,0 +1,252 @@
+#include "api_openai.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <llhttp.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "log.h"
+#include "proxy.h"
+#include "util.h"
+
+int api_body_model(const char *body, size_t len, char *out, size_t outlen, char *err,
+                   size_t errlen)
+{
+    json_error_t je;
+    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+    if (!root) {
+        snprintf(err, errlen, "request body is not valid JSON: %s (line %d, column %d)", je.text,
+                 je.line, je.column);
+        return -EINVAL;
+    }
+    int rc;
+    if (!json_is_object(root)) {
+        snprintf(err, errlen, "request body must be a JSON object");
+        rc = -EINVAL;
+    } else {
+        json_t *m = json_object_get(root, "model");
+        if (!m || json_is_null(m)) {
+            rc = API_MODEL_ABSENT;
+        } else if (!json_is_string(m) || json_string_length(m) == 0) {
+            snprintf(err, errlen, "'model' must be a non-empty string");
+            rc = -EINVAL;
+        } else if (json_string_length(m) >= outlen) {
+            snprintf(err, errlen, "'model' is too long");
+            rc = -EINVAL;
+        } else {
+            snprintf(out, outlen, "%s", json_string_value(m));
+            rc = API_MODEL_FOUND;
+        }
+    }
+    json_decref(root);
+    return rc;
+}
+
+bool api_key_ok(const char *header, const char *key)
+{
+    if (!header || strncasecmp(header, "Bearer ", 7) != 0)
+        return false;
+    const char *given = header + 7;
+    while (*given == ' ')
+        given++;
+    size_t gl = strlen(given), kl = strlen(key);
+    /* Compare fixed-size digests so neither length nor content leaks through timing. */
+    unsigned char a[crypto_generichash_BYTES], b[crypto_generichash_BYTES];
+    crypto_generichash(a, sizeof a, (const unsigned char *)given, gl, NULL, 0);
+    crypto_generichash(b, sizeof b, (const unsigned char *)key, kl, NULL, 0);
+    return sodium_memcmp(a, b, sizeof a) == 0;
+}
+
+static void respond_json(httpd_req_t *req, int status, json_t *o)
+{
+    char *s = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    if (!s) {
+        httpd_respond_error(req, 500, "server_error", "internal", "out of memory");
+        return;
+    }
+    httpd_respond(req, status, "application/json", s, strlen(s), NULL);
+    free(s);
+}
+
+static const char *model_status(const sv_child_t *c)
+{
+    switch (c->state) {
+    case CHILD_READY: return "ready";
+    case CHILD_STARTING:
+    case CHILD_BACKOFF: return "loading";
+    default: return "unloaded";
+    }
+}
+
+static void handle_models(api_t *api, httpd_req_t *req)
+{
+    json_t *data = json_array();
+    for (sv_child_t *c = api->sv->children; c; c = c->next) {
+        json_array_append_new(data, json_pack("{s:s,s:s,s:I,s:s,s:s,s:s}", "id", c->name,
+                                              "object", "model", "created",
+                                              (json_int_t)time(NULL), "owned_by", "mesh-llm",
+                                              "status", model_status(c), "type",
+                                              model_type_name(c->type)));
+    }
+    respond_json(req, 200, json_pack("{s:s,s:o}", "object", "list", "data", data));
+}
+
+static void handle_health(api_t *api, httpd_req_t *req)
+{
+    json_t *models = json_array();
+    for (sv_child_t *c = api->sv->children; c; c = c->next)
+        json_array_append_new(models, json_pack("{s:s,s:s}", "name", c->name, "status",
+                                                 model_status(c)));
+    respond_json(req, 200, json_pack("{s:s,s:o}", "status", "ok", "models", models));
+}
+
+static void on_proxy_done(void *data, bool ok, int status)
+{
+    sv_child_t *c = data;
+    if (c->in_flight)
+        c->in_flight--;
+}
+
+static void handle_inference(api_t *api, httpd_req_t *req, model_type_t needs)
+{
+    char name[MODEL_NAME_MAX], err[512];
+    int rc = api_body_model(req->body, req->body_len, name, sizeof name, err, sizeof err);
+    if (rc < 0) {
+        httpd_respond_error(req, 400, "invalid_request_error", "invalid_body", "%s", err);
+        return;
+    }
+    sv_child_t *c = NULL;
+    if (rc == API_MODEL_ABSENT) {
+        if (api->sv->n_children != 1) {
+            httpd_respond_error(req, 400, "invalid_request_error", "model_required",
+                                "'model' is required when the node serves %zu models",
+                                api->sv->n_children);
+            return;
+        }
+        c = api->sv->children;
+    } else {
+        c = sv_find(api->sv, name);
+    }
+    if (!c) {
+        char avail[1024] = "";
+        size_t off = 0;
+        for (sv_child_t *k = api->sv->children; k && off < sizeof avail - 1; k = k->next)
+            off += (size_t)snprintf(avail + off, sizeof avail - off, "%s%s", off ? ", " : "",
+                                    k->name);
+        httpd_respond_error(req, 404, "invalid_request_error", "model_not_found",
+                            "model '%s' not found; available: %s", name,
+                            avail[0] ? avail : "(none)");
+        return;
+    }
+    if (needs == MODEL_TYPE_EMBEDDING && c->type != MODEL_TYPE_EMBEDDING) {
+        httpd_respond_error(req, 400, "invalid_request_error", "model_type_mismatch",
+                            "model '%s' is a %s model, not an embedding model; serve it with "
+                            "--model PATH:embedding",
+                            c->name, model_type_name(c->type));
+        return;
+    }
+    if (c->state != CHILD_READY) {
+        httpd_respond_error(req, 503, "unavailable", "model_unavailable",
+                            "model '%s' is %s; retry shortly", c->name,
+                            c->state == CHILD_BACKOFF ? "restarting after its server exited"
+                                                      : child_state_name(c->state));
+        return;
+    }
+    proxy_opts_t po = {
+        .strip_authorization = api->cfg->api_key != NULL,
+        .on_done = on_proxy_done,
+        .data = c,
+    };
+    c->in_flight++;
+    proxy_forward(api->loop, req, c->port, &po); /* on failure, on_done balanced the count */
+}
+
+static void method_not_allowed(httpd_req_t *req, const char *allow)
+{
+    char extra[64];
+    snprintf(extra, sizeof extra, "Allow: %s\r\n", allow);
+    char body[256];
+    int n = snprintf(body, sizeof body,
+                     "{\"error\":{\"message\":\"method %s not allowed on %s; use %s\","
+                     "\"type\":\"invalid_request_error\",\"code\":\"method_not_allowed\"}}",
+                     req->method_str, "this endpoint", allow);
+    httpd_respond(req, 405, "application/json", body, (size_t)n, extra);
+}
+
+static void api_handle(httpd_req_t *req)
+{
+    api_t *api = req->server->data;
+    const char *path = req->path;
+    bool is_get = req->method == HTTP_GET || req->method == HTTP_HEAD;
+    bool is_post = req->method == HTTP_POST;
+
+    if (strcmp(path, "/health") == 0) {
+        if (!is_get)
+            return method_not_allowed(req, "GET");
+        return handle_health(api, req);
+    }
+    if (strncmp(path, "/v1/", 4) != 0) {
+        httpd_respond_error(req, 404, "invalid_request_error", "not_found", "no endpoint at %s",
+                            path);
+        return;
+    }
+    if (api->cfg->api_key && !api_key_ok(httpd_header(req, "authorization"), api->cfg->api_key)) {
+        httpd_respond_error(req, 401, "invalid_request_error", "invalid_api_key",
+                            "missing or wrong API key; send 'Authorization: Bearer <key>'");
+        return;
+    }
+    if (strcmp(path, "/v1/models") == 0) {
+        if (!is_get)
+            return method_not_allowed(req, "GET");
+        return handle_models(api, req);
+    }
+    static const struct {
+        const char *path;
+        model_type_t needs;
+    } post_routes[] = {
+        {"/v1/chat/completions", MODEL_TYPE_AUTO},
+        {"/v1/completions", MODEL_TYPE_AUTO},
+        {"/v1/embeddings", MODEL_TYPE_EMBEDDING},
+    };
+    for (size_t i = 0; i < sizeof post_routes / sizeof post_routes[0]; i++) {
+        if (strcmp(path, post_routes[i].path) == 0) {
+            if (!is_post)
+                return method_not_allowed(req, "POST");
+            return handle_inference(api, req, post_routes[i].needs);
+        }
+    }
+    httpd_respond_error(req, 404, "invalid_request_error", "not_found", "no endpoint at %s", path);
+}
+
+int api_start(api_t *api, uv_loop_t *loop, const config_t *cfg, supervisor_t *sv)
+{
+    memset(api, 0, sizeof *api);
+    api->loop = loop;
+    api->cfg = cfg;
+    api->sv = sv;
+    httpd_opts_t o = {
+        .host = cfg->listen_all ? "0.0.0.0" : "127.0.0.1",
+        .port = cfg->port,
+        .max_body_bytes = cfg->max_body_bytes,
+        .idle_timeout_ms = env_ms("MESH_LLM_HTTP_IDLE_MS", 60000),
+        .read_timeout_ms = env_ms("MESH_LLM_HTTP_READ_MS", 30000),
+        .handler = api_handle,
+        .data = api,
+    };
+    int rc = httpd_start(&api->httpd, loop, &o);
+    if (rc == 0)
+        api->started = true;
+    return rc;
+}
+
+void api_stop(api_t *api)
+{
+    if (api->started)
+        httpd_stop(&api->httpd);
+}

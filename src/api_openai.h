@@ -1,0 +1,32 @@
+/* The inference API on :9337: the OpenAI surface under /v1 and /health. */
+#ifndef MESH_API_OPENAI_H
+#define MESH_API_OPENAI_H
+
+#include <stddef.h>
+#include <uv.h>
+
+#include "config.h"
+#include "httpd.h"
+#include "supervisor.h"
+
+typedef struct {
+    uv_loop_t *loop;
+    const config_t *cfg;
+    supervisor_t *sv;
+    httpd_t httpd;
+    bool started;
+} api_t;
+
+int api_start(api_t *api, uv_loop_t *loop, const config_t *cfg, supervisor_t *sv);
+void api_stop(api_t *api);
+
+enum { API_MODEL_FOUND = 0, API_MODEL_ABSENT = 1 };
+/* Validate a request body (a JSON object) and read its "model". Returns API_MODEL_FOUND with
+ * the name in out, API_MODEL_ABSENT when there is no "model" key, or -EINVAL with a message. */
+int api_body_model(const char *body, size_t len, char *out, size_t outlen, char *err,
+                   size_t errlen);
+
+/* Constant-time check of an "Authorization: Bearer KEY" header value. */
+bool api_key_ok(const char *header, const char *key);
+
+#endif

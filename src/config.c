@@ -1,0 +1,388 @@
+#include "config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#include "util.h"
+
+#define DEFAULT_MAX_BODY (8u * 1024 * 1024)
+
+const char *model_type_name(model_type_t t)
+{
+    switch (t) {
+    case MODEL_TYPE_EMBEDDING:
+        return "embedding";
+    case MODEL_TYPE_RERANKING:
+        return "reranking";
+    default:
+        return "llm";
+    }
+}
+
+void config_usage(FILE *out)
+{
+    fputs("mesh-llm " MESH_VERSION " — pool machines into one OpenAI-compatible LLM API\n"
+          "\n"
+          "Usage: mesh-llm [OPTIONS]\n"
+          "\n"
+          "Models:\n"
+          "  --model PATH[:TYPE]      serve a GGUF model (repeatable). Its name is the file name\n"
+          "                           without .gguf. TYPE labels it llm, embedding (served with\n"
+          "                           --embeddings --pooling mean) or reranking (--reranking).\n"
+          "  --models-dir DIR         serve every .gguf file in DIR\n"
+          "  --ctx-size N             context size passed to llama-server (default: the model's)\n"
+          "  --llamacpp-args \"...\"    extra arguments for every llama-server child\n"
+          "  --bin-dir DIR            where llama-server lives (default: $MESH_LLM_BIN_DIR, PATH,\n"
+          "                           then the build cache of 'make')\n"
+          "\n"
+          "API:\n"
+          "  --port N                 OpenAI API port on 127.0.0.1 (default 9337, 0 = any free)\n"
+          "  --console N              management port (default 3131, 0 = any free)\n"
+          "  --headless               no management API / console\n"
+          "  --listen-all             bind the API and console on all interfaces, not 127.0.0.1\n"
+          "  --api-key KEY            require 'Authorization: Bearer KEY' on /v1/*\n"
+          "  --max-body-size BYTES    largest accepted request body (default 8M; K/M suffixes)\n"
+          "\n"
+          "Output:\n"
+          "  --log-format pretty|json log style on stderr (default pretty)\n"
+          "  -v, --verbose            debug logs, including llama-server's own output\n"
+          "  -h, --help               this help\n"
+          "  --version                print the version\n"
+          "\n"
+          "When ready, one line goes to stdout:\n"
+          "  mesh-llm ready api=PORT console=PORT quic=PORT id=NODE_ID token=INVITE_TOKEN\n"
+          "\n"
+          "Example:\n"
+          "  mesh-llm --model ~/.models/stories260K.gguf\n"
+          "  curl localhost:9337/v1/chat/completions -d "
+          "'{\"model\":\"stories260K\",\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}]}'\n",
+          out);
+}
+
+int config_parse_model_arg(const char *arg, config_model_t *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    size_t len = strlen(arg);
+    static const struct {
+        const char *suffix;
+        model_type_t type;
+    } labels[] = {{":llm", MODEL_TYPE_LLM},
+                  {":embedding", MODEL_TYPE_EMBEDDING},
+                  {":reranking", MODEL_TYPE_RERANKING}};
+    out->type = MODEL_TYPE_AUTO;
+    for (size_t i = 0; i < sizeof labels / sizeof labels[0]; i++) {
+        size_t sl = strlen(labels[i].suffix);
+        if (len > sl && strcmp(arg + len - sl, labels[i].suffix) == 0) {
+            out->type = labels[i].type;
+            len -= sl;
+            break;
+        }
+    }
+    if (len == 0) {
+        snprintf(err, errlen, "--model needs a path to a .gguf file");
+        return -EINVAL;
+    }
+    char *path = strndup(arg, len);
+    if (!path)
+        return -ENOMEM;
+    struct stat st;
+    if (stat(path, &st) != 0 && !strchr(path, '/')) {
+        /* A bare name: look in ~/.models/NAME.gguf. */
+        const char *home = getenv("HOME");
+        char alt[4096];
+        snprintf(alt, sizeof alt, "%s/.models/%s.gguf", home ? home : "", path);
+        if (stat(alt, &st) == 0) {
+            free(path);
+            path = strdup(alt);
+            if (!path)
+                return -ENOMEM;
+        }
+    }
+    if (stat(path, &st) != 0) {
+        snprintf(err, errlen, "model file %s: %s", path, strerror(errno));
+        free(path);
+        return -EINVAL;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "model %s is not a regular file", path);
+        free(path);
+        return -EINVAL;
+    }
+    if (model_name_from_path(path, out->name, sizeof out->name) != 0) {
+        snprintf(err, errlen, "model %s: cannot derive a name from the file name", path);
+        free(path);
+        return -EINVAL;
+    }
+    out->path = path;
+    return 0;
+}
+
+static int parse_size(const char *s, size_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *s == '-')
+        return -EINVAL;
+    unsigned long long mul = 1;
+    if (*end == 'k' || *end == 'K')
+        mul = 1024, end++;
+    else if (*end == 'm' || *end == 'M')
+        mul = 1024 * 1024, end++;
+    else if (*end == 'g' || *end == 'G')
+        mul = 1024ULL * 1024 * 1024, end++;
+    if (*end == 'B' || *end == 'b')
+        end++;
+    if (*end || v == 0 || v > (1ULL << 40) / mul)
+        return -EINVAL;
+    *out = (size_t)(v * mul);
+    return 0;
+}
+
+static int add_model(config_t *cfg, const char *arg, char *err, size_t errlen)
+{
+    if (cfg->n_models >= CONFIG_MAX_MODELS) {
+        snprintf(err, errlen, "too many models (at most %d)", CONFIG_MAX_MODELS);
+        return -EINVAL;
+    }
+    config_model_t m;
+    int rc = config_parse_model_arg(arg, &m, err, errlen);
+    if (rc)
+        return rc;
+    for (size_t i = 0; i < cfg->n_models; i++) {
+        if (strcmp(cfg->models[i].name, m.name) == 0) {
+            if (strcmp(cfg->models[i].path, m.path) == 0) { /* same file twice: once is enough */
+                free(m.path);
+                return 0;
+            }
+            snprintf(err, errlen, "two models are named '%s' (%s and %s); rename one file",
+                     m.name, cfg->models[i].path, m.path);
+            free(m.path);
+            return -EINVAL;
+        }
+    }
+    cfg->models[cfg->n_models++] = m;
+    return 0;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int add_models_dir(config_t *cfg, const char *dir, char *err, size_t errlen)
+{
+    DIR *d = opendir(dir);
+    if (!d) {
+        snprintf(err, errlen, "--models-dir %s: %s", dir, strerror(errno));
+        return -EINVAL;
+    }
+    char *names[CONFIG_MAX_MODELS];
+    size_t n = 0;
+    struct dirent *e;
+    int rc = 0;
+    while ((e = readdir(d)) != NULL) {
+        size_t len = strlen(e->d_name);
+        if (len <= 5 || strcasecmp(e->d_name + len - 5, ".gguf") != 0 || e->d_name[0] == '.')
+            continue;
+        if (n >= CONFIG_MAX_MODELS) {
+            snprintf(err, errlen, "--models-dir %s: more than %d models", dir, CONFIG_MAX_MODELS);
+            rc = -EINVAL;
+            break;
+        }
+        names[n] = malloc(strlen(dir) + len + 2);
+        if (!names[n]) {
+            rc = -ENOMEM;
+            break;
+        }
+        sprintf(names[n], "%s/%s", dir, e->d_name);
+        n++;
+    }
+    closedir(d);
+    qsort(names, n, sizeof names[0], cmp_str); /* deterministic order */
+    for (size_t i = 0; i < n; i++) {
+        if (rc == 0)
+            rc = add_model(cfg, names[i], err, errlen);
+        free(names[i]);
+    }
+    return rc;
+}
+
+enum {
+    OPT_MODEL = 256,
+    OPT_MODELS_DIR,
+    OPT_PORT,
+    OPT_CONSOLE,
+    OPT_HEADLESS,
+    OPT_LISTEN_ALL,
+    OPT_CTX,
+    OPT_LLAMA_ARGS,
+    OPT_BIN_DIR,
+    OPT_API_KEY,
+    OPT_MAX_BODY,
+    OPT_LOG_FORMAT,
+    OPT_VERSION,
+};
+
+static int parse_port(const char *s, const char *flag, int *out, char *err, size_t errlen)
+{
+    uint64_t v;
+    if (parse_u64(s, 0, 65535, &v)) {
+        snprintf(err, errlen, "%s needs a port number 0-65535, got '%s'", flag, s);
+        return -EINVAL;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+int config_parse(config_t *cfg, int argc, char **argv, char *err, size_t errlen)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->port = 9337;
+    cfg->console_port = 3131;
+    cfg->max_body_bytes = DEFAULT_MAX_BODY;
+    cfg->log_format = LOG_FORMAT_PRETTY;
+    err[0] = '\0';
+
+    static const struct option opts[] = {
+        {"model", required_argument, NULL, OPT_MODEL},
+        {"models-dir", required_argument, NULL, OPT_MODELS_DIR},
+        {"port", required_argument, NULL, OPT_PORT},
+        {"console", required_argument, NULL, OPT_CONSOLE},
+        {"headless", no_argument, NULL, OPT_HEADLESS},
+        {"listen-all", no_argument, NULL, OPT_LISTEN_ALL},
+        {"ctx-size", required_argument, NULL, OPT_CTX},
+        {"llamacpp-args", required_argument, NULL, OPT_LLAMA_ARGS},
+        {"bin-dir", required_argument, NULL, OPT_BIN_DIR},
+        {"api-key", required_argument, NULL, OPT_API_KEY},
+        {"max-body-size", required_argument, NULL, OPT_MAX_BODY},
+        {"log-format", required_argument, NULL, OPT_LOG_FORMAT},
+        {"verbose", no_argument, NULL, 'v'},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, OPT_VERSION},
+        {NULL, 0, NULL, 0},
+    };
+    optind = 1;
+    opterr = 0;
+    int c, rc = 0;
+    uint64_t v;
+    while (rc == 0 && (c = getopt_long(argc, argv, ":vh", opts, NULL)) != -1) {
+        switch (c) {
+        case OPT_MODEL:
+            rc = add_model(cfg, optarg, err, errlen);
+            break;
+        case OPT_MODELS_DIR:
+            free(cfg->models_dir);
+            cfg->models_dir = strdup(optarg);
+            rc = add_models_dir(cfg, optarg, err, errlen);
+            break;
+        case OPT_PORT:
+            rc = parse_port(optarg, "--port", &cfg->port, err, errlen);
+            break;
+        case OPT_CONSOLE:
+            rc = parse_port(optarg, "--console", &cfg->console_port, err, errlen);
+            break;
+        case OPT_HEADLESS:
+            cfg->headless = true;
+            break;
+        case OPT_LISTEN_ALL:
+            cfg->listen_all = true;
+            break;
+        case OPT_CTX:
+            if (parse_u64(optarg, 1, 1u << 24, &v)) {
+                snprintf(err, errlen, "--ctx-size needs a positive integer, got '%s'", optarg);
+                rc = -EINVAL;
+            }
+            cfg->ctx_size = (uint32_t)v;
+            break;
+        case OPT_LLAMA_ARGS: {
+            char **av;
+            int n = argv_split(optarg, &av);
+            if (n < 0) {
+                snprintf(err, errlen, "--llamacpp-args: unbalanced quotes in '%s'", optarg);
+                rc = -EINVAL;
+                break;
+            }
+            argv_free(av);
+            free(cfg->llamacpp_args);
+            cfg->llamacpp_args = strdup(optarg);
+            break;
+        }
+        case OPT_BIN_DIR:
+            free(cfg->bin_dir);
+            cfg->bin_dir = strdup(optarg);
+            break;
+        case OPT_API_KEY:
+            if (!*optarg) {
+                snprintf(err, errlen, "--api-key must not be empty");
+                rc = -EINVAL;
+            }
+            free(cfg->api_key);
+            cfg->api_key = strdup(optarg);
+            break;
+        case OPT_MAX_BODY:
+            if (parse_size(optarg, &cfg->max_body_bytes)) {
+                snprintf(err, errlen, "--max-body-size needs a size like 8M or 65536, got '%s'",
+                         optarg);
+                rc = -EINVAL;
+            }
+            break;
+        case OPT_LOG_FORMAT:
+            if (strcmp(optarg, "pretty") == 0)
+                cfg->log_format = LOG_FORMAT_PRETTY;
+            else if (strcmp(optarg, "json") == 0)
+                cfg->log_format = LOG_FORMAT_JSON;
+            else {
+                snprintf(err, errlen, "--log-format must be pretty or json, got '%s'", optarg);
+                rc = -EINVAL;
+            }
+            break;
+        case 'v':
+            cfg->verbose = true;
+            break;
+        case 'h':
+            config_usage(stdout);
+            return CONFIG_EXIT;
+        case OPT_VERSION:
+            printf("mesh-llm %s\n", MESH_VERSION);
+            return CONFIG_EXIT;
+        case ':':
+            snprintf(err, errlen, "%s needs a value", argv[optind - 1]);
+            rc = -EINVAL;
+            break;
+        default:
+            snprintf(err, errlen, "unknown option '%s' (see mesh-llm --help)", argv[optind - 1]);
+            rc = -EINVAL;
+            break;
+        }
+    }
+    if (rc == 0 && optind < argc) {
+        snprintf(err, errlen, "unexpected argument '%s' (models are given with --model PATH)",
+                 argv[optind]);
+        rc = -EINVAL;
+    }
+    if (rc == 0 && !cfg->headless && cfg->console_port != 0 && cfg->console_port == cfg->port) {
+        snprintf(err, errlen, "--port and --console must differ (both %d)", cfg->port);
+        rc = -EINVAL;
+    }
+    if (rc && !err[0])
+        snprintf(err, errlen, "%s", strerror(-rc));
+    return rc < 0 ? rc : CONFIG_OK;
+}
+
+void config_free(config_t *cfg)
+{
+    for (size_t i = 0; i < cfg->n_models; i++)
+        free(cfg->models[i].path);
+    free(cfg->models_dir);
+    free(cfg->llamacpp_args);
+    free(cfg->bin_dir);
+    free(cfg->api_key);
+    memset(cfg, 0, sizeof *cfg);
+}

@@ -1,0 +1,53 @@
+/* Command line and environment → a validated, immutable configuration. */
+#ifndef MESH_CONFIG_H
+#define MESH_CONFIG_H
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "log.h"
+
+typedef enum { MODEL_TYPE_AUTO = 0, MODEL_TYPE_LLM, MODEL_TYPE_EMBEDDING, MODEL_TYPE_RERANKING } model_type_t;
+
+const char *model_type_name(model_type_t t);
+
+#define CONFIG_MAX_MODELS 64
+#define MODEL_NAME_MAX 128
+
+typedef struct {
+    char *path;
+    char name[MODEL_NAME_MAX];
+    model_type_t type; /* MODEL_TYPE_AUTO unless labelled with a ":type" suffix */
+} config_model_t;
+
+typedef struct {
+    config_model_t models[CONFIG_MAX_MODELS];
+    size_t n_models;
+    char *models_dir;
+    int port;         /* API port, 0 = pick a free one */
+    int console_port; /* management port, 0 = pick a free one */
+    bool headless;
+    bool listen_all;
+    uint32_t ctx_size; /* 0 = llama-server's default */
+    char *llamacpp_args;
+    char *bin_dir;
+    char *api_key;
+    size_t max_body_bytes;
+    log_format_t log_format;
+    bool verbose;
+} config_t;
+
+enum { CONFIG_OK = 0, CONFIG_EXIT = 1 };
+
+/* Parse argv. Returns CONFIG_OK, CONFIG_EXIT when --help/--version printed what was asked,
+ * or -EINVAL with a human message in err. */
+int config_parse(config_t *cfg, int argc, char **argv, char *err, size_t errlen);
+void config_free(config_t *cfg);
+void config_usage(FILE *out);
+
+/* Parse a "PATH[:llm|:embedding|:reranking]" model argument. */
+int config_parse_model_arg(const char *arg, config_model_t *out, char *err, size_t errlen);
+
+#endif

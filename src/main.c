@@ -1,0 +1,183 @@
+/* mesh-llm entry point: configuration, the event loop, startup and shutdown. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "api_openai.h"
+#include "config.h"
+#include "log.h"
+#include "supervisor.h"
+
+#define STOP_GRACE_MS 5000
+
+typedef struct {
+    uv_loop_t *loop;
+    config_t cfg;
+    supervisor_t sv;
+    bool sv_ready;
+    api_t api;
+    uv_signal_t sigint, sigterm;
+    bool announced;
+    bool shutting_down;
+    int exit_code;
+} node_t;
+
+static void maybe_announce(node_t *n)
+{
+    if (n->announced || n->shutting_down)
+        return;
+    for (sv_child_t *c = n->sv.children; c; c = c->next)
+        if (!c->first_outcome)
+            return;
+    n->announced = true;
+    char names[1024] = "";
+    size_t off = 0, ready = 0;
+    for (sv_child_t *c = n->sv.children; c && off < sizeof names - 1; c = c->next) {
+        if (c->state == CHILD_READY)
+            ready++;
+        off += (size_t)snprintf(names + off, sizeof names - off, "%s%s%s", off ? ", " : "",
+                                c->name, c->state == CHILD_READY ? "" : " (not ready)");
+    }
+    LOGI("node", "ready: OpenAI API at http://%s:%d/v1 serving %zu/%zu model(s)%s%s",
+         n->cfg.listen_all ? "0.0.0.0" : "127.0.0.1", n->api.httpd.port, ready,
+         n->sv.n_children, n->sv.n_children ? ": " : "", names);
+    if (n->sv.n_children == 0)
+        LOGI("node", "no models given: add --model PATH.gguf to serve one");
+    printf("mesh-llm ready api=%d console=0 quic=0 id= token=\n", n->api.httpd.port);
+    fflush(stdout);
+}
+
+static void on_child_change(supervisor_t *sv, sv_child_t *c)
+{
+    node_t *n = sv->data;
+    (void)c;
+    maybe_announce(n);
+}
+
+static void close_walk_cb(uv_handle_t *h, void *arg)
+{
+    (void)arg;
+    if (!uv_is_closing(h))
+        uv_close(h, NULL);
+}
+
+static void on_all_stopped(supervisor_t *sv, sv_child_t *unused)
+{
+    node_t *n = sv->data;
+    (void)unused;
+    LOGI("node", "all children stopped; bye");
+    uv_walk(n->loop, close_walk_cb, NULL);
+}
+
+static void on_signal(uv_signal_t *s, int signum)
+{
+    node_t *n = s->data;
+    if (n->shutting_down) {
+        LOGW("node", "second %s: killing children now", strsignal(signum));
+        for (sv_child_t *c = n->sv.children; c; c = c->next)
+            if (c->proc_open)
+                uv_process_kill(&c->proc, SIGKILL);
+        return;
+    }
+    n->shutting_down = true;
+    LOGI("node", "%s received: shutting down", strsignal(signum));
+    api_stop(&n->api);
+    sv_stop_all(&n->sv, STOP_GRACE_MS);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc >= 2 && strcmp(argv[1], "--exec-child") == 0)
+        return sv_exec_child_main(argc, argv);
+
+    static node_t node;
+    node_t *n = &node;
+    char err[1024];
+    int rc = config_parse(&n->cfg, argc, argv, err, sizeof err);
+    if (rc == CONFIG_EXIT)
+        return 0;
+    if (rc < 0) {
+        fprintf(stderr, "mesh-llm: error: %s\nRun 'mesh-llm --help' for usage.\n", err);
+        return 2;
+    }
+    log_init(n->cfg.log_format, n->cfg.verbose ? LOG_DEBUG : LOG_INFO);
+    signal(SIGPIPE, SIG_IGN);
+
+    LOGI("node", "mesh-llm %s starting", MESH_VERSION);
+    char *llama_server = NULL;
+    if (n->cfg.n_models > 0) {
+        llama_server = sv_find_binary(n->cfg.bin_dir, "llama-server");
+        if (!llama_server) {
+            if (n->cfg.bin_dir)
+                LOGE("node", "no executable llama-server in --bin-dir %s", n->cfg.bin_dir);
+            else
+                LOGE("node", "llama-server not found. Run 'make' in the mesh-llm source tree "
+                             "(it builds the pinned llama.cpp into ~/.cache/mesh-llm), or point "
+                             "--bin-dir or MESH_LLM_BIN_DIR at a directory holding llama-server");
+            config_free(&n->cfg);
+            return 1;
+        }
+        LOGI("node", "using %s", llama_server);
+    }
+
+    n->loop = uv_default_loop();
+    rc = sv_init(&n->sv, n->loop, llama_server ? llama_server : "llama-server", n->cfg.verbose);
+    free(llama_server);
+    if (rc) {
+        LOGE("node", "supervisor: %s", strerror(-rc));
+        return 1;
+    }
+    n->sv.data = n;
+    n->sv.on_change = on_child_change;
+    n->sv.on_all_stopped = on_all_stopped;
+    for (size_t i = 0; i < n->cfg.n_models; i++) {
+        const config_model_t *m = &n->cfg.models[i];
+        rc = sv_add(&n->sv, m->name, m->path, m->type == MODEL_TYPE_AUTO ? MODEL_TYPE_LLM : m->type,
+                    n->cfg.ctx_size, n->cfg.llamacpp_args, NULL);
+        if (rc) {
+            LOGE("node", "model %s: %s", m->name, strerror(-rc));
+            return 1;
+        }
+    }
+
+    rc = api_start(&n->api, n->loop, &n->cfg, &n->sv);
+    if (rc) {
+        if (rc == UV_EADDRINUSE)
+            LOGE("node", "port %d is already in use; choose another with --port N (0 = any free)",
+                 n->cfg.port);
+        else
+            LOGE("node", "cannot listen on port %d: %s", n->cfg.port, uv_strerror(rc));
+        uv_walk(n->loop, close_walk_cb, NULL);
+        uv_run(n->loop, UV_RUN_DEFAULT);
+        sv_close(&n->sv);
+        config_free(&n->cfg);
+        return 1;
+    }
+    LOGI("node", "API listening on %s:%d", n->cfg.listen_all ? "0.0.0.0" : "127.0.0.1",
+         n->api.httpd.port);
+
+    uv_signal_init(n->loop, &n->sigint);
+    uv_signal_init(n->loop, &n->sigterm);
+    n->sigint.data = n->sigterm.data = n;
+    uv_signal_start(&n->sigint, on_signal, SIGINT);
+    uv_signal_start(&n->sigterm, on_signal, SIGTERM);
+
+    for (sv_child_t *c = n->sv.children; c; c = c->next) {
+        if (sv_start(c) != 0) {
+            LOGE("node", "could not start llama-server for %s", c->name);
+            c->first_outcome = true;
+        }
+    }
+    maybe_announce(n);
+
+    uv_run(n->loop, UV_RUN_DEFAULT);
+    uv_walk(n->loop, close_walk_cb, NULL);
+    uv_run(n->loop, UV_RUN_DEFAULT);
+    uv_loop_close(n->loop);
+    sv_close(&n->sv);
+    config_free(&n->cfg);
+    return n->exit_code;
+}

@@ -1,0 +1,28 @@
+/* Forward an HTTP request to a local upstream (llama-server) and stream the response back byte
+ * for byte. Hop-by-hop headers are rewritten; the body and its framing are untouched. The
+ * upstream connection is closed as soon as the client goes away, which makes llama-server stop
+ * generating. */
+#ifndef MESH_PROXY_H
+#define MESH_PROXY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "httpd.h"
+
+typedef struct proxy proxy_t;
+
+typedef struct {
+    uint64_t connect_timeout_ms; /* default 5 s */
+    uint64_t idle_timeout_ms;    /* no upstream bytes for this long → 504 / drop; default 10 min */
+    bool strip_authorization;    /* drop the client's Authorization header (our API key) */
+    /* Called once when the exchange is over, whatever the outcome (ok=false on any failure). */
+    void (*on_done)(void *data, bool ok, int http_status);
+    void *data;
+} proxy_opts_t;
+
+/* Start forwarding req (whose body is req->body) to 127.0.0.1:port. On failure to start, the
+ * client has already been answered with an error and a negative errno is returned. */
+int proxy_forward(uv_loop_t *loop, httpd_req_t *req, uint16_t port, const proxy_opts_t *opts);
+
+#endif

@@ -1,0 +1,608 @@
+#include "supervisor.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "util.h"
+
+#define HEALTH_POLL_MS 100
+#define POSTMORTEM_MS 150
+#define BACKOFF_BASE_MS 500
+#define BACKOFF_MAX_MS 30000
+#define STABLE_MS 30000
+
+const char *child_state_name(child_state_t s)
+{
+    switch (s) {
+    case CHILD_STARTING: return "loading";
+    case CHILD_READY: return "ready";
+    case CHILD_BACKOFF: return "restarting";
+    case CHILD_STOPPING: return "stopping";
+    default: return "stopped";
+    }
+}
+
+static bool is_exec(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISREG(st.st_mode) && access(p, X_OK) == 0;
+}
+
+static char *try_dir(const char *dir, const char *name)
+{
+    if (!dir || !*dir)
+        return NULL;
+    char p[PATH_MAX];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    if (!is_exec(p))
+        return NULL;
+    return realpath(p, NULL);
+}
+
+char *sv_find_binary(const char *bin_dir, const char *name)
+{
+    char *r;
+    if (bin_dir)
+        return try_dir(bin_dir, name); /* an explicit --bin-dir is the only place looked at */
+    if ((r = try_dir(getenv("MESH_LLM_BIN_DIR"), name)))
+        return r;
+    const char *path = getenv("PATH");
+    if (path) {
+        char *dup = strdup(path), *save = NULL;
+        for (char *d = strtok_r(dup, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+            if ((r = try_dir(d, name))) {
+                free(dup);
+                return r;
+            }
+        }
+        free(dup);
+    }
+    char cache[PATH_MAX];
+    const char *mc = getenv("MESH_LLM_CACHE");
+    if (mc && *mc)
+        snprintf(cache, sizeof cache, "%s/llama.cpp/node-llama-cpp-3.22.1/bin", mc);
+    else
+        snprintf(cache, sizeof cache, "%s/.cache/mesh-llm/llama.cpp/node-llama-cpp-3.22.1/bin",
+                 getenv("HOME") ? getenv("HOME") : "");
+    return try_dir(cache, name);
+}
+
+int sv_init(supervisor_t *sv, uv_loop_t *loop, const char *llama_server, bool verbose)
+{
+    memset(sv, 0, sizeof *sv);
+    sv->loop = loop;
+    sv->verbose = verbose;
+    sv->llama_server = strdup(llama_server);
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0 || !sv->llama_server)
+        return -errno;
+    exe[n] = '\0';
+    sv->self_exe = strdup(exe);
+    uv_timer_init(loop, &sv->kill_timer);
+    sv->kill_timer.data = sv;
+    return 0;
+}
+
+int sv_add(supervisor_t *sv, const char *name, const char *path, model_type_t type,
+           uint32_t ctx_size, const char *extra_args, sv_child_t **out)
+{
+    sv_child_t *c = calloc(1, sizeof *c);
+    if (!c)
+        return -ENOMEM;
+    c->sv = sv;
+    snprintf(c->name, sizeof c->name, "%s", name);
+    c->path = strdup(path);
+    c->type = type;
+    c->ctx_size = ctx_size;
+    if (extra_args && argv_split(extra_args, &c->extra_argv) < 0) {
+        free(c->path);
+        free(c);
+        return -EINVAL;
+    }
+    uv_timer_init(sv->loop, &c->timer);
+    c->timer.data = c;
+    sv_child_t **pp = &sv->children;
+    while (*pp)
+        pp = &(*pp)->next;
+    *pp = c;
+    sv->n_children++;
+    if (out)
+        *out = c;
+    return 0;
+}
+
+sv_child_t *sv_find(supervisor_t *sv, const char *name)
+{
+    for (sv_child_t *c = sv->children; c; c = c->next)
+        if (strcmp(c->name, name) == 0)
+            return c;
+    return NULL;
+}
+
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof sa;
+    int port = -EADDRNOTAVAIL;
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
+        getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
+        port = ntohs(sa.sin_port);
+    close(fd);
+    return port;
+}
+
+static void set_state(sv_child_t *c, child_state_t s)
+{
+    if (c->state == s)
+        return;
+    c->state = s;
+    if (c->sv->on_change)
+        c->sv->on_change(c->sv, c);
+}
+
+char **sv_build_argv(const sv_child_t *c)
+{
+    size_t n_extra = 0;
+    while (c->extra_argv && c->extra_argv[n_extra])
+        n_extra++;
+    char **v = calloc(24 + n_extra, sizeof *v);
+    if (!v)
+        return NULL;
+    size_t i = 0;
+    char port[16], ctx[16];
+    snprintf(port, sizeof port, "%u", c->port);
+    v[i++] = strdup(c->sv->llama_server);
+    v[i++] = strdup("--model");
+    v[i++] = strdup(c->path);
+    v[i++] = strdup("--alias");
+    v[i++] = strdup(c->name);
+    v[i++] = strdup("--host");
+    v[i++] = strdup("127.0.0.1");
+    v[i++] = strdup("--port");
+    v[i++] = strdup(port);
+    if (c->ctx_size) {
+        snprintf(ctx, sizeof ctx, "%u", c->ctx_size);
+        v[i++] = strdup("--ctx-size");
+        v[i++] = strdup(ctx);
+    }
+    if (c->type == MODEL_TYPE_EMBEDDING) {
+        v[i++] = strdup("--embeddings");
+        v[i++] = strdup("--pooling");
+        v[i++] = strdup("mean");
+    } else if (c->type == MODEL_TYPE_RERANKING) {
+        v[i++] = strdup("--reranking");
+    }
+    for (size_t k = 0; k < n_extra; k++)
+        v[i++] = strdup(c->extra_argv[k]);
+    v[i] = NULL;
+    for (size_t k = 0; k < i; k++)
+        if (!v[k]) {
+            argv_free(v);
+            return NULL;
+        }
+    return v;
+}
+
+static const char *last_line(const sv_child_t *c, unsigned back)
+{
+    if (back >= c->n_lines || back >= CHILD_LOG_LINES)
+        return NULL;
+    return c->lines[(c->n_lines - 1 - back) % CHILD_LOG_LINES];
+}
+
+static void store_line(sv_child_t *c, const char *line, size_t len)
+{
+    while (len && (line[len - 1] == '\r' || line[len - 1] == ' '))
+        len--;
+    if (len == 0)
+        return;
+    if (len >= CHILD_LINE_MAX)
+        len = CHILD_LINE_MAX - 1;
+    char *slot = c->lines[c->n_lines % CHILD_LOG_LINES];
+    memcpy(slot, line, len);
+    slot[len] = '\0';
+    c->n_lines++;
+    if (c->sv->verbose)
+        LOGD("llama-server", "[%s] %s", c->name, slot);
+}
+
+static void on_out_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
+{
+    static char slab[16384];
+    (void)h;
+    (void)suggested;
+    *b = uv_buf_init(slab, sizeof slab);
+}
+
+static void on_out_closed(uv_handle_t *h)
+{
+    sv_child_t *c = h->data;
+    c->out_open = false;
+}
+
+static void on_out_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
+{
+    sv_child_t *c = s->data;
+    if (nread < 0) {
+        if (c->partial_len)
+            store_line(c, c->partial, c->partial_len);
+        c->partial_len = 0;
+        if (!uv_is_closing((uv_handle_t *)s))
+            uv_close((uv_handle_t *)s, on_out_closed);
+        return;
+    }
+    for (ssize_t i = 0; i < nread; i++) {
+        char ch = b->base[i];
+        if (ch == '\n') {
+            store_line(c, c->partial, c->partial_len);
+            c->partial_len = 0;
+        } else if (c->partial_len < CHILD_LINE_MAX - 1) {
+            c->partial[c->partial_len++] = ch;
+        }
+    }
+}
+
+/* ---- health checks ---- */
+
+typedef struct {
+    uv_tcp_t tcp;
+    uv_connect_t conn;
+    uv_write_t w;
+    sv_child_t *c;
+    unsigned gen;
+    char buf[64];
+    size_t len;
+    bool done;
+} health_t;
+
+static void schedule_health(sv_child_t *c);
+
+static void on_health_closed(uv_handle_t *h)
+{
+    free(h->data);
+}
+
+static void health_finish(health_t *h, bool ok)
+{
+    if (h->done)
+        return;
+    h->done = true;
+    sv_child_t *c = h->c;
+    uv_close((uv_handle_t *)&h->tcp, on_health_closed);
+    if (c->generation != h->gen || c->state != CHILD_STARTING)
+        return;
+    if (ok) {
+        uint64_t now = uv_now(c->sv->loop);
+        c->ready_ms = now;
+        c->ever_ready = true;
+        c->first_outcome = true;
+        LOGI("supervisor", "model %s ready on 127.0.0.1:%u (pid %d, %.1f s)", c->name, c->port,
+             c->pid, (double)(now - c->spawned_ms) / 1000.0);
+        set_state(c, CHILD_READY);
+    } else {
+        schedule_health(c);
+    }
+}
+
+static void on_health_alloc(uv_handle_t *hd, size_t suggested, uv_buf_t *b)
+{
+    health_t *h = hd->data;
+    (void)suggested;
+    *b = uv_buf_init(h->buf + h->len, (unsigned)(sizeof h->buf - 1 - h->len));
+}
+
+static void on_health_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
+{
+    health_t *h = s->data;
+    (void)b;
+    if (nread < 0) {
+        health_finish(h, false);
+        return;
+    }
+    h->len += (size_t)nread;
+    h->buf[h->len] = '\0';
+    if (h->len >= 12 || strchr(h->buf, '\n')) {
+        bool ok = strncmp(h->buf, "HTTP/1.1 200", 12) == 0 || strncmp(h->buf, "HTTP/1.0 200", 12) == 0;
+        health_finish(h, ok);
+    }
+}
+
+static void on_health_written(uv_write_t *w, int status)
+{
+    health_t *h = w->data;
+    if (status < 0)
+        health_finish(h, false);
+}
+
+static void on_health_connect(uv_connect_t *cr, int status)
+{
+    health_t *h = cr->data;
+    if (status < 0) {
+        health_finish(h, false);
+        return;
+    }
+    static char req[] = "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+    uv_buf_t b = uv_buf_init(req, sizeof req - 1);
+    h->w.data = h;
+    if (uv_write(&h->w, (uv_stream_t *)&h->tcp, &b, 1, on_health_written) < 0 ||
+        uv_read_start((uv_stream_t *)&h->tcp, on_health_alloc, on_health_read) < 0)
+        health_finish(h, false);
+}
+
+static void on_health_timer(uv_timer_t *t)
+{
+    sv_child_t *c = t->data;
+    if (c->state != CHILD_STARTING)
+        return;
+    health_t *h = calloc(1, sizeof *h);
+    if (!h) {
+        schedule_health(c);
+        return;
+    }
+    h->c = c;
+    h->gen = c->generation;
+    uv_tcp_init(c->sv->loop, &h->tcp);
+    h->tcp.data = h;
+    h->conn.data = h;
+    struct sockaddr_in sa;
+    uv_ip4_addr("127.0.0.1", c->port, &sa);
+    if (uv_tcp_connect(&h->conn, &h->tcp, (struct sockaddr *)&sa, on_health_connect) < 0)
+        health_finish(h, false);
+}
+
+static void schedule_health(sv_child_t *c)
+{
+    uv_timer_start(&c->timer, on_health_timer, HEALTH_POLL_MS, 0);
+}
+
+/* ---- lifecycle ---- */
+
+static void check_all_stopped(supervisor_t *sv)
+{
+    if (!sv->stopping)
+        return;
+    for (sv_child_t *c = sv->children; c; c = c->next)
+        if (c->proc_open)
+            return;
+    uv_timer_stop(&sv->kill_timer);
+    if (sv->on_all_stopped) {
+        sv_event_cb cb = sv->on_all_stopped;
+        sv->on_all_stopped = NULL;
+        cb(sv, NULL);
+    }
+}
+
+static void on_proc_closed(uv_handle_t *h)
+{
+    sv_child_t *c = h->data;
+    c->proc_open = false;
+    check_all_stopped(c->sv);
+}
+
+static void on_restart_timer(uv_timer_t *t)
+{
+    sv_child_t *c = t->data;
+    if (c->state != CHILD_BACKOFF || c->sv->stopping)
+        return;
+    if (c->proc_open || c->out_open) { /* previous incarnation still closing */
+        uv_timer_start(&c->timer, on_restart_timer, 50, 0);
+        return;
+    }
+    sv_start(c);
+}
+
+static void describe_exit(char *out, size_t len, int64_t status, int sig)
+{
+    if (sig)
+        snprintf(out, len, "killed by signal %d (%s)", sig, strsignal(sig));
+    else
+        snprintf(out, len, "exited with status %lld", (long long)status);
+}
+
+static void on_postmortem(uv_timer_t *t)
+{
+    sv_child_t *c = t->data;
+    if (c->sv->stopping)
+        return;
+    char why[128];
+    describe_exit(why, sizeof why, c->last_exit_status, c->last_term_signal);
+    uint64_t delay = backoff_ms(c->attempts, BACKOFF_BASE_MS, BACKOFF_MAX_MS);
+    LOGE("supervisor", "llama-server for model %s (pid %d) %s; restarting in %.1f s", c->name,
+         c->pid, why, (double)delay / 1000.0);
+    /* The child's last words usually say why (bad file, out of memory, port in use...). */
+    int shown = 0;
+    for (int back = CHILD_LOG_LINES - 1; back >= 0 && !c->last_term_signal; back--) {
+        const char *l = last_line(c, (unsigned)back);
+        if (l && back < 6) {
+            LOGE("supervisor", "  %s> %s", c->name, l);
+            shown++;
+        }
+    }
+    if (!shown && !c->last_term_signal)
+        LOGE("supervisor", "  (it printed nothing)");
+    if (c->out_open && !uv_is_closing((uv_handle_t *)&c->out))
+        uv_close((uv_handle_t *)&c->out, on_out_closed);
+    c->attempts++;
+    c->restarts++;
+    uv_timer_start(&c->timer, on_restart_timer, delay, 0);
+}
+
+static void on_child_exit(uv_process_t *p, int64_t status, int sig)
+{
+    sv_child_t *c = p->data;
+    c->last_exit_status = status;
+    c->last_term_signal = sig;
+    uv_close((uv_handle_t *)p, on_proc_closed);
+    if (c->sv->stopping || c->state == CHILD_STOPPING) {
+        LOGI("supervisor", "llama-server for model %s stopped", c->name);
+        uv_timer_stop(&c->timer);
+        set_state(c, CHILD_STOPPED);
+        return;
+    }
+    uint64_t now = uv_now(c->sv->loop);
+    if (c->state == CHILD_READY && now - c->ready_ms >= STABLE_MS)
+        c->attempts = 0; /* it ran fine for a while: restart quickly */
+    c->first_outcome = true;
+    set_state(c, CHILD_BACKOFF);
+    uv_timer_start(&c->timer, on_postmortem, POSTMORTEM_MS, 0);
+}
+
+int sv_start(sv_child_t *c)
+{
+    supervisor_t *sv = c->sv;
+    if (sv->stopping)
+        return -ECANCELED;
+    int port = free_port();
+    if (port < 0)
+        return port;
+    c->port = (uint16_t)port;
+    char **args = sv_build_argv(c);
+    if (!args)
+        return -ENOMEM;
+    size_t n = 0;
+    while (args[n])
+        n++;
+    char ppid[16];
+    snprintf(ppid, sizeof ppid, "%d", (int)getpid());
+    char **full = calloc(n + 4, sizeof *full);
+    if (!full) {
+        argv_free(args);
+        return -ENOMEM;
+    }
+    full[0] = sv->self_exe;
+    full[1] = "--exec-child";
+    full[2] = ppid;
+    for (size_t i = 0; i < n; i++)
+        full[3 + i] = args[i];
+    full[3 + n] = NULL;
+
+    uv_file fds[2];
+    int rc = uv_pipe(fds, 0, 0);
+    if (rc) {
+        free(full);
+        argv_free(args);
+        return rc;
+    }
+    uv_stdio_container_t stdio[3];
+    stdio[0].flags = UV_IGNORE;
+    stdio[1].flags = UV_INHERIT_FD;
+    stdio[1].data.fd = fds[1];
+    stdio[2].flags = UV_INHERIT_FD;
+    stdio[2].data.fd = fds[1];
+    uv_process_options_t o = {0};
+    o.file = sv->self_exe;
+    o.args = full;
+    o.exit_cb = on_child_exit;
+    o.stdio = stdio;
+    o.stdio_count = 3;
+    o.flags = UV_PROCESS_DETACHED; /* own session: a terminal's ^C reaches only the node */
+    c->proc.data = c;
+    c->generation++;
+    rc = uv_spawn(sv->loop, &c->proc, &o);
+    close(fds[1]);
+    if (rc == 0) {
+        c->proc_open = true;
+        c->pid = c->proc.pid;
+        uv_pipe_init(sv->loop, &c->out, 0);
+        c->out.data = c;
+        if (uv_pipe_open(&c->out, fds[0]) == 0) {
+            c->out_open = true;
+            uv_read_start((uv_stream_t *)&c->out, on_out_alloc, on_out_read);
+        } else {
+            close(fds[0]);
+        }
+        c->spawned_ms = uv_now(sv->loop);
+        c->partial_len = 0;
+        LOGI("supervisor", "starting llama-server for model %s on 127.0.0.1:%u (pid %d)", c->name,
+             c->port, c->pid);
+        if (log_enabled(LOG_DEBUG)) {
+            buf_t cmd;
+            buf_init(&cmd, 1 << 16);
+            for (size_t i = 0; i < n; i++)
+                buf_printf(&cmd, "%s%s", i ? " " : "", args[i]);
+            LOGD("supervisor", "command: %s", cmd.data);
+            buf_free(&cmd);
+        }
+        set_state(c, CHILD_STARTING);
+        schedule_health(c);
+    } else {
+        close(fds[0]);
+        uv_close((uv_handle_t *)&c->proc, NULL);
+        LOGE("supervisor", "cannot start %s: %s", sv->llama_server, uv_strerror(rc));
+    }
+    free(full);
+    argv_free(args);
+    return rc;
+}
+
+static void on_kill_timer(uv_timer_t *t)
+{
+    supervisor_t *sv = t->data;
+    for (sv_child_t *c = sv->children; c; c = c->next) {
+        if (c->proc_open && !uv_is_closing((uv_handle_t *)&c->proc)) {
+            LOGW("supervisor", "llama-server for %s did not stop in time; killing it", c->name);
+            uv_process_kill(&c->proc, SIGKILL);
+        }
+    }
+}
+
+void sv_stop_all(supervisor_t *sv, uint64_t grace_ms)
+{
+    sv->stopping = true;
+    for (sv_child_t *c = sv->children; c; c = c->next) {
+        uv_timer_stop(&c->timer);
+        if (c->proc_open && !uv_is_closing((uv_handle_t *)&c->proc)) {
+            c->state = CHILD_STOPPING;
+            uv_process_kill(&c->proc, SIGTERM);
+        } else {
+            c->state = CHILD_STOPPED;
+        }
+    }
+    uv_timer_start(&sv->kill_timer, on_kill_timer, grace_ms, 0);
+    check_all_stopped(sv);
+}
+
+void sv_close(supervisor_t *sv)
+{
+    /* Handles are closed by the loop walk in main; here only memory. */
+    sv_child_t *c = sv->children;
+    while (c) {
+        sv_child_t *next = c->next;
+        free(c->path);
+        argv_free(c->extra_argv);
+        free(c);
+        c = next;
+    }
+    sv->children = NULL;
+    free(sv->llama_server);
+    free(sv->self_exe);
+}
+
+int sv_exec_child_main(int argc, char **argv)
+{
+    if (argc < 4) {
+        fprintf(stderr, "mesh-llm --exec-child: missing arguments\n");
+        _exit(127);
+    }
+    long ppid = strtol(argv[2], NULL, 10);
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != (pid_t)ppid)
+        _exit(1); /* the node is already gone */
+    execv(argv[3], argv + 3);
+    fprintf(stderr, "mesh-llm: cannot run %s: %s\n", argv[3], strerror(errno));
+    _exit(127);
+}

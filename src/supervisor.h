@@ -1,0 +1,96 @@
+/* Spawn, health-check, restart and stop llama.cpp children (llama-server per model).
+ * Children bind 127.0.0.1 on a free port, die with the node (parent-death signal), and are
+ * restarted with exponential backoff when they exit unexpectedly. */
+#ifndef MESH_SUPERVISOR_H
+#define MESH_SUPERVISOR_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "config.h"
+
+typedef enum {
+    CHILD_STOPPED = 0,
+    CHILD_STARTING, /* spawned, waiting for /health */
+    CHILD_READY,
+    CHILD_BACKOFF,  /* exited; restart scheduled */
+    CHILD_STOPPING,
+} child_state_t;
+
+const char *child_state_name(child_state_t s);
+
+#define CHILD_LOG_LINES 12
+#define CHILD_LINE_MAX 512
+
+typedef struct supervisor supervisor_t;
+typedef struct sv_child sv_child_t;
+
+struct sv_child {
+    supervisor_t *sv;
+    char name[MODEL_NAME_MAX];
+    char *path;
+    model_type_t type;
+    char **extra_argv; /* extra llama-server arguments (owned) */
+    uint32_t ctx_size;
+    child_state_t state;
+    uint16_t port;
+    int pid;
+    unsigned generation;   /* bumped on every spawn */
+    unsigned attempts;     /* consecutive failed starts, for backoff */
+    unsigned restarts;     /* total restarts */
+    bool ever_ready;
+    bool first_outcome;    /* became ready or failed at least once */
+    unsigned in_flight;     /* proxied requests not yet finished */
+    uint64_t spawned_ms, ready_ms;
+    int64_t last_exit_status;
+    int last_term_signal;
+    uv_process_t proc;
+    bool proc_open;
+    uv_pipe_t out;
+    bool out_open;
+    uv_timer_t timer; /* health polling, backoff, post-mortem */
+    char partial[CHILD_LINE_MAX];
+    size_t partial_len;
+    char lines[CHILD_LOG_LINES][CHILD_LINE_MAX];
+    unsigned n_lines; /* total lines seen; ring index = n % CHILD_LOG_LINES */
+    sv_child_t *next;
+};
+
+typedef void (*sv_event_cb)(supervisor_t *sv, sv_child_t *child);
+
+struct supervisor {
+    uv_loop_t *loop;
+    char *llama_server; /* absolute path */
+    char *self_exe;     /* for the parent-death wrapper */
+    bool verbose;
+    sv_child_t *children;
+    size_t n_children;
+    bool stopping;
+    uv_timer_t kill_timer;
+    sv_event_cb on_change; /* a child changed state */
+    sv_event_cb on_all_stopped;
+    void *data;
+};
+
+/* Find llama-server: bin_dir, $MESH_LLM_BIN_DIR, PATH, then the build cache. Returns a malloc'd
+ * path or NULL. */
+char *sv_find_binary(const char *bin_dir, const char *name);
+
+int sv_init(supervisor_t *sv, uv_loop_t *loop, const char *llama_server, bool verbose);
+/* Add a model child (not started). extra_args is a shell-like string or NULL. */
+int sv_add(supervisor_t *sv, const char *name, const char *path, model_type_t type,
+           uint32_t ctx_size, const char *extra_args, sv_child_t **out);
+int sv_start(sv_child_t *c);
+sv_child_t *sv_find(supervisor_t *sv, const char *name);
+/* SIGTERM every child, SIGKILL after grace_ms; on_all_stopped fires when none is left. */
+void sv_stop_all(supervisor_t *sv, uint64_t grace_ms);
+void sv_close(supervisor_t *sv);
+/* The child's argv (for status output); NULL-terminated, owned by the caller. */
+char **sv_build_argv(const sv_child_t *c);
+
+/* Entry point of the wrapper process: `mesh-llm --exec-child PPID PROGRAM ARGS...`. Sets the
+ * parent-death signal so the child dies with the node, then execs PROGRAM. Never returns. */
+int sv_exec_child_main(int argc, char **argv);
+
+#endif
