@@ -1,0 +1,306 @@
+"""Shared harness for integration tests: real mesh-llm nodes, real llama-server children."""
+import json
+import os
+import queue
+import signal
+import socket
+import subprocess
+import threading
+import time
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MODELS = os.environ.get("MESH_LLM_TEST_MODELS", os.path.join(ROOT, "..", "shared", "models"))
+MESH_BIN = os.environ.get("MESH_LLM_BIN", os.path.join(ROOT, "build", "mesh-llm"))
+BIN_DIR = os.environ.get("MESH_LLM_BIN_DIR", "")
+
+
+def model_path(name):
+    return os.path.join(MODELS, name + ".gguf")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "asan_smoke: also run against the ASan+UBSan build")
+
+
+def wait_for(cond, timeout=20.0, interval=0.05, what="condition"):
+    """Bounded polling: returns cond()'s truthy value or fails the test."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = cond()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+def pid_alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+        return state != "Z"
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+
+
+def children_of(pid):
+    """Direct children of pid (from /proc)."""
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            if int(fields[1]) == pid:
+                out.append(int(d))
+        except (FileNotFoundError, ProcessLookupError, IndexError, ValueError):
+            pass
+    return out
+
+
+def cmdline(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return [a.decode() for a in f.read().split(b"\0") if a]
+    except FileNotFoundError:
+        return []
+
+
+class Response:
+    def __init__(self, status, headers, body):
+        self.status = status
+        self.headers = headers
+        self.body = body
+
+    def json(self):
+        return json.loads(self.body)
+
+    def __repr__(self):
+        return f"<Response {self.status} {self.body[:200]!r}>"
+
+
+def read_response(sock, timeout=30.0):
+    """Read one HTTP/1.1 response (Content-Length, chunked or until close)."""
+    sock.settimeout(timeout)
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise ConnectionError(f"closed before headers: {data!r}")
+        data += chunk
+    head, rest = data.split(b"\r\n\r\n", 1)
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split()[1])
+    headers = {}
+    for l in lines[1:]:
+        k, v = l.split(":", 1)
+        headers[k.strip().lower()] = v.strip()
+    if status == 100:
+        return read_response_from(sock, rest, timeout)
+    body = rest
+    if "content-length" in headers:
+        n = int(headers["content-length"])
+        while len(body) < n:
+            chunk = sock.recv(65536)
+            if not chunk:
+                raise ConnectionError("closed in body")
+            body += chunk
+        body = body[:n]
+    elif headers.get("transfer-encoding", "").lower() == "chunked":
+        raw = body
+        body = b""
+        while True:
+            while b"\r\n" not in raw:
+                c = sock.recv(65536)
+                if not c:
+                    raise ConnectionError("closed in chunked body")
+                raw += c
+            size_line, raw = raw.split(b"\r\n", 1)
+            size = int(size_line.split(b";")[0], 16)
+            while len(raw) < size + 2:
+                c = sock.recv(65536)
+                if not c:
+                    raise ConnectionError("closed in chunk")
+                raw += c
+            if size == 0:
+                break
+            body += raw[:size]
+            raw = raw[size + 2:]
+    else:
+        while True:
+            c = sock.recv(65536)
+            if not c:
+                break
+            body += c
+    return Response(status, headers, body)
+
+
+def read_response_from(sock, prefix, timeout):
+    class Pre:
+        def __init__(self, s, p):
+            self.s, self.p = s, p
+
+        def settimeout(self, t):
+            self.s.settimeout(t)
+
+        def recv(self, n):
+            if self.p:
+                r, self.p = self.p, b""
+                return r
+            return self.s.recv(n)
+
+    return read_response(Pre(sock, prefix), timeout)
+
+
+def http(port, method, path, body=None, headers=None, timeout=60.0, raw_body=None):
+    """One request on a fresh connection; returns Response."""
+    if raw_body is None and body is not None:
+        raw_body = json.dumps(body).encode() if not isinstance(body, (bytes, str)) else (
+            body.encode() if isinstance(body, str) else body)
+    h = {"Host": f"127.0.0.1:{port}", "Connection": "close"}
+    if raw_body is not None:
+        h["Content-Type"] = "application/json"
+        h["Content-Length"] = str(len(raw_body))
+    h.update(headers or {})
+    req = f"{method} {path} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in h.items()) + "\r\n"
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(req.encode() + (raw_body or b""))
+        return read_response(s, timeout)
+
+
+def sse_events(body):
+    out = []
+    for block in body.decode().split("\n\n"):
+        for line in block.split("\n"):
+            if line.startswith("data: "):
+                out.append(line[6:])
+    return out
+
+
+class Node:
+    """A mesh-llm process started by a test; always cleaned up by pid."""
+
+    def __init__(self, args, env=None, tmp_path=None, wait_ready=True, ready_timeout=60.0):
+        self.args = [MESH_BIN] + list(args)
+        if BIN_DIR and "--bin-dir" not in args:
+            self.args += ["--bin-dir", BIN_DIR]
+        self.env = dict(os.environ)
+        if tmp_path is not None:
+            self.env["MESH_LLM_HOME"] = str(tmp_path / "home")
+        self.env.update(env or {})
+        self.stderr_path = str(tmp_path / "node.stderr") if tmp_path else "/dev/null"
+        self._stderr = open(self.stderr_path, "wb") if tmp_path else subprocess.DEVNULL
+        self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=self._stderr,
+                                     env=self.env)
+        self.pid = self.proc.pid
+        self.lines = queue.Queue()
+        self.stdout_lines = []
+        self.child_pids = set()
+        t = threading.Thread(target=self._pump, daemon=True)
+        t.start()
+        self.ready = None
+        if wait_ready:
+            self.wait_ready(ready_timeout)
+
+    def _pump(self):
+        for line in self.proc.stdout:
+            s = line.decode(errors="replace").rstrip("\n")
+            self.stdout_lines.append(s)
+            self.lines.put(s)
+
+    def wait_ready(self, timeout=60.0):
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                pytest.fail(f"node not ready in {timeout}s; stderr:\n{self.stderr()}")
+            try:
+                line = self.lines.get(timeout=min(left, 0.5))
+            except queue.Empty:
+                if self.proc.poll() is not None:
+                    pytest.fail(f"node exited with {self.proc.returncode}; stderr:\n{self.stderr()}")
+                continue
+            if line.startswith("mesh-llm ready "):
+                self.ready = dict(kv.split("=", 1) for kv in line.split()[2:])
+                self.api_port = int(self.ready["api"])
+                self.remember_children()
+                return self.ready
+
+    def stderr(self):
+        try:
+            with open(self.stderr_path, "rb") as f:
+                return f.read().decode(errors="replace")
+        except OSError:
+            return ""
+
+    def llama_children(self):
+        """pid → argv of llama-server children (remembered for cleanup)."""
+        out = {}
+        for c in children_of(self.pid):
+            argv = cmdline(c)
+            if argv and "llama-server" in os.path.basename(argv[0]):
+                out[c] = argv
+                self.child_pids.add(c)
+        return out
+
+    def remember_children(self):
+        self.llama_children()
+
+    def child_for(self, model):
+        for pid, argv in self.llama_children().items():
+            if "--alias" in argv and argv[argv.index("--alias") + 1] == model:
+                return pid, int(argv[argv.index("--port") + 1]), argv
+        return None
+
+    def request(self, method, path, body=None, **kw):
+        return http(self.api_port, method, path, body, **kw)
+
+    def complete(self, model, prompt="Once upon a time", max_tokens=8, **extra):
+        body = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0}
+        body.update(extra)
+        return self.request("POST", "/v1/completions", body)
+
+    def stop(self, sig=signal.SIGTERM, timeout=20.0):
+        self.remember_children()
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        return self.proc.returncode
+
+    def cleanup(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        for c in self.child_pids:
+            if pid_alive(c) and cmdline(c) and "llama-server" in cmdline(c)[0]:
+                try:
+                    os.kill(c, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        if hasattr(self._stderr, "close"):
+            self._stderr.close()
+
+
+@pytest.fixture
+def start_node(tmp_path):
+    nodes = []
+    counter = [0]
+
+    def _start(*args, **kw):
+        counter[0] += 1
+        d = tmp_path / f"node{counter[0]}"
+        d.mkdir()
+        n = Node(list(args), tmp_path=d, **kw)
+        nodes.append(n)
+        return n
+
+    yield _start
+    for n in nodes:
+        n.cleanup()
