@@ -26,18 +26,18 @@ llama: deps
 	@scripts/llama.sh >/dev/null
 
 build: deps
-	@[ -f $(BUILD)/CMakeCache.txt ] || cmake -S . -B $(BUILD) $(GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	@[ -f $(BUILD)/CMakeCache.txt ] || cmake -S . -B $(BUILD) $(GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMESH_TESTS=ON >/dev/null
 	@cmake --build $(BUILD) -j$$(nproc)
 
 build-asan: deps-test
-	@[ -f $(ASAN)/CMakeCache.txt ] || cmake -S . -B $(ASAN) $(GEN) -DCMAKE_BUILD_TYPE=Debug -DMESH_SANITIZE=ON >/dev/null
+	@[ -f $(ASAN)/CMakeCache.txt ] || cmake -S . -B $(ASAN) $(GEN) -DCMAKE_BUILD_TYPE=Debug -DMESH_SANITIZE=ON -DMESH_TESTS=ON >/dev/null
 	@cmake --build $(ASAN) -j$$(nproc)
 
 run: build
 	@scripts/run.sh "$(MODEL)" $(ARGS)
 
 test: deps-test llama
-	@[ -f $(BUILD)/CMakeCache.txt ] && grep -q 'CMOCKA_FOUND:INTERNAL=1' $(BUILD)/CMakeCache.txt || cmake -S . -B $(BUILD) $(GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	@[ -f $(BUILD)/CMakeCache.txt ] && grep -q 'CMOCKA_FOUND:INTERNAL=1' $(BUILD)/CMakeCache.txt || cmake -S . -B $(BUILD) $(GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMESH_TESTS=ON >/dev/null
 	@$(MAKE) --no-print-directory build build-asan
 	@$(MAKE) --no-print-directory unit integration asan
 
@@ -53,9 +53,9 @@ integration:
 asan:
 	@echo "== unit tests under ASan+UBSan"
 	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir $(ASAN) --output-on-failure
-	@echo "== integration smoke under ASan+UBSan"
+	@echo "== integration tests under ASan+UBSan"
 	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" MESH_LLM_BIN=$(CURDIR)/$(ASAN)/mesh-llm \
-	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration -m asan_smoke $(PYTEST_ARGS)
+	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration $(PYTEST_ARGS)
 
 bench: build llama
 	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/proxy

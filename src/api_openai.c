@@ -11,7 +11,6 @@
 #include <time.h>
 
 #include "log.h"
-#include "proxy.h"
 #include "util.h"
 
 int api_body_model(const char *body, size_t len, char *out, size_t outlen, char *err,
@@ -74,25 +73,17 @@ static void respond_json(httpd_req_t *req, int status, json_t *o)
     free(s);
 }
 
-static const char *model_status(const sv_child_t *c)
-{
-    switch (c->state) {
-    case CHILD_READY: return "ready";
-    case CHILD_STARTING:
-    case CHILD_BACKOFF: return "loading";
-    default: return "unloaded";
-    }
-}
-
 static void handle_models(api_t *api, httpd_req_t *req)
 {
     json_t *data = json_array();
-    for (sv_child_t *c = api->sv->children; c; c = c->next) {
-        json_array_append_new(data, json_pack("{s:s,s:s,s:I,s:s,s:s,s:s}", "id", c->name,
-                                              "object", "model", "created",
+    for (size_t i = 0; i < api->ms->n; i++) {
+        model_entry_t *e = &api->ms->entries[i];
+        json_array_append_new(data, json_pack("{s:s,s:s,s:I,s:s,s:s,s:s,s:I}", "id",
+                                              e->mm->name, "object", "model", "created",
                                               (json_int_t)time(NULL), "owned_by", "mesh-llm",
-                                              "status", model_status(c), "type",
-                                              model_type_name(c->type)));
+                                              "status", models_status(e), "type",
+                                              mm_type_name(e->mm->type), "size",
+                                              (json_int_t)e->size));
     }
     respond_json(req, 200, json_pack("{s:s,s:o}", "object", "list", "data", data));
 }
@@ -100,20 +91,20 @@ static void handle_models(api_t *api, httpd_req_t *req)
 static void handle_health(api_t *api, httpd_req_t *req)
 {
     json_t *models = json_array();
-    for (sv_child_t *c = api->sv->children; c; c = c->next)
-        json_array_append_new(models, json_pack("{s:s,s:s}", "name", c->name, "status",
-                                                 model_status(c)));
+    for (size_t i = 0; i < api->ms->n; i++)
+        json_array_append_new(models, json_pack("{s:s,s:s}", "name", api->ms->entries[i].mm->name,
+                                                "status", models_status(&api->ms->entries[i])));
     respond_json(req, 200, json_pack("{s:s,s:o}", "status", "ok", "models", models));
 }
 
-static void on_proxy_done(void *data, bool ok, int status)
+static const char *endpoint_for(mm_type_t t)
 {
-    sv_child_t *c = data;
-    if (c->in_flight)
-        c->in_flight--;
+    return t == MM_EMBEDDING ? "/v1/embeddings"
+           : t == MM_RERANKING ? "/v1/rerank"
+                               : "/v1/chat/completions or /v1/completions";
 }
 
-static void handle_inference(api_t *api, httpd_req_t *req, model_type_t needs)
+static void handle_inference(api_t *api, httpd_req_t *req, mm_type_t needs)
 {
     char name[MODEL_NAME_MAX], err[512];
     int rc = api_body_model(req->body, req->body_len, name, sizeof name, err, sizeof err);
@@ -121,50 +112,35 @@ static void handle_inference(api_t *api, httpd_req_t *req, model_type_t needs)
         httpd_respond_error(req, 400, "invalid_request_error", "invalid_body", "%s", err);
         return;
     }
-    sv_child_t *c = NULL;
+    model_entry_t *e = NULL;
     if (rc == API_MODEL_ABSENT) {
-        if (api->sv->n_children != 1) {
+        if (api->ms->n != 1) {
             httpd_respond_error(req, 400, "invalid_request_error", "model_required",
-                                "'model' is required when the node serves %zu models",
-                                api->sv->n_children);
+                                "'model' is required when the node has %zu models", api->ms->n);
             return;
         }
-        c = api->sv->children;
+        e = &api->ms->entries[0];
     } else {
-        c = sv_find(api->sv, name);
+        e = models_find(api->ms, name);
     }
-    if (!c) {
+    if (!e) {
         char avail[1024] = "";
         size_t off = 0;
-        for (sv_child_t *k = api->sv->children; k && off < sizeof avail - 1; k = k->next)
+        for (size_t i = 0; i < api->ms->n && off < sizeof avail - 1; i++)
             off += (size_t)snprintf(avail + off, sizeof avail - off, "%s%s", off ? ", " : "",
-                                    k->name);
+                                    api->ms->entries[i].mm->name);
         httpd_respond_error(req, 404, "invalid_request_error", "model_not_found",
                             "model '%s' not found; available: %s", name,
                             avail[0] ? avail : "(none)");
         return;
     }
-    if (needs == MODEL_TYPE_EMBEDDING && c->type != MODEL_TYPE_EMBEDDING) {
+    if (e->mm->type != needs) {
         httpd_respond_error(req, 400, "invalid_request_error", "model_type_mismatch",
-                            "model '%s' is a %s model, not an embedding model; serve it with "
-                            "--model PATH:embedding",
-                            c->name, model_type_name(c->type));
+                            "model '%s' is a %s model and cannot serve %s; use %s", e->mm->name,
+                            mm_type_name(e->mm->type), req->path, endpoint_for(e->mm->type));
         return;
     }
-    if (c->state != CHILD_READY) {
-        httpd_respond_error(req, 503, "unavailable", "model_unavailable",
-                            "model '%s' is %s; retry shortly", c->name,
-                            c->state == CHILD_BACKOFF ? "restarting after its server exited"
-                                                      : child_state_name(c->state));
-        return;
-    }
-    proxy_opts_t po = {
-        .strip_authorization = api->cfg->api_key != NULL,
-        .on_done = on_proxy_done,
-        .data = c,
-    };
-    c->in_flight++;
-    proxy_forward(api->loop, req, c->port, &po); /* on failure, on_done balanced the count */
+    models_route(api->ms, e, req);
 }
 
 static void method_not_allowed(httpd_req_t *req, const char *allow)
@@ -191,6 +167,18 @@ static void api_handle(httpd_req_t *req)
             return method_not_allowed(req, "GET");
         return handle_health(api, req);
     }
+    if (strncmp(path, "/api/v1/", 8) == 0 || strncmp(path, "/api/v0/", 8) == 0) {
+        if (api->cfg->api_key &&
+            !api_key_ok(httpd_header(req, "authorization"), api->cfg->api_key)) {
+            httpd_respond_error(req, 401, "invalid_request_error", "invalid_api_key",
+                                "missing or wrong API key; send 'Authorization: Bearer <key>'");
+            return;
+        }
+        if (!models_api(api->ms, req, path + 8))
+            httpd_respond_error(req, 404, "invalid_request_error", "not_found",
+                                "no endpoint at %s", path);
+        return;
+    }
     if (strncmp(path, "/v1/", 4) != 0) {
         httpd_respond_error(req, 404, "invalid_request_error", "not_found", "no endpoint at %s",
                             path);
@@ -208,11 +196,11 @@ static void api_handle(httpd_req_t *req)
     }
     static const struct {
         const char *path;
-        model_type_t needs;
+        mm_type_t needs;
     } post_routes[] = {
-        {"/v1/chat/completions", MODEL_TYPE_AUTO},
-        {"/v1/completions", MODEL_TYPE_AUTO},
-        {"/v1/embeddings", MODEL_TYPE_EMBEDDING},
+        {"/v1/chat/completions", MM_LLM}, {"/v1/completions", MM_LLM},
+        {"/v1/embeddings", MM_EMBEDDING}, {"/v1/rerank", MM_RERANKING},
+        {"/v1/reranking", MM_RERANKING},
     };
     for (size_t i = 0; i < sizeof post_routes / sizeof post_routes[0]; i++) {
         if (strcmp(path, post_routes[i].path) == 0) {
@@ -224,12 +212,12 @@ static void api_handle(httpd_req_t *req)
     httpd_respond_error(req, 404, "invalid_request_error", "not_found", "no endpoint at %s", path);
 }
 
-int api_start(api_t *api, uv_loop_t *loop, const config_t *cfg, supervisor_t *sv)
+int api_start(api_t *api, uv_loop_t *loop, const config_t *cfg, models_t *ms)
 {
     memset(api, 0, sizeof *api);
     api->loop = loop;
     api->cfg = cfg;
-    api->sv = sv;
+    api->ms = ms;
     httpd_opts_t o = {
         .host = cfg->listen_all ? "0.0.0.0" : "127.0.0.1",
         .port = cfg->port,

@@ -1,4 +1,5 @@
-/* The inference API on :9337: the OpenAI surface under /v1 and /health. */
+/* The inference API on :9337: the OpenAI surface under /v1, the model manager under
+ * /api/v1 (and /api/v0), and /health. */
 #ifndef MESH_API_OPENAI_H
 #define MESH_API_OPENAI_H
 
@@ -7,17 +8,17 @@
 
 #include "config.h"
 #include "httpd.h"
-#include "supervisor.h"
+#include "models.h"
 
 typedef struct {
     uv_loop_t *loop;
     const config_t *cfg;
-    supervisor_t *sv;
+    models_t *ms;
     httpd_t httpd;
     bool started;
 } api_t;
 
-int api_start(api_t *api, uv_loop_t *loop, const config_t *cfg, supervisor_t *sv);
+int api_start(api_t *api, uv_loop_t *loop, const config_t *cfg, models_t *ms);
 void api_stop(api_t *api);
 
 enum { API_MODEL_FOUND = 0, API_MODEL_ABSENT = 1 };

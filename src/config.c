@@ -33,9 +33,15 @@ void config_usage(FILE *out)
           "\n"
           "Models:\n"
           "  --model PATH[:TYPE]      serve a GGUF model (repeatable). Its name is the file name\n"
-          "                           without .gguf. TYPE labels it llm, embedding (served with\n"
-          "                           --embeddings --pooling mean) or reranking (--reranking).\n"
-          "  --models-dir DIR         serve every .gguf file in DIR\n"
+          "                           without .gguf. Its type (llm, embedding, reranking) is read\n"
+          "                           from the file; a :TYPE suffix overrides it (embedding models\n"
+          "                           get --embeddings --pooling mean, reranking --reranking).\n"
+          "  --models-dir DIR         every .gguf file in DIR is a known model, loaded on first\n"
+          "                           use (models given with --model load at startup)\n"
+          "  --max-loaded-models L [E [R]]\n"
+          "                           how many llm, embedding and reranking models stay loaded\n"
+          "                           at once (default 1 1 1); the least recently used idle\n"
+          "                           model of a type is unloaded to make room\n"
           "  --ctx-size N             context size passed to llama-server (default: the model's)\n"
           "  --llamacpp-args \"...\"    extra arguments for every llama-server child\n"
           "  --bin-dir DIR            where llama-server lives (default: $MESH_LLM_BIN_DIR, PATH,\n"
@@ -145,7 +151,7 @@ static int parse_size(const char *s, size_t *out)
     return 0;
 }
 
-static int add_model(config_t *cfg, const char *arg, char *err, size_t errlen)
+static int add_model(config_t *cfg, const char *arg, bool from_dir, char *err, size_t errlen)
 {
     if (cfg->n_models >= CONFIG_MAX_MODELS) {
         snprintf(err, errlen, "too many models (at most %d)", CONFIG_MAX_MODELS);
@@ -167,6 +173,7 @@ static int add_model(config_t *cfg, const char *arg, char *err, size_t errlen)
             return -EINVAL;
         }
     }
+    m.from_dir = from_dir;
     cfg->models[cfg->n_models++] = m;
     return 0;
 }
@@ -208,7 +215,7 @@ static int add_models_dir(config_t *cfg, const char *dir, char *err, size_t errl
     qsort(names, n, sizeof names[0], cmp_str); /* deterministic order */
     for (size_t i = 0; i < n; i++) {
         if (rc == 0)
-            rc = add_model(cfg, names[i], err, errlen);
+            rc = add_model(cfg, names[i], true, err, errlen);
         free(names[i]);
     }
     return rc;
@@ -228,6 +235,7 @@ enum {
     OPT_MAX_BODY,
     OPT_LOG_FORMAT,
     OPT_VERSION,
+    OPT_MAX_LOADED,
 };
 
 static int parse_port(const char *s, const char *flag, int *out, char *err, size_t errlen)
@@ -248,6 +256,7 @@ int config_parse(config_t *cfg, int argc, char **argv, char *err, size_t errlen)
     cfg->console_port = 3131;
     cfg->max_body_bytes = DEFAULT_MAX_BODY;
     cfg->log_format = LOG_FORMAT_PRETTY;
+    cfg->max_loaded[0] = cfg->max_loaded[1] = cfg->max_loaded[2] = 1;
     err[0] = '\0';
 
     static const struct option opts[] = {
@@ -266,6 +275,7 @@ int config_parse(config_t *cfg, int argc, char **argv, char *err, size_t errlen)
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, OPT_VERSION},
+        {"max-loaded-models", required_argument, NULL, OPT_MAX_LOADED},
         {NULL, 0, NULL, 0},
     };
     optind = 1;
@@ -275,7 +285,7 @@ int config_parse(config_t *cfg, int argc, char **argv, char *err, size_t errlen)
     while (rc == 0 && (c = getopt_long(argc, argv, ":vh", opts, NULL)) != -1) {
         switch (c) {
         case OPT_MODEL:
-            rc = add_model(cfg, optarg, err, errlen);
+            rc = add_model(cfg, optarg, false, err, errlen);
             break;
         case OPT_MODELS_DIR:
             free(cfg->models_dir);
@@ -343,6 +353,24 @@ int config_parse(config_t *cfg, int argc, char **argv, char *err, size_t errlen)
                 rc = -EINVAL;
             }
             break;
+        case OPT_MAX_LOADED: {
+            /* 1 to 3 positive integers: LLM [EMBEDDING [RERANKING]]; missing values are 1 */
+            const char *vals[3] = {optarg, NULL, NULL};
+            int nv = 1;
+            while (nv < 3 && optind < argc && argv[optind][0] != '-')
+                vals[nv++] = argv[optind++];
+            for (int k = 0; k < nv && rc == 0; k++) {
+                if (parse_u64(vals[k], 1, 1024, &v)) {
+                    snprintf(err, errlen,
+                             "--max-loaded-models takes 1 to 3 positive integers "
+                             "(LLM [EMBEDDING [RERANKING]]), got '%s'",
+                             vals[k]);
+                    rc = -EINVAL;
+                }
+                cfg->max_loaded[k] = (unsigned)v;
+            }
+            break;
+        }
         case 'v':
             cfg->verbose = true;
             break;

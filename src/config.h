@@ -20,6 +20,7 @@ typedef struct {
     char *path;
     char name[MODEL_NAME_MAX];
     model_type_t type; /* MODEL_TYPE_AUTO unless labelled with a ":type" suffix */
+    bool from_dir;     /* found in --models-dir (loaded on demand) rather than --model */
 } config_model_t;
 
 typedef struct {
@@ -35,6 +36,7 @@ typedef struct {
     char *bin_dir;
     char *api_key;
     size_t max_body_bytes;
+    unsigned max_loaded[3]; /* --max-loaded-models LLM EMBEDDING RERANKING */
     log_format_t log_format;
     bool verbose;
 } config_t;

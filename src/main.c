@@ -17,7 +17,7 @@ typedef struct {
     uv_loop_t *loop;
     config_t cfg;
     supervisor_t sv;
-    bool sv_ready;
+    models_t ms;
     api_t api;
     uv_signal_t sigint, sigterm;
     bool announced;
@@ -25,36 +25,31 @@ typedef struct {
     int exit_code;
 } node_t;
 
-static void maybe_announce(node_t *n)
+static node_t *g_node;
+
+static void announce(void *data)
 {
+    node_t *n = data;
     if (n->announced || n->shutting_down)
         return;
-    for (sv_child_t *c = n->sv.children; c; c = c->next)
-        if (!c->first_outcome)
-            return;
     n->announced = true;
     char names[1024] = "";
     size_t off = 0, ready = 0;
-    for (sv_child_t *c = n->sv.children; c && off < sizeof names - 1; c = c->next) {
-        if (c->state == CHILD_READY)
+    for (size_t i = 0; i < n->ms.n && off < sizeof names - 1; i++) {
+        model_entry_t *e = &n->ms.entries[i];
+        const char *st = models_status(e);
+        if (strcmp(st, "ready") == 0)
             ready++;
-        off += (size_t)snprintf(names + off, sizeof names - off, "%s%s%s", off ? ", " : "",
-                                c->name, c->state == CHILD_READY ? "" : " (not ready)");
+        off += (size_t)snprintf(names + off, sizeof names - off, "%s%s (%s, %s)", off ? ", " : "",
+                                e->mm->name, mm_type_name(e->mm->type), st);
     }
-    LOGI("node", "ready: OpenAI API at http://%s:%d/v1 serving %zu/%zu model(s)%s%s",
-         n->cfg.listen_all ? "0.0.0.0" : "127.0.0.1", n->api.httpd.port, ready,
-         n->sv.n_children, n->sv.n_children ? ": " : "", names);
-    if (n->sv.n_children == 0)
-        LOGI("node", "no models given: add --model PATH.gguf to serve one");
+    LOGI("node", "ready: OpenAI API at http://%s:%d/v1 — %zu of %zu known model(s) loaded%s%s",
+         n->cfg.listen_all ? "0.0.0.0" : "127.0.0.1", n->api.httpd.port, ready, n->ms.n,
+         n->ms.n ? ": " : "", names);
+    if (n->ms.n == 0)
+        LOGI("node", "no models given: add --model PATH.gguf (or --models-dir DIR) to serve one");
     printf("mesh-llm ready api=%d console=0 quic=0 id= token=\n", n->api.httpd.port);
     fflush(stdout);
-}
-
-static void on_child_change(supervisor_t *sv, sv_child_t *c)
-{
-    node_t *n = sv->data;
-    (void)c;
-    maybe_announce(n);
 }
 
 static void close_walk_cb(uv_handle_t *h, void *arg)
@@ -66,7 +61,8 @@ static void close_walk_cb(uv_handle_t *h, void *arg)
 
 static void on_all_stopped(supervisor_t *sv, sv_child_t *unused)
 {
-    node_t *n = sv->data;
+    node_t *n = g_node;
+    (void)sv;
     (void)unused;
     LOGI("node", "all children stopped; bye");
     uv_walk(n->loop, close_walk_cb, NULL);
@@ -95,6 +91,7 @@ int main(int argc, char **argv)
 
     static node_t node;
     node_t *n = &node;
+    g_node = n;
     char err[1024];
     int rc = config_parse(&n->cfg, argc, argv, err, sizeof err);
     if (rc == CONFIG_EXIT)
@@ -130,20 +127,18 @@ int main(int argc, char **argv)
         LOGE("node", "supervisor: %s", strerror(-rc));
         return 1;
     }
-    n->sv.data = n;
-    n->sv.on_change = on_child_change;
     n->sv.on_all_stopped = on_all_stopped;
-    for (size_t i = 0; i < n->cfg.n_models; i++) {
-        const config_model_t *m = &n->cfg.models[i];
-        rc = sv_add(&n->sv, m->name, m->path, m->type == MODEL_TYPE_AUTO ? MODEL_TYPE_LLM : m->type,
-                    n->cfg.ctx_size, n->cfg.llamacpp_args, NULL);
-        if (rc) {
-            LOGE("node", "model %s: %s", m->name, strerror(-rc));
-            return 1;
-        }
+    rc = models_init(&n->ms, n->loop, &n->cfg, &n->sv, err, sizeof err);
+    if (rc) {
+        LOGE("node", "%s", err);
+        return 1;
     }
+    n->ms.on_preload_done = announce;
+    n->ms.data = n;
+    LOGI("node", "%zu known model(s); slots: %u llm, %u embedding, %u reranking", n->ms.n,
+         n->cfg.max_loaded[0], n->cfg.max_loaded[1], n->cfg.max_loaded[2]);
 
-    rc = api_start(&n->api, n->loop, &n->cfg, &n->sv);
+    rc = api_start(&n->api, n->loop, &n->cfg, &n->ms);
     if (rc) {
         if (rc == UV_EADDRINUSE)
             LOGE("node", "port %d is already in use; choose another with --port N (0 = any free)",
@@ -165,18 +160,13 @@ int main(int argc, char **argv)
     uv_signal_start(&n->sigint, on_signal, SIGINT);
     uv_signal_start(&n->sigterm, on_signal, SIGTERM);
 
-    for (sv_child_t *c = n->sv.children; c; c = c->next) {
-        if (sv_start(c) != 0) {
-            LOGE("node", "could not start llama-server for %s", c->name);
-            c->first_outcome = true;
-        }
-    }
-    maybe_announce(n);
+    models_preload(&n->ms);
 
     uv_run(n->loop, UV_RUN_DEFAULT);
     uv_walk(n->loop, close_walk_cb, NULL);
     uv_run(n->loop, UV_RUN_DEFAULT);
     uv_loop_close(n->loop);
+    models_free(&n->ms);
     sv_close(&n->sv);
     config_free(&n->cfg);
     return n->exit_code;

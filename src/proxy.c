@@ -36,6 +36,8 @@ struct proxy {
     int handles_open;
     size_t resp_bytes;
     uint16_t port;
+    char tail[PROXY_TAIL_BYTES]; /* ring of the last body bytes */
+    size_t tail_pos;
 };
 
 static bool is_hop_by_hop(const char *name)
@@ -64,8 +66,14 @@ static void report(proxy_t *p, bool ok, int status)
     if (p->done_reported)
         return;
     p->done_reported = true;
-    if (p->opts.on_done)
-        p->opts.on_done(p->opts.data, ok, status);
+    if (p->opts.on_done) {
+        char lin[PROXY_TAIL_BYTES];
+        size_t n = p->resp_bytes < PROXY_TAIL_BYTES ? p->resp_bytes : PROXY_TAIL_BYTES;
+        size_t start = (p->tail_pos + PROXY_TAIL_BYTES - n) % PROXY_TAIL_BYTES;
+        for (size_t i = 0; i < n; i++)
+            lin[i] = p->tail[(start + i) % PROXY_TAIL_BYTES];
+        p->opts.on_done(p->opts.data, ok, status, lin, n);
+    }
 }
 
 static void proxy_close(proxy_t *p)
@@ -239,6 +247,12 @@ static void forward_body(proxy_t *p, const char *data, size_t len)
             return;
         }
         p->resp_bytes += len;
+        size_t keep = len < PROXY_TAIL_BYTES ? len : PROXY_TAIL_BYTES;
+        const char *src = data + len - keep;
+        for (size_t i = 0; i < keep; i++) {
+            p->tail[p->tail_pos] = src[i];
+            p->tail_pos = (p->tail_pos + 1) % PROXY_TAIL_BYTES;
+        }
         if (httpd_write_queue(p->req) >= HTTPD_WRITE_HIGH_WATER && p->reading) {
             uv_read_stop((uv_stream_t *)&p->tcp); /* back-pressure: resume on drain */
             p->reading = false;

@@ -12,12 +12,15 @@
 
 typedef struct proxy proxy_t;
 
+#define PROXY_TAIL_BYTES 8192
+
 typedef struct {
     uint64_t connect_timeout_ms; /* default 5 s */
     uint64_t idle_timeout_ms;    /* no upstream bytes for this long → 504 / drop; default 10 min */
     bool strip_authorization;    /* drop the client's Authorization header (our API key) */
-    /* Called once when the exchange is over, whatever the outcome (ok=false on any failure). */
-    void (*on_done)(void *data, bool ok, int http_status);
+    /* Called once when the exchange is over, whatever the outcome (ok=false on any failure).
+     * tail holds the last bytes of the response body (up to PROXY_TAIL_BYTES), for stats. */
+    void (*on_done)(void *data, bool ok, int http_status, const char *tail, size_t tail_len);
     void *data;
 } proxy_opts_t;
 

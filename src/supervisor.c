@@ -229,10 +229,13 @@ static void on_out_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
     *b = uv_buf_init(slab, sizeof slab);
 }
 
+static void after_close(sv_child_t *c);
+
 static void on_out_closed(uv_handle_t *h)
 {
     sv_child_t *c = h->data;
     c->out_open = false;
+    after_close(c);
 }
 
 static void on_out_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
@@ -290,10 +293,13 @@ static void health_finish(health_t *h, bool ok)
         uint64_t now = uv_now(c->sv->loop);
         c->ready_ms = now;
         c->ever_ready = true;
+        c->ready_this_spawn = true;
         c->first_outcome = true;
         LOGI("supervisor", "model %s ready on 127.0.0.1:%u (pid %d, %.1f s)", c->name, c->port,
              c->pid, (double)(now - c->spawned_ms) / 1000.0);
         set_state(c, CHILD_READY);
+        if (c->sv->on_ready)
+            c->sv->on_ready(c->sv, c);
     } else {
         schedule_health(c);
     }
@@ -392,6 +398,30 @@ static void on_proc_closed(uv_handle_t *h)
     sv_child_t *c = h->data;
     c->proc_open = false;
     check_all_stopped(c->sv);
+    after_close(c);
+}
+
+static int do_spawn(sv_child_t *c);
+
+/* Runs when one of the child's handles finished closing. */
+static void after_close(sv_child_t *c)
+{
+    if (c->proc_open || c->out_open || c->sv->stopping)
+        return;
+    if (c->stop_notify) {
+        c->stop_notify = false;
+        set_state(c, CHILD_STOPPED);
+        if (c->sv->on_stopped)
+            c->sv->on_stopped(c->sv, c);
+    }
+    if (c->start_pending) {
+        c->start_pending = false;
+        if (do_spawn(c) != 0) {
+            set_state(c, CHILD_STOPPED);
+            if (c->sv->on_load_failed)
+                c->sv->on_load_failed(c->sv, c);
+        }
+    }
 }
 
 static void on_restart_timer(uv_timer_t *t)
@@ -422,8 +452,26 @@ static void on_postmortem(uv_timer_t *t)
     char why[128];
     describe_exit(why, sizeof why, c->last_exit_status, c->last_term_signal);
     uint64_t delay = backoff_ms(c->attempts, BACKOFF_BASE_MS, BACKOFF_MAX_MS);
-    LOGE("supervisor", "llama-server for model %s (pid %d) %s; restarting in %.1f s", c->name,
-         c->pid, why, (double)delay / 1000.0);
+    bool load_failed = !c->ready_this_spawn;
+    if (load_failed)
+        LOGE("supervisor", "llama-server for model %s (pid %d) %s while loading", c->name, c->pid,
+             why);
+    else
+        LOGE("supervisor", "llama-server for model %s (pid %d) %s; restarting in %.1f s",
+             c->name, c->pid, why, (double)delay / 1000.0);
+    snprintf(c->last_error, sizeof c->last_error, "llama-server %s", why);
+    for (unsigned back = 0; back < CHILD_LOG_LINES; back++) {
+        const char *l = last_line(c, back);
+        if (l && (strstr(l, "error") || strstr(l, "failed") || strstr(l, "invalid"))) {
+            /* drop llama.cpp's "0.00.118.628 E " log prefix */
+            const char *q = l;
+            while (*q == '.' || (*q >= '0' && *q <= '9'))
+                q++;
+            if (q != l && q[0] == ' ' && q[1] && q[2] == ' ')
+                q += 3;
+            snprintf(c->last_error, sizeof c->last_error, "%s", q);
+        }
+    }
     /* The child's last words usually say why (bad file, out of memory, port in use...). */
     int shown = 0;
     for (int back = CHILD_LOG_LINES - 1; back >= 0 && !c->last_term_signal; back--) {
@@ -437,6 +485,12 @@ static void on_postmortem(uv_timer_t *t)
         LOGE("supervisor", "  (it printed nothing)");
     if (c->out_open && !uv_is_closing((uv_handle_t *)&c->out))
         uv_close((uv_handle_t *)&c->out, on_out_closed);
+    if (load_failed) {
+        set_state(c, CHILD_STOPPED);
+        if (c->sv->on_load_failed)
+            c->sv->on_load_failed(c->sv, c);
+        return;
+    }
     c->attempts++;
     c->restarts++;
     uv_timer_start(&c->timer, on_restart_timer, delay, 0);
@@ -451,22 +505,47 @@ static void on_child_exit(uv_process_t *p, int64_t status, int sig)
     if (c->sv->stopping || c->state == CHILD_STOPPING) {
         LOGI("supervisor", "llama-server for model %s stopped", c->name);
         uv_timer_stop(&c->timer);
-        set_state(c, CHILD_STOPPED);
+        if (c->out_open && !uv_is_closing((uv_handle_t *)&c->out))
+            uv_close((uv_handle_t *)&c->out, on_out_closed);
+        if (!c->sv->stopping)
+            c->stop_notify = true; /* on_stopped once the handles are closed */
+        else
+            set_state(c, CHILD_STOPPED);
         return;
     }
     uint64_t now = uv_now(c->sv->loop);
     if (c->state == CHILD_READY && now - c->ready_ms >= STABLE_MS)
         c->attempts = 0; /* it ran fine for a while: restart quickly */
     c->first_outcome = true;
-    set_state(c, CHILD_BACKOFF);
+    set_state(c, c->ready_this_spawn ? CHILD_BACKOFF : CHILD_STARTING);
     uv_timer_start(&c->timer, on_postmortem, POSTMORTEM_MS, 0);
 }
 
 int sv_start(sv_child_t *c)
 {
-    supervisor_t *sv = c->sv;
-    if (sv->stopping)
+    if (c->sv->stopping)
         return -ECANCELED;
+    if (c->proc_open || c->out_open) {
+        /* the previous process is still being closed: start once it is */
+        c->start_pending = true;
+        set_state(c, CHILD_STARTING);
+        return 0;
+    }
+    return do_spawn(c);
+}
+
+static int do_spawn(sv_child_t *c)
+{
+    supervisor_t *sv = c->sv;
+    c->ready_this_spawn = false;
+    c->missing_file = false;
+    c->last_error[0] = '\0';
+    if (access(c->path, R_OK) != 0) {
+        c->missing_file = errno == ENOENT;
+        snprintf(c->last_error, sizeof c->last_error, "model file %s: %s", c->path,
+                 strerror(errno));
+        return -errno;
+    }
     int port = free_port();
     if (port < 0)
         return port;
@@ -548,6 +627,44 @@ int sv_start(sv_child_t *c)
     free(full);
     argv_free(args);
     return rc;
+}
+
+int sv_set_options(sv_child_t *c, uint32_t ctx_size, const char *extra_args)
+{
+    char **av = NULL;
+    if (extra_args && argv_split(extra_args, &av) < 0)
+        return -EINVAL;
+    argv_free(c->extra_argv);
+    c->extra_argv = av;
+    c->ctx_size = ctx_size;
+    return 0;
+}
+
+static void on_child_kill_timer(uv_timer_t *t)
+{
+    sv_child_t *c = t->data;
+    if (c->proc_open && !uv_is_closing((uv_handle_t *)&c->proc)) {
+        LOGW("supervisor", "llama-server for %s did not stop in time; killing it", c->name);
+        uv_process_kill(&c->proc, SIGKILL);
+    }
+}
+
+void sv_stop(sv_child_t *c, uint64_t grace_ms)
+{
+    uv_timer_stop(&c->timer);
+    c->start_pending = false;
+    if (c->proc_open && !uv_is_closing((uv_handle_t *)&c->proc) && c->state != CHILD_BACKOFF) {
+        c->state = CHILD_STOPPING;
+        uv_process_kill(&c->proc, SIGTERM);
+        uv_timer_start(&c->timer, on_child_kill_timer, grace_ms, 0);
+        return;
+    }
+    /* Not running (or between restarts): stopped once its handles are closed. */
+    if (c->out_open && !uv_is_closing((uv_handle_t *)&c->out))
+        uv_close((uv_handle_t *)&c->out, on_out_closed);
+    c->state = CHILD_STOPPING;
+    c->stop_notify = true;
+    after_close(c);
 }
 
 static void on_kill_timer(uv_timer_t *t)

@@ -40,6 +40,11 @@ struct sv_child {
     unsigned attempts;     /* consecutive failed starts, for backoff */
     unsigned restarts;     /* total restarts */
     bool ever_ready;
+    bool ready_this_spawn;
+    bool start_pending;    /* sv_start called while the previous process was closing */
+    bool stop_notify;      /* sv_stop in progress: notify once every handle is closed */
+    bool missing_file;     /* the last start failed because the model file is gone */
+    char last_error[CHILD_LINE_MAX]; /* why the last load failed, for API errors */
     bool first_outcome;    /* became ready or failed at least once */
     unsigned in_flight;     /* proxied requests not yet finished */
     uint64_t spawned_ms, ready_ms;
@@ -70,6 +75,9 @@ struct supervisor {
     uv_timer_t kill_timer;
     sv_event_cb on_change; /* a child changed state */
     sv_event_cb on_all_stopped;
+    sv_event_cb on_ready;       /* a start became healthy */
+    sv_event_cb on_load_failed; /* a start failed before becoming healthy (no restart) */
+    sv_event_cb on_stopped;     /* sv_stop finished: the process is gone */
     void *data;
 };
 
@@ -83,6 +91,10 @@ int sv_add(supervisor_t *sv, const char *name, const char *path, model_type_t ty
            uint32_t ctx_size, const char *extra_args, sv_child_t **out);
 int sv_start(sv_child_t *c);
 sv_child_t *sv_find(supervisor_t *sv, const char *name);
+/* Replace the options used by the next start. */
+int sv_set_options(sv_child_t *c, uint32_t ctx_size, const char *extra_args);
+/* Stop one child (SIGTERM, SIGKILL after grace_ms); on_stopped fires when it is gone. */
+void sv_stop(sv_child_t *c, uint64_t grace_ms);
 /* SIGTERM every child, SIGKILL after grace_ms; on_all_stopped fires when none is left. */
 void sv_stop_all(supervisor_t *sv, uint64_t grace_ms);
 void sv_close(supervisor_t *sv);

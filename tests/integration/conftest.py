@@ -279,7 +279,8 @@ class Node:
             self.proc.kill()
             self.proc.wait(timeout=10)
         for c in self.child_pids:
-            if pid_alive(c) and cmdline(c) and "llama-server" in cmdline(c)[0]:
+            argv = cmdline(c)
+            if pid_alive(c) and argv and "llama-server" in argv[0]:
                 try:
                     os.kill(c, signal.SIGKILL)
                 except ProcessLookupError:

@@ -1,0 +1,335 @@
+#include "mm.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+const char *mm_type_name(mm_type_t t)
+{
+    switch (t) {
+    case MM_EMBEDDING: return "embedding";
+    case MM_RERANKING: return "reranking";
+    default: return "llm";
+    }
+}
+
+const char *mm_state_name(mm_state_t s)
+{
+    switch (s) {
+    case MM_LOADING: return "loading";
+    case MM_LOADED: return "loaded";
+    case MM_UNLOADING: return "unloading";
+    default: return "unloaded";
+    }
+}
+
+void mm_init(mm_t *mm, const unsigned max_loaded[MM_N_TYPES])
+{
+    memset(mm, 0, sizeof *mm);
+    for (int t = 0; t < MM_N_TYPES; t++)
+        mm->max_loaded[t] = max_loaded && max_loaded[t] ? max_loaded[t] : 1;
+}
+
+mm_model_t *mm_find(mm_t *mm, const char *name)
+{
+    for (size_t i = 0; i < mm->n_models; i++)
+        if (strcmp(mm->models[i].name, name) == 0)
+            return &mm->models[i];
+    return NULL;
+}
+
+mm_model_t *mm_add(mm_t *mm, const char *name, mm_type_t type, unsigned device)
+{
+    if (mm->n_models >= MM_MAX_MODELS || strlen(name) >= MM_NAME_MAX || mm_find(mm, name) ||
+        (unsigned)type >= MM_N_TYPES)
+        return NULL;
+    mm_model_t *m = &mm->models[mm->n_models++];
+    memset(m, 0, sizeof *m);
+    snprintf(m->name, sizeof m->name, "%s", name);
+    m->type = type;
+    m->device = device ? device : MM_DEV_CPU;
+    return m;
+}
+
+static void push(mm_t *mm, mm_action_kind_t kind, mm_model_t *m, unsigned count, int status)
+{
+    if (mm->act_len >= MM_MAX_ACTIONS)
+        return; /* cannot happen: at most a few actions per model per event */
+    mm_action_t *a = &mm->actions[(mm->act_head + mm->act_len) % MM_MAX_ACTIONS];
+    a->kind = kind;
+    a->model = m;
+    a->count = count;
+    a->status = status;
+    mm->act_len++;
+}
+
+bool mm_next_action(mm_t *mm, mm_action_t *out)
+{
+    if (mm->act_len == 0)
+        return false;
+    *out = mm->actions[mm->act_head];
+    mm->act_head = (mm->act_head + 1) % MM_MAX_ACTIONS;
+    mm->act_len--;
+    return true;
+}
+
+static void enqueue(mm_t *mm, mm_model_t *m)
+{
+    if (m->queued || mm->current == m || m->state == MM_LOADING || mm->qlen >= MM_MAX_MODELS)
+        return;
+    mm->queue[mm->qlen++] = m;
+    m->queued = true;
+}
+
+static void dequeue(mm_t *mm, mm_model_t *m)
+{
+    for (size_t i = 0; i < mm->qlen; i++) {
+        if (mm->queue[i] == m) {
+            memmove(&mm->queue[i], &mm->queue[i + 1], (mm->qlen - i - 1) * sizeof mm->queue[0]);
+            mm->qlen--;
+            m->queued = false;
+            return;
+        }
+    }
+}
+
+unsigned mm_count_loaded(const mm_t *mm, mm_type_t type)
+{
+    unsigned n = 0;
+    for (size_t i = 0; i < mm->n_models; i++)
+        if (mm->models[i].type == type && mm->models[i].state != MM_UNLOADED)
+            n++;
+    return n;
+}
+
+static bool idle(const mm_model_t *m)
+{
+    return m->state == MM_LOADED && m->in_flight == 0 && m->waiters == 0 && !m->unload_pending;
+}
+
+static void start_unload(mm_t *mm, mm_model_t *m)
+{
+    m->state = MM_UNLOADING;
+    m->unload_pending = false;
+    push(mm, MM_ACT_UNLOAD, m, 0, 0);
+}
+
+static void serve_waiters(mm_t *mm, mm_model_t *m, uint64_t now)
+{
+    if (m->waiters == 0)
+        return;
+    m->in_flight += m->waiters;
+    m->last_use = now;
+    push(mm, MM_ACT_SERVE, m, m->waiters, 0);
+    m->waiters = 0;
+}
+
+static void fail_waiters(mm_t *mm, mm_model_t *m, int status)
+{
+    if (m->waiters == 0)
+        return;
+    push(mm, MM_ACT_FAIL, m, m->waiters, status);
+    m->waiters = 0;
+}
+
+/* Make room for mm->current. Returns true when the load may start now. */
+static bool make_room(mm_t *mm, mm_model_t *m)
+{
+    bool ready = true;
+    if (mm->drain_all) {
+        for (size_t i = 0; i < mm->n_models; i++)
+            if (mm->models[i].state == MM_UNLOADING)
+                return false;
+        mm->drain_all = false;
+    }
+    /* A device that holds one model at a time: its holder goes, whatever its type. */
+    if (m->device & MM_DEV_NPU) {
+        for (size_t i = 0; i < mm->n_models; i++) {
+            mm_model_t *x = &mm->models[i];
+            if (x == m || !(x->device & MM_DEV_NPU) || x->state == MM_UNLOADED)
+                continue;
+            if (idle(x))
+                start_unload(mm, x);
+            ready = false; /* wait for the unload (or for x to become idle) */
+        }
+    }
+    /* Slots of m's type: models that will still be there once in-progress unloads finish. */
+    unsigned staying = 0, leaving = 0;
+    for (size_t i = 0; i < mm->n_models; i++) {
+        mm_model_t *x = &mm->models[i];
+        if (x == m || x->type != m->type || x->state == MM_UNLOADED)
+            continue;
+        if (x->state == MM_UNLOADING)
+            leaving++;
+        else
+            staying++;
+    }
+    while (staying >= mm->max_loaded[m->type]) {
+        mm_model_t *victim = NULL;
+        for (size_t i = 0; i < mm->n_models; i++) {
+            mm_model_t *x = &mm->models[i];
+            if (x == m || x->type != m->type || !idle(x))
+                continue;
+            if (!victim || x->last_use < victim->last_use ||
+                (x->last_use == victim->last_use && strcmp(x->name, victim->name) < 0))
+                victim = x;
+        }
+        if (!victim)
+            return false; /* every candidate is busy: wait until one is idle */
+        start_unload(mm, victim);
+        staying--;
+        leaving++;
+    }
+    return ready && leaving == 0;
+}
+
+static void step(mm_t *mm, uint64_t now)
+{
+    for (;;) {
+        for (size_t i = 0; i < mm->n_models; i++) {
+            mm_model_t *x = &mm->models[i];
+            if (x->unload_pending && x->state == MM_LOADED && x->in_flight == 0)
+                start_unload(mm, x);
+        }
+        if (!mm->current) {
+            if (mm->qlen == 0)
+                return;
+            mm_model_t *m = mm->queue[0];
+            dequeue(mm, m);
+            mm->current = m;
+            mm->current_started = false;
+            m->attempt = 0;
+            if (m->state == MM_LOADED) { /* already there (loaded meanwhile) */
+                serve_waiters(mm, m, now);
+                mm->current = NULL;
+                continue;
+            }
+        }
+        mm_model_t *m = mm->current;
+        if (mm->current_started || m->state == MM_UNLOADING)
+            return; /* a load in progress, or m itself still going away */
+        if (!make_room(mm, m))
+            return;
+        m->state = MM_LOADING;
+        m->last_use = now;
+        mm->current_started = true;
+        push(mm, MM_ACT_LOAD, m, 0, 0);
+        return;
+    }
+}
+
+mm_req_result_t mm_request_begin(mm_t *mm, mm_model_t *m, uint64_t now)
+{
+    if (m->state == MM_LOADED && !m->unload_pending) {
+        m->in_flight++;
+        m->last_use = now;
+        return MM_SERVE_NOW;
+    }
+    m->waiters++;
+    if (m->state == MM_UNLOADED)
+        enqueue(mm, m);
+    step(mm, now);
+    return MM_WAIT;
+}
+
+void mm_request_end(mm_t *mm, mm_model_t *m, uint64_t now)
+{
+    if (m->in_flight)
+        m->in_flight--;
+    m->last_use = now;
+    step(mm, now);
+}
+
+void mm_request_cancel(mm_t *mm, mm_model_t *m)
+{
+    if (m->waiters)
+        m->waiters--;
+}
+
+void mm_load(mm_t *mm, mm_model_t *m, uint64_t now)
+{
+    if (m->state == MM_LOADED && !m->unload_pending) {
+        m->last_use = now;
+        return;
+    }
+    if (m->state == MM_UNLOADED)
+        enqueue(mm, m);
+    else
+        m->reload = true; /* unloading or unload pending: come back afterwards */
+    step(mm, now);
+}
+
+void mm_reload(mm_t *mm, mm_model_t *m, uint64_t now)
+{
+    if (m->state == MM_LOADED || m->state == MM_LOADING) {
+        m->unload_pending = true;
+        m->reload = true;
+    } else if (m->state == MM_UNLOADING) {
+        m->reload = true;
+    } else {
+        enqueue(mm, m);
+    }
+    step(mm, now);
+}
+
+int mm_unload(mm_t *mm, mm_model_t *m, uint64_t now)
+{
+    m->reload = false;
+    if (m->queued && m->state == MM_UNLOADED) {
+        dequeue(mm, m);
+        fail_waiters(mm, m, 503);
+        return 0;
+    }
+    if (m->state != MM_LOADED && m->state != MM_LOADING)
+        return -ENOENT;
+    m->unload_pending = true;
+    step(mm, now);
+    return 0;
+}
+
+void mm_load_done(mm_t *mm, mm_model_t *m, bool ok, bool file_missing, uint64_t now)
+{
+    if (mm->current != m || m->state != MM_LOADING)
+        return; /* stale report */
+    mm->current_started = false;
+    if (ok) {
+        m->state = MM_LOADED;
+        m->last_use = now;
+        m->loaded_at = now;
+        serve_waiters(mm, m, now);
+        mm->current = NULL;
+        step(mm, now);
+        return;
+    }
+    m->state = MM_UNLOADED;
+    if (file_missing) {
+        fail_waiters(mm, m, 404);
+        m->unload_pending = m->reload = false;
+        mm->current = NULL;
+    } else if (m->attempt == 0) {
+        /* The nuclear option: free everything that can be freed, then try once more. */
+        m->attempt = 1;
+        for (size_t i = 0; i < mm->n_models; i++)
+            if (idle(&mm->models[i]))
+                start_unload(mm, &mm->models[i]);
+        mm->drain_all = true;
+    } else {
+        fail_waiters(mm, m, 500);
+        m->unload_pending = m->reload = false;
+        mm->current = NULL;
+    }
+    step(mm, now);
+}
+
+void mm_unload_done(mm_t *mm, mm_model_t *m, uint64_t now)
+{
+    if (m->state != MM_UNLOADING)
+        return;
+    m->state = MM_UNLOADED;
+    m->in_flight = 0;
+    if (m->waiters || m->reload) {
+        m->reload = false;
+        enqueue(mm, m);
+    }
+    step(mm, now);
+}

@@ -1,0 +1,125 @@
+/* mm — the local model manager's policy (seed 003), pure: no I/O, time passed in.
+ *
+ * Models have a type (llm, embedding, reranking) and a device set. Each type has a number of
+ * slots (--max-loaded-models). The driver feeds events in (requests starting and ending, load and
+ * unload requests, loads and unloads finishing) and executes the actions that mm_next_action()
+ * hands out (start a load, unload a model, serve or fail waiting requests).
+ *
+ * Rules:
+ *  - a request for a known model that is not loaded queues a load (auto-load); the request
+ *    waits and is served when the load completes;
+ *  - loads are serialized (one at a time, FIFO); the eviction choice is made when a load leaves
+ *    the queue;
+ *  - a type with a free slot loads without evicting; a full type evicts its least-recently-used
+ *    idle model (access = load start, load end, request start, request end);
+ *  - a model with requests in flight is never evicted: when every candidate is busy, the load
+ *    waits until one becomes idle (like Ollama's scheduler, an idle model is preferred over
+ *    waiting for the strict LRU one to finish);
+ *  - requests waiting for a load count as in flight the moment it completes, so a model
+ *    auto-loaded for a request serves it before it can be evicted;
+ *  - a load that fails evicts every loaded idle model and is retried once — unless the file does
+ *    not exist, which evicts nothing and fails the waiting requests with "not found";
+ *  - a device that holds one model at a time (npu) evicts its holder whatever its type;
+ *  - an explicit unload waits for in-flight requests to end; requests arriving meanwhile wait
+ *    for a reload.
+ */
+#ifndef MESH_MM_H
+#define MESH_MM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define MM_MAX_MODELS 256
+#define MM_NAME_MAX 128
+
+typedef enum { MM_LLM = 0, MM_EMBEDDING = 1, MM_RERANKING = 2, MM_N_TYPES = 3 } mm_type_t;
+
+enum { MM_DEV_CPU = 1, MM_DEV_GPU = 2, MM_DEV_NPU = 4 };
+
+typedef enum {
+    MM_UNLOADED = 0,
+    MM_LOADING,   /* the driver is starting it */
+    MM_LOADED,
+    MM_UNLOADING, /* the driver is stopping it */
+} mm_state_t;
+
+typedef struct {
+    char name[MM_NAME_MAX];
+    mm_type_t type;
+    unsigned device;     /* MM_DEV_* bits */
+    mm_state_t state;
+    uint64_t last_use;   /* caller's clock (ms) */
+    uint64_t loaded_at;
+    unsigned in_flight;  /* requests being served */
+    unsigned waiters;    /* requests waiting for this model to load */
+    bool queued;         /* in the load queue */
+    bool unload_pending; /* explicit unload waiting for in-flight requests to end */
+    bool reload;         /* load again once unloaded (new options) */
+    unsigned attempt;    /* 0 = first try of the current load, 1 = the retry */
+    void *data;          /* the driver's */
+} mm_model_t;
+
+typedef enum {
+    MM_ACT_NONE = 0,
+    MM_ACT_LOAD,   /* start the model's server; answer with mm_load_done */
+    MM_ACT_UNLOAD, /* stop the model's server; answer with mm_unload_done */
+    MM_ACT_SERVE,  /* dispatch `count` waiting requests (already counted in flight) */
+    MM_ACT_FAIL,   /* fail `count` waiting requests with `status` (404 missing file, 500 load) */
+} mm_action_kind_t;
+
+typedef struct {
+    mm_action_kind_t kind;
+    mm_model_t *model;
+    unsigned count;
+    int status;
+} mm_action_t;
+
+#define MM_MAX_ACTIONS 1024
+
+typedef struct {
+    mm_model_t models[MM_MAX_MODELS];
+    size_t n_models;
+    unsigned max_loaded[MM_N_TYPES];
+    mm_model_t *queue[MM_MAX_MODELS]; /* loads waiting to start, FIFO */
+    size_t qlen;
+    mm_model_t *current;  /* the load that left the queue and is in progress */
+    bool current_started; /* MM_ACT_LOAD issued for current */
+    bool drain_all;       /* retry after a failed load: wait until every unload finished */
+    mm_action_t actions[MM_MAX_ACTIONS];
+    size_t act_head, act_len;
+} mm_t;
+
+void mm_init(mm_t *mm, const unsigned max_loaded[MM_N_TYPES]);
+/* Register a known model; returns it or NULL when full / duplicate name. */
+mm_model_t *mm_add(mm_t *mm, const char *name, mm_type_t type, unsigned device);
+mm_model_t *mm_find(mm_t *mm, const char *name);
+
+typedef enum { MM_SERVE_NOW = 0, MM_WAIT = 1 } mm_req_result_t;
+/* A request for model m begins. MM_SERVE_NOW: it is loaded and now counted in flight.
+ * MM_WAIT: it waits; a later MM_ACT_SERVE or MM_ACT_FAIL for m covers it. */
+mm_req_result_t mm_request_begin(mm_t *mm, mm_model_t *m, uint64_t now);
+/* A served request ends (stream finished, client gone, or error). */
+void mm_request_end(mm_t *mm, mm_model_t *m, uint64_t now);
+/* A waiting request gave up (client went away before the load finished). */
+void mm_request_cancel(mm_t *mm, mm_model_t *m);
+
+/* Explicit load (API): queue a load unless loaded, loading or queued already. */
+void mm_load(mm_t *mm, mm_model_t *m, uint64_t now);
+/* Explicit reload with new options: unload (after in-flight requests end), then load. */
+void mm_reload(mm_t *mm, mm_model_t *m, uint64_t now);
+/* Explicit unload (API). Returns -ENOENT if m is not loaded or loading. */
+int mm_unload(mm_t *mm, mm_model_t *m, uint64_t now);
+
+/* Driver reports. file_missing: the model file does not exist. */
+void mm_load_done(mm_t *mm, mm_model_t *m, bool ok, bool file_missing, uint64_t now);
+void mm_unload_done(mm_t *mm, mm_model_t *m, uint64_t now);
+
+/* Next action to execute, or false when there is none. */
+bool mm_next_action(mm_t *mm, mm_action_t *out);
+
+unsigned mm_count_loaded(const mm_t *mm, mm_type_t type); /* LOADED + LOADING + UNLOADING */
+const char *mm_type_name(mm_type_t t);
+const char *mm_state_name(mm_state_t s);
+
+#endif

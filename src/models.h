@@ -1,0 +1,70 @@
+/* models — the node's local model manager: the registry of known models, the mm policy driven
+ * by real llama-server children, requests parked while their model loads, and the model-manager
+ * API (/api/v1/{health,load,unload,stats,models}). */
+#ifndef MESH_MODELS_H
+#define MESH_MODELS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "config.h"
+#include "httpd.h"
+#include "mm.h"
+#include "supervisor.h"
+
+typedef struct parked parked_t;
+
+typedef struct {
+    char *path;
+    uint64_t size;
+    unsigned preload : 1;     /* given with --model: loaded at startup when a slot is free */
+    unsigned preload_done : 1;
+    /* options of the running (or next) load */
+    uint32_t ctx_size;
+    char *llamacpp_args;
+    char backend[16];
+    sv_child_t *child;
+    mm_model_t *mm;
+    parked_t *waiting;        /* requests waiting for the load, FIFO */
+    parked_t *load_waiters;   /* POST load calls waiting for the outcome */
+    parked_t *unload_waiters; /* POST unload calls waiting for the unload */
+} model_entry_t;
+
+typedef struct {
+    uv_loop_t *loop;
+    const config_t *cfg;
+    supervisor_t *sv;
+    mm_t mm;
+    model_entry_t entries[MM_MAX_MODELS];
+    size_t n;
+    bool running_actions;
+    bool rerun;
+    unsigned preload_pending;
+    void (*on_preload_done)(void *data);
+    void *data;
+    /* stats of the most recent finished request */
+    char last_model[MODEL_NAME_MAX];
+    char *last_stats_json; /* llama-server's "timings" object of that request */
+    char *last_usage_json;
+} models_t;
+
+int models_init(models_t *ms, uv_loop_t *loop, const config_t *cfg, supervisor_t *sv,
+                char *err, size_t errlen);
+/* Queue the preloads (models given with --model, while slots are free). */
+void models_preload(models_t *ms);
+void models_free(models_t *ms);
+
+model_entry_t *models_find(models_t *ms, const char *name);
+/* Route an inference request to model e (auto-loading it). Answers the request either way. */
+void models_route(models_t *ms, model_entry_t *e, httpd_req_t *req);
+/* /api/v1/... and /api/v0/... ; returns false if path is not a model-manager path. */
+bool models_api(models_t *ms, httpd_req_t *req, const char *sub);
+/* "ready" | "loading" | "unloaded" for /v1/models. */
+const char *models_status(const model_entry_t *e);
+
+/* Flags llama-server must not get from users (the node manages them). Returns the offending flag
+ * or NULL. */
+const char *models_forbidden_arg(const char *args);
+
+#endif
