@@ -278,10 +278,10 @@ int config_parse(config_t *cfg, int argc, char **argv, char *err, size_t errlen)
         {"max-loaded-models", required_argument, NULL, OPT_MAX_LOADED},
         {NULL, 0, NULL, 0},
     };
-    optind = 1;
+    optind = 0; /* 0: glibc fully re-initialises (clustered short options) */
     opterr = 0;
     int c, rc = 0;
-    uint64_t v;
+    uint64_t v = 0;
     while (rc == 0 && (c = getopt_long(argc, argv, ":vh", opts, NULL)) != -1) {
         switch (c) {
         case OPT_MODEL:
@@ -385,7 +385,11 @@ int config_parse(config_t *cfg, int argc, char **argv, char *err, size_t errlen)
             rc = -EINVAL;
             break;
         default:
-            snprintf(err, errlen, "unknown option '%s' (see mesh-llm --help)", argv[optind - 1]);
+            if (optopt && optopt < 256)
+                snprintf(err, errlen, "unknown option '-%c' (see mesh-llm --help)", optopt);
+            else
+                snprintf(err, errlen, "unknown option '%s' (see mesh-llm --help)",
+                         argv[optind - 1]);
             rc = -EINVAL;
             break;
         }

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sodium.h>
 #include <uv.h>
 
 #include "api_openai.h"
@@ -101,6 +102,10 @@ int main(int argc, char **argv)
         return 2;
     }
     log_init(n->cfg.log_format, n->cfg.verbose ? LOG_DEBUG : LOG_INFO);
+    if (sodium_init() < 0) {
+        LOGE("node", "libsodium failed to initialise");
+        return 1;
+    }
     signal(SIGPIPE, SIG_IGN);
 
     LOGI("node", "mesh-llm %s starting", MESH_VERSION);

@@ -159,7 +159,8 @@ static bool make_room(mm_t *mm, mm_model_t *m)
         mm_model_t *x = &mm->models[i];
         if (x == m || x->type != m->type || x->state == MM_UNLOADED)
             continue;
-        if (x->state == MM_UNLOADING)
+        /* NPU holders leave before m loads (rule above), so they free their slot too */
+        if (x->state == MM_UNLOADING || ((m->device & MM_DEV_NPU) && (x->device & MM_DEV_NPU)))
             leaving++;
         else
             staying++;
@@ -248,9 +249,10 @@ void mm_request_cancel(mm_t *mm, mm_model_t *m)
 
 void mm_load(mm_t *mm, mm_model_t *m, uint64_t now)
 {
-    if (m->state == MM_LOADED && !m->unload_pending) {
-        m->last_use = now;
-        return;
+    if ((m->state == MM_LOADED || m->state == MM_LOADING) && !m->unload_pending) {
+        if (m->state == MM_LOADED)
+            m->last_use = now;
+        return; /* loaded or on its way: nothing to do */
     }
     if (m->state == MM_UNLOADED)
         enqueue(mm, m);

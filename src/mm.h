@@ -21,7 +21,8 @@
  *    not exist, which evicts nothing and fails the waiting requests with "not found";
  *  - a device that holds one model at a time (npu) evicts its holder whatever its type;
  *  - an explicit unload waits for in-flight requests to end; requests arriving meanwhile wait
- *    for a reload.
+ *    for a reload. Unloading a model that is only queued drops the load and fails its waiting
+ *    requests with 503.
  */
 #ifndef MESH_MM_H
 #define MESH_MM_H

@@ -228,8 +228,20 @@ static void dispatch(models_t *ms, model_entry_t *e, httpd_req_t *req)
     proxy_forward(ms->loop, req, e->child->port, &po); /* on failure on_done already ran */
 }
 
+/* A model whose file is gone answers 404 before anything is evicted for it. */
+static bool file_missing(model_entry_t *e)
+{
+    struct stat st;
+    return e->mm->state == MM_UNLOADED && stat(e->path, &st) != 0 && errno == ENOENT;
+}
+
 void models_route(models_t *ms, model_entry_t *e, httpd_req_t *req)
 {
+    if (file_missing(e)) {
+        httpd_respond_error(req, 404, "invalid_request_error", "model_file_not_found",
+                            "model '%s': file %s not found", e->mm->name, e->path);
+        return;
+    }
     mm_req_result_t r = mm_request_begin(&ms->mm, e->mm, now_ms(ms));
     if (r == MM_SERVE_NOW) {
         dispatch(ms, e, req);
@@ -619,6 +631,11 @@ static void api_load(models_t *ms, httpd_req_t *req)
     if (!e) {
         httpd_respond_error(req, 404, "invalid_request_error", "model_not_found",
                             "model '%s' is not known to this node", name);
+        goto out;
+    }
+    if (file_missing(e)) {
+        httpd_respond_error(req, 404, "invalid_request_error", "model_file_not_found",
+                            "model '%s': file %s not found", e->mm->name, e->path);
         goto out;
     }
     if (ctx != -1 && (ctx < 1 || ctx > (1 << 24))) {

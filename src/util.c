@@ -1,6 +1,7 @@
 #include "util.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,8 @@ static int buf_reserve(buf_t *b, size_t extra)
     size_t need = b->len + extra + 1; /* keep room for a NUL terminator */
     if (need <= b->cap_alloc)
         return 0;
+    if (need > SIZE_MAX / 4)
+        return -ENOMEM;
     size_t n = b->cap_alloc ? b->cap_alloc : 256;
     while (n < need)
         n *= 2;
@@ -165,8 +168,11 @@ nomem:
 uint64_t backoff_ms(unsigned attempt, uint64_t base_ms, uint64_t max_ms)
 {
     uint64_t d = base_ms;
-    for (unsigned i = 0; i < attempt && d < max_ms; i++)
+    for (unsigned i = 0; i < attempt && d < max_ms; i++) {
+        if (d > UINT64_MAX / 2)
+            return max_ms;
         d *= 2;
+    }
     return d < max_ms ? d : max_ms;
 }
 
@@ -191,7 +197,7 @@ bool slice_ieq(const char *p, size_t n, const char *s)
 
 int parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
 {
-    if (!s || !*s || *s == '-' || *s == '+')
+    if (!s || *s < '0' || *s > '9') /* no sign, no whitespace */
         return -EINVAL;
     char *end;
     errno = 0;

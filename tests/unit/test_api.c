@@ -1,0 +1,328 @@
+/* Unit tests for the pure helpers of src/api_openai.h: api_body_model and api_key_ok. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api_openai.h"
+
+/* ------------------------------------------------------------------------------------------
+ * api_body_model
+ * ---------------------------------------------------------------------------------------- */
+
+/* Run api_body_model on a heap copy of exactly strlen(body) bytes (no NUL terminator), so
+ * ASan catches any read past the length. */
+static int body_model(const char *body, char *out, size_t outlen, char *err, size_t errlen)
+{
+    size_t len = strlen(body);
+    char *copy = malloc(len ? len : 1);
+    assert_non_null(copy);
+    memcpy(copy, body, len);
+    memset(out, 'Z', outlen);
+    if (outlen)
+        out[outlen - 1] = '\0';
+    memset(err, 0, errlen);
+    int rc = api_body_model(copy, len, out, outlen, err, errlen);
+    free(copy);
+    return rc;
+}
+
+static void expect_found(const char *body, const char *want)
+{
+    char out[128], err[256];
+    int rc = body_model(body, out, sizeof out, err, sizeof err);
+    if (rc != API_MODEL_FOUND)
+        fail_msg("api_body_model(%s) returned %d (%s), expected FOUND '%s'", body, rc, err, want);
+    assert_string_equal(out, want);
+}
+
+static void expect_absent(const char *body)
+{
+    char out[128], err[256];
+    int rc = body_model(body, out, sizeof out, err, sizeof err);
+    if (rc != API_MODEL_ABSENT)
+        fail_msg("api_body_model(%s) returned %d (%s), expected ABSENT", body, rc, err);
+}
+
+static void expect_invalid(const char *body)
+{
+    char out[128], err[256];
+    int rc = body_model(body, out, sizeof out, err, sizeof err);
+    if (rc != -EINVAL)
+        fail_msg("api_body_model(%s) returned %d, expected -EINVAL", body, rc);
+    if (err[0] == '\0')
+        fail_msg("api_body_model(%s) failed without a message", body);
+    assert_true(strlen(err) < sizeof err);
+}
+
+static void test_body_model_found(void **state)
+{
+    (void)state;
+    expect_found("{\"model\":\"stories260K\",\"messages\":[]}", "stories260K");
+    expect_found("{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"model\":\"m\"}", "m");
+    expect_found("  {\n \"model\" : \"a b c\" }\n ", "a b c");
+    expect_found("{\"model\":\"caf\\u00e9\"}", "caf\xc3\xa9"); /* escapes are decoded */
+    expect_found("{\"model\":\"x/y:z\"}", "x/y:z");
+    /* A nested "model" does not shadow the top-level one. */
+    expect_found("{\"extra\":{\"model\":\"inner\"},\"model\":\"outer\"}", "outer");
+}
+
+static void test_body_model_absent(void **state)
+{
+    (void)state;
+    expect_absent("{}");
+    expect_absent("{\"messages\":[]}");
+    expect_absent("{\"model\":null}");
+    expect_absent("{\"Model\":\"case-matters\"}");
+    expect_absent("{\"extra\":{\"model\":\"nested only\"}}");
+}
+
+static void test_body_model_wrong_type(void **state)
+{
+    (void)state;
+    expect_invalid("{\"model\":\"\"}");
+    expect_invalid("{\"model\":1}");
+    expect_invalid("{\"model\":0}");
+    expect_invalid("{\"model\":1.5}");
+    expect_invalid("{\"model\":true}");
+    expect_invalid("{\"model\":false}");
+    expect_invalid("{\"model\":{}}");
+    expect_invalid("{\"model\":[\"a\"]}");
+    expect_invalid("{\"model\":{\"name\":\"a\"}}");
+
+    char out[64], err[256];
+    assert_int_equal(body_model("{\"model\":42}", out, sizeof out, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "model"));
+}
+
+static void test_body_model_not_json(void **state)
+{
+    (void)state;
+    expect_invalid("");
+    expect_invalid(" ");
+    expect_invalid("not json");
+    expect_invalid("{");
+    expect_invalid("{\"model\":\"a\"");
+    expect_invalid("{\"model\":\"a\",}");
+    expect_invalid("{'model':'a'}");
+    expect_invalid("{model:\"a\"}");
+    expect_invalid("{\"model\":\"a\"} trailing");
+    expect_invalid("{\"model\":\"a\"}{}");
+    expect_invalid("{\"model\":\"unterminated}");
+    expect_invalid("{\"model\":\"bad \\x escape\"}");
+    expect_invalid("{\"model\":\"\xff\xfe\"}"); /* invalid UTF-8 */
+    /* An embedded NUL must not truncate the name silently. */
+    expect_invalid("{\"model\":\"a\\u0000b\"}");
+
+    char out[64], err[256];
+    assert_int_equal(body_model("nope", out, sizeof out, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "JSON"));
+}
+
+static void test_body_model_not_object(void **state)
+{
+    (void)state;
+    expect_invalid("[]");
+    expect_invalid("[{\"model\":\"a\"}]");
+    expect_invalid("\"model\"");
+    expect_invalid("42");
+    expect_invalid("null");
+    expect_invalid("true");
+}
+
+static void test_body_model_duplicate_keys(void **state)
+{
+    (void)state;
+    expect_invalid("{\"model\":\"a\",\"model\":\"b\"}");
+    expect_invalid("{\"model\":\"a\",\"model\":\"a\"}");
+    expect_invalid("{\"model\":\"a\",\"stream\":true,\"stream\":false}");
+    expect_invalid("{\"model\":\"a\",\"x\":{\"k\":1,\"k\":2}}");
+}
+
+static void test_body_model_length_respected(void **state)
+{
+    (void)state;
+    /* Only the first len bytes count: the rest of the buffer is ignored. */
+    const char buf[] = "{\"model\":\"a\"}GARBAGE";
+    char out[16], err[128];
+    size_t len = strlen("{\"model\":\"a\"}");
+    assert_int_equal(api_body_model(buf, len, out, sizeof out, err, sizeof err),
+                     API_MODEL_FOUND);
+    assert_string_equal(out, "a");
+    assert_int_equal(api_body_model(buf, len - 1, out, sizeof out, err, sizeof err), -EINVAL);
+    assert_int_equal(api_body_model(buf, 0, out, sizeof out, err, sizeof err), -EINVAL);
+    assert_true(err[0] != '\0');
+}
+
+static void test_body_model_too_long(void **state)
+{
+    (void)state;
+    char out[8], err[128];
+    /* 7 characters + NUL fit exactly. */
+    assert_int_equal(body_model("{\"model\":\"1234567\"}", out, sizeof out, err, sizeof err),
+                     API_MODEL_FOUND);
+    assert_string_equal(out, "1234567");
+
+    memset(err, 0, sizeof err);
+    assert_int_equal(body_model("{\"model\":\"12345678\"}", out, sizeof out, err, sizeof err),
+                     -EINVAL);
+    assert_true(err[0] != '\0');
+    assert_non_null(strstr(err, "model"));
+    assert_int_equal(out[0], 'Z'); /* nothing written on failure */
+
+    /* Multi-byte UTF-8 counts in bytes: "\u00e9" is two bytes. */
+    assert_int_equal(body_model("{\"model\":\"123456\\u00e9\"}", out, sizeof out, err,
+                                sizeof err),
+                     -EINVAL);
+    assert_int_equal(body_model("{\"model\":\"12345\\u00e9\"}", out, sizeof out, err,
+                                sizeof err),
+                     API_MODEL_FOUND);
+    assert_string_equal(out, "12345\xc3\xa9");
+
+    /* A very long name against a normal buffer. */
+    size_t n = 5000;
+    char *body = malloc(n + 32);
+    assert_non_null(body);
+    strcpy(body, "{\"model\":\"");
+    memset(body + strlen(body), 'm', n);
+    strcpy(body + 10 + n, "\"}");
+    char out2[MODEL_NAME_MAX];
+    assert_int_equal(body_model(body, out2, sizeof out2, err, sizeof err), -EINVAL);
+    free(body);
+}
+
+static void test_body_model_tiny_err_buffer(void **state)
+{
+    (void)state;
+    char out[16];
+    char err[4];
+    memset(err, 'X', sizeof err);
+    assert_int_equal(api_body_model("nope", 4, out, sizeof out, err, sizeof err), -EINVAL);
+    assert_true(memchr(err, '\0', sizeof err) != NULL); /* truncated but terminated */
+    memset(err, 'X', sizeof err);
+    assert_int_equal(api_body_model("{\"model\":3}", 11, out, sizeof out, err, sizeof err),
+                     -EINVAL);
+    assert_true(memchr(err, '\0', sizeof err) != NULL);
+}
+
+static void test_body_model_deep_nesting(void **state)
+{
+    (void)state;
+    /* Deeply nested input must fail cleanly (no stack exhaustion). */
+    size_t depth = 100000;
+    char *body = malloc(2 * depth + 32);
+    assert_non_null(body);
+    char *p = body;
+    p += sprintf(p, "{\"model\":\"m\",\"x\":");
+    memset(p, '[', depth);
+    p += depth;
+    memset(p, ']', depth);
+    p += depth;
+    strcpy(p, "}");
+    char out[16], err[256];
+    assert_int_equal(body_model(body, out, sizeof out, err, sizeof err), -EINVAL);
+    assert_true(err[0] != '\0');
+    free(body);
+
+    /* Moderate nesting is fine. */
+    expect_found("{\"model\":\"m\",\"x\":[[[[[[[[[[{\"a\":[1,2,{\"b\":null}]}]]]]]]]]]]}", "m");
+}
+
+/* ------------------------------------------------------------------------------------------
+ * api_key_ok
+ * ---------------------------------------------------------------------------------------- */
+
+static void test_key_ok_correct(void **state)
+{
+    (void)state;
+    assert_true(api_key_ok("Bearer s3cr3t-key", "s3cr3t-key"));
+    assert_true(api_key_ok("bearer s3cr3t-key", "s3cr3t-key"));
+    assert_true(api_key_ok("BEARER s3cr3t-key", "s3cr3t-key"));
+    assert_true(api_key_ok("BeArEr s3cr3t-key", "s3cr3t-key"));
+    /* Extra spaces between the scheme and the token are tolerated. */
+    assert_true(api_key_ok("Bearer   s3cr3t-key", "s3cr3t-key"));
+}
+
+static void test_key_ok_wrong(void **state)
+{
+    (void)state;
+    const char *key = "s3cr3t-key";
+    assert_false(api_key_ok("Bearer wrong", key));
+    assert_false(api_key_ok("Bearer S3CR3T-KEY", key)); /* the key itself is case-sensitive */
+    assert_false(api_key_ok("Bearer s3cr3t-ke", key));  /* prefix */
+    assert_false(api_key_ok("Bearer s", key));
+    assert_false(api_key_ok("Bearer s3cr3t-keyX", key)); /* key plus extra chars */
+    assert_false(api_key_ok("Bearer s3cr3t-key s3cr3t-key", key));
+    assert_false(api_key_ok("Bearer Xs3cr3t-key", key));
+    assert_false(api_key_ok("Bearer ", key));
+    assert_false(api_key_ok("Bearer", key));
+    assert_false(api_key_ok("", key));
+}
+
+static void test_key_ok_scheme_required(void **state)
+{
+    (void)state;
+    const char *key = "s3cr3t-key";
+    assert_false(api_key_ok("s3cr3t-key", key));   /* missing "Bearer " */
+    assert_false(api_key_ok("Bearers3cr3t-key", key));
+    assert_false(api_key_ok("Basic s3cr3t-key", key));
+    assert_false(api_key_ok("Token s3cr3t-key", key));
+    assert_false(api_key_ok(" Bearer s3cr3t-key", key));
+    assert_false(api_key_ok("Bear s3cr3t-key", key));
+}
+
+static void test_key_ok_null_header(void **state)
+{
+    (void)state;
+    assert_false(api_key_ok(NULL, "s3cr3t-key"));
+}
+
+static void test_key_ok_long_keys(void **state)
+{
+    (void)state;
+    size_t n = 10000;
+    char *key = malloc(n + 1);
+    char *hdr = malloc(n + 8);
+    assert_non_null(key);
+    assert_non_null(hdr);
+    for (size_t i = 0; i < n; i++)
+        key[i] = (char)('a' + (i % 26));
+    key[n] = '\0';
+    strcpy(hdr, "Bearer ");
+    strcat(hdr, key);
+    assert_true(api_key_ok(hdr, key));
+    hdr[7 + n - 1] ^= 1; /* differ only in the last byte */
+    assert_false(api_key_ok(hdr, key));
+    hdr[7 + n - 1] ^= 1;
+    hdr[7] ^= 1; /* differ only in the first byte */
+    assert_false(api_key_ok(hdr, key));
+    free(key);
+    free(hdr);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_body_model_found),
+        cmocka_unit_test(test_body_model_absent),
+        cmocka_unit_test(test_body_model_wrong_type),
+        cmocka_unit_test(test_body_model_not_json),
+        cmocka_unit_test(test_body_model_not_object),
+        cmocka_unit_test(test_body_model_duplicate_keys),
+        cmocka_unit_test(test_body_model_length_respected),
+        cmocka_unit_test(test_body_model_too_long),
+        cmocka_unit_test(test_body_model_tiny_err_buffer),
+        cmocka_unit_test(test_body_model_deep_nesting),
+        cmocka_unit_test(test_key_ok_correct),
+        cmocka_unit_test(test_key_ok_wrong),
+        cmocka_unit_test(test_key_ok_scheme_required),
+        cmocka_unit_test(test_key_ok_null_header),
+        cmocka_unit_test(test_key_ok_long_keys),
+    };
+    return cmocka_run_group_tests_name("api", tests, NULL, NULL);
+}

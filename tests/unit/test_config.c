@@ -1,0 +1,1030 @@
+/* Unit tests for config_parse (src/config.h). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "config.h"
+
+#define MAX_ARGS 64
+
+/* ------------------------------------------------------------------------------------------
+ * helpers
+ * ---------------------------------------------------------------------------------------- */
+
+/* Parse "mesh-llm" followed by the NULL-terminated list of arguments. */
+static int parse_errlen(config_t *cfg, char *err, size_t errlen, ...)
+{
+    static char *argv[MAX_ARGS + 2]; /* static: getopt may keep pointers into it */
+    memset(argv, 0, sizeof argv);
+    int argc = 0;
+    argv[argc++] = (char *)"mesh-llm";
+    va_list ap;
+    va_start(ap, errlen);
+    const char *a;
+    while ((a = va_arg(ap, const char *)) != NULL) {
+        assert_true(argc < MAX_ARGS);
+        argv[argc++] = (char *)a;
+    }
+    va_end(ap);
+    argv[argc] = NULL;
+    memset(err, 'Q', errlen); /* detect whether err is written / terminated */
+    if (errlen)
+        err[errlen - 1] = '\0';
+    return config_parse(cfg, argc, argv, err, errlen);
+}
+
+#define PARSE(cfg, err, ...) parse_errlen((cfg), (err), sizeof(err), __VA_ARGS__, (const char *)NULL)
+#define PARSE0(cfg, err) parse_errlen((cfg), (err), sizeof(err), (const char *)NULL)
+
+/* Assert a refusal whose message mentions `needle`. */
+#define ASSERT_REFUSED(rc, err, needle)                                                         \
+    do {                                                                                        \
+        assert_int_equal((rc), -EINVAL);                                                        \
+        assert_true(strlen(err) > 0);                                                           \
+        if (strstr((err), (needle)) == NULL)                                                    \
+            fail_msg("error message \"%s\" does not mention \"%s\"", (err), (needle));          \
+    } while (0)
+
+/* glibc getopt keeps hidden state (the position inside a cluster like "-hv") that
+ * `optind = 1` does not clear; `optind = 0` does. Reset it before each test so one test can
+ * never leak into the next. (See test_getopt_state_does_not_leak_between_parses.) */
+static int reset_getopt(void **state)
+{
+    (void)state;
+    char *dummy[] = {(char *)"x", NULL};
+    optind = 0;
+    opterr = 0;
+    (void)getopt(1, dummy, "");
+    return 0;
+}
+
+static const char *models_root(void)
+{
+    const char *d = getenv("MESH_LLM_TEST_MODELS");
+    return d && *d ? d : "/work/main/../shared/models";
+}
+
+/* Path of stories260K.gguf, or skip the test when it is not available. */
+static const char *stories_path(void)
+{
+    static char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/stories260K.gguf", models_root());
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) {
+        print_message("skipping: %s not found\n", path);
+        skip();
+    }
+    return path;
+}
+
+static void touch(const char *path)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0)
+        fail_msg("cannot create %s: %s", path, strerror(errno));
+    close(fd);
+}
+
+/* A scratch directory, removed (with everything created through tmp_file/tmp_subdir) at the
+ * end of the test. */
+typedef struct {
+    char dir[512];
+    char *paths[200]; /* files and subdirectories, removed in reverse order */
+    size_t n;
+} tmpdir_t;
+
+/* Every open scratch dir and a saved $HOME, cleaned up by the teardown even when an
+ * assertion aborts the test half-way. */
+static tmpdir_t *g_open_tmp[4];
+static char *g_saved_home;
+static bool g_home_saved;
+
+static void tmp_open(tmpdir_t *t)
+{
+    memset(t, 0, sizeof *t);
+    size_t slot = 0;
+    while (slot < 4 && g_open_tmp[slot])
+        slot++;
+    assert_true(slot < 4);
+    g_open_tmp[slot] = t;
+    const char *base = getenv("TMPDIR");
+    snprintf(t->dir, sizeof t->dir, "%s/mesh-llm-ut-XXXXXX", base && *base ? base : "/tmp");
+    if (!mkdtemp(t->dir))
+        fail_msg("mkdtemp: %s", strerror(errno));
+}
+
+static const char *tmp_track(tmpdir_t *t, const char *path)
+{
+    assert_true(t->n < sizeof t->paths / sizeof t->paths[0]);
+    t->paths[t->n] = strdup(path);
+    assert_non_null(t->paths[t->n]);
+    return t->paths[t->n++];
+}
+
+/* Create an empty file `name` (relative to the scratch dir); returns its full path. */
+static const char *tmp_file(tmpdir_t *t, const char *name)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", t->dir, name);
+    touch(path);
+    return tmp_track(t, path);
+}
+
+/* Create an empty file with a random mkstemp name ending in `suffix`. */
+static const char *tmp_random_file(tmpdir_t *t, const char *prefix, const char *suffix)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/%sXXXXXX%s", t->dir, prefix, suffix);
+    int fd = mkstemps(path, (int)strlen(suffix));
+    if (fd < 0)
+        fail_msg("mkstemps: %s", strerror(errno));
+    close(fd);
+    return tmp_track(t, path);
+}
+
+static const char *tmp_subdir(tmpdir_t *t, const char *name)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", t->dir, name);
+    if (mkdir(path, 0755) != 0)
+        fail_msg("mkdir %s: %s", path, strerror(errno));
+    return tmp_track(t, path);
+}
+
+static void tmp_close(tmpdir_t *t)
+{
+    while (t->n > 0) {
+        char *p = t->paths[--t->n];
+        if (unlink(p) != 0)
+            rmdir(p);
+        free(p);
+    }
+    rmdir(t->dir);
+    for (size_t i = 0; i < 4; i++)
+        if (g_open_tmp[i] == t)
+            g_open_tmp[i] = NULL;
+}
+
+static void home_set(const char *dir)
+{
+    if (!g_home_saved) {
+        const char *h = getenv("HOME");
+        g_saved_home = h ? strdup(h) : NULL;
+        g_home_saved = true;
+    }
+    setenv("HOME", dir, 1);
+}
+
+static void home_restore(void)
+{
+    if (!g_home_saved)
+        return;
+    if (g_saved_home)
+        setenv("HOME", g_saved_home, 1);
+    else
+        unsetenv("HOME");
+    free(g_saved_home);
+    g_saved_home = NULL;
+    g_home_saved = false;
+}
+
+static int cleanup(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < 4; i++)
+        if (g_open_tmp[i])
+            tmp_close(g_open_tmp[i]);
+    home_restore();
+    return 0;
+}
+
+static int cmp_cstr(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Capture what fn writes to stdout while parsing. */
+static int parse_capturing_stdout(config_t *cfg, char *err, size_t errlen, const char *arg,
+                                  char *out, size_t outlen)
+{
+    char tmpl[] = "/tmp/mesh-llm-ut-stdout-XXXXXX";
+    int fd = mkstemp(tmpl);
+    assert_true(fd >= 0);
+    fflush(stdout);
+    int saved = dup(STDOUT_FILENO);
+    assert_true(saved >= 0);
+    assert_true(dup2(fd, STDOUT_FILENO) >= 0);
+    int rc = parse_errlen(cfg, err, errlen, arg, (const char *)NULL);
+    fflush(stdout);
+    dup2(saved, STDOUT_FILENO);
+    close(saved);
+    ssize_t n = pread(fd, out, outlen - 1, 0);
+    out[n > 0 ? n : 0] = '\0';
+    close(fd);
+    unlink(tmpl);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * defaults and simple flags
+ * ---------------------------------------------------------------------------------------- */
+
+static void test_defaults(void **state)
+{
+    (void)state;
+    config_t cfg;
+    char err[256];
+    memset(&cfg, 0x5A, sizeof cfg); /* config_parse must initialise everything */
+    assert_int_equal(PARSE0(&cfg, err), CONFIG_OK);
+    assert_string_equal(err, "");
+    assert_int_equal(cfg.port, 9337);
+    assert_int_equal(cfg.console_port, 3131);
+    assert_int_equal(cfg.max_body_bytes, 8u * 1024 * 1024);
+    assert_int_equal(cfg.n_models, 0);
+    assert_null(cfg.models_dir);
+    assert_false(cfg.headless);
+    assert_false(cfg.listen_all);
+    assert_int_equal(cfg.ctx_size, 0);
+    assert_null(cfg.llamacpp_args);
+    assert_null(cfg.bin_dir);
+    assert_null(cfg.api_key);
+    assert_int_equal(cfg.log_format, LOG_FORMAT_PRETTY);
+    assert_false(cfg.verbose);
+    config_free(&cfg);
+    assert_int_equal(cfg.n_models, 0);
+    assert_null(cfg.api_key);
+}
+
+static void test_boolean_flags(void **state)
+{
+    (void)state;
+    config_t cfg;
+    char err[256];
+    assert_int_equal(PARSE(&cfg, err, "--headless", "--listen-all", "-v"), CONFIG_OK);
+    assert_true(cfg.headless);
+    assert_true(cfg.listen_all);
+    assert_true(cfg.verbose);
+    config_free(&cfg);
+
+    assert_int_equal(PARSE(&cfg, err, "--verbose"), CONFIG_OK);
+    assert_true(cfg.verbose);
+    assert_false(cfg.headless);
+    config_free(&cfg);
+}
+
+static void test_string_options(void **state)
+{
+    (void)state;
+    config_t cfg;
+    char err[256];
+    assert_int_equal(PARSE(&cfg, err, "--bin-dir", "/opt/llama/bin", "--api-key", "s3cr3t",
+                           "--ctx-size", "4096"),
+                     CONFIG_OK);
+    assert_string_equal(cfg.bin_dir, "/opt/llama/bin");
+    assert_string_equal(cfg.api_key, "s3cr3t");
+    assert_int_equal(cfg.ctx_size, 4096);
+    config_free(&cfg);
+
+    /* --opt=value syntax, and the last occurrence wins without leaking the first. */
+    assert_int_equal(PARSE(&cfg, err, "--api-key=one", "--api-key=two", "--bin-dir=a",
+                           "--bin-dir=b"),
+                     CONFIG_OK);
+    assert_string_equal(cfg.api_key, "two");
+    assert_string_equal(cfg.bin_dir, "b");
+    config_free(&cfg);
+}
+
+static void test_api_key_empty_refused(void **state)
+{
+    (void)state;
+    config_t cfg;
+    char err[256];
+    int rc = PARSE(&cfg, err, "--api-key", "");
+    ASSERT_REFUSED(rc, err, "--api-key");
+    config_free(&cfg);
+}
+
+static void test_ctx_size(void **state)
+{
+    (void)state;
+    config_t cfg;
+    char err[256];
+    assert_int_equal(PARSE(&cfg, err, "--ctx-size", "1"), CONFIG_OK);
+    assert_int_equal(cfg.ctx_size, 1);
+    config_free(&cfg);
+    assert_int_equal(PARSE(&cfg, err, "--ctx-size", "16777216"), CONFIG_OK);
+    assert_int_equal(cfg.ctx_size, 16777216);
+    config_free(&cfg);
+
+    const char *bad[] = {"0", "16777217", "abc", "-1", "", "12k"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int rc = PARSE(&cfg, err, "--ctx-size", bad[i]);
+        if (rc != -EINVAL)
+            fail_msg("--ctx-size '%s' returned %d", bad[i], rc);
+        ASSERT_REFUSED(rc, err, "--ctx-size");
+        config_free(&cfg);
+    }
+}
+
+/* ------------------------------------------------------------------------------------------
+ * ports
+ * ---------------------------------------------------------------------------------------- */
+
+static void test_port_values(void **state)
+{
+    (void)state;
+    config_t cfg;
+    char err[256];
+    assert_int_equal(PARSE(&cfg, err, "--port", "0"), CONFIG_OK);
+    assert_int_equal(cfg.port, 0);
+    assert_int_equal(cfg.console_port, 3131);
+    config_free(&cfg);
+
+    assert_int_equal(PARSE(&cfg, err, "--port", "65535", "--console", "1"), CONFIG_OK);
+    assert_int_equal(cfg.port, 65535);
+    assert_int_equal(cfg.console_port, 1);
+    config_free(&cfg);
+
+    assert_int_equal(PARSE(&cfg, err, "--port=8080"), CONFIG_OK);
+    assert_int_equal(cfg.port, 8080);
+    config_free(&cfg);
+}
+
+static void test_port_refused(void **state)
+{
+    (void)state;
+    config_t cfg;
+    char err[256];
+    const char *bad[] = {"70000", "65536", "abc", "-1", "", "80x", "8080.0", "99999999999999999999"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int rc = PARSE(&cfg, err, "--port", bad[i]);
+        if (rc != -EINVAL)
+            fail_msg("--port '%s' returned %d", bad[i], rc);
+        ASSERT_REFUSED(rc, err, "--port");
+        if (*bad[i])
+            ASSERT_REFUSED(rc, err, bad[i]);
+        config_free(&cfg);
+
+        rc = PARSE(&cfg, err, "--console", bad[i]);
+        ASSERT_REFUSED(rc, err, "--console");
+        config_free(&cfg);
+    }
+}
+
+static void test_port_equal_console_refused(void **state)
+{
+    (void)state;
+    config_t cfg;
+    char err[256];
+    int rc = PARSE(&cfg, err, "--port", "3131");
+    ASSERT_REFUSED(rc, err, "3131");
+    config_free(&cfg);
+
+    rc = PARSE(&cfg, err, "--port", "5000", "--console", "5000");
+    ASSERT_REFUSED(rc, err, "--console");
+    config_free(&cfg);
+
+    rc = PARSE(&cfg, err, "--console", "9337");
+    ASSERT_REFUSED(rc, err, "9337");
+    config_free(&cfg);
+
+    /* Headless: there is no console, so the clash does not matter. */
+    assert_int_equal(PARSE(&cfg, err, "--port", "5000", "--console", "5000", "--headless"),
+                     CONFIG_OK);
+    config_free(&cfg);
+
+    /* Both 0 means "any free port" for each: no clash. */
+    assert_int_equal(PARSE(&cfg, err, "--port", "0", "--console", "0"), CONFIG_OK);
+    assert_int_equal(cfg.port, 0);
+    assert_int_equal(cfg.console_port, 0);
+    config_free(&cfg);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * --max-body-size / --log-format / --llamacpp-args
+ * ---------------------------------------------------------------------------------------- */
+
+static void test_max_body_size(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *arg;
+        size_t want;
+    } ok[] = {
+        {"1K", 1024},
+        {"1k", 1024},
+        {"2M", 2u * 1024 * 1024},
+        {"2m", 2u * 1024 * 1024},
+        {"1G", 1024u * 1024 * 1024},
+        {"65536", 65536},
+        {"1", 1},
+        {"1KB", 1024},
+        {"1024G", (size_t)1 << 40},
+    };
+    config_t cfg;
+    char err[256];
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        int rc = PARSE(&cfg, err, "--max-body-size", ok[i].arg);
+        if (rc != CONFIG_OK)
+            fail_msg("--max-body-size '%s' refused: %s", ok[i].arg, err);
+        if (cfg.max_body_bytes != ok[i].want)
+            fail_msg("--max-body-size '%s' gave %zu, expected %zu", ok[i].arg,
+                     cfg.max_body_bytes, ok[i].want);
+        config_free(&cfg);
+    }
+}
+
+static void test_max_body_size_refused(void **state)
+{
+    (void)state;
+    const char *bad[] = {"0",  "0K", "junk", "",   "K",   "-1",  "1T",   "1.5M",
+                         "1 K", "1KK", "1025G", "99999999999999999999999", "1Kx"};
+    config_t cfg;
+    char err[256];
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int rc = PARSE(&cfg, err, "--max-body-size", bad[i]);
+        if (rc != -EINVAL)
+            fail_msg("--max-body-size '%s' returned %d (max_body_bytes=%zu)", bad[i], rc,
+                     cfg.max_body_bytes);
+        ASSERT_REFUSED(rc, err, "--max-body-size");
+        config_free(&cfg);
+    }
+}
+
+static void test_log_format(void **state)
+{
+    (void)state;
+    config_t cfg;
+    char err[256];
+    assert_int_equal(PARSE(&cfg, err, "--log-format", "json"), CONFIG_OK);
+    assert_int_equal(cfg.log_format, LOG_FORMAT_JSON);
+    config_free(&cfg);
+
+    assert_int_equal(PARSE(&cfg, err, "--log-format", "json", "--log-format", "pretty"),
+                     CONFIG_OK);
+    assert_int_equal(cfg.log_format, LOG_FORMAT_PRETTY);
+    config_free(&cfg);
+
+    int rc = PARSE(&cfg, err, "--log-format", "xml");
+    ASSERT_REFUSED(rc, err, "xml");
+    ASSERT_REFUSED(rc, err, "--log-format");
+    config_free(&cfg);
+
+    rc = PARSE(&cfg, err, "--log-format", "");
+    ASSERT_REFUSED(rc, err, "--log-format");
+    config_free(&cfg);
+}
+
+static void test_llamacpp_args(void **state)
+{
+    (void)state;
+    config_t cfg;
+    char err[256];
+    assert_int_equal(PARSE(&cfg, err, "--llamacpp-args", "-ngl 99 --chat-template \"a b\""),
+                     CONFIG_OK);
+    assert_string_equal(cfg.llamacpp_args, "-ngl 99 --chat-template \"a b\"");
+    config_free(&cfg);
+
+    assert_int_equal(PARSE(&cfg, err, "--llamacpp-args", ""), CONFIG_OK);
+    assert_non_null(cfg.llamacpp_args);
+    assert_string_equal(cfg.llamacpp_args, "");
+    config_free(&cfg);
+
+    assert_int_equal(PARSE(&cfg, err, "--llamacpp-args", "-a", "--llamacpp-args", "-b"), CONFIG_OK);
+    assert_string_equal(cfg.llamacpp_args, "-b");
+    config_free(&cfg);
+
+    int rc = PARSE(&cfg, err, "--llamacpp-args", "--x \"unbalanced");
+    ASSERT_REFUSED(rc, err, "--llamacpp-args");
+    ASSERT_REFUSED(rc, err, "unbalanced");
+    config_free(&cfg);
+
+    rc = PARSE(&cfg, err, "--llamacpp-args", "'single");
+    ASSERT_REFUSED(rc, err, "--llamacpp-args");
+    config_free(&cfg);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * bad command lines
+ * ---------------------------------------------------------------------------------------- */
+
+static void test_unknown_option(void **state)
+{
+    (void)state;
+    config_t cfg;
+    char err[256];
+    int rc = PARSE(&cfg, err, "--bogus");
+    ASSERT_REFUSED(rc, err, "--bogus");
+    config_free(&cfg);
+
+    rc = PARSE(&cfg, err, "--port", "1234", "--no-such-thing", "x");
+    ASSERT_REFUSED(rc, err, "--no-such-thing");
+    config_free(&cfg);
+
+    rc = PARSE(&cfg, err, "-x");
+    ASSERT_REFUSED(rc, err, "-x");
+    config_free(&cfg);
+
+    /* A flag that takes no value given one. */
+    rc = PARSE(&cfg, err, "--headless=yes");
+    ASSERT_REFUSED(rc, err, "--headless");
+    config_free(&cfg);
+}
+
+/* SUSPECTED BUG (src/config.c, `default:` case of the getopt loop): the message uses
+ * argv[optind - 1], but getopt only advances optind past an argument once a short-option
+ * cluster is finished. For "-xv" the unknown 'x' is reported as "unknown option 'mesh-llm'"
+ * (argv[0]). Using optopt (or remembering the argument index) would name '-x'. Left failing
+ * on purpose for review. */
+static void test_unknown_short_option_in_cluster_named(void **state)
+{
+    (void)state;
+    config_t cfg;
+    char err[256];
+    int rc = PARSE(&cfg, err, "-xv");
+    assert_int_equal(rc, -EINVAL);
+    if (strstr(err, "-x") == NULL && strstr(err, "'x'") == NULL)
+        fail_msg("error for \"-xv\" does not name the bad option: \"%s\"", err);
+    config_free(&cfg);
+}
+
+static void test_missing_value(void **state)
+{
+    (void)state;
+    config_t cfg;
+    char err[256];
+    int rc = PARSE(&cfg, err, "--port");
+    ASSERT_REFUSED(rc, err, "--port");
+    config_free(&cfg);
+
+    rc = PARSE(&cfg, err, "--headless", "--model");
+    ASSERT_REFUSED(rc, err, "--model");
+    config_free(&cfg);
+}
+
+static void test_stray_positional_refused(void **state)
+{
+    (void)state;
+    config_t cfg;
+    char err[256];
+    int rc = PARSE(&cfg, err, "stray");
+    ASSERT_REFUSED(rc, err, "stray");
+    config_free(&cfg);
+
+    /* getopt_long permutes argv: a positional before or after options is still caught. */
+    rc = PARSE(&cfg, err, "--port", "1234", "extra");
+    ASSERT_REFUSED(rc, err, "extra");
+    config_free(&cfg);
+
+    rc = PARSE(&cfg, err, "first", "--port", "1234");
+    ASSERT_REFUSED(rc, err, "first");
+    config_free(&cfg);
+
+    /* Anything after "--" is positional too. */
+    rc = PARSE(&cfg, err, "--port", "1234", "--", "--headless");
+    ASSERT_REFUSED(rc, err, "--headless");
+    config_free(&cfg);
+}
+
+static void test_small_err_buffer_terminated(void **state)
+{
+    (void)state;
+    config_t cfg;
+    char err[8];
+    int rc = PARSE(&cfg, err, "--port", "70000");
+    assert_int_equal(rc, -EINVAL);
+    assert_true(strlen(err) > 0);
+    assert_true(strlen(err) < sizeof err);
+    config_free(&cfg);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * --help / --version
+ * ---------------------------------------------------------------------------------------- */
+
+static void test_help_and_version(void **state)
+{
+    (void)state;
+    config_t cfg;
+    char err[256];
+    static char out[16384];
+
+    int rc = parse_capturing_stdout(&cfg, err, sizeof err, "--help", out, sizeof out);
+    assert_int_equal(rc, CONFIG_EXIT);
+    assert_non_null(strstr(out, "Usage: mesh-llm"));
+    assert_non_null(strstr(out, "--model"));
+    assert_non_null(strstr(out, "--max-body-size"));
+    config_free(&cfg);
+
+    rc = parse_capturing_stdout(&cfg, err, sizeof err, "-h", out, sizeof out);
+    assert_int_equal(rc, CONFIG_EXIT);
+    assert_non_null(strstr(out, "Usage: mesh-llm"));
+    config_free(&cfg);
+
+    rc = parse_capturing_stdout(&cfg, err, sizeof err, "--version", out, sizeof out);
+    assert_int_equal(rc, CONFIG_EXIT);
+    assert_string_equal(out, "mesh-llm " MESH_VERSION "\n");
+    config_free(&cfg);
+}
+
+static void test_help_after_other_options(void **state)
+{
+    (void)state;
+    config_t cfg;
+    char err[256];
+    fflush(stdout);
+    /* Output goes to the test log; only the return value matters here. */
+    assert_int_equal(PARSE(&cfg, err, "--port", "1234", "--version"), CONFIG_EXIT);
+    config_free(&cfg);
+}
+
+/* SUSPECTED BUG (src/config.c, `optind = 1;` before the getopt_long loop): glibc getopt keeps
+ * a private "next character inside the current short-option cluster" pointer that only
+ * `optind = 0` resets. If a previous config_parse returned in the middle of a cluster
+ * ("-hv" returns CONFIG_EXIT at 'h'; "-xv" fails at 'x'), the next config_parse resumes
+ * from that stale pointer: it applies the leftover 'v' (verbose) from the *previous* argv
+ * and then skips argv[1]. Worse, with argc == 1 it reads past the end of argv (argv[2]);
+ * that is why this test uses argc == 2. In the daemon config_parse runs once, so this is
+ * latent, but it contradicts "config_parse resets optind itself" and makes tests order
+ * dependent. Fix: `optind = 0;` (glibc) instead of `optind = 1;`. Left failing on purpose. */
+static void test_getopt_state_does_not_leak_between_parses(void **state)
+{
+    (void)state;
+    config_t cfg;
+    char err[256];
+    int rc = PARSE(&cfg, err, "-xv"); /* fails at 'x' with "v" still pending */
+    assert_int_equal(rc, -EINVAL);
+    config_free(&cfg);
+
+    rc = PARSE(&cfg, err, "--headless");
+    assert_int_equal(rc, CONFIG_OK);
+    bool verbose = cfg.verbose, headless = cfg.headless;
+    config_free(&cfg);
+    if (verbose || !headless)
+        fail_msg("second parse of [--headless] gave verbose=%d headless=%d: state from the "
+                 "previous argv leaked into it",
+                 verbose, headless);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * --model
+ * ---------------------------------------------------------------------------------------- */
+
+static void test_model_real_file(void **state)
+{
+    (void)state;
+    const char *p = stories_path();
+    config_t cfg;
+    char err[256];
+    assert_int_equal(PARSE(&cfg, err, "--model", p), CONFIG_OK);
+    assert_int_equal(cfg.n_models, 1);
+    assert_string_equal(cfg.models[0].name, "stories260K");
+    assert_string_equal(cfg.models[0].path, p);
+    assert_int_equal(cfg.models[0].type, MODEL_TYPE_AUTO);
+    config_free(&cfg);
+    assert_int_equal(cfg.n_models, 0);
+}
+
+static void test_model_type_suffix(void **state)
+{
+    (void)state;
+    const char *p = stories_path();
+    static const struct {
+        const char *suffix;
+        model_type_t type;
+    } cases[] = {
+        {":embedding", MODEL_TYPE_EMBEDDING},
+        {":reranking", MODEL_TYPE_RERANKING},
+        {":llm", MODEL_TYPE_LLM},
+    };
+    config_t cfg;
+    char err[512];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char arg[PATH_MAX + 32];
+        snprintf(arg, sizeof arg, "%s%s", p, cases[i].suffix);
+        int rc = PARSE(&cfg, err, "--model", arg);
+        if (rc != CONFIG_OK)
+            fail_msg("--model %s refused: %s", arg, err);
+        assert_int_equal(cfg.n_models, 1);
+        assert_int_equal(cfg.models[0].type, cases[i].type);
+        assert_string_equal(cfg.models[0].path, p); /* suffix not part of the path */
+        assert_string_equal(cfg.models[0].name, "stories260K");
+        config_free(&cfg);
+    }
+    assert_string_equal(model_type_name(MODEL_TYPE_EMBEDDING), "embedding");
+    assert_string_equal(model_type_name(MODEL_TYPE_RERANKING), "reranking");
+    assert_string_equal(model_type_name(MODEL_TYPE_LLM), "llm");
+    assert_string_equal(model_type_name(MODEL_TYPE_AUTO), "llm");
+}
+
+static void test_model_unknown_type_suffix_refused(void **state)
+{
+    (void)state;
+    const char *p = stories_path();
+    config_t cfg;
+    char err[512];
+    char arg[PATH_MAX + 32];
+    snprintf(arg, sizeof arg, "%s:chat", p);
+    int rc = PARSE(&cfg, err, "--model", arg);
+    ASSERT_REFUSED(rc, err, arg); /* treated as part of the (missing) file name */
+    config_free(&cfg);
+
+    snprintf(arg, sizeof arg, "%s:EMBEDDING", p); /* labels are case-sensitive */
+    rc = PARSE(&cfg, err, "--model", arg);
+    assert_int_equal(rc, -EINVAL);
+    config_free(&cfg);
+}
+
+static void test_model_missing_file(void **state)
+{
+    (void)state;
+    config_t cfg;
+    char err[512];
+    const char *missing = "/nonexistent-mesh-llm-dir/nope.gguf";
+    int rc = PARSE(&cfg, err, "--model", missing);
+    ASSERT_REFUSED(rc, err, missing);
+    assert_int_equal(cfg.n_models, 0);
+    config_free(&cfg);
+
+    /* With a type suffix the message names the path without the suffix. */
+    rc = PARSE(&cfg, err, "--model", "/nonexistent-mesh-llm-dir/nope.gguf:embedding");
+    ASSERT_REFUSED(rc, err, missing);
+    config_free(&cfg);
+
+    rc = PARSE(&cfg, err, "--model", "");
+    ASSERT_REFUSED(rc, err, "--model");
+    config_free(&cfg);
+}
+
+static void test_model_missing_after_good_one_frees(void **state)
+{
+    (void)state;
+    const char *p = stories_path();
+    config_t cfg;
+    char err[512];
+    /* The first model is kept in cfg until config_free: ASan checks nothing leaks. */
+    int rc = PARSE(&cfg, err, "--model", p, "--model", "/nonexistent-mesh-llm-dir/x.gguf");
+    ASSERT_REFUSED(rc, err, "/nonexistent-mesh-llm-dir/x.gguf");
+    config_free(&cfg);
+}
+
+static void test_model_directory_refused(void **state)
+{
+    (void)state;
+    tmpdir_t t;
+    tmp_open(&t);
+    const char *sub = tmp_subdir(&t, "dir.gguf");
+    config_t cfg;
+    char err[512];
+    int rc = PARSE(&cfg, err, "--model", sub);
+    ASSERT_REFUSED(rc, err, sub);
+    config_free(&cfg);
+    tmp_close(&t);
+}
+
+static void test_model_bare_name_from_home(void **state)
+{
+    (void)state;
+    tmpdir_t t;
+    tmp_open(&t);
+    tmp_subdir(&t, ".models");
+    const char *file = tmp_file(&t, ".models/tinymodel.gguf");
+    home_set(t.dir);
+
+    /* A bare name (no '/') that is not a file here is looked up as ~/.models/NAME.gguf. */
+    config_t cfg;
+    char err[512];
+    int rc = PARSE(&cfg, err, "--model", "tinymodel:embedding");
+    if (rc != CONFIG_OK)
+        fail_msg("--model tinymodel with $HOME/.models/tinymodel.gguf refused: %s", err);
+    assert_int_equal(cfg.n_models, 1);
+    assert_string_equal(cfg.models[0].name, "tinymodel");
+    assert_string_equal(cfg.models[0].path, file);
+    assert_int_equal(cfg.models[0].type, MODEL_TYPE_EMBEDDING);
+    config_free(&cfg);
+
+    /* An unknown bare name is refused and named. */
+    rc = PARSE(&cfg, err, "--model", "no-such-model-anywhere");
+    ASSERT_REFUSED(rc, err, "no-such-model-anywhere");
+    config_free(&cfg);
+
+    home_restore();
+    tmp_close(&t);
+}
+
+static void test_model_same_file_twice_dedups(void **state)
+{
+    (void)state;
+    const char *p = stories_path();
+    config_t cfg;
+    char err[512];
+    assert_int_equal(PARSE(&cfg, err, "--model", p, "--model", p), CONFIG_OK);
+    assert_int_equal(cfg.n_models, 1);
+    assert_string_equal(cfg.models[0].name, "stories260K");
+    config_free(&cfg);
+}
+
+static void test_model_same_name_different_files_refused(void **state)
+{
+    (void)state;
+    tmpdir_t t;
+    tmp_open(&t);
+    tmp_subdir(&t, "a");
+    tmp_subdir(&t, "b");
+    const char *a = tmp_file(&t, "a/dup.gguf");
+    const char *b = tmp_file(&t, "b/dup.GGUF");
+    config_t cfg;
+    char err[1024];
+    int rc = PARSE(&cfg, err, "--model", a, "--model", b);
+    ASSERT_REFUSED(rc, err, "dup");
+    ASSERT_REFUSED(rc, err, a);
+    ASSERT_REFUSED(rc, err, b);
+    config_free(&cfg);
+
+    /* Different names from different dirs are fine. */
+    const char *c = tmp_file(&t, "b/other.gguf");
+    assert_int_equal(PARSE(&cfg, err, "--model", a, "--model", c), CONFIG_OK);
+    assert_int_equal(cfg.n_models, 2);
+    assert_string_equal(cfg.models[0].name, "dup");
+    assert_string_equal(cfg.models[1].name, "other");
+    config_free(&cfg);
+    tmp_close(&t);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * --models-dir
+ * ---------------------------------------------------------------------------------------- */
+
+static void test_models_dir_lists_sorted(void **state)
+{
+    (void)state;
+    tmpdir_t t;
+    tmp_open(&t);
+    const char *expected[8];
+    size_t n = 0;
+    for (int i = 0; i < 4; i++)
+        expected[n++] = tmp_random_file(&t, "m", ".gguf");
+    expected[n++] = tmp_file(&t, "Zeta.GGUF");
+    expected[n++] = tmp_file(&t, "alpha.gguf");
+    /* Not models: */
+    tmp_file(&t, "readme.txt");
+    tmp_file(&t, ".hidden.gguf");
+    tmp_file(&t, "model.gguf.part");
+    tmp_file(&t, "gguf");
+    qsort(expected, n, sizeof expected[0], cmp_cstr);
+
+    config_t cfg;
+    char err[1024];
+    int rc = PARSE(&cfg, err, "--models-dir", t.dir);
+    if (rc != CONFIG_OK)
+        fail_msg("--models-dir refused: %s", err);
+    assert_string_equal(cfg.models_dir, t.dir);
+    assert_int_equal(cfg.n_models, n);
+    for (size_t i = 0; i < n; i++) {
+        assert_string_equal(cfg.models[i].path, expected[i]);
+        char want[MODEL_NAME_MAX];
+        const char *base = strrchr(expected[i], '/') + 1;
+        snprintf(want, sizeof want, "%.*s", (int)(strlen(base) - 5), base);
+        assert_string_equal(cfg.models[i].name, want);
+        assert_int_equal(cfg.models[i].type, MODEL_TYPE_AUTO);
+    }
+    config_free(&cfg);
+
+    /* The same directory twice, or a --model naming a file in it, does not duplicate. */
+    rc = PARSE(&cfg, err, "--model", expected[0], "--models-dir", t.dir, "--models-dir", t.dir);
+    if (rc != CONFIG_OK)
+        fail_msg("repeated --models-dir refused: %s", err);
+    assert_int_equal(cfg.n_models, n);
+    config_free(&cfg);
+    tmp_close(&t);
+}
+
+static void test_models_dir_empty_and_missing(void **state)
+{
+    (void)state;
+    tmpdir_t t;
+    tmp_open(&t);
+    config_t cfg;
+    char err[1024];
+    assert_int_equal(PARSE(&cfg, err, "--models-dir", t.dir), CONFIG_OK);
+    assert_int_equal(cfg.n_models, 0);
+    config_free(&cfg);
+    tmp_close(&t);
+
+    const char *missing = "/nonexistent-mesh-llm-models-dir";
+    int rc = PARSE(&cfg, err, "--models-dir", missing);
+    ASSERT_REFUSED(rc, err, missing);
+    config_free(&cfg);
+
+    /* A regular file is not a directory. */
+    const char *p = stories_path();
+    rc = PARSE(&cfg, err, "--models-dir", p);
+    ASSERT_REFUSED(rc, err, "--models-dir");
+    config_free(&cfg);
+}
+
+static void test_models_dir_name_clash_refused(void **state)
+{
+    (void)state;
+    tmpdir_t t;
+    tmp_open(&t);
+    tmp_file(&t, "same.gguf");
+    tmp_file(&t, "same.GGUF");
+    config_t cfg;
+    char err[1024];
+    int rc = PARSE(&cfg, err, "--models-dir", t.dir);
+    ASSERT_REFUSED(rc, err, "same");
+    config_free(&cfg);
+    tmp_close(&t);
+}
+
+static void test_models_dir_limit(void **state)
+{
+    (void)state;
+    tmpdir_t t;
+    tmp_open(&t);
+    for (int i = 0; i < CONFIG_MAX_MODELS; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "m%03d.gguf", i);
+        tmp_file(&t, name);
+    }
+    config_t cfg;
+    char err[1024];
+    int rc = PARSE(&cfg, err, "--models-dir", t.dir);
+    if (rc != CONFIG_OK)
+        fail_msg("%d models refused: %s", CONFIG_MAX_MODELS, err);
+    assert_int_equal(cfg.n_models, CONFIG_MAX_MODELS);
+    assert_string_equal(cfg.models[0].name, "m000");
+    assert_string_equal(cfg.models[CONFIG_MAX_MODELS - 1].name, "m063");
+    config_free(&cfg);
+
+    /* One more through --model: too many. */
+    tmpdir_t t2;
+    tmp_open(&t2);
+    const char *extra = tmp_file(&t2, "extra.gguf");
+    rc = PARSE(&cfg, err, "--models-dir", t.dir, "--model", extra);
+    ASSERT_REFUSED(rc, err, "too many");
+    config_free(&cfg);
+    tmp_close(&t2);
+
+    /* One more in the directory itself: refused as well. */
+    tmp_file(&t, "m064.gguf");
+    rc = PARSE(&cfg, err, "--models-dir", t.dir);
+    ASSERT_REFUSED(rc, err, "--models-dir");
+    config_free(&cfg);
+    tmp_close(&t);
+}
+
+int main(void)
+{
+#define T(f) cmocka_unit_test_setup_teardown(f, reset_getopt, cleanup)
+    const struct CMUnitTest tests[] = {
+        T(test_defaults),
+        T(test_boolean_flags),
+        T(test_string_options),
+        T(test_api_key_empty_refused),
+        T(test_ctx_size),
+        T(test_port_values),
+        T(test_port_refused),
+        T(test_port_equal_console_refused),
+        T(test_max_body_size),
+        T(test_max_body_size_refused),
+        T(test_log_format),
+        T(test_llamacpp_args),
+        T(test_unknown_option),
+        T(test_unknown_short_option_in_cluster_named),
+        T(test_missing_value),
+        T(test_stray_positional_refused),
+        T(test_small_err_buffer_terminated),
+        T(test_help_and_version),
+        T(test_help_after_other_options),
+        T(test_getopt_state_does_not_leak_between_parses),
+        T(test_model_real_file),
+        T(test_model_type_suffix),
+        T(test_model_unknown_type_suffix_refused),
+        T(test_model_missing_file),
+        T(test_model_missing_after_good_one_frees),
+        T(test_model_directory_refused),
+        T(test_model_bare_name_from_home),
+        T(test_model_same_file_twice_dedups),
+        T(test_model_same_name_different_files_refused),
+        T(test_models_dir_lists_sorted),
+        T(test_models_dir_empty_and_missing),
+        T(test_models_dir_name_clash_refused),
+        T(test_models_dir_limit),
+    };
+#undef T
+    return cmocka_run_group_tests_name("config", tests, NULL, NULL);
+}
