@@ -13,8 +13,7 @@
 #include "log.h"
 #include "util.h"
 
-int api_body_model(const char *body, size_t len, char *out, size_t outlen, char *err,
-                   size_t errlen)
+int api_body_model(const char *body, size_t len, char *out, size_t outlen, char *err, size_t errlen)
 {
     json_error_t je;
     json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
@@ -48,8 +47,7 @@ int api_body_model(const char *body, size_t len, char *out, size_t outlen, char 
 
 bool api_key_ok(const char *header, const char *key)
 {
-    if (!header || strncasecmp(header, "Bearer ", 7) != 0)
-        return false;
+    if (!header || strncasecmp(header, "Bearer ", 7) != 0) return false;
     const char *given = header + 7;
     while (*given == ' ')
         given++;
@@ -61,31 +59,18 @@ bool api_key_ok(const char *header, const char *key)
     return sodium_memcmp(a, b, sizeof a) == 0;
 }
 
-static void respond_json(httpd_req_t *req, int status, json_t *o)
-{
-    char *s = json_dumps(o, JSON_COMPACT);
-    json_decref(o);
-    if (!s) {
-        httpd_respond_error(req, 500, "server_error", "internal", "out of memory");
-        return;
-    }
-    httpd_respond(req, status, "application/json", s, strlen(s), NULL);
-    free(s);
-}
-
 static void handle_models(api_t *api, httpd_req_t *req)
 {
     json_t *data = json_array();
     for (size_t i = 0; i < api->ms->n; i++) {
         model_entry_t *e = &api->ms->entries[i];
-        json_array_append_new(data, json_pack("{s:s,s:s,s:I,s:s,s:s,s:s,s:I}", "id",
-                                              e->mm->name, "object", "model", "created",
-                                              (json_int_t)time(NULL), "owned_by", "mesh-llm",
-                                              "status", models_status(e), "type",
-                                              mm_type_name(e->mm->type), "size",
-                                              (json_int_t)e->size));
+        json_array_append_new(data,
+                              json_pack("{s:s,s:s,s:I,s:s,s:s,s:s,s:I}", "id", e->mm->name,
+                                        "object", "model", "created", (json_int_t)time(NULL),
+                                        "owned_by", "mesh-llm", "status", models_status(e), "type",
+                                        mm_type_name(e->mm->type), "size", (json_int_t)e->size));
     }
-    respond_json(req, 200, json_pack("{s:s,s:o}", "object", "list", "data", data));
+    httpd_respond_json(req, 200, json_pack("{s:s,s:o}", "object", "list", "data", data));
 }
 
 static void handle_health(api_t *api, httpd_req_t *req)
@@ -94,12 +79,12 @@ static void handle_health(api_t *api, httpd_req_t *req)
     for (size_t i = 0; i < api->ms->n; i++)
         json_array_append_new(models, json_pack("{s:s,s:s}", "name", api->ms->entries[i].mm->name,
                                                 "status", models_status(&api->ms->entries[i])));
-    respond_json(req, 200, json_pack("{s:s,s:o}", "status", "ok", "models", models));
+    httpd_respond_json(req, 200, json_pack("{s:s,s:o}", "status", "ok", "models", models));
 }
 
 static const char *endpoint_for(mm_type_t t)
 {
-    return t == MM_EMBEDDING ? "/v1/embeddings"
+    return t == MM_EMBEDDING   ? "/v1/embeddings"
            : t == MM_RERANKING ? "/v1/rerank"
                                : "/v1/chat/completions or /v1/completions";
 }
@@ -143,18 +128,6 @@ static void handle_inference(api_t *api, httpd_req_t *req, mm_type_t needs)
     models_route(api->ms, e, req);
 }
 
-static void method_not_allowed(httpd_req_t *req, const char *allow)
-{
-    char extra[64];
-    snprintf(extra, sizeof extra, "Allow: %s\r\n", allow);
-    char body[256];
-    int n = snprintf(body, sizeof body,
-                     "{\"error\":{\"message\":\"method %s not allowed on %s; use %s\","
-                     "\"type\":\"invalid_request_error\",\"code\":\"method_not_allowed\"}}",
-                     req->method_str, "this endpoint", allow);
-    httpd_respond(req, 405, "application/json", body, (size_t)n, extra);
-}
-
 static void api_handle(httpd_req_t *req)
 {
     api_t *api = req->server->data;
@@ -163,8 +136,10 @@ static void api_handle(httpd_req_t *req)
     bool is_post = req->method == HTTP_POST;
 
     if (strcmp(path, "/health") == 0) {
-        if (!is_get)
-            return method_not_allowed(req, "GET");
+        if (!is_get) {
+            httpd_respond_405(req, "GET");
+            return;
+        }
         return handle_health(api, req);
     }
     if (strncmp(path, "/api/v1/", 8) == 0 || strncmp(path, "/api/v0/", 8) == 0) {
@@ -175,8 +150,8 @@ static void api_handle(httpd_req_t *req)
             return;
         }
         if (!models_api(api->ms, req, path + 8))
-            httpd_respond_error(req, 404, "invalid_request_error", "not_found",
-                                "no endpoint at %s", path);
+            httpd_respond_error(req, 404, "invalid_request_error", "not_found", "no endpoint at %s",
+                                path);
         return;
     }
     if (strncmp(path, "/v1/", 4) != 0) {
@@ -190,8 +165,10 @@ static void api_handle(httpd_req_t *req)
         return;
     }
     if (strcmp(path, "/v1/models") == 0) {
-        if (!is_get)
-            return method_not_allowed(req, "GET");
+        if (!is_get) {
+            httpd_respond_405(req, "GET");
+            return;
+        }
         return handle_models(api, req);
     }
     static const struct {
@@ -204,8 +181,10 @@ static void api_handle(httpd_req_t *req)
     };
     for (size_t i = 0; i < sizeof post_routes / sizeof post_routes[0]; i++) {
         if (strcmp(path, post_routes[i].path) == 0) {
-            if (!is_post)
-                return method_not_allowed(req, "POST");
+            if (!is_post) {
+                httpd_respond_405(req, "POST");
+                return;
+            }
             return handle_inference(api, req, post_routes[i].needs);
         }
     }
@@ -228,13 +207,11 @@ int api_start(api_t *api, uv_loop_t *loop, const config_t *cfg, models_t *ms)
         .data = api,
     };
     int rc = httpd_start(&api->httpd, loop, &o);
-    if (rc == 0)
-        api->started = true;
+    if (rc == 0) api->started = true;
     return rc;
 }
 
 void api_stop(api_t *api)
 {
-    if (api->started)
-        httpd_stop(&api->httpd);
+    if (api->started) httpd_stop(&api->httpd);
 }

@@ -32,7 +32,7 @@ struct httpd_conn {
     llhttp_t parser;
     llhttp_settings_t settings;
     buf_t url;
-    buf_t hdr;     /* "name\0value\0..." */
+    buf_t hdr; /* "name\0value\0..." */
     buf_t body;
     buf_t path;
     buf_t pending; /* bytes received while a request is being handled */
@@ -42,7 +42,7 @@ struct httpd_conn {
     int parse_error_status; /* 413 when a limit was hit inside a callback */
     size_t wq;              /* bytes queued for writing */
     bool above_high;
-    bool end_pending;       /* response complete once the queue drains */
+    bool end_pending; /* response complete once the queue drains */
     bool end_keep_alive;
     int handles_open;
     httpd_req_t req;
@@ -66,27 +66,48 @@ uint64_t httpd_now_ns(void)
 const char *httpd_status_text(int status)
 {
     switch (status) {
-    case 100: return "Continue";
-    case 200: return "OK";
-    case 201: return "Created";
-    case 204: return "No Content";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 408: return "Request Timeout";
-    case 409: return "Conflict";
-    case 411: return "Length Required";
-    case 413: return "Payload Too Large";
-    case 429: return "Too Many Requests";
-    case 431: return "Request Header Fields Too Large";
-    case 500: return "Internal Server Error";
-    case 501: return "Not Implemented";
-    case 502: return "Bad Gateway";
-    case 503: return "Service Unavailable";
-    case 504: return "Gateway Timeout";
-    default: return "Unknown";
+    case 100:
+        return "Continue";
+    case 200:
+        return "OK";
+    case 201:
+        return "Created";
+    case 204:
+        return "No Content";
+    case 400:
+        return "Bad Request";
+    case 401:
+        return "Unauthorized";
+    case 403:
+        return "Forbidden";
+    case 404:
+        return "Not Found";
+    case 405:
+        return "Method Not Allowed";
+    case 408:
+        return "Request Timeout";
+    case 409:
+        return "Conflict";
+    case 411:
+        return "Length Required";
+    case 413:
+        return "Payload Too Large";
+    case 429:
+        return "Too Many Requests";
+    case 431:
+        return "Request Header Fields Too Large";
+    case 500:
+        return "Internal Server Error";
+    case 501:
+        return "Not Implemented";
+    case 502:
+        return "Bad Gateway";
+    case 503:
+        return "Service Unavailable";
+    case 504:
+        return "Gateway Timeout";
+    default:
+        return "Unknown";
     }
 }
 
@@ -97,8 +118,7 @@ static void conn_read_start(httpd_conn_t *c);
 static void on_conn_handle_closed(uv_handle_t *h)
 {
     httpd_conn_t *c = h->data;
-    if (--c->handles_open > 0)
-        return;
+    if (--c->handles_open > 0) return;
     buf_free(&c->url);
     buf_free(&c->hdr);
     buf_free(&c->body);
@@ -109,21 +129,18 @@ static void on_conn_handle_closed(uv_handle_t *h)
 
 static void conn_close(httpd_conn_t *c)
 {
-    if (c->state == CONN_CLOSED)
-        return;
+    if (c->state == CONN_CLOSED) return;
     c->state = CONN_CLOSED;
     if (c->req_live) {
         c->req_live = false;
-        if (c->req.on_abort)
-            c->req.on_abort(&c->req);
+        if (c->req.on_abort) c->req.on_abort(&c->req);
     }
     httpd_t *s = c->server;
     if (c->prev)
         c->prev->next = c->next;
     else
         s->conns = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
+    if (c->next) c->next->prev = c->prev;
     s->n_conns--;
     uv_timer_stop(&c->timer);
     uv_close((uv_handle_t *)&c->timer, on_conn_handle_closed);
@@ -166,8 +183,7 @@ static void on_write(uv_write_t *w, int status)
     httpd_conn_t *c = wr->c;
     c->wq -= wr->len;
     free(wr);
-    if (c->state == CONN_CLOSED)
-        return;
+    if (c->state == CONN_CLOSED) return;
     if (status < 0) {
         LOGD("httpd", "write failed: %s", uv_strerror(status));
         conn_close(c);
@@ -175,18 +191,15 @@ static void on_write(uv_write_t *w, int status)
     }
     if (c->req_live && c->above_high && c->wq < HTTPD_WRITE_LOW_WATER) {
         c->above_high = false;
-        if (c->req.on_drain)
-            c->req.on_drain(&c->req);
-        if (c->state == CONN_CLOSED)
-            return;
+        if (c->req.on_drain) c->req.on_drain(&c->req);
+        if (c->state == CONN_CLOSED) return;
     }
     if (c->end_pending && c->wq == 0) {
         c->end_pending = false;
         if (!c->end_keep_alive) {
             c->state = CONN_LINGER;
             uv_shutdown_t *sh = malloc(sizeof *sh);
-            if (sh && uv_shutdown(sh, (uv_stream_t *)&c->tcp, on_shutdown) != 0)
-                free(sh);
+            if (sh && uv_shutdown(sh, (uv_stream_t *)&c->tcp, on_shutdown) != 0) free(sh);
             timer_arm(c, LINGER_MS);
             conn_read_start(c);
             return;
@@ -200,13 +213,10 @@ static void on_write(uv_write_t *w, int status)
 
 static int conn_write(httpd_conn_t *c, const void *data, size_t len)
 {
-    if (c->state == CONN_CLOSED)
-        return -EPIPE;
-    if (len == 0)
-        return 0;
+    if (c->state == CONN_CLOSED) return -EPIPE;
+    if (len == 0) return 0;
     wreq_t *wr = malloc(sizeof *wr + len);
-    if (!wr)
-        return -ENOMEM;
+    if (!wr) return -ENOMEM;
     wr->c = c;
     wr->len = len;
     memcpy(wr->data, data, len);
@@ -217,8 +227,7 @@ static int conn_write(httpd_conn_t *c, const void *data, size_t len)
         return rc;
     }
     c->wq += len;
-    if (c->wq >= HTTPD_WRITE_HIGH_WATER)
-        c->above_high = true;
+    if (c->wq >= HTTPD_WRITE_HIGH_WATER) c->above_high = true;
     return 0;
 }
 
@@ -254,8 +263,7 @@ static int cb_header_field(llhttp_t *p, const char *at, size_t len)
 {
     httpd_conn_t *c = p->data;
     if (c->last_was_value) {
-        if (buf_append(&c->hdr, "", 1))
-            return limit_hit(c, 413);
+        if (buf_append(&c->hdr, "", 1)) return limit_hit(c, 413);
         c->last_was_value = false;
     }
     if (c->url.len + c->hdr.len + len > c->server->opts.max_header_bytes ||
@@ -268,8 +276,7 @@ static int cb_header_value(llhttp_t *p, const char *at, size_t len)
 {
     httpd_conn_t *c = p->data;
     if (!c->last_was_value) {
-        if (buf_append(&c->hdr, "", 1))
-            return limit_hit(c, 413);
+        if (buf_append(&c->hdr, "", 1)) return limit_hit(c, 413);
         c->last_was_value = true;
     }
     if (c->url.len + c->hdr.len + len > c->server->opts.max_header_bytes ||
@@ -281,8 +288,7 @@ static int cb_header_value(llhttp_t *p, const char *at, size_t len)
 static int cb_headers_complete(llhttp_t *p)
 {
     httpd_conn_t *c = p->data;
-    if (c->last_was_value && buf_append(&c->hdr, "", 1))
-        return limit_hit(c, 413);
+    if (c->last_was_value && buf_append(&c->hdr, "", 1)) return limit_hit(c, 413);
     /* Index the "name\0value\0" pairs. */
     httpd_req_t *r = &c->req;
     r->n_headers = 0;
@@ -290,12 +296,10 @@ static int cb_headers_complete(llhttp_t *p)
     while (q && q < end) {
         const char *name = q;
         q += strlen(q) + 1;
-        if (q >= end)
-            break;
+        if (q >= end) break;
         const char *value = q;
         q += strlen(q) + 1;
-        if (r->n_headers >= HTTPD_MAX_HEADERS)
-            return limit_hit(c, 431);
+        if (r->n_headers >= HTTPD_MAX_HEADERS) return limit_hit(c, 431);
         r->headers[r->n_headers].name = name;
         r->headers[r->n_headers].value = value;
         r->n_headers++;
@@ -343,8 +347,7 @@ static void respond_and_close(httpd_conn_t *c, int status, const char *code, con
     c->state = CONN_HANDLING; /* stop parsing further input */
     c->end_pending = true;
     c->end_keep_alive = false;
-    if (c->wq == 0)
-        conn_close(c);
+    if (c->wq == 0) conn_close(c);
 }
 
 static void dispatch(httpd_conn_t *c)
@@ -365,8 +368,7 @@ static void dispatch(httpd_conn_t *c)
     const char *qm = strchr(r->url, '?');
     if (qm) {
         buf_reset(&c->path);
-        if (buf_append(&c->path, r->url, (size_t)(qm - r->url)) == 0)
-            r->path = c->path.data;
+        if (buf_append(&c->path, r->url, (size_t)(qm - r->url)) == 0) r->path = c->path.data;
     }
     r->body = c->body.data ? c->body.data : "";
     r->body_len = c->body.len;
@@ -382,8 +384,7 @@ static void dispatch(httpd_conn_t *c)
 static void conn_process(httpd_conn_t *c)
 {
     while (c->state == CONN_IDLE || c->state == CONN_READING) {
-        if (c->pending.len == 0)
-            return;
+        if (c->pending.len == 0) return;
         if (c->state == CONN_IDLE) {
             c->state = CONN_READING;
             timer_arm(c, c->server->opts.read_timeout_ms);
@@ -414,13 +415,13 @@ static void conn_process(httpd_conn_t *c)
             else
                 snprintf(msg, sizeof msg, "request header larger than the limit of %zu bytes",
                          c->server->opts.max_header_bytes);
-            respond_and_close(c, 413, c->headers_done ? "body_too_large" : "header_too_large",
-                              msg);
+            respond_and_close(c, 413, c->headers_done ? "body_too_large" : "header_too_large", msg);
         } else if (c->parse_error_status == 431) {
             respond_and_close(c, 431, "too_many_headers", "too many request headers");
         } else {
             char msg[256];
-            snprintf(msg, sizeof msg, "malformed HTTP request: %s", llhttp_get_error_reason(&c->parser));
+            snprintf(msg, sizeof msg, "malformed HTTP request: %s",
+                     llhttp_get_error_reason(&c->parser));
             respond_and_close(c, 400, "bad_request", msg);
         }
         buf_reset(&c->pending);
@@ -439,14 +440,12 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
 static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *b)
 {
     httpd_conn_t *c = st->data;
-    if (nread == 0)
-        return;
+    if (nread == 0) return;
     if (nread < 0) {
         conn_close(c); /* EOF or error: the client is gone (aborts an in-flight request) */
         return;
     }
-    if (c->state == CONN_LINGER || c->state == CONN_CLOSED)
-        return; /* discard */
+    if (c->state == CONN_LINGER || c->state == CONN_CLOSED) return; /* discard */
     size_t cap = c->server->opts.max_header_bytes + c->server->opts.max_body_bytes + 65536;
     if (c->pending.len + (size_t)nread > cap) {
         if (c->state == CONN_HANDLING) {
@@ -458,16 +457,14 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *b)
         return;
     }
     buf_append(&c->pending, b->base, (size_t)nread);
-    if (c->state == CONN_HANDLING)
-        return;
+    if (c->state == CONN_HANDLING) return;
     conn_process(c);
 }
 
 static void conn_read_start(httpd_conn_t *c)
 {
     if (!c->reading && c->state != CONN_CLOSED) {
-        if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) == 0)
-            c->reading = true;
+        if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) == 0) c->reading = true;
     }
 }
 
@@ -479,8 +476,7 @@ static void on_connection(uv_stream_t *ls, int status)
         return;
     }
     httpd_conn_t *c = calloc(1, sizeof *c);
-    if (!c)
-        return;
+    if (!c) return;
     uv_tcp_init(s->loop, &c->tcp);
     c->tcp.data = c;
     c->handles_open = 2;
@@ -494,8 +490,7 @@ static void on_connection(uv_stream_t *ls, int status)
     buf_init(&c->path, s->opts.max_header_bytes + 1024);
     buf_init(&c->pending, s->opts.max_header_bytes + s->opts.max_body_bytes + 65536);
     c->next = s->conns;
-    if (s->conns)
-        s->conns->prev = c;
+    if (s->conns) s->conns->prev = c;
     s->conns = c;
     s->n_conns++;
     if (uv_accept(ls, (uv_stream_t *)&c->tcp) != 0) {
@@ -527,28 +522,20 @@ int httpd_start(httpd_t *s, uv_loop_t *loop, const httpd_opts_t *opts)
     memset(s, 0, sizeof *s);
     s->loop = loop;
     s->opts = *opts;
-    if (!s->opts.max_header_bytes)
-        s->opts.max_header_bytes = 64 * 1024;
-    if (!s->opts.max_body_bytes)
-        s->opts.max_body_bytes = 8 * 1024 * 1024;
-    if (!s->opts.idle_timeout_ms)
-        s->opts.idle_timeout_ms = 60000;
-    if (!s->opts.read_timeout_ms)
-        s->opts.read_timeout_ms = 30000;
-    if (!s->opts.max_conns)
-        s->opts.max_conns = 4096;
+    if (!s->opts.max_header_bytes) s->opts.max_header_bytes = 64 * 1024;
+    if (!s->opts.max_body_bytes) s->opts.max_body_bytes = 8 * 1024 * 1024;
+    if (!s->opts.idle_timeout_ms) s->opts.idle_timeout_ms = 60000;
+    if (!s->opts.read_timeout_ms) s->opts.read_timeout_ms = 30000;
+    if (!s->opts.max_conns) s->opts.max_conns = 4096;
     s->data = opts->data;
     struct sockaddr_storage ss;
     int rc = uv_ip4_addr(opts->host, opts->port, (struct sockaddr_in *)&ss);
-    if (rc)
-        rc = uv_ip6_addr(opts->host, opts->port, (struct sockaddr_in6 *)&ss);
-    if (rc)
-        return rc;
+    if (rc) rc = uv_ip6_addr(opts->host, opts->port, (struct sockaddr_in6 *)&ss);
+    if (rc) return rc;
     uv_tcp_init(loop, &s->listener);
     s->listener.data = s;
     rc = uv_tcp_bind(&s->listener, (struct sockaddr *)&ss, 0);
-    if (rc == 0)
-        rc = uv_listen((uv_stream_t *)&s->listener, 1024, on_connection);
+    if (rc == 0) rc = uv_listen((uv_stream_t *)&s->listener, 1024, on_connection);
     if (rc) {
         uv_close((uv_handle_t *)&s->listener, NULL);
         return rc;
@@ -561,8 +548,7 @@ int httpd_start(httpd_t *s, uv_loop_t *loop, const httpd_opts_t *opts)
 
 void httpd_stop(httpd_t *s)
 {
-    if (s->closing)
-        return;
+    if (s->closing) return;
     s->closing = true;
     uv_close((uv_handle_t *)&s->listener, NULL);
     while (s->conns)
@@ -572,16 +558,14 @@ void httpd_stop(httpd_t *s)
 const char *httpd_header(const httpd_req_t *req, const char *name)
 {
     for (size_t i = 0; i < req->n_headers; i++)
-        if (strcasecmp(req->headers[i].name, name) == 0)
-            return req->headers[i].value;
+        if (strcasecmp(req->headers[i].name, name) == 0) return req->headers[i].value;
     return NULL;
 }
 
 int httpd_write(httpd_req_t *req, const void *data, size_t len)
 {
     httpd_conn_t *c = req->conn;
-    if (!c->req_live)
-        return -EPIPE;
+    if (!c->req_live) return -EPIPE;
     return conn_write(c, data, len);
 }
 
@@ -593,8 +577,7 @@ size_t httpd_write_queue(const httpd_req_t *req)
 void httpd_end(httpd_req_t *req, bool keep_alive)
 {
     httpd_conn_t *c = req->conn;
-    if (!c->req_live)
-        return;
+    if (!c->req_live) return;
     c->req_live = false;
     c->end_keep_alive = keep_alive && req->keep_alive && !c->server->closing;
     c->end_pending = true;
@@ -633,36 +616,67 @@ int httpd_respond(httpd_req_t *req, int status, const char *content_type, const 
                      status, httpd_status_text(status), content_type, len,
                      ka ? "Connection: keep-alive\r\n" : "Connection: close\r\n",
                      extra_headers ? extra_headers : "");
-    if (n < 0 || (size_t)n >= sizeof head)
-        return -EINVAL;
+    if (n < 0 || (size_t)n >= sizeof head) return -EINVAL;
     int rc = httpd_write(req, head, (size_t)n);
-    if (rc == 0 && len && req->method != HTTP_HEAD)
-        rc = httpd_write(req, body, len);
+    if (rc == 0 && len && req->method != HTTP_HEAD) rc = httpd_write(req, body, len);
     httpd_end(req, ka);
+    return rc;
+}
+
+static int respond_error_v(httpd_req_t *req, int status, const char *extra, const char *type,
+                           const char *code, const char *fmt, va_list ap)
+{
+    char msg[1024];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    json_t *o =
+        json_pack("{s:{s:s,s:s,s:s?}}", "error", "message", msg, "type", type, "code", code);
+    char *js = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    int rc =
+        httpd_respond(req, status, "application/json", js ? js : "{}", js ? strlen(js) : 2, extra);
+    free(js);
     return rc;
 }
 
 int httpd_respond_error(httpd_req_t *req, int status, const char *type, const char *code,
                         const char *fmt, ...)
 {
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    json_t *o = json_pack("{s:{s:s,s:s,s:s?}}", "error", "message", msg, "type", type, "code",
-                          code);
-    char *js = o ? json_dumps(o, JSON_COMPACT) : NULL;
-    json_decref(o);
     const char *extra = NULL;
-    if (status == 405)
-        extra = NULL; /* callers needing Allow use httpd_respond directly */
     if (status == 503)
         extra = "Retry-After: 1\r\n";
-    if (status == 401)
+    else if (status == 401)
         extra = "WWW-Authenticate: Bearer\r\n";
-    int rc = httpd_respond(req, status, "application/json", js ? js : "{}", js ? strlen(js) : 2,
-                           extra);
-    free(js);
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = respond_error_v(req, status, extra, type, code, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+static int respond_405(httpd_req_t *req, const char *extra, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int rc =
+        respond_error_v(req, 405, extra, "invalid_request_error", "method_not_allowed", fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+int httpd_respond_405(httpd_req_t *req, const char *allow)
+{
+    char extra[64];
+    snprintf(extra, sizeof extra, "Allow: %s\r\n", allow);
+    return respond_405(req, extra, "method %s not allowed on %s; use %s", req->method_str,
+                       req->path, allow);
+}
+
+int httpd_respond_json(httpd_req_t *req, int status, json_t *o)
+{
+    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    if (!s) return httpd_respond_error(req, 500, "server_error", "internal", "out of memory");
+    int rc = httpd_respond(req, status, "application/json", s, strlen(s), NULL);
+    free(s);
     return rc;
 }

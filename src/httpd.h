@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <jansson.h>
 #include <uv.h>
 
 #define HTTPD_MAX_HEADERS 128
@@ -20,9 +21,9 @@ typedef struct {
 } httpd_header_t;
 
 struct httpd_req {
-    void *data;  /* the handler's */
+    void *data; /* the handler's */
     httpd_t *server;
-    int method;  /* llhttp_method_t */
+    int method; /* llhttp_method_t */
     const char *method_str;
     const char *url;  /* as sent, NUL-terminated */
     const char *path; /* url without the query string */
@@ -30,7 +31,7 @@ struct httpd_req {
     size_t n_headers;
     const char *body; /* NUL-terminated for convenience; body_len is authoritative */
     size_t body_len;
-    bool keep_alive;  /* the client allows keep-alive */
+    bool keep_alive; /* the client allows keep-alive */
     uint64_t start_ns;
     /* Set by the handler when it keeps the request past the handler call. */
     void (*on_abort)(httpd_req_t *req); /* client gone; req is invalid after this returns */
@@ -42,12 +43,12 @@ typedef void (*httpd_handler_cb)(httpd_req_t *req);
 
 typedef struct {
     const char *host;
-    int port;                /* 0 = any free port */
-    size_t max_header_bytes; /* default 64 KiB */
-    size_t max_body_bytes;   /* default 8 MiB */
-    uint64_t idle_timeout_ms;  /* keep-alive idle; default 60 s */
-    uint64_t read_timeout_ms;  /* whole request must arrive within this; default 30 s */
-    unsigned max_conns;        /* default 4096 */
+    int port;                 /* 0 = any free port */
+    size_t max_header_bytes;  /* default 64 KiB */
+    size_t max_body_bytes;    /* default 8 MiB */
+    uint64_t idle_timeout_ms; /* keep-alive idle; default 60 s */
+    uint64_t read_timeout_ms; /* whole request must arrive within this; default 30 s */
+    unsigned max_conns;       /* default 4096 */
     httpd_handler_cb handler;
     void *data;
 } httpd_opts_t;
@@ -75,6 +76,11 @@ int httpd_respond(httpd_req_t *req, int status, const char *content_type, const 
 /* OpenAI-shaped error: {"error":{"message","type","code"}}. Ends the request. */
 int httpd_respond_error(httpd_req_t *req, int status, const char *type, const char *code,
                         const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+/* JSON response from o (the reference is stolen). Ends the request. */
+int httpd_respond_json(httpd_req_t *req, int status, json_t *o);
+/* 405 in the OpenAI error shape, with an Allow header. Ends the request. */
+int httpd_respond_405(httpd_req_t *req, const char *allow);
 
 /* Raw writes: the caller produces the status line, headers and body framing itself. */
 int httpd_write(httpd_req_t *req, const void *data, size_t len);

@@ -43,8 +43,7 @@ static model_entry_t *entry_of(const mm_model_t *m)
 model_entry_t *models_find(models_t *ms, const char *name)
 {
     for (size_t i = 0; i < ms->n; i++)
-        if (strcmp(ms->entries[i].mm->name, name) == 0)
-            return &ms->entries[i];
+        if (strcmp(ms->entries[i].mm->name, name) == 0) return &ms->entries[i];
     return NULL;
 }
 
@@ -62,9 +61,9 @@ const char *models_status(const model_entry_t *e)
 
 const char *models_forbidden_arg(const char *args)
 {
-    static const char *const managed[] = {"-m", "--model", "--port", "--host", "-a", "--alias",
-                                          "-mu", "--model-url", "-hf", "--hf-repo",
-                                          "--models-dir", "--api-key"};
+    static const char *const managed[] = {"-m",  "--model",   "--port",       "--host",
+                                          "-a",  "--alias",   "-mu",          "--model-url",
+                                          "-hf", "--hf-repo", "--models-dir", "--api-key"};
     char **av;
     static char bad[64];
     if (argv_split(args, &av) < 0) {
@@ -76,8 +75,7 @@ const char *models_forbidden_arg(const char *args)
         char flag[64];
         snprintf(flag, sizeof flag, "%s", *p);
         char *eq = strchr(flag, '=');
-        if (eq)
-            *eq = '\0';
+        if (eq) *eq = '\0';
         for (size_t i = 0; i < sizeof managed / sizeof managed[0]; i++) {
             if (strcmp(flag, managed[i]) == 0) {
                 snprintf(bad, sizeof bad, "%s", managed[i]);
@@ -104,16 +102,16 @@ static void park_unlink(parked_t **list, parked_t *p)
 
 static parked_t **park_list(model_entry_t *e, int kind)
 {
-    return kind == PARK_REQUEST ? &e->waiting : kind == PARK_LOAD ? &e->load_waiters
-                                                                 : &e->unload_waiters;
+    return kind == PARK_REQUEST ? &e->waiting
+           : kind == PARK_LOAD  ? &e->load_waiters
+                                : &e->unload_waiters;
 }
 
 static void on_parked_abort(httpd_req_t *req)
 {
     parked_t *p = req->data;
     park_unlink(park_list(p->e, p->kind), p);
-    if (p->kind == PARK_REQUEST)
-        mm_request_cancel(&p->ms->mm, p->e->mm);
+    if (p->kind == PARK_REQUEST) mm_request_cancel(&p->ms->mm, p->e->mm);
     free(p);
 }
 
@@ -124,8 +122,7 @@ static int park(models_t *ms, model_entry_t *e, httpd_req_t *req, int kind)
     for (parked_t *q = *list; q; q = q->next)
         n++;
     parked_t *p = n < MAX_PARKED_PER_MODEL ? calloc(1, sizeof *p) : NULL;
-    if (!p)
-        return -ENOMEM;
+    if (!p) return -ENOMEM;
     p->req = req;
     p->ms = ms;
     p->e = e;
@@ -142,8 +139,7 @@ static httpd_req_t *unpark(model_entry_t *e, int kind)
 {
     parked_t **list = park_list(e, kind);
     parked_t *p = *list;
-    if (!p)
-        return NULL;
+    if (!p) return NULL;
     *list = p->next;
     httpd_req_t *req = p->req;
     req->data = NULL;
@@ -166,18 +162,15 @@ static char *extract_object(const char *tail, size_t len, const char *key)
     const char *last = NULL;
     for (const char *p = tail; p && p < tail + len;) {
         const char *q = memmem(p, (size_t)(tail + len - p), needle, strlen(needle));
-        if (!q)
-            break;
+        if (!q) break;
         last = q;
         p = q + 1;
     }
-    if (!last)
-        return NULL;
+    if (!last) return NULL;
     const char *start = last + strlen(needle);
     json_error_t je;
     json_t *o = json_loadb(start, (size_t)(tail + len - start), JSON_DISABLE_EOF_CHECK, &je);
-    if (!o)
-        return NULL;
+    if (!o) return NULL;
     char *s = json_is_object(o) ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     return s;
@@ -249,8 +242,7 @@ void models_route(models_t *ms, model_entry_t *e, httpd_req_t *req)
         if (park(ms, e, req, PARK_REQUEST) != 0) {
             mm_request_cancel(&ms->mm, e->mm);
             httpd_respond_error(req, 503, "unavailable", "too_many_waiting",
-                                "too many requests waiting for model '%s' to load",
-                                e->mm->name);
+                                "too many requests waiting for model '%s' to load", e->mm->name);
             return;
         }
         LOGD("models", "request for %s waits for its load", e->mm->name);
@@ -266,9 +258,9 @@ static void answer_load_waiters(models_t *ms, model_entry_t *e, int status)
     while ((req = unpark(e, PARK_LOAD))) {
         if (status == 200) {
             char body[512];
-            int n = snprintf(body, sizeof body,
-                             "{\"status\":\"success\",\"message\":\"loaded model %s\"}",
-                             e->mm->name);
+            int n =
+                snprintf(body, sizeof body,
+                         "{\"status\":\"success\",\"message\":\"loaded model %s\"}", e->mm->name);
             httpd_respond(req, 200, "application/json", body, (size_t)n, NULL);
         } else if (status == 404) {
             httpd_respond_error(req, 404, "invalid_request_error", "model_file_not_found",
@@ -316,33 +308,30 @@ static void on_child_ready(supervisor_t *sv, sv_child_t *c)
 {
     models_t *ms = sv->data;
     model_entry_t *e = models_find(ms, c->name);
-    if (e && e->mm->state == MM_LOADING)
-        load_result(ms, e, true);
+    if (e && e->mm->state == MM_LOADING) load_result(ms, e, true);
 }
 
 static void on_child_load_failed(supervisor_t *sv, sv_child_t *c)
 {
     models_t *ms = sv->data;
     model_entry_t *e = models_find(ms, c->name);
-    if (e && e->mm->state == MM_LOADING)
-        load_result(ms, e, false);
+    if (e && e->mm->state == MM_LOADING) load_result(ms, e, false);
 }
 
 static void on_child_stopped(supervisor_t *sv, sv_child_t *c)
 {
     models_t *ms = sv->data;
     model_entry_t *e = models_find(ms, c->name);
-    if (!e)
-        return;
+    if (!e) return;
     if (e->mm->state == MM_UNLOADING) {
         LOGI("models", "model %s unloaded", e->mm->name);
         mm_unload_done(&ms->mm, e->mm, now_ms(ms));
         httpd_req_t *req;
         while ((req = unpark(e, PARK_UNLOAD))) {
             char body[256];
-            int n = snprintf(body, sizeof body,
-                             "{\"status\":\"success\",\"message\":\"unloaded model %s\"}",
-                             e->mm->name);
+            int n =
+                snprintf(body, sizeof body,
+                         "{\"status\":\"success\",\"message\":\"unloaded model %s\"}", e->mm->name);
             httpd_respond(req, 200, "application/json", body, (size_t)n, NULL);
         }
     }
@@ -385,9 +374,8 @@ static void run_actions(models_t *ms)
                 for (unsigned i = 0; i < a.count && (req = unpark(e, PARK_REQUEST)); i++) {
                     if (a.status == 404)
                         httpd_respond_error(req, 404, "invalid_request_error",
-                                            "model_file_not_found",
-                                            "model '%s': file %s not found", a.model->name,
-                                            e->path);
+                                            "model_file_not_found", "model '%s': file %s not found",
+                                            a.model->name, e->path);
                     else if (a.status == 503)
                         httpd_respond_error(req, 503, "unavailable", "model_unloaded",
                                             "model '%s' was unloaded", a.model->name);
@@ -408,8 +396,7 @@ static void run_actions(models_t *ms)
 
 /* ---- registry ---- */
 
-static int add_entry(models_t *ms, const config_model_t *cm, bool preload, char *err,
-                     size_t errlen)
+static int add_entry(models_t *ms, const config_model_t *cm, bool preload, char *err, size_t errlen)
 {
     if (ms->n >= MM_MAX_MODELS) {
         snprintf(err, errlen, "too many models");
@@ -421,7 +408,7 @@ static int add_entry(models_t *ms, const config_model_t *cm, bool preload, char 
     uint64_t size = stat(cm->path, &st) == 0 ? (uint64_t)st.st_size : 0;
     int grc = gguf_info_read(cm->path, &gi);
     if (cm->type != MODEL_TYPE_AUTO) {
-        type = cm->type == MODEL_TYPE_EMBEDDING ? MM_EMBEDDING
+        type = cm->type == MODEL_TYPE_EMBEDDING   ? MM_EMBEDDING
                : cm->type == MODEL_TYPE_RERANKING ? MM_RERANKING
                                                   : MM_LLM;
     } else if (grc == 0) {
@@ -445,11 +432,10 @@ static int add_entry(models_t *ms, const config_model_t *cm, bool preload, char 
     e->ctx_size = ms->cfg->ctx_size;
     e->llamacpp_args = ms->cfg->llamacpp_args ? strdup(ms->cfg->llamacpp_args) : NULL;
     snprintf(e->backend, sizeof e->backend, "cpu");
-    model_type_t st_type = type == MM_EMBEDDING ? MODEL_TYPE_EMBEDDING
+    model_type_t st_type = type == MM_EMBEDDING   ? MODEL_TYPE_EMBEDDING
                            : type == MM_RERANKING ? MODEL_TYPE_RERANKING
                                                   : MODEL_TYPE_LLM;
-    int rc = sv_add(ms->sv, cm->name, cm->path, st_type, e->ctx_size, e->llamacpp_args,
-                    &e->child);
+    int rc = sv_add(ms->sv, cm->name, cm->path, st_type, e->ctx_size, e->llamacpp_args, &e->child);
     if (rc) {
         snprintf(err, errlen, "model %s: %s", cm->name, strerror(-rc));
         return rc;
@@ -472,8 +458,7 @@ int models_init(models_t *ms, uv_loop_t *loop, const config_t *cfg, supervisor_t
     sv->on_stopped = on_child_stopped;
     for (size_t i = 0; i < cfg->n_models; i++) {
         int rc = add_entry(ms, &cfg->models[i], !cfg->models[i].from_dir, err, errlen);
-        if (rc)
-            return rc;
+        if (rc) return rc;
     }
     return 0;
 }
@@ -483,8 +468,7 @@ void models_preload(models_t *ms)
     unsigned planned[MM_N_TYPES] = {0};
     for (size_t i = 0; i < ms->n; i++) {
         model_entry_t *e = &ms->entries[i];
-        if (!e->preload)
-            continue;
+        if (!e->preload) continue;
         if (planned[e->mm->type] >= ms->mm.max_loaded[e->mm->type]) {
             LOGI("models", "%s will load on first use (%s slots full: --max-loaded-models)",
                  e->mm->name, mm_type_name(e->mm->type));
@@ -495,11 +479,9 @@ void models_preload(models_t *ms)
         ms->preload_pending++;
     }
     for (size_t i = 0; i < ms->n; i++)
-        if (ms->entries[i].preload)
-            mm_load(&ms->mm, ms->entries[i].mm, now_ms(ms));
+        if (ms->entries[i].preload) mm_load(&ms->mm, ms->entries[i].mm, now_ms(ms));
     run_actions(ms);
-    if (ms->preload_pending == 0 && ms->on_preload_done)
-        ms->on_preload_done(ms->data);
+    if (ms->preload_pending == 0 && ms->on_preload_done) ms->on_preload_done(ms->data);
 }
 
 void models_free(models_t *ms)
@@ -514,18 +496,6 @@ void models_free(models_t *ms)
 
 /* ---- model-manager API ---- */
 
-static void respond_json(httpd_req_t *req, int status, json_t *o)
-{
-    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
-    json_decref(o);
-    if (!s) {
-        httpd_respond_error(req, 500, "server_error", "internal", "out of memory");
-        return;
-    }
-    httpd_respond(req, status, "application/json", s, strlen(s), NULL);
-    free(s);
-}
-
 static json_int_t unix_of(models_t *ms, uint64_t mono_ms)
 {
     uint64_t now = now_ms(ms);
@@ -538,10 +508,8 @@ static void api_health(models_t *ms, httpd_req_t *req)
     model_entry_t *recent = NULL;
     for (size_t i = 0; i < ms->n; i++) {
         model_entry_t *e = &ms->entries[i];
-        if (e->mm->state != MM_LOADED)
-            continue;
-        if (!recent || e->mm->last_use > recent->mm->last_use)
-            recent = e;
+        if (e->mm->state != MM_LOADED) continue;
+        if (!recent || e->mm->last_use > recent->mm->last_use) recent = e;
         char url[64];
         snprintf(url, sizeof url, "http://127.0.0.1:%u", e->child->port);
         json_array_append_new(all, json_pack("{s:s,s:s,s:I,s:s,s:s,s:s,s:s}", "model_name",
@@ -551,13 +519,12 @@ static void api_health(models_t *ms, httpd_req_t *req)
                                              "backend_url", url, "status", models_status(e)));
     }
     json_t *o = json_pack("{s:s,s:o,s:o,s:o,s:{s:I,s:I,s:I}}", "status", "ok", "model_loaded",
-                          recent ? json_string(recent->mm->name) : json_null(),
-                          "checkpoint_loaded", recent ? json_string(recent->path) : json_null(),
-                          "all_models_loaded", all, "max_models", "llm",
-                          (json_int_t)ms->mm.max_loaded[MM_LLM], "embedding",
-                          (json_int_t)ms->mm.max_loaded[MM_EMBEDDING], "reranking",
+                          recent ? json_string(recent->mm->name) : json_null(), "checkpoint_loaded",
+                          recent ? json_string(recent->path) : json_null(), "all_models_loaded",
+                          all, "max_models", "llm", (json_int_t)ms->mm.max_loaded[MM_LLM],
+                          "embedding", (json_int_t)ms->mm.max_loaded[MM_EMBEDDING], "reranking",
                           (json_int_t)ms->mm.max_loaded[MM_RERANKING]);
-    respond_json(req, 200, o);
+    httpd_respond_json(req, 200, o);
 }
 
 static void api_models(models_t *ms, httpd_req_t *req)
@@ -565,20 +532,18 @@ static void api_models(models_t *ms, httpd_req_t *req)
     json_t *data = json_array();
     for (size_t i = 0; i < ms->n; i++) {
         model_entry_t *e = &ms->entries[i];
-        json_array_append_new(data, json_pack("{s:s,s:s,s:s,s:I,s:b,s:s}", "model_name",
-                                              e->mm->name, "checkpoint", e->path, "type",
-                                              mm_type_name(e->mm->type), "size",
-                                              (json_int_t)e->size, "loaded",
-                                              e->mm->state == MM_LOADED, "status",
-                                              models_status(e)));
+        json_array_append_new(
+            data, json_pack("{s:s,s:s,s:s,s:I,s:b,s:s}", "model_name", e->mm->name, "checkpoint",
+                            e->path, "type", mm_type_name(e->mm->type), "size", (json_int_t)e->size,
+                            "loaded", e->mm->state == MM_LOADED, "status", models_status(e)));
     }
-    respond_json(req, 200, json_pack("{s:o}", "data", data));
+    httpd_respond_json(req, 200, json_pack("{s:o}", "data", data));
 }
 
 static void api_stats(models_t *ms, httpd_req_t *req)
 {
     if (!ms->last_stats_json) {
-        respond_json(req, 200, json_pack("{s:n}", "model"));
+        httpd_respond_json(req, 200, json_pack("{s:n}", "model"));
         return;
     }
     json_t *t = json_loads(ms->last_stats_json, 0, NULL);
@@ -594,7 +559,7 @@ static void api_stats(models_t *ms, httpd_req_t *req)
                        : json_integer_value(json_object_get(t, "prompt_n"))),
         "timings", t ? t : json_null());
     json_decref(u);
-    respond_json(req, 200, o);
+    httpd_respond_json(req, 200, o);
 }
 
 static json_t *parse_body(httpd_req_t *req)
@@ -613,8 +578,7 @@ static json_t *parse_body(httpd_req_t *req)
 static void api_load(models_t *ms, httpd_req_t *req)
 {
     json_t *b = parse_body(req);
-    if (!b)
-        return;
+    if (!b) return;
     const char *name = NULL, *args = NULL, *backend = NULL;
     json_int_t ctx = -1;
     json_error_t je;
@@ -689,8 +653,7 @@ out:
 static void api_unload(models_t *ms, httpd_req_t *req)
 {
     json_t *b = parse_body(req);
-    if (!b)
-        return;
+    if (!b) return;
     json_t *jn = json_object_get(b, "model_name");
     if (jn && !json_is_string(jn) && !json_is_null(jn)) {
         httpd_respond_error(req, 400, "invalid_request_error", "invalid_body",
@@ -713,8 +676,7 @@ static void api_unload(models_t *ms, httpd_req_t *req)
         /* everything: answer now, the unloads proceed as models become idle */
         unsigned n = 0;
         for (size_t i = 0; i < ms->n; i++)
-            if (mm_unload(&ms->mm, ms->entries[i].mm, now_ms(ms)) == 0)
-                n++;
+            if (mm_unload(&ms->mm, ms->entries[i].mm, now_ms(ms)) == 0) n++;
         run_actions(ms);
         char body[128];
         int len = snprintf(body, sizeof body,
@@ -722,17 +684,6 @@ static void api_unload(models_t *ms, httpd_req_t *req)
         httpd_respond(req, 200, "application/json", body, (size_t)len, NULL);
     }
     json_decref(b);
-}
-
-static void method_not_allowed(httpd_req_t *req, const char *allow)
-{
-    char extra[64], body[256];
-    snprintf(extra, sizeof extra, "Allow: %s\r\n", allow);
-    int n = snprintf(body, sizeof body,
-                     "{\"error\":{\"message\":\"method %s not allowed here; use %s\","
-                     "\"type\":\"invalid_request_error\",\"code\":\"method_not_allowed\"}}",
-                     req->method_str, allow);
-    httpd_respond(req, 405, "application/json", body, (size_t)n, extra);
 }
 
 bool models_api(models_t *ms, httpd_req_t *req, const char *sub)
@@ -743,14 +694,15 @@ bool models_api(models_t *ms, httpd_req_t *req, const char *sub)
         const char *name;
         bool is_post;
         void (*fn)(models_t *, httpd_req_t *);
-    } routes[] = {{"health", false, api_health}, {"models", false, api_models},
-                  {"stats", false, api_stats},   {"load", true, api_load},
+    } routes[] = {{"health", false, api_health},
+                  {"models", false, api_models},
+                  {"stats", false, api_stats},
+                  {"load", true, api_load},
                   {"unload", true, api_unload}};
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
-        if (strcmp(sub, routes[i].name) != 0)
-            continue;
+        if (strcmp(sub, routes[i].name) != 0) continue;
         if (routes[i].is_post ? !post : !get)
-            method_not_allowed(req, routes[i].is_post ? "POST" : "GET");
+            httpd_respond_405(req, routes[i].is_post ? "POST" : "GET");
         else
             routes[i].fn(ms, req);
         return true;
