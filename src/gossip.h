@@ -1,0 +1,150 @@
+/* gossip — mesh membership as a pure state machine (no I/O, time passed in, deterministic).
+ *
+ * The I/O layer (mesh.c) feeds in authenticated messages from peers (gossip_receive), the clock
+ * (gossip_tick at or after gossip_next_deadline) and local changes (gossip_set_announcement,
+ * gossip_join, gossip_leave). The state machine answers through the callbacks in gossip_io_t:
+ * send a JSON control frame to a peer id (the I/O layer dials on demand), report membership
+ * events, draw random numbers. A 100-node simulation drives it with a virtual clock and lossy,
+ * delayed delivery (tests/unit/test_gossip.c).
+ *
+ * Model (SWIM-like, with the mesh-llm seeds' numbers):
+ *  - Every node has an announcement (opaque JSON object, DESIGN.md §4 PeerAnnouncement) versioned
+ *    by (incarnation, seq). A restart gets a higher incarnation; each change of the announcement
+ *    bumps seq. Higher (inc, seq) supersedes.
+ *  - Heartbeat: every heartbeat_ms a node sends "hb" (its digest: [id, inc, seq] of every live
+ *    peer it knows, plus recent dead records) to at most `fanout` peers: its two ring successors
+ *    (ids sorted, wrapping) and random others. The receiver answers "ack" with the announcements
+ *    it has that are newer than the digest and the ids it wants; the sender answers "update"
+ *    with the wanted ones. So a node sends O(fanout) messages per heartbeat, not O(N).
+ *  - Failure detection: a node monitors its two ring predecessors. A predecessor silent (no
+ *    direct message) for 2 heartbeats + a quarter (2.25 × heartbeat_ms) is probed ("ping" now and
+ *    again at half the probe time); no direct message within probe_ms → dead: a dead record
+ *    (id, inc) is kept and "peer_down" is sent to every live peer.
+ *  - A receiver of peer_down (or of a dead record in gossip) for a peer it has alive at that
+ *    incarnation probes it itself and drops it only if the probe fails.
+ *  - "leaving" (clean shutdown) drops the sender at once, no probe.
+ *  - Dead records keyed by (id, inc) make stale gossip harmless: third-party announcements at an
+ *    incarnation <= the dead one are ignored forever. A higher incarnation is accepted at once.
+ *  - Refutation: a node that learns it is considered dead at its current incarnation (peer_down
+ *    about itself, a dead record about itself in gossip, or a "dead_notice" reply) bumps its
+ *    incarnation and sends its new announcement to every live peer and to the node that told it.
+ *    A node receiving a direct message from a peer it holds dead at the same incarnation answers
+ *    "dead_notice" and ignores the rest of the message.
+ *  - Partitions heal: every heartbeat, a node also sends "hb" to one random peer it declared dead
+ *    less than dead_retry_beats heartbeats ago (it still knows its announcement, hence its
+ *    addresses); the two sides then refute each other and re-merge.
+ *  - Joining: gossip_join(seed id) sends "hello" (own announcement); the seed answers "sync"
+ *    (every live announcement and recent dead records). Every peer newly learned from anyone is
+ *    sent "hello" directly (C joins via B, learns A, says hello to A), so a new node is known by
+ *    everyone in one step.
+ *
+ * Messages are JSON objects {"v":1,"type":…,"inc":<sender's incarnation>,…}; the sender's id is
+ * the authenticated transport identity passed to gossip_receive, never a field. Malformed
+ * messages are rejected with -EINVAL and change nothing. The I/O layer maps types to stream
+ * type bytes: "peer_down" → PEER_DOWN (0x06), "leaving" → PEER_LEAVING (0x07), the rest → GOSSIP.
+ */
+#ifndef MESH_GOSSIP_H
+#define MESH_GOSSIP_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define GOSSIP_ID_LEN 64     /* hex of a 32-byte Ed25519 public key */
+#define GOSSIP_MAX_PEERS 1024 /* live + dead records; beyond it the oldest dead record goes */
+
+typedef enum {
+    GOSSIP_ALIVE = 0,
+    GOSSIP_DEAD,  /* declared dead (failure detection) */
+    GOSSIP_LEFT,  /* announced its clean shutdown */
+} gossip_state_t;
+
+typedef enum {
+    GOSSIP_EV_UP = 0,  /* a peer became known/alive (new, restarted, or refuted its death) */
+    GOSSIP_EV_UPDATED, /* a live peer's announcement changed */
+    GOSSIP_EV_DEAD,    /* declared dead */
+    GOSSIP_EV_LEFT,    /* left cleanly */
+} gossip_event_t;
+
+typedef struct {
+    char id[GOSSIP_ID_LEN + 1];
+    uint64_t inc;
+    uint64_t seq;
+    gossip_state_t state;
+    json_t *ann;           /* last announcement known (kept for dead peers: their addresses) */
+    uint64_t last_direct;  /* ms: last direct message from it (0 never) */
+    uint64_t changed_at;   /* ms: last state/announcement change */
+    bool probing;
+} gossip_peer_t;
+
+typedef struct {
+    uint64_t heartbeat_ms;     /* default 60000 */
+    uint64_t probe_ms;         /* default min(heartbeat_ms / 4, 5000), at least 50 */
+    unsigned fanout;           /* default 5 */
+    unsigned dead_retry_beats; /* default 30 */
+} gossip_cfg_t;
+
+typedef struct {
+    void *data;
+    /* Send msg (not consumed; serialize or incref it) to peer `to`. */
+    void (*send)(void *data, const char *to, json_t *msg);
+    /* Membership change; `peer` is valid only during the call. */
+    void (*event)(void *data, gossip_event_t ev, const gossip_peer_t *peer);
+    /* Uniform 64-bit random number (the simulation seeds it). */
+    uint64_t (*random)(void *data);
+} gossip_io_t;
+
+typedef struct gossip gossip_t;
+
+/* Fill cfg with defaults for heartbeat_ms (0 → 60000). */
+void gossip_cfg_default(gossip_cfg_t *cfg, uint64_t heartbeat_ms);
+
+/* self_ann is the node's announcement (reference taken); its "id", "incarnation" and "seq"
+ * fields are set by the state machine. NULL on allocation failure or bad id. */
+gossip_t *gossip_new(const char *self_id, uint64_t incarnation, json_t *self_ann,
+                     const gossip_cfg_t *cfg, const gossip_io_t *io, uint64_t now);
+void gossip_free(gossip_t *g);
+
+/* Replace the own announcement (reference taken): bumps seq and sends it ("update") to every
+ * live peer. */
+void gossip_set_announcement(gossip_t *g, json_t *ann, uint64_t now);
+/* The current own announcement (borrowed), with id/incarnation/seq filled in. */
+json_t *gossip_self(gossip_t *g);
+uint64_t gossip_incarnation(const gossip_t *g);
+
+/* Join through a peer we know only by id (from an invite token): send it "hello". */
+void gossip_join(gossip_t *g, const char *peer_id, uint64_t now);
+
+/* A message from authenticated peer `from`. 0, or -EINVAL for a malformed message (ignored). */
+int gossip_receive(gossip_t *g, const char *from, json_t *msg, uint64_t now);
+
+/* The transport could not reach `id` (dial failed, connection lost): a probe in progress for it
+ * fails at once. Optional; probes also time out by themselves. */
+void gossip_unreachable(gossip_t *g, const char *id, uint64_t now);
+
+/* Run timers. Call at or after gossip_next_deadline() (calling early is harmless). */
+void gossip_tick(gossip_t *g, uint64_t now);
+uint64_t gossip_next_deadline(const gossip_t *g);
+
+/* Clean shutdown: send "leaving" to every live peer. */
+void gossip_leave(gossip_t *g, uint64_t now);
+
+/* Peers (not including self), live and dead records, in no particular order. */
+size_t gossip_peer_count(const gossip_t *g);
+const gossip_peer_t *gossip_peer_at(const gossip_t *g, size_t i);
+const gossip_peer_t *gossip_find(const gossip_t *g, const char *id);
+size_t gossip_alive_count(const gossip_t *g);
+
+/* Counters for tests and /api/status. */
+typedef struct {
+    uint64_t sent;        /* every message */
+    uint64_t sent_hb;     /* hb + ack + update (the per-heartbeat traffic) */
+    uint64_t received;
+    uint64_t rejected;    /* malformed */
+    uint64_t probes;
+    uint64_t refutations; /* own incarnation bumps */
+} gossip_stats_t;
+const gossip_stats_t *gossip_stats(const gossip_t *g);
+
+#endif

@@ -1,0 +1,115 @@
+/* transport — the node's QUIC endpoint (ngtcp2 0.12 + GnuTLS) on the libuv loop.
+ *
+ * One UDP port per node. Connections are mutually authenticated: both sides present a
+ * certificate made from their Ed25519 node key (tlsid); a dialer requires the key it dialled; an
+ * acceptor learns the peer's id from its key. Then admission: the dialer opens the first stream
+ * and sends [0x01][frame {"type":"admit","proof":HMAC(secret, dialer || acceptor)}]; the acceptor
+ * checks it and answers with its own proof (reversed order) and a FIN. A connection is "ready"
+ * only once both proofs are checked; before that no other stream is accepted (a peer that tries
+ * is disconnected). A connection that is not ready within the handshake timeout is closed.
+ *
+ * One connection per peer pair: when two ready connections to the same peer exist, the one
+ * dialled by the larger node id wins (both sides apply the same rule); the loser takes no new
+ * streams and is closed once its streams are done. Duplicates dialled by the same side (parallel
+ * dials to several addresses) keep the first that became ready.
+ *
+ * Streams are bidirectional byte streams with half-close. Send side: tp_stream_write copies into
+ * the stream's queue (freed as the peer acknowledges it); tp_stream_buffered tells the caller
+ * when to stop producing; on_drain says when to resume. Receive side: the peer may send only as
+ * far as the window the receiver opens, and the receiver opens it by calling tp_stream_consumed
+ * for bytes it has passed on — that is the back-pressure into tunnels.
+ *
+ * Lifetime: a stream is freed right after its on_close callback; a connection right after
+ * on_conn_closed (both called once). Close/reset calls made from inside callbacks are deferred.
+ */
+#ifndef MESH_TRANSPORT_H
+#define MESH_TRANSPORT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <uv.h>
+
+#include "identity.h"
+
+typedef struct tp_endpoint tp_endpoint_t;
+typedef struct tp_conn tp_conn_t;
+typedef struct tp_stream tp_stream_t;
+
+typedef struct {
+    /* Peer sent bytes. Call tp_stream_consumed(s, n) once they are passed on. */
+    void (*on_data)(tp_stream_t *s, const uint8_t *p, size_t n);
+    /* Peer finished its direction. */
+    void (*on_fin)(tp_stream_t *s);
+    /* The send queue fell below the low-water mark after being above the high-water mark. */
+    void (*on_drain)(tp_stream_t *s);
+    /* Closed (both directions done, reset, or the connection went away; err 0 = clean). */
+    void (*on_close)(tp_stream_t *s, int err);
+} tp_stream_cb_t;
+
+typedef struct {
+    void *data;
+    /* The connection is authenticated and admitted (tp_conn_peer_id is valid). */
+    void (*on_conn_ready)(tp_endpoint_t *ep, tp_conn_t *c);
+    /* The connection ended (was_ready false: the dial or the admission failed). */
+    void (*on_conn_closed)(tp_endpoint_t *ep, tp_conn_t *c, bool was_ready, int err,
+                           const char *why);
+    /* The peer opened a stream on a ready connection: set callbacks with tp_stream_set_cb. */
+    void (*on_stream)(tp_endpoint_t *ep, tp_conn_t *c, tp_stream_t *s);
+} tp_callbacks_t;
+
+typedef struct {
+    uint64_t handshake_timeout_ms; /* dial + admission; default 5000 (MESH_LLM_HANDSHAKE_MS) */
+    uint64_t idle_timeout_ms;      /* default 30000 (MESH_LLM_QUIC_IDLE_MS) */
+    uint64_t keepalive_ms;         /* default idle / 3 */
+    size_t max_conns;              /* default 1024 */
+    size_t stream_window;          /* default 1 MiB */
+    size_t high_water;             /* send queue: default 1 MiB */
+} tp_config_t;
+
+void tp_config_default(tp_config_t *cfg);
+
+/* Bind UDP host:port (port 0 = any free) and accept connections. */
+int tp_endpoint_new(tp_endpoint_t **out, uv_loop_t *loop, const identity_t *id,
+                    const uint8_t secret[32], const char *host, int port, const tp_config_t *cfg,
+                    const tp_callbacks_t *cb);
+int tp_endpoint_port(const tp_endpoint_t *ep);
+/* Close every connection (sending CONNECTION_CLOSE) and the socket; cb runs when done. */
+void tp_endpoint_close(tp_endpoint_t *ep, void (*cb)(void *data), void *data);
+void *tp_endpoint_data(const tp_endpoint_t *ep);
+
+/* Dial peer `peer_id` (hex) at addr. The result arrives as on_conn_ready / on_conn_closed. */
+int tp_dial(tp_endpoint_t *ep, const char *peer_id, const struct sockaddr *addr, tp_conn_t **out);
+/* The ready, preferred connection to a peer, or NULL. */
+tp_conn_t *tp_find(tp_endpoint_t *ep, const char *peer_id);
+void tp_conn_close(tp_conn_t *c, int app_error, const char *why);
+const char *tp_conn_peer_id(const tp_conn_t *c);
+bool tp_conn_is_ready(const tp_conn_t *c);
+bool tp_conn_outbound(const tp_conn_t *c);
+double tp_conn_rtt_ms(const tp_conn_t *c);
+void tp_conn_set_data(tp_conn_t *c, void *data);
+void *tp_conn_data(const tp_conn_t *c);
+
+/* Open a stream on a ready connection (queued if the peer's stream limit is reached). */
+int tp_stream_open(tp_conn_t *c, const tp_stream_cb_t *cb, void *data, tp_stream_t **out);
+void tp_stream_set_cb(tp_stream_t *s, const tp_stream_cb_t *cb, void *data);
+void *tp_stream_data(const tp_stream_t *s);
+tp_conn_t *tp_stream_conn(const tp_stream_t *s);
+/* Queue bytes (copied). -EPIPE after shutdown/close. */
+int tp_stream_write(tp_stream_t *s, const void *p, size_t n);
+size_t tp_stream_buffered(const tp_stream_t *s);
+bool tp_stream_over_high_water(const tp_stream_t *s);
+/* Send FIN after the queued bytes. */
+void tp_stream_shutdown(tp_stream_t *s);
+/* Abort both directions. */
+void tp_stream_reset(tp_stream_t *s, uint64_t app_error);
+void tp_stream_consumed(tp_stream_t *s, size_t n);
+
+typedef struct {
+    uint64_t datagrams_in, datagrams_out, dropped, conns_accepted, conns_refused;
+} tp_stats_t;
+const tp_stats_t *tp_stats(const tp_endpoint_t *ep);
+size_t tp_conn_count(const tp_endpoint_t *ep);
+
+#endif
