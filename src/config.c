@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,48 +28,59 @@ const char *model_type_name(model_type_t t)
 
 void config_usage(FILE *out)
 {
-    fputs("mesh-llm " MESH_VERSION " — pool machines into one OpenAI-compatible LLM API\n"
-          "\n"
-          "Usage: mesh-llm [OPTIONS]\n"
-          "\n"
-          "Models:\n"
-          "  --model PATH[:TYPE]      serve a GGUF model (repeatable). Its name is the file name\n"
-          "                           without .gguf. Its type (llm, embedding, reranking) is read\n"
-          "                           from the file; a :TYPE suffix overrides it (embedding models\n"
-          "                           get --embeddings --pooling mean, reranking --reranking).\n"
-          "  --models-dir DIR         every .gguf file in DIR is a known model, loaded on first\n"
-          "                           use (models given with --model load at startup)\n"
-          "  --max-loaded-models L [E [R]]\n"
-          "                           how many llm, embedding and reranking models stay loaded\n"
-          "                           at once (default 1 1 1); the least recently used idle\n"
-          "                           model of a type is unloaded to make room\n"
-          "  --ctx-size N             context size passed to llama-server (default: the model's)\n"
-          "  --llamacpp-args \"...\"    extra arguments for every llama-server child\n"
-          "  --bin-dir DIR            where llama-server lives (default: $MESH_LLM_BIN_DIR, PATH,\n"
-          "                           then the build cache of 'make')\n"
-          "\n"
-          "API:\n"
-          "  --port N                 OpenAI API port on 127.0.0.1 (default 9337, 0 = any free)\n"
-          "  --console N              management port (default 3131, 0 = any free)\n"
-          "  --headless               no management API / console\n"
-          "  --listen-all             bind the API and console on all interfaces, not 127.0.0.1\n"
-          "  --api-key KEY            require 'Authorization: Bearer KEY' on /v1/*\n"
-          "  --max-body-size BYTES    largest accepted request body (default 8M; K/M suffixes)\n"
-          "\n"
-          "Output:\n"
-          "  --log-format pretty|json log style on stderr (default pretty)\n"
-          "  -v, --verbose            debug logs, including llama-server's own output\n"
-          "  -h, --help               this help\n"
-          "  --version                print the version\n"
-          "\n"
-          "When ready, one line goes to stdout:\n"
-          "  mesh-llm ready api=PORT console=PORT quic=PORT id=NODE_ID token=INVITE_TOKEN\n"
-          "\n"
-          "Example:\n"
-          "  mesh-llm --model ~/.models/stories260K.gguf\n"
-          "  curl localhost:9337/v1/chat/completions -d "
-          "'{\"model\":\"stories260K\",\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}]}'\n",
-          out);
+    fputs(
+        "mesh-llm " MESH_VERSION " — pool machines into one OpenAI-compatible LLM API\n"
+        "\n"
+        "Usage: mesh-llm [OPTIONS]\n"
+        "\n"
+        "Models:\n"
+        "  --model PATH[:TYPE]      serve a GGUF model (repeatable). Its name is the file name\n"
+        "                           without .gguf. Its type (llm, embedding, reranking) is read\n"
+        "                           from the file; a :TYPE suffix overrides it (embedding models\n"
+        "                           get --embeddings --pooling mean, reranking --reranking).\n"
+        "  --models-dir DIR         every .gguf file in DIR is a known model, loaded on first\n"
+        "                           use (models given with --model load at startup)\n"
+        "  --max-loaded-models L [E [R]]\n"
+        "                           how many llm, embedding and reranking models stay loaded\n"
+        "                           at once (default 1 1 1); the least recently used idle\n"
+        "                           model of a type is unloaded to make room\n"
+        "  --ctx-size N             context size passed to llama-server (default: the model's)\n"
+        "  --llamacpp-args \"...\"    extra arguments for every llama-server child\n"
+        "  --bin-dir DIR            where llama-server lives (default: $MESH_LLM_BIN_DIR, PATH,\n"
+        "                           then the build cache of 'make')\n"
+        "\n"
+        "Mesh:\n"
+        "  --join TOKEN             join the mesh of the node that printed TOKEN (repeatable:\n"
+        "                           tried in order until one answers)\n"
+        "  --mesh-name NAME         create a named mesh (its id is derived from NAME and this\n"
+        "                           node's key, so it survives restarts)\n"
+        "  --bind-port N            UDP port for QUIC between nodes (default any free)\n"
+        "  --max-vram GB            memory this node offers to the mesh (default: detected;\n"
+        "                           on a CPU-only node half of the available RAM)\n"
+        "  State (node key, mesh id) lives in $MESH_LLM_HOME (default ~/.mesh-llm).\n"
+        "\n"
+        "API:\n"
+        "  --port N                 OpenAI API port on 127.0.0.1 (default 9337, 0 = any free)\n"
+        "  --console N              management port (default 3131, 0 = any free)\n"
+        "  --headless               no management API / console\n"
+        "  --listen-all             bind the API and console on all interfaces, not 127.0.0.1\n"
+        "  --api-key KEY            require 'Authorization: Bearer KEY' on /v1/*\n"
+        "  --max-body-size BYTES    largest accepted request body (default 8M; K/M suffixes)\n"
+        "\n"
+        "Output:\n"
+        "  --log-format pretty|json log style on stderr (default pretty)\n"
+        "  -v, --verbose            debug logs, including llama-server's own output\n"
+        "  -h, --help               this help\n"
+        "  --version                print the version\n"
+        "\n"
+        "When ready, one line goes to stdout:\n"
+        "  mesh-llm ready api=PORT console=PORT quic=PORT id=NODE_ID token=INVITE_TOKEN\n"
+        "\n"
+        "Example:\n"
+        "  mesh-llm --model ~/.models/stories260K.gguf\n"
+        "  curl localhost:9337/v1/chat/completions -d "
+        "'{\"model\":\"stories260K\",\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}]}'\n",
+        out);
 }
 
 int config_parse_model_arg(const char *arg, config_model_t *out, char *err, size_t errlen)
@@ -95,8 +107,7 @@ int config_parse_model_arg(const char *arg, config_model_t *out, char *err, size
         return -EINVAL;
     }
     char *path = strndup(arg, len);
-    if (!path)
-        return -ENOMEM;
+    if (!path) return -ENOMEM;
     struct stat st;
     if (stat(path, &st) != 0 && !strchr(path, '/')) {
         /* A bare name: look in ~/.models/NAME.gguf. */
@@ -106,8 +117,7 @@ int config_parse_model_arg(const char *arg, config_model_t *out, char *err, size
         if (stat(alt, &st) == 0) {
             free(path);
             path = strdup(alt);
-            if (!path)
-                return -ENOMEM;
+            if (!path) return -ENOMEM;
         }
     }
     if (stat(path, &st) != 0) {
@@ -134,8 +144,7 @@ static int parse_size(const char *s, size_t *out)
     char *end;
     errno = 0;
     unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s || *s == '-')
-        return -EINVAL;
+    if (errno || end == s || *s == '-') return -EINVAL;
     unsigned long long mul = 1;
     if (*end == 'k' || *end == 'K')
         mul = 1024, end++;
@@ -143,10 +152,8 @@ static int parse_size(const char *s, size_t *out)
         mul = 1024 * 1024, end++;
     else if (*end == 'g' || *end == 'G')
         mul = 1024ULL * 1024 * 1024, end++;
-    if (*end == 'B' || *end == 'b')
-        end++;
-    if (*end || v == 0 || v > (1ULL << 40) / mul)
-        return -EINVAL;
+    if (*end == 'B' || *end == 'b') end++;
+    if (*end || v == 0 || v > (1ULL << 40) / mul) return -EINVAL;
     *out = (size_t)(v * mul);
     return 0;
 }
@@ -159,16 +166,15 @@ static int add_model(config_t *cfg, const char *arg, bool from_dir, char *err, s
     }
     config_model_t m;
     int rc = config_parse_model_arg(arg, &m, err, errlen);
-    if (rc)
-        return rc;
+    if (rc) return rc;
     for (size_t i = 0; i < cfg->n_models; i++) {
         if (strcmp(cfg->models[i].name, m.name) == 0) {
             if (strcmp(cfg->models[i].path, m.path) == 0) { /* same file twice: once is enough */
                 free(m.path);
                 return 0;
             }
-            snprintf(err, errlen, "two models are named '%s' (%s and %s); rename one file",
-                     m.name, cfg->models[i].path, m.path);
+            snprintf(err, errlen, "two models are named '%s' (%s and %s); rename one file", m.name,
+                     cfg->models[i].path, m.path);
             free(m.path);
             return -EINVAL;
         }
@@ -214,8 +220,7 @@ static int add_models_dir(config_t *cfg, const char *dir, char *err, size_t errl
     closedir(d);
     qsort(names, n, sizeof names[0], cmp_str); /* deterministic order */
     for (size_t i = 0; i < n; i++) {
-        if (rc == 0)
-            rc = add_model(cfg, names[i], true, err, errlen);
+        if (rc == 0) rc = add_model(cfg, names[i], true, err, errlen);
         free(names[i]);
     }
     return rc;
@@ -236,6 +241,10 @@ enum {
     OPT_LOG_FORMAT,
     OPT_VERSION,
     OPT_MAX_LOADED,
+    OPT_JOIN,
+    OPT_MESH_NAME,
+    OPT_BIND_PORT,
+    OPT_MAX_VRAM,
 };
 
 static int parse_port(const char *s, const char *flag, int *out, char *err, size_t errlen)
@@ -276,6 +285,10 @@ int config_parse(config_t *cfg, int argc, char **argv, char *err, size_t errlen)
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, OPT_VERSION},
         {"max-loaded-models", required_argument, NULL, OPT_MAX_LOADED},
+        {"join", required_argument, NULL, OPT_JOIN},
+        {"mesh-name", required_argument, NULL, OPT_MESH_NAME},
+        {"bind-port", required_argument, NULL, OPT_BIND_PORT},
+        {"max-vram", required_argument, NULL, OPT_MAX_VRAM},
         {NULL, 0, NULL, 0},
     };
     optind = 0; /* 0: glibc fully re-initialises (clustered short options) */
@@ -371,6 +384,58 @@ int config_parse(config_t *cfg, int argc, char **argv, char *err, size_t errlen)
             }
             break;
         }
+        case OPT_JOIN: {
+            if (cfg->n_joins == CONFIG_MAX_JOIN) {
+                snprintf(err, errlen, "at most %d --join tokens", CONFIG_MAX_JOIN);
+                rc = -EINVAL;
+                break;
+            }
+            char terr[256];
+            if (token_decode(optarg, strlen(optarg), &cfg->joins[cfg->n_joins], terr,
+                             sizeof terr) != 0) {
+                snprintf(err, errlen, "--join #%zu: %s", cfg->n_joins + 1, terr);
+                rc = -EINVAL;
+                break;
+            }
+            if (cfg->n_joins > 0 &&
+                strcmp(cfg->joins[0].mesh_id, cfg->joins[cfg->n_joins].mesh_id)) {
+                snprintf(err, errlen,
+                         "--join #%zu is for another mesh (%s) than --join #1 (%s); give tokens "
+                         "of one mesh",
+                         cfg->n_joins + 1, cfg->joins[cfg->n_joins].mesh_id, cfg->joins[0].mesh_id);
+                rc = -EINVAL;
+                break;
+            }
+            cfg->n_joins++;
+            break;
+        }
+        case OPT_MESH_NAME:
+            if (!*optarg || strlen(optarg) > 128) {
+                snprintf(err, errlen, "--mesh-name needs a name of 1 to 128 characters");
+                rc = -EINVAL;
+                break;
+            }
+            free(cfg->mesh_name);
+            cfg->mesh_name = strdup(optarg);
+            break;
+        case OPT_BIND_PORT:
+            rc = parse_port(optarg, "--bind-port", &cfg->bind_port, err, errlen);
+            break;
+        case OPT_MAX_VRAM: {
+            char *end = NULL;
+            errno = 0;
+            double gb = strtod(optarg, &end);
+            if (errno || end == optarg || *end || !(gb > 0) || gb > 1e6) {
+                snprintf(err, errlen,
+                         "--max-vram needs a size in GB greater than 0, like 8 or 0.5, got '%s'",
+                         optarg);
+                rc = -EINVAL;
+                break;
+            }
+            cfg->max_vram_bytes = (uint64_t)(gb * 1e9);
+            if (cfg->max_vram_bytes == 0) cfg->max_vram_bytes = 1;
+            break;
+        }
         case 'v':
             cfg->verbose = true;
             break;
@@ -399,12 +464,16 @@ int config_parse(config_t *cfg, int argc, char **argv, char *err, size_t errlen)
                  argv[optind]);
         rc = -EINVAL;
     }
+    if (rc == 0 && cfg->n_joins > 0 && cfg->mesh_name) {
+        snprintf(err, errlen,
+                 "--mesh-name names a mesh you create; it cannot be combined with --join");
+        rc = -EINVAL;
+    }
     if (rc == 0 && !cfg->headless && cfg->console_port != 0 && cfg->console_port == cfg->port) {
         snprintf(err, errlen, "--port and --console must differ (both %d)", cfg->port);
         rc = -EINVAL;
     }
-    if (rc && !err[0])
-        snprintf(err, errlen, "%s", strerror(-rc));
+    if (rc && !err[0]) snprintf(err, errlen, "%s", strerror(-rc));
     return rc < 0 ? rc : CONFIG_OK;
 }
 
@@ -416,5 +485,7 @@ void config_free(config_t *cfg)
     free(cfg->llamacpp_args);
     free(cfg->bin_dir);
     free(cfg->api_key);
+    free(cfg->mesh_name);
+    sodium_memzero(cfg->joins, sizeof cfg->joins);
     memset(cfg, 0, sizeof *cfg);
 }

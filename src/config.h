@@ -7,14 +7,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "identity.h"
 #include "log.h"
 
-typedef enum { MODEL_TYPE_AUTO = 0, MODEL_TYPE_LLM, MODEL_TYPE_EMBEDDING, MODEL_TYPE_RERANKING } model_type_t;
+typedef enum {
+    MODEL_TYPE_AUTO = 0,
+    MODEL_TYPE_LLM,
+    MODEL_TYPE_EMBEDDING,
+    MODEL_TYPE_RERANKING
+} model_type_t;
 
 const char *model_type_name(model_type_t t);
 
 #define CONFIG_MAX_MODELS 64
 #define MODEL_NAME_MAX 128
+#define CONFIG_MAX_JOIN 16
 
 typedef struct {
     char *path;
@@ -39,6 +46,11 @@ typedef struct {
     unsigned max_loaded[3]; /* --max-loaded-models LLM EMBEDDING RERANKING */
     log_format_t log_format;
     bool verbose;
+    token_t joins[CONFIG_MAX_JOIN]; /* --join, decoded and validated */
+    size_t n_joins;
+    char *mesh_name;
+    int bind_port;           /* QUIC UDP port, 0 = any free */
+    uint64_t max_vram_bytes; /* --max-vram, 0 = detect */
 } config_t;
 
 enum { CONFIG_OK = 0, CONFIG_EXIT = 1 };

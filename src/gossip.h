@@ -1,5 +1,34 @@
 /* gossip — mesh membership as a pure state machine (no I/O, time passed in, deterministic).
  *
+ * Changes to the first draft of this header (made with the implementation, semantics kept):
+ *  - Message schema written down (end of this comment); arrays are capped at GOSSIP_MAX_PEERS + 1
+ *    entries (self + peers), not GOSSIP_MAX_PEERS, since a full digest lists self too.
+ *  - Redundancy for one-shot notices, so that one lost message does not cost a heartbeat: a node
+ *    that first learns a claim about a live peer (dead record, or "left") forwards it as
+ *    "peer_down" to its two ring successors. Per death or leave this adds 2 messages per node.
+ *  - A "left" record from a third party is accepted at once (a clean leave is a fact the leaver
+ *    announced, not a suspicion); dead and left records travel in the same "dead" lists.
+ *  - Probes are "ping" answered by "pong" (any direct message counts). A probe caused by a
+ *    third party's claim carries that claim, so a live target refutes at once.
+ *  - "dead_notice" carries the record [receiver, inc, "dead"]; it is the only message acted on
+ *    from a peer held dead, and only for its records about the receiver.
+ *  - A refutation "update" also carries the refuter's recent dead records: an informer that the
+ *    refuter itself holds dead learns it and refutes in turn (partitions heal in one exchange).
+ *  - "ack" is sent only when it says something: in steady state a node sends exactly `fanout`
+ *    hb (+1 to a recently dead peer) per heartbeat and nothing else.
+ *  - gossip_join retries the hello (join) every heartbeat until the seed is known alive.
+ *  - An announcement of ourselves newer than our own (we restarted with a stale incarnation)
+ *    makes us bump past it. A dead record for a newer incarnation than the one we hold alive
+ *    ends the old one at once. An incarnation bump resets seq to 0.
+ *  - A new ring predecessor is watched from the moment it becomes one (not from its last
+ *    direct message, which may be old).
+ *  - Dead records stay (not gossiped) after dead_retry_beats until the table is full; dead
+ *    records about peers never seen are kept as tombstones without announcement.
+ *  - gossip_new: cfg may be NULL; zero fields take the defaults. Callbacks may use the read-only
+ *    accessors and gossip_unreachable (which only flags the probe: it fails at the next tick,
+ *    due at once), nothing else. A message passed to send() is never modified afterwards, so the
+ *    I/O layer may serialize a broadcast once.
+ *
  * The I/O layer (mesh.c) feeds in authenticated messages from peers (gossip_receive), the clock
  * (gossip_tick at or after gossip_next_deadline) and local changes (gossip_set_announcement,
  * gossip_join, gossip_leave). The state machine answers through the callbacks in gossip_io_t:
@@ -42,6 +71,19 @@
  * the authenticated transport identity passed to gossip_receive, never a field. Malformed
  * messages are rejected with -EINVAL and change nothing. The I/O layer maps types to stream
  * type bytes: "peer_down" → PEER_DOWN (0x06), "leaving" → PEER_LEAVING (0x07), the rest → GOSSIP.
+ *
+ * Schema (ids: 64 lowercase hex chars; integers >= 0; rec = [id, inc, "dead"|"left"]; unknown
+ * fields ignored, an unknown type is malformed; "dead" (a list of rec) is allowed on every type):
+ *   hb          digest: [[id, inc, seq]…] (self, then every live peer), dead: recent records
+ *   ack         anns: [ann…] the receiver's newer or missing ones, want: [id…],
+ *               dead: its records for digest entries
+ *   update      anns, optional want and dead (records for announcements it refused as stale)
+ *   hello       ann: the sender's own (id == sender, incarnation == inc), join: true → "sync"
+ *   sync        anns: every live announcement and the seed's own, dead: recent records
+ *   ping, pong  —
+ *   peer_down   dead (required)
+ *   leaving     —
+ *   dead_notice dead: [[receiver, inc, "dead"]]
  */
 #ifndef MESH_GOSSIP_H
 #define MESH_GOSSIP_H
@@ -51,13 +93,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GOSSIP_ID_LEN 64     /* hex of a 32-byte Ed25519 public key */
+#define GOSSIP_ID_LEN 64      /* hex of a 32-byte Ed25519 public key */
 #define GOSSIP_MAX_PEERS 1024 /* live + dead records; beyond it the oldest dead record goes */
 
 typedef enum {
     GOSSIP_ALIVE = 0,
-    GOSSIP_DEAD,  /* declared dead (failure detection) */
-    GOSSIP_LEFT,  /* announced its clean shutdown */
+    GOSSIP_DEAD, /* declared dead (failure detection) */
+    GOSSIP_LEFT, /* announced its clean shutdown */
 } gossip_state_t;
 
 typedef enum {
@@ -72,9 +114,9 @@ typedef struct {
     uint64_t inc;
     uint64_t seq;
     gossip_state_t state;
-    json_t *ann;           /* last announcement known (kept for dead peers: their addresses) */
-    uint64_t last_direct;  /* ms: last direct message from it (0 never) */
-    uint64_t changed_at;   /* ms: last state/announcement change */
+    json_t *ann;          /* last announcement known (kept for dead peers: their addresses) */
+    uint64_t last_direct; /* ms: last direct message from it (0 never) */
+    uint64_t changed_at;  /* ms: last state/announcement change */
     bool probing;
 } gossip_peer_t;
 
@@ -97,7 +139,8 @@ typedef struct {
 
 typedef struct gossip gossip_t;
 
-/* Fill cfg with defaults for heartbeat_ms (0 → 60000). */
+/* Fill cfg with defaults for heartbeat_ms (0 → 60000). gossip_new also takes defaults for zero
+ * fields. */
 void gossip_cfg_default(gossip_cfg_t *cfg, uint64_t heartbeat_ms);
 
 /* self_ann is the node's announcement (reference taken); its "id", "incarnation" and "seq"
@@ -116,11 +159,13 @@ uint64_t gossip_incarnation(const gossip_t *g);
 /* Join through a peer we know only by id (from an invite token): send it "hello". */
 void gossip_join(gossip_t *g, const char *peer_id, uint64_t now);
 
-/* A message from authenticated peer `from`. 0, or -EINVAL for a malformed message (ignored). */
+/* A message from authenticated peer `from` (not consumed; announcements are copied). 0, or
+ * -EINVAL for a malformed message or sender id (ignored, counted in stats.rejected). */
 int gossip_receive(gossip_t *g, const char *from, json_t *msg, uint64_t now);
 
 /* The transport could not reach `id` (dial failed, connection lost): a probe in progress for it
- * fails at once. Optional; probes also time out by themselves. */
+ * fails at the next tick, which is due at once (gossip_next_deadline returns 0). Safe to call
+ * from inside the send callback. Optional; probes also time out by themselves. */
 void gossip_unreachable(gossip_t *g, const char *id, uint64_t now);
 
 /* Run timers. Call at or after gossip_next_deadline() (calling early is harmless). */
@@ -138,10 +183,10 @@ size_t gossip_alive_count(const gossip_t *g);
 
 /* Counters for tests and /api/status. */
 typedef struct {
-    uint64_t sent;        /* every message */
-    uint64_t sent_hb;     /* hb + ack + update (the per-heartbeat traffic) */
-    uint64_t received;
-    uint64_t rejected;    /* malformed */
+    uint64_t sent;     /* every message */
+    uint64_t sent_hb;  /* hb + ack + update (the per-heartbeat traffic) */
+    uint64_t received; /* every gossip_receive call */
+    uint64_t rejected; /* malformed */
     uint64_t probes;
     uint64_t refutations; /* own incarnation bumps */
 } gossip_stats_t;

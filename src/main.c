@@ -7,10 +7,14 @@
 #include <sodium.h>
 #include <uv.h>
 
+#include "api_mgmt.h"
 #include "api_openai.h"
+#include "identity.h"
+#include "mesh.h"
 #include "config.h"
 #include "log.h"
 #include "supervisor.h"
+#include "util.h"
 
 #define STOP_GRACE_MS 5000
 
@@ -20,6 +24,9 @@ typedef struct {
     supervisor_t sv;
     models_t ms;
     api_t api;
+    mgmt_t mgmt;
+    mesh_t *mesh;
+    bool mesh_stopped, children_stopped;
     uv_signal_t sigint, sigterm;
     bool announced;
     bool shutting_down;
@@ -31,16 +38,14 @@ static node_t *g_node;
 static void announce(void *data)
 {
     node_t *n = data;
-    if (n->announced || n->shutting_down)
-        return;
+    if (n->announced || n->shutting_down) return;
     n->announced = true;
     char names[1024] = "";
     size_t off = 0, ready = 0;
     for (size_t i = 0; i < n->ms.n && off < sizeof names - 1; i++) {
         model_entry_t *e = &n->ms.entries[i];
         const char *st = models_status(e);
-        if (strcmp(st, "ready") == 0)
-            ready++;
+        if (strcmp(st, "ready") == 0) ready++;
         off += (size_t)snprintf(names + off, sizeof names - off, "%s%s (%s, %s)", off ? ", " : "",
                                 e->mm->name, mm_type_name(e->mm->type), st);
     }
@@ -49,15 +54,27 @@ static void announce(void *data)
          n->ms.n ? ": " : "", names);
     if (n->ms.n == 0)
         LOGI("node", "no models given: add --model PATH.gguf (or --models-dir DIR) to serve one");
-    printf("mesh-llm ready api=%d console=0 quic=0 id= token=\n", n->api.httpd.port);
+    LOGI("node", "invite token (share it: mesh-llm --join TOKEN): %s", mesh_token(n->mesh));
+    if (n->mgmt.started)
+        LOGI("node", "management API at http://%s:%d/api/status",
+             n->cfg.listen_all ? "0.0.0.0" : "127.0.0.1", n->mgmt.httpd.port);
+    printf("mesh-llm ready api=%d console=%d quic=%d id=%s token=%s\n", n->api.httpd.port,
+           n->mgmt.started ? n->mgmt.httpd.port : 0, mesh_quic_port(n->mesh), mesh_node_id(n->mesh),
+           mesh_token(n->mesh));
     fflush(stdout);
 }
 
 static void close_walk_cb(uv_handle_t *h, void *arg)
 {
     (void)arg;
-    if (!uv_is_closing(h))
-        uv_close(h, NULL);
+    if (!uv_is_closing(h)) uv_close(h, NULL);
+}
+
+static void maybe_exit(node_t *n)
+{
+    if (!n->children_stopped || !n->mesh_stopped) return;
+    LOGI("node", "all children stopped, mesh left; bye");
+    uv_walk(n->loop, close_walk_cb, NULL);
 }
 
 static void on_all_stopped(supervisor_t *sv, sv_child_t *unused)
@@ -65,8 +82,55 @@ static void on_all_stopped(supervisor_t *sv, sv_child_t *unused)
     node_t *n = g_node;
     (void)sv;
     (void)unused;
-    LOGI("node", "all children stopped; bye");
-    uv_walk(n->loop, close_walk_cb, NULL);
+    n->children_stopped = true;
+    maybe_exit(n);
+}
+
+static void on_mesh_stopped(void *data)
+{
+    node_t *n = data;
+    n->mesh = NULL;
+    n->mesh_stopped = true;
+    maybe_exit(n);
+}
+
+/* Memory this node offers: --max-vram, else (CPU-only build) half of the available RAM. */
+static uint64_t offered_memory(const config_t *cfg)
+{
+    if (cfg->max_vram_bytes) return cfg->max_vram_bytes;
+    uint64_t avail = 0;
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (f) {
+        char line[256];
+        while (fgets(line, sizeof line, f)) {
+            unsigned long long kb;
+            if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) {
+                avail = (uint64_t)kb * 1024;
+                break;
+            }
+        }
+        fclose(f);
+    }
+    if (!avail) avail = uv_get_free_memory();
+    return avail / 2;
+}
+
+static void fill_announcement(void *data, json_t *ann)
+{
+    node_t *n = data;
+    json_t *avail = json_array(), *serving = json_array();
+    for (size_t i = 0; i < n->ms.n; i++) {
+        model_entry_t *e = &n->ms.entries[i];
+        json_array_append_new(avail,
+                              json_pack("{s:s,s:I,s:s}", "name", e->mm->name, "size_bytes",
+                                        (json_int_t)e->size, "type", mm_type_name(e->mm->type)));
+        const char *st = models_status(e);
+        if (strcmp(st, "unloaded") != 0)
+            json_array_append_new(serving, json_pack("{s:s,s:s,s:b}", "model", e->mm->name, "state",
+                                                     st, "http_ready", strcmp(st, "ready") == 0));
+    }
+    json_object_set_new(ann, "available_models", avail);
+    json_object_set_new(ann, "serving", serving);
 }
 
 static void on_signal(uv_signal_t *s, int signum)
@@ -75,28 +139,30 @@ static void on_signal(uv_signal_t *s, int signum)
     if (n->shutting_down) {
         LOGW("node", "second %s: killing children now", strsignal(signum));
         for (sv_child_t *c = n->sv.children; c; c = c->next)
-            if (c->proc_open)
-                uv_process_kill(&c->proc, SIGKILL);
+            if (c->proc_open) uv_process_kill(&c->proc, SIGKILL);
         return;
     }
     n->shutting_down = true;
     LOGI("node", "%s received: shutting down", strsignal(signum));
     api_stop(&n->api);
+    mgmt_stop(&n->mgmt);
+    if (n->mesh)
+        mesh_stop(n->mesh, on_mesh_stopped, n);
+    else
+        n->mesh_stopped = true;
     sv_stop_all(&n->sv, STOP_GRACE_MS);
 }
 
 int main(int argc, char **argv)
 {
-    if (argc >= 2 && strcmp(argv[1], "--exec-child") == 0)
-        return sv_exec_child_main(argc, argv);
+    if (argc >= 2 && strcmp(argv[1], "--exec-child") == 0) return sv_exec_child_main(argc, argv);
 
     static node_t node;
     node_t *n = &node;
     g_node = n;
     char err[1024];
     int rc = config_parse(&n->cfg, argc, argv, err, sizeof err);
-    if (rc == CONFIG_EXIT)
-        return 0;
+    if (rc == CONFIG_EXIT) return 0;
     if (rc < 0) {
         fprintf(stderr, "mesh-llm: error: %s\nRun 'mesh-llm --help' for usage.\n", err);
         return 2;
@@ -158,6 +224,59 @@ int main(int argc, char **argv)
     }
     LOGI("node", "API listening on %s:%d", n->cfg.listen_all ? "0.0.0.0" : "127.0.0.1",
          n->api.httpd.port);
+
+    char home[4096];
+    if (identity_home(home, sizeof home) != 0) {
+        LOGE("node", "cannot find a state directory: set MESH_LLM_HOME or HOME");
+        return 1;
+    }
+    mesh_opts_t mo = {
+        .home = home,
+        .bind_port = n->cfg.bind_port,
+        .joins = n->cfg.joins,
+        .n_joins = n->cfg.n_joins,
+        .mesh_name = n->cfg.mesh_name,
+        .vram_bytes = offered_memory(&n->cfg),
+        .role = n->ms.n > 0 ? "host" : "worker",
+        .api_port = n->api.httpd.port,
+        .console_port = 0,
+        .heartbeat_ms = env_ms("MESH_LLM_HEARTBEAT_MS", 60000),
+        .fill_announcement = fill_announcement,
+        .data = n,
+    };
+    if (!n->cfg.headless) {
+        rc = mgmt_start(&n->mgmt, n->loop, &n->cfg, NULL, &n->ms, &n->sv);
+        if (rc) {
+            if (rc == UV_EADDRINUSE)
+                LOGE("node",
+                     "console port %d is already in use; choose another with --console N (0 = "
+                     "any free) or --headless",
+                     n->cfg.console_port);
+            else
+                LOGE("node", "cannot listen on console port %d: %s", n->cfg.console_port,
+                     uv_strerror(rc));
+            api_stop(&n->api);
+            uv_walk(n->loop, close_walk_cb, NULL);
+            uv_run(n->loop, UV_RUN_DEFAULT);
+            sv_close(&n->sv);
+            config_free(&n->cfg);
+            return 1;
+        }
+        n->mgmt.api_port = n->api.httpd.port;
+        mo.console_port = n->mgmt.httpd.port;
+    }
+    rc = mesh_start(&n->mesh, n->loop, &mo, err, sizeof err);
+    if (rc) {
+        LOGE("node", "%s", err);
+        api_stop(&n->api);
+        mgmt_stop(&n->mgmt);
+        uv_walk(n->loop, close_walk_cb, NULL);
+        uv_run(n->loop, UV_RUN_DEFAULT);
+        sv_close(&n->sv);
+        config_free(&n->cfg);
+        return 1;
+    }
+    n->mgmt.mesh = n->mesh;
 
     uv_signal_init(n->loop, &n->sigint);
     uv_signal_init(n->loop, &n->sigterm);

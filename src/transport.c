@@ -24,6 +24,7 @@
 #define BATCH 32
 #define CHUNK_MIN 16384
 #define MAX_UNADMITTED 64
+#define RBUF_SLOTS 32 /* libuv's recvmmsg gives each datagram a 64 KiB slot */
 #define APP_ERR_ADMISSION 0x101
 #define APP_ERR_DUPLICATE 0x102
 #define APP_ERR_SHUTDOWN 0x103
@@ -99,7 +100,7 @@ struct tp_endpoint {
     cid_ent_t *buckets[CID_BUCKETS];
     uint64_t ready_counter;
     tp_stats_t stats;
-    uint8_t rbuf[65536];
+    uint8_t *rbuf; /* RBUF_SLOTS datagrams per recvmmsg */
     uint8_t sbuf[BATCH][MAX_PKT];
     size_t slen[BATCH];
     bool closing;
@@ -642,9 +643,10 @@ static void conn_request_close(tp_conn_t *c, int err, const char *why)
 void tp_conn_close(tp_conn_t *c, int app_error, const char *why)
 {
     if (c->close_requested || c->closing) return;
-    ngtcp2_connection_close_error_set_application_error(&c->ccerr, (uint64_t)app_error,
-                                                        (const uint8_t *)why, strlen(why));
     conn_request_close(c, 0, why);
+    /* the reason must outlive the deferred close: point at our copy */
+    ngtcp2_connection_close_error_set_application_error(
+        &c->ccerr, (uint64_t)app_error, (const uint8_t *)c->close_why, strlen(c->close_why));
 }
 
 /* Work after any event on a connection (never from inside ngtcp2 callbacks). */
@@ -813,7 +815,8 @@ static int admission_data(tp_conn_t *c, tp_stream_t *s, const uint8_t *p, size_t
             c->ep->stats.conns_refused++;
             LOGW("quic", "refused %.12s: bad admission proof (wrong mesh secret)", c->peer_id);
             ngtcp2_connection_close_error_set_application_error(
-                &c->ccerr, APP_ERR_ADMISSION, (const uint8_t *)"admission refused", 17);
+                &c->ccerr, APP_ERR_ADMISSION,
+                (const uint8_t *)"admission refused (wrong mesh secret)", 36);
             conn_request_close(c, -EACCES, "admission refused: wrong mesh secret");
             return 0;
         }
@@ -1242,10 +1245,19 @@ static void conn_read(tp_conn_t *c, const struct sockaddr *from, const uint8_t *
     int rv = ngtcp2_conn_read_pkt(c->q, &path, &pi, data, n, now_ns());
     if (rv != 0) {
         switch (rv) {
-        case NGTCP2_ERR_DRAINING:
+        case NGTCP2_ERR_DRAINING: {
+            ngtcp2_connection_close_error pe;
+            ngtcp2_conn_get_connection_close_error(c->q, &pe);
             c->close_err = -ECONNRESET;
-            if (!c->close_why[0]) snprintf(c->close_why, sizeof c->close_why, "closed by peer");
+            if (pe.type == NGTCP2_CONNECTION_CLOSE_ERROR_CODE_TYPE_APPLICATION &&
+                pe.error_code == APP_ERR_ADMISSION)
+                c->close_err = -EACCES;
+            if (!c->close_why[0])
+                snprintf(c->close_why, sizeof c->close_why, "closed by peer%s%.*s",
+                         pe.reasonlen ? ": " : "", (int)(pe.reasonlen < 100 ? pe.reasonlen : 100),
+                         pe.reason ? (const char *)pe.reason : "");
             break;
+        }
         case NGTCP2_ERR_DROP_CONN:
             c->close_err = -ECONNRESET;
             break;
@@ -1268,21 +1280,22 @@ static void conn_read(tp_conn_t *c, const struct sockaddr *from, const uint8_t *
         conn_close_now(c);
         return;
     }
-    conn_after(c);
+    /* flush (ACKs, answers) once per batch of datagrams, in the idle phase of this loop turn */
+    mark_dirty(c);
 }
 
 static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     tp_endpoint_t *ep = h->data;
     buf->base = (char *)ep->rbuf;
-    buf->len = sizeof ep->rbuf;
+    buf->len = RBUF_SLOTS * 65536;
 }
 
 static void recv_cb(uv_udp_t *h, ssize_t nread, const uv_buf_t *buf, const struct sockaddr *addr,
                     unsigned flags)
 {
     tp_endpoint_t *ep = h->data;
-    if (nread <= 0 || !addr || ep->closing) return;
+    if (nread <= 0 || !addr || ep->closing) return; /* includes the final UV_UDP_MMSG_FREE */
     ep->stats.datagrams_in++;
     if (flags & UV_UDP_PARTIAL) {
         ep->stats.dropped++;
@@ -1337,7 +1350,12 @@ int tp_endpoint_new(tp_endpoint_t **out, uv_loop_t *loop, const identity_t *id,
         rc = -EINVAL;
         goto fail;
     }
-    uv_udp_init(loop, &ep->udp);
+    ep->rbuf = malloc((size_t)RBUF_SLOTS * 65536);
+    if (!ep->rbuf) {
+        rc = -ENOMEM;
+        goto fail;
+    }
+    uv_udp_init_ex(loop, &ep->udp, AF_UNSPEC | UV_UDP_RECVMMSG);
     ep->udp.data = ep;
     uv_idle_init(loop, &ep->idle);
     ep->idle.data = ep;
@@ -1370,6 +1388,7 @@ int tp_endpoint_new(tp_endpoint_t **out, uv_loop_t *loop, const identity_t *id,
     return 0;
 fail:
     if (ep->cred) gnutls_certificate_free_credentials(ep->cred);
+    free(ep->rbuf);
     free(ep);
     return rc;
 }
@@ -1397,6 +1416,7 @@ static void ep_release(tp_endpoint_t *ep)
             e = n;
         }
     if (ep->cred) gnutls_certificate_free_credentials(ep->cred);
+    free(ep->rbuf);
     free(ep);
     if (cb) cb(d);
 }

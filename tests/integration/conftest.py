@@ -155,18 +155,19 @@ def read_response_from(sock, prefix, timeout):
     return read_response(Pre(sock, prefix), timeout)
 
 
-def http(port, method, path, body=None, headers=None, timeout=60.0, raw_body=None):
+def http(port, method, path, body=None, headers=None, timeout=60.0, raw_body=None,
+         host="127.0.0.1"):
     """One request on a fresh connection; returns Response."""
     if raw_body is None and body is not None:
         raw_body = json.dumps(body).encode() if not isinstance(body, (bytes, str)) else (
             body.encode() if isinstance(body, str) else body)
-    h = {"Host": f"127.0.0.1:{port}", "Connection": "close"}
+    h = {"Host": f"{host}:{port}", "Connection": "close"}
     if raw_body is not None:
         h["Content-Type"] = "application/json"
         h["Content-Length"] = str(len(raw_body))
     h.update(headers or {})
     req = f"{method} {path} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in h.items()) + "\r\n"
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+    with socket.create_connection((host, port), timeout=timeout) as s:
         s.sendall(req.encode() + (raw_body or b""))
         return read_response(s, timeout)
 
@@ -183,8 +184,12 @@ def sse_events(body):
 class Node:
     """A mesh-llm process started by a test; always cleaned up by pid."""
 
-    def __init__(self, args, env=None, tmp_path=None, wait_ready=True, ready_timeout=60.0):
-        self.args = [MESH_BIN] + list(args)
+    def __init__(self, args, env=None, tmp_path=None, wait_ready=True, ready_timeout=60.0,
+                 prefix=None, host="127.0.0.1"):
+        self.host = host  # where its API and console are reached
+        self.args = list(prefix or []) + [MESH_BIN] + list(args)
+        if "--console" not in args and "--headless" not in args:
+            self.args += ["--console", "0"]  # never the default 3131: tests run side by side
         if BIN_DIR and "--bin-dir" not in args:
             self.args += ["--bin-dir", BIN_DIR]
         self.env = dict(os.environ)
@@ -226,6 +231,10 @@ class Node:
             if line.startswith("mesh-llm ready "):
                 self.ready = dict(kv.split("=", 1) for kv in line.split()[2:])
                 self.api_port = int(self.ready["api"])
+                self.console_port = int(self.ready["console"])
+                self.quic_port = int(self.ready["quic"])
+                self.id = self.ready["id"]
+                self.token = self.ready["token"]
                 self.remember_children()
                 return self.ready
 
@@ -254,6 +263,15 @@ class Node:
             if "--alias" in argv and argv[argv.index("--alias") + 1] == model:
                 return pid, int(argv[argv.index("--port") + 1]), argv
         return None
+
+    def status(self, timeout=10.0):
+        r = http(self.console_port, "GET", "/api/status", timeout=timeout, host=self.host)
+        assert r.status == 200, r
+        return r.json()
+
+    def peer_states(self):
+        """peer id -> state ("alive", "dead", "left") from /api/status."""
+        return {p["id"]: p["state"] for p in self.status()["peers"]}
 
     def request(self, method, path, body=None, **kw):
         return http(self.api_port, method, path, body, **kw)

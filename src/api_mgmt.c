@@ -1,0 +1,97 @@
+#include "api_mgmt.h"
+
+#include <string.h>
+
+#include "api_openai.h"
+#include "util.h"
+
+static json_t *models_json(models_t *ms)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; ms && i < ms->n; i++) {
+        model_entry_t *e = &ms->entries[i];
+        json_array_append_new(a, json_pack("{s:s,s:s,s:s,s:I,s:s}", "name", e->mm->name, "type",
+                                           mm_type_name(e->mm->type), "status", models_status(e),
+                                           "size_bytes", (json_int_t)e->size, "node", "local"));
+    }
+    return a;
+}
+
+static json_t *processes_json(supervisor_t *sv)
+{
+    json_t *a = json_array();
+    for (sv_child_t *c = sv ? sv->children : NULL; c; c = c->next) {
+        if (!c->proc_open) continue;
+        json_array_append_new(a, json_pack("{s:s,s:s,s:i,s:i,s:I}", "kind", "llama-server", "model",
+                                           c->name, "pid", c->pid, "port", c->port, "restarts",
+                                           (json_int_t)c->restarts));
+    }
+    return a;
+}
+
+json_t *mgmt_status(mgmt_t *g)
+{
+    json_t *st = mesh_status(g->mesh);
+    if (!st) return NULL;
+    json_t *node = json_object_get(st, "node");
+    json_object_set_new(node, "api_port", json_integer(g->api_port));
+    json_object_set_new(node, "console_port", json_integer(g->httpd.port));
+    json_object_set_new(st, "models", models_json(g->ms));
+    json_object_set_new(st, "processes", processes_json(g->sv));
+    return st;
+}
+
+static void handle(httpd_req_t *req)
+{
+    mgmt_t *g = req->server->data;
+    if (strncmp(req->path, "/api/", 5) == 0 && g->cfg->api_key &&
+        !api_key_ok(httpd_header(req, "authorization"), g->cfg->api_key)) {
+        httpd_respond_error(req, 401, "invalid_request_error", "invalid_api_key",
+                            "missing or wrong API key; send 'Authorization: Bearer <key>'");
+        return;
+    }
+    if (strcmp(req->path, "/api/status") == 0) {
+        if (strcmp(req->method_str, "GET") != 0) {
+            httpd_respond_405(req, "GET");
+            return;
+        }
+        json_t *st = mgmt_status(g);
+        if (!st) {
+            httpd_respond_error(req, 500, "server_error", "internal_error", "out of memory");
+            return;
+        }
+        httpd_respond_json(req, 200, st); /* takes the reference */
+        return;
+    }
+    httpd_respond_error(req, 404, "invalid_request_error", "not_found",
+                        "no such endpoint on the management API (try GET /api/status)");
+}
+
+int mgmt_start(mgmt_t *g, uv_loop_t *loop, const config_t *cfg, mesh_t *mesh, models_t *ms,
+               supervisor_t *sv)
+{
+    memset(g, 0, sizeof *g);
+    g->cfg = cfg;
+    g->mesh = mesh;
+    g->ms = ms;
+    g->sv = sv;
+    httpd_opts_t o = {
+        .host = cfg->listen_all ? "0.0.0.0" : "127.0.0.1",
+        .port = cfg->console_port,
+        .max_body_bytes = 64 * 1024,
+        .idle_timeout_ms = env_ms("MESH_LLM_HTTP_IDLE_MS", 60000),
+        .read_timeout_ms = env_ms("MESH_LLM_HTTP_READ_MS", 30000),
+        .max_conns = 256,
+        .handler = handle,
+        .data = g,
+    };
+    int rc = httpd_start(&g->httpd, loop, &o);
+    if (rc == 0) g->started = true;
+    return rc;
+}
+
+void mgmt_stop(mgmt_t *g)
+{
+    if (g->started) httpd_stop(&g->httpd);
+    g->started = false;
+}

@@ -1,0 +1,30 @@
+/* api_mgmt — the management API on 127.0.0.1:--console (default 3131): GET /api/status. */
+#ifndef MESH_API_MGMT_H
+#define MESH_API_MGMT_H
+
+#include <stdbool.h>
+#include <uv.h>
+
+#include "config.h"
+#include "httpd.h"
+#include "mesh.h"
+#include "models.h"
+#include "supervisor.h"
+
+typedef struct {
+    httpd_t httpd;
+    bool started;
+    const config_t *cfg;
+    mesh_t *mesh;
+    models_t *ms;
+    supervisor_t *sv;
+    int api_port;
+} mgmt_t;
+
+int mgmt_start(mgmt_t *g, uv_loop_t *loop, const config_t *cfg, mesh_t *mesh, models_t *ms,
+               supervisor_t *sv);
+void mgmt_stop(mgmt_t *g);
+/* The whole status document (also what the console shows). */
+json_t *mgmt_status(mgmt_t *g);
+
+#endif

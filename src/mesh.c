@@ -1,0 +1,720 @@
+#include "mesh.h"
+
+#include <errno.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+
+#include "gossip.h"
+#include "log.h"
+#include "util.h"
+#include "wire.h"
+
+#define MAX_QUEUE 64 /* messages waiting for a connection, per peer */
+#define MAX_ADDRS 16
+#define LEAVE_WAIT_MS 1500 /* how long PEER_LEAVING may take on shutdown */
+
+typedef struct qmsg {
+    uint8_t *p;
+    size_t n;
+} qmsg_t;
+
+typedef struct mpeer {
+    struct mpeer *next;
+    char id[ID_HEX_LEN + 1];
+    qmsg_t q[MAX_QUEUE];
+    size_t nq;
+    int dials;          /* outstanding dials */
+    uint64_t next_dial; /* backoff after failed dials (loop ms) */
+    unsigned fails;
+    char addrs[MAX_ADDRS][TOKEN_ADDR_MAX]; /* from an invite token */
+    size_t n_addrs;
+    char last_err[160];
+} mpeer_t;
+
+struct mesh {
+    uv_loop_t *loop;
+    mesh_opts_t o;
+    char home[4096];
+    identity_t id;
+    mesh_cred_t cred;
+    tp_endpoint_t *ep;
+    gossip_t *g;
+    uv_timer_t gtimer, jtimer, stimer;
+    mpeer_t *peers;
+    char token[TOKEN_MAX_LEN + 1];
+    char addrs[MAX_ADDRS][TOKEN_ADDR_MAX];
+    size_t n_addrs;
+    token_t joins[MESH_MAX_JOIN];
+    size_t n_joins, join_idx;
+    unsigned join_rounds;
+    bool joined, joining;
+    bool stopping;
+    int leave_streams;
+    int handles_open;
+    void (*stop_cb)(void *data);
+    void *stop_data;
+    uint64_t msgs_in, msgs_bad;
+    uint64_t leave_deadline;
+};
+
+static uint64_t now_ms(mesh_t *m)
+{
+    return uv_now(m->loop);
+}
+
+static mpeer_t *peer_get(mesh_t *m, const char *id, bool create)
+{
+    for (mpeer_t *p = m->peers; p; p = p->next)
+        if (strcmp(p->id, id) == 0) return p;
+    if (!create) return NULL;
+    mpeer_t *p = calloc(1, sizeof *p);
+    if (!p) return NULL;
+    snprintf(p->id, sizeof p->id, "%s", id);
+    p->next = m->peers;
+    m->peers = p;
+    return p;
+}
+
+static void queue_drop(mpeer_t *p)
+{
+    for (size_t i = 0; i < p->nq; i++)
+        free(p->q[i].p);
+    p->nq = 0;
+}
+
+static void gossip_timer_cb(uv_timer_t *t);
+
+static void gossip_arm(mesh_t *m)
+{
+    if (!m->g || m->stopping) return;
+    uint64_t dl = gossip_next_deadline(m->g), now = now_ms(m);
+    uv_timer_start(&m->gtimer, gossip_timer_cb, dl > now ? dl - now : 0, 0);
+}
+
+/* ---- outgoing messages: one stream each ---- */
+
+static void out_data(tp_stream_t *s, const uint8_t *p, size_t n)
+{
+    tp_stream_consumed(s, n);
+}
+
+static void out_close(tp_stream_t *s, int err)
+{
+    mesh_t *m = tp_stream_data(s);
+    if (m && m->leave_streams > 0) m->leave_streams--;
+}
+
+static const tp_stream_cb_t out_cb = {out_data, NULL, NULL, NULL};
+static const tp_stream_cb_t leave_cb = {out_data, NULL, NULL, out_close};
+
+static int send_on(mesh_t *m, tp_conn_t *c, const uint8_t *p, size_t n, bool leaving)
+{
+    tp_stream_t *s;
+    int rc = tp_stream_open(c, leaving ? &leave_cb : &out_cb, leaving ? m : NULL, &s);
+    if (rc) return rc;
+    if (leaving) m->leave_streams++;
+    rc = tp_stream_write(s, p, n);
+    tp_stream_shutdown(s);
+    return rc;
+}
+
+static void dial_peer(mesh_t *m, mpeer_t *p);
+
+static void flush_queue(mesh_t *m, mpeer_t *p)
+{
+    tp_conn_t *c = tp_find(m->ep, p->id);
+    if (!c) return;
+    for (size_t i = 0; i < p->nq; i++) {
+        send_on(m, c, p->q[i].p, p->q[i].n, false);
+        free(p->q[i].p);
+    }
+    p->nq = 0;
+}
+
+static int msg_stream_type(json_t *msg)
+{
+    const char *t = json_string_value(json_object_get(msg, "type"));
+    if (t && strcmp(t, "peer_down") == 0) return WIRE_PEER_DOWN;
+    if (t && strcmp(t, "leaving") == 0) return WIRE_PEER_LEAVING;
+    return WIRE_GOSSIP;
+}
+
+static void g_send(void *data, const char *to, json_t *msg)
+{
+    mesh_t *m = data;
+    buf_t b;
+    buf_init(&b, WIRE_MAX_FRAME + 8);
+    json_t *copy = json_copy(msg);
+    int type = msg_stream_type(msg);
+    int rc = copy ? wire_write(&b, type, copy) : -ENOMEM;
+    json_decref(copy);
+    if (rc) {
+        LOGW("mesh", "cannot encode a gossip message: %s", strerror(-rc));
+        buf_free(&b);
+        return;
+    }
+    tp_conn_t *c = tp_find(m->ep, to);
+    if (c) {
+        send_on(m, c, (uint8_t *)b.data, b.len, type == WIRE_PEER_LEAVING);
+        buf_free(&b);
+        return;
+    }
+    mpeer_t *p = peer_get(m, to, true);
+    if (!p) {
+        buf_free(&b);
+        return;
+    }
+    if (p->nq == MAX_QUEUE) { /* drop the oldest: gossip repeats itself */
+        free(p->q[0].p);
+        memmove(p->q, p->q + 1, sizeof p->q[0] * (MAX_QUEUE - 1));
+        p->nq--;
+    }
+    p->q[p->nq].p = (uint8_t *)b.data; /* ownership moves to the queue */
+    p->q[p->nq].n = b.len;
+    p->nq++;
+    dial_peer(m, p);
+}
+
+static void g_event(void *data, gossip_event_t ev, const gossip_peer_t *peer)
+{
+    mesh_t *m = data;
+    const char *addr = "";
+    json_t *addrs = peer->ann ? json_object_get(peer->ann, "addrs") : NULL;
+    if (json_is_array(addrs) && json_array_size(addrs) > 0)
+        addr = json_string_value(json_array_get(addrs, 0));
+    switch (ev) {
+    case GOSSIP_EV_UP:
+        LOGI("mesh", "peer %.12s is up (%s, incarnation %llu)", peer->id, addr ? addr : "",
+             (unsigned long long)peer->inc);
+        break;
+    case GOSSIP_EV_UPDATED:
+        LOGD("mesh", "peer %.12s updated its announcement (seq %llu)", peer->id,
+             (unsigned long long)peer->seq);
+        break;
+    case GOSSIP_EV_DEAD: {
+        LOGW("mesh", "peer %.12s is dead (no heartbeat, probe failed)", peer->id);
+        tp_conn_t *c = tp_find(m->ep, peer->id);
+        if (c) tp_conn_close(c, 0, "declared dead");
+        break;
+    }
+    case GOSSIP_EV_LEFT:
+        LOGI("mesh", "peer %.12s left the mesh", peer->id);
+        break;
+    }
+}
+
+static uint64_t g_random(void *data)
+{
+    uint64_t r;
+    randombytes_buf(&r, sizeof r);
+    return r;
+}
+
+/* ---- dialling ---- */
+
+static size_t peer_addrs(mesh_t *m, mpeer_t *p, char out[][TOKEN_ADDR_MAX], size_t max)
+{
+    size_t n = 0;
+    const gossip_peer_t *gp = gossip_find(m->g, p->id);
+    json_t *arr = gp && gp->ann ? json_object_get(gp->ann, "addrs") : NULL;
+    size_t i;
+    json_t *v;
+    if (json_is_array(arr)) {
+        json_array_foreach(arr, i, v)
+        {
+            const char *s = json_string_value(v);
+            if (s && strlen(s) < TOKEN_ADDR_MAX && n < max)
+                snprintf(out[n++], TOKEN_ADDR_MAX, "%s", s);
+        }
+    }
+    for (i = 0; i < p->n_addrs && n < max; i++) {
+        bool dup = false;
+        for (size_t k = 0; k < n; k++)
+            dup |= strcmp(out[k], p->addrs[i]) == 0;
+        if (!dup) snprintf(out[n++], TOKEN_ADDR_MAX, "%s", p->addrs[i]);
+    }
+    return n;
+}
+
+static void join_next(mesh_t *m, const char *why);
+
+static void dial_failed(mesh_t *m, mpeer_t *p, const char *why)
+{
+    p->fails++;
+    p->next_dial = now_ms(m) + backoff_ms(p->fails - 1, 500, 30000);
+    snprintf(p->last_err, sizeof p->last_err, "%s", why);
+    queue_drop(p);
+    LOGD("mesh", "cannot reach %.12s: %s (retry in %llu ms)", p->id, why,
+         (unsigned long long)(p->next_dial - now_ms(m)));
+    if (m->g) gossip_unreachable(m->g, p->id, now_ms(m));
+    if (m->joining && m->join_idx < m->n_joins && strcmp(m->joins[m->join_idx].id, p->id) == 0)
+        join_next(m, why);
+    gossip_arm(m);
+}
+
+static void dial_peer(mesh_t *m, mpeer_t *p)
+{
+    if (p->dials > 0 || m->stopping) return;
+    if (tp_find(m->ep, p->id)) {
+        flush_queue(m, p);
+        return;
+    }
+    if (now_ms(m) < p->next_dial) {
+        queue_drop(p); /* backing off: gossip retries by itself */
+        return;
+    }
+    char addrs[MAX_ADDRS][TOKEN_ADDR_MAX];
+    size_t n = peer_addrs(m, p, addrs, MAX_ADDRS);
+    int started = 0;
+    for (size_t i = 0; i < n; i++) {
+        char host[TOKEN_ADDR_MAX];
+        int port;
+        struct sockaddr_in sa;
+        if (addr_split(addrs[i], host, sizeof host, &port) != 0 ||
+            uv_ip4_addr(host, port, &sa) != 0)
+            continue; /* IPv6 and names: not dialled by this IPv4 endpoint */
+        if (tp_dial(m->ep, p->id, (struct sockaddr *)&sa, NULL) == 0) started++;
+    }
+    p->dials = started;
+    if (started == 0) dial_failed(m, p, n ? "no dialable address" : "no known address");
+}
+
+/* ---- transport callbacks ---- */
+
+static void on_conn_ready(tp_endpoint_t *ep, tp_conn_t *c)
+{
+    mesh_t *m = tp_endpoint_data(ep);
+    const char *id = tp_conn_peer_id(c);
+    mpeer_t *p = peer_get(m, id, true);
+    if (!p) return;
+    p->fails = 0;
+    p->next_dial = 0;
+    flush_queue(m, p);
+    if (m->joining && m->join_idx < m->n_joins && strcmp(m->joins[m->join_idx].id, id) == 0) {
+        m->joining = false;
+        m->joined = true;
+        uv_timer_stop(&m->jtimer);
+        LOGI("mesh", "joined mesh %s through %.12s", m->cred.mesh_id, id);
+        identity_save_last_mesh(m->home, m->cred.mesh_id);
+    }
+}
+
+static void on_conn_closed(tp_endpoint_t *ep, tp_conn_t *c, bool was_ready, int err,
+                           const char *why)
+{
+    mesh_t *m = tp_endpoint_data(ep);
+    const char *id = tp_conn_peer_id(c);
+    if (!id[0]) {
+        if (err == -EACCES) LOGW("mesh", "refused an inbound connection: %s", why);
+        return;
+    }
+    mpeer_t *p = peer_get(m, id, false);
+    if (!was_ready && tp_conn_outbound(c) && p) {
+        if (p->dials > 0) p->dials--;
+        if (err == -EACCES) LOGW("mesh", "connection to %.12s refused: %s", id, why);
+        if (p->dials == 0 && !tp_find(ep, id)) dial_failed(m, p, why);
+        return;
+    }
+    if (was_ready) LOGD("mesh", "connection with %.12s closed: %s", id, why);
+}
+
+typedef struct {
+    mesh_t *m;
+    wire_reader_t rd;
+    char from[ID_HEX_LEN + 1];
+    bool done;
+} in_ctx_t;
+
+static void in_data(tp_stream_t *s, const uint8_t *p, size_t n)
+{
+    in_ctx_t *x = tp_stream_data(s);
+    mesh_t *m = x->m;
+    tp_stream_consumed(s, n);
+    while (n > 0 && !x->done) {
+        json_t *f = NULL;
+        ssize_t used = wire_read(&x->rd, p, n, &f);
+        if (used < 0) {
+            m->msgs_bad++;
+            LOGD("mesh", "malformed frame from %.12s (%s): stream closed", x->from,
+                 strerror((int)-used));
+            x->done = true;
+            tp_stream_reset(s, 1);
+            return;
+        }
+        p += used;
+        n -= (size_t)used;
+        if (!f) continue;
+        int type = x->rd.type;
+        if (type == WIRE_GOSSIP || type == WIRE_PEER_DOWN || type == WIRE_PEER_LEAVING) {
+            m->msgs_in++;
+            if (m->g && !m->stopping && gossip_receive(m->g, x->from, f, now_ms(m)) != 0) {
+                m->msgs_bad++;
+                LOGD("mesh", "invalid gossip message from %.12s ignored", x->from);
+            }
+            gossip_arm(m);
+        } else {
+            LOGD("mesh", "%s stream from %.12s not supported here: reset", wire_type_name(type),
+                 x->from);
+            x->done = true;
+            json_decref(f);
+            tp_stream_reset(s, 2);
+            return;
+        }
+        json_decref(f);
+        x->done = true; /* one message per stream */
+    }
+}
+
+static void in_fin(tp_stream_t *s)
+{
+    tp_stream_shutdown(s);
+}
+
+static void in_close(tp_stream_t *s, int err)
+{
+    in_ctx_t *x = tp_stream_data(s);
+    wire_reader_free(&x->rd);
+    free(x);
+}
+
+static const tp_stream_cb_t in_cb = {in_data, in_fin, NULL, in_close};
+
+static void on_stream(tp_endpoint_t *ep, tp_conn_t *c, tp_stream_t *s)
+{
+    mesh_t *m = tp_endpoint_data(ep);
+    in_ctx_t *x = calloc(1, sizeof *x);
+    if (!x) return; /* no callbacks set: the transport resets it */
+    x->m = m;
+    wire_reader_init(&x->rd, 1);
+    snprintf(x->from, sizeof x->from, "%s", tp_conn_peer_id(c));
+    tp_stream_set_cb(s, &in_cb, x);
+}
+
+/* ---- joining ---- */
+
+static void join_try(mesh_t *m)
+{
+    if (m->stopping || m->joined || m->join_idx >= m->n_joins) return;
+    const token_t *t = &m->joins[m->join_idx];
+    mpeer_t *p = peer_get(m, t->id, true);
+    if (!p) return;
+    p->n_addrs = t->n_addrs < MAX_ADDRS ? t->n_addrs : MAX_ADDRS;
+    for (size_t i = 0; i < p->n_addrs; i++)
+        snprintf(p->addrs[i], TOKEN_ADDR_MAX, "%s", t->addrs[i]);
+    p->next_dial = 0;
+    m->joining = true;
+    LOGI("mesh", "joining mesh %s through %.12s (%s%s)", t->mesh_id, t->id, t->addrs[0],
+         t->n_addrs > 1 ? ", …" : "");
+    gossip_join(m->g, t->id, now_ms(m));
+    gossip_arm(m);
+}
+
+static void join_timer_cb(uv_timer_t *t)
+{
+    mesh_t *m = t->data;
+    m->join_idx = 0;
+    join_try(m);
+}
+
+static void join_next(mesh_t *m, const char *why)
+{
+    LOGW("mesh", "could not join through token #%zu (%.12s): %s", m->join_idx + 1,
+         m->joins[m->join_idx].id, why);
+    m->join_idx++;
+    if (m->join_idx < m->n_joins) {
+        join_try(m);
+        return;
+    }
+    m->joining = false;
+    uint64_t wait = backoff_ms(m->join_rounds++, 1000, 60000);
+    LOGW("mesh", "no --join token worked; serving alone, trying again in %llu s",
+         (unsigned long long)(wait + 999) / 1000);
+    uv_timer_start(&m->jtimer, join_timer_cb, wait, 0);
+}
+
+/* ---- announcement, addresses, token ---- */
+
+static void own_addrs(mesh_t *m)
+{
+    int port = tp_endpoint_port(m->ep);
+    m->n_addrs = 0;
+    const char *bh = m->o.bind_host ? m->o.bind_host : "0.0.0.0";
+    if (strcmp(bh, "0.0.0.0") != 0) {
+        snprintf(m->addrs[m->n_addrs++], TOKEN_ADDR_MAX, "%s:%d", bh, port);
+        return;
+    }
+    uv_interface_address_t *ifs = NULL;
+    int n = 0;
+    if (uv_interface_addresses(&ifs, &n) == 0) {
+        for (int i = 0; i < n && m->n_addrs < MAX_ADDRS - 1; i++) {
+            if (ifs[i].is_internal || ifs[i].address.address4.sin_family != AF_INET) continue;
+            char ip[INET6_ADDRSTRLEN];
+            uv_ip4_name(&ifs[i].address.address4, ip, sizeof ip);
+            bool dup = false;
+            char a[128];
+            snprintf(a, sizeof a, "%s:%d", ip, port);
+            if (strlen(a) >= TOKEN_ADDR_MAX) continue;
+            for (size_t k = 0; k < m->n_addrs; k++)
+                dup |= strcmp(m->addrs[k], a) == 0;
+            if (!dup) memcpy(m->addrs[m->n_addrs++], a, strlen(a) + 1);
+        }
+        uv_free_interface_addresses(ifs, n);
+    }
+    snprintf(m->addrs[m->n_addrs++], TOKEN_ADDR_MAX, "127.0.0.1:%d", port);
+}
+
+static json_t *build_announcement(mesh_t *m)
+{
+    json_t *addrs = json_array();
+    for (size_t i = 0; i < m->n_addrs; i++)
+        json_array_append_new(addrs, json_string(m->addrs[i]));
+    json_t *a = json_pack(
+        "{s:s,s:s,s:s,s:o,s:I,s:[],s:[],s:[],s:{},s:{},s:{},s:i,s:i,s:i}", "version", MESH_VERSION,
+        "mesh_id", m->cred.mesh_id, "role", m->o.role ? m->o.role : "worker", "addrs", addrs,
+        "vram_bytes", (json_int_t)m->o.vram_bytes, "available_models", "serving",
+        "requested_models", "request_rates", "last_request", "rtt_ms", "api_port", m->o.api_port,
+        "console_port", m->o.console_port, "quic_port", tp_endpoint_port(m->ep));
+    if (a && m->o.fill_announcement) m->o.fill_announcement(m->o.data, a);
+    return a;
+}
+
+void mesh_announce_changed(mesh_t *m)
+{
+    if (!m->g || m->stopping) return;
+    json_t *a = build_announcement(m);
+    if (!a) return;
+    gossip_set_announcement(m->g, a, now_ms(m));
+    gossip_arm(m);
+}
+
+static void gossip_timer_cb(uv_timer_t *t)
+{
+    mesh_t *m = t->data;
+    if (!m->g || m->stopping) return;
+    gossip_tick(m->g, now_ms(m));
+    gossip_arm(m);
+}
+
+int mesh_start(mesh_t **out, uv_loop_t *loop, const mesh_opts_t *opts, char *err, size_t errlen)
+{
+    mesh_t *m = calloc(1, sizeof *m);
+    if (!m) return -ENOMEM;
+    m->loop = loop;
+    m->o = *opts;
+    int rc;
+    snprintf(m->home, sizeof m->home, "%s", opts->home);
+    uv_update_time(loop);
+    rc = identity_load(&m->id, m->home, (uint64_t)time(NULL) * 1000, err, errlen);
+    if (rc) goto fail;
+    if (opts->n_joins > 0) {
+        m->n_joins = opts->n_joins < MESH_MAX_JOIN ? opts->n_joins : MESH_MAX_JOIN;
+        memcpy(m->joins, opts->joins, sizeof m->joins[0] * m->n_joins);
+        snprintf(m->cred.mesh_id, sizeof m->cred.mesh_id, "%s", m->joins[0].mesh_id);
+        memcpy(m->cred.secret, m->joins[0].secret, 32);
+        for (size_t i = 0; i < m->n_joins; i++)
+            if (strcmp(m->joins[i].id, m->id.id) == 0) {
+                snprintf(err, errlen, "--join #%zu is this node's own token", i + 1);
+                rc = -EINVAL;
+                goto fail;
+            }
+    } else {
+        rc = identity_own_mesh(&m->id, m->home, opts->mesh_name, &m->cred, err, errlen);
+        if (rc) goto fail;
+    }
+    tp_callbacks_t cb = {m, on_conn_ready, on_conn_closed, on_stream};
+    tp_config_t tcfg;
+    tp_config_default(&tcfg);
+    rc =
+        tp_endpoint_new(&m->ep, loop, &m->id, m->cred.secret,
+                        opts->bind_host ? opts->bind_host : "0.0.0.0", opts->bind_port, &tcfg, &cb);
+    if (rc) {
+        if (rc == UV_EADDRINUSE)
+            snprintf(err, errlen,
+                     "UDP port %d is already in use; choose another with --bind-port N "
+                     "(0 = any free)",
+                     opts->bind_port);
+        else
+            snprintf(err, errlen, "cannot open the QUIC endpoint on UDP port %d: %s",
+                     opts->bind_port, rc < 0 && rc > -4096 ? uv_strerror(rc) : "TLS setup failed");
+        m->ep = NULL;
+        goto fail;
+    }
+    own_addrs(m);
+    token_t t;
+    memset(&t, 0, sizeof t);
+    snprintf(t.id, sizeof t.id, "%s", m->id.id);
+    snprintf(t.mesh_id, sizeof t.mesh_id, "%s", m->cred.mesh_id);
+    memcpy(t.secret, m->cred.secret, 32);
+    t.n_addrs = m->n_addrs < TOKEN_MAX_ADDRS ? m->n_addrs : TOKEN_MAX_ADDRS;
+    for (size_t i = 0; i < t.n_addrs; i++)
+        snprintf(t.addrs[i], TOKEN_ADDR_MAX, "%s", m->addrs[i]);
+    rc = token_encode(&t, m->token, sizeof m->token);
+    sodium_memzero(t.secret, sizeof t.secret);
+    if (rc) {
+        snprintf(err, errlen, "cannot encode the invite token");
+        goto fail_ep;
+    }
+    gossip_cfg_t gcfg;
+    gossip_cfg_default(&gcfg, opts->heartbeat_ms);
+    uint64_t probe = env_ms("MESH_LLM_PROBE_MS", 0);
+    if (probe) gcfg.probe_ms = probe;
+    gossip_io_t io = {m, g_send, g_event, g_random};
+    json_t *ann = build_announcement(m);
+    m->g = ann ? gossip_new(m->id.id, m->id.incarnation, ann, &gcfg, &io, now_ms(m)) : NULL;
+    if (!m->g) {
+        snprintf(err, errlen, "cannot start gossip (out of memory)");
+        rc = -ENOMEM;
+        goto fail_ep;
+    }
+    uv_timer_init(loop, &m->gtimer);
+    uv_timer_init(loop, &m->jtimer);
+    uv_timer_init(loop, &m->stimer);
+    m->gtimer.data = m->jtimer.data = m->stimer.data = m;
+    m->handles_open = 3;
+    gossip_arm(m);
+    LOGI("mesh", "node %.16s… in mesh %s, QUIC on UDP %d (incarnation %llu)", m->id.id,
+         m->cred.mesh_id, tp_endpoint_port(m->ep), (unsigned long long)m->id.incarnation);
+    if (m->n_joins) join_try(m);
+    *out = m;
+    return 0;
+fail_ep:
+    tp_endpoint_close(m->ep, (void (*)(void *))free, m);
+    return rc;
+fail:
+    free(m);
+    return rc;
+}
+
+const char *mesh_node_id(const mesh_t *m)
+{
+    return m->id.id;
+}
+const char *mesh_id(const mesh_t *m)
+{
+    return m->cred.mesh_id;
+}
+const char *mesh_token(const mesh_t *m)
+{
+    return m->token;
+}
+int mesh_quic_port(const mesh_t *m)
+{
+    return tp_endpoint_port(m->ep);
+}
+
+static const char *state_name(gossip_state_t s)
+{
+    return s == GOSSIP_ALIVE ? "alive" : s == GOSSIP_DEAD ? "dead" : "left";
+}
+
+static json_t *ann_get(const gossip_peer_t *p, const char *k, json_t *def)
+{
+    json_t *v = p->ann ? json_object_get(p->ann, k) : NULL;
+    if (v) {
+        json_decref(def);
+        return json_incref(v);
+    }
+    return def;
+}
+
+json_t *mesh_status(mesh_t *m)
+{
+    json_t *peers = json_array();
+    uint64_t now = now_ms(m);
+    double wall = (double)time(NULL);
+    for (size_t i = 0; i < gossip_peer_count(m->g); i++) {
+        const gossip_peer_t *p = gossip_peer_at(m->g, i);
+        tp_conn_t *c = tp_find(m->ep, p->id);
+        json_t *last_seen =
+            p->last_direct
+                ? json_integer((json_int_t)(wall - (double)(now - p->last_direct) / 1000.0))
+                : json_null();
+        json_t *o = json_pack("{s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:I,s:o,s:b}", "id", p->id, "state",
+                              state_name(p->state), "role", ann_get(p, "role", json_null()),
+                              "addrs", ann_get(p, "addrs", json_array()), "vram_bytes",
+                              ann_get(p, "vram_bytes", json_integer(0)), "serving",
+                              ann_get(p, "serving", json_array()), "available_models",
+                              ann_get(p, "available_models", json_array()), "rtt_ms",
+                              c ? json_real(tp_conn_rtt_ms(c)) : json_null(), "incarnation",
+                              (json_int_t)p->inc, "last_seen", last_seen, "connected", c != NULL);
+        if (o) json_array_append_new(peers, o);
+    }
+    const gossip_stats_t *gs = gossip_stats(m->g);
+    const tp_stats_t *ts = tp_stats(m->ep);
+    return json_pack(
+        "{s:{s:s,s:s,s:s,s:i,s:i,s:i,s:s,s:s,s:I,s:I,s:b},s:o,s:{s:I,s:I,s:I,s:I,s:I,s:I}}", "node",
+        "id", m->id.id, "mesh_id", m->cred.mesh_id, "role", m->o.role ? m->o.role : "worker",
+        "api_port", m->o.api_port, "console_port", m->o.console_port, "quic_port",
+        tp_endpoint_port(m->ep), "token", m->token, "version", MESH_VERSION, "incarnation",
+        (json_int_t)m->id.incarnation, "vram_bytes", (json_int_t)m->o.vram_bytes, "joined",
+        m->n_joins == 0 || m->joined, "peers", peers, "stats", "gossip_sent", (json_int_t)gs->sent,
+        "gossip_received", (json_int_t)gs->received, "gossip_rejected",
+        (json_int_t)(gs->rejected + m->msgs_bad), "datagrams_in", (json_int_t)ts->datagrams_in,
+        "datagrams_dropped", (json_int_t)ts->dropped, "conns_refused",
+        (json_int_t)ts->conns_refused);
+}
+
+/* ---- shutdown ---- */
+
+static void handle_closed(uv_handle_t *h)
+{
+    mesh_t *m = h->data;
+    if (--m->handles_open > 0) return;
+    void (*cb)(void *) = m->stop_cb;
+    void *d = m->stop_data;
+    for (mpeer_t *p = m->peers, *n; p; p = n) {
+        n = p->next;
+        queue_drop(p);
+        free(p);
+    }
+    gossip_free(m->g);
+    sodium_memzero(&m->id, sizeof m->id);
+    sodium_memzero(&m->cred, sizeof m->cred);
+    sodium_memzero(m->joins, sizeof m->joins);
+    free(m);
+    if (cb) cb(d);
+}
+
+static void ep_closed(void *data)
+{
+    handle_closed((uv_handle_t *)&((mesh_t *)data)->gtimer);
+}
+
+static void finish_stop(mesh_t *m)
+{
+    uv_timer_stop(&m->stimer);
+    m->handles_open++; /* the endpoint */
+    tp_endpoint_close(m->ep, ep_closed, m);
+    uv_close((uv_handle_t *)&m->gtimer, handle_closed);
+    uv_close((uv_handle_t *)&m->jtimer, handle_closed);
+    uv_close((uv_handle_t *)&m->stimer, handle_closed);
+}
+
+static void stop_poll_cb(uv_timer_t *t)
+{
+    mesh_t *m = t->data;
+    if (m->leave_streams == 0 || now_ms(m) >= m->leave_deadline) finish_stop(m);
+}
+
+void mesh_stop(mesh_t *m, void (*cb)(void *data), void *data)
+{
+    if (m->stopping) return;
+    m->stop_cb = cb;
+    m->stop_data = data;
+    gossip_leave(m->g, now_ms(m));
+    m->stopping = true;
+    uv_timer_stop(&m->gtimer);
+    uv_timer_stop(&m->jtimer);
+    if (m->leave_streams == 0) {
+        finish_stop(m);
+        return;
+    }
+    LOGI("mesh", "telling %d peer(s) we are leaving", m->leave_streams);
+    m->leave_deadline = now_ms(m) + LEAVE_WAIT_MS;
+    uv_timer_start(&m->stimer, stop_poll_cb, 20, 20);
+}

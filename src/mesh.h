@@ -1,0 +1,53 @@
+/* mesh — this node's membership in a mesh: the QUIC endpoint, the gossip state machine driven
+ * by real time, dialling peers on demand, joining through invite tokens, the status document.
+ *
+ * Messages: one QUIC stream per gossip message ([type byte][frame], then FIN), so a lost or
+ * refused message never blocks another. Streams of other types (tunnels, route requests) are
+ * handed to mesh_opts_t.on_stream; without a handler they are reset.
+ */
+#ifndef MESH_MESH_H
+#define MESH_MESH_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "identity.h"
+#include "transport.h"
+
+#define MESH_MAX_JOIN 16
+
+typedef struct mesh mesh_t;
+
+typedef struct {
+    const char *home;      /* state directory ($MESH_LLM_HOME) */
+    const char *bind_host; /* UDP bind address, default 0.0.0.0 */
+    int bind_port;         /* 0 = any free */
+    const token_t *joins;  /* --join tokens, tried in order */
+    size_t n_joins;
+    const char *mesh_name; /* --mesh-name */
+    uint64_t vram_bytes;   /* capacity announced */
+    const char *role;      /* worker | host | client */
+    int api_port, console_port;
+    uint64_t heartbeat_ms; /* MESH_LLM_HEARTBEAT_MS */
+    /* Called to fill the announcement's model fields (available_models, serving…). */
+    void (*fill_announcement)(void *data, json_t *ann);
+    void *data;
+} mesh_opts_t;
+
+/* Load the identity, bind the endpoint, start gossiping and joining. err says what failed. */
+int mesh_start(mesh_t **out, uv_loop_t *loop, const mesh_opts_t *opts, char *err, size_t errlen);
+/* Announce PEER_LEAVING to every live peer, then close everything; cb when done (bounded). */
+void mesh_stop(mesh_t *m, void (*cb)(void *data), void *data);
+/* The announcement changed (models loaded/unloaded…): rebuild and gossip it. */
+void mesh_announce_changed(mesh_t *m);
+
+const char *mesh_node_id(const mesh_t *m);
+const char *mesh_id(const mesh_t *m);
+const char *mesh_token(const mesh_t *m);
+int mesh_quic_port(const mesh_t *m);
+/* {"node":{…},"peers":[…]} (caller owns). */
+json_t *mesh_status(mesh_t *m);
+
+#endif
