@@ -7,6 +7,7 @@
 #include <ngtcp2/ngtcp2_crypto.h>
 #include <ngtcp2/ngtcp2_crypto_gnutls.h>
 #include <netinet/in.h>
+#include <netinet/udp.h>
 #include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,7 +104,7 @@ struct tp_endpoint {
     uint8_t *rbuf; /* RBUF_SLOTS datagrams per recvmmsg */
     uint8_t sbuf[BATCH][MAX_PKT];
     size_t slen[BATCH];
-    bool closing;
+    bool closing, no_gso;
     int pending_closes;
     void (*close_cb)(void *data);
     void *close_data;
@@ -437,6 +438,9 @@ static void open_pending_streams(tp_conn_t *c)
 
 /* ---- packets out ---- */
 
+/* Send packets sbuf[0..n) to c's peer. Runs of equal-sized packets (plus one shorter tail) go
+ * out as one UDP GSO message (the kernel cuts it into datagrams); the groups of a batch go in
+ * one sendmmsg. Without kernel GSO support, one datagram per message. */
 static void send_batch(tp_endpoint_t *ep, tp_conn_t *c, size_t n)
 {
     if (n == 0) return;
@@ -444,25 +448,66 @@ static void send_batch(tp_endpoint_t *ep, tp_conn_t *c, size_t n)
     if (uv_fileno((uv_handle_t *)&ep->udp, &fd) != 0) return;
     struct mmsghdr msgs[BATCH];
     struct iovec iov[BATCH];
-    memset(msgs, 0, sizeof(struct mmsghdr) * n);
-    for (size_t i = 0; i < n; i++) {
-        iov[i].iov_base = ep->sbuf[i];
-        iov[i].iov_len = ep->slen[i];
-        msgs[i].msg_hdr.msg_name = &c->remote;
-        msgs[i].msg_hdr.msg_namelen = c->remote_len;
-        msgs[i].msg_hdr.msg_iov = &iov[i];
-        msgs[i].msg_hdr.msg_iovlen = 1;
+    union {
+        char buf[CMSG_SPACE(sizeof(uint16_t))];
+        struct cmsghdr align;
+    } ctl[BATCH];
+    size_t nm = 0, counts[BATCH];
+    memset(msgs, 0, sizeof msgs);
+    for (size_t i = 0; i < n;) {
+        size_t j = i + 1;
+        if (!ep->no_gso) {
+            while (j < n && ep->slen[j] == ep->slen[i])
+                j++;
+            if (j < n && ep->slen[j] < ep->slen[i]) j++;
+        }
+        struct msghdr *h = &msgs[nm].msg_hdr;
+        for (size_t k = i; k < j; k++) {
+            iov[k].iov_base = ep->sbuf[k];
+            iov[k].iov_len = ep->slen[k];
+        }
+        h->msg_name = &c->remote;
+        h->msg_namelen = c->remote_len;
+        h->msg_iov = &iov[i];
+        h->msg_iovlen = j - i;
+        if (j - i > 1) {
+            memset(&ctl[nm], 0, sizeof ctl[nm]);
+            h->msg_control = ctl[nm].buf;
+            h->msg_controllen = sizeof ctl[nm].buf;
+            struct cmsghdr *cm = CMSG_FIRSTHDR(h);
+            cm->cmsg_level = SOL_UDP;
+            cm->cmsg_type = UDP_SEGMENT;
+            cm->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+            uint16_t seg = (uint16_t)ep->slen[i];
+            memcpy(CMSG_DATA(cm), &seg, sizeof seg);
+        }
+        counts[nm++] = j - i;
+        i = j;
     }
     size_t done = 0;
-    while (done < n) {
-        int r = sendmmsg(fd, msgs + done, (unsigned)(n - done), 0);
+    while (done < nm) {
+        int r = sendmmsg(fd, msgs + done, (unsigned)(nm - done), 0);
         if (r < 0) {
             if (errno == EINTR) continue;
-            ep->stats.dropped += n - done; /* EAGAIN/ENOBUFS: QUIC recovers from the loss */
-            break;
+            if ((errno == EIO || errno == EINVAL || errno == ENOPROTOOPT) && !ep->no_gso) {
+                ep->no_gso = true; /* no UDP GSO here: resend one datagram per message */
+                size_t skip = 0;
+                for (size_t k = 0; k < done; k++)
+                    skip += counts[k];
+                for (size_t k = skip; k < n; k++) {
+                    memmove(ep->sbuf[k - skip], ep->sbuf[k], ep->slen[k]);
+                    ep->slen[k - skip] = ep->slen[k];
+                }
+                send_batch(ep, c, n - skip);
+                return;
+            }
+            for (size_t k = done; k < nm; k++)
+                ep->stats.dropped += counts[k];
+            break; /* EAGAIN/ENOBUFS: QUIC recovers from the loss */
         }
+        for (int k = 0; k < r; k++)
+            ep->stats.datagrams_out += counts[done + (size_t)k];
         done += (size_t)r;
-        ep->stats.datagrams_out += (uint64_t)r;
     }
 }
 
