@@ -198,6 +198,8 @@ char **sv_build_argv(const sv_child_t *c)
     return v;
 }
 
+static void health_check(sv_child_t *c);
+
 static const char *last_line(const sv_child_t *c, unsigned back)
 {
     if (back >= c->n_lines || back >= CHILD_LOG_LINES)
@@ -219,6 +221,11 @@ static void store_line(sv_child_t *c, const char *line, size_t len)
     c->n_lines++;
     if (c->sv->verbose)
         LOGD("llama-server", "[%s] %s", c->name, slot);
+    /* llama-server logs "listening on http://..." once /health answers 200 (after the model
+     * loaded): check right away instead of waiting for the next poll, which would add up to
+     * HEALTH_POLL_MS to every load. If it is not ready yet, the check fails and polling goes on. */
+    if (c->state == CHILD_STARTING && strstr(slot, "listening on"))
+        health_check(c);
 }
 
 static void on_out_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
@@ -275,6 +282,12 @@ typedef struct {
 
 static void schedule_health(sv_child_t *c);
 
+/* The process is there and its exit has not been seen yet. */
+static bool running(const sv_child_t *c)
+{
+    return c->proc_open && !uv_is_closing((const uv_handle_t *)&c->proc);
+}
+
 static void on_health_closed(uv_handle_t *h)
 {
     free(h->data);
@@ -287,7 +300,9 @@ static void health_finish(health_t *h, bool ok)
     h->done = true;
     sv_child_t *c = h->c;
     uv_close((uv_handle_t *)&h->tcp, on_health_closed);
-    if (c->generation != h->gen || c->state != CHILD_STARTING)
+    /* a check that ends after the process exited must not re-arm c->timer: it now holds the
+     * post-mortem, which reports the failed load */
+    if (c->generation != h->gen || c->state != CHILD_STARTING || !running(c))
         return;
     if (ok) {
         uint64_t now = uv_now(c->sv->loop);
@@ -350,10 +365,10 @@ static void on_health_connect(uv_connect_t *cr, int status)
         health_finish(h, false);
 }
 
-static void on_health_timer(uv_timer_t *t)
+/* One GET /health; on failure (refused, not 200) the next one is scheduled by health_finish. */
+static void health_check(sv_child_t *c)
 {
-    sv_child_t *c = t->data;
-    if (c->state != CHILD_STARTING)
+    if (c->state != CHILD_STARTING || !running(c))
         return;
     health_t *h = calloc(1, sizeof *h);
     if (!h) {
@@ -369,6 +384,11 @@ static void on_health_timer(uv_timer_t *t)
     uv_ip4_addr("127.0.0.1", c->port, &sa);
     if (uv_tcp_connect(&h->conn, &h->tcp, (struct sockaddr *)&sa, on_health_connect) < 0)
         health_finish(h, false);
+}
+
+static void on_health_timer(uv_timer_t *t)
+{
+    health_check(t->data);
 }
 
 static void schedule_health(sv_child_t *c)
