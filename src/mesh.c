@@ -180,6 +180,19 @@ static void g_send(void *data, const char *to, json_t *msg)
     dial_peer(m, p);
 }
 
+static void join_timer_cb(uv_timer_t *t);
+
+/* Alone again (every peer dead or gone): go back to the invite tokens, with backoff, so that a
+ * long partition heals even after the peers stopped retrying us. */
+static void rejoin_later(mesh_t *m)
+{
+    uint64_t wait = backoff_ms(m->join_rounds++, 1000, 60000);
+    m->joined = false;
+    LOGW("mesh", "no live peer left; trying the --join tokens again in %llu s",
+         (unsigned long long)(wait + 999) / 1000);
+    uv_timer_start(&m->jtimer, join_timer_cb, wait, 0);
+}
+
 static void g_event(void *data, gossip_event_t ev, const gossip_peer_t *peer)
 {
     mesh_t *m = data;
@@ -206,6 +219,9 @@ static void g_event(void *data, gossip_event_t ev, const gossip_peer_t *peer)
         LOGI("mesh", "peer %.12s left the mesh", peer->id);
         break;
     }
+    if ((ev == GOSSIP_EV_DEAD || ev == GOSSIP_EV_LEFT) && m->n_joins && !m->stopping &&
+        gossip_alive_count(m->g) == 0 && !m->joining && !uv_is_active((uv_handle_t *)&m->jtimer))
+        rejoin_later(m);
 }
 
 static uint64_t g_random(void *data)
@@ -298,6 +314,7 @@ static void on_conn_ready(tp_endpoint_t *ep, tp_conn_t *c)
     if (m->joining && m->join_idx < m->n_joins && strcmp(m->joins[m->join_idx].id, id) == 0) {
         m->joining = false;
         m->joined = true;
+        m->join_rounds = 0;
         uv_timer_stop(&m->jtimer);
         LOGI("mesh", "joined mesh %s through %.12s", m->cred.mesh_id, id);
         identity_save_last_mesh(m->home, m->cred.mesh_id);
