@@ -53,7 +53,8 @@ def token_with(token, **changes):
 
 
 def test_chain_of_five_all_alive(start_node):
-    nodes = chain(start_node, 5)
+    nodes = chain(start_node, 4)
+    nodes.append(start_node("--port", "0", "--max-vram", "0.5", "--join", nodes[-1].token, env=ENV))
     wait_converged(nodes)
     st = nodes[0].status()
     assert st["node"]["id"] == nodes[0].id
@@ -65,6 +66,27 @@ def test_chain_of_five_all_alive(start_node):
         # the first node learned the last ones only transitively, and then dialled them
         assert p["connected"] and p["addrs"] and p["incarnation"] > 0
         assert p["role"] == "worker" and p["vram_bytes"] > 0
+        assert p["rtt_ms"] is not None and p["rtt_ms"] >= 0
+    # --max-vram is what the node announces
+    assert {p["id"]: p["vram_bytes"] for p in st["peers"]}[nodes[4].id] == 500_000_000
+
+
+def test_headless_and_named_mesh(start_node, tmp_path):
+    a = start_node("--port", "0", "--headless", "--mesh-name", "lab", env=ENV)
+    assert a.ready["console"] == "0"
+    home = a.env["MESH_LLM_HOME"]
+    token = a.token
+    assert a.stop() == 0
+    # a named mesh keeps its id across restarts of its creator (derived from name + key)
+    b = start_node("--port", "0", "--mesh-name", "lab", env=dict(ENV, MESH_LLM_HOME=home))
+    assert b.status()["node"]["mesh_id"] == json.loads(
+        base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))["mesh"]
+    c = start_node("--port", "0", "--join", b.token, env=ENV)
+    wait_converged([b, c])
+    with open(os.path.join(c.env["MESH_LLM_HOME"], "last-mesh")) as f:
+        assert f.read().strip() == b.status()["node"]["mesh_id"]
+    key = os.path.join(c.env["MESH_LLM_HOME"], "key")
+    assert os.stat(key).st_mode & 0o777 == 0o600
 
 
 def test_kill9_declared_dead_within_bound(start_node):
@@ -214,3 +236,19 @@ def test_partition_with_netns(start_node):
     finally:
         ip("link", "del", host_if, check=False)
         ip("netns", "del", ns, check=False)
+
+
+def test_key_readable_by_others_refused(tmp_path):
+    home = tmp_path / "home"
+    env = dict(os.environ, MESH_LLM_HOME=str(home))
+    args = [MESH_BIN, "--port", "0", "--console", "0"]
+    p = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        assert p.stdout.readline().startswith(b"mesh-llm ready ")  # creates the key
+    finally:
+        p.terminate()
+        p.wait(timeout=20)
+    os.chmod(home / "key", 0o644)
+    r = subprocess.run(args, env=env, capture_output=True, timeout=30)
+    assert r.returncode == 1
+    assert b"chmod 600" in r.stderr
