@@ -153,6 +153,18 @@ static void on_signal(uv_signal_t *s, int signum)
     sv_stop_all(&n->sv, STOP_GRACE_MS);
 }
 
+/* A startup step failed after the servers were up: close everything, exit 1. */
+static int abort_startup(node_t *n)
+{
+    api_stop(&n->api);
+    mgmt_stop(&n->mgmt);
+    uv_walk(n->loop, close_walk_cb, NULL);
+    uv_run(n->loop, UV_RUN_DEFAULT);
+    sv_close(&n->sv);
+    config_free(&n->cfg);
+    return 1;
+}
+
 int main(int argc, char **argv)
 {
     if (argc >= 2 && strcmp(argv[1], "--exec-child") == 0) return sv_exec_child_main(argc, argv);
@@ -255,12 +267,7 @@ int main(int argc, char **argv)
             else
                 LOGE("node", "cannot listen on console port %d: %s", n->cfg.console_port,
                      uv_strerror(rc));
-            api_stop(&n->api);
-            uv_walk(n->loop, close_walk_cb, NULL);
-            uv_run(n->loop, UV_RUN_DEFAULT);
-            sv_close(&n->sv);
-            config_free(&n->cfg);
-            return 1;
+            return abort_startup(n);
         }
         n->mgmt.api_port = n->api.httpd.port;
         mo.console_port = n->mgmt.httpd.port;
@@ -268,13 +275,7 @@ int main(int argc, char **argv)
     rc = mesh_start(&n->mesh, n->loop, &mo, err, sizeof err);
     if (rc) {
         LOGE("node", "%s", err);
-        api_stop(&n->api);
-        mgmt_stop(&n->mgmt);
-        uv_walk(n->loop, close_walk_cb, NULL);
-        uv_run(n->loop, UV_RUN_DEFAULT);
-        sv_close(&n->sv);
-        config_free(&n->cfg);
-        return 1;
+        return abort_startup(n);
     }
     n->mgmt.mesh = n->mesh;
 

@@ -1070,54 +1070,37 @@ static ngtcp2_conn *get_conn_cb(ngtcp2_crypto_conn_ref *ref)
     return c->q;
 }
 
-static const ngtcp2_callbacks client_callbacks = {
-    .client_initial = ngtcp2_crypto_client_initial_cb,
-    .recv_crypto_data = ngtcp2_crypto_recv_crypto_data_cb,
-    .handshake_completed = handshake_completed_cb,
-    .encrypt = ngtcp2_crypto_encrypt_cb,
-    .decrypt = ngtcp2_crypto_decrypt_cb,
-    .hp_mask = ngtcp2_crypto_hp_mask_cb,
-    .recv_stream_data = recv_stream_data_cb,
-    .acked_stream_data_offset = acked_cb,
-    .stream_open = stream_open_cb,
-    .stream_close = stream_close_cb,
-    .recv_retry = ngtcp2_crypto_recv_retry_cb,
-    .extend_max_local_streams_bidi = extend_max_local_streams_cb,
-    .rand = rand_cb,
-    .get_new_connection_id = new_cid_cb,
-    .remove_connection_id = remove_cid_cb,
-    .update_key = ngtcp2_crypto_update_key_cb,
-    .stream_reset = stream_reset_cb,
-    .extend_max_stream_data = extend_max_stream_data_cb,
-    .delete_crypto_aead_ctx = ngtcp2_crypto_delete_crypto_aead_ctx_cb,
-    .delete_crypto_cipher_ctx = ngtcp2_crypto_delete_crypto_cipher_ctx_cb,
-    .get_path_challenge_data = ngtcp2_crypto_get_path_challenge_data_cb,
-    .version_negotiation = ngtcp2_crypto_version_negotiation_cb,
-};
-
-static const ngtcp2_callbacks server_callbacks = {
-    .recv_client_initial = ngtcp2_crypto_recv_client_initial_cb,
-    .recv_crypto_data = ngtcp2_crypto_recv_crypto_data_cb,
-    .handshake_completed = handshake_completed_cb,
-    .encrypt = ngtcp2_crypto_encrypt_cb,
-    .decrypt = ngtcp2_crypto_decrypt_cb,
-    .hp_mask = ngtcp2_crypto_hp_mask_cb,
-    .recv_stream_data = recv_stream_data_cb,
-    .acked_stream_data_offset = acked_cb,
-    .stream_open = stream_open_cb,
-    .stream_close = stream_close_cb,
-    .extend_max_local_streams_bidi = extend_max_local_streams_cb,
-    .rand = rand_cb,
-    .get_new_connection_id = new_cid_cb,
-    .remove_connection_id = remove_cid_cb,
-    .update_key = ngtcp2_crypto_update_key_cb,
-    .stream_reset = stream_reset_cb,
-    .extend_max_stream_data = extend_max_stream_data_cb,
-    .delete_crypto_aead_ctx = ngtcp2_crypto_delete_crypto_aead_ctx_cb,
-    .delete_crypto_cipher_ctx = ngtcp2_crypto_delete_crypto_cipher_ctx_cb,
-    .get_path_challenge_data = ngtcp2_crypto_get_path_challenge_data_cb,
-    .version_negotiation = ngtcp2_crypto_version_negotiation_cb,
-};
+/* The callbacks both sides share; client and server add their initial-packet handlers. */
+static void callbacks(ngtcp2_callbacks *cb, bool client)
+{
+    memset(cb, 0, sizeof *cb);
+    if (client) {
+        cb->client_initial = ngtcp2_crypto_client_initial_cb;
+        cb->recv_retry = ngtcp2_crypto_recv_retry_cb;
+    } else {
+        cb->recv_client_initial = ngtcp2_crypto_recv_client_initial_cb;
+    }
+    cb->recv_crypto_data = ngtcp2_crypto_recv_crypto_data_cb;
+    cb->handshake_completed = handshake_completed_cb;
+    cb->encrypt = ngtcp2_crypto_encrypt_cb;
+    cb->decrypt = ngtcp2_crypto_decrypt_cb;
+    cb->hp_mask = ngtcp2_crypto_hp_mask_cb;
+    cb->recv_stream_data = recv_stream_data_cb;
+    cb->acked_stream_data_offset = acked_cb;
+    cb->stream_open = stream_open_cb;
+    cb->stream_close = stream_close_cb;
+    cb->extend_max_local_streams_bidi = extend_max_local_streams_cb;
+    cb->rand = rand_cb;
+    cb->get_new_connection_id = new_cid_cb;
+    cb->remove_connection_id = remove_cid_cb;
+    cb->update_key = ngtcp2_crypto_update_key_cb;
+    cb->stream_reset = stream_reset_cb;
+    cb->extend_max_stream_data = extend_max_stream_data_cb;
+    cb->delete_crypto_aead_ctx = ngtcp2_crypto_delete_crypto_aead_ctx_cb;
+    cb->delete_crypto_cipher_ctx = ngtcp2_crypto_delete_crypto_cipher_ctx_cb;
+    cb->get_path_challenge_data = ngtcp2_crypto_get_path_challenge_data_cb;
+    cb->version_negotiation = ngtcp2_crypto_version_negotiation_cb;
+}
 
 /* ---- connection setup ---- */
 
@@ -1226,8 +1209,10 @@ int tp_dial(tp_endpoint_t *ep, const char *peer_id, const struct sockaddr *addr,
     ngtcp2_path path = {{(struct sockaddr *)&ep->local, ep->local_len},
                         {(struct sockaddr *)&c->remote, c->remote_len},
                         NULL};
-    if (ngtcp2_conn_client_new(&c->q, &dcid, &scid, &path, NGTCP2_PROTO_VER_V1, &client_callbacks,
-                               &st, &tp, NULL, c) != 0)
+    ngtcp2_callbacks cbs;
+    callbacks(&cbs, true);
+    if (ngtcp2_conn_client_new(&c->q, &dcid, &scid, &path, NGTCP2_PROTO_VER_V1, &cbs, &st, &tp,
+                               NULL, c) != 0)
         goto fail;
     if ((rc = tls_setup(c)) != 0) goto fail;
     ngtcp2_conn_set_tls_native_handle(c->q, c->tls);
@@ -1265,8 +1250,10 @@ static void accept_conn(tp_endpoint_t *ep, const ngtcp2_pkt_hd *hd, const struct
     ngtcp2_path path = {{(struct sockaddr *)&ep->local, ep->local_len},
                         {(struct sockaddr *)&c->remote, c->remote_len},
                         NULL};
-    if (ngtcp2_conn_server_new(&c->q, &hd->scid, &scid, &path, hd->version, &server_callbacks, &st,
-                               &tp, NULL, c) != 0 ||
+    ngtcp2_callbacks cbs;
+    callbacks(&cbs, false);
+    if (ngtcp2_conn_server_new(&c->q, &hd->scid, &scid, &path, hd->version, &cbs, &st, &tp, NULL,
+                               c) != 0 ||
         tls_setup(c) != 0 || cid_add(c, &scid) != 0 || cid_add(c, &hd->dcid) != 0) {
         conn_discard(c);
         return;
