@@ -70,6 +70,7 @@ static void handle_models(api_t *api, httpd_req_t *req)
                                         "owned_by", "mesh-llm", "status", models_status(e), "type",
                                         mm_type_name(e->mm->type), "size", (json_int_t)e->size));
     }
+    if (api->list_remote) api->list_remote(api->remote_data, data);
     httpd_respond_json(req, 200, json_pack("{s:s,s:o}", "object", "list", "data", data));
 }
 
@@ -100,6 +101,11 @@ static void handle_inference(api_t *api, httpd_req_t *req, mm_type_t needs)
     model_entry_t *e = NULL;
     if (rc == API_MODEL_ABSENT) {
         if (api->ms->n != 1) {
+            if (api->ms->n == 0 && api->route_remote) {
+                httpd_respond_error(req, 400, "invalid_request_error", "model_required",
+                                    "'model' is required: this node serves no model itself");
+                return;
+            }
             httpd_respond_error(req, 400, "invalid_request_error", "model_required",
                                 "'model' is required when the node has %zu models", api->ms->n);
             return;
@@ -108,6 +114,9 @@ static void handle_inference(api_t *api, httpd_req_t *req, mm_type_t needs)
     } else {
         e = models_find(api->ms, name);
     }
+    if (!e && api->route_remote && !httpd_header(req, "x-mesh-hop") &&
+        api->route_remote(api->remote_data, name, (int)needs, req))
+        return;
     if (!e) {
         char avail[1024] = "";
         size_t off = 0;

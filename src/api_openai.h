@@ -16,6 +16,12 @@ typedef struct {
     models_t *ms;
     httpd_t httpd;
     bool started;
+    /* The mesh: a model this node does not have is looked up there. route_remote answers or
+     * forwards req and returns true, or returns false when no node knows the model;
+     * list_remote appends the mesh's other models to a /v1/models list. */
+    bool (*route_remote)(void *data, const char *model, int needs, httpd_req_t *req);
+    void (*list_remote)(void *data, json_t *list);
+    void *remote_data;
 } api_t;
 
 int api_start(api_t *api, uv_loop_t *loop, const config_t *cfg, models_t *ms);

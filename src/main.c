@@ -11,6 +11,7 @@
 #include "api_openai.h"
 #include "identity.h"
 #include "mesh.h"
+#include "tunnel.h"
 #include "config.h"
 #include "log.h"
 #include "supervisor.h"
@@ -113,6 +114,196 @@ static uint64_t offered_memory(const config_t *cfg)
     }
     if (!avail) avail = uv_get_free_memory();
     return avail / 2;
+}
+
+/* ---- routing to the mesh: models this node does not have ---- */
+
+#define MAX_CANDIDATES 16
+
+typedef struct {
+    const char *model;
+    char ready[MAX_CANDIDATES][ID_HEX_LEN + 1]; /* serving it, ready */
+    size_t n_ready;
+    char have[MAX_CANDIDATES][ID_HEX_LEN + 1]; /* have the file: would load it on request */
+    size_t n_have;
+    bool loading, known;
+    char type[16];
+} find_t;
+
+static void find_cb(void *data, const char *id, json_t *ann)
+{
+    find_t *f = data;
+    size_t i;
+    json_t *v;
+    bool serves_ready = false;
+    json_array_foreach(json_object_get(ann, "serving"), i, v)
+    {
+        const char *mo = json_string_value(json_object_get(v, "model"));
+        if (!mo || strcmp(mo, f->model) != 0) continue;
+        f->known = true;
+        if (json_is_true(json_object_get(v, "http_ready")))
+            serves_ready = true;
+        else
+            f->loading = true;
+    }
+    bool has = false;
+    json_array_foreach(json_object_get(ann, "available_models"), i, v)
+    {
+        const char *mo = json_string_value(json_object_get(v, "name"));
+        if (!mo || strcmp(mo, f->model) != 0) continue;
+        has = f->known = true;
+        const char *t = json_string_value(json_object_get(v, "type"));
+        if (t) snprintf(f->type, sizeof f->type, "%s", t);
+    }
+    if (serves_ready && f->n_ready < MAX_CANDIDATES)
+        snprintf(f->ready[f->n_ready++], ID_HEX_LEN + 1, "%s", id);
+    else if (has && f->n_have < MAX_CANDIDATES)
+        snprintf(f->have[f->n_have++], ID_HEX_LEN + 1, "%s", id);
+}
+
+/* Requests of one conversation go to the same host (its KV cache): the "user" or "session_id"
+ * field, else the first message, picks the host; other requests rotate. */
+static size_t pick(const httpd_req_t *req, size_t n)
+{
+    static size_t rr;
+    json_t *o = json_loadb(req->body, req->body_len, 0, NULL);
+    const char *key = json_string_value(json_object_get(o, "user"));
+    if (!key) key = json_string_value(json_object_get(o, "session_id"));
+    char *first = NULL;
+    if (!key) {
+        json_t *m0 = json_array_get(json_object_get(o, "messages"), 0);
+        if (m0) key = first = json_dumps(m0, JSON_COMPACT);
+    }
+    size_t i;
+    if (key) {
+        uint64_t h = 1469598103934665603ULL;
+        for (const char *p = key; *p; p++)
+            h = (h ^ (uint8_t)*p) * 1099511628211ULL;
+        i = (size_t)(h % n);
+    } else {
+        i = rr++ % n;
+    }
+    free(first);
+    json_decref(o);
+    return i;
+}
+
+typedef struct {
+    node_t *n;
+    char model[MODEL_NAME_MAX];
+    char next[ID_HEX_LEN + 1]; /* where to retry once */
+} retry_t;
+
+static void forward_failed(httpd_req_t *req, void *data, const char *why)
+{
+    retry_t *r = data;
+    tp_conn_t *c = r->next[0] && r->n->mesh ? mesh_conn(r->n->mesh, r->next) : NULL;
+    if (c) {
+        LOGI("node", "model %s: host failed before answering (%s); retrying on %.12s", r->model,
+             why, r->next);
+        r->next[0] = '\0';
+        if (tunnel_http_forward(c, r->model, req, forward_failed, r) == 0) return;
+    }
+    httpd_respond_error(req, 502, "server_error", "upstream_failed",
+                        "the node serving model '%s' failed before answering: %s", r->model, why);
+    free(r);
+}
+
+static bool route_remote(void *data, const char *model, int needs, httpd_req_t *req)
+{
+    node_t *n = data;
+    if (!n->mesh) return false;
+    find_t f = {.model = model};
+    mesh_foreach_peer(n->mesh, find_cb, &f);
+    if (!f.known) return false;
+    static const char *const names[] = {"llm", "embedding", "reranking"};
+    if (f.type[0] && needs >= 0 && needs < 3 && strcmp(f.type, names[needs]) != 0) {
+        httpd_respond_error(req, 400, "invalid_request_error", "model_type_mismatch",
+                            "model '%s' is a %s model and cannot serve %s", model, f.type,
+                            req->path);
+        return true;
+    }
+    char(*cand)[ID_HEX_LEN + 1] = f.n_ready ? f.ready : f.have;
+    size_t nc = f.n_ready ? f.n_ready : f.n_have;
+    if (nc == 0) {
+        httpd_respond_error(req, 503, "unavailable", "model_unavailable",
+                            "model '%s' is in the mesh (status %s) but no node can serve it now",
+                            model, f.loading ? "loading" : "unloaded");
+        return true;
+    }
+    size_t first = pick(req, nc);
+    for (size_t k = 0; k < nc; k++) {
+        size_t i = (first + k) % nc;
+        tp_conn_t *c = mesh_conn(n->mesh, cand[i]);
+        if (!c) continue; /* a dial started; try the next host */
+        retry_t *r = calloc(1, sizeof *r);
+        if (!r) break;
+        r->n = n;
+        snprintf(r->model, sizeof r->model, "%s", model);
+        if (nc > 1) snprintf(r->next, sizeof r->next, "%s", cand[(i + 1) % nc]);
+        if (tunnel_http_forward(c, model, req, forward_failed, r) == 0) return true;
+        free(r);
+    }
+    httpd_respond_error(req, 503, "unavailable", "host_unreachable",
+                        "model '%s': its host%s cannot be reached right now; retry shortly", model,
+                        nc > 1 ? "s" : "");
+    return true;
+}
+
+typedef struct {
+    json_t *list;
+} list_t;
+
+static json_t *list_find(json_t *list, const char *id)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach(list, i, v)
+    {
+        const char *x = json_string_value(json_object_get(v, "id"));
+        if (x && strcmp(x, id) == 0) return v;
+    }
+    return NULL;
+}
+
+static void list_cb(void *data, const char *peer, json_t *ann)
+{
+    json_t *list = data;
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(ann, "available_models"), i, v)
+    {
+        const char *name = json_string_value(json_object_get(v, "name"));
+        if (!name || list_find(list, name)) continue;
+        json_t *e = json_pack("{s:s,s:s,s:s,s:s,s:O*,s:O*}", "id", name, "object", "model",
+                              "owned_by", "mesh-llm", "status", "unloaded", "type",
+                              json_object_get(v, "type"), "size", json_object_get(v, "size_bytes"));
+        if (e) json_array_append_new(list, e);
+    }
+    json_array_foreach(json_object_get(ann, "serving"), i, v)
+    {
+        const char *name = json_string_value(json_object_get(v, "model"));
+        json_t *e = name ? list_find(list, name) : NULL;
+        if (!e) continue;
+        const char *st = json_string_value(json_object_get(e, "status"));
+        bool ready = json_is_true(json_object_get(v, "http_ready"));
+        if (ready)
+            json_object_set_new(e, "status", json_string("ready"));
+        else if (st && strcmp(st, "unloaded") == 0)
+            json_object_set_new(e, "status", json_string("loading"));
+    }
+}
+
+static void list_remote(void *data, json_t *list)
+{
+    node_t *n = data;
+    if (n->mesh) mesh_foreach_peer(n->mesh, list_cb, list);
+}
+
+static void models_changed(void *data)
+{
+    node_t *n = data;
+    if (n->mesh && !n->shutting_down) mesh_announce_changed(n->mesh);
 }
 
 static void fill_announcement(void *data, json_t *ann)
@@ -251,6 +442,7 @@ int main(int argc, char **argv)
         .vram_bytes = offered_memory(&n->cfg),
         .role = n->ms.n > 0 ? "host" : "worker",
         .api_port = n->api.httpd.port,
+        .api_key = n->cfg.api_key,
         .console_port = 0,
         .heartbeat_ms = env_ms("MESH_LLM_HEARTBEAT_MS", 60000),
         .fill_announcement = fill_announcement,
@@ -278,6 +470,10 @@ int main(int argc, char **argv)
         return abort_startup(n);
     }
     n->mgmt.mesh = n->mesh;
+    n->api.route_remote = route_remote;
+    n->api.list_remote = list_remote;
+    n->api.remote_data = n;
+    n->ms.on_change = models_changed;
 
     uv_signal_init(n->loop, &n->sigint);
     uv_signal_init(n->loop, &n->sigterm);

@@ -11,6 +11,7 @@
 
 #include "gossip.h"
 #include "log.h"
+#include "tunnel.h"
 #include "util.h"
 #include "wire.h"
 
@@ -374,6 +375,13 @@ static void in_data(tp_stream_t *s, const uint8_t *p, size_t n)
                 LOGD("mesh", "invalid gossip message from %.12s ignored", x->from);
             }
             gossip_arm(m);
+        } else if (type == WIRE_TUNNEL_HTTP && m->o.api_port && !m->stopping) {
+            /* the tunnel module takes the stream over, with the bytes after the frame */
+            wire_reader_free(&x->rd);
+            free(x);
+            tunnel_http_serve(m->loop, s, f, p, n, m->o.api_port, m->o.api_key);
+            json_decref(f);
+            return;
         } else {
             LOGD("mesh", "%s stream from %.12s not supported here: reset", wire_type_name(type),
                  x->from);
@@ -605,6 +613,23 @@ fail_ep:
 fail:
     free(m);
     return rc;
+}
+
+tp_conn_t *mesh_conn(mesh_t *m, const char *peer_id)
+{
+    tp_conn_t *c = tp_find(m->ep, peer_id);
+    if (c || m->stopping) return c;
+    mpeer_t *p = peer_get(m, peer_id, true);
+    if (p) dial_peer(m, p);
+    return NULL;
+}
+
+void mesh_foreach_peer(mesh_t *m, void (*fn)(void *data, const char *id, json_t *ann), void *data)
+{
+    for (size_t i = 0; i < gossip_peer_count(m->g); i++) {
+        const gossip_peer_t *p = gossip_peer_at(m->g, i);
+        if (p->state == GOSSIP_ALIVE) fn(data, p->id, p->ann);
+    }
 }
 
 const char *mesh_node_id(const mesh_t *m)

@@ -30,6 +30,7 @@ typedef struct {
     uint64_t vram_bytes;   /* capacity announced */
     const char *role;      /* worker | host | client */
     int api_port, console_port;
+    const char *api_key;   /* added to requests tunnelled to the local API */
     uint64_t heartbeat_ms; /* MESH_LLM_HEARTBEAT_MS */
     /* Called to fill the announcement's model fields (available_models, serving…). */
     void (*fill_announcement)(void *data, json_t *ann);
@@ -42,6 +43,11 @@ int mesh_start(mesh_t **out, uv_loop_t *loop, const mesh_opts_t *opts, char *err
 void mesh_stop(mesh_t *m, void (*cb)(void *data), void *data);
 /* The announcement changed (models loaded/unloaded…): rebuild and gossip it. */
 void mesh_announce_changed(mesh_t *m);
+
+/* The ready connection to a peer; when there is none, a dial starts and NULL is returned. */
+tp_conn_t *mesh_conn(mesh_t *m, const char *peer_id);
+/* Call fn for every live peer (its announcement may be NULL). */
+void mesh_foreach_peer(mesh_t *m, void (*fn)(void *data, const char *id, json_t *ann), void *data);
 
 const char *mesh_node_id(const mesh_t *m);
 const char *mesh_id(const mesh_t *m);

@@ -291,6 +291,7 @@ static void load_result(models_t *ms, model_entry_t *e, bool ok)
         LOGW("models", "loading %s failed: %s%s", m->name, e->child->last_error,
              m->attempt == 0 ? "; unloading every idle model and retrying once" : "");
     mm_load_done(&ms->mm, m, ok, missing, now);
+    ms->state_changed = true;
     bool final = ms->mm.current != m;
     if (ok) {
         LOGI("models", "model %s loaded (%s slots: %u/%u)", m->name, mm_type_name(m->type),
@@ -326,6 +327,7 @@ static void on_child_stopped(supervisor_t *sv, sv_child_t *c)
     if (e->mm->state == MM_UNLOADING) {
         LOGI("models", "model %s unloaded", e->mm->name);
         mm_unload_done(&ms->mm, e->mm, now_ms(ms));
+        ms->state_changed = true;
         httpd_req_t *req;
         while ((req = unpark(e, PARK_UNLOAD))) {
             char body[256];
@@ -353,6 +355,7 @@ static void run_actions(models_t *ms)
             httpd_req_t *req;
             switch (a.kind) {
             case MM_ACT_LOAD:
+                ms->state_changed = true;
                 LOGI("models", "loading %s (%s)", a.model->name, mm_type_name(a.model->type));
                 if (sv_set_options(e->child, e->ctx_size, e->llamacpp_args) != 0 ||
                     sv_start(e->child) != 0) {
@@ -363,6 +366,7 @@ static void run_actions(models_t *ms)
                 }
                 break;
             case MM_ACT_UNLOAD:
+                ms->state_changed = true;
                 LOGI("models", "unloading %s", a.model->name);
                 sv_stop(e->child, UNLOAD_GRACE_MS);
                 break;
@@ -392,6 +396,10 @@ static void run_actions(models_t *ms)
         }
     } while (ms->rerun);
     ms->running_actions = false;
+    if (ms->state_changed) {
+        ms->state_changed = false;
+        if (ms->on_change) ms->on_change(ms->data);
+    }
 }
 
 /* ---- registry ---- */

@@ -18,7 +18,7 @@ typedef struct parked parked_t;
 typedef struct {
     char *path;
     uint64_t size;
-    unsigned preload : 1;     /* given with --model: loaded at startup when a slot is free */
+    unsigned preload : 1; /* given with --model: loaded at startup when a slot is free */
     unsigned preload_done : 1;
     /* options of the running (or next) load */
     uint32_t ctx_size;
@@ -42,6 +42,8 @@ typedef struct {
     bool rerun;
     unsigned preload_pending;
     void (*on_preload_done)(void *data);
+    void (*on_change)(void *data); /* a model started or finished loading or unloading */
+    bool state_changed;
     void *data;
     /* stats of the most recent finished request */
     char last_model[MODEL_NAME_MAX];
@@ -49,8 +51,8 @@ typedef struct {
     char *last_usage_json;
 } models_t;
 
-int models_init(models_t *ms, uv_loop_t *loop, const config_t *cfg, supervisor_t *sv,
-                char *err, size_t errlen);
+int models_init(models_t *ms, uv_loop_t *loop, const config_t *cfg, supervisor_t *sv, char *err,
+                size_t errlen);
 /* Queue the preloads (models given with --model, while slots are free). */
 void models_preload(models_t *ms);
 void models_free(models_t *ms);

@@ -1,0 +1,294 @@
+/* election — see election.h for the rules. */
+#include "election.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+__extension__ typedef unsigned __int128 u128;
+
+uint64_t election_need_bytes(uint64_t model_bytes)
+{
+    /* ceil(11 × s / 10) = s + ceil(s / 10) */
+    uint64_t extra = model_bytes / 10 + (model_bytes % 10 != 0);
+    return model_bytes > UINT64_MAX - extra ? UINT64_MAX : model_bytes + extra;
+}
+
+static uint64_t sat_add(uint64_t a, uint64_t b)
+{
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+static bool id_valid(const char *id)
+{
+    if (!id) return false;
+    for (size_t i = 0; i < ELECTION_ID_LEN; i++) {
+        char c = id[i];
+        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+    }
+    return id[ELECTION_ID_LEN] == '\0';
+}
+
+/* Working copy of a node: index into the input and the RTT to the host once known. */
+typedef struct {
+    const election_node_t *n;
+    size_t idx;
+    int32_t rtt; /* to the host, -1 unknown */
+} cand_t;
+
+static int cmp_id(const void *a, const void *b)
+{
+    const cand_t *x = a, *y = b;
+    return strcmp(x->n->id, y->n->id);
+}
+
+/* Larger memory first, then larger id: the host order (and the replica order). */
+static bool better_host(const cand_t *x, const cand_t *y)
+{
+    if (x->n->vram_bytes != y->n->vram_bytes) return x->n->vram_bytes > y->n->vram_bytes;
+    return strcmp(x->n->id, y->n->id) > 0;
+}
+
+static int cmp_host_order(const void *a, const void *b)
+{
+    const cand_t *x = a, *y = b;
+    return better_host(x, y) ? -1 : better_host(y, x) ? 1 : 0;
+}
+
+/* RTT ascending, unknown last; then the host order. */
+static int cmp_worker_order(const void *a, const void *b)
+{
+    const cand_t *x = a, *y = b;
+    bool xu = x->rtt < 0, yu = y->rtt < 0;
+    if (xu != yu) return xu ? 1 : -1;
+    if (!xu && x->rtt != y->rtt) return x->rtt < y->rtt ? -1 : 1;
+    return cmp_host_order(a, b);
+}
+
+static int32_t rtt_to_host(const election_input_t *in, size_t host, size_t j)
+{
+    int32_t r;
+    if (in->rtt) {
+        r = in->rtt[host * in->n_nodes + j];
+        if (r < 0) r = in->rtt[j * in->n_nodes + host];
+    } else {
+        r = in->nodes[j].rtt_ms;
+    }
+    return r < 0 ? -1 : r;
+}
+
+static void fill_member(election_member_t *m, const cand_t *c, election_role_t role)
+{
+    memset(m, 0, sizeof *m);
+    memcpy(m->id, c->n->id, ELECTION_ID_LEN + 1);
+    m->vram_bytes = c->n->vram_bytes;
+    m->role = role;
+    m->rtt_ms = role == ELECTION_WORKER ? c->rtt : 0;
+}
+
+/* Weights, shares and layer ranges of a split plan (see election.h, "Layers"). */
+static void plan_layers(election_plan_t *p)
+{
+    u128 total = 0, cum = 0;
+    for (size_t j = 0; j < p->n_members; j++)
+        total += p->members[j].vram_bytes;
+    uint64_t L = p->n_layers, prev = 0;
+    for (size_t j = 0; j < p->n_members; j++) {
+        election_member_t *m = &p->members[j];
+        m->share = total ? (double)m->vram_bytes / (double)total : 0.0;
+        if (L == 0) {
+            uint64_t mib = m->vram_bytes >> 20;
+            m->weight = mib == 0 ? 1 : mib > UINT32_MAX ? UINT32_MAX : (uint32_t)mib;
+            continue;
+        }
+        cum += m->vram_bytes;
+        uint64_t c;
+        if (j + 1 == p->n_members || total == 0) {
+            c = L + 1;
+        } else {
+            u128 num = (u128)(L + 1) * cum;
+            c = (uint64_t)((num + total - 1) / total);
+        }
+        m->weight = (uint32_t)(c - prev);
+        m->layer_first = (uint32_t)(prev < L ? prev : L);
+        m->layer_end = (uint32_t)(c < L ? c : L);
+        m->output_layer = prev <= L && L < c;
+        prev = c;
+    }
+}
+
+static int run_split(const election_input_t *in, cand_t *c, size_t n, size_t host, bool forced,
+                     election_plan_t *out)
+{
+    uint64_t need = out->need_bytes;
+    /* candidates: everyone but the host, with memory, RTT < 80 ms or unknown */
+    cand_t *w = malloc(n * sizeof *w);
+    if (!w) return -ENOMEM;
+    size_t nw = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (i == host || c[i].n->vram_bytes == 0) continue;
+        cand_t x = c[i];
+        x.rtt = rtt_to_host(in, c[host].idx, c[i].idx);
+        if (x.rtt >= ELECTION_MAX_RTT_MS) continue;
+        w[nw++] = x;
+    }
+    if (forced && nw == 0) {
+        free(w);
+        return 1; /* no worker: fall back to the normal rules */
+    }
+    qsort(w, nw, sizeof *w, cmp_worker_order);
+    uint64_t acc = c[host].n->vram_bytes;
+    size_t taken = 0;
+    while (taken < nw && (acc < need || (forced && taken == 0)))
+        acc = sat_add(acc, w[taken++].n->vram_bytes);
+
+    out->mode = acc >= need ? ELECTION_SPLIT : ELECTION_IMPOSSIBLE;
+    out->forced = forced && out->mode == ELECTION_SPLIT;
+    out->members = calloc(taken + 1, sizeof *out->members);
+    if (!out->members) {
+        free(w);
+        return -ENOMEM;
+    }
+    out->n_members = taken + 1;
+    for (size_t i = 0; i < taken; i++)
+        fill_member(&out->members[i], &w[i], ELECTION_WORKER);
+    fill_member(&out->members[taken], &c[host], ELECTION_HOST);
+    out->host_index = taken;
+    out->total_bytes = acc;
+    free(w);
+    if (out->mode == ELECTION_SPLIT) plan_layers(out);
+    return 0;
+}
+
+static int run_solo(cand_t *c, size_t n, election_plan_t *out)
+{
+    qsort(c, n, sizeof *c, cmp_host_order);
+    size_t k = 0;
+    while (k < n && c[k].n->vram_bytes >= out->need_bytes)
+        k++;
+    out->members = calloc(k, sizeof *out->members);
+    if (!out->members) return -ENOMEM;
+    out->mode = ELECTION_SOLO;
+    out->n_members = k;
+    for (size_t i = 0; i < k; i++) {
+        election_member_t *m = &out->members[i];
+        fill_member(m, &c[i], ELECTION_REPLICA);
+        m->share = 1.0;
+        m->layer_end = out->n_layers;
+        m->output_layer = true;
+        out->total_bytes = sat_add(out->total_bytes, m->vram_bytes);
+    }
+    return 0;
+}
+
+int election_run(const election_input_t *in, election_plan_t *out)
+{
+    if (!out) return -EINVAL;
+    memset(out, 0, sizeof *out);
+    if (!in || in->model_bytes == 0 || (in->n_nodes && !in->nodes) ||
+        in->n_layers > ELECTION_MAX_LAYERS)
+        return -EINVAL;
+    if (in->n_nodes > ELECTION_MAX_NODES) return -E2BIG;
+    size_t n = in->n_nodes;
+    for (size_t i = 0; i < n; i++)
+        if (!id_valid(in->nodes[i].id)) return -EINVAL;
+    out->need_bytes = election_need_bytes(in->model_bytes);
+    out->n_layers = in->n_layers;
+    if (n == 0) return 0;
+
+    cand_t *c = malloc(n * sizeof *c);
+    if (!c) return -ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        c[i] = (cand_t){.n = &in->nodes[i], .idx = i, .rtt = -1};
+    qsort(c, n, sizeof *c, cmp_id);
+    int rc = 0;
+    bool forced = false, fits = false;
+    size_t host = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (i > 0 && strcmp(c[i - 1].n->id, c[i].n->id) == 0) {
+            rc = -EINVAL;
+            goto out;
+        }
+        forced |= c[i].n->force_split;
+        fits |= c[i].n->vram_bytes >= out->need_bytes;
+        if (better_host(&c[i], &c[host])) host = i;
+    }
+    if (forced) {
+        rc = run_split(in, c, n, host, true, out);
+        if (rc <= 0) goto out;
+        rc = 0;
+    }
+    rc = fits ? run_solo(c, n, out) : run_split(in, c, n, host, false, out);
+out:
+    free(c);
+    if (rc < 0) election_plan_free(out);
+    return rc;
+}
+
+void election_plan_free(election_plan_t *plan)
+{
+    if (!plan) return;
+    free(plan->members);
+    memset(plan, 0, sizeof *plan);
+}
+
+election_role_t election_role_of(const election_plan_t *plan, const char *id)
+{
+    if (!plan || !id || (plan->mode != ELECTION_SOLO && plan->mode != ELECTION_SPLIT))
+        return ELECTION_IDLE;
+    for (size_t i = 0; i < plan->n_members; i++)
+        if (strcmp(plan->members[i].id, id) == 0) return plan->members[i].role;
+    return ELECTION_IDLE;
+}
+
+const election_member_t *election_host(const election_plan_t *plan)
+{
+    if (!plan || (plan->mode != ELECTION_SPLIT && plan->mode != ELECTION_IMPOSSIBLE) ||
+        plan->n_members == 0)
+        return NULL;
+    return &plan->members[plan->host_index];
+}
+
+int election_tensor_split(const election_plan_t *plan, char *buf, size_t len)
+{
+    if (!plan || !buf || plan->mode != ELECTION_SPLIT) return -EINVAL;
+    size_t off = 0;
+    for (size_t i = 0; i < plan->n_members; i++) {
+        int k = snprintf(buf + off, len - off, "%s%u", i ? "," : "", plan->members[i].weight);
+        if (k < 0 || (size_t)k >= len - off) {
+            if (len) buf[0] = '\0';
+            return -ENOSPC;
+        }
+        off += (size_t)k;
+    }
+    return (int)off;
+}
+
+const char *election_mode_name(election_mode_t mode)
+{
+    switch (mode) {
+    case ELECTION_SOLO:
+        return "solo";
+    case ELECTION_SPLIT:
+        return "split";
+    case ELECTION_IMPOSSIBLE:
+        return "impossible";
+    default:
+        return "empty";
+    }
+}
+
+const char *election_role_name(election_role_t role)
+{
+    switch (role) {
+    case ELECTION_REPLICA:
+        return "replica";
+    case ELECTION_HOST:
+        return "host";
+    case ELECTION_WORKER:
+        return "worker";
+    default:
+        return "idle";
+    }
+}

@@ -1,0 +1,39 @@
+/* tunnel — HTTP through the mesh (TUNNEL_HTTP streams).
+ *
+ * Requester side: tunnel_http_forward() sends an API request that this node cannot serve to a
+ * peer that can: [0x04][frame {"v":1,"model":NAME}] followed by the request as HTTP/1.1 bytes
+ * (Connection: close, X-Mesh-Hop: 1), then half-close. Every byte of the peer's HTTP response
+ * is written to the client as it arrives (byte for byte; SSE streams stream), and the client
+ * connection closes after it. Back-pressure: the stream's window is reopened only as the
+ * client's socket takes the bytes. A client that goes away resets the stream, which closes the
+ * host's upstream connection, so generation stops.
+ *
+ * Host side: tunnel_http_serve() takes over an incoming TUNNEL_HTTP stream and relays it to
+ * this node's own API on 127.0.0.1 (which then routes it to the local llama-server, loading the
+ * model if needed), both directions with back-pressure and half-close. Requests carrying
+ * X-Mesh-Hop are never forwarded again (no loops).
+ */
+#ifndef MESH_TUNNEL_H
+#define MESH_TUNNEL_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <uv.h>
+
+#include "httpd.h"
+#include "transport.h"
+
+#define TUNNEL_HOP_HEADER "x-mesh-hop"
+
+/* Forward req to `conn`'s node. on_fail (may be NULL) is called instead of answering when the
+ * host fails before the first response byte, so the caller can retry elsewhere; it must answer
+ * req itself. Returns 0, or a negative errno when nothing was sent (req not answered). */
+int tunnel_http_forward(tp_conn_t *conn, const char *model, httpd_req_t *req,
+                        void (*on_fail)(httpd_req_t *req, void *data, const char *why), void *data);
+
+/* Serve an incoming TUNNEL_HTTP stream whose frame has been read; `rest` holds the bytes that
+ * followed the frame. api_key (may be NULL) is added for the local API. */
+void tunnel_http_serve(uv_loop_t *loop, tp_stream_t *s, json_t *frame, const uint8_t *rest,
+                       size_t rest_len, int api_port, const char *api_key);
+
+#endif

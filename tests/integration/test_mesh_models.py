@@ -1,0 +1,58 @@
+"""Several models across the mesh: any node answers for any model (TUNNEL_HTTP)."""
+import os
+
+from conftest import model_path, sse_events, wait_for
+from test_mesh import ENV, wait_converged
+
+A_MODEL = "stories260K"
+B_MODEL = "TinyStories-656K-Q8_0"
+
+
+def models_status(node):
+    r = node.request("GET", "/v1/models")
+    assert r.status == 200, r
+    return {m["id"]: m["status"] for m in r.json()["data"]}
+
+
+def test_each_model_through_each_node(start_node):
+    a = start_node("--port", "0", "--model", model_path(A_MODEL), env=ENV)
+    b = start_node("--port", "0", "--model", model_path(B_MODEL), "--join", a.token, env=ENV)
+    c = start_node("--port", "0", "--join", b.token, env=ENV)  # serves nothing: routes only
+    wait_converged([a, b, c])
+    for n in (a, b, c):
+        wait_for(lambda: models_status(n).get(A_MODEL) == "ready"
+                 and models_status(n).get(B_MODEL) == "ready", timeout=30,
+                 what="both models listed as ready on every node")
+    # the same greedy completion, asked of every node, gives the host's own answer
+    for model, host in ((A_MODEL, a), (B_MODEL, b)):
+        ref = host.complete(model, max_tokens=12)
+        assert ref.status == 200, ref
+        want = ref.json()["choices"][0]["text"]
+        for n in (a, b, c):
+            r = n.complete(model, max_tokens=12)
+            assert r.status == 200, (n.id[:8], model, r)
+            assert r.json()["choices"][0]["text"] == want
+    # streamed through the mesh: SSE chunks arrive and end with [DONE]
+    r = c.request("POST", "/v1/chat/completions",
+                  {"model": B_MODEL, "stream": True, "max_tokens": 8, "temperature": 0,
+                   "messages": [{"role": "user", "content": "Once upon a time"}]})
+    assert r.status == 200, r
+    ev = sse_events(r.body)
+    assert ev and ev[-1] == "[DONE]"
+    # a model no node has: 404; a type mismatch across the mesh: 400
+    r = c.complete("no-such-model")
+    assert r.status == 404, r
+    r = c.request("POST", "/v1/embeddings", {"model": A_MODEL, "input": "hi"})
+    assert r.status == 400, r
+
+
+def test_host_gone_gives_503_not_hang(start_node):
+    a = start_node("--port", "0", "--model", model_path(A_MODEL), env=ENV)
+    c = start_node("--port", "0", "--join", a.token, env=ENV)
+    wait_converged([a, c])
+    wait_for(lambda: models_status(c).get(A_MODEL) == "ready", timeout=30, what="ready via mesh")
+    assert c.complete(A_MODEL).status == 200
+    a.stop()
+    # A left: its model is gone from the mesh (404), never a hang
+    wait_for(lambda: c.complete(A_MODEL, ).status in (404, 503), timeout=10,
+             what="the departed host's model to stop being routed")

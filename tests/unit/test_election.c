@@ -1,0 +1,593 @@
+/* Unit tests for src/election.h: table-driven cases per rule and tie-break, the layer plan
+ * against llama.cpp's split maths, and property tests on random groups. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "election.h"
+
+#define G 1000000000ULL
+#define UNK (-1)
+
+/* Node ids from one hex tag character: 'a' → "aaaa…a" (64 chars). */
+static const char *tag_id(char tag)
+{
+    static char ids[16][ELECTION_ID_LEN + 1];
+    int k = tag <= '9' ? tag - '0' : tag - 'a' + 10;
+    memset(ids[k], tag, ELECTION_ID_LEN);
+    ids[k][ELECTION_ID_LEN] = '\0';
+    return ids[k];
+}
+
+typedef struct {
+    char tag;
+    uint64_t vram; /* bytes */
+    int32_t rtt;
+    bool split;
+} tn_t;
+
+static int run_nodes(const tn_t *tn, size_t n, uint64_t size, uint32_t layers, const int32_t *rtt,
+                     election_plan_t *plan)
+{
+    election_node_t nodes[16];
+    for (size_t i = 0; i < n; i++)
+        nodes[i] = (election_node_t){tag_id(tn[i].tag), tn[i].vram, tn[i].rtt, tn[i].split};
+    election_input_t in = {size, layers, nodes, n, rtt};
+    return election_run(&in, plan);
+}
+
+/* "a24@10 b16 c8s": tag, memory in GB, @RTT ms (absent = unknown), s = --split. */
+static size_t parse_nodes(const char *spec, tn_t *tn)
+{
+    size_t n = 0;
+    for (const char *p = spec; *p;) {
+        while (*p == ' ')
+            p++;
+        if (!*p) break;
+        char *end;
+        tn[n] = (tn_t){.tag = *p++, .rtt = UNK};
+        tn[n].vram = strtoull(p, &end, 10) * G;
+        p = end;
+        if (*p == '@') {
+            tn[n].rtt = (int32_t)strtol(p + 1, &end, 10);
+            p = end;
+        }
+        if (*p == 's') {
+            tn[n].split = true;
+            p++;
+        }
+        n++;
+    }
+    return n;
+}
+
+static int run_spec(const char *spec, uint64_t size, uint32_t layers, const int32_t *rtt,
+                    election_plan_t *plan)
+{
+    tn_t tn[16];
+    return run_nodes(tn, parse_nodes(spec, tn), size, layers, rtt, plan);
+}
+
+/* "first-end[*]" per member ('*' = holds the output layer), space separated. */
+static const char *ranges(const election_plan_t *p)
+{
+    static char buf[256];
+    size_t off = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < p->n_members; i++)
+        off += (size_t)snprintf(buf + off, sizeof buf - off, "%s%u-%u%s", i ? " " : "",
+                                p->members[i].layer_first, p->members[i].layer_end,
+                                p->members[i].output_layer ? "*" : "");
+    return buf;
+}
+
+static void check_members(const election_plan_t *p, const char *tags, const char *what)
+{
+    char got[32] = "";
+    for (size_t i = 0; i < p->n_members && i < sizeof got - 1; i++)
+        got[i] = p->members[i].id[0];
+    got[p->n_members < sizeof got ? p->n_members : sizeof got - 1] = '\0';
+    if (strcmp(got, tags) != 0) fail_msg("%s: members '%s', expected '%s'", what, got, tags);
+}
+
+typedef struct {
+    const char *what;
+    uint64_t size_gb;
+    uint32_t layers;
+    const char *nodes;
+    election_mode_t mode;
+    const char *members; /* expected member tags in plan order ("" none) */
+    const char *split;   /* expected --tensor-split, NULL when not checked */
+} ecase_t;
+
+/* size 10 GB → need 11 GB unless noted */
+/* clang-format off */
+static const ecase_t cases[] = {
+    /* rule 1: solo */
+    {"one node fits", 10, 0, "a24", ELECTION_SOLO, "a", NULL},
+    {"exactly 1.1x fits", 10, 0, "a11", ELECTION_SOLO, "a", NULL},
+    {"every fitting node is a replica, larger first", 10, 0, "a12 b16 c11",
+     ELECTION_SOLO, "bac", NULL},
+    {"replicas of equal memory: larger id first", 10, 0, "a12 c12 b12", ELECTION_SOLO, "cba", NULL},
+    {"a node that does not fit is idle when another fits", 10, 0, "a8@5 b12",
+     ELECTION_SOLO, "b", NULL},
+    /* rule 2: split */
+    {"split: host = max memory, closest worker first", 10, 0, "a4@30 b4@10 c8 d4@20",
+     ELECTION_SPLIT, "bc", "3814,7629"},
+    {"split: greedy until >= need (22), in RTT order", 20, 0, "a6@30 b6@10 c8 d6@20 e6@5",
+     ELECTION_SPLIT, "ebdc", NULL},
+    {"split: host tie on memory goes to the larger id", 10, 0, "a6@10 b6@10",
+     ELECTION_SPLIT, "ab", NULL},
+    {"split: RTT 80 is excluded, 79 kept", 10, 0, "a6@80 b6@79 c7", ELECTION_SPLIT, "bc", NULL},
+    {"split: unknown RTT sorts after every known one", 10, 0, "a6 b6@70 c7",
+     ELECTION_SPLIT, "bc", NULL},
+    {"split: unknown RTTs are still candidates", 10, 0, "a6 c7", ELECTION_SPLIT, "ac", NULL},
+    {"split: RTT tie -> larger memory, then larger id", 10, 0, "a3@10 b4@10 d3@10 e5",
+     ELECTION_SPLIT, "bde", NULL},
+    {"split: nodes without memory are never workers", 10, 0, "a0@1 b6@50 c7",
+     ELECTION_SPLIT, "bc", NULL},
+    /* rule 3: impossible */
+    {"impossible: not enough memory in the group (33)", 30, 0, "a6@10 b6 c7",
+     ELECTION_IMPOSSIBLE, "abc", NULL},
+    {"impossible: the memory is too far away", 10, 0, "a6@200 b7", ELECTION_IMPOSSIBLE, "b", NULL},
+    {"impossible: nobody has memory", 10, 0, "a0@1 b0@1", ELECTION_IMPOSSIBLE, "b", NULL},
+    /* rule 4: --split */
+    {"--split on the host: one worker although it fits", 10, 0, "a24s b16@40 c16@10",
+     ELECTION_SPLIT, "ca", NULL},
+    {"--split on a worker also forces the split", 10, 0, "a24 b16@40s", ELECTION_SPLIT, "ba", NULL},
+    {"--split, host short: greedy continues until need (33)", 30, 0, "a14s b12@40 c12@10",
+     ELECTION_SPLIT, "cba", NULL},
+    {"--split without eligible worker: solo", 10, 0, "a24s b16@90", ELECTION_SOLO, "ab", NULL},
+    {"--split alone: solo", 10, 0, "a24s", ELECTION_SOLO, "a", NULL},
+    {"--split alone, too small: impossible", 10, 0, "a2s", ELECTION_IMPOSSIBLE, "a", NULL},
+    /* layers */
+    {"layers: 2 equal members, 32 layers", 10, 32, "a6@10 b6@10", ELECTION_SPLIT, "ab", "17,16"},
+    {"layers: 4/4/8, 10 layers (need 14.3)", 13, 10, "a4@10 b4@20 c8",
+     ELECTION_SPLIT, "abc", "3,3,5"},
+    {"layers: more members than layers", 10, 1, "a4@10 b4@20 c4", ELECTION_SPLIT, "abc", "1,1,0"},
+};
+/* clang-format on */
+
+static void test_table(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const ecase_t *c = &cases[i];
+        tn_t tn[16];
+        size_t n = parse_nodes(c->nodes, tn);
+        election_plan_t p;
+        int rc = run_nodes(tn, n, c->size_gb * G, c->layers, NULL, &p);
+        if (rc != 0) fail_msg("%s: rc %d", c->what, rc);
+        if (p.mode != c->mode)
+            fail_msg("%s: mode %s, expected %s", c->what, election_mode_name(p.mode),
+                     election_mode_name(c->mode));
+        check_members(&p, c->members, c->what);
+        char buf[128];
+        if (c->split) {
+            assert_true(election_tensor_split(&p, buf, sizeof buf) > 0);
+            if (strcmp(buf, c->split) != 0)
+                fail_msg("%s: split '%s', expected '%s'", c->what, buf, c->split);
+        } else if (p.mode != ELECTION_SPLIT) {
+            assert_int_equal(election_tensor_split(&p, buf, sizeof buf), -EINVAL);
+        }
+        assert_int_equal(p.need_bytes, election_need_bytes(c->size_gb * G));
+        election_plan_free(&p);
+    }
+    /* one byte under 1.1 × size */
+    tn_t tn = {'a', 11 * G - 1, UNK, false};
+    election_plan_t p;
+    assert_int_equal(run_nodes(&tn, 1, 10 * G, 0, NULL, &p), 0);
+    assert_int_equal(p.mode, ELECTION_IMPOSSIBLE);
+    election_plan_free(&p);
+}
+
+static void test_need_bytes(void **state)
+{
+    (void)state;
+    assert_int_equal(election_need_bytes(0), 0);
+    assert_int_equal(election_need_bytes(1), 2); /* ceil(1.1) */
+    assert_int_equal(election_need_bytes(9), 10);
+    assert_int_equal(election_need_bytes(10), 11);
+    assert_int_equal(election_need_bytes(11), 13); /* ceil(12.1) */
+    assert_int_equal(election_need_bytes(100), 110);
+    assert_int_equal(election_need_bytes(10 * G), 11 * G);
+    assert_int_equal(election_need_bytes(UINT64_MAX), UINT64_MAX);
+    assert_int_equal(election_need_bytes(UINT64_MAX / 11 * 10), UINT64_MAX / 11 * 11);
+}
+
+static void test_roles_and_fields(void **state)
+{
+    (void)state;
+    election_plan_t p;
+    assert_int_equal(run_spec("a4@30 b4@10 c8 d4@20", 10 * G, 0, NULL, &p), 0);
+    assert_int_equal(p.mode, ELECTION_SPLIT);
+    assert_false(p.forced);
+    assert_int_equal(p.host_index, 1);
+    assert_string_equal(election_host(&p)->id, tag_id('c'));
+    assert_int_equal(election_role_of(&p, tag_id('c')), ELECTION_HOST);
+    assert_int_equal(election_role_of(&p, tag_id('b')), ELECTION_WORKER);
+    assert_int_equal(election_role_of(&p, tag_id('a')), ELECTION_IDLE);
+    assert_int_equal(election_role_of(&p, "nobody"), ELECTION_IDLE);
+    assert_int_equal(p.members[0].rtt_ms, 10);
+    assert_int_equal(p.members[1].rtt_ms, 0);
+    assert_int_equal(p.total_bytes, 12 * G);
+    assert_true(p.members[0].share > 0.333 && p.members[0].share < 0.334);
+    assert_true(p.members[1].share > 0.666 && p.members[1].share < 0.667);
+    /* no layer count: weights are MiB, no ranges */
+    assert_int_equal(p.members[0].weight, (uint32_t)((4 * G) >> 20));
+    assert_int_equal(p.members[0].layer_end, 0);
+    election_plan_free(&p);
+    assert_null(p.members);
+
+    assert_int_equal(run_spec("a24 b8@5", 10 * G, 28, NULL, &p), 0);
+    assert_int_equal(election_role_of(&p, tag_id('a')), ELECTION_REPLICA);
+    assert_int_equal(election_role_of(&p, tag_id('b')), ELECTION_IDLE);
+    assert_null(election_host(&p));
+    assert_true(p.members[0].share == 1.0);
+    election_plan_free(&p);
+
+    assert_int_equal(run_spec("a24s b16@40", 10 * G, 0, NULL, &p), 0);
+    assert_true(p.forced);
+    election_plan_free(&p);
+
+    /* impossible: host named, nobody has a role yet */
+    assert_int_equal(run_spec("a2@10 b3", 10 * G, 0, NULL, &p), 0);
+    assert_int_equal(p.mode, ELECTION_IMPOSSIBLE);
+    assert_string_equal(election_host(&p)->id, tag_id('b'));
+    assert_int_equal(election_role_of(&p, tag_id('b')), ELECTION_IDLE);
+    assert_int_equal(p.total_bytes, 5 * G);
+    election_plan_free(&p);
+}
+
+static void test_layers_edge(void **state)
+{
+    (void)state;
+    election_plan_t p;
+    char buf[64];
+    /* more members than layers: the host holds nothing, the output goes to the last holder */
+    assert_int_equal(run_spec("a4@10 b4@20 c4", 10 * G, 1, NULL, &p), 0);
+    assert_int_equal(election_tensor_split(&p, buf, sizeof buf), 5);
+    assert_string_equal(buf, "1,1,0");
+    assert_string_equal(ranges(&p), "0-1 1-1* 1-1");
+    /* buffer too small */
+    assert_int_equal(election_tensor_split(&p, buf, 5), -ENOSPC);
+    assert_string_equal(buf, "");
+    assert_int_equal(election_tensor_split(&p, buf, 0), -ENOSPC);
+    election_plan_free(&p);
+    /* 4/4/8 GB over 10 layers: ceil(11 × 4/16) = 3, ceil(11 × 8/16) = 6, 11 */
+    assert_int_equal(run_spec("a4@10 b4@20 c8", 13 * G, 10, NULL, &p), 0);
+    assert_string_equal(ranges(&p), "0-3 3-6 6-10*");
+    election_plan_free(&p);
+    /* 2 × 6 GB over 32 layers: ceil(33 / 2) = 17 on the worker, 15 + output on the host */
+    assert_int_equal(run_spec("a6@10 b6@10", 10 * G, 32, NULL, &p), 0);
+    assert_string_equal(ranges(&p), "0-17 17-32*");
+    election_plan_free(&p);
+    /* solo: every replica holds everything */
+    assert_int_equal(run_spec("a24 b12", 10 * G, 28, NULL, &p), 0);
+    assert_string_equal(ranges(&p), "0-28* 0-28*");
+    election_plan_free(&p);
+}
+
+static void test_rtt_matrix(void **state)
+{
+    (void)state;
+    /* host c (8G); a and b 4G each; need 11G → one worker. */
+    const char *tn = "a4@1 b4@1 c8@0";
+    election_plan_t p;
+    /* the host's view wins: c measured a 50, b 20 (per-node rtt_ms is ignored) */
+    int32_t m1[9] = {-1, -1, 5, -1, -1, 60, 50, 20, -1};
+    assert_int_equal(run_spec(tn, 10 * G, 0, m1, &p), 0);
+    check_members(&p, "bc", "host view");
+    assert_int_equal(p.members[0].rtt_ms, 20);
+    election_plan_free(&p);
+    /* host has no measurement: the worker's own view of the host */
+    int32_t m2[9] = {-1, -1, 30, -1, -1, 10, -1, -1, -1};
+    assert_int_equal(run_spec(tn, 10 * G, 0, m2, &p), 0);
+    check_members(&p, "bc", "worker view");
+    election_plan_free(&p);
+    /* neither side measured: unknown, after a known one (both needed for 14 GB) */
+    int32_t m3[9] = {-1, -1, -1, -1, -1, 10, -1, -1, -1};
+    assert_int_equal(run_spec(tn, 14 * G, 0, m3, &p), 0);
+    check_members(&p, "bac", "unknown");
+    assert_int_equal(p.members[0].rtt_ms, 10);
+    assert_int_equal(p.members[1].rtt_ms, -1);
+    election_plan_free(&p);
+    /* the host's view says too far: excluded even though the worker measured less */
+    int32_t m5[9] = {-1, -1, 5, -1, -1, 10, 100, -1, -1};
+    assert_int_equal(run_spec(tn, 10 * G, 0, m5, &p), 0);
+    check_members(&p, "bc", "host says far");
+    election_plan_free(&p);
+    int32_t m4[9] = {-1, -1, -1, -1, -1, -1, 100, 85, -1};
+    assert_int_equal(run_spec(tn, 10 * G, 0, m4, &p), 0);
+    assert_int_equal(p.mode, ELECTION_IMPOSSIBLE);
+    check_members(&p, "c", "all far");
+    election_plan_free(&p);
+}
+
+static void test_invalid(void **state)
+{
+    (void)state;
+    election_plan_t p;
+    election_node_t nodes[2] = {{tag_id('a'), G, 1, false}, {tag_id('b'), G, 1, false}};
+    election_input_t in = {10 * G, 0, nodes, 2, NULL};
+    assert_int_equal(election_run(NULL, &p), -EINVAL);
+    assert_int_equal(election_run(&in, NULL), -EINVAL);
+    in.model_bytes = 0;
+    assert_int_equal(election_run(&in, &p), -EINVAL);
+    in.model_bytes = 10 * G;
+    in.n_layers = ELECTION_MAX_LAYERS + 1;
+    assert_int_equal(election_run(&in, &p), -EINVAL);
+    in.n_layers = ELECTION_MAX_LAYERS;
+    assert_int_equal(election_run(&in, &p), 0);
+    election_plan_free(&p);
+    in.n_layers = 0;
+    nodes[1].id = tag_id('a'); /* duplicate */
+    assert_int_equal(election_run(&in, &p), -EINVAL);
+    assert_null(p.members);
+    char upper[65], nonhex[65], longer[66];
+    memset(upper, 'A', 64);
+    upper[64] = '\0';
+    memset(nonhex, 'a', 64);
+    nonhex[10] = 'g';
+    nonhex[64] = '\0';
+    memset(longer, 'a', 65);
+    longer[65] = '\0';
+    const char *bad[] = {NULL, "", "abc", upper, nonhex, longer};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        nodes[1].id = bad[i];
+        assert_int_equal(election_run(&in, &p), -EINVAL);
+    }
+    in.nodes = NULL;
+    assert_int_equal(election_run(&in, &p), -EINVAL);
+    in.n_nodes = ELECTION_MAX_NODES + 1;
+    in.nodes = nodes;
+    assert_int_equal(election_run(&in, &p), -E2BIG);
+    /* no node: empty */
+    in.n_nodes = 0;
+    assert_int_equal(election_run(&in, &p), 0);
+    assert_int_equal(p.mode, ELECTION_EMPTY);
+    assert_int_equal(p.n_members, 0);
+    assert_int_equal(election_role_of(&p, tag_id('a')), ELECTION_IDLE);
+    election_plan_free(&p);
+    election_plan_free(NULL);
+    assert_string_equal(election_mode_name(ELECTION_EMPTY), "empty");
+    assert_string_equal(election_mode_name(ELECTION_SOLO), "solo");
+    assert_string_equal(election_mode_name(ELECTION_SPLIT), "split");
+    assert_string_equal(election_mode_name(ELECTION_IMPOSSIBLE), "impossible");
+    assert_string_equal(election_role_name(ELECTION_IDLE), "idle");
+    assert_string_equal(election_role_name(ELECTION_REPLICA), "replica");
+    assert_string_equal(election_role_name(ELECTION_HOST), "host");
+    assert_string_equal(election_role_name(ELECTION_WORKER), "worker");
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Property tests
+ * ---------------------------------------------------------------------------------------- */
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
+static uint64_t rnd(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+static uint64_t rnd_below(uint64_t n)
+{
+    return rnd() % n;
+}
+
+/* llama.cpp's assignment of layer il (0..L) for a --tensor-split vector, with its float maths:
+ * the first device whose normalised cumulative split is > il / (L + 1). */
+static size_t llama_device_of(const uint32_t *w, size_t n, uint32_t L, uint32_t il)
+{
+    float splits[64], sum = 0.0f;
+    for (size_t i = 0; i < n; i++) {
+        sum += (float)w[i];
+        splits[i] = sum;
+    }
+    for (size_t i = 0; i < n; i++)
+        splits[i] /= sum;
+    float x = (float)il / (float)(L + 1);
+    size_t j = 0;
+    while (j < n && !(splits[j] > x))
+        j++;
+    return j;
+}
+
+static void check_plan(const election_input_t *in, const election_plan_t *p)
+{
+    size_t n = in->n_nodes;
+    uint64_t need = p->need_bytes;
+    bool forced = false, any_fit = false;
+    const election_node_t *best = NULL;
+    for (size_t i = 0; i < n; i++) {
+        const election_node_t *x = &in->nodes[i];
+        forced |= x->force_split;
+        any_fit |= x->vram_bytes >= need;
+        if (!best || x->vram_bytes > best->vram_bytes ||
+            (x->vram_bytes == best->vram_bytes && strcmp(x->id, best->id) > 0))
+            best = x;
+    }
+    if (p->mode == ELECTION_SOLO) {
+        size_t fit = 0;
+        for (size_t i = 0; i < n; i++)
+            fit += in->nodes[i].vram_bytes >= need;
+        assert_int_equal(p->n_members, fit); /* every fitting node is a replica */
+        for (size_t i = 0; i < p->n_members; i++) {
+            assert_true(p->members[i].vram_bytes >= need);
+            assert_int_equal(p->members[i].role, ELECTION_REPLICA);
+            if (i) assert_true(p->members[i - 1].vram_bytes >= p->members[i].vram_bytes);
+        }
+        return;
+    }
+    assert_true(p->mode == ELECTION_SPLIT || p->mode == ELECTION_IMPOSSIBLE);
+    if (!forced) assert_false(any_fit);
+    const election_member_t *h = election_host(p);
+    assert_non_null(h);
+    assert_int_equal(p->host_index, p->n_members - 1);
+    assert_string_equal(h->id, best->id); /* host = max memory, ties to the larger id */
+    uint64_t sum = 0;
+    for (size_t i = 0; i < p->n_members; i++) {
+        const election_member_t *m = &p->members[i];
+        sum += m->vram_bytes;
+        if (i == p->host_index) continue;
+        assert_int_equal(m->role, ELECTION_WORKER);
+        assert_true(m->rtt_ms < ELECTION_MAX_RTT_MS);
+        assert_true(m->vram_bytes > 0);
+        if (i > 0) { /* RTT ascending, unknown last */
+            int32_t a = p->members[i - 1].rtt_ms, b = m->rtt_ms;
+            if (a < 0)
+                assert_true(b < 0);
+            else if (b >= 0)
+                assert_true(a <= b);
+        }
+    }
+    assert_int_equal(sum, p->total_bytes);
+    if (p->mode == ELECTION_IMPOSSIBLE) {
+        assert_true(sum < need);
+        return;
+    }
+    assert_true(sum >= need); /* members' memory >= 1.1 x size */
+    assert_true(p->n_members >= 2);
+    /* minimal: without the last worker it would not be enough (unless --split needs one) */
+    uint64_t without = sum - p->members[p->n_members - 2].vram_bytes;
+    if (!(forced && p->n_members == 2)) assert_true(without < need);
+    if (p->n_layers == 0) return;
+    /* layers: contiguous, cover 0..L-1, output once; llama.cpp reproduces them from weights */
+    uint32_t w[64], next = 0, total = 0;
+    size_t outs = 0;
+    for (size_t i = 0; i < p->n_members; i++) {
+        const election_member_t *m = &p->members[i];
+        w[i] = m->weight;
+        total += m->weight;
+        assert_int_equal(m->layer_first, next);
+        assert_true(m->layer_end >= m->layer_first);
+        next = m->layer_end;
+        outs += m->output_layer;
+        assert_int_equal(m->weight, m->layer_end - m->layer_first + m->output_layer);
+    }
+    assert_int_equal(next, p->n_layers);
+    assert_int_equal(outs, 1);
+    assert_int_equal(total, p->n_layers + 1);
+    for (uint32_t il = 0; il <= p->n_layers; il++) {
+        size_t d = llama_device_of(w, p->n_members, p->n_layers, il);
+        assert_true(d < p->n_members);
+        const election_member_t *m = &p->members[d];
+        if (il < p->n_layers)
+            assert_true(il >= m->layer_first && il < m->layer_end);
+        else
+            assert_true(m->output_layer);
+    }
+}
+
+static bool plans_equal(const election_plan_t *a, const election_plan_t *b)
+{
+    if (a->mode != b->mode || a->n_members != b->n_members || a->total_bytes != b->total_bytes ||
+        a->forced != b->forced)
+        return false;
+    for (size_t i = 0; i < a->n_members; i++) {
+        const election_member_t *x = &a->members[i], *y = &b->members[i];
+        if (strcmp(x->id, y->id) || x->role != y->role || x->rtt_ms != y->rtt_ms ||
+            x->weight != y->weight || x->layer_first != y->layer_first ||
+            x->layer_end != y->layer_end || x->output_layer != y->output_layer)
+            return false;
+    }
+    return true;
+}
+
+static void test_random_properties(void **state)
+{
+    (void)state;
+    enum { N = 12 };
+    char ids[N][ELECTION_ID_LEN + 1];
+    size_t seen[4] = {0}, forced = 0, layered = 0;
+    for (int iter = 0; iter < 3000; iter++) {
+        size_t n = 1 + rnd_below(N);
+        election_node_t nodes[N], shuffled[N];
+        int32_t matrix[N * N], pmatrix[N * N];
+        size_t perm[N];
+        uint64_t unit = rnd_below(2) ? G : 1 + rnd_below(1000);
+        for (size_t i = 0; i < n; i++) {
+            /* few distinct ids/values so ties happen */
+            snprintf(ids[i], sizeof ids[i], "%064llx", (unsigned long long)(rnd_below(4) + 16 * i));
+            int32_t r = (int32_t)rnd_below(130) - 20; /* -20..109: unknown, near, far */
+            nodes[i] = (election_node_t){ids[i], (rnd_below(5) == 0 ? 0 : rnd_below(8) + 1) * unit,
+                                         r, rnd_below(8) == 0};
+            perm[i] = i;
+        }
+        for (size_t i = 0; i < n * n; i++)
+            matrix[i] = (int32_t)rnd_below(130) - 40;
+        election_input_t in = {(1 + rnd_below(24)) * unit,
+                               (uint32_t)rnd_below(3) * 20 + rnd_below(4), nodes, n,
+                               rnd_below(2) ? matrix : NULL};
+        election_plan_t p, q;
+        assert_int_equal(election_run(&in, &p), 0);
+        check_plan(&in, &p);
+        seen[p.mode]++;
+        forced += p.forced;
+        layered += p.mode == ELECTION_SPLIT && p.n_layers > 0;
+        /* same inputs in another order → same plan */
+        for (size_t i = n; i > 1; i--) {
+            size_t j = rnd_below(i), t = perm[i - 1];
+            perm[i - 1] = perm[j];
+            perm[j] = t;
+        }
+        for (size_t i = 0; i < n; i++) {
+            shuffled[i] = nodes[perm[i]];
+            for (size_t j = 0; j < n; j++)
+                pmatrix[i * n + j] = matrix[perm[i] * n + perm[j]];
+        }
+        election_input_t in2 = in;
+        in2.nodes = shuffled;
+        if (in.rtt) in2.rtt = pmatrix;
+        assert_int_equal(election_run(&in2, &q), 0);
+        assert_true(plans_equal(&p, &q));
+        election_plan_free(&p);
+        election_plan_free(&q);
+    }
+    /* the generator reaches every outcome */
+    assert_true(seen[ELECTION_SOLO] > 300 && seen[ELECTION_SPLIT] > 300 &&
+                seen[ELECTION_IMPOSSIBLE] > 300);
+    assert_true(forced > 50 && layered > 200);
+}
+
+/* Re-running on leave/death: removing the host makes the next-biggest node host. */
+static void test_rerun_after_death(void **state)
+{
+    (void)state;
+    election_plan_t p;
+    assert_int_equal(run_spec("a4@10 b6@20 c8 d4@30", 10 * G, 0, NULL, &p), 0);
+    check_members(&p, "ac", "before");
+    election_plan_free(&p);
+    /* c dies: b hosts; RTTs are now to b (caller-supplied) */
+    assert_int_equal(run_spec("a4@15 b6@0 d4@5", 10 * G, 0, NULL, &p), 0);
+    check_members(&p, "dab", "after");
+    election_plan_free(&p);
+    /* a leaves too: impossible until someone joins */
+    assert_int_equal(run_spec("b6@0 d4@5", 10 * G, 0, NULL, &p), 0);
+    assert_int_equal(p.mode, ELECTION_IMPOSSIBLE);
+    election_plan_free(&p);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_table),
+        cmocka_unit_test(test_need_bytes),
+        cmocka_unit_test(test_roles_and_fields),
+        cmocka_unit_test(test_layers_edge),
+        cmocka_unit_test(test_rtt_matrix),
+        cmocka_unit_test(test_invalid),
+        cmocka_unit_test(test_random_properties),
+        cmocka_unit_test(test_rerun_after_death),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
