@@ -2,17 +2,20 @@
 #   make            build build/mesh-llm (installs missing Debian packages)
 #   make llama      build (once) or locate the pinned llama.cpp binaries
 #   make run        start a node serving MODEL=path/to/model.gguf (default: first ~/.models/*.gguf)
-#   make test       unit tests, integration tests, unit tests again under ASan+UBSan
+#   make test       unit tests, integration tests, unit tests again under ASan+UBSan, fuzz smoke
+#   make fuzz       every libFuzzer target for FUZZ_SECONDS each (tests/fuzz/README.md)
 #   make bench      benchmarks against plain llama.cpp
 PYTHON   ?= /usr/bin/python3
 BUILD    ?= build
 ASAN     ?= build-asan
+FUZZ     ?= build-fuzz
+FUZZ_SECONDS ?= 300
 MODEL    ?=
 ARGS     ?=
 PYTEST_ARGS ?=
 GEN      := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 
-.PHONY: all deps deps-test llama build build-asan run test unit integration asan bench format clean
+.PHONY: all deps deps-test llama build build-asan build-fuzz run test unit integration asan fuzz-smoke fuzz bench format clean
 
 all: build
 
@@ -33,13 +36,17 @@ build-asan: deps-test
 	@[ -f $(ASAN)/CMakeCache.txt ] || cmake -S . -B $(ASAN) $(GEN) -DCMAKE_BUILD_TYPE=Debug -DMESH_SANITIZE=ON -DMESH_TESTS=ON >/dev/null
 	@cmake --build $(ASAN) -j$$(nproc)
 
+build-fuzz: deps-test
+	@[ -f $(FUZZ)/CMakeCache.txt ] || CC=clang cmake -S . -B $(FUZZ) $(GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMESH_FUZZ=ON -DMESH_TESTS=OFF >/dev/null
+	@cmake --build $(FUZZ) -j$$(nproc) --target fuzzers
+
 run: build
 	@scripts/run.sh "$(MODEL)" $(ARGS)
 
 test: deps-test llama
 	@[ -f $(BUILD)/CMakeCache.txt ] && grep -q 'CMOCKA_FOUND:INTERNAL=1' $(BUILD)/CMakeCache.txt || cmake -S . -B $(BUILD) $(GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMESH_TESTS=ON >/dev/null
 	@$(MAKE) --no-print-directory build build-asan
-	@$(MAKE) --no-print-directory unit integration asan
+	@$(MAKE) --no-print-directory unit integration asan fuzz-smoke
 
 unit:
 	@echo "== unit tests"
@@ -57,11 +64,20 @@ asan:
 	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" MESH_LLM_BIN=$(CURDIR)/$(ASAN)/mesh-llm \
 	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration $(PYTEST_ARGS)
 
+fuzz-smoke: build-fuzz
+	@echo "== fuzz smoke (libFuzzer: seed corpora + bounded new inputs)"
+	@scripts/fuzz.sh smoke $(FUZZ)
+
+fuzz: build-fuzz
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh long $(FUZZ)
+
 bench: build llama
 	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/proxy
+	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/switch
+	@$(BUILD)/mesh-bench-tunnel
 
 format:
-	@clang-format -i src/*.c src/*.h tests/unit/*.c
+	@clang-format -i src/*.c src/*.h tests/unit/*.c tests/fuzz/*.c
 
 clean:
-	rm -rf $(BUILD) $(ASAN)
+	rm -rf $(BUILD) $(ASAN) $(FUZZ)

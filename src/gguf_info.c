@@ -152,76 +152,50 @@ int gguf_info_parse(const uint8_t *data, size_t len, gguf_info_t *out)
         return -ENODATA;
     if (out->version < 2 || out->version > 3 || out->n_kv > MAX_KV || out->n_tensors > (1u << 24))
         return -EINVAL;
-    /* Keys may come in any order; remember the ones that depend on the architecture. */
-    struct {
-        const uint8_t *k;
-        uint64_t kl;
-        uint32_t type;
-        size_t off;
-    } later[64];
-    size_t n_later = 0;
-    for (uint64_t i = 0; i < out->n_kv; i++) {
-        const uint8_t *k;
-        uint64_t kl;
-        uint32_t type;
-        if (str(&r, &k, &kl, MAX_KEY) || u32(&r, &type))
-            return r.short_read ? -ENODATA : -EINVAL;
-        size_t voff = r.off;
-        if (kl == 20 && memcmp(k, "general.architecture", 20) == 0 && type == T_STR) {
+    /* Keys may come in any order: pass 1 checks the whole key/value section and finds the
+     * architecture and name; pass 2 reads the keys named after the architecture. */
+    size_t kv_start = r.off;
+    for (int pass = 1; pass <= 2; pass++) {
+        r.off = kv_start;
+        for (uint64_t i = 0; i < out->n_kv; i++) {
+            const uint8_t *k;
+            uint64_t kl;
+            uint32_t type;
+            if (str(&r, &k, &kl, MAX_KEY) || u32(&r, &type))
+                return r.short_read ? -ENODATA : -EINVAL;
+            rd_t v = {.p = data, .len = len, .off = r.off};
+            if (skip_value(&r, type, 0))
+                return r.short_read ? -ENODATA : -EINVAL;
             const uint8_t *s;
             uint64_t n;
-            if (str(&r, &s, &n, MAX_STR))
-                return r.short_read ? -ENODATA : -EINVAL;
-            if (n >= sizeof out->architecture)
-                return -EINVAL;
-            memcpy(out->architecture, s, n);
-            out->architecture[n] = '\0';
-            continue;
-        }
-        if (kl == 12 && memcmp(k, "general.name", 12) == 0 && type == T_STR) {
-            const uint8_t *s;
-            uint64_t n;
-            if (str(&r, &s, &n, MAX_STR))
-                return r.short_read ? -ENODATA : -EINVAL;
-            size_t c = n < sizeof out->name - 1 ? (size_t)n : sizeof out->name - 1;
-            memcpy(out->name, s, c);
-            out->name[c] = '\0';
-            continue;
-        }
-        if (n_later < sizeof later / sizeof later[0] && (type == T_ARR || scalar_size(type)) &&
-            kl > 0 && memchr(k, '.', kl)) {
-            later[n_later].k = k;
-            later[n_later].kl = kl;
-            later[n_later].type = type;
-            later[n_later].off = voff;
-            /* keep only keys that could matter: suffixes we look for */
-            static const char *const sfx[] = {".pooling_type", ".block_count", ".context_length",
-                                              ".classifier.output_labels"};
-            for (size_t s = 0; s < 4; s++) {
-                size_t sl = strlen(sfx[s]);
-                if (kl > sl && memcmp(k + kl - sl, sfx[s], sl) == 0) {
-                    n_later++;
-                    break;
+            int64_t x;
+            const char *a = out->architecture;
+            if (pass == 1) {
+                if (kl == 20 && memcmp(k, "general.architecture", 20) == 0 && type == T_STR &&
+                    !str(&v, &s, &n, MAX_STR)) {
+                    if (n >= sizeof out->architecture)
+                        return -EINVAL;
+                    memcpy(out->architecture, s, n);
+                    out->architecture[n] = '\0';
+                } else if (kl == 12 && memcmp(k, "general.name", 12) == 0 && type == T_STR &&
+                           !str(&v, &s, &n, MAX_STR)) {
+                    size_t c = n < sizeof out->name - 1 ? (size_t)n : sizeof out->name - 1;
+                    memcpy(out->name, s, c);
+                    out->name[c] = '\0';
                 }
+            } else if (key_is(k, kl, a, "pooling_type")) {
+                if (!read_int(&v, type, &x) && x >= INT32_MIN && x <= INT32_MAX)
+                    out->pooling_type = (int32_t)x;
+            } else if (key_is(k, kl, a, "block_count")) {
+                if (!read_int(&v, type, &x) && x >= 0 && x <= UINT32_MAX)
+                    out->block_count = (uint32_t)x;
+            } else if (key_is(k, kl, a, "context_length")) {
+                if (!read_int(&v, type, &x) && x >= 0 && x <= UINT32_MAX)
+                    out->context_length = (uint32_t)x;
+            } else if (key_is(k, kl, a, "classifier.output_labels")) {
+                out->has_classifier = 1;
             }
         }
-        if (skip_value(&r, type, 0))
-            return r.short_read ? -ENODATA : -EINVAL;
-    }
-    for (size_t i = 0; i < n_later; i++) {
-        rd_t v = {.p = data, .len = len, .off = later[i].off};
-        int64_t x;
-        const char *a = out->architecture;
-        if (key_is(later[i].k, later[i].kl, a, "pooling_type") && !read_int(&v, later[i].type, &x))
-            out->pooling_type = (int32_t)x;
-        else if (key_is(later[i].k, later[i].kl, a, "block_count") &&
-                 !read_int(&v, later[i].type, &x) && x >= 0 && x <= UINT32_MAX)
-            out->block_count = (uint32_t)x;
-        else if (key_is(later[i].k, later[i].kl, a, "context_length") &&
-                 !read_int(&v, later[i].type, &x) && x >= 0 && x <= UINT32_MAX)
-            out->context_length = (uint32_t)x;
-        else if (key_is(later[i].k, later[i].kl, a, "classifier.output_labels"))
-            out->has_classifier = 1;
     }
     return 0;
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "util.h"
@@ -215,6 +216,18 @@ static int conn_write(httpd_conn_t *c, const void *data, size_t len)
 {
     if (c->state == CONN_CLOSED) return -EPIPE;
     if (len == 0) return 0;
+    if (c->wq == 0) {
+        /* Nothing queued: hand the bytes to the kernel now (no copy, no request, no callback,
+         * no epoll re-arm) and queue only what the socket did not take. An error other than
+         * EAGAIN is left to uv_write below, which reports it through on_write as before. */
+        uv_buf_t b = uv_buf_init((char *)data, (unsigned)len);
+        int n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
+        if (n > 0) {
+            data = (const char *)data + n;
+            len -= (size_t)n;
+            if (len == 0) return 0;
+        }
+    }
     wreq_t *wr = malloc(sizeof *wr + len);
     if (!wr) return -ENOMEM;
     wr->c = c;
@@ -229,6 +242,26 @@ static int conn_write(httpd_conn_t *c, const void *data, size_t len)
     c->wq += len;
     if (c->wq >= HTTPD_WRITE_HIGH_WATER) c->above_high = true;
     return 0;
+}
+
+/* c->end_pending is set: finish the response in on_write once the queue is empty. With nothing
+ * queued (written at once, or never) an empty write takes the same path, after the caller
+ * returns. */
+static void conn_end_when_written(httpd_conn_t *c)
+{
+    if (c->wq != 0 || c->state == CONN_CLOSED) return;
+    wreq_t *wr = malloc(sizeof *wr);
+    if (!wr) {
+        conn_close(c);
+        return;
+    }
+    wr->c = c;
+    wr->len = 0;
+    uv_buf_t b = uv_buf_init(wr->data, 0);
+    if (uv_write(&wr->w, (uv_stream_t *)&c->tcp, &b, 1, on_write) < 0) {
+        free(wr);
+        conn_close(c);
+    }
 }
 
 /* ---- parsing ---- */
@@ -347,7 +380,7 @@ static void respond_and_close(httpd_conn_t *c, int status, const char *code, con
     c->state = CONN_HANDLING; /* stop parsing further input */
     c->end_pending = true;
     c->end_keep_alive = false;
-    if (c->wq == 0) conn_close(c);
+    conn_end_when_written(c);
 }
 
 static void dispatch(httpd_conn_t *c)
@@ -406,6 +439,14 @@ static void conn_process(httpd_conn_t *c)
             buf_consume(&c->pending, used);
             dispatch(c);
             return;
+        }
+        if (err == HPE_PAUSED_UPGRADE) {
+            /* The request before asked for Upgrade (or was a CONNECT) and got a plain HTTP/1.1
+             * answer: we never switch protocols, so what follows is the next request. */
+            size_t used = (size_t)(llhttp_get_error_pos(&c->parser) - c->pending.data);
+            llhttp_resume_after_upgrade(&c->parser);
+            buf_consume(&c->pending, used);
+            continue;
         }
         if (c->parse_error_status == 413) {
             char msg[128];
@@ -468,15 +509,11 @@ static void conn_read_start(httpd_conn_t *c)
     }
 }
 
-static void on_connection(uv_stream_t *ls, int status)
+/* A connection object on s (counted, linked); its tcp handle is initialized but not yet open. */
+static httpd_conn_t *conn_new(httpd_t *s)
 {
-    httpd_t *s = ls->data;
-    if (status < 0) {
-        LOGW("httpd", "accept error: %s", uv_strerror(status));
-        return;
-    }
     httpd_conn_t *c = calloc(1, sizeof *c);
-    if (!c) return;
+    if (!c) return NULL;
     uv_tcp_init(s->loop, &c->tcp);
     c->tcp.data = c;
     c->handles_open = 2;
@@ -493,14 +530,17 @@ static void on_connection(uv_stream_t *ls, int status)
     if (s->conns) s->conns->prev = c;
     s->conns = c;
     s->n_conns++;
-    if (uv_accept(ls, (uv_stream_t *)&c->tcp) != 0) {
-        conn_close(c);
-        return;
-    }
+    return c;
+}
+
+/* The tcp handle is open: enforce the connection cap, set up the parser, start reading. */
+static int conn_begin(httpd_conn_t *c)
+{
+    httpd_t *s = c->server;
     if (s->n_conns > s->opts.max_conns) {
         LOGW("httpd", "too many connections (%u); refusing one", s->n_conns - 1);
         conn_close(c);
-        return;
+        return -EMFILE;
     }
     uv_tcp_nodelay(&c->tcp, 1);
     llhttp_settings_init(&c->settings);
@@ -515,6 +555,39 @@ static void on_connection(uv_stream_t *ls, int status)
     c->parser.data = c;
     timer_arm(c, s->opts.idle_timeout_ms);
     conn_read_start(c);
+    return 0;
+}
+
+static void on_connection(uv_stream_t *ls, int status)
+{
+    httpd_t *s = ls->data;
+    if (status < 0) {
+        LOGW("httpd", "accept error: %s", uv_strerror(status));
+        return;
+    }
+    httpd_conn_t *c = conn_new(s);
+    if (!c) return;
+    if (uv_accept(ls, (uv_stream_t *)&c->tcp) != 0) {
+        conn_close(c);
+        return;
+    }
+    conn_begin(c);
+}
+
+int httpd_serve_fd(httpd_t *s, uv_os_sock_t fd)
+{
+    httpd_conn_t *c = s->closing ? NULL : conn_new(s);
+    if (!c) {
+        close(fd);
+        return s->closing ? -ESHUTDOWN : -ENOMEM;
+    }
+    int rc = uv_tcp_open(&c->tcp, fd);
+    if (rc) {
+        conn_close(c);
+        close(fd);
+        return rc;
+    }
+    return conn_begin(c);
 }
 
 int httpd_start(httpd_t *s, uv_loop_t *loop, const httpd_opts_t *opts)
@@ -581,22 +654,7 @@ void httpd_end(httpd_req_t *req, bool keep_alive)
     c->req_live = false;
     c->end_keep_alive = keep_alive && req->keep_alive && !c->server->closing;
     c->end_pending = true;
-    if (c->wq == 0) {
-        /* Nothing in flight: finish through the same path as a completed write. */
-        wreq_t *wr = malloc(sizeof *wr);
-        if (!wr) {
-            conn_close(c);
-            return;
-        }
-        wr->c = c;
-        wr->len = 0;
-        c->wq += 0;
-        uv_buf_t b = uv_buf_init(wr->data, 0);
-        if (uv_write(&wr->w, (uv_stream_t *)&c->tcp, &b, 1, on_write) < 0) {
-            free(wr);
-            conn_close(c);
-        }
-    }
+    conn_end_when_written(c);
 }
 
 void httpd_abort(httpd_req_t *req)
@@ -623,6 +681,9 @@ int httpd_respond(httpd_req_t *req, int status, const char *content_type, const 
     return rc;
 }
 
+static int respond_error_v(httpd_req_t *req, int status, const char *extra, const char *type,
+                           const char *code, const char *fmt, va_list ap)
+    __attribute__((format(printf, 6, 0)));
 static int respond_error_v(httpd_req_t *req, int status, const char *extra, const char *type,
                            const char *code, const char *fmt, va_list ap)
 {
@@ -653,6 +714,8 @@ int httpd_respond_error(httpd_req_t *req, int status, const char *type, const ch
     return rc;
 }
 
+static int respond_405(httpd_req_t *req, const char *extra, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static int respond_405(httpd_req_t *req, const char *extra, const char *fmt, ...)
 {
     va_list ap;

@@ -67,6 +67,10 @@ struct httpd {
 int httpd_start(httpd_t *s, uv_loop_t *loop, const httpd_opts_t *opts);
 /* Stop listening and close every connection (in-flight requests are aborted). */
 void httpd_stop(httpd_t *s);
+/* Serve an already-connected stream socket (e.g. one end of a socketpair) as if the listener
+ * had accepted it; used by tests and fuzzers to talk to the server without a network. Takes
+ * ownership of fd, also on failure. Returns 0 or a negative errno. */
+int httpd_serve_fd(httpd_t *s, uv_os_sock_t fd);
 
 const char *httpd_header(const httpd_req_t *req, const char *name);
 

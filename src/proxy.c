@@ -35,6 +35,7 @@ struct proxy {
     int status;
     int handles_open;
     size_t resp_bytes;
+    uint64_t last_rx; /* loop time (ms) of the last upstream bytes */
     uint16_t port;
     char tail[PROXY_TAIL_BYTES]; /* ring of the last body bytes */
     size_t tail_pos;
@@ -42,20 +43,18 @@ struct proxy {
 
 static bool is_hop_by_hop(const char *name)
 {
-    static const char *const hop[] = {"connection", "keep-alive", "proxy-connection",
-                                      "proxy-authenticate", "proxy-authorization", "te",
-                                      "trailer", "upgrade"};
+    static const char *const hop[] = {
+        "connection",          "keep-alive", "proxy-connection", "proxy-authenticate",
+        "proxy-authorization", "te",         "trailer",          "upgrade"};
     for (size_t i = 0; i < sizeof hop / sizeof hop[0]; i++)
-        if (strcasecmp(name, hop[i]) == 0)
-            return true;
+        if (strcasecmp(name, hop[i]) == 0) return true;
     return false;
 }
 
 static void on_handle_closed(uv_handle_t *h)
 {
     proxy_t *p = h->data;
-    if (--p->handles_open > 0)
-        return;
+    if (--p->handles_open > 0) return;
     buf_free(&p->status_text);
     buf_free(&p->hdr);
     free(p);
@@ -63,23 +62,23 @@ static void on_handle_closed(uv_handle_t *h)
 
 static void report(proxy_t *p, bool ok, int status)
 {
-    if (p->done_reported)
-        return;
+    if (p->done_reported) return;
     p->done_reported = true;
     if (p->opts.on_done) {
         char lin[PROXY_TAIL_BYTES];
         size_t n = p->resp_bytes < PROXY_TAIL_BYTES ? p->resp_bytes : PROXY_TAIL_BYTES;
         size_t start = (p->tail_pos + PROXY_TAIL_BYTES - n) % PROXY_TAIL_BYTES;
-        for (size_t i = 0; i < n; i++)
-            lin[i] = p->tail[(start + i) % PROXY_TAIL_BYTES];
+        size_t first = PROXY_TAIL_BYTES - start;
+        if (first > n) first = n;
+        memcpy(lin, p->tail + start, first);
+        memcpy(lin + first, p->tail, n - first);
         p->opts.on_done(p->opts.data, ok, status, lin, n);
     }
 }
 
 static void proxy_close(proxy_t *p)
 {
-    if (p->closing)
-        return;
+    if (p->closing) return;
     p->closing = true;
     if (p->req) {
         p->req->data = NULL;
@@ -138,6 +137,15 @@ static void on_client_drain(httpd_req_t *req)
 static void on_timeout(uv_timer_t *t)
 {
     proxy_t *p = t->data;
+    if (p->connected) {
+        /* The idle timer is not re-armed per chunk: on_read only notes the time, and here the
+         * timer is moved to the deadline that the last bytes set. */
+        uint64_t idle = uv_now(p->loop) - p->last_rx;
+        if (idle < p->opts.idle_timeout_ms) {
+            uv_timer_start(t, on_timeout, p->opts.idle_timeout_ms - idle, 0);
+            return;
+        }
+    }
     if (!p->connected)
         proxy_fail(p, 502, "upstream_connect_timeout", "could not connect to the model server");
     else
@@ -154,8 +162,7 @@ static int cb_header_field(llhttp_t *ps, const char *at, size_t len)
 {
     proxy_t *p = ps->data;
     if (p->last_was_value) {
-        if (buf_append(&p->hdr, "", 1))
-            return HPE_USER;
+        if (buf_append(&p->hdr, "", 1)) return HPE_USER;
         p->last_was_value = false;
     }
     return buf_append(&p->hdr, at, len) ? HPE_USER : 0;
@@ -165,8 +172,7 @@ static int cb_header_value(llhttp_t *ps, const char *at, size_t len)
 {
     proxy_t *p = ps->data;
     if (!p->last_was_value) {
-        if (buf_append(&p->hdr, "", 1))
-            return HPE_USER;
+        if (buf_append(&p->hdr, "", 1)) return HPE_USER;
         p->last_was_value = true;
     }
     return buf_append(&p->hdr, at, len) ? HPE_USER : 0;
@@ -175,11 +181,9 @@ static int cb_header_value(llhttp_t *ps, const char *at, size_t len)
 static int cb_headers_complete(llhttp_t *ps)
 {
     proxy_t *p = ps->data;
-    if (p->last_was_value && buf_append(&p->hdr, "", 1))
-        return HPE_USER;
+    if (p->last_was_value && buf_append(&p->hdr, "", 1)) return HPE_USER;
     p->status = ps->status_code;
-    if (p->status < 200)
-        return 0; /* 1xx interim: not forwarded */
+    if (p->status < 200) return 0; /* 1xx interim: not forwarded */
     p->needs_eof = llhttp_message_needs_eof(ps);
     return HPE_PAUSED;
 }
@@ -209,17 +213,13 @@ static int send_headers(proxy_t *p)
     while (rc == 0 && q && q < end) {
         const char *name = q;
         q += strlen(q) + 1;
-        if (q >= end)
-            break;
+        if (q >= end) break;
         const char *value = q;
         q += strlen(q) + 1;
-        if (!is_hop_by_hop(name))
-            rc = buf_printf(&out, "%s: %s\r\n", name, value);
+        if (!is_hop_by_hop(name)) rc = buf_printf(&out, "%s: %s\r\n", name, value);
     }
-    if (rc == 0)
-        rc = buf_printf(&out, "Connection: %s\r\n\r\n", ka ? "keep-alive" : "close");
-    if (rc == 0)
-        rc = httpd_write(p->req, out.data, out.len);
+    if (rc == 0) rc = buf_printf(&out, "Connection: %s\r\n\r\n", ka ? "keep-alive" : "close");
+    if (rc == 0) rc = httpd_write(p->req, out.data, out.len);
     buf_free(&out);
     p->headers_sent = true;
     return rc;
@@ -249,10 +249,11 @@ static void forward_body(proxy_t *p, const char *data, size_t len)
         p->resp_bytes += len;
         size_t keep = len < PROXY_TAIL_BYTES ? len : PROXY_TAIL_BYTES;
         const char *src = data + len - keep;
-        for (size_t i = 0; i < keep; i++) {
-            p->tail[p->tail_pos] = src[i];
-            p->tail_pos = (p->tail_pos + 1) % PROXY_TAIL_BYTES;
-        }
+        size_t first = PROXY_TAIL_BYTES - p->tail_pos; /* room before the ring wraps */
+        if (first > keep) first = keep;
+        memcpy(p->tail + p->tail_pos, src, first);
+        memcpy(p->tail, src + first, keep - first);
+        p->tail_pos = (p->tail_pos + keep) % PROXY_TAIL_BYTES;
         if (httpd_write_queue(p->req) >= HTTPD_WRITE_HIGH_WATER && p->reading) {
             uv_read_stop((uv_stream_t *)&p->tcp); /* back-pressure: resume on drain */
             p->reading = false;
@@ -263,8 +264,7 @@ static void forward_body(proxy_t *p, const char *data, size_t len)
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
 {
     proxy_t *p = s->data;
-    if (p->closing)
-        return;
+    if (p->closing) return;
     if (nread < 0) {
         if (nread == UV_EOF && llhttp_finish(&p->parser) == HPE_OK && p->headers_sent &&
             (p->message_done || p->needs_eof)) {
@@ -276,16 +276,14 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
         proxy_fail(p, 502, "upstream_closed", "the model server closed the connection early");
         return;
     }
-    if (nread == 0)
-        return;
-    uv_timer_again(&p->timer);
+    if (nread == 0) return;
+    p->last_rx = uv_now(p->loop); /* on_timeout measures the idle time from here */
     const char *data = b->base;
     size_t len = (size_t)nread;
     while (len > 0 && !p->closing && !p->message_done) {
         llhttp_errno_t err = llhttp_execute(&p->parser, data, len);
         size_t used = len;
-        if (err == HPE_PAUSED)
-            used = (size_t)(llhttp_get_error_pos(&p->parser) - data);
+        if (err == HPE_PAUSED) used = (size_t)(llhttp_get_error_pos(&p->parser) - data);
         if (err != HPE_OK && err != HPE_PAUSED) {
             LOGW("proxy", "bad response from model server: %s",
                  llhttp_get_error_reason(&p->parser));
@@ -330,7 +328,8 @@ static void on_upstream_written(uv_write_t *wr, int status)
     buf_free(&w->b);
     free(w);
     if (status < 0 && !p->closing)
-        proxy_fail(p, 502, "upstream_write_failed", "could not send the request to the model server");
+        proxy_fail(p, 502, "upstream_write_failed",
+                   "could not send the request to the model server");
 }
 
 static int build_request(proxy_t *p, httpd_req_t *req, uint16_t port, buf_t *out)
@@ -339,31 +338,32 @@ static int build_request(proxy_t *p, httpd_req_t *req, uint16_t port, buf_t *out
                         port);
     for (size_t i = 0; rc == 0 && i < req->n_headers; i++) {
         const char *n = req->headers[i].name;
-        if (is_hop_by_hop(n) || strcasecmp(n, "host") == 0 || strcasecmp(n, "content-length") == 0 ||
-            strcasecmp(n, "transfer-encoding") == 0 || strcasecmp(n, "expect") == 0 ||
+        if (is_hop_by_hop(n) || strcasecmp(n, "host") == 0 ||
+            strcasecmp(n, "content-length") == 0 || strcasecmp(n, "transfer-encoding") == 0 ||
+            strcasecmp(n, "expect") == 0 ||
             (p->opts.strip_authorization && strcasecmp(n, "authorization") == 0))
             continue;
         rc = buf_printf(out, "%s: %s\r\n", n, req->headers[i].value);
     }
     if (rc == 0)
         rc = buf_printf(out, "Content-Length: %zu\r\nConnection: close\r\n\r\n", req->body_len);
-    if (rc == 0)
-        rc = buf_append(out, req->body, req->body_len);
+    if (rc == 0) rc = buf_append(out, req->body, req->body_len);
     return rc;
 }
 
 static void on_connect(uv_connect_t *cr, int status)
 {
     proxy_t *p = cr->data;
-    if (p->closing)
-        return;
+    if (p->closing) return;
     if (status < 0) {
         LOGW("proxy", "cannot connect to the model server: %s", uv_strerror(status));
         proxy_fail(p, 502, "upstream_unreachable", "could not connect to the model server");
         return;
     }
     p->connected = true;
-    uv_timer_again(&p->timer); /* from the connect timeout to the idle timeout */
+    p->last_rx = uv_now(p->loop);
+    /* from the connect timeout to the idle timeout */
+    uv_timer_start(&p->timer, on_timeout, p->opts.idle_timeout_ms, 0);
     uv_tcp_nodelay(&p->tcp, 1);
     upwrite_t *w = calloc(1, sizeof *w);
     if (!w) {
@@ -382,11 +382,11 @@ static void on_connect(uv_connect_t *cr, int status)
     if (uv_write(&w->w, (uv_stream_t *)&p->tcp, &ub, 1, on_upstream_written) < 0) {
         buf_free(&w->b);
         free(w);
-        proxy_fail(p, 502, "upstream_write_failed", "could not send the request to the model server");
+        proxy_fail(p, 502, "upstream_write_failed",
+                   "could not send the request to the model server");
         return;
     }
-    if (uv_read_start((uv_stream_t *)&p->tcp, on_alloc, on_read) == 0)
-        p->reading = true;
+    if (uv_read_start((uv_stream_t *)&p->tcp, on_alloc, on_read) == 0) p->reading = true;
 }
 
 int proxy_forward(uv_loop_t *loop, httpd_req_t *req, uint16_t port, const proxy_opts_t *opts)
@@ -398,10 +398,8 @@ int proxy_forward(uv_loop_t *loop, httpd_req_t *req, uint16_t port, const proxy_
     }
     p->loop = loop;
     p->opts = *opts;
-    if (!p->opts.connect_timeout_ms)
-        p->opts.connect_timeout_ms = 5000;
-    if (!p->opts.idle_timeout_ms)
-        p->opts.idle_timeout_ms = 600000;
+    if (!p->opts.connect_timeout_ms) p->opts.connect_timeout_ms = 5000;
+    if (!p->opts.idle_timeout_ms) p->opts.idle_timeout_ms = 600000;
     p->req = req;
     p->port = port;
     buf_init(&p->status_text, 1024);
@@ -430,6 +428,6 @@ int proxy_forward(uv_loop_t *loop, httpd_req_t *req, uint16_t port, const proxy_
         proxy_fail(p, 502, "upstream_unreachable", "could not connect to the model server");
         return rc;
     }
-    uv_timer_start(&p->timer, on_timeout, p->opts.connect_timeout_ms, p->opts.idle_timeout_ms);
+    uv_timer_start(&p->timer, on_timeout, p->opts.connect_timeout_ms, 0);
     return 0;
 }
