@@ -17,98 +17,7 @@
 #include "util.h"
 #include "wire.h"
 
-#define ALPN "mesh-llm/1"
-#define SCID_LEN 16
-#define MAX_CIDS 10
-#define CID_BUCKETS 4096
-#define MAX_PKT 1452
-#define BATCH 32
-#define CHUNK_MIN 16384
-#define MAX_UNADMITTED 64
-#define RBUF_SLOTS 32 /* libuv's recvmmsg gives each datagram a 64 KiB slot */
-#define APP_ERR_ADMISSION 0x101
-#define APP_ERR_DUPLICATE 0x102
-#define APP_ERR_SHUTDOWN 0x103
-
-typedef struct chunk {
-    struct chunk *next;
-    size_t len, cap;
-    uint8_t data[];
-} chunk_t;
-
-struct tp_stream {
-    tp_conn_t *conn;
-    struct tp_stream *prev, *next; /* conn->streams */
-    struct tp_stream *sq_next;     /* conn->sendq */
-    int64_t id;                    /* -1 until opened */
-    const tp_stream_cb_t *cb;
-    void *data;
-    chunk_t *head, *tail, *cur;
-    size_t head_acked, cur_off, unacked, unsent;
-    bool in_sendq, blocked, fin_queued, fin_sent, above_hw, closed, internal, held, reset_pending;
-    buf_t held_data; /* bytes that arrived before the connection was ready (dialer side) */
-    bool held_fin;
-};
-
-struct tp_conn {
-    tp_endpoint_t *ep;
-    struct tp_conn *prev, *next;
-    struct tp_conn *dirty_next;
-    bool dirty;
-    ngtcp2_conn *q;
-    gnutls_session_t tls;
-    ngtcp2_crypto_conn_ref ref;
-    uv_timer_t timer;
-    struct sockaddr_storage remote;
-    socklen_t remote_len;
-    ngtcp2_cid cids[MAX_CIDS];
-    size_t n_cids;
-    bool outbound, handshake_done, ready, closing, close_requested, freed, open_pending;
-    uint64_t created_ms, ready_seq;
-    char peer_id[ID_HEX_LEN + 1];
-    uint8_t peer_pk[32];
-    tp_stream_t *streams;
-    tp_stream_t *sendq_head, *sendq_tail;
-    tp_stream_t *admit;
-    wire_reader_t admit_rd;
-    ngtcp2_connection_close_error ccerr;
-    int close_err;
-    char close_why[160];
-    void *data;
-};
-
-typedef struct cid_ent {
-    struct cid_ent *next;
-    ngtcp2_cid cid;
-    tp_conn_t *c;
-} cid_ent_t;
-
-struct tp_endpoint {
-    uv_loop_t *loop;
-    uv_udp_t udp;
-    uv_idle_t idle;
-    const identity_t *id;
-    uint8_t secret[32];
-    gnutls_certificate_credentials_t cred;
-    tp_config_t cfg;
-    tp_callbacks_t cb;
-    struct sockaddr_storage local;
-    socklen_t local_len;
-    int port;
-    tp_conn_t *conns;
-    size_t n_conns;
-    tp_conn_t *dirty;
-    cid_ent_t *buckets[CID_BUCKETS];
-    uint64_t ready_counter;
-    tp_stats_t stats;
-    uint8_t *rbuf; /* RBUF_SLOTS datagrams per recvmmsg */
-    uint8_t sbuf[BATCH][MAX_PKT];
-    size_t slen[BATCH];
-    bool closing, no_gso;
-    int pending_closes;
-    void (*close_cb)(void *data);
-    void *close_data;
-};
+#include "transport_int.h"
 
 static const char priority[] = "NORMAL:-VERS-ALL:+VERS-TLS1.3:+SIGN-EDDSA-ED25519:"
                                "%DISABLE_TLS13_COMPAT_MODE";
@@ -118,71 +27,11 @@ static uint64_t now_ns(void)
     return uv_hrtime();
 }
 
-void tp_config_default(tp_config_t *cfg)
-{
-    memset(cfg, 0, sizeof *cfg);
-    cfg->handshake_timeout_ms = env_ms("MESH_LLM_HANDSHAKE_MS", 5000);
-    cfg->idle_timeout_ms = env_ms("MESH_LLM_QUIC_IDLE_MS", 30000);
-    cfg->keepalive_ms = cfg->idle_timeout_ms / 3;
-    cfg->max_conns = 1024;
-    cfg->stream_window = 1 << 20;
-    cfg->high_water = 1 << 20;
-}
-
-/* ---- connection-id table ---- */
-
-static size_t cid_hash(const uint8_t *p, size_t n)
-{
-    uint64_t h = 1469598103934665603ULL;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ p[i]) * 1099511628211ULL;
-    return (size_t)(h % CID_BUCKETS);
-}
-
-static tp_conn_t *cid_find(tp_endpoint_t *ep, const uint8_t *p, size_t n)
-{
-    for (cid_ent_t *e = ep->buckets[cid_hash(p, n)]; e; e = e->next)
-        if (e->cid.datalen == n && memcmp(e->cid.data, p, n) == 0) return e->c;
-    return NULL;
-}
-
-static int cid_add(tp_conn_t *c, const ngtcp2_cid *cid)
-{
-    if (c->n_cids == MAX_CIDS) return -ENOSPC;
-    cid_ent_t *e = calloc(1, sizeof *e);
-    if (!e) return -ENOMEM;
-    e->cid = *cid;
-    e->c = c;
-    size_t b = cid_hash(cid->data, cid->datalen);
-    e->next = c->ep->buckets[b];
-    c->ep->buckets[b] = e;
-    c->cids[c->n_cids++] = *cid;
-    return 0;
-}
-
-static void cid_remove(tp_conn_t *c, const ngtcp2_cid *cid)
-{
-    size_t b = cid_hash(cid->data, cid->datalen);
-    for (cid_ent_t **pp = &c->ep->buckets[b]; *pp; pp = &(*pp)->next) {
-        cid_ent_t *e = *pp;
-        if (e->c == c && ngtcp2_cid_eq(&e->cid, cid)) {
-            *pp = e->next;
-            free(e);
-            break;
-        }
-    }
-    for (size_t i = 0; i < c->n_cids; i++)
-        if (ngtcp2_cid_eq(&c->cids[i], cid)) {
-            c->cids[i] = c->cids[--c->n_cids];
-            break;
-        }
-}
-
 /* ---- scheduling ---- */
 
 static void idle_cb(uv_idle_t *h);
 
-static void mark_dirty(tp_conn_t *c)
+void tpi_mark_dirty(tp_conn_t *c)
 {
     if (c->dirty || c->freed) return;
     c->dirty = true;
@@ -202,339 +51,14 @@ static void dirty_unlink(tp_conn_t *c)
     c->dirty = false;
 }
 
-static void sendq_push(tp_stream_t *s)
-{
-    tp_conn_t *c = s->conn;
-    if (s->in_sendq || s->blocked || s->id < 0 || s->closed) return;
-    if (s->unsent == 0 && !(s->fin_queued && !s->fin_sent)) return;
-    s->in_sendq = true;
-    s->sq_next = NULL;
-    if (c->sendq_tail)
-        c->sendq_tail->sq_next = s;
-    else
-        c->sendq_head = s;
-    c->sendq_tail = s;
-}
-
-static tp_stream_t *sendq_pop(tp_conn_t *c)
-{
-    tp_stream_t *s = c->sendq_head;
-    if (!s) return NULL;
-    c->sendq_head = s->sq_next;
-    if (!c->sendq_head) c->sendq_tail = NULL;
-    s->in_sendq = false;
-    s->sq_next = NULL;
-    return s;
-}
-
-static void sendq_remove(tp_stream_t *s)
-{
-    if (!s->in_sendq) return;
-    tp_conn_t *c = s->conn;
-    tp_stream_t *prev = NULL;
-    for (tp_stream_t *x = c->sendq_head; x; prev = x, x = x->sq_next) {
-        if (x != s) continue;
-        if (prev)
-            prev->sq_next = x->sq_next;
-        else
-            c->sendq_head = x->sq_next;
-        if (c->sendq_tail == x) c->sendq_tail = prev;
-        break;
-    }
-    s->in_sendq = false;
-}
-
-/* ---- streams ---- */
-
-static tp_stream_t *stream_new(tp_conn_t *c, int64_t id)
-{
-    tp_stream_t *s = calloc(1, sizeof *s);
-    if (!s) return NULL;
-    s->conn = c;
-    s->id = id;
-    buf_init(&s->held_data, c->ep->cfg.stream_window + 4096);
-    s->next = c->streams;
-    if (c->streams) c->streams->prev = s;
-    c->streams = s;
-    return s;
-}
-
-static void stream_free(tp_stream_t *s)
-{
-    tp_conn_t *c = s->conn;
-    sendq_remove(s);
-    if (s->prev)
-        s->prev->next = s->next;
-    else
-        c->streams = s->next;
-    if (s->next) s->next->prev = s->prev;
-    for (chunk_t *k = s->head; k;) {
-        chunk_t *n = k->next;
-        free(k);
-        k = n;
-    }
-    buf_free(&s->held_data);
-    if (c->admit == s) c->admit = NULL;
-    free(s);
-}
-
-/* Close callbacks run once; the struct goes right after. */
-static void stream_finish(tp_stream_t *s, int err)
-{
-    if (!s->closed) {
-        s->closed = true;
-        if (s->cb && s->cb->on_close && !s->internal && !s->held) s->cb->on_close(s, err);
-    }
-    stream_free(s);
-}
-
-int tp_stream_write(tp_stream_t *s, const void *p, size_t n)
-{
-    if (s->closed || s->fin_queued || s->conn->closing) return -EPIPE;
-    const uint8_t *src = p;
-    bool was_idle = s->unsent == 0;
-    chunk_t *first_new = NULL;
-    size_t first_off = 0;
-    while (n > 0) {
-        chunk_t *t = s->tail;
-        if (!t || t->len == t->cap) {
-            size_t cap = n > CHUNK_MIN ? (n < 65536 ? n : 65536) : CHUNK_MIN;
-            t = malloc(sizeof *t + cap);
-            if (!t) return -ENOMEM;
-            t->next = NULL;
-            t->len = 0;
-            t->cap = cap;
-            if (s->tail)
-                s->tail->next = t;
-            else
-                s->head = t;
-            s->tail = t;
-        }
-        if (!first_new) {
-            first_new = t;
-            first_off = t->len;
-        }
-        size_t take = t->cap - t->len < n ? t->cap - t->len : n;
-        memcpy(t->data + t->len, src, take);
-        t->len += take;
-        src += take;
-        n -= take;
-        s->unacked += take;
-        s->unsent += take;
-    }
-    if (was_idle && first_new) {
-        s->cur = first_new;
-        s->cur_off = first_off;
-    }
-    if (s->unacked > s->conn->ep->cfg.high_water) s->above_hw = true;
-    sendq_push(s);
-    mark_dirty(s->conn);
-    return 0;
-}
-
-size_t tp_stream_buffered(const tp_stream_t *s)
-{
-    return s->unacked;
-}
-
-bool tp_stream_over_high_water(const tp_stream_t *s)
-{
-    return s->unacked > s->conn->ep->cfg.high_water;
-}
-
-void tp_stream_shutdown(tp_stream_t *s)
-{
-    if (s->closed || s->fin_queued) return;
-    s->fin_queued = true;
-    sendq_push(s);
-    mark_dirty(s->conn);
-}
-
-void tp_stream_reset(tp_stream_t *s, uint64_t app_error)
-{
-    if (s->closed) return;
-    if (s->id >= 0 && s->conn->q) {
-        ngtcp2_conn_shutdown_stream(s->conn->q, s->id, app_error);
-        sendq_remove(s);
-        mark_dirty(s->conn);
-    } else {
-        s->reset_pending = true; /* never opened: nothing to tell the peer */
-        s->conn->open_pending = true;
-        mark_dirty(s->conn);
-    }
-}
-
-void tp_stream_consumed(tp_stream_t *s, size_t n)
-{
-    if (s->closed || s->id < 0 || n == 0) return;
-    ngtcp2_conn_extend_max_stream_offset(s->conn->q, s->id, n);
-    ngtcp2_conn_extend_max_offset(s->conn->q, n);
-    mark_dirty(s->conn);
-}
-
-void tp_stream_set_cb(tp_stream_t *s, const tp_stream_cb_t *cb, void *data)
-{
-    s->cb = cb;
-    s->data = data;
-}
-
-void *tp_stream_data(const tp_stream_t *s)
-{
-    return s->data;
-}
-
-tp_conn_t *tp_stream_conn(const tp_stream_t *s)
-{
-    return s->conn;
-}
-
-static int stream_open_now(tp_stream_t *s)
-{
-    int64_t id;
-    int rv = ngtcp2_conn_open_bidi_stream(s->conn->q, &id, s);
-    if (rv == NGTCP2_ERR_STREAM_ID_BLOCKED) return -EAGAIN;
-    if (rv != 0) return -EIO;
-    s->id = id;
-    sendq_push(s);
-    return 0;
-}
-
-int tp_stream_open(tp_conn_t *c, const tp_stream_cb_t *cb, void *data, tp_stream_t **out)
-{
-    if (!c->ready || c->closing || c->close_requested) return -ENOTCONN;
-    tp_stream_t *s = stream_new(c, -1);
-    if (!s) return -ENOMEM;
-    s->cb = cb;
-    s->data = data;
-    int rc = stream_open_now(s);
-    if (rc == -EAGAIN) {
-        c->open_pending = true;
-    } else if (rc) {
-        stream_free(s);
-        return rc;
-    }
-    mark_dirty(c);
-    *out = s;
-    return 0;
-}
-
-static void open_pending_streams(tp_conn_t *c)
-{
-    if (!c->open_pending) return;
-    c->open_pending = false;
-    for (tp_stream_t *s = c->streams, *n; s; s = n) {
-        n = s->next;
-        if (s->reset_pending && s->id < 0) {
-            stream_finish(s, -ECONNRESET);
-            continue;
-        }
-        if (s->id >= 0 || s->closed) continue;
-        if (stream_open_now(s) == -EAGAIN) {
-            c->open_pending = true;
-            break;
-        }
-    }
-}
-
-/* ---- packets out ---- */
-
-/* Send packets sbuf[0..n) to c's peer. Runs of equal-sized packets (plus one shorter tail) go
- * out as one UDP GSO message (the kernel cuts it into datagrams); the groups of a batch go in
- * one sendmmsg. Without kernel GSO support, one datagram per message. */
-static void send_batch(tp_endpoint_t *ep, tp_conn_t *c, size_t n)
-{
-    if (n == 0) return;
-    int fd;
-    if (uv_fileno((uv_handle_t *)&ep->udp, &fd) != 0) return;
-    struct mmsghdr msgs[BATCH];
-    struct iovec iov[BATCH];
-    union {
-        char buf[CMSG_SPACE(sizeof(uint16_t))];
-        struct cmsghdr align;
-    } ctl[BATCH];
-    size_t nm = 0, counts[BATCH];
-    memset(msgs, 0, sizeof msgs);
-    for (size_t i = 0; i < n;) {
-        size_t j = i + 1;
-        if (!ep->no_gso) {
-            while (j < n && ep->slen[j] == ep->slen[i])
-                j++;
-            if (j < n && ep->slen[j] < ep->slen[i]) j++;
-        }
-        struct msghdr *h = &msgs[nm].msg_hdr;
-        for (size_t k = i; k < j; k++) {
-            iov[k].iov_base = ep->sbuf[k];
-            iov[k].iov_len = ep->slen[k];
-        }
-        h->msg_name = &c->remote;
-        h->msg_namelen = c->remote_len;
-        h->msg_iov = &iov[i];
-        h->msg_iovlen = j - i;
-        if (j - i > 1) {
-            memset(&ctl[nm], 0, sizeof ctl[nm]);
-            h->msg_control = ctl[nm].buf;
-            h->msg_controllen = sizeof ctl[nm].buf;
-            struct cmsghdr *cm = CMSG_FIRSTHDR(h);
-            cm->cmsg_level = SOL_UDP;
-            cm->cmsg_type = UDP_SEGMENT;
-            cm->cmsg_len = CMSG_LEN(sizeof(uint16_t));
-            uint16_t seg = (uint16_t)ep->slen[i];
-            memcpy(CMSG_DATA(cm), &seg, sizeof seg);
-        }
-        counts[nm++] = j - i;
-        i = j;
-    }
-    size_t done = 0;
-    while (done < nm) {
-        int r = sendmmsg(fd, msgs + done, (unsigned)(nm - done), 0);
-        if (r < 0) {
-            if (errno == EINTR) continue;
-            if ((errno == EIO || errno == EINVAL || errno == ENOPROTOOPT) && !ep->no_gso) {
-                ep->no_gso = true; /* no UDP GSO here: resend one datagram per message */
-                size_t skip = 0;
-                for (size_t k = 0; k < done; k++)
-                    skip += counts[k];
-                for (size_t k = skip; k < n; k++) {
-                    memmove(ep->sbuf[k - skip], ep->sbuf[k], ep->slen[k]);
-                    ep->slen[k - skip] = ep->slen[k];
-                }
-                send_batch(ep, c, n - skip);
-                return;
-            }
-            for (size_t k = done; k < nm; k++)
-                ep->stats.dropped += counts[k];
-            break; /* EAGAIN/ENOBUFS: QUIC recovers from the loss */
-        }
-        for (int k = 0; k < r; k++)
-            ep->stats.datagrams_out += counts[done + (size_t)k];
-        done += (size_t)r;
-    }
-}
-
 static void conn_request_close(tp_conn_t *c, int err, const char *why);
-static void ep_handle_closed(uv_handle_t *h);
-
-static void stream_advance(tp_stream_t *s, size_t n)
-{
-    s->unsent -= n;
-    while (n > 0 && s->cur) {
-        size_t avail = s->cur->len - s->cur_off;
-        size_t take = avail < n ? avail : n;
-        s->cur_off += take;
-        n -= take;
-        if (s->cur_off == s->cur->len && s->cur->next) {
-            s->cur = s->cur->next;
-            s->cur_off = 0;
-        }
-    }
-}
 
 static void conn_flush(tp_conn_t *c)
 {
     tp_endpoint_t *ep = c->ep;
     if (c->freed || c->closing || !c->q) return;
     if (ngtcp2_conn_is_in_closing_period(c->q) || ngtcp2_conn_is_in_draining_period(c->q)) return;
-    open_pending_streams(c);
+    tpi_open_pending_streams(c);
     ngtcp2_path_storage ps;
     ngtcp2_path_storage_zero(&ps);
     ngtcp2_pkt_info pi;
@@ -544,26 +68,20 @@ static void conn_flush(tp_conn_t *c)
     if (maxsz > MAX_PKT) maxsz = MAX_PKT;
     tp_stream_t *s = NULL;
     while (budget > 0 && spins++ < 4096) {
-        if (!s) s = sendq_pop(c);
+        if (!s) s = tpi_sendq_pop(c);
         ngtcp2_vec vec[16];
         size_t nv = 0;
         int64_t sid = -1;
         uint32_t flags = NGTCP2_WRITE_STREAM_FLAG_MORE;
         if (s) {
             sid = s->id;
-            chunk_t *k = s->cur;
-            size_t off = s->cur_off, left = s->unsent;
-            while (k && left > 0 && nv < 16) {
-                size_t l = k->len - off;
-                if (l > left) l = left;
-                if (l > 0) {
-                    vec[nv].base = k->data + off;
-                    vec[nv].len = l;
-                    nv++;
-                    left -= l;
-                }
-                k = k->next;
-                off = 0;
+            sendbuf_vec_t sv[16];
+            nv = sendbuf_peek(&s->out, sv, 16);
+            size_t left = s->out.unsent;
+            for (size_t k = 0; k < nv; k++) {
+                vec[k].base = (uint8_t *)sv[k].base;
+                vec[k].len = sv[k].len;
+                left -= sv[k].len;
             }
             if (s->fin_queued && !s->fin_sent && left == 0) flags |= NGTCP2_WRITE_STREAM_FLAG_FIN;
         }
@@ -571,12 +89,12 @@ static void conn_flush(tp_conn_t *c)
         ngtcp2_ssize nw = ngtcp2_conn_writev_stream(c->q, &ps.path, &pi, ep->sbuf[npk], maxsz,
                                                     &ndatalen, flags, sid, vec, nv, ts);
         if (s && ndatalen >= 0) {
-            stream_advance(s, (size_t)ndatalen);
-            if ((flags & NGTCP2_WRITE_STREAM_FLAG_FIN) && s->unsent == 0) s->fin_sent = true;
+            sendbuf_sent(&s->out, (size_t)ndatalen);
+            if ((flags & NGTCP2_WRITE_STREAM_FLAG_FIN) && s->out.unsent == 0) s->fin_sent = true;
         }
         if (nw < 0) {
             if (nw == NGTCP2_ERR_WRITE_MORE) {
-                if (s && (s->unsent > 0 || (s->fin_queued && !s->fin_sent))) sendq_push(s);
+                if (s && (s->out.unsent > 0 || (s->fin_queued && !s->fin_sent))) tpi_sendq_push(s);
                 s = NULL;
                 continue;
             }
@@ -594,22 +112,37 @@ static void conn_flush(tp_conn_t *c)
             break;
         }
         if (s) {
-            if (s->unsent > 0 || (s->fin_queued && !s->fin_sent)) sendq_push(s);
+            if (s->out.unsent > 0 || (s->fin_queued && !s->fin_sent)) tpi_sendq_push(s);
             s = NULL;
         }
         if (nw == 0) break;
         ep->slen[npk++] = (size_t)nw;
         budget--;
         if (npk == BATCH) {
-            send_batch(ep, c, npk);
+            tpi_send_batch(ep, c, npk);
             npk = 0;
         }
     }
-    send_batch(ep, c, npk);
-    if (budget == 0) mark_dirty(c); /* more to send: continue next loop turn, after reads */
+    tpi_send_batch(ep, c, npk);
+    if (budget == 0) tpi_mark_dirty(c); /* more to send: continue next loop turn, after reads */
 }
 
 /* ---- timers and closing ---- */
+
+/* Take c out of the endpoint: its connection ids, the list, the flush list. */
+static void conn_unlink(tp_conn_t *c)
+{
+    tp_endpoint_t *ep = c->ep;
+    while (c->n_cids)
+        tpi_cid_remove(c, &c->cids[c->n_cids - 1]);
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        ep->conns = c->next;
+    if (c->next) c->next->prev = c->prev;
+    ep->n_conns--;
+    dirty_unlink(c);
+}
 
 static void timer_cb(uv_timer_t *t);
 
@@ -626,8 +159,6 @@ static void conn_arm_timer(tp_conn_t *c)
     uv_timer_start(&c->timer, timer_cb, ms, 0);
 }
 
-static void ep_release(tp_endpoint_t *ep);
-
 static void conn_free_cb(uv_handle_t *h)
 {
     tp_conn_t *c = h->data;
@@ -636,10 +167,10 @@ static void conn_free_cb(uv_handle_t *h)
     if (c->tls) gnutls_deinit(c->tls);
     wire_reader_free(&c->admit_rd);
     free(c);
-    ep_release(ep);
+    tpi_ep_release(ep);
 }
 
-static void conn_close_now(tp_conn_t *c)
+void tpi_conn_close_now(tp_conn_t *c)
 {
     tp_endpoint_t *ep = c->ep;
     if (c->closing) return;
@@ -654,20 +185,12 @@ static void conn_close_now(tp_conn_t *c)
                                                              MAX_PKT, &c->ccerr, now_ns());
         if (nw > 0) {
             ep->slen[0] = (size_t)nw;
-            send_batch(ep, c, 1);
+            tpi_send_batch(ep, c, 1);
         }
     }
     while (c->streams)
-        stream_finish(c->streams, c->close_err ? c->close_err : -ECONNRESET);
-    dirty_unlink(c);
-    while (c->n_cids)
-        cid_remove(c, &c->cids[c->n_cids - 1]);
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        ep->conns = c->next;
-    if (c->next) c->next->prev = c->prev;
-    ep->n_conns--;
+        tpi_stream_finish(c->streams, c->close_err ? c->close_err : -ECONNRESET);
+    conn_unlink(c);
     if (ep->cb.on_conn_closed)
         ep->cb.on_conn_closed(ep, c, c->ready, c->close_err,
                               c->close_why[0] ? c->close_why : "closed");
@@ -682,7 +205,7 @@ static void conn_request_close(tp_conn_t *c, int err, const char *why)
     c->close_requested = true;
     c->close_err = err;
     snprintf(c->close_why, sizeof c->close_why, "%s", why);
-    mark_dirty(c);
+    tpi_mark_dirty(c);
 }
 
 void tp_conn_close(tp_conn_t *c, int app_error, const char *why)
@@ -699,12 +222,12 @@ static void conn_after(tp_conn_t *c)
 {
     if (c->freed) return;
     if (c->close_requested) {
-        conn_close_now(c);
+        tpi_conn_close_now(c);
         return;
     }
     conn_flush(c);
     if (c->close_requested) {
-        conn_close_now(c);
+        tpi_conn_close_now(c);
         return;
     }
     conn_arm_timer(c);
@@ -730,7 +253,7 @@ static void timer_cb(uv_timer_t *t)
         c->close_err = -ETIMEDOUT;
         snprintf(c->close_why, sizeof c->close_why, "%s",
                  c->handshake_done ? "admission timed out" : "handshake timed out");
-        conn_close_now(c);
+        tpi_conn_close_now(c);
         return;
     }
     int rv = ngtcp2_conn_handle_expiry(c->q, now_ns());
@@ -741,7 +264,7 @@ static void timer_cb(uv_timer_t *t)
                                              : ngtcp2_strerror(rv));
         if (rv != NGTCP2_ERR_IDLE_CLOSE)
             ngtcp2_connection_close_error_set_transport_error_liberr(&c->ccerr, rv, NULL, 0);
-        conn_close_now(c);
+        tpi_conn_close_now(c);
         return;
     }
     conn_after(c);
@@ -889,12 +412,12 @@ static int new_cid_cb(ngtcp2_conn *q, ngtcp2_cid *cid, uint8_t *token, size_t ci
     randombytes_buf(cid->data, cidlen);
     cid->datalen = cidlen;
     randombytes_buf(token, NGTCP2_STATELESS_RESET_TOKENLEN);
-    return cid_add(c, cid) == 0 ? 0 : NGTCP2_ERR_CALLBACK_FAILURE;
+    return tpi_cid_add(c, cid) == 0 ? 0 : NGTCP2_ERR_CALLBACK_FAILURE;
 }
 
 static int remove_cid_cb(ngtcp2_conn *q, const ngtcp2_cid *cid, void *ud)
 {
-    cid_remove(ud, cid);
+    tpi_cid_remove(ud, cid);
     return 0;
 }
 
@@ -929,7 +452,7 @@ static int handshake_completed_cb(ngtcp2_conn *q, void *ud)
     }
     c->handshake_done = true;
     if (c->outbound) {
-        tp_stream_t *s = stream_new(c, -1);
+        tp_stream_t *s = tpi_stream_new(c, -1);
         if (!s) return NGTCP2_ERR_CALLBACK_FAILURE;
         s->internal = true;
         c->admit = s;
@@ -937,7 +460,7 @@ static int handshake_completed_cb(ngtcp2_conn *q, void *ud)
         tp_stream_shutdown(s);
         c->open_pending = true;
     }
-    mark_dirty(c);
+    tpi_mark_dirty(c);
     return 0;
 }
 
@@ -945,7 +468,7 @@ static int stream_open_cb(ngtcp2_conn *q, int64_t id, void *ud)
 {
     tp_conn_t *c = ud;
     if (ngtcp2_is_bidi_stream(id) == 0) return 0;
-    tp_stream_t *s = stream_new(c, id);
+    tp_stream_t *s = tpi_stream_new(c, id);
     if (!s) return NGTCP2_ERR_CALLBACK_FAILURE;
     ngtcp2_conn_set_stream_user_data(q, id, s);
     if (!c->ready) {
@@ -1001,27 +524,8 @@ static int acked_cb(ngtcp2_conn *q, int64_t id, uint64_t off, uint64_t len, void
 {
     tp_stream_t *s = sud;
     if (!s) return 0;
-    s->unacked -= len < s->unacked ? len : s->unacked;
-    while (len > 0 && s->head) {
-        chunk_t *h = s->head;
-        size_t avail = h->len - s->head_acked;
-        size_t take = avail < len ? avail : (size_t)len;
-        s->head_acked += take;
-        len -= take;
-        if (s->head_acked == h->len && (h->next || (s->cur == h && s->cur_off == h->len))) {
-            if (s->cur == h) {
-                s->cur = h->next;
-                s->cur_off = 0;
-            }
-            s->head = h->next;
-            if (!s->head) s->tail = NULL;
-            s->head_acked = 0;
-            free(h);
-        } else if (take == 0) {
-            break;
-        }
-    }
-    if (s->above_hw && s->unacked <= s->conn->ep->cfg.high_water / 2) {
+    sendbuf_acked(&s->out, (size_t)len);
+    if (s->above_hw && s->out.unacked <= s->conn->ep->cfg.high_water / 2) {
         s->above_hw = false;
         if (s->cb && s->cb->on_drain && !s->internal) s->cb->on_drain(s);
     }
@@ -1034,7 +538,7 @@ static int stream_close_cb(ngtcp2_conn *q, uint32_t flags, int64_t id, uint64_t 
     tp_conn_t *c = ud;
     tp_stream_t *s = sud;
     if (!ngtcp2_conn_is_local_stream(q, id)) ngtcp2_conn_extend_max_streams_bidi(q, 1);
-    if (s) stream_finish(s, app_error ? -ECONNRESET : 0);
+    if (s) tpi_stream_finish(s, app_error ? -ECONNRESET : 0);
     if (c->ready && !c->streams) prune_duplicates(c->ep, c->peer_id);
     return 0;
 }
@@ -1051,8 +555,8 @@ static int extend_max_stream_data_cb(ngtcp2_conn *q, int64_t id, uint64_t max, v
     tp_stream_t *s = sud;
     if (s && s->blocked) {
         s->blocked = false;
-        sendq_push(s);
-        mark_dirty(s->conn);
+        tpi_sendq_push(s);
+        tpi_mark_dirty(s->conn);
     }
     return 0;
 }
@@ -1060,7 +564,7 @@ static int extend_max_stream_data_cb(ngtcp2_conn *q, int64_t id, uint64_t max, v
 static int extend_max_local_streams_cb(ngtcp2_conn *q, uint64_t max, void *ud)
 {
     tp_conn_t *c = ud;
-    if (c->open_pending) mark_dirty(c);
+    if (c->open_pending) tpi_mark_dirty(c);
     return 0;
 }
 
@@ -1131,15 +635,7 @@ static tp_conn_t *conn_alloc(tp_endpoint_t *ep, const struct sockaddr *remote, b
 static void conn_discard(tp_conn_t *c)
 {
     tp_endpoint_t *ep = c->ep;
-    while (c->n_cids)
-        cid_remove(c, &c->cids[c->n_cids - 1]);
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        ep->conns = c->next;
-    if (c->next) c->next->prev = c->prev;
-    ep->n_conns--;
-    dirty_unlink(c);
+    conn_unlink(c);
     c->freed = true;
     c->closing = true;
     ep->pending_closes++;
@@ -1217,8 +713,8 @@ int tp_dial(tp_endpoint_t *ep, const char *peer_id, const struct sockaddr *addr,
     if ((rc = tls_setup(c)) != 0) goto fail;
     ngtcp2_conn_set_tls_native_handle(c->q, c->tls);
     ngtcp2_conn_set_keep_alive_timeout(c->q, ep->cfg.keepalive_ms * NGTCP2_MILLISECONDS);
-    if ((rc = cid_add(c, &scid)) != 0) goto fail;
-    mark_dirty(c);
+    if ((rc = tpi_cid_add(c, &scid)) != 0) goto fail;
+    tpi_mark_dirty(c);
     if (out) *out = c;
     return 0;
 fail:
@@ -1226,8 +722,8 @@ fail:
     return rc;
 }
 
-static void accept_conn(tp_endpoint_t *ep, const ngtcp2_pkt_hd *hd, const struct sockaddr *addr,
-                        const uint8_t *data, size_t n)
+void tpi_accept_conn(tp_endpoint_t *ep, const ngtcp2_pkt_hd *hd, const struct sockaddr *addr,
+                     const uint8_t *data, size_t n)
 {
     size_t unadmitted = 0;
     for (tp_conn_t *x = ep->conns; x; x = x->next)
@@ -1254,7 +750,7 @@ static void accept_conn(tp_endpoint_t *ep, const ngtcp2_pkt_hd *hd, const struct
     callbacks(&cbs, false);
     if (ngtcp2_conn_server_new(&c->q, &hd->scid, &scid, &path, hd->version, &cbs, &st, &tp, NULL,
                                c) != 0 ||
-        tls_setup(c) != 0 || cid_add(c, &scid) != 0 || cid_add(c, &hd->dcid) != 0) {
+        tls_setup(c) != 0 || tpi_cid_add(c, &scid) != 0 || tpi_cid_add(c, &hd->dcid) != 0) {
         conn_discard(c);
         return;
     }
@@ -1265,7 +761,7 @@ static void accept_conn(tp_endpoint_t *ep, const ngtcp2_pkt_hd *hd, const struct
 
 /* ---- packets in ---- */
 
-static void conn_read(tp_conn_t *c, const struct sockaddr *from, const uint8_t *data, size_t n)
+void tpi_conn_read(tp_conn_t *c, const struct sockaddr *from, const uint8_t *data, size_t n)
 {
     if (c->closing || c->freed) return;
     ngtcp2_path path = {{(struct sockaddr *)&c->ep->local, c->ep->local_len},
@@ -1309,173 +805,11 @@ static void conn_read(tp_conn_t *c, const struct sockaddr *from, const uint8_t *
             if (!c->close_why[0])
                 snprintf(c->close_why, sizeof c->close_why, "%s", ngtcp2_strerror(rv));
         }
-        conn_close_now(c);
+        tpi_conn_close_now(c);
         return;
     }
     /* flush (ACKs, answers) once per batch of datagrams, in the idle phase of this loop turn */
-    mark_dirty(c);
-}
-
-static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
-{
-    tp_endpoint_t *ep = h->data;
-    buf->base = (char *)ep->rbuf;
-    buf->len = RBUF_SLOTS * 65536;
-}
-
-static void recv_cb(uv_udp_t *h, ssize_t nread, const uv_buf_t *buf, const struct sockaddr *addr,
-                    unsigned flags)
-{
-    tp_endpoint_t *ep = h->data;
-    if (nread <= 0 || !addr || ep->closing) return; /* includes the final UV_UDP_MMSG_FREE */
-    ep->stats.datagrams_in++;
-    if (flags & UV_UDP_PARTIAL) {
-        ep->stats.dropped++;
-        return;
-    }
-    const uint8_t *data = (const uint8_t *)buf->base;
-    size_t n = (size_t)nread;
-    ngtcp2_version_cid vc;
-    if (ngtcp2_pkt_decode_version_cid(&vc, data, n, SCID_LEN) != 0) {
-        ep->stats.dropped++;
-        return;
-    }
-    tp_conn_t *c = cid_find(ep, vc.dcid, vc.dcidlen);
-    if (c) {
-        conn_read(c, addr, data, n);
-        return;
-    }
-    ngtcp2_pkt_hd hd;
-    if (ngtcp2_accept(&hd, data, n) != 0) {
-        ep->stats.dropped++;
-        return;
-    }
-    accept_conn(ep, &hd, addr, data, n);
-    c = cid_find(ep, vc.dcid, vc.dcidlen);
-    if (c)
-        conn_read(c, addr, data, n);
-    else
-        ep->stats.dropped++;
-}
-
-/* ---- endpoint ---- */
-
-int tp_endpoint_new(tp_endpoint_t **out, uv_loop_t *loop, const identity_t *id,
-                    const uint8_t secret[32], const char *host, int port, const tp_config_t *cfg,
-                    const tp_callbacks_t *cb)
-{
-    tp_endpoint_t *ep = calloc(1, sizeof *ep);
-    if (!ep) return -ENOMEM;
-    ep->loop = loop;
-    ep->id = id;
-    memcpy(ep->secret, secret, 32);
-    if (cfg)
-        ep->cfg = *cfg;
-    else
-        tp_config_default(&ep->cfg);
-    ep->cb = *cb;
-    int rc = tlsid_credentials(id, &ep->cred);
-    if (rc) goto fail;
-    struct sockaddr_storage ss;
-    if (uv_ip4_addr(host, port, (struct sockaddr_in *)&ss) != 0 &&
-        uv_ip6_addr(host, port, (struct sockaddr_in6 *)&ss) != 0) {
-        rc = -EINVAL;
-        goto fail;
-    }
-    ep->rbuf = malloc((size_t)RBUF_SLOTS * 65536);
-    if (!ep->rbuf) {
-        rc = -ENOMEM;
-        goto fail;
-    }
-    uv_udp_init_ex(loop, &ep->udp, AF_UNSPEC | UV_UDP_RECVMMSG);
-    ep->udp.data = ep;
-    uv_idle_init(loop, &ep->idle);
-    ep->idle.data = ep;
-    rc = uv_udp_bind(&ep->udp, (struct sockaddr *)&ss, 0);
-    if (rc == 0) {
-        int len = sizeof ep->local;
-        rc = uv_udp_getsockname(&ep->udp, (struct sockaddr *)&ep->local, &len);
-        ep->local_len = (socklen_t)len;
-    }
-    if (rc == 0) {
-        int sz = 4 << 20;
-        uv_recv_buffer_size((uv_handle_t *)&ep->udp, &sz);
-        sz = 4 << 20;
-        uv_send_buffer_size((uv_handle_t *)&ep->udp, &sz);
-        rc = uv_udp_recv_start(&ep->udp, alloc_cb, recv_cb);
-    }
-    if (rc) {
-        gnutls_certificate_free_credentials(ep->cred);
-        ep->cred = NULL;
-        ep->closing = true;
-        ep->pending_closes = 2;
-        uv_close((uv_handle_t *)&ep->idle, ep_handle_closed);
-        uv_close((uv_handle_t *)&ep->udp, ep_handle_closed);
-        return rc;
-    }
-    ep->port = ep->local.ss_family == AF_INET6
-                   ? ntohs(((struct sockaddr_in6 *)&ep->local)->sin6_port)
-                   : ntohs(((struct sockaddr_in *)&ep->local)->sin_port);
-    *out = ep;
-    return 0;
-fail:
-    if (ep->cred) gnutls_certificate_free_credentials(ep->cred);
-    free(ep->rbuf);
-    free(ep);
-    return rc;
-}
-
-int tp_endpoint_port(const tp_endpoint_t *ep)
-{
-    return ep->port;
-}
-
-void *tp_endpoint_data(const tp_endpoint_t *ep)
-{
-    return ep->cb.data;
-}
-
-/* One pending handle close finished; the endpoint goes when it is closing and none is left. */
-static void ep_release(tp_endpoint_t *ep)
-{
-    if (--ep->pending_closes > 0 || !ep->closing) return;
-    void (*cb)(void *) = ep->close_cb;
-    void *d = ep->close_data;
-    for (size_t i = 0; i < CID_BUCKETS; i++)
-        for (cid_ent_t *e = ep->buckets[i]; e;) {
-            cid_ent_t *n = e->next;
-            free(e);
-            e = n;
-        }
-    if (ep->cred) gnutls_certificate_free_credentials(ep->cred);
-    free(ep->rbuf);
-    free(ep);
-    if (cb) cb(d);
-}
-
-static void ep_handle_closed(uv_handle_t *h)
-{
-    ep_release(h->data);
-}
-
-void tp_endpoint_close(tp_endpoint_t *ep, void (*cb)(void *data), void *data)
-{
-    if (ep->closing) return;
-    ep->closing = true;
-    ep->close_cb = cb;
-    ep->close_data = data;
-    while (ep->conns) {
-        tp_conn_t *c = ep->conns;
-        if (!c->close_err && !c->ccerr.error_code)
-            ngtcp2_connection_close_error_set_application_error(
-                &c->ccerr, APP_ERR_SHUTDOWN, (const uint8_t *)"shutting down", 13);
-        if (!c->close_why[0]) snprintf(c->close_why, sizeof c->close_why, "shutting down");
-        conn_close_now(c);
-    }
-    /* connections' timers close first (pending_closes counts them), then these two */
-    ep->pending_closes += 2;
-    uv_close((uv_handle_t *)&ep->idle, ep_handle_closed);
-    uv_close((uv_handle_t *)&ep->udp, ep_handle_closed);
+    tpi_mark_dirty(c);
 }
 
 const char *tp_conn_peer_id(const tp_conn_t *c)
@@ -1509,14 +843,4 @@ void tp_conn_set_data(tp_conn_t *c, void *data)
 void *tp_conn_data(const tp_conn_t *c)
 {
     return c->data;
-}
-
-const tp_stats_t *tp_stats(const tp_endpoint_t *ep)
-{
-    return &ep->stats;
-}
-
-size_t tp_conn_count(const tp_endpoint_t *ep)
-{
-    return ep->n_conns;
 }

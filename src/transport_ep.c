@@ -1,0 +1,320 @@
+/* transport, endpoint side: the UDP socket (recvmmsg in, GSO batches out), the
+ * connection-id table that routes datagrams to connections, and the endpoint's lifecycle. */
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/udp.h>
+#include <sodium.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tlsid.h"
+#include "transport_int.h"
+
+static void ep_handle_closed(uv_handle_t *h);
+
+void tp_config_default(tp_config_t *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->handshake_timeout_ms = env_ms("MESH_LLM_HANDSHAKE_MS", 5000);
+    cfg->idle_timeout_ms = env_ms("MESH_LLM_QUIC_IDLE_MS", 30000);
+    cfg->keepalive_ms = cfg->idle_timeout_ms / 3;
+    cfg->max_conns = 1024;
+    cfg->stream_window = 1 << 20;
+    cfg->high_water = 1 << 20;
+}
+
+/* ---- connection-id table ---- */
+
+static size_t cid_hash(const uint8_t *p, size_t n)
+{
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 1099511628211ULL;
+    return (size_t)(h % CID_BUCKETS);
+}
+
+tp_conn_t *tpi_cid_find(tp_endpoint_t *ep, const uint8_t *p, size_t n)
+{
+    for (cid_ent_t *e = ep->buckets[cid_hash(p, n)]; e; e = e->next)
+        if (e->cid.datalen == n && memcmp(e->cid.data, p, n) == 0) return e->c;
+    return NULL;
+}
+
+int tpi_cid_add(tp_conn_t *c, const ngtcp2_cid *cid)
+{
+    if (c->n_cids == MAX_CIDS) return -ENOSPC;
+    cid_ent_t *e = calloc(1, sizeof *e);
+    if (!e) return -ENOMEM;
+    e->cid = *cid;
+    e->c = c;
+    size_t b = cid_hash(cid->data, cid->datalen);
+    e->next = c->ep->buckets[b];
+    c->ep->buckets[b] = e;
+    c->cids[c->n_cids++] = *cid;
+    return 0;
+}
+
+void tpi_cid_remove(tp_conn_t *c, const ngtcp2_cid *cid)
+{
+    size_t b = cid_hash(cid->data, cid->datalen);
+    for (cid_ent_t **pp = &c->ep->buckets[b]; *pp; pp = &(*pp)->next) {
+        cid_ent_t *e = *pp;
+        if (e->c == c && ngtcp2_cid_eq(&e->cid, cid)) {
+            *pp = e->next;
+            free(e);
+            break;
+        }
+    }
+    for (size_t i = 0; i < c->n_cids; i++)
+        if (ngtcp2_cid_eq(&c->cids[i], cid)) {
+            c->cids[i] = c->cids[--c->n_cids];
+            break;
+        }
+}
+
+/* ---- packets out ---- */
+
+/* Send packets sbuf[0..n) to c's peer. Runs of equal-sized packets (plus one shorter tail) go
+ * out as one UDP GSO message (the kernel cuts it into datagrams); the groups of a batch go in
+ * one sendmmsg. Without kernel GSO support, one datagram per message. */
+void tpi_send_batch(tp_endpoint_t *ep, tp_conn_t *c, size_t n)
+{
+    if (n == 0) return;
+    int fd;
+    if (uv_fileno((uv_handle_t *)&ep->udp, &fd) != 0) return;
+    struct mmsghdr msgs[BATCH];
+    struct iovec iov[BATCH];
+    union {
+        char buf[CMSG_SPACE(sizeof(uint16_t))];
+        struct cmsghdr align;
+    } ctl[BATCH];
+    size_t nm = 0, counts[BATCH];
+    memset(msgs, 0, sizeof msgs);
+    for (size_t i = 0; i < n;) {
+        size_t j = i + 1;
+        if (!ep->no_gso) {
+            while (j < n && ep->slen[j] == ep->slen[i])
+                j++;
+            if (j < n && ep->slen[j] < ep->slen[i]) j++;
+        }
+        struct msghdr *h = &msgs[nm].msg_hdr;
+        for (size_t k = i; k < j; k++) {
+            iov[k].iov_base = ep->sbuf[k];
+            iov[k].iov_len = ep->slen[k];
+        }
+        h->msg_name = &c->remote;
+        h->msg_namelen = c->remote_len;
+        h->msg_iov = &iov[i];
+        h->msg_iovlen = j - i;
+        if (j - i > 1) {
+            memset(&ctl[nm], 0, sizeof ctl[nm]);
+            h->msg_control = ctl[nm].buf;
+            h->msg_controllen = sizeof ctl[nm].buf;
+            struct cmsghdr *cm = CMSG_FIRSTHDR(h);
+            cm->cmsg_level = SOL_UDP;
+            cm->cmsg_type = UDP_SEGMENT;
+            cm->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+            uint16_t seg = (uint16_t)ep->slen[i];
+            memcpy(CMSG_DATA(cm), &seg, sizeof seg);
+        }
+        counts[nm++] = j - i;
+        i = j;
+    }
+    size_t done = 0;
+    while (done < nm) {
+        int r = sendmmsg(fd, msgs + done, (unsigned)(nm - done), 0);
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            if ((errno == EIO || errno == EINVAL || errno == ENOPROTOOPT) && !ep->no_gso) {
+                ep->no_gso = true; /* no UDP GSO here: resend one datagram per message */
+                size_t skip = 0;
+                for (size_t k = 0; k < done; k++)
+                    skip += counts[k];
+                for (size_t k = skip; k < n; k++) {
+                    memmove(ep->sbuf[k - skip], ep->sbuf[k], ep->slen[k]);
+                    ep->slen[k - skip] = ep->slen[k];
+                }
+                tpi_send_batch(ep, c, n - skip);
+                return;
+            }
+            for (size_t k = done; k < nm; k++)
+                ep->stats.dropped += counts[k];
+            break; /* EAGAIN/ENOBUFS: QUIC recovers from the loss */
+        }
+        for (int k = 0; k < r; k++)
+            ep->stats.datagrams_out += counts[done + (size_t)k];
+        done += (size_t)r;
+    }
+}
+
+static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    tp_endpoint_t *ep = h->data;
+    buf->base = (char *)ep->rbuf;
+    buf->len = RBUF_SLOTS * 65536;
+}
+
+static void recv_cb(uv_udp_t *h, ssize_t nread, const uv_buf_t *buf, const struct sockaddr *addr,
+                    unsigned flags)
+{
+    tp_endpoint_t *ep = h->data;
+    if (nread <= 0 || !addr || ep->closing) return; /* includes the final UV_UDP_MMSG_FREE */
+    ep->stats.datagrams_in++;
+    if (flags & UV_UDP_PARTIAL) {
+        ep->stats.dropped++;
+        return;
+    }
+    const uint8_t *data = (const uint8_t *)buf->base;
+    size_t n = (size_t)nread;
+    ngtcp2_version_cid vc;
+    if (ngtcp2_pkt_decode_version_cid(&vc, data, n, SCID_LEN) != 0) {
+        ep->stats.dropped++;
+        return;
+    }
+    tp_conn_t *c = tpi_cid_find(ep, vc.dcid, vc.dcidlen);
+    if (c) {
+        tpi_conn_read(c, addr, data, n);
+        return;
+    }
+    ngtcp2_pkt_hd hd;
+    if (ngtcp2_accept(&hd, data, n) != 0) {
+        ep->stats.dropped++;
+        return;
+    }
+    tpi_accept_conn(ep, &hd, addr, data, n);
+    c = tpi_cid_find(ep, vc.dcid, vc.dcidlen);
+    if (c)
+        tpi_conn_read(c, addr, data, n);
+    else
+        ep->stats.dropped++;
+}
+
+/* ---- endpoint ---- */
+
+int tp_endpoint_new(tp_endpoint_t **out, uv_loop_t *loop, const identity_t *id,
+                    const uint8_t secret[32], const char *host, int port, const tp_config_t *cfg,
+                    const tp_callbacks_t *cb)
+{
+    tp_endpoint_t *ep = calloc(1, sizeof *ep);
+    if (!ep) return -ENOMEM;
+    ep->loop = loop;
+    ep->id = id;
+    memcpy(ep->secret, secret, 32);
+    if (cfg)
+        ep->cfg = *cfg;
+    else
+        tp_config_default(&ep->cfg);
+    ep->cb = *cb;
+    int rc = tlsid_credentials(id, &ep->cred);
+    if (rc) goto fail;
+    struct sockaddr_storage ss;
+    if (uv_ip4_addr(host, port, (struct sockaddr_in *)&ss) != 0 &&
+        uv_ip6_addr(host, port, (struct sockaddr_in6 *)&ss) != 0) {
+        rc = -EINVAL;
+        goto fail;
+    }
+    ep->rbuf = malloc((size_t)RBUF_SLOTS * 65536);
+    if (!ep->rbuf) {
+        rc = -ENOMEM;
+        goto fail;
+    }
+    uv_udp_init_ex(loop, &ep->udp, AF_UNSPEC | UV_UDP_RECVMMSG);
+    ep->udp.data = ep;
+    uv_idle_init(loop, &ep->idle);
+    ep->idle.data = ep;
+    rc = uv_udp_bind(&ep->udp, (struct sockaddr *)&ss, 0);
+    if (rc == 0) {
+        int len = sizeof ep->local;
+        rc = uv_udp_getsockname(&ep->udp, (struct sockaddr *)&ep->local, &len);
+        ep->local_len = (socklen_t)len;
+    }
+    if (rc == 0) {
+        int sz = 4 << 20;
+        uv_recv_buffer_size((uv_handle_t *)&ep->udp, &sz);
+        sz = 4 << 20;
+        uv_send_buffer_size((uv_handle_t *)&ep->udp, &sz);
+        rc = uv_udp_recv_start(&ep->udp, alloc_cb, recv_cb);
+    }
+    if (rc) {
+        gnutls_certificate_free_credentials(ep->cred);
+        ep->cred = NULL;
+        ep->closing = true;
+        ep->pending_closes = 2;
+        uv_close((uv_handle_t *)&ep->idle, ep_handle_closed);
+        uv_close((uv_handle_t *)&ep->udp, ep_handle_closed);
+        return rc;
+    }
+    ep->port = ep->local.ss_family == AF_INET6
+                   ? ntohs(((struct sockaddr_in6 *)&ep->local)->sin6_port)
+                   : ntohs(((struct sockaddr_in *)&ep->local)->sin_port);
+    *out = ep;
+    return 0;
+fail:
+    if (ep->cred) gnutls_certificate_free_credentials(ep->cred);
+    free(ep->rbuf);
+    free(ep);
+    return rc;
+}
+
+int tp_endpoint_port(const tp_endpoint_t *ep)
+{
+    return ep->port;
+}
+
+void *tp_endpoint_data(const tp_endpoint_t *ep)
+{
+    return ep->cb.data;
+}
+
+/* One pending handle close finished; the endpoint goes when it is closing and none is left. */
+void tpi_ep_release(tp_endpoint_t *ep)
+{
+    if (--ep->pending_closes > 0 || !ep->closing) return;
+    void (*cb)(void *) = ep->close_cb;
+    void *d = ep->close_data;
+    for (size_t i = 0; i < CID_BUCKETS; i++)
+        for (cid_ent_t *e = ep->buckets[i]; e;) {
+            cid_ent_t *n = e->next;
+            free(e);
+            e = n;
+        }
+    if (ep->cred) gnutls_certificate_free_credentials(ep->cred);
+    free(ep->rbuf);
+    free(ep);
+    if (cb) cb(d);
+}
+
+static void ep_handle_closed(uv_handle_t *h)
+{
+    tpi_ep_release(h->data);
+}
+
+void tp_endpoint_close(tp_endpoint_t *ep, void (*cb)(void *data), void *data)
+{
+    if (ep->closing) return;
+    ep->closing = true;
+    ep->close_cb = cb;
+    ep->close_data = data;
+    while (ep->conns) {
+        tp_conn_t *c = ep->conns;
+        if (!c->close_err && !c->ccerr.error_code)
+            ngtcp2_connection_close_error_set_application_error(
+                &c->ccerr, APP_ERR_SHUTDOWN, (const uint8_t *)"shutting down", 13);
+        if (!c->close_why[0]) snprintf(c->close_why, sizeof c->close_why, "shutting down");
+        tpi_conn_close_now(c);
+    }
+    /* connections' timers close first (pending_closes counts them), then these two */
+    ep->pending_closes += 2;
+    uv_close((uv_handle_t *)&ep->idle, ep_handle_closed);
+    uv_close((uv_handle_t *)&ep->udp, ep_handle_closed);
+}
+
+const tp_stats_t *tp_stats(const tp_endpoint_t *ep)
+{
+    return &ep->stats;
+}
+
+size_t tp_conn_count(const tp_endpoint_t *ep)
+{
+    return ep->n_conns;
+}

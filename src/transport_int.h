@@ -1,0 +1,123 @@
+/* transport internals shared by transport.c (endpoint, connections, packets, ngtcp2
+ * callbacks, admission) and transport_stream.c (streams: the public stream API, send queues,
+ * opening). Not for other modules. */
+#ifndef MESH_TRANSPORT_INT_H
+#define MESH_TRANSPORT_INT_H
+
+#include <gnutls/gnutls.h>
+#include <ngtcp2/ngtcp2.h>
+#include <ngtcp2/ngtcp2_crypto.h>
+
+#include "sendbuf.h"
+#include "transport.h"
+#include "util.h"
+#include "wire.h"
+
+#define ALPN "mesh-llm/1"
+#define SCID_LEN 16
+#define MAX_CIDS 10
+#define CID_BUCKETS 4096
+#define MAX_PKT 1452
+#define BATCH 32
+#define MAX_UNADMITTED 64
+#define RBUF_SLOTS 32 /* libuv's recvmmsg gives each datagram a 64 KiB slot */
+#define APP_ERR_ADMISSION 0x101
+#define APP_ERR_DUPLICATE 0x102
+#define APP_ERR_SHUTDOWN 0x103
+
+struct tp_stream {
+    tp_conn_t *conn;
+    struct tp_stream *prev, *next; /* conn->streams */
+    struct tp_stream *sq_next;     /* conn->sendq */
+    int64_t id;                    /* -1 until opened */
+    const tp_stream_cb_t *cb;
+    void *data;
+    sendbuf_t out; /* bytes not yet acknowledged by the peer */
+    bool in_sendq, blocked, fin_queued, fin_sent, above_hw, closed, internal, held, reset_pending;
+    buf_t held_data; /* bytes that arrived before the connection was ready (dialer side) */
+    bool held_fin;
+};
+
+struct tp_conn {
+    tp_endpoint_t *ep;
+    struct tp_conn *prev, *next;
+    struct tp_conn *dirty_next;
+    bool dirty;
+    ngtcp2_conn *q;
+    gnutls_session_t tls;
+    ngtcp2_crypto_conn_ref ref;
+    uv_timer_t timer;
+    struct sockaddr_storage remote;
+    socklen_t remote_len;
+    ngtcp2_cid cids[MAX_CIDS];
+    size_t n_cids;
+    bool outbound, handshake_done, ready, closing, close_requested, freed, open_pending;
+    uint64_t created_ms, ready_seq;
+    char peer_id[ID_HEX_LEN + 1];
+    uint8_t peer_pk[32];
+    tp_stream_t *streams;
+    tp_stream_t *sendq_head, *sendq_tail;
+    tp_stream_t *admit;
+    wire_reader_t admit_rd;
+    ngtcp2_connection_close_error ccerr;
+    int close_err;
+    char close_why[160];
+    void *data;
+};
+
+typedef struct cid_ent {
+    struct cid_ent *next;
+    ngtcp2_cid cid;
+    tp_conn_t *c;
+} cid_ent_t;
+
+struct tp_endpoint {
+    uv_loop_t *loop;
+    uv_udp_t udp;
+    uv_idle_t idle;
+    const identity_t *id;
+    uint8_t secret[32];
+    gnutls_certificate_credentials_t cred;
+    tp_config_t cfg;
+    tp_callbacks_t cb;
+    struct sockaddr_storage local;
+    socklen_t local_len;
+    int port;
+    tp_conn_t *conns;
+    size_t n_conns;
+    tp_conn_t *dirty;
+    cid_ent_t *buckets[CID_BUCKETS];
+    uint64_t ready_counter;
+    tp_stats_t stats;
+    uint8_t *rbuf; /* RBUF_SLOTS datagrams per recvmmsg */
+    uint8_t sbuf[BATCH][MAX_PKT];
+    size_t slen[BATCH];
+    bool closing, no_gso;
+    int pending_closes;
+    void (*close_cb)(void *data);
+    void *close_data;
+};
+
+/* transport.c: connections */
+void tpi_mark_dirty(tp_conn_t *c); /* flush this connection in the loop's idle phase */
+void tpi_conn_read(tp_conn_t *c, const struct sockaddr *from, const uint8_t *data, size_t n);
+void tpi_accept_conn(tp_endpoint_t *ep, const ngtcp2_pkt_hd *hd, const struct sockaddr *addr,
+                     const uint8_t *data, size_t n);
+void tpi_conn_close_now(tp_conn_t *c); /* callbacks run, CONNECTION_CLOSE sent unless draining */
+
+/* transport_ep.c: endpoint */
+tp_conn_t *tpi_cid_find(tp_endpoint_t *ep, const uint8_t *p, size_t n);
+int tpi_cid_add(tp_conn_t *c, const ngtcp2_cid *cid);
+void tpi_cid_remove(tp_conn_t *c, const ngtcp2_cid *cid);
+void tpi_send_batch(tp_endpoint_t *ep, tp_conn_t *c, size_t n); /* ep->sbuf[0..n) to c's peer */
+void tpi_ep_release(tp_endpoint_t *ep); /* a pending handle close finished */
+
+/* transport_stream.c */
+tp_stream_t *tpi_stream_new(tp_conn_t *c, int64_t id);
+void tpi_stream_free(tp_stream_t *s);
+void tpi_stream_finish(tp_stream_t *s, int err); /* on_close once, then free */
+void tpi_sendq_push(tp_stream_t *s);
+tp_stream_t *tpi_sendq_pop(tp_conn_t *c);
+void tpi_open_pending_streams(tp_conn_t *c);
+
+#endif

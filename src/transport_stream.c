@@ -1,0 +1,202 @@
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "transport_int.h"
+
+void tpi_sendq_push(tp_stream_t *s)
+{
+    tp_conn_t *c = s->conn;
+    if (s->in_sendq || s->blocked || s->id < 0 || s->closed) return;
+    if (s->out.unsent == 0 && !(s->fin_queued && !s->fin_sent)) return;
+    s->in_sendq = true;
+    s->sq_next = NULL;
+    if (c->sendq_tail)
+        c->sendq_tail->sq_next = s;
+    else
+        c->sendq_head = s;
+    c->sendq_tail = s;
+}
+
+tp_stream_t *tpi_sendq_pop(tp_conn_t *c)
+{
+    tp_stream_t *s = c->sendq_head;
+    if (!s) return NULL;
+    c->sendq_head = s->sq_next;
+    if (!c->sendq_head) c->sendq_tail = NULL;
+    s->in_sendq = false;
+    s->sq_next = NULL;
+    return s;
+}
+
+static void sendq_remove(tp_stream_t *s)
+{
+    if (!s->in_sendq) return;
+    tp_conn_t *c = s->conn;
+    tp_stream_t *prev = NULL;
+    for (tp_stream_t *x = c->sendq_head; x; prev = x, x = x->sq_next) {
+        if (x != s) continue;
+        if (prev)
+            prev->sq_next = x->sq_next;
+        else
+            c->sendq_head = x->sq_next;
+        if (c->sendq_tail == x) c->sendq_tail = prev;
+        break;
+    }
+    s->in_sendq = false;
+}
+
+/* ---- streams ---- */
+
+tp_stream_t *tpi_stream_new(tp_conn_t *c, int64_t id)
+{
+    tp_stream_t *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->conn = c;
+    s->id = id;
+    buf_init(&s->held_data, c->ep->cfg.stream_window + 4096);
+    s->next = c->streams;
+    if (c->streams) c->streams->prev = s;
+    c->streams = s;
+    return s;
+}
+
+void tpi_stream_free(tp_stream_t *s)
+{
+    tp_conn_t *c = s->conn;
+    sendq_remove(s);
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        c->streams = s->next;
+    if (s->next) s->next->prev = s->prev;
+    sendbuf_free(&s->out);
+    buf_free(&s->held_data);
+    if (c->admit == s) c->admit = NULL;
+    free(s);
+}
+
+/* Close callbacks run once; the struct goes right after. */
+void tpi_stream_finish(tp_stream_t *s, int err)
+{
+    if (!s->closed) {
+        s->closed = true;
+        if (s->cb && s->cb->on_close && !s->internal && !s->held) s->cb->on_close(s, err);
+    }
+    tpi_stream_free(s);
+}
+
+int tp_stream_write(tp_stream_t *s, const void *p, size_t n)
+{
+    if (s->closed || s->fin_queued || s->conn->closing) return -EPIPE;
+    int rc = sendbuf_append(&s->out, p, n);
+    if (rc) return rc;
+    if (s->out.unacked > s->conn->ep->cfg.high_water) s->above_hw = true;
+    tpi_sendq_push(s);
+    tpi_mark_dirty(s->conn);
+    return 0;
+}
+
+size_t tp_stream_buffered(const tp_stream_t *s)
+{
+    return s->out.unacked;
+}
+
+bool tp_stream_over_high_water(const tp_stream_t *s)
+{
+    return s->out.unacked > s->conn->ep->cfg.high_water;
+}
+
+void tp_stream_shutdown(tp_stream_t *s)
+{
+    if (s->closed || s->fin_queued) return;
+    s->fin_queued = true;
+    tpi_sendq_push(s);
+    tpi_mark_dirty(s->conn);
+}
+
+void tp_stream_reset(tp_stream_t *s, uint64_t app_error)
+{
+    if (s->closed) return;
+    if (s->id >= 0 && s->conn->q) {
+        ngtcp2_conn_shutdown_stream(s->conn->q, s->id, app_error);
+        sendq_remove(s);
+        tpi_mark_dirty(s->conn);
+    } else {
+        s->reset_pending = true; /* never opened: nothing to tell the peer */
+        s->conn->open_pending = true;
+        tpi_mark_dirty(s->conn);
+    }
+}
+
+void tp_stream_consumed(tp_stream_t *s, size_t n)
+{
+    if (s->closed || s->id < 0 || n == 0) return;
+    ngtcp2_conn_extend_max_stream_offset(s->conn->q, s->id, n);
+    ngtcp2_conn_extend_max_offset(s->conn->q, n);
+    tpi_mark_dirty(s->conn);
+}
+
+void tp_stream_set_cb(tp_stream_t *s, const tp_stream_cb_t *cb, void *data)
+{
+    s->cb = cb;
+    s->data = data;
+}
+
+void *tp_stream_data(const tp_stream_t *s)
+{
+    return s->data;
+}
+
+tp_conn_t *tp_stream_conn(const tp_stream_t *s)
+{
+    return s->conn;
+}
+
+static int stream_open_now(tp_stream_t *s)
+{
+    int64_t id;
+    int rv = ngtcp2_conn_open_bidi_stream(s->conn->q, &id, s);
+    if (rv == NGTCP2_ERR_STREAM_ID_BLOCKED) return -EAGAIN;
+    if (rv != 0) return -EIO;
+    s->id = id;
+    tpi_sendq_push(s);
+    return 0;
+}
+
+int tp_stream_open(tp_conn_t *c, const tp_stream_cb_t *cb, void *data, tp_stream_t **out)
+{
+    if (!c->ready || c->closing || c->close_requested) return -ENOTCONN;
+    tp_stream_t *s = tpi_stream_new(c, -1);
+    if (!s) return -ENOMEM;
+    s->cb = cb;
+    s->data = data;
+    int rc = stream_open_now(s);
+    if (rc == -EAGAIN) {
+        c->open_pending = true;
+    } else if (rc) {
+        tpi_stream_free(s);
+        return rc;
+    }
+    tpi_mark_dirty(c);
+    *out = s;
+    return 0;
+}
+
+void tpi_open_pending_streams(tp_conn_t *c)
+{
+    if (!c->open_pending) return;
+    c->open_pending = false;
+    for (tp_stream_t *s = c->streams, *n; s; s = n) {
+        n = s->next;
+        if (s->reset_pending && s->id < 0) {
+            tpi_stream_finish(s, -ECONNRESET);
+            continue;
+        }
+        if (s->id >= 0 || s->closed) continue;
+        if (stream_open_now(s) == -EAGAIN) {
+            c->open_pending = true;
+            break;
+        }
+    }
+}
