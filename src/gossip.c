@@ -1,11 +1,11 @@
 /* gossip — mesh membership state machine (see gossip.h for the model and the message set). */
 #include "gossip.h"
+#include "gossip_msg.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_ARRAY (GOSSIP_MAX_PEERS + 1) /* self + peers */
 #define MAX_FANOUT 64
 
 enum { PR_SUSPECT = 1, PR_CLAIM };
@@ -34,115 +34,6 @@ struct gossip {
     uint64_t gen;
     gossip_stats_t st;
 };
-
-enum { M_HB, M_ACK, M_UPDATE, M_HELLO, M_SYNC, M_PING, M_PONG, M_PEER_DOWN, M_LEAVING, M_NOTICE };
-static const char *const type_names[] = {"hb",   "ack",  "update",    "hello",   "sync",
-                                         "ping", "pong", "peer_down", "leaving", "dead_notice"};
-#define N_TYPES (sizeof type_names / sizeof type_names[0])
-
-struct msg {
-    int type;
-    uint64_t inc;
-    json_t *digest, *anns, *want, *dead, *ann;
-    int join;
-};
-
-/* --- Validation (everything is checked before anything changes) --- */
-
-static bool valid_id(const char *s)
-{
-    return s && strspn(s, "0123456789abcdef") == GOSSIP_ID_LEN && s[GOSSIP_ID_LEN] == '\0';
-}
-
-static bool get_u64(const json_t *j, uint64_t *out)
-{
-    if (!json_is_integer(j) || json_integer_value(j) < 0) return false;
-    *out = (uint64_t)json_integer_value(j);
-    return true;
-}
-
-/* [id, inc, seq] */
-static bool digest_entry(const json_t *e, const char **id, uint64_t *inc, uint64_t *seq)
-{
-    if (!json_is_array(e) || json_array_size(e) != 3) return false;
-    *id = json_string_value(json_array_get(e, 0));
-    return valid_id(*id) && get_u64(json_array_get(e, 1), inc) &&
-           get_u64(json_array_get(e, 2), seq);
-}
-
-/* [id, inc, "dead"|"left"] */
-static bool dead_entry(const json_t *e, const char **id, uint64_t *inc, bool *left)
-{
-    const char *st;
-    if (!json_is_array(e) || json_array_size(e) != 3) return false;
-    *id = json_string_value(json_array_get(e, 0));
-    st = json_string_value(json_array_get(e, 2));
-    if (!valid_id(*id) || !get_u64(json_array_get(e, 1), inc) || !st) return false;
-    *left = !strcmp(st, "left");
-    return *left || !strcmp(st, "dead");
-}
-
-static bool ann_fields(json_t *a, const char **id, uint64_t *inc, uint64_t *seq)
-{
-    json_int_t i, s;
-    if (json_unpack(a, "{s:s, s:I, s:I}", "id", id, "incarnation", &i, "seq", &s) < 0) return false;
-    if (!valid_id(*id) || i < 0 || s < 0) return false;
-    *inc = (uint64_t)i;
-    *seq = (uint64_t)s;
-    return true;
-}
-
-static bool check_array(json_t *a, int kind)
-{
-    size_t i;
-    json_t *e;
-    const char *id = NULL;
-    uint64_t x = 0, y = 0;
-    bool l = false;
-    if (!a) return true;
-    if (!json_is_array(a) || json_array_size(a) > MAX_ARRAY) return false;
-    json_array_foreach(a, i, e)
-    {
-        bool ok = kind == 0   ? digest_entry(e, &id, &x, &y)
-                  : kind == 1 ? dead_entry(e, &id, &x, &l)
-                  : kind == 2 ? ann_fields(e, &id, &x, &y)
-                              : valid_id(json_string_value(e));
-        if (!ok) return false;
-    }
-    return true;
-}
-
-static int parse(json_t *j, const char *from, struct msg *m)
-{
-    const char *type, *id;
-    json_int_t v, inc;
-    uint64_t ai = 0, as = 0;
-    size_t t;
-
-    memset(m, 0, sizeof *m);
-    if (json_unpack(j, "{s:I, s:s, s:I, s?o, s?o, s?o, s?o, s?o, s?b}", "v", &v, "type", &type,
-                    "inc", &inc, "digest", &m->digest, "anns", &m->anns, "want", &m->want, "dead",
-                    &m->dead, "ann", &m->ann, "join", &m->join) < 0)
-        return -EINVAL;
-    if (v != 1 || inc < 0) return -EINVAL;
-    m->inc = (uint64_t)inc;
-    for (t = 0; t < N_TYPES && strcmp(type, type_names[t]); t++)
-        ;
-    if (t == N_TYPES) return -EINVAL;
-    m->type = (int)t;
-    if ((m->type == M_HB && !m->digest) ||
-        ((m->type == M_UPDATE || m->type == M_SYNC) && !m->anns) ||
-        ((m->type == M_PEER_DOWN || m->type == M_NOTICE) && !m->dead) ||
-        (m->type == M_HELLO && !m->ann))
-        return -EINVAL;
-    if (!check_array(m->digest, 0) || !check_array(m->dead, 1) || !check_array(m->anns, 2) ||
-        !check_array(m->want, 3))
-        return -EINVAL;
-    /* a hello carries the sender's own announcement at the sender's incarnation */
-    if (m->ann && (!ann_fields(m->ann, &id, &ai, &as) || strcmp(id, from) || ai != m->inc))
-        return -EINVAL;
-    return 0;
-}
 
 /* --- Peer table --- */
 
@@ -238,7 +129,7 @@ static void emit(gossip_t *g, gossip_event_t ev, struct peer *p)
 
 static json_t *new_msg(const gossip_t *g, int type)
 {
-    return json_pack("{s:i, s:s, s:I}", "v", 1, "type", type_names[type], "inc",
+    return json_pack("{s:i, s:s, s:I}", "v", 1, "type", gmsg_type_names[type], "inc",
                      (json_int_t)g->inc);
 }
 
@@ -391,7 +282,7 @@ static int merge_ann(gossip_t *g, json_t *ann, const char *from, uint64_t now)
     struct peer *p;
     bool direct, fresh;
 
-    ann_fields(ann, &id, &inc, &seq); /* validated by parse() */
+    gmsg_ann_fields(ann, &id, &inc, &seq); /* validated by gmsg_parse() */
     direct = !strcmp(id, from);
     if (!strcmp(id, g->id)) {
         /* someone holds a newer version of us (we restarted with a stale incarnation) */
@@ -465,7 +356,7 @@ static void probe_failed(gossip_t *g, struct peer *p, uint64_t now)
 
 /* --- Message handlers --- */
 
-static void on_hb(gossip_t *g, const char *from, const struct msg *m)
+static void on_hb(gossip_t *g, const char *from, const struct gmsg *m)
 {
     uint64_t gen = ++g->gen, s_inc = 0, s_seq = 0;
     json_t *want = json_array(), *anns = json_array(), *dead = json_array(), *e, *ack;
@@ -477,7 +368,7 @@ static void on_hb(gossip_t *g, const char *from, const struct msg *m)
         const char *id = NULL;
         uint64_t inc = 0, seq = 0;
         struct peer *p;
-        digest_entry(e, &id, &inc, &seq);
+        gmsg_digest_entry(e, &id, &inc, &seq);
         if (!strcmp(id, g->id)) {
             self_seen = true;
             s_inc = inc;
@@ -516,7 +407,7 @@ static void on_hb(gossip_t *g, const char *from, const struct msg *m)
 }
 
 /* ack/update/sync: merge; answer wanted ids and tell about announcements we hold dead. */
-static void on_anns(gossip_t *g, const char *from, const struct msg *m, uint64_t now)
+static void on_anns(gossip_t *g, const char *from, const struct gmsg *m, uint64_t now)
 {
     json_t *anns = json_array(), *dead = json_array(), *e, *up;
     size_t i;
@@ -527,7 +418,7 @@ static void on_anns(gossip_t *g, const char *from, const struct msg *m, uint64_t
     json_array_foreach(m->anns, i, e)
     {
         if (merge_ann(g, e, from, now) != ANN_BLOCKED) continue;
-        ann_fields(e, &id, &inc, &seq);
+        gmsg_ann_fields(e, &id, &inc, &seq);
         if ((p = find(g, id))) json_array_append_new(dead, dead_rec(id, p->pub.inc, p->pub.state));
     }
     json_array_foreach(m->want, i, e)
@@ -551,7 +442,7 @@ static void on_anns(gossip_t *g, const char *from, const struct msg *m, uint64_t
     json_decref(dead);
 }
 
-static void on_hello(gossip_t *g, const char *from, const struct msg *m, uint64_t now)
+static void on_hello(gossip_t *g, const char *from, const struct gmsg *m, uint64_t now)
 {
     json_t *sync, *anns;
     merge_ann(g, m->ann, from, now);
@@ -566,7 +457,7 @@ static void on_hello(gossip_t *g, const char *from, const struct msg *m, uint64_
     send_free(g, from, sync);
 }
 
-static void apply_dead(gossip_t *g, const struct msg *m, const char *from, uint64_t now)
+static void apply_dead(gossip_t *g, const struct gmsg *m, const char *from, uint64_t now)
 {
     size_t i;
     json_t *e;
@@ -575,7 +466,7 @@ static void apply_dead(gossip_t *g, const struct msg *m, const char *from, uint6
         const char *id = NULL;
         uint64_t inc = 0;
         bool left = false;
-        dead_entry(e, &id, &inc, &left);
+        gmsg_dead_entry(e, &id, &inc, &left);
         /* a notice is about us only; ignore anything else it might say */
         if (m->type != M_NOTICE || !strcmp(id, g->id)) merge_dead(g, id, inc, left, from, now);
     }
@@ -583,11 +474,11 @@ static void apply_dead(gossip_t *g, const struct msg *m, const char *from, uint6
 
 int gossip_receive(gossip_t *g, const char *from, json_t *msg, uint64_t now)
 {
-    struct msg m;
+    struct gmsg m;
     struct peer *s;
 
     g->st.received++;
-    if (!valid_id(from) || !strcmp(from, g->id) || parse(msg, from, &m) < 0) {
+    if (!gmsg_valid_id(from) || !strcmp(from, g->id) || gmsg_parse(msg, from, &m) < 0) {
         g->st.rejected++;
         return -EINVAL;
     }
@@ -759,7 +650,7 @@ uint64_t gossip_next_deadline(const gossip_t *g)
 /* Deferred to the next tick (due at once): the transport may call this from inside send(). */
 void gossip_unreachable(gossip_t *g, const char *id, uint64_t now)
 {
-    struct peer *p = valid_id(id) ? find(g, id) : NULL;
+    struct peer *p = gmsg_valid_id(id) ? find(g, id) : NULL;
     if (p && p->pub.probing) p->unreachable = true;
 }
 
@@ -780,7 +671,7 @@ gossip_t *gossip_new(const char *self_id, uint64_t incarnation, json_t *self_ann
     gossip_t *g = NULL;
     json_t *ann = self_ann ? self_ann : json_object();
 
-    if (!valid_id(self_id) || !io || !io->send || !io->random || !json_is_object(ann) ||
+    if (!gmsg_valid_id(self_id) || !io || !io->send || !io->random || !json_is_object(ann) ||
         incarnation >= INT64_MAX - 1 || !(g = calloc(1, sizeof *g)))
         goto fail;
     memcpy(g->id, self_id, GOSSIP_ID_LEN + 1);
@@ -835,7 +726,7 @@ uint64_t gossip_incarnation(const gossip_t *g)
 
 void gossip_join(gossip_t *g, const char *peer_id, uint64_t now)
 {
-    if (g->left || !valid_id(peer_id) || !strcmp(peer_id, g->id)) return;
+    if (g->left || !gmsg_valid_id(peer_id) || !strcmp(peer_id, g->id)) return;
     memcpy(g->join_id, peer_id, GOSSIP_ID_LEN + 1);
     send_hello(g, peer_id, true);
 }
@@ -861,7 +752,7 @@ const gossip_peer_t *gossip_peer_at(const gossip_t *g, size_t i)
 
 const gossip_peer_t *gossip_find(const gossip_t *g, const char *id)
 {
-    struct peer *p = valid_id(id) ? find(g, id) : NULL;
+    struct peer *p = gmsg_valid_id(id) ? find(g, id) : NULL;
     return p ? &p->pub : NULL;
 }
 
