@@ -22,9 +22,16 @@ static json_t *processes_json(supervisor_t *sv)
     json_t *a = json_array();
     for (sv_child_t *c = sv ? sv->children : NULL; c; c = c->next) {
         if (!c->proc_open) continue;
-        json_array_append_new(a, json_pack("{s:s,s:s,s:i,s:i,s:I}", "kind", "llama-server", "model",
-                                           c->name, "pid", c->pid, "port", c->port, "restarts",
-                                           (json_int_t)c->restarts));
+        json_t *args = json_array();
+        char **av = sv_build_argv(c);
+        for (size_t i = 1; av && av[i]; i++)
+            json_array_append_new(args, json_string(av[i]));
+        argv_free(av);
+        json_array_append_new(a, json_pack("{s:s,s:s,s:i,s:i,s:I,s:s,s:o}", "kind",
+                                           c->kind == SV_KIND_RPC ? "rpc-server" : "llama-server",
+                                           "model", c->name, "pid", c->pid, "port", c->port,
+                                           "restarts", (json_int_t)c->restarts, "state",
+                                           child_state_name(c->state), "args", args));
     }
     return a;
 }
@@ -38,6 +45,7 @@ json_t *mgmt_status(mgmt_t *g)
     json_object_set_new(node, "console_port", json_integer(g->httpd.port));
     json_object_set_new(st, "models", models_json(g->ms));
     json_object_set_new(st, "processes", processes_json(g->sv));
+    if (g->extra_status) g->extra_status(g->extra_data, st);
     return st;
 }
 

@@ -19,6 +19,9 @@ typedef struct {
     models_t *ms;
     supervisor_t *sv;
     int api_port;
+    /* Adds the mesh plan and catalog to a status document. */
+    void (*extra_status)(void *data, json_t *status);
+    void *extra_data;
 } mgmt_t;
 
 int mgmt_start(mgmt_t *g, uv_loop_t *loop, const config_t *cfg, mesh_t *mesh, models_t *ms,

@@ -114,7 +114,11 @@ static void handle_inference(api_t *api, httpd_req_t *req, mm_type_t needs)
     } else {
         e = models_find(api->ms, name);
     }
-    if (!e && api->route_remote && !httpd_header(req, "x-mesh-hop") &&
+    bool hop = httpd_header(req, "x-mesh-hop") != NULL;
+    if (e && api->local_gate &&
+        api->local_gate(api->remote_data, e->mm->name, (int)needs, req, hop))
+        return;
+    if (!e && api->route_remote && !hop &&
         api->route_remote(api->remote_data, name, (int)needs, req))
         return;
     if (!e) {

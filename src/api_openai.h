@@ -21,6 +21,10 @@ typedef struct {
      * list_remote appends the mesh's other models to a /v1/models list. */
     bool (*route_remote)(void *data, const char *model, int needs, httpd_req_t *req);
     void (*list_remote)(void *data, json_t *list);
+    /* For a model this node has: true when the mesh took the request (another node hosts it,
+     * e.g. this node is a split worker, or it waits for this node's split to start); false to
+     * serve it here. hop: the request came through the mesh already. */
+    bool (*local_gate)(void *data, const char *model, int needs, httpd_req_t *req, bool hop);
     void *remote_data;
 } api_t;
 

@@ -57,6 +57,12 @@ void config_usage(FILE *out)
         "  --bind-port N            UDP port for QUIC between nodes (default any free)\n"
         "  --max-vram GB            memory this node offers to the mesh (default: detected;\n"
         "                           on a CPU-only node half of the available RAM)\n"
+        "  --split                  serve this node's models as a split over several nodes\n"
+        "                           (llama.cpp RPC) even when one node could hold them\n"
+        "  --client                 route requests through the mesh only: serve no model and\n"
+        "                           lend no memory\n"
+        "  Without --model, a node that joins a mesh is given a model by the mesh (one of its\n"
+        "  --models-dir files), or stays a standby worker that lends memory to split models.\n"
         "  State (node key, mesh id) lives in $MESH_LLM_HOME (default ~/.mesh-llm).\n"
         "\n"
         "API:\n"
@@ -245,6 +251,8 @@ enum {
     OPT_MESH_NAME,
     OPT_BIND_PORT,
     OPT_MAX_VRAM,
+    OPT_SPLIT,
+    OPT_CLIENT,
 };
 
 static int parse_port(const char *s, const char *flag, int *out, char *err, size_t errlen)
@@ -289,6 +297,8 @@ int config_parse(config_t *cfg, int argc, char **argv, char *err, size_t errlen)
         {"mesh-name", required_argument, NULL, OPT_MESH_NAME},
         {"bind-port", required_argument, NULL, OPT_BIND_PORT},
         {"max-vram", required_argument, NULL, OPT_MAX_VRAM},
+        {"split", no_argument, NULL, OPT_SPLIT},
+        {"client", no_argument, NULL, OPT_CLIENT},
         {NULL, 0, NULL, 0},
     };
     optind = 0; /* 0: glibc fully re-initialises (clustered short options) */
@@ -436,6 +446,12 @@ int config_parse(config_t *cfg, int argc, char **argv, char *err, size_t errlen)
             if (cfg->max_vram_bytes == 0) cfg->max_vram_bytes = 1;
             break;
         }
+        case OPT_SPLIT:
+            cfg->split = true;
+            break;
+        case OPT_CLIENT:
+            cfg->client = true;
+            break;
         case 'v':
             cfg->verbose = true;
             break;
@@ -467,6 +483,17 @@ int config_parse(config_t *cfg, int argc, char **argv, char *err, size_t errlen)
     if (rc == 0 && cfg->n_joins > 0 && cfg->mesh_name) {
         snprintf(err, errlen,
                  "--mesh-name names a mesh you create; it cannot be combined with --join");
+        rc = -EINVAL;
+    }
+    if (rc == 0 && cfg->client && (cfg->n_models > 0 || cfg->models_dir || cfg->split)) {
+        snprintf(err, errlen, "--client nodes serve no model: drop %s or --client",
+                 cfg->split      ? "--split"
+                 : cfg->n_models ? "--model"
+                                 : "--models-dir");
+        rc = -EINVAL;
+    }
+    if (rc == 0 && cfg->client && cfg->n_joins == 0) {
+        snprintf(err, errlen, "--client routes through a mesh: give the mesh with --join TOKEN");
         rc = -EINVAL;
     }
     if (rc == 0 && !cfg->headless && cfg->console_port != 0 && cfg->console_port == cfg->port) {

@@ -51,6 +51,8 @@ typedef struct {
     char *mesh_name;
     int bind_port;           /* QUIC UDP port, 0 = any free */
     uint64_t max_vram_bytes; /* --max-vram, 0 = detect */
+    bool split;              /* --split: force split groups for this node's models */
+    bool client;             /* --client: route only, serve nothing, lend nothing */
 } config_t;
 
 enum { CONFIG_OK = 0, CONFIG_EXIT = 1 };

@@ -292,3 +292,27 @@ const char *election_role_name(election_role_t role)
         return "idle";
     }
 }
+
+int election_cpu_layout(const election_plan_t *plan, election_range_t *ranges, uint32_t *ngl)
+{
+    if (!plan || !ranges || !ngl || plan->mode != ELECTION_SPLIT || plan->n_layers == 0 ||
+        plan->n_members < 2 || plan->host_index != plan->n_members - 1)
+        return -EINVAL;
+    uint32_t slots = plan->n_layers + 1; /* the output layer is slot n_layers */
+    size_t nw = plan->n_members - 1;     /* workers 0..nw-1, then the host */
+    uint32_t h = plan->members[nw].weight > slots ? slots : plan->members[nw].weight;
+    uint32_t s = 0;
+    for (size_t i = 0; i <= nw; i++) {
+        size_t k = i == 0 ? nw : i - 1; /* the host first, then the workers in --rpc order */
+        uint32_t w = k == nw ? h : plan->members[k].weight;
+        if (w > slots - s || (k == nw - 1 && i > 0)) w = slots - s; /* the last takes the rest */
+        election_range_t *r = &ranges[k];
+        r->first = s;
+        r->output = w > 0 && s + w == slots;
+        r->end = r->output ? slots - 1 : s + w;
+        r->weight = w;
+        s += w;
+    }
+    *ngl = slots - h;
+    return 0;
+}

@@ -130,6 +130,20 @@ const election_member_t *election_host(const election_plan_t *plan);
  * split, -ENOSPC if buf is too small. */
 int election_tensor_split(const election_plan_t *plan, char *buf, size_t len);
 
+/* Layout of a split whose host computes on the CPU. llama.cpp keeps every layer it does not
+ * offload on the CPU and offloads the LAST -ngl layer slots (of L + 1, the output layer last) to
+ * the GPU/RPC devices, in --rpc order, by --tensor-split. So the host holds the FIRST layers —
+ * as many slots as its weight in the plan (its memory share) — and the workers the rest in
+ * --rpc order, the last non-empty one holding the output layer. ranges gets one entry per
+ * member in plan order (workers…, host); weights for --tensor-split are the workers' slot
+ * counts (ranges[i].weight). Needs n_layers > 0. Returns 0, -EINVAL (not a split, no layers). */
+typedef struct {
+    uint32_t first, end; /* repeating layers [first, end) */
+    bool output;         /* holds the output layer */
+    uint32_t weight;     /* slots: end - first + output */
+} election_range_t;
+int election_cpu_layout(const election_plan_t *plan, election_range_t *ranges, uint32_t *ngl);
+
 const char *election_mode_name(election_mode_t mode); /* empty|solo|split|impossible */
 const char *election_role_name(election_role_t role); /* idle|replica|host|worker */
 

@@ -11,6 +11,7 @@
 #include "api_openai.h"
 #include "identity.h"
 #include "mesh.h"
+#include "planner.h"
 #include "tunnel.h"
 #include "config.h"
 #include "log.h"
@@ -26,6 +27,7 @@ typedef struct {
     models_t ms;
     api_t api;
     mgmt_t mgmt;
+    planner_t plan;
     mesh_t *mesh;
     bool mesh_stopped, children_stopped;
     uv_signal_t sigint, sigterm;
@@ -135,7 +137,7 @@ static void find_cb(void *data, const char *id, json_t *ann)
     find_t *f = data;
     size_t i;
     json_t *v;
-    bool serves_ready = false;
+    bool serves_ready = false, hosting = false;
     json_array_foreach(json_object_get(ann, "serving"), i, v)
     {
         const char *mo = json_string_value(json_object_get(v, "model"));
@@ -143,8 +145,15 @@ static void find_cb(void *data, const char *id, json_t *ann)
         f->known = true;
         if (json_is_true(json_object_get(v, "http_ready")))
             serves_ready = true;
+        else if (json_is_true(json_object_get(v, "is_host")))
+            hosting = f->loading = true;
         else
             f->loading = true;
+    }
+    if (hosting && !serves_ready && f->n_have < MAX_CANDIDATES) {
+        /* a host still starting: it holds the request until it is ready (bounded) */
+        snprintf(f->have[f->n_have++], ID_HEX_LEN + 1, "%s", id);
+        return;
     }
     bool has = false;
     json_array_foreach(json_object_get(ann, "available_models"), i, v)
@@ -204,8 +213,9 @@ static void forward_failed(httpd_req_t *req, void *data, const char *why)
         r->next[0] = '\0';
         if (tunnel_http_forward(c, r->model, req, forward_failed, r) == 0) return;
     }
-    httpd_respond_error(req, 502, "server_error", "upstream_failed",
-                        "the node serving model '%s' failed before answering: %s", r->model, why);
+    httpd_respond_error(req, 503, "unavailable", "host_failed",
+                        "the node serving model '%s' failed before answering (%s); retry shortly",
+                        r->model, why);
     free(r);
 }
 
@@ -250,78 +260,71 @@ static bool route_remote(void *data, const char *model, int needs, httpd_req_t *
     return true;
 }
 
-typedef struct {
-    json_t *list;
-} list_t;
-
-static json_t *list_find(json_t *list, const char *id)
-{
-    size_t i;
-    json_t *v;
-    json_array_foreach(list, i, v)
-    {
-        const char *x = json_string_value(json_object_get(v, "id"));
-        if (x && strcmp(x, id) == 0) return v;
-    }
-    return NULL;
-}
-
-static void list_cb(void *data, const char *peer, json_t *ann)
-{
-    json_t *list = data;
-    size_t i;
-    json_t *v;
-    json_array_foreach(json_object_get(ann, "available_models"), i, v)
-    {
-        const char *name = json_string_value(json_object_get(v, "name"));
-        if (!name || list_find(list, name)) continue;
-        json_t *e = json_pack("{s:s,s:s,s:s,s:s,s:O*,s:O*}", "id", name, "object", "model",
-                              "owned_by", "mesh-llm", "status", "unloaded", "type",
-                              json_object_get(v, "type"), "size", json_object_get(v, "size_bytes"));
-        if (e) json_array_append_new(list, e);
-    }
-    json_array_foreach(json_object_get(ann, "serving"), i, v)
-    {
-        const char *name = json_string_value(json_object_get(v, "model"));
-        json_t *e = name ? list_find(list, name) : NULL;
-        if (!e) continue;
-        const char *st = json_string_value(json_object_get(e, "status"));
-        bool ready = json_is_true(json_object_get(v, "http_ready"));
-        if (ready)
-            json_object_set_new(e, "status", json_string("ready"));
-        else if (st && strcmp(st, "unloaded") == 0)
-            json_object_set_new(e, "status", json_string("loading"));
-    }
-}
-
 static void list_remote(void *data, json_t *list)
 {
     node_t *n = data;
-    if (n->mesh) mesh_foreach_peer(n->mesh, list_cb, list);
+    planner_list_models(&n->plan, list);
+}
+
+/* A model this node has: serve it here, send it to its host, or hold it while the split here
+ * starts. Returns true when the request was taken care of. */
+static bool local_gate(void *data, const char *model, int needs, httpd_req_t *req, bool hop)
+{
+    node_t *n = data;
+    switch (planner_route(&n->plan, model)) {
+    case PLAN_SERVE:
+        return false;
+    case PLAN_WAIT:
+        planner_park(&n->plan, model, req);
+        return true;
+    default:
+        break;
+    }
+    if (!hop && route_remote(n, model, needs, req)) return true;
+    httpd_respond_error(req, 503, "unavailable", "model_unavailable",
+                        "model '%s' is hosted by another node of the mesh, which is not ready "
+                        "yet; retry shortly",
+                        model);
+    return true;
+}
+
+static void mgmt_extra(void *data, json_t *st)
+{
+    node_t *n = data;
+    planner_status(&n->plan, st);
+}
+
+static void sv_changed(supervisor_t *sv, sv_child_t *c)
+{
+    (void)sv;
+    (void)c;
+    if (!g_node->shutting_down) planner_kick(&g_node->plan);
+}
+
+static void peers_changed(void *data)
+{
+    node_t *n = data;
+    if (!n->shutting_down) planner_kick(&n->plan);
+}
+
+static int rpc_port(void *data)
+{
+    node_t *n = data;
+    sv_child_t *c = n->plan.rpc;
+    return c && c->state == CHILD_READY ? c->port : -1;
 }
 
 static void models_changed(void *data)
 {
     node_t *n = data;
     if (n->mesh && !n->shutting_down) mesh_announce_changed(n->mesh);
+    if (!n->shutting_down) planner_kick(&n->plan);
 }
 
 static void fill_announcement(void *data, json_t *ann)
 {
     node_t *n = data;
-    json_t *avail = json_array(), *serving = json_array();
-    for (size_t i = 0; i < n->ms.n; i++) {
-        model_entry_t *e = &n->ms.entries[i];
-        json_array_append_new(avail,
-                              json_pack("{s:s,s:I,s:s}", "name", e->mm->name, "size_bytes",
-                                        (json_int_t)e->size, "type", mm_type_name(e->mm->type)));
-        const char *st = models_status(e);
-        if (strcmp(st, "unloaded") != 0)
-            json_array_append_new(serving, json_pack("{s:s,s:s,s:b}", "model", e->mm->name, "state",
-                                                     st, "http_ready", strcmp(st, "ready") == 0));
-    }
-    json_object_set_new(ann, "available_models", avail);
-    json_object_set_new(ann, "serving", serving);
+    planner_fill_announcement(&n->plan, ann);
 }
 
 static void on_signal(uv_signal_t *s, int signum)
@@ -335,6 +338,7 @@ static void on_signal(uv_signal_t *s, int signum)
     }
     n->shutting_down = true;
     LOGI("node", "%s received: shutting down", strsignal(signum));
+    planner_stop(&n->plan);
     api_stop(&n->api);
     mgmt_stop(&n->mgmt);
     if (n->mesh)
@@ -379,7 +383,7 @@ int main(int argc, char **argv)
 
     LOGI("node", "mesh-llm %s starting", MESH_VERSION);
     char *llama_server = NULL;
-    if (n->cfg.n_models > 0) {
+    if (!n->cfg.client) {
         llama_server = sv_find_binary(n->cfg.bin_dir, "llama-server");
         if (!llama_server) {
             if (n->cfg.bin_dir)
@@ -393,6 +397,14 @@ int main(int argc, char **argv)
         }
         LOGI("node", "using %s", llama_server);
     }
+    char *rpc_server = NULL;
+    if (!n->cfg.client) {
+        rpc_server = sv_find_binary(n->cfg.bin_dir, "ggml-rpc-server");
+        if (!rpc_server) rpc_server = sv_find_binary(n->cfg.bin_dir, "rpc-server");
+        if (!rpc_server)
+            LOGW("node", "ggml-rpc-server not found next to llama-server: this node cannot lend "
+                         "its memory to models split over several nodes");
+    }
 
     n->loop = uv_default_loop();
     rc = sv_init(&n->sv, n->loop, llama_server ? llama_server : "llama-server", n->cfg.verbose);
@@ -401,6 +413,7 @@ int main(int argc, char **argv)
         LOGE("node", "supervisor: %s", strerror(-rc));
         return 1;
     }
+    n->sv.rpc_server = rpc_server;
     n->sv.on_all_stopped = on_all_stopped;
     rc = models_init(&n->ms, n->loop, &n->cfg, &n->sv, err, sizeof err);
     if (rc) {
@@ -411,6 +424,8 @@ int main(int argc, char **argv)
     n->ms.data = n;
     LOGI("node", "%zu known model(s); slots: %u llm, %u embedding, %u reranking", n->ms.n,
          n->cfg.max_loaded[0], n->cfg.max_loaded[1], n->cfg.max_loaded[2]);
+    uint64_t vram = n->cfg.client ? 0 : offered_memory(&n->cfg);
+    planner_init(&n->plan, n->loop, &n->cfg, &n->ms, &n->sv, vram);
 
     rc = api_start(&n->api, n->loop, &n->cfg, &n->ms);
     if (rc) {
@@ -439,13 +454,17 @@ int main(int argc, char **argv)
         .joins = n->cfg.joins,
         .n_joins = n->cfg.n_joins,
         .mesh_name = n->cfg.mesh_name,
-        .vram_bytes = offered_memory(&n->cfg),
-        .role = n->ms.n > 0 ? "host" : "worker",
+        .vram_bytes = vram,
+        .role = n->cfg.client ? "client"
+                : n->ms.n > 0 ? "host"
+                              : "worker",
         .api_port = n->api.httpd.port,
         .api_key = n->cfg.api_key,
         .console_port = 0,
         .heartbeat_ms = env_ms("MESH_LLM_HEARTBEAT_MS", 60000),
         .fill_announcement = fill_announcement,
+        .on_peers_changed = peers_changed,
+        .rpc_port = rpc_port,
         .data = n,
     };
     if (!n->cfg.headless) {
@@ -472,8 +491,13 @@ int main(int argc, char **argv)
     n->mgmt.mesh = n->mesh;
     n->api.route_remote = route_remote;
     n->api.list_remote = list_remote;
+    n->api.local_gate = local_gate;
     n->api.remote_data = n;
     n->ms.on_change = models_changed;
+    n->sv.on_change = sv_changed;
+    n->mgmt.extra_status = mgmt_extra;
+    n->mgmt.extra_data = n;
+    planner_start(&n->plan, n->mesh);
 
     uv_signal_init(n->loop, &n->sigint);
     uv_signal_init(n->loop, &n->sigterm);

@@ -12,6 +12,7 @@
 #include "gossip.h"
 #include "log.h"
 #include "tunnel.h"
+#include "tunnel_rpc.h"
 #include "util.h"
 #include "wire.h"
 
@@ -48,6 +49,7 @@ struct mesh {
     uv_timer_t gtimer, jtimer, stimer;
     mpeer_t *peers;
     char token[TOKEN_MAX_LEN + 1];
+    char role[16];
     char addrs[MAX_ADDRS][TOKEN_ADDR_MAX];
     size_t n_addrs;
     token_t joins[MESH_MAX_JOIN];
@@ -220,6 +222,7 @@ static void g_event(void *data, gossip_event_t ev, const gossip_peer_t *peer)
         LOGI("mesh", "peer %.12s left the mesh", peer->id);
         break;
     }
+    if (!m->stopping && m->o.on_peers_changed) m->o.on_peers_changed(m->o.data);
     if ((ev == GOSSIP_EV_DEAD || ev == GOSSIP_EV_LEFT) && m->n_joins && !m->stopping &&
         gossip_alive_count(m->g) == 0 && !m->joining && !uv_is_active((uv_handle_t *)&m->jtimer))
         rejoin_later(m);
@@ -382,6 +385,12 @@ static void in_data(tp_stream_t *s, const uint8_t *p, size_t n)
             tunnel_http_serve(m->loop, s, f, p, n, m->o.api_port, m->o.api_key);
             json_decref(f);
             return;
+        } else if (type == WIRE_TUNNEL_RPC && m->o.rpc_port && !m->stopping) {
+            wire_reader_free(&x->rd);
+            free(x);
+            tunnel_rpc_serve(m->loop, s, f, p, n, m->o.rpc_port(m->o.data));
+            json_decref(f);
+            return;
         } else {
             LOGD("mesh", "%s stream from %.12s not supported here: reset", wire_type_name(type),
                  x->from);
@@ -506,6 +515,12 @@ static json_t *build_announcement(mesh_t *m)
         "console_port", m->o.console_port, "quic_port", tp_endpoint_port(m->ep));
     if (a && m->o.fill_announcement) m->o.fill_announcement(m->o.data, a);
     return a;
+}
+
+void mesh_set_role(mesh_t *m, const char *role)
+{
+    snprintf(m->role, sizeof m->role, "%s", role);
+    m->o.role = m->role;
 }
 
 void mesh_announce_changed(mesh_t *m)

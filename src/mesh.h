@@ -34,6 +34,10 @@ typedef struct {
     uint64_t heartbeat_ms; /* MESH_LLM_HEARTBEAT_MS */
     /* Called to fill the announcement's model fields (available_models, serving…). */
     void (*fill_announcement)(void *data, json_t *ann);
+    /* The local rpc-server's port, <= 0 when none (incoming TUNNEL_RPC streams go there). */
+    int (*rpc_port)(void *data);
+    /* A peer came up, changed its announcement, died or left. */
+    void (*on_peers_changed)(void *data);
     void *data;
 } mesh_opts_t;
 
@@ -44,6 +48,8 @@ void mesh_stop(mesh_t *m, void (*cb)(void *data), void *data);
 /* The announcement changed (models loaded/unloaded…): rebuild and gossip it. */
 void mesh_announce_changed(mesh_t *m);
 
+/* This node's role as announced and shown in the status: worker | host | client. */
+void mesh_set_role(mesh_t *m, const char *role);
 /* The ready connection to a peer; when there is none, a dial starts and NULL is returned. */
 tp_conn_t *mesh_conn(mesh_t *m, const char *peer_id);
 /* Call fn for every live peer (its announcement may be NULL). */

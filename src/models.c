@@ -308,6 +308,7 @@ static void load_result(models_t *ms, model_entry_t *e, bool ok)
 static void on_child_ready(supervisor_t *sv, sv_child_t *c)
 {
     models_t *ms = sv->data;
+    if (c->kind != SV_KIND_LLAMA) return;
     model_entry_t *e = models_find(ms, c->name);
     if (e && e->mm->state == MM_LOADING) load_result(ms, e, true);
 }
@@ -315,6 +316,7 @@ static void on_child_ready(supervisor_t *sv, sv_child_t *c)
 static void on_child_load_failed(supervisor_t *sv, sv_child_t *c)
 {
     models_t *ms = sv->data;
+    if (c->kind != SV_KIND_LLAMA) return;
     model_entry_t *e = models_find(ms, c->name);
     if (e && e->mm->state == MM_LOADING) load_result(ms, e, false);
 }
@@ -322,6 +324,7 @@ static void on_child_load_failed(supervisor_t *sv, sv_child_t *c)
 static void on_child_stopped(supervisor_t *sv, sv_child_t *c)
 {
     models_t *ms = sv->data;
+    if (c->kind != SV_KIND_LLAMA) return;
     model_entry_t *e = models_find(ms, c->name);
     if (!e) return;
     if (e->mm->state == MM_UNLOADING) {
@@ -338,6 +341,41 @@ static void on_child_stopped(supervisor_t *sv, sv_child_t *c)
         }
     }
     run_actions(ms);
+}
+
+static int set_child_options(model_entry_t *e)
+{
+    if (!e->mesh_args) return sv_set_options(e->child, e->ctx_size, e->llamacpp_args);
+    buf_t b;
+    buf_init(&b, 1 << 16);
+    buf_printf(&b, "%s %s", e->llamacpp_args ? e->llamacpp_args : "", e->mesh_args);
+    int rc = b.data ? sv_set_options(e->child, e->ctx_size, b.data) : -ENOMEM;
+    buf_free(&b);
+    return rc;
+}
+
+int models_set_mesh_args(models_t *ms, model_entry_t *e, const char *args)
+{
+    (void)ms;
+    char *copy = args ? strdup(args) : NULL;
+    if (args && !copy) return -ENOMEM;
+    free(e->mesh_args);
+    e->mesh_args = copy;
+    return 0;
+}
+
+void models_load(models_t *ms, model_entry_t *e, bool reload)
+{
+    if (reload && (e->mm->state == MM_LOADED || e->mm->state == MM_LOADING))
+        mm_reload(&ms->mm, e->mm, now_ms(ms));
+    else
+        mm_load(&ms->mm, e->mm, now_ms(ms));
+    run_actions(ms);
+}
+
+void models_unload(models_t *ms, model_entry_t *e)
+{
+    if (mm_unload(&ms->mm, e->mm, now_ms(ms)) == 0) run_actions(ms);
 }
 
 static void run_actions(models_t *ms)
@@ -357,8 +395,7 @@ static void run_actions(models_t *ms)
             case MM_ACT_LOAD:
                 ms->state_changed = true;
                 LOGI("models", "loading %s (%s)", a.model->name, mm_type_name(a.model->type));
-                if (sv_set_options(e->child, e->ctx_size, e->llamacpp_args) != 0 ||
-                    sv_start(e->child) != 0) {
+                if (set_child_options(e) != 0 || sv_start(e->child) != 0) {
                     if (!e->child->last_error[0])
                         snprintf(e->child->last_error, sizeof e->child->last_error,
                                  "could not start llama-server");
@@ -436,6 +473,7 @@ static int add_entry(models_t *ms, const config_model_t *cm, bool preload, char 
     e->mm->data = e;
     e->path = strdup(cm->path);
     e->size = size;
+    e->n_layers = grc == 0 ? gi.block_count : 0;
     e->preload = preload;
     e->ctx_size = ms->cfg->ctx_size;
     e->llamacpp_args = ms->cfg->llamacpp_args ? strdup(ms->cfg->llamacpp_args) : NULL;
@@ -497,6 +535,7 @@ void models_free(models_t *ms)
     for (size_t i = 0; i < ms->n; i++) {
         free(ms->entries[i].path);
         free(ms->entries[i].llamacpp_args);
+        free(ms->entries[i].mesh_args);
     }
     free(ms->last_stats_json);
     free(ms->last_usage_json);

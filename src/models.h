@@ -18,11 +18,13 @@ typedef struct parked parked_t;
 typedef struct {
     char *path;
     uint64_t size;
+    uint32_t n_layers;    /* GGUF block_count, 0 unknown */
     unsigned preload : 1; /* given with --model: loaded at startup when a slot is free */
     unsigned preload_done : 1;
     /* options of the running (or next) load */
     uint32_t ctx_size;
     char *llamacpp_args;
+    char *mesh_args; /* set by the mesh (split host: --rpc, --tensor-split, -ngl), appended */
     char backend[16];
     sv_child_t *child;
     mm_model_t *mm;
@@ -62,6 +64,14 @@ model_entry_t *models_find(models_t *ms, const char *name);
 void models_route(models_t *ms, model_entry_t *e, httpd_req_t *req);
 /* /api/v1/... and /api/v0/... ; returns false if path is not a model-manager path. */
 bool models_api(models_t *ms, httpd_req_t *req, const char *sub);
+/* Arguments the mesh adds to the model's llama-server (NULL: none); used by the next load. */
+int models_set_mesh_args(models_t *ms, model_entry_t *e, const char *args);
+/* Load e (queued like POST /api/v1/load); with reload, a loaded model restarts with the current
+ * options once its requests finished. */
+void models_load(models_t *ms, model_entry_t *e, bool reload);
+/* Unload e if it is loaded or loading. */
+void models_unload(models_t *ms, model_entry_t *e);
+
 /* "ready" | "loading" | "unloaded" for /v1/models. */
 const char *models_status(const model_entry_t *e);
 

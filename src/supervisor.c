@@ -123,6 +123,30 @@ int sv_add(supervisor_t *sv, const char *name, const char *path, model_type_t ty
     return 0;
 }
 
+int sv_add_rpc(supervisor_t *sv, const char *name, sv_child_t **out)
+{
+    if (!sv->rpc_server)
+        return -ENOENT;
+    sv_child_t *c = NULL;
+    int rc = sv_add(sv, name, sv->rpc_server, MODEL_TYPE_AUTO, 0, NULL, &c);
+    if (rc)
+        return rc;
+    c->kind = SV_KIND_RPC;
+    if (out)
+        *out = c;
+    return 0;
+}
+
+/* "llama-server for model NAME" or "rpc-server", for logs. */
+static const char *prog_name(const sv_child_t *c)
+{
+    static char buf[MODEL_NAME_MAX + 32];
+    if (c->kind == SV_KIND_RPC)
+        return "rpc-server";
+    snprintf(buf, sizeof buf, "llama-server for model %s", c->name);
+    return buf;
+}
+
 sv_child_t *sv_find(supervisor_t *sv, const char *name)
 {
     for (sv_child_t *c = sv->children; c; c = c->next)
@@ -166,6 +190,15 @@ char **sv_build_argv(const sv_child_t *c)
     size_t i = 0;
     char port[16], ctx[16];
     snprintf(port, sizeof port, "%u", c->port);
+    if (c->kind == SV_KIND_RPC) {
+        v[i++] = strdup(c->path);
+        v[i++] = strdup("-H");
+        v[i++] = strdup("127.0.0.1");
+        v[i++] = strdup("-p");
+        v[i++] = strdup(port);
+        v[i++] = strdup("-c");
+        goto extra;
+    }
     v[i++] = strdup(c->sv->llama_server);
     v[i++] = strdup("--model");
     v[i++] = strdup(c->path);
@@ -187,6 +220,7 @@ char **sv_build_argv(const sv_child_t *c)
     } else if (c->type == MODEL_TYPE_RERANKING) {
         v[i++] = strdup("--reranking");
     }
+extra:
     for (size_t k = 0; k < n_extra; k++)
         v[i++] = strdup(c->extra_argv[k]);
     v[i] = NULL;
@@ -310,8 +344,11 @@ static void health_finish(health_t *h, bool ok)
         c->ever_ready = true;
         c->ready_this_spawn = true;
         c->first_outcome = true;
-        LOGI("supervisor", "model %s ready on 127.0.0.1:%u (pid %d, %.1f s)", c->name, c->port,
-             c->pid, (double)(now - c->spawned_ms) / 1000.0);
+        if (c->kind == SV_KIND_RPC)
+            LOGI("supervisor", "rpc-server ready on 127.0.0.1:%u (pid %d)", c->port, c->pid);
+        else
+            LOGI("supervisor", "model %s ready on 127.0.0.1:%u (pid %d, %.1f s)", c->name, c->port,
+                 c->pid, (double)(now - c->spawned_ms) / 1000.0);
         set_state(c, CHILD_READY);
         if (c->sv->on_ready)
             c->sv->on_ready(c->sv, c);
@@ -355,6 +392,10 @@ static void on_health_connect(uv_connect_t *cr, int status)
     health_t *h = cr->data;
     if (status < 0) {
         health_finish(h, false);
+        return;
+    }
+    if (h->c->kind == SV_KIND_RPC) { /* it accepts connections: ready */
+        health_finish(h, true);
         return;
     }
     static char req[] = "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
@@ -474,12 +515,12 @@ static void on_postmortem(uv_timer_t *t)
     uint64_t delay = backoff_ms(c->attempts, BACKOFF_BASE_MS, BACKOFF_MAX_MS);
     bool load_failed = !c->ready_this_spawn;
     if (load_failed)
-        LOGE("supervisor", "llama-server for model %s (pid %d) %s while loading", c->name, c->pid,
-             why);
+        LOGE("supervisor", "%s (pid %d) %s while loading", prog_name(c), c->pid, why);
     else
-        LOGE("supervisor", "llama-server for model %s (pid %d) %s; restarting in %.1f s",
-             c->name, c->pid, why, (double)delay / 1000.0);
-    snprintf(c->last_error, sizeof c->last_error, "llama-server %s", why);
+        LOGE("supervisor", "%s (pid %d) %s; restarting in %.1f s", prog_name(c), c->pid, why,
+             (double)delay / 1000.0);
+    snprintf(c->last_error, sizeof c->last_error, "%s %s",
+             c->kind == SV_KIND_RPC ? "rpc-server" : "llama-server", why);
     for (unsigned back = 0; back < CHILD_LOG_LINES; back++) {
         const char *l = last_line(c, back);
         if (l && (strstr(l, "error") || strstr(l, "failed") || strstr(l, "invalid"))) {
@@ -523,7 +564,7 @@ static void on_child_exit(uv_process_t *p, int64_t status, int sig)
     c->last_term_signal = sig;
     uv_close((uv_handle_t *)p, on_proc_closed);
     if (c->sv->stopping || c->state == CHILD_STOPPING) {
-        LOGI("supervisor", "llama-server for model %s stopped", c->name);
+        LOGI("supervisor", "%s stopped", prog_name(c));
         uv_timer_stop(&c->timer);
         if (c->out_open && !uv_is_closing((uv_handle_t *)&c->out))
             uv_close((uv_handle_t *)&c->out, on_out_closed);
@@ -627,8 +668,7 @@ static int do_spawn(sv_child_t *c)
         }
         c->spawned_ms = uv_now(sv->loop);
         c->partial_len = 0;
-        LOGI("supervisor", "starting llama-server for model %s on 127.0.0.1:%u (pid %d)", c->name,
-             c->port, c->pid);
+        LOGI("supervisor", "starting %s on 127.0.0.1:%u (pid %d)", prog_name(c), c->port, c->pid);
         if (log_enabled(LOG_DEBUG)) {
             buf_t cmd;
             buf_init(&cmd, 1 << 16);
@@ -727,6 +767,7 @@ void sv_close(supervisor_t *sv)
     }
     sv->children = NULL;
     free(sv->llama_server);
+    free(sv->rpc_server);
     free(sv->self_exe);
 }
 

@@ -26,8 +26,14 @@ const char *child_state_name(child_state_t s);
 typedef struct supervisor supervisor_t;
 typedef struct sv_child sv_child_t;
 
+typedef enum {
+    SV_KIND_LLAMA = 0, /* llama-server for a model */
+    SV_KIND_RPC,       /* ggml-rpc-server lending this node's memory to split models */
+} sv_kind_t;
+
 struct sv_child {
     supervisor_t *sv;
+    sv_kind_t kind;
     char name[MODEL_NAME_MAX];
     char *path;
     model_type_t type;
@@ -67,6 +73,7 @@ typedef void (*sv_event_cb)(supervisor_t *sv, sv_child_t *child);
 struct supervisor {
     uv_loop_t *loop;
     char *llama_server; /* absolute path */
+    char *rpc_server;   /* ggml-rpc-server (absolute path), NULL when not found */
     char *self_exe;     /* for the parent-death wrapper */
     bool verbose;
     sv_child_t *children;
@@ -90,6 +97,9 @@ int sv_init(supervisor_t *sv, uv_loop_t *loop, const char *llama_server, bool ve
 int sv_add(supervisor_t *sv, const char *name, const char *path, model_type_t type,
            uint32_t ctx_size, const char *extra_args, sv_child_t **out);
 int sv_start(sv_child_t *c);
+/* Add the rpc-server child (not started): `ggml-rpc-server -H 127.0.0.1 -p PORT -c`, its cache in
+ * $LLAMA_CACHE/rpc/. Ready once its port accepts connections. -ENOENT without sv->rpc_server. */
+int sv_add_rpc(supervisor_t *sv, const char *name, sv_child_t **out);
 sv_child_t *sv_find(supervisor_t *sv, const char *name);
 /* Replace the options used by the next start. */
 int sv_set_options(sv_child_t *c, uint32_t ctx_size, const char *extra_args);

@@ -253,6 +253,8 @@ class Node:
             if argv and "llama-server" in os.path.basename(argv[0]):
                 out[c] = argv
                 self.child_pids.add(c)
+            elif argv and "rpc-server" in os.path.basename(argv[0]):
+                self.child_pids.add(c)
         return out
 
     def remember_children(self):
@@ -298,7 +300,7 @@ class Node:
             self.proc.wait(timeout=10)
         for c in self.child_pids:
             argv = cmdline(c)
-            if pid_alive(c) and argv and "llama-server" in argv[0]:
+            if pid_alive(c) and argv and ("llama-server" in argv[0] or "rpc-server" in argv[0]):
                 try:
                     os.kill(c, signal.SIGKILL)
                 except ProcessLookupError:

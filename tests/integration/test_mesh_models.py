@@ -17,7 +17,7 @@ def models_status(node):
 def test_each_model_through_each_node(start_node):
     a = start_node("--port", "0", "--model", model_path(A_MODEL), env=ENV)
     b = start_node("--port", "0", "--model", model_path(B_MODEL), "--join", a.token, env=ENV)
-    c = start_node("--port", "0", "--join", b.token, env=ENV)  # serves nothing: routes only
+    c = start_node("--port", "0", "--client", "--join", b.token, env=ENV)  # routes only
     wait_converged([a, b, c])
     for n in (a, b, c):
         wait_for(lambda: models_status(n).get(A_MODEL) == "ready"
@@ -32,6 +32,15 @@ def test_each_model_through_each_node(start_node):
             r = n.complete(model, max_tokens=12)
             assert r.status == 200, (n.id[:8], model, r)
             assert r.json()["choices"][0]["text"] == want
+    # the catalog in /api/status names the nodes: each model held and hosted by its node; the
+    # client holds and lends nothing
+    for n in (a, b, c):
+        cat = {m["name"]: m for m in n.status()["catalog"]}
+        assert cat[A_MODEL]["status"] == "ready" and cat[A_MODEL]["hosts"] == [a.id]
+        assert cat[B_MODEL]["status"] == "ready" and cat[B_MODEL]["hosts"] == [b.id]
+        assert c.id not in cat[A_MODEL]["holders"] + cat[B_MODEL]["holders"]
+    st = c.status()["node"]
+    assert st["role"] == "client" and st["vram_bytes"] == 0
     # streamed through the mesh: SSE chunks arrive and end with [DONE]
     r = c.request("POST", "/v1/chat/completions",
                   {"model": B_MODEL, "stream": True, "max_tokens": 8, "temperature": 0,

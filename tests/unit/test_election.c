@@ -559,6 +559,96 @@ static void test_random_properties(void **state)
     assert_true(forced > 50 && layered > 200);
 }
 
+/* llama.cpp with a CPU host (src/llama-model.cpp): layer il of 0..L stays on the CPU when
+ * il < L + 1 - ngl, else goes to the RPC device chosen by --tensor-split over the offloaded
+ * slots. The CPU layout must reproduce the ranges it announces to the workers. */
+static void check_cpu_layout(const election_plan_t *p)
+{
+    election_range_t r[16];
+    uint32_t ngl = 0;
+    assert_int_equal(election_cpu_layout(p, r, &ngl), 0);
+    uint32_t L = p->n_layers, nw = (uint32_t)p->n_members - 1, w[16];
+    for (uint32_t k = 0; k < nw; k++)
+        w[k] = r[k].weight;
+    uint32_t start = L + 1 - ngl, covered = 0;
+    assert_int_equal(r[nw].first, 0);
+    for (uint32_t il = 0; il <= L; il++) {
+        size_t dev;
+        if (il < start) {
+            dev = nw; /* the host's CPU */
+        } else {
+            float splits[16], sum = 0.0f;
+            for (uint32_t k = 0; k < nw; k++)
+                splits[k] = (sum += (float)w[k]);
+            for (uint32_t k = 0; k < nw; k++)
+                splits[k] /= sum;
+            float x = (float)(il - start) / (float)ngl;
+            dev = 0;
+            while (dev < nw && !(splits[dev] > x))
+                dev++;
+            assert_true(dev < nw);
+        }
+        const election_range_t *m = &r[dev];
+        if (il == L)
+            assert_true(m->output);
+        else
+            assert_true(il >= m->first && il < m->end);
+        covered++;
+    }
+    assert_int_equal(covered, L + 1);
+    uint32_t total = 0;
+    for (uint32_t k = 0; k <= nw; k++)
+        total += r[k].weight;
+    assert_int_equal(total, L + 1);
+}
+
+static void test_cpu_layout(void **state)
+{
+    (void)state;
+    election_plan_t p;
+    /* two equal nodes, 5 layers (stories260K): host keeps 0-2, the worker 3-4 + output */
+    assert_int_equal(run_spec("a1 b1", 1500000000ULL, 5, NULL, &p), 0);
+    assert_int_equal(p.mode, ELECTION_SPLIT);
+    election_range_t r[2];
+    uint32_t ngl;
+    assert_int_equal(election_cpu_layout(&p, r, &ngl), 0);
+    assert_int_equal(ngl, 3);
+    assert_int_equal(r[1].first, 0);
+    assert_int_equal(r[1].end, 3);
+    assert_false(r[1].output);
+    assert_int_equal(r[0].first, 3);
+    assert_int_equal(r[0].end, 5);
+    assert_true(r[0].output);
+    check_cpu_layout(&p);
+    election_plan_free(&p);
+    /* not a split, or no layer count: refused */
+    assert_int_equal(run_spec("a4", 1 * G, 5, NULL, &p), 0);
+    assert_int_equal(election_cpu_layout(&p, r, &ngl), -EINVAL);
+    election_plan_free(&p);
+    assert_int_equal(run_spec("a1 b1", 1500000000ULL, 0, NULL, &p), 0);
+    assert_int_equal(election_cpu_layout(&p, r, &ngl), -EINVAL);
+    election_plan_free(&p);
+    /* random splits: llama.cpp's placement matches the announced ranges */
+    size_t checked = 0;
+    for (int iter = 0; iter < 2000; iter++) {
+        size_t n = 2 + rnd_below(6);
+        tn_t tn[8];
+        for (size_t i = 0; i < n; i++)
+            tn[i] = (tn_t){.tag = (char)('a' + i), .vram = (1 + rnd_below(9)) * G, .rtt = UNK};
+        uint64_t size = 0;
+        for (size_t i = 0; i < n; i++)
+            size += tn[i].vram;
+        size = size * 8 / 10; /* fits together, usually not alone */
+        if (run_nodes(tn, n, size, 1 + (uint32_t)rnd_below(80), NULL, &p) != 0) continue;
+        if (p.mode == ELECTION_SPLIT) {
+            check_cpu_layout(&p);
+            checked++;
+        }
+        election_plan_free(&p);
+    }
+    assert_true(checked > 500);
+}
+
 /* Re-running on leave/death: removing the host makes the next-biggest node host. */
 static void test_rerun_after_death(void **state)
 {
@@ -588,6 +678,7 @@ int main(void)
         cmocka_unit_test(test_invalid),
         cmocka_unit_test(test_random_properties),
         cmocka_unit_test(test_rerun_after_death),
+        cmocka_unit_test(test_cpu_layout),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

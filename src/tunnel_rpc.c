@@ -1,0 +1,547 @@
+#include "tunnel_rpc.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "util.h"
+#include "wire.h"
+
+#define STAGE_CAP (8u << 20) /* stream bytes waiting for the TCP side (a window is 1 MiB) */
+#define READ_CHUNK 65536
+
+static tunnel_rpc_stats_t g_stats;
+
+const tunnel_rpc_stats_t *tunnel_rpc_stats(void)
+{
+    return &g_stats;
+}
+
+typedef struct relay relay_t;
+
+struct rpc_fwd {
+    uv_loop_t *loop;
+    uv_tcp_t srv;
+    bool closing;
+    int port;
+    char *peer_id, *model;
+    tp_conn_t *(*get_conn)(void *data, const char *peer_id);
+    void *data;
+    uint64_t connect_ms;
+    relay_t *links;
+    size_t n_links;
+};
+
+/* One TCP connection <-> one stream. Host side: accepted from llama-server; worker side:
+ * connected to rpc-server. */
+struct relay {
+    uv_loop_t *loop;
+    rpc_fwd_t *fwd; /* host side, while the listener lives */
+    relay_t *prev, *next;
+    bool host;
+    tp_stream_t *s; /* NULL before it is opened (host) and after on_close */
+    uv_tcp_t tcp;
+    uv_connect_t creq;
+    uv_write_t wreq;
+    uv_shutdown_t sreq;
+    uv_timer_t timer; /* host: get_conn retries */
+    bool tcp_open, tcp_closing, timer_open;
+    bool connected; /* the TCP side can be written to */
+    bool reading, tcp_eof, stream_fin, writing, failed;
+    int shut;         /* TCP shutdown: 0 not yet, 1 under way, 2 done */
+    buf_t stage;      /* stream bytes not yet handed to the TCP socket */
+    buf_t inflight;   /* the bytes of the uv_write under way */
+    size_t stage_ack; /* of stage: bytes to acknowledge once written (`rest` is not) */
+    size_t inflight_ack;
+    uint64_t deadline; /* host: give up on get_conn (loop time) */
+};
+
+static void relay_start_reading(relay_t *r);
+static void relay_flush(relay_t *r);
+
+/* ---------------- lifetime ---------------- */
+
+static void relay_unlink(relay_t *r)
+{
+    rpc_fwd_t *f = r->fwd;
+    if (!f) return;
+    if (r->prev)
+        r->prev->next = r->next;
+    else
+        f->links = r->next;
+    if (r->next) r->next->prev = r->prev;
+    r->prev = r->next = NULL;
+    r->fwd = NULL;
+    f->n_links--;
+}
+
+static void relay_try_free(relay_t *r)
+{
+    if (r->s || r->tcp_open || r->timer_open) return;
+    relay_unlink(r);
+    buf_free(&r->stage);
+    buf_free(&r->inflight);
+    g_stats.links_active--;
+    free(r);
+}
+
+static void on_tcp_closed(uv_handle_t *h)
+{
+    relay_t *r = h->data;
+    r->tcp_open = false;
+    relay_try_free(r);
+}
+
+static void on_timer_closed(uv_handle_t *h)
+{
+    relay_t *r = h->data;
+    r->timer_open = false;
+    relay_try_free(r);
+}
+
+static void relay_close_tcp(relay_t *r)
+{
+    if (!r->tcp_open || r->tcp_closing) return;
+    r->tcp_closing = true;
+    r->reading = false;
+    uv_close((uv_handle_t *)&r->tcp, on_tcp_closed);
+}
+
+static void relay_close_timer(relay_t *r)
+{
+    if (r->timer_open && !uv_is_closing((uv_handle_t *)&r->timer))
+        uv_close((uv_handle_t *)&r->timer, on_timer_closed);
+}
+
+/* Tear down both sides. The stream reset comes last: r may be gone after it. */
+static void relay_fail(relay_t *r)
+{
+    r->failed = true;
+    relay_close_timer(r);
+    relay_close_tcp(r);
+    if (r->s) tp_stream_reset(r->s, 1);
+}
+
+/* Both TCP directions are done (or the stream is gone and everything was written). */
+static void relay_check_done(relay_t *r)
+{
+    if (r->shut == 2 && (r->tcp_eof || !r->s)) relay_close_tcp(r);
+}
+
+/* ---------------- stream -> TCP ---------------- */
+
+static void on_shutdown(uv_shutdown_t *req, int status)
+{
+    relay_t *r = req->data;
+    r->shut = 2;
+    if (status < 0) {
+        if (status != UV_ECANCELED) relay_fail(r);
+        return;
+    }
+    relay_check_done(r);
+}
+
+static void on_written(uv_write_t *w, int status)
+{
+    relay_t *r = w->data;
+    r->writing = false;
+    if (status < 0) {
+        if (status != UV_ECANCELED)
+            LOGD("tunnel_rpc", "write to the %s side failed: %s",
+                 r->host ? "llama-server" : "rpc-server", uv_strerror(status));
+        relay_fail(r);
+        return;
+    }
+    if (r->host)
+        g_stats.host_rx += r->inflight.len;
+    else
+        g_stats.worker_rx += r->inflight.len;
+    buf_reset(&r->inflight);
+    if (r->s && r->inflight_ack) tp_stream_consumed(r->s, r->inflight_ack);
+    r->inflight_ack = 0;
+    relay_flush(r);
+}
+
+/* One uv_write at a time: what arrives meanwhile is staged and goes out in one write. */
+static void relay_flush(relay_t *r)
+{
+    if (!r->connected || r->tcp_closing || r->writing || r->failed) return;
+    if (r->stage.len) {
+        buf_t t = r->inflight;
+        r->inflight = r->stage;
+        r->stage = t;
+        buf_reset(&r->stage);
+        r->inflight_ack = r->stage_ack;
+        r->stage_ack = 0;
+        uv_buf_t b = uv_buf_init(r->inflight.data, (unsigned)r->inflight.len);
+        r->wreq.data = r;
+        int rc = uv_write(&r->wreq, (uv_stream_t *)&r->tcp, &b, 1, on_written);
+        if (rc) {
+            relay_fail(r);
+            return;
+        }
+        r->writing = true;
+        return;
+    }
+    if (r->stream_fin && r->shut == 0) {
+        r->sreq.data = r;
+        int rc = uv_shutdown(&r->sreq, (uv_stream_t *)&r->tcp, on_shutdown);
+        if (rc) {
+            relay_fail(r);
+            return;
+        }
+        r->shut = 1;
+    }
+}
+
+static void st_data(tp_stream_t *s, const uint8_t *p, size_t n)
+{
+    relay_t *r = tp_stream_data(s);
+    if (r->failed || r->tcp_closing) {
+        tp_stream_consumed(s, n);
+        return;
+    }
+    if (buf_append(&r->stage, p, n) != 0) {
+        LOGD("tunnel_rpc", "peer sent beyond its window: relay reset");
+        relay_fail(r);
+        return;
+    }
+    r->stage_ack += n;
+    relay_flush(r);
+}
+
+static void st_fin(tp_stream_t *s)
+{
+    relay_t *r = tp_stream_data(s);
+    r->stream_fin = true;
+    relay_flush(r);
+}
+
+static void st_drain(tp_stream_t *s)
+{
+    relay_start_reading(tp_stream_data(s));
+}
+
+static void st_close(tp_stream_t *s, int err)
+{
+    relay_t *r = tp_stream_data(s);
+    r->s = NULL;
+    if (err || !r->stream_fin || r->failed) {
+        /* reset, or the connection went away: the TCP side goes too */
+        relay_close_tcp(r);
+    } else {
+        relay_check_done(r); /* clean: close once the last bytes and the shutdown are out */
+    }
+    relay_try_free(r);
+}
+
+static const tp_stream_cb_t relay_cb = {st_data, st_fin, st_drain, st_close};
+
+/* ---------------- TCP -> stream ---------------- */
+
+static void tcp_alloc(uv_handle_t *h, size_t sz, uv_buf_t *b)
+{
+    static char buf[READ_CHUNK]; /* copied into the stream's queue before the next read */
+    b->base = buf;
+    b->len = sizeof buf;
+}
+
+static void tcp_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b)
+{
+    relay_t *r = st->data;
+    if (n == 0) return;
+    if (n < 0) {
+        uv_read_stop(st);
+        r->reading = false;
+        if (n != UV_EOF) {
+            LOGD("tunnel_rpc", "read from the %s side failed: %s",
+                 r->host ? "llama-server" : "rpc-server", uv_strerror((int)n));
+            relay_fail(r);
+            return;
+        }
+        r->tcp_eof = true;
+        if (r->s) tp_stream_shutdown(r->s);
+        relay_check_done(r);
+        return;
+    }
+    if (!r->s || r->failed) return;
+    if (tp_stream_write(r->s, b->base, (size_t)n) != 0) {
+        relay_fail(r);
+        return;
+    }
+    if (r->host)
+        g_stats.host_tx += (uint64_t)n;
+    else
+        g_stats.worker_tx += (uint64_t)n;
+    if (tp_stream_over_high_water(r->s)) {
+        uv_read_stop(st); /* resumed by st_drain */
+        r->reading = false;
+        g_stats.read_pauses++;
+    }
+}
+
+static void relay_start_reading(relay_t *r)
+{
+    if (r->reading || r->tcp_eof || r->tcp_closing || !r->connected || !r->s || r->failed) return;
+    if (tp_stream_over_high_water(r->s)) return;
+    if (uv_read_start((uv_stream_t *)&r->tcp, tcp_alloc, tcp_read) != 0) {
+        relay_fail(r);
+        return;
+    }
+    r->reading = true;
+}
+
+static relay_t *relay_new(uv_loop_t *loop, bool host)
+{
+    relay_t *r = calloc(1, sizeof *r);
+    if (!r) return NULL;
+    r->loop = loop;
+    r->host = host;
+    buf_init(&r->stage, STAGE_CAP);
+    buf_init(&r->inflight, STAGE_CAP);
+    uv_tcp_init(loop, &r->tcp); /* cannot fail for AF_UNSPEC */
+    r->tcp.data = r;
+    r->tcp_open = true;
+    g_stats.links_active++;
+    return r;
+}
+
+/* ---------------- host side ---------------- */
+
+static void host_try_open(relay_t *r);
+
+static void on_retry(uv_timer_t *t)
+{
+    host_try_open(t->data);
+}
+
+static int host_open_stream(relay_t *r, tp_conn_t *c)
+{
+    buf_t b;
+    buf_init(&b, WIRE_MAX_FRAME + 5);
+    json_t *fr = json_pack("{s:i,s:s}", "v", 1, "model", r->fwd->model);
+    int rc = fr ? wire_write(&b, WIRE_TUNNEL_RPC, fr) : -ENOMEM;
+    json_decref(fr);
+    tp_stream_t *s = NULL;
+    if (rc == 0) rc = tp_stream_open(c, &relay_cb, r, &s);
+    if (rc == 0) {
+        r->s = s;
+        rc = tp_stream_write(s, b.data, b.len);
+    }
+    buf_free(&b);
+    return rc;
+}
+
+static void host_try_open(relay_t *r)
+{
+    rpc_fwd_t *f = r->fwd;
+    if (!f || r->failed || r->s) return;
+    tp_conn_t *c = f->get_conn(f->data, f->peer_id);
+    if (!r->fwd || r->failed) return; /* get_conn closed the listener */
+    if (c) {
+        int rc = host_open_stream(r, c);
+        if (rc == 0) {
+            g_stats.links_opened++;
+            relay_close_timer(r);
+            relay_start_reading(r);
+            return;
+        }
+        if (r->s) { /* opened, then the frame could not be queued */
+            g_stats.links_failed++;
+            relay_fail(r);
+            return;
+        }
+        LOGD("tunnel_rpc", "cannot open a stream to %.12s: %s", f->peer_id, strerror(-rc));
+    }
+    if (uv_now(r->loop) >= r->deadline) {
+        LOGW("tunnel_rpc", "no connection to worker %.12s for %s: rpc link closed", f->peer_id,
+             f->model);
+        g_stats.links_failed++;
+        relay_fail(r);
+        return;
+    }
+    if (!r->timer_open) {
+        uv_timer_init(r->loop, &r->timer);
+        r->timer.data = r;
+        r->timer_open = true;
+    }
+    uv_timer_start(&r->timer, on_retry, TUNNEL_RPC_RETRY_MS, 0);
+}
+
+static void on_connection(uv_stream_t *srv, int status)
+{
+    rpc_fwd_t *f = srv->data;
+    if (status < 0 || f->closing) return;
+    relay_t *r = relay_new(f->loop, true);
+    if (!r) return; /* stays in the backlog; the next connection retries */
+    r->fwd = f;
+    r->next = f->links;
+    if (f->links) f->links->prev = r;
+    f->links = r;
+    f->n_links++;
+    if (uv_accept(srv, (uv_stream_t *)&r->tcp) != 0) {
+        relay_fail(r);
+        return;
+    }
+    if (f->n_links > TUNNEL_RPC_MAX_LINKS) {
+        LOGW("tunnel_rpc", "too many rpc links to %.12s: connection closed", f->peer_id);
+        g_stats.links_failed++;
+        relay_fail(r);
+        return;
+    }
+    uv_tcp_nodelay(&r->tcp, 1);
+    r->connected = true;
+    r->deadline = uv_now(f->loop) + f->connect_ms;
+    host_try_open(r);
+}
+
+static void on_srv_closed(uv_handle_t *h)
+{
+    rpc_fwd_t *f = h->data;
+    free(f->peer_id);
+    free(f->model);
+    free(f);
+}
+
+int tunnel_rpc_listen(uv_loop_t *loop, const char *peer_id, const char *model,
+                      tp_conn_t *(*get_conn)(void *data, const char *peer_id), void *data,
+                      rpc_fwd_t **out)
+{
+    if (!loop || !peer_id || !model || !*model || !get_conn || !out) return -EINVAL;
+    rpc_fwd_t *f = calloc(1, sizeof *f);
+    if (!f) return -ENOMEM;
+    f->loop = loop;
+    f->get_conn = get_conn;
+    f->data = data;
+    f->connect_ms = env_ms(TUNNEL_RPC_CONNECT_ENV, 5000);
+    f->peer_id = strdup(peer_id);
+    f->model = strdup(model);
+    if (!f->peer_id || !f->model) {
+        free(f->peer_id);
+        free(f->model);
+        free(f);
+        return -ENOMEM;
+    }
+    int rc = uv_tcp_init(loop, &f->srv);
+    if (rc) {
+        free(f->peer_id);
+        free(f->model);
+        free(f);
+        return rc;
+    }
+    f->srv.data = f;
+    struct sockaddr_in sa;
+    uv_ip4_addr("127.0.0.1", 0, &sa);
+    rc = uv_tcp_bind(&f->srv, (const struct sockaddr *)&sa, 0);
+    if (rc == 0) rc = uv_listen((uv_stream_t *)&f->srv, 128, on_connection);
+    if (rc == 0) {
+        struct sockaddr_storage ss;
+        int len = sizeof ss;
+        rc = uv_tcp_getsockname(&f->srv, (struct sockaddr *)&ss, &len);
+        if (rc == 0) f->port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    }
+    if (rc) {
+        f->closing = true;
+        uv_close((uv_handle_t *)&f->srv, on_srv_closed);
+        return rc;
+    }
+    *out = f;
+    return 0;
+}
+
+int tunnel_rpc_port(const rpc_fwd_t *f)
+{
+    return f ? f->port : -EINVAL;
+}
+
+void tunnel_rpc_close(rpc_fwd_t *f)
+{
+    if (!f || f->closing) return;
+    f->closing = true;
+    uv_close((uv_handle_t *)&f->srv, on_srv_closed);
+    while (f->links) {
+        relay_t *r = f->links;
+        relay_unlink(r);
+        relay_fail(r); /* r may be freed here */
+    }
+}
+
+/* ---------------- worker side ---------------- */
+
+static void dead_data(tp_stream_t *s, const uint8_t *p, size_t n)
+{
+    tp_stream_consumed(s, n);
+}
+
+static const tp_stream_cb_t dead_cb = {dead_data, NULL, NULL, NULL};
+
+static void refuse(tp_stream_t *s)
+{
+    g_stats.worker_failed++;
+    tp_stream_set_cb(s, &dead_cb, NULL); /* the caller's callbacks no longer apply */
+    tp_stream_reset(s, 1);
+}
+
+static void on_connected(uv_connect_t *req, int status)
+{
+    relay_t *r = req->data;
+    if (status < 0) {
+        if (status != UV_ECANCELED) {
+            LOGW("tunnel_rpc", "cannot connect to the local rpc-server: %s", uv_strerror(status));
+            g_stats.worker_failed++;
+        }
+        relay_fail(r);
+        return;
+    }
+    if (r->failed || r->tcp_closing) return;
+    if (!r->s && r->stage.len == 0 && !r->stream_fin) {
+        relay_close_tcp(r);
+        return;
+    }
+    g_stats.worker_opened++;
+    uv_tcp_nodelay(&r->tcp, 1);
+    r->connected = true;
+    relay_start_reading(r);
+    relay_flush(r);
+}
+
+void tunnel_rpc_serve(uv_loop_t *loop, tp_stream_t *s, json_t *frame, const uint8_t *rest,
+                      size_t rest_len, int rpc_port)
+{
+    json_t *m = json_is_object(frame) ? json_object_get(frame, "model") : NULL;
+    if (!json_is_string(m) || json_string_length(m) == 0) {
+        LOGD("tunnel_rpc", "TUNNEL_RPC frame without a model: stream reset");
+        refuse(s);
+        return;
+    }
+    if (rpc_port <= 0 || rpc_port > 65535) {
+        LOGD("tunnel_rpc", "no rpc-server here for %s: stream reset", json_string_value(m));
+        refuse(s);
+        return;
+    }
+    relay_t *r = relay_new(loop, false);
+    if (!r) {
+        refuse(s);
+        return;
+    }
+    r->s = s;
+    tp_stream_set_cb(s, &relay_cb, r);
+    /* already acknowledged by the caller: not counted in stage_ack */
+    if (rest_len && buf_append(&r->stage, rest, rest_len) != 0) {
+        g_stats.worker_failed++;
+        relay_fail(r);
+        return;
+    }
+    struct sockaddr_in sa;
+    uv_ip4_addr("127.0.0.1", rpc_port, &sa);
+    r->creq.data = r;
+    int rc = uv_tcp_connect(&r->creq, &r->tcp, (const struct sockaddr *)&sa, on_connected);
+    if (rc) {
+        LOGW("tunnel_rpc", "cannot connect to the local rpc-server: %s", uv_strerror(rc));
+        g_stats.worker_failed++;
+        relay_fail(r);
+    }
+}

@@ -1,0 +1,67 @@
+/* tunnel_rpc — llama.cpp RPC through the mesh (TUNNEL_RPC streams).
+ *
+ * A split-model host runs `llama-server --rpc 127.0.0.1:P1,…`. Each Pi is a listener of this
+ * module (tunnel_rpc_listen, 127.0.0.1 only): every TCP connection llama-server makes to it gets
+ * its own QUIC stream to one worker node, [0x02][frame {"v":1,"model":NAME}], then raw bytes in
+ * both directions with half-close. The worker (tunnel_rpc_serve, called by mesh for incoming
+ * TUNNEL_RPC streams) connects the stream to its local ggml-rpc-server on 127.0.0.1 and relays.
+ *
+ * Relays stream both ways with back-pressure: TCP reading stops while the stream's send queue is
+ * over its high-water mark and resumes on drain; stream bytes are acknowledged (which reopens the
+ * peer's flow-control window) only once the TCP socket has taken them, so at most one stream
+ * window per relay is ever buffered. TCP EOF becomes a stream FIN and a stream FIN a TCP
+ * shutdown; a reset stream or a lost connection closes the TCP side and a TCP error resets the
+ * stream. TCP_NODELAY on both TCP sides: llama.cpp RPC is request/response, latency bound.
+ *
+ * Lifetime: everything is freed from close callbacks; tunnel_rpc_close may be called from any
+ * callback (including get_conn) and tears down the listener and every relay it started.
+ */
+#ifndef MESH_TUNNEL_RPC_H
+#define MESH_TUNNEL_RPC_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "transport.h"
+
+/* How long a host-side link waits for get_conn to return a connection (default 5000). */
+#define TUNNEL_RPC_CONNECT_ENV "MESH_LLM_RPC_CONNECT_MS"
+#define TUNNEL_RPC_RETRY_MS 50
+#define TUNNEL_RPC_MAX_LINKS 256 /* per listener; more connections are closed at once */
+
+typedef struct rpc_fwd rpc_fwd_t;
+
+/* Host side. Listen on 127.0.0.1:0. Each accepted TCP connection gets a TUNNEL_RPC stream to
+ * peer `peer_id` (get_conn(data, peer_id) returns the ready tp_conn_t* or NULL while a dial is
+ * under way — then it is asked again every TUNNEL_RPC_RETRY_MS for up to 5 s, after which the
+ * TCP connection is closed) and the bytes are relayed both ways until either side closes.
+ * get_conn is called from the loop (accept and timer callbacks), never from inside this call.
+ * 0 or negative errno. */
+int tunnel_rpc_listen(uv_loop_t *loop, const char *peer_id, const char *model,
+                      tp_conn_t *(*get_conn)(void *data, const char *peer_id), void *data,
+                      rpc_fwd_t **out);
+int tunnel_rpc_port(const rpc_fwd_t *f);
+/* Close the listener and every relay it started (deferred frees, safe from callbacks). */
+void tunnel_rpc_close(rpc_fwd_t *f);
+
+/* Worker side: take over an incoming TUNNEL_RPC stream whose frame has been read (`rest` = bytes
+ * after the frame) and connect it to 127.0.0.1:rpc_port (rpc_port <= 0: reset the stream).
+ * A frame without a non-empty "model" string resets the stream. As mesh's stream reader does,
+ * the caller has already acknowledged (tp_stream_consumed) every byte it read, `rest` included;
+ * later bytes are acknowledged here as rpc-server takes them. `frame` is only borrowed. */
+void tunnel_rpc_serve(uv_loop_t *loop, tp_stream_t *s, json_t *frame, const uint8_t *rest,
+                      size_t rest_len, int rpc_port);
+
+typedef struct {
+    uint64_t host_tx, host_rx;     /* host side: bytes TCP->stream (to workers), stream->TCP */
+    uint64_t worker_rx, worker_tx; /* worker side: bytes stream->rpc-server, rpc-server->stream */
+    uint64_t links_opened, links_failed;   /* host side: TCP connections that got a stream / not */
+    uint64_t worker_opened, worker_failed; /* worker side: connected to rpc-server / reset */
+    uint64_t links_active;                 /* relays alive now (both sides) */
+    uint64_t read_pauses; /* TCP reads stopped because the stream was over high water */
+} tunnel_rpc_stats_t;
+const tunnel_rpc_stats_t *tunnel_rpc_stats(void); /* process-wide counters */
+
+#endif

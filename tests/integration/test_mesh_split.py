@@ -1,0 +1,197 @@
+"""Allocation, split groups over llama.cpp RPC through mesh tunnels, and re-election."""
+import os
+import signal
+import time
+
+from conftest import http, model_path, wait_for
+from test_mesh import ENV, wait_converged
+
+SMALL = "stories260K"
+TINY = "TinyStories-656K-Q8_0"
+SMALL_SIZE = os.path.getsize(model_path(SMALL))
+PROMPT = "Once upon a time"
+
+
+def gb(nbytes):
+    return f"{nbytes / 1e9:.9f}"
+
+
+def env_for(tmp_path, name):
+    env = dict(ENV)
+    env["LLAMA_CACHE"] = str(tmp_path / f"llama-cache-{name}")  # each node its own rpc cache
+    return env
+
+
+def models_dir(tmp_path, name, *models):
+    d = tmp_path / f"models-{name}"
+    d.mkdir()
+    for m in models:
+        os.symlink(model_path(m), d / f"{m}.gguf")
+    return str(d)
+
+
+def models_status(node):
+    r = node.request("GET", "/v1/models")
+    assert r.status == 200, r
+    return {m["id"]: m["status"] for m in r.json()["data"]}
+
+
+def plan_of(node, model):
+    for p in node.status()["plan"]:
+        if p["model"] == model:
+            return p
+    return None
+
+
+def assignment(node):
+    a = node.status()["node"].get("assignment")
+    return (a["rule"], a["model"]) if a and a["rule"] else None
+
+
+def text(r):
+    assert r.status == 200, r
+    return r.json()["choices"][0]["text"]
+
+
+def greedy(node, model, n=40):
+    return node.complete(model, prompt=PROMPT, max_tokens=n, seed=42)
+
+
+def test_allocation_picks_by_rule(start_node, tmp_path):
+    """Nodes without --model holding both files: the heuristic decides, and says which rule."""
+    a = start_node("--port", "0", "--model", model_path(SMALL), env=env_for(tmp_path, "a"))
+    # D: SMALL is served, TINY is not and D has it and fits it → rule 2 "unserved"
+    d = start_node("--port", "0", "--models-dir", models_dir(tmp_path, "d", SMALL, TINY),
+                   "--join", a.token, env=env_for(tmp_path, "d"))
+    wait_for(lambda: assignment(d) is not None, timeout=30, what="D's assignment")
+    assert assignment(d) == ("unserved", TINY)
+    wait_for(lambda: models_status(a).get(TINY) == "ready", timeout=30,
+             what="D's model ready, seen from A")
+    assert plan_of(d, TINY)["role"] == "replica"
+    # E: both served solo; everything is covered → rule 5 "biggest": another replica of the
+    # larger model (SMALL, 1.2 MB > TINY, 0.75 MB), which E fits
+    e = start_node("--port", "0", "--models-dir", models_dir(tmp_path, "e", SMALL, TINY),
+                   "--join", d.token, env=env_for(tmp_path, "e"))
+    wait_for(lambda: assignment(e) is not None, timeout=30, what="E's assignment")
+    assert assignment(e) == ("biggest", SMALL)
+    wait_for(lambda: plan_of(e, SMALL)["role"] == "replica", timeout=30, what="E replica")
+    # G: same files, but too little memory for either alone and nothing is split: standby
+    g = start_node("--port", "0", "--models-dir", models_dir(tmp_path, "g", SMALL, TINY),
+                   "--max-vram", gb(0.5 * SMALL_SIZE), "--join", a.token,
+                   env=env_for(tmp_path, "g"))
+    wait_converged([a, d, e, g])
+    wait_for(lambda: g.status()["node"]["assignment"]["rule"] == "standby", timeout=30,
+             what="G standing by")
+    assert g.status()["plan"] == [] and g.status()["node"]["role"] == "worker"
+    # and every node still answers for both models, through the mesh where needed
+    for n in (a, d, e, g):
+        for m in (SMALL, TINY):
+            assert n.complete(m).status == 200, (n.id[:8], m)
+
+
+def split_pair(start_node, tmp_path, extra_b=()):
+    vram = gb(0.6 * SMALL_SIZE)  # neither fits alone (needs 1.1 x size), together they do
+    a = start_node("--port", "0", "--model", model_path(SMALL), "--max-vram", vram,
+                   env=env_for(tmp_path, "a"))
+    b = start_node("--port", "0", "--models-dir", models_dir(tmp_path, "b", SMALL),
+                   "--max-vram", vram, "--join", a.token, *extra_b, env=env_for(tmp_path, "b"))
+    wait_converged([a, b])
+    for n in (a, b):
+        wait_for(lambda: models_status(n).get(SMALL) == "ready", timeout=60,
+                 what=f"the split model ready on {n.id[:8]}")
+    return a, b
+
+
+def test_split_answers_like_solo(start_node, tmp_path):
+    a, b = split_pair(start_node, tmp_path)
+    assert assignment(b) == ("cant_run_without_me", SMALL)
+    plans = {n.id: plan_of(n, SMALL) for n in (a, b)}
+    host = a if plans[a.id]["role"] == "host" else b
+    worker = b if host is a else a
+    hp, wp = plans[host.id], plans[worker.id]
+    assert hp["mode"] == "split" and wp["role"] == "worker" and wp["host"] == host.id
+    assert [w["id"] for w in hp["workers"]] == [worker.id] and hp["launched"]
+    # the host keeps the first layers on its CPU, the worker the rest and the output layer
+    assert wp["layers"]["output"] and wp["layers"]["end"] == 5 and wp["layers"]["first"] >= 1
+    # the host's llama-server reaches the worker's rpc-server through its local tunnel port
+    port = hp["workers"][0]["tunnel_port"]
+    llama = [p for p in host.status()["processes"] if p["kind"] == "llama-server"]
+    assert len(llama) == 1, llama
+    args = llama[0]["args"]
+    assert args[args.index("--rpc") + 1] == f"127.0.0.1:{port}", args
+    assert args[args.index("-ngl") + 1] == str(hp["ngl"])
+    rpc = [p for p in worker.status()["processes"] if p["kind"] == "rpc-server"]
+    assert len(rpc) == 1 and "127.0.0.1" in rpc[0]["args"], rpc
+    # greedy text through the split, asked of either node, equals a solo node's
+    solo = start_node("--port", "0", "--model", model_path(SMALL), env=env_for(tmp_path, "s"))
+    want = text(greedy(solo, SMALL))
+    assert len(want) > 20
+    for n in (a, b):
+        assert text(greedy(n, SMALL)) == want, n.id[:8]
+    # the layers really live on the worker: bytes went through its end of the RPC tunnel
+    assert worker.status()["rpc_tunnel"]["worker_rx"] > 0
+    assert host.status()["rpc_tunnel"]["host_tx"] > 0
+
+
+def test_split_worker_gone_then_back(start_node, tmp_path):
+    """The group shrinks below the model's need: 503 with the status, never a hang."""
+    a, b = split_pair(start_node, tmp_path)
+    want = text(greedy(a, SMALL))
+    b.stop()
+    wait_for(lambda: models_status(a).get(SMALL) == "needs_capacity", timeout=20,
+             what="the model to need capacity once the group is too small")
+    r = a.complete(SMALL)
+    assert r.status == 503 and SMALL in r.json()["error"]["message"], r
+    b2 = start_node("--port", "0", "--models-dir", models_dir(tmp_path, "b2", SMALL),
+                    "--max-vram", gb(0.6 * SMALL_SIZE), "--join", a.token,
+                    env=env_for(tmp_path, "b2"))
+    wait_for(lambda: models_status(b2).get(SMALL) == "ready", timeout=60, what="split again")
+    assert text(greedy(b2, SMALL)) == want
+
+
+def test_host_killed_model_reelected(start_node, tmp_path):
+    vram = gb(0.6 * SMALL_SIZE)
+    a = start_node("--port", "0", "--model", model_path(SMALL), "--max-vram", vram,
+                   env=env_for(tmp_path, "a"))
+    others = [start_node("--port", "0", "--models-dir", models_dir(tmp_path, x, SMALL),
+                         "--max-vram", vram, "--join", a.token, env=env_for(tmp_path, x))
+              for x in ("b", "c")]
+    nodes = [a] + others
+    wait_converged(nodes)
+
+    def host_of():
+        hosts = [n for n in nodes if n.proc.poll() is None
+                 and (plan_of(n, SMALL) or {}).get("role") == "host"]
+        return hosts[0] if len(hosts) == 1 else None
+
+    for n in nodes:
+        wait_for(lambda: models_status(n).get(SMALL) == "ready", timeout=90,
+                 what=f"ready on {n.id[:8]}")
+    wait_for(lambda: host_of() is not None, timeout=30, what="one host")
+    host = host_of()
+    want = text(greedy(host, SMALL))
+    host.proc.send_signal(signal.SIGKILL)
+    host.proc.wait(timeout=10)
+    rest = [n for n in nodes if n is not host]
+    # until the model is re-elected and loaded, requests end quickly with 503 — never hang
+    deadline = time.monotonic() + 90
+    seen = []
+    while True:
+        assert time.monotonic() < deadline, f"no recovery; statuses {seen}"
+        t0 = time.monotonic()
+        r = http(rest[len(seen) % 2].api_port, "POST", "/v1/completions",
+                 {"model": SMALL, "prompt": PROMPT, "max_tokens": 40, "temperature": 0,
+                  "seed": 42}, timeout=60)
+        took = time.monotonic() - t0
+        seen.append(r.status)
+        assert r.status in (200, 503), r
+        assert took < 45, f"a request during the re-election took {took:.1f}s"
+        if r.status == 200:
+            break
+        time.sleep(0.3)
+    print("statuses during the re-election:", seen)
+    assert text(r) == want
+    new_host = host_of()
+    assert new_host is not None and new_host is not host
+    for n in rest:
+        assert text(greedy(n, SMALL)) == want
