@@ -1,6 +1,7 @@
 """Allocation, split groups over llama.cpp RPC through mesh tunnels, and re-election."""
 import os
 import signal
+import subprocess
 import time
 
 from conftest import http, model_path, wait_for
@@ -195,3 +196,61 @@ def test_host_killed_model_reelected(start_node, tmp_path):
     assert new_host is not None and new_host is not host
     for n in rest:
         assert text(greedy(n, SMALL)) == want
+
+
+SYNTH_BIN = os.path.join(os.path.dirname(os.environ.get("MESH_LLM_BIN", "build/mesh-llm")),
+                         "mesh-gguf-synth")
+THRESHOLD = 10 * 1024 * 1024  # llama.cpp's RPC hash-cache threshold
+
+
+def synth_model(tmp_path):
+    """A random-weight llama GGUF whose weights are almost all in tensors > 10 MiB: 2 layers of
+    1664x1664 F32 matrices (10.6 MiB each), tied output, Q4_0 embeddings (~156 MB)."""
+    out = tmp_path / "synth.gguf"
+    subprocess.run([SYNTH_BIN, "--template", model_path(SMALL), "--out", str(out), "--dim", "1664",
+                    "--ffn", "1664", "--layers", "2", "--heads", "8", "--seed", "7", "--tied",
+                    "--embd-type", "q4_0", "--name", "synth"], check=True, capture_output=True)
+    return str(out)
+
+
+def test_split_weights_not_sent_when_worker_has_file(start_node, tmp_path):
+    synth = synth_model(tmp_path)
+    size = os.path.getsize(synth)
+    mdir = tmp_path / "models-b"
+    mdir.mkdir()
+    os.symlink(synth, mdir / "synth.gguf")
+    # A offers more memory than B: A hosts, B is the worker; together they hold the model
+    a = start_node("--port", "0", "--model", synth, "--max-vram", gb(0.6 * size), "--ctx-size",
+                   "256", env=env_for(tmp_path, "a"))
+    b = start_node("--port", "0", "--models-dir", str(mdir), "--max-vram", gb(0.55 * size),
+                   "--ctx-size", "256", "--join", a.token, env=env_for(tmp_path, "b"))
+    wait_for(lambda: models_status(b).get("synth") == "ready", timeout=120, what="split ready")
+    wp = plan_of(b, "synth")
+    assert wp["role"] == "worker" and wp["host"] == a.id, wp
+    # B filled its rpc cache from its own file before A loaded: the big tensors never crossed
+    assert wp["seeded_bytes_written"] + wp["seeded_bytes_present"] > 0.4 * size, wp
+    rx = b.status()["rpc_tunnel"]["worker_rx"]
+    print(f"bytes into the worker's rpc-server through the tunnel: {rx} of {size}")
+    assert rx <= 0.01 * size, (rx, size)
+    want = text(greedy(a, "synth", 16))
+    b.stop()
+    wait_for(lambda: models_status(a).get("synth") == "needs_capacity", timeout=30,
+             what="the group too small again")
+    # C has no copy of the file: it lends its memory and the weights come through the tunnel
+    empty = tmp_path / "models-c"
+    empty.mkdir()
+    c = start_node("--port", "0", "--models-dir", str(empty), "--max-vram", gb(0.55 * size),
+                   "--ctx-size", "256", "--join", a.token, env=env_for(tmp_path, "c"))
+    wait_for(lambda: models_status(c).get("synth") == "ready", timeout=120, what="split again")
+    cp = plan_of(c, "synth")
+    assert cp["role"] == "worker" and not cp["has_file"], cp
+    layers = cp["layers"]["end"] - cp["layers"]["first"]
+    per_layer = 7 * 1664 * 1664 * 4
+    rx = c.status()["rpc_tunnel"]["worker_rx"]
+    print(f"without the file: {rx} bytes through the tunnel ({layers} layer(s))")
+    assert layers >= 1 and rx >= layers * per_layer, (rx, layers)
+    # and the answer is the same either way, and the same as one node alone
+    assert text(greedy(c, "synth", 16)) == want
+    solo = start_node("--port", "0", "--model", synth, "--ctx-size", "256",
+                      env=env_for(tmp_path, "s"))
+    assert text(greedy(solo, "synth", 16)) == want
