@@ -134,6 +134,22 @@ def test_split_answers_like_solo(start_node, tmp_path):
     assert host.status()["rpc_tunnel"]["host_tx"] > 0
 
 
+def test_forced_split(start_node, tmp_path):
+    """--split: a group splits even though each node could hold the model alone."""
+    a = start_node("--port", "0", "--model", model_path(SMALL), "--split",
+                   env=env_for(tmp_path, "a"))
+    b = start_node("--port", "0", "--models-dir", models_dir(tmp_path, "b", SMALL),
+                   "--join", a.token, env=env_for(tmp_path, "b"))
+    wait_converged([a, b])
+    wait_for(lambda: models_status(b).get(SMALL) == "ready"
+             and {(plan_of(n, SMALL) or {}).get("role") for n in (a, b)} == {"host", "worker"},
+             timeout=60, what="a forced split")
+    assert plan_of(a, SMALL)["mode"] == "split"
+    solo = start_node("--port", "0", "--model", model_path(SMALL), env=env_for(tmp_path, "s"))
+    want = text(greedy(solo, SMALL))
+    assert text(greedy(a, SMALL)) == want and text(greedy(b, SMALL)) == want
+
+
 def test_split_worker_gone_then_back(start_node, tmp_path):
     """The group shrinks below the model's need: 503 with the status, never a hang."""
     a, b = split_pair(start_node, tmp_path)
