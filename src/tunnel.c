@@ -26,7 +26,9 @@ typedef struct {
 
 static void fwd_free_if_done(fwd_t *f)
 {
-    if (!f->req && !f->s) free(f);
+    if (f->req || f->s) return;
+    free(f->data); /* never handed to on_fail: ours to free */
+    free(f);
 }
 
 static void fwd_client_abort(httpd_req_t *req)
@@ -82,7 +84,9 @@ static void fwd_close(tp_stream_t *s, int err)
         if (f->got) {
             httpd_abort(req); /* cut mid-response: the client must see it */
         } else if (f->on_fail) {
-            f->on_fail(req, f->data, err ? "the host closed the tunnel" : "empty answer");
+            void *data = f->data;
+            f->data = NULL; /* on_fail owns it now */
+            f->on_fail(req, data, err ? "the host closed the tunnel" : "empty answer");
         } else {
             httpd_respond_error(req, 502, "server_error", "upstream_failed",
                                 "the node serving this model failed before answering");
@@ -122,6 +126,7 @@ int tunnel_http_forward(tp_conn_t *conn, const char *model, httpd_req_t *req,
     if (rc == 0) rc = tp_stream_write(f->s, b.data, b.len);
     buf_free(&b);
     if (rc) {
+        f->data = NULL; /* still the caller's */
         if (f->s) {
             f->req = NULL; /* the caller answers */
             tp_stream_reset(f->s, 1);
@@ -339,11 +344,19 @@ static void on_connected(uv_connect_t *c, int status)
     maybe_shutdown_tcp(t);
 }
 
+static void drop_data(tp_stream_t *s, const uint8_t *p, size_t n)
+{
+    tp_stream_consumed(s, n);
+}
+
+static const tp_stream_cb_t drop_cb = {drop_data, NULL, NULL, NULL};
+
 void tunnel_http_serve(uv_loop_t *loop, tp_stream_t *s, json_t *frame, const uint8_t *rest,
                        size_t rest_len, int api_port, const char *api_key)
 {
     srv_t *t = calloc(1, sizeof *t);
     if (!t) {
+        tp_stream_set_cb(s, &drop_cb, NULL); /* the mesh's callbacks no longer apply */
         tp_stream_reset(s, 1);
         return;
     }

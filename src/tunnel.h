@@ -27,7 +27,9 @@
 
 /* Forward req to `conn`'s node. on_fail (may be NULL) is called instead of answering when the
  * host fails before the first response byte, so the caller can retry elsewhere; it must answer
- * req itself. Returns 0, or a negative errno when nothing was sent (req not answered). */
+ * req itself. data (malloc'd or NULL) goes to on_fail, which then owns it; when the forward
+ * ends without on_fail the tunnel frees it. Returns 0, or a negative errno when nothing was
+ * sent (req not answered, data still the caller's). */
 int tunnel_http_forward(tp_conn_t *conn, const char *model, httpd_req_t *req,
                         void (*on_fail)(httpd_req_t *req, void *data, const char *why), void *data);
 

@@ -325,3 +325,10 @@ def start_node(tmp_path):
     yield _start
     for n in nodes:
         n.cleanup()
+    # a sanitizer build reports memory errors and leaks on stderr: they fail the test
+    for n in nodes:
+        err = n.stderr()
+        for marker in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:"):
+            if marker in err:
+                i = err.index(marker)
+                pytest.fail(f"sanitizer report from node {n.pid}:\n{err[max(0, i - 200):i + 3000]}")
