@@ -634,7 +634,7 @@ static void test_cpu_layout(void **state)
         size_t n = 2 + rnd_below(6);
         tn_t tn[8];
         for (size_t i = 0; i < n; i++)
-            tn[i] = (tn_t){.tag = (char)('a' + i), .vram = (1 + rnd_below(9)) * G, .rtt = UNK};
+            tn[i] = (tn_t){.tag = "abcdef12"[i], .vram = (1 + rnd_below(9)) * G, .rtt = UNK};
         uint64_t size = 0;
         for (size_t i = 0; i < n; i++)
             size += tn[i].vram;
