@@ -24,10 +24,11 @@ def models_dir(tmp_path):
     return d
 
 
-def chat(n, model, max_tokens=4):
+def chat(n, model, max_tokens=4, timeout=60.0):
     return n.request("POST", "/v1/chat/completions",
                      {"model": model, "max_tokens": max_tokens,
-                      "messages": [{"role": "user", "content": "Tell me a story"}]})
+                      "messages": [{"role": "user", "content": "Tell me a story"}]},
+                     timeout=timeout)
 
 
 def loaded(n):
@@ -76,7 +77,8 @@ def test_stream_is_never_evicted(start_node, models_dir):
     result = {}
 
     def other():
-        result["b"] = chat(n, T)
+        # waits for the whole 1900-token stream first: slow under ASan on a busy machine
+        result["b"] = chat(n, T, timeout=300)
 
     t = threading.Thread(target=other)
     t.start()
@@ -106,7 +108,7 @@ def test_stream_is_never_evicted(start_node, models_dir):
             break
         got += c
     s.close()
-    t.join(timeout=60)
+    t.join(timeout=300)
     assert got.count(b"data: ") >= 1900  # every token arrived: the stream ran to its end
     assert b"[DONE]" in got
     assert result["b"].status == 200
