@@ -130,6 +130,7 @@ plan_route_t planner_route(planner_t *pl, const char *model)
     if (!pm) /* not planned here: served on demand, unless a ready host elsewhere has it */
         return strcmp(st, "unloaded") == 0 && ready_elsewhere(pl, model) ? PLAN_REMOTE : PLAN_SERVE;
     if (!pm->e) return PLAN_REMOTE;
+    if (!pm->planned) return PLAN_SERVE; /* before the first plan: as a node alone would */
     if (pm->role == ELECTION_REPLICA) /* bootstrap: while it loads here, a ready peer answers */
         return strcmp(st, "ready") != 0 && ready_elsewhere(pl, model) ? PLAN_REMOTE : PLAN_SERVE;
     if (pm->role == ELECTION_HOST) return pm->launched ? PLAN_SERVE : PLAN_WAIT;
@@ -472,6 +473,7 @@ static void plan_model(planner_t *pl, pmodel_t *pm, const peers_t *P)
     }
     election_role_t was = pm->role;
     bool was_waiting = pm->waiting;
+    pm->planned = true;
     pm->waiting = false;
     pm->host[0] = '\0';
     election_plan_t plan;
@@ -611,7 +613,7 @@ void planner_start(planner_t *pl, mesh_t *mesh)
     pl->mesh = mesh;
     snprintf(pl->id, sizeof pl->id, "%s", mesh_node_id(mesh));
     uv_timer_start(&pl->tick, on_tick, TICK_MS, TICK_MS);
-    planner_kick(pl);
+    replan(pl); /* decide now: a request may come before any timer fires */
 }
 
 void planner_stop(planner_t *pl)

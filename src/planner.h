@@ -50,6 +50,7 @@ typedef struct {
     model_entry_t *e;       /* this node's copy, NULL when it has no file (split worker only) */
     char rule[32];          /* why it serves it: explicit or an allocation rule */
     bool load_when_replica; /* load it when it becomes a replica (allocated, or taken down) */
+    bool planned; /* the plan ran at least once */
     election_mode_t mode;
     election_role_t role;
     bool waiting; /* impossible: not enough memory in the group yet */
