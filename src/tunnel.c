@@ -331,6 +331,7 @@ static void on_connected(uv_connect_t *c, int status)
         return;
     }
     t->connected = true;
+    uv_tcp_nodelay(&t->tcp, 1); /* small SSE chunks must not wait for Nagle */
     uv_read_start((uv_stream_t *)&t->tcp, tcp_alloc, tcp_read);
     if (t->pending.len) {
         size_t n = t->pending.len;
