@@ -27,17 +27,64 @@ static uint64_t now_ns(void)
     return uv_hrtime();
 }
 
-/* ---- scheduling ---- */
+/* ---- scheduling ----
+ *
+ * A connection is flushed (ngtcp2 writes everything it has: stream data, ACKs, credit,
+ * retransmissions) in the loop's idle phase after something happened to it, once per loop turn
+ * however many events there were. Stream work (data, FIN, reset, opening, closing) goes at
+ * once. Datagrams read and bytes consumed only leave acknowledgement-type frames owed; sending
+ * those alone right away costs a datagram and, worse, wakes the peer, and in request/response
+ * traffic (llama.cpp RPC) the answer follows shortly and can carry them. So, on an admitted
+ * connection, they wait for the next stream data, ACK_DEFER_MS at the latest (well inside the
+ * 25 ms max_ack_delay we advertise, which the peer's loss timers allow for) — unless the peer
+ * may be waiting for them: its last datagram was full-sized (it had more to send, so it may
+ * be congestion-window limited), DEFER_MAX_BYTES arrived since the last flush, or much of a
+ * stream window was consumed — and never while our own stream data waits for the congestion
+ * window (what was read may be the ACK that opens it). (ngtcp2 0.12 also answers every
+ * ack-eliciting packet that follows one of the peer's ACK-only packets with an immediate ACK, so
+ * one ACK-only packet per direction per exchange would otherwise keep itself going.) */
 
 static void idle_cb(uv_idle_t *h);
+static void timer_cb(uv_timer_t *t);
 
-void tpi_mark_dirty(tp_conn_t *c)
+static void conn_enqueue(tp_conn_t *c)
 {
     if (c->dirty || c->freed) return;
     c->dirty = true;
     c->dirty_next = c->ep->dirty;
     c->ep->dirty = c;
     if (!uv_is_active((uv_handle_t *)&c->ep->idle)) uv_idle_start(&c->ep->idle, idle_cb);
+}
+
+void tpi_mark_dirty(tp_conn_t *c)
+{
+    c->urgent = true;
+    conn_enqueue(c);
+}
+
+/* Flush at ACK_DEFER_MS unless something flushes it sooner. */
+static void conn_defer(tp_conn_t *c)
+{
+    if (c->lazy || c->freed || c->closing) return;
+    c->lazy = true;
+    c->lazy_until = uv_now(c->ep->loop) + ACK_DEFER_MS;
+    uv_timer_start(&c->timer, timer_cb, ACK_DEFER_MS, 0);
+}
+
+static bool conn_may_defer(const tp_conn_t *c)
+{
+    /* sendq_head: stream data waits for the congestion window, which what we read may open */
+    return c->ready && !c->close_requested && !c->closing && !c->sendq_head && !c->rx_last_full &&
+           c->rx_unflushed < DEFER_MAX_BYTES;
+}
+
+void tpi_mark_lazy(tp_conn_t *c)
+{
+    if (c->dirty || c->freed || c->closing) return; /* a flush is coming anyway */
+    if (!conn_may_defer(c))
+        tpi_mark_dirty(c);
+    else
+        conn_defer(c);
 }
 
 static void dirty_unlink(tp_conn_t *c)
@@ -56,6 +103,10 @@ static void conn_request_close(tp_conn_t *c, int err, const char *why);
 static void conn_flush(tp_conn_t *c)
 {
     tp_endpoint_t *ep = c->ep;
+    c->urgent = false;
+    c->lazy = false; /* whatever was owed goes now */
+    c->rx_unflushed = 0;
+    c->credit_unflushed = 0;
     if (c->freed || c->closing || !c->q) return;
     if (ngtcp2_conn_is_in_closing_period(c->q) || ngtcp2_conn_is_in_draining_period(c->q)) return;
     tpi_open_pending_streams(c);
@@ -144,11 +195,16 @@ static void conn_unlink(tp_conn_t *c)
     dirty_unlink(c);
 }
 
-static void timer_cb(uv_timer_t *t);
-
 static void conn_arm_timer(tp_conn_t *c)
 {
     if (c->freed || c->closing) return;
+    if (c->lazy) {
+        /* ngtcp2's own earlier deadlines (its ACK delay, a time-threshold loss check) wait
+         * for the deferred flush too: at most ACK_DEFER_MS */
+        uint64_t n = uv_now(c->ep->loop);
+        uv_timer_start(&c->timer, timer_cb, c->lazy_until > n ? c->lazy_until - n : 0, 0);
+        return;
+    }
     uint64_t exp = ngtcp2_conn_get_expiry(c->q), now = now_ns();
     uint64_t ms = exp == UINT64_MAX ? 3600000 : exp <= now ? 0 : (exp - now + 999999) / 1000000;
     if (!c->ready) {
@@ -241,7 +297,10 @@ static void idle_cb(uv_idle_t *h)
         tp_conn_t *c = ep->dirty;
         ep->dirty = c->dirty_next;
         c->dirty = false;
-        conn_after(c);
+        if (!c->urgent && conn_may_defer(c))
+            conn_defer(c); /* only datagrams were read: see "scheduling" */
+        else
+            conn_after(c);
     }
 }
 
@@ -808,8 +867,11 @@ void tpi_conn_read(tp_conn_t *c, const struct sockaddr *from, const uint8_t *dat
         tpi_conn_close_now(c);
         return;
     }
-    /* flush (ACKs, answers) once per batch of datagrams, in the idle phase of this loop turn */
-    tpi_mark_dirty(c);
+    /* answered (ACKs, retransmissions, credit) once per batch of datagrams, in the idle phase
+     * of this loop turn, or deferred: see "scheduling" */
+    c->rx_unflushed += n;
+    c->rx_last_full = n >= NGTCP2_MAX_UDP_PAYLOAD_SIZE;
+    conn_enqueue(c);
 }
 
 const char *tp_conn_peer_id(const tp_conn_t *c)

@@ -1,16 +1,21 @@
-/* transport, endpoint side: the UDP socket (recvmmsg in, GSO batches out), the
- * connection-id table that routes datagrams to connections, and the endpoint's lifecycle. */
+/* transport, endpoint side: the UDP socket (recvmmsg + GRO in, GSO batches out), the
+ * connection-id table that routes datagrams to connections, and the endpoint's lifecycle.
+ *
+ * The socket is ours, watched by a uv_poll handle: one readiness event, one recvmmsg (libuv's
+ * UDP reader calls again until EAGAIN: one wasted syscall per wake-up, and it has no GRO). */
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/udp.h>
 #include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "tlsid.h"
 #include "transport_int.h"
 
 static void ep_handle_closed(uv_handle_t *h);
+static void ep_poll_closed(uv_handle_t *h);
 
 void tp_config_default(tp_config_t *cfg)
 {
@@ -80,8 +85,8 @@ void tpi_cid_remove(tp_conn_t *c, const ngtcp2_cid *cid)
 void tpi_send_batch(tp_endpoint_t *ep, tp_conn_t *c, size_t n)
 {
     if (n == 0) return;
-    int fd;
-    if (uv_fileno((uv_handle_t *)&ep->udp, &fd) != 0) return;
+    int fd = ep->fd;
+    if (fd < 0) return;
     struct mmsghdr msgs[BATCH];
     struct iovec iov[BATCH];
     union {
@@ -147,25 +152,9 @@ void tpi_send_batch(tp_endpoint_t *ep, tp_conn_t *c, size_t n)
     }
 }
 
-static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+static void ep_datagram(tp_endpoint_t *ep, const struct sockaddr *addr, const uint8_t *data,
+                        size_t n)
 {
-    tp_endpoint_t *ep = h->data;
-    buf->base = (char *)ep->rbuf;
-    buf->len = RBUF_SLOTS * 65536;
-}
-
-static void recv_cb(uv_udp_t *h, ssize_t nread, const uv_buf_t *buf, const struct sockaddr *addr,
-                    unsigned flags)
-{
-    tp_endpoint_t *ep = h->data;
-    if (nread <= 0 || !addr || ep->closing) return; /* includes the final UV_UDP_MMSG_FREE */
-    ep->stats.datagrams_in++;
-    if (flags & UV_UDP_PARTIAL) {
-        ep->stats.dropped++;
-        return;
-    }
-    const uint8_t *data = (const uint8_t *)buf->base;
-    size_t n = (size_t)nread;
     ngtcp2_version_cid vc;
     if (ngtcp2_pkt_decode_version_cid(&vc, data, n, SCID_LEN) != 0) {
         ep->stats.dropped++;
@@ -189,6 +178,61 @@ static void recv_cb(uv_udp_t *h, ssize_t nread, const uv_buf_t *buf, const struc
         ep->stats.dropped++;
 }
 
+/* One recvmmsg per readiness event: the loop's idle phase then flushes (ACKs, answers) before
+ * the next batch is read — a fuller queue simply reports readable again. With UDP GRO the
+ * kernel hands over runs of same-sized datagrams from one sender as one buffer (a control
+ * message gives the segment size), so a burst costs one receive, not one per datagram. */
+static void on_readable(uv_poll_t *h, int status, int events)
+{
+    tp_endpoint_t *ep = h->data;
+    if (status < 0 || ep->closing || !(events & UV_READABLE)) return;
+    struct mmsghdr msgs[RBUF_SLOTS];
+    struct iovec iov[RBUF_SLOTS];
+    struct sockaddr_storage from[RBUF_SLOTS];
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } ctl[RBUF_SLOTS];
+    memset(msgs, 0, sizeof msgs);
+    for (size_t i = 0; i < RBUF_SLOTS; i++) {
+        iov[i].iov_base = ep->rbuf + i * RBUF_SLOT;
+        iov[i].iov_len = RBUF_SLOT;
+        msgs[i].msg_hdr.msg_name = &from[i];
+        msgs[i].msg_hdr.msg_namelen = sizeof from[i];
+        msgs[i].msg_hdr.msg_iov = &iov[i];
+        msgs[i].msg_hdr.msg_iovlen = 1;
+        msgs[i].msg_hdr.msg_control = ctl[i].buf;
+        msgs[i].msg_hdr.msg_controllen = sizeof ctl[i].buf;
+    }
+    int n;
+    for (int tries = 0; tries < 4; tries++) {
+        n = recvmmsg(ep->fd, msgs, RBUF_SLOTS, MSG_DONTWAIT, NULL);
+        if (n >= 0 || errno != EINTR) break;
+    }
+    /* n < 0: EAGAIN (nothing after all) or an error the next event retries */
+    for (int k = 0; k < n && !ep->closing; k++) {
+        struct msghdr *mh = &msgs[k].msg_hdr;
+        if (mh->msg_flags & MSG_TRUNC) {
+            ep->stats.datagrams_in++;
+            ep->stats.dropped++;
+            continue;
+        }
+        size_t len = msgs[k].msg_len, seg = len;
+        for (struct cmsghdr *cm = CMSG_FIRSTHDR(mh); cm; cm = CMSG_NXTHDR(mh, cm))
+            if (cm->cmsg_level == SOL_UDP && cm->cmsg_type == UDP_GRO) {
+                int g;
+                memcpy(&g, CMSG_DATA(cm), sizeof g);
+                if (g > 0 && (size_t)g < len) seg = (size_t)g;
+            }
+        const uint8_t *p = ep->rbuf + (size_t)k * RBUF_SLOT;
+        for (size_t off = 0; off < len && !ep->closing; off += seg) {
+            ep->stats.datagrams_in++;
+            ep_datagram(ep, (const struct sockaddr *)&from[k], p + off,
+                        len - off < seg ? len - off : seg);
+        }
+    }
+}
+
 /* ---- endpoint ---- */
 
 int tp_endpoint_new(tp_endpoint_t **out, uv_loop_t *loop, const identity_t *id,
@@ -205,6 +249,7 @@ int tp_endpoint_new(tp_endpoint_t **out, uv_loop_t *loop, const identity_t *id,
     else
         tp_config_default(&ep->cfg);
     ep->cb = *cb;
+    ep->fd = -1;
     int rc = tlsid_credentials(id, &ep->cred);
     if (rc) goto fail;
     struct sockaddr_storage ss;
@@ -213,35 +258,42 @@ int tp_endpoint_new(tp_endpoint_t **out, uv_loop_t *loop, const identity_t *id,
         rc = -EINVAL;
         goto fail;
     }
-    ep->rbuf = malloc((size_t)RBUF_SLOTS * 65536);
+    ep->rbuf = malloc((size_t)RBUF_SLOTS * RBUF_SLOT);
     if (!ep->rbuf) {
         rc = -ENOMEM;
         goto fail;
     }
-    uv_udp_init_ex(loop, &ep->udp, AF_UNSPEC | UV_UDP_RECVMMSG);
-    ep->udp.data = ep;
+    socklen_t sslen =
+        ss.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+    ep->fd = socket(ss.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (ep->fd < 0) {
+        rc = -errno;
+        goto fail;
+    }
+    int sz = 4 << 20;
+    setsockopt(ep->fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof sz);
+    setsockopt(ep->fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
+    int one = 1; /* receive GRO batches (kernels without it: one datagram at a time) */
+    setsockopt(ep->fd, SOL_UDP, UDP_GRO, &one, sizeof one);
+    ep->local_len = sizeof ep->local;
+    if (bind(ep->fd, (struct sockaddr *)&ss, sslen) != 0 ||
+        getsockname(ep->fd, (struct sockaddr *)&ep->local, &ep->local_len) != 0) {
+        rc = -errno;
+        goto fail;
+    }
+    rc = uv_poll_init_socket(loop, &ep->poll, ep->fd);
+    if (rc) goto fail;
+    ep->poll.data = ep;
     uv_idle_init(loop, &ep->idle);
     ep->idle.data = ep;
-    rc = uv_udp_bind(&ep->udp, (struct sockaddr *)&ss, 0);
-    if (rc == 0) {
-        int len = sizeof ep->local;
-        rc = uv_udp_getsockname(&ep->udp, (struct sockaddr *)&ep->local, &len);
-        ep->local_len = (socklen_t)len;
-    }
-    if (rc == 0) {
-        int sz = 4 << 20;
-        uv_recv_buffer_size((uv_handle_t *)&ep->udp, &sz);
-        sz = 4 << 20;
-        uv_send_buffer_size((uv_handle_t *)&ep->udp, &sz);
-        rc = uv_udp_recv_start(&ep->udp, alloc_cb, recv_cb);
-    }
+    rc = uv_poll_start(&ep->poll, UV_READABLE, on_readable);
     if (rc) {
         gnutls_certificate_free_credentials(ep->cred);
         ep->cred = NULL;
         ep->closing = true;
         ep->pending_closes = 2;
         uv_close((uv_handle_t *)&ep->idle, ep_handle_closed);
-        uv_close((uv_handle_t *)&ep->udp, ep_handle_closed);
+        uv_close((uv_handle_t *)&ep->poll, ep_poll_closed);
         return rc;
     }
     ep->port = ep->local.ss_family == AF_INET6
@@ -250,6 +302,7 @@ int tp_endpoint_new(tp_endpoint_t **out, uv_loop_t *loop, const identity_t *id,
     *out = ep;
     return 0;
 fail:
+    if (ep->fd >= 0) close(ep->fd);
     if (ep->cred) gnutls_certificate_free_credentials(ep->cred);
     free(ep->rbuf);
     free(ep);
@@ -289,6 +342,14 @@ static void ep_handle_closed(uv_handle_t *h)
     tpi_ep_release(h->data);
 }
 
+static void ep_poll_closed(uv_handle_t *h)
+{
+    tp_endpoint_t *ep = h->data;
+    close(ep->fd);
+    ep->fd = -1;
+    tpi_ep_release(ep);
+}
+
 void tp_endpoint_close(tp_endpoint_t *ep, void (*cb)(void *data), void *data)
 {
     if (ep->closing) return;
@@ -306,7 +367,7 @@ void tp_endpoint_close(tp_endpoint_t *ep, void (*cb)(void *data), void *data)
     /* connections' timers close first (pending_closes counts them), then these two */
     ep->pending_closes += 2;
     uv_close((uv_handle_t *)&ep->idle, ep_handle_closed);
-    uv_close((uv_handle_t *)&ep->udp, ep_handle_closed);
+    uv_close((uv_handle_t *)&ep->poll, ep_poll_closed);
 }
 
 const tp_stats_t *tp_stats(const tp_endpoint_t *ep)

@@ -20,7 +20,19 @@
 #define MAX_PKT 1452
 #define BATCH 32
 #define MAX_UNADMITTED 64
-#define RBUF_SLOTS 32 /* libuv's recvmmsg gives each datagram a 64 KiB slot */
+#define RBUF_SLOTS 32 /* datagrams per recvmmsg, each in a 64 KiB slot */
+#define RBUF_SLOT 65536
+/* Deferred flushes (transport.c, "scheduling"): what reading datagrams or consuming bytes
+ * leaves ngtcp2 owing (ACKs, flow-control credit) waits up to ACK_DEFER_MS for stream data to
+ * carry it, unless the peer may be waiting for it: the last datagram read was full-sized (the
+ * peer had more to send: it may be congestion-window limited), DEFER_MAX_BYTES arrived since
+ * the last flush (below the ~42 kB window ngtcp2's cubic settles at for request/response
+ * traffic), or 1/CREDIT_EAGER_DIV of a stream window was consumed. ACK_DEFER_MS covers a
+ * small model's decode step on either side of a split (no ACK-only packets at all); slower
+ * steps send one per step, while the peer computes, off the critical path. */
+#define ACK_DEFER_MS 5
+#define DEFER_MAX_BYTES 32768
+#define CREDIT_EAGER_DIV 8
 #define APP_ERR_ADMISSION 0x101
 #define APP_ERR_DUPLICATE 0x102
 #define APP_ERR_SHUTDOWN 0x103
@@ -43,6 +55,12 @@ struct tp_conn {
     struct tp_conn *prev, *next;
     struct tp_conn *dirty_next;
     bool dirty;
+    bool urgent;             /* in the dirty list for more than datagrams read */
+    bool lazy;               /* a deferred flush is owed: by lazy_until at the latest */
+    bool rx_last_full;       /* the last datagram read was full-sized */
+    uint64_t lazy_until;     /* loop time, ms */
+    size_t rx_unflushed;     /* datagram bytes read since the last flush */
+    size_t credit_unflushed; /* stream bytes consumed since the last flush */
     ngtcp2_conn *q;
     gnutls_session_t tls;
     ngtcp2_crypto_conn_ref ref;
@@ -73,7 +91,8 @@ typedef struct cid_ent {
 
 struct tp_endpoint {
     uv_loop_t *loop;
-    uv_udp_t udp;
+    int fd;         /* the UDP socket */
+    uv_poll_t poll; /* readable: recvmmsg */
     uv_idle_t idle;
     const identity_t *id;
     uint8_t secret[32];
@@ -100,6 +119,7 @@ struct tp_endpoint {
 
 /* transport.c: connections */
 void tpi_mark_dirty(tp_conn_t *c); /* flush this connection in the loop's idle phase */
+void tpi_mark_lazy(tp_conn_t *c);  /* flush it with the next data, within ACK_DEFER_MS */
 void tpi_conn_read(tp_conn_t *c, const struct sockaddr *from, const uint8_t *data, size_t n);
 void tpi_accept_conn(tp_endpoint_t *ep, const ngtcp2_pkt_hd *hd, const struct sockaddr *addr,
                      const uint8_t *data, size_t n);

@@ -132,9 +132,16 @@ void tp_stream_reset(tp_stream_t *s, uint64_t app_error)
 void tp_stream_consumed(tp_stream_t *s, size_t n)
 {
     if (s->closed || s->id < 0 || n == 0) return;
-    ngtcp2_conn_extend_max_stream_offset(s->conn->q, s->id, n);
-    ngtcp2_conn_extend_max_offset(s->conn->q, n);
-    tpi_mark_dirty(s->conn);
+    tp_conn_t *c = s->conn;
+    ngtcp2_conn_extend_max_stream_offset(c->q, s->id, n);
+    ngtcp2_conn_extend_max_offset(c->q, n);
+    /* the credit goes with the next packet; at once when enough piled up that the peer may
+     * be waiting for it (ngtcp2 sends MAX_STREAM_DATA once half a window is consumed) */
+    c->credit_unflushed += n;
+    if (c->credit_unflushed >= c->ep->cfg.stream_window / CREDIT_EAGER_DIV)
+        tpi_mark_dirty(c);
+    else
+        tpi_mark_lazy(c);
 }
 
 void tp_stream_set_cb(tp_stream_t *s, const tp_stream_cb_t *cb, void *data)

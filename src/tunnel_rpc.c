@@ -48,7 +48,8 @@ struct relay {
     uv_write_t wreq;
     uv_shutdown_t sreq;
     uv_timer_t timer; /* host: get_conn retries */
-    bool tcp_open, tcp_closing, timer_open;
+    uv_check_t chk;   /* stream bytes staged this loop turn go to the socket after the poll */
+    bool tcp_open, tcp_closing, timer_open, chk_open;
     bool connected; /* the TCP side can be written to */
     bool reading, tcp_eof, stream_fin, writing, failed;
     int shut;         /* TCP shutdown: 0 not yet, 1 under way, 2 done */
@@ -56,7 +57,8 @@ struct relay {
     buf_t inflight;   /* the bytes of the uv_write under way */
     size_t stage_ack; /* of stage: bytes to acknowledge once written (`rest` is not) */
     size_t inflight_ack;
-    uint64_t deadline; /* host: give up on get_conn (loop time) */
+    size_t inflight_off; /* of inflight: bytes the socket took before the uv_write */
+    uint64_t deadline;   /* host: give up on get_conn (loop time) */
 };
 
 static void relay_start_reading(relay_t *r);
@@ -80,7 +82,7 @@ static void relay_unlink(relay_t *r)
 
 static void relay_try_free(relay_t *r)
 {
-    if (r->s || r->tcp_open || r->timer_open) return;
+    if (r->s || r->tcp_open || r->timer_open || r->chk_open) return;
     relay_unlink(r);
     buf_free(&r->stage);
     buf_free(&r->inflight);
@@ -102,12 +104,20 @@ static void on_timer_closed(uv_handle_t *h)
     relay_try_free(r);
 }
 
+static void on_chk_closed(uv_handle_t *h)
+{
+    relay_t *r = h->data;
+    r->chk_open = false;
+    relay_try_free(r);
+}
+
 static void relay_close_tcp(relay_t *r)
 {
     if (!r->tcp_open || r->tcp_closing) return;
     r->tcp_closing = true;
     r->reading = false;
     uv_close((uv_handle_t *)&r->tcp, on_tcp_closed);
+    uv_close((uv_handle_t *)&r->chk, on_chk_closed); /* nothing more to write */
 }
 
 static void relay_close_timer(relay_t *r)
@@ -144,6 +154,14 @@ static void on_shutdown(uv_shutdown_t *req, int status)
     relay_check_done(r);
 }
 
+static void count_rx(relay_t *r, size_t n)
+{
+    if (r->host)
+        g_stats.host_rx += n;
+    else
+        g_stats.worker_rx += n;
+}
+
 static void on_written(uv_write_t *w, int status)
 {
     relay_t *r = w->data;
@@ -155,36 +173,50 @@ static void on_written(uv_write_t *w, int status)
         relay_fail(r);
         return;
     }
-    if (r->host)
-        g_stats.host_rx += r->inflight.len;
-    else
-        g_stats.worker_rx += r->inflight.len;
+    count_rx(r, r->inflight.len - r->inflight_off);
     buf_reset(&r->inflight);
+    r->inflight_off = 0;
     if (r->s && r->inflight_ack) tp_stream_consumed(r->s, r->inflight_ack);
     r->inflight_ack = 0;
     relay_flush(r);
 }
 
-/* One uv_write at a time: what arrives meanwhile is staged and goes out in one write. */
+/* Staged bytes go to the socket at once when it takes them (uv_try_write: no write request, no
+ * callback a loop turn later, no poll-set change); what it does not take goes in one uv_write,
+ * and what arrives meanwhile is staged for the next. Bytes are acknowledged to the stream as
+ * the socket takes them, except the stage's first stage.len - stage_ack (the worker's `rest`,
+ * which the caller acknowledged). */
 static void relay_flush(relay_t *r)
 {
     if (!r->connected || r->tcp_closing || r->writing || r->failed) return;
     if (r->stage.len) {
-        buf_t t = r->inflight;
-        r->inflight = r->stage;
-        r->stage = t;
-        buf_reset(&r->stage);
-        r->inflight_ack = r->stage_ack;
-        r->stage_ack = 0;
-        uv_buf_t b = uv_buf_init(r->inflight.data, (unsigned)r->inflight.len);
-        r->wreq.data = r;
-        int rc = uv_write(&r->wreq, (uv_stream_t *)&r->tcp, &b, 1, on_written);
-        if (rc) {
-            relay_fail(r);
+        uv_buf_t b = uv_buf_init(r->stage.data, (unsigned)r->stage.len);
+        int w = uv_try_write((uv_stream_t *)&r->tcp, &b, 1);
+        size_t done = w > 0 ? (size_t)w : 0; /* errors surface from the uv_write below */
+        size_t noack = r->stage.len - r->stage_ack;
+        size_t ack = done > noack ? done - noack : 0;
+        r->stage_ack -= ack;
+        count_rx(r, done);
+        if (done < r->stage.len) {
+            buf_t t = r->inflight;
+            r->inflight = r->stage;
+            r->stage = t;
+            buf_reset(&r->stage);
+            r->inflight_off = done;
+            r->inflight_ack = r->stage_ack;
+            r->stage_ack = 0;
+            b = uv_buf_init(r->inflight.data + done, (unsigned)(r->inflight.len - done));
+            r->wreq.data = r;
+            if (uv_write(&r->wreq, (uv_stream_t *)&r->tcp, &b, 1, on_written) != 0) {
+                relay_fail(r);
+                return;
+            }
+            r->writing = true;
+            if (ack && r->s) tp_stream_consumed(r->s, ack);
             return;
         }
-        r->writing = true;
-        return;
+        buf_reset(&r->stage);
+        if (ack && r->s) tp_stream_consumed(r->s, ack);
     }
     if (r->stream_fin && r->shut == 0) {
         r->sreq.data = r;
@@ -195,6 +227,23 @@ static void relay_flush(relay_t *r)
         }
         r->shut = 1;
     }
+}
+
+static void on_chk(uv_check_t *h)
+{
+    relay_t *r = h->data;
+    uv_check_stop(h);
+    relay_flush(r);
+}
+
+/* Stream bytes arrive one packet at a time while the transport reads a batch of datagrams:
+ * they are staged and written in one go right after the poll phase (the loop's check phase),
+ * so a batch costs one write, and the transport's flush (acknowledgements, window updates)
+ * comes after. Also keeps relay_fail out of the transport's callbacks. */
+static void relay_schedule(relay_t *r)
+{
+    if (!r->connected || r->tcp_closing || r->writing || r->failed) return;
+    if (!uv_is_active((uv_handle_t *)&r->chk)) uv_check_start(&r->chk, on_chk);
 }
 
 static void st_data(tp_stream_t *s, const uint8_t *p, size_t n)
@@ -210,14 +259,14 @@ static void st_data(tp_stream_t *s, const uint8_t *p, size_t n)
         return;
     }
     r->stage_ack += n;
-    relay_flush(r);
+    relay_schedule(r);
 }
 
 static void st_fin(tp_stream_t *s)
 {
     relay_t *r = tp_stream_data(s);
     r->stream_fin = true;
-    relay_flush(r);
+    relay_schedule(r);
 }
 
 static void st_drain(tp_stream_t *s)
@@ -305,6 +354,9 @@ static relay_t *relay_new(uv_loop_t *loop, bool host)
     uv_tcp_init(loop, &r->tcp); /* cannot fail for AF_UNSPEC */
     r->tcp.data = r;
     r->tcp_open = true;
+    uv_check_init(loop, &r->chk);
+    r->chk.data = r;
+    r->chk_open = true;
     g_stats.links_active++;
     return r;
 }
