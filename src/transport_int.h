@@ -117,9 +117,19 @@ struct tp_endpoint {
     void *close_data;
 };
 
+static inline uint64_t tpi_now_ns(void)
+{
+    return uv_hrtime();
+}
+
+/* transport_tx.c: scheduling and sending */
+void tpi_mark_dirty(tp_conn_t *c);   /* flush this connection in the loop's idle phase */
+void tpi_mark_lazy(tp_conn_t *c);    /* flush it with the next data, within ACK_DEFER_MS */
+void tpi_conn_enqueue(tp_conn_t *c); /* flush in the idle phase, deferrable if only ACKs owed */
+void tpi_dirty_unlink(tp_conn_t *c);
+void tpi_conn_request_close(tp_conn_t *c, int err, const char *why); /* closed after callbacks */
+
 /* transport.c: connections */
-void tpi_mark_dirty(tp_conn_t *c); /* flush this connection in the loop's idle phase */
-void tpi_mark_lazy(tp_conn_t *c);  /* flush it with the next data, within ACK_DEFER_MS */
 void tpi_conn_read(tp_conn_t *c, const struct sockaddr *from, const uint8_t *data, size_t n);
 void tpi_accept_conn(tp_endpoint_t *ep, const ngtcp2_pkt_hd *hd, const struct sockaddr *addr,
                      const uint8_t *data, size_t n);

@@ -1,0 +1,242 @@
+/* transport_tx — when a connection writes and what: the flush list, ACK deferral, packet
+ * writing, timers, deferred close requests. The connections themselves are in transport.c. */
+#include <errno.h>
+#include <ngtcp2/ngtcp2.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "transport_int.h"
+
+/* ---- scheduling ----
+ *
+ * A connection is flushed (ngtcp2 writes everything it has: stream data, ACKs, credit,
+ * retransmissions) in the loop's idle phase after something happened to it, once per loop turn
+ * however many events there were. Stream work (data, FIN, reset, opening, closing) goes at
+ * once. Datagrams read and bytes consumed only leave acknowledgement-type frames owed; sending
+ * those alone right away costs a datagram and, worse, wakes the peer, and in request/response
+ * traffic (llama.cpp RPC) the answer follows shortly and can carry them. So, on an admitted
+ * connection, they wait for the next stream data, ACK_DEFER_MS at the latest (well inside the
+ * 25 ms max_ack_delay we advertise, which the peer's loss timers allow for) — unless the peer
+ * may be waiting for them: its last datagram was full-sized (it had more to send, so it may
+ * be congestion-window limited), DEFER_MAX_BYTES arrived since the last flush, or much of a
+ * stream window was consumed — and never while our own stream data waits for the congestion
+ * window (what was read may be the ACK that opens it). (ngtcp2 0.12 also answers every
+ * ack-eliciting packet that follows one of the peer's ACK-only packets with an immediate ACK, so
+ * one ACK-only packet per direction per exchange would otherwise keep itself going.) */
+
+static void idle_cb(uv_idle_t *h);
+static void timer_cb(uv_timer_t *t);
+
+void tpi_conn_enqueue(tp_conn_t *c)
+{
+    if (c->dirty || c->freed) return;
+    c->dirty = true;
+    c->dirty_next = c->ep->dirty;
+    c->ep->dirty = c;
+    if (!uv_is_active((uv_handle_t *)&c->ep->idle)) uv_idle_start(&c->ep->idle, idle_cb);
+}
+
+void tpi_mark_dirty(tp_conn_t *c)
+{
+    c->urgent = true;
+    tpi_conn_enqueue(c);
+}
+
+/* Flush at ACK_DEFER_MS unless something flushes it sooner. */
+static void conn_defer(tp_conn_t *c)
+{
+    if (c->lazy || c->freed || c->closing) return;
+    c->lazy = true;
+    c->lazy_until = uv_now(c->ep->loop) + ACK_DEFER_MS;
+    uv_timer_start(&c->timer, timer_cb, ACK_DEFER_MS, 0);
+}
+
+static bool conn_may_defer(const tp_conn_t *c)
+{
+    /* sendq_head: stream data waits for the congestion window, which what we read may open */
+    return c->ready && !c->close_requested && !c->closing && !c->sendq_head && !c->rx_last_full &&
+           c->rx_unflushed < DEFER_MAX_BYTES;
+}
+
+void tpi_mark_lazy(tp_conn_t *c)
+{
+    if (c->dirty || c->freed || c->closing) return; /* a flush is coming anyway */
+    if (!conn_may_defer(c))
+        tpi_mark_dirty(c);
+    else
+        conn_defer(c);
+}
+
+void tpi_dirty_unlink(tp_conn_t *c)
+{
+    if (!c->dirty) return;
+    for (tp_conn_t **pp = &c->ep->dirty; *pp; pp = &(*pp)->dirty_next)
+        if (*pp == c) {
+            *pp = c->dirty_next;
+            break;
+        }
+    c->dirty = false;
+}
+
+static void conn_flush(tp_conn_t *c)
+{
+    tp_endpoint_t *ep = c->ep;
+    c->urgent = false;
+    c->lazy = false; /* whatever was owed goes now */
+    c->rx_unflushed = 0;
+    c->credit_unflushed = 0;
+    if (c->freed || c->closing || !c->q) return;
+    if (ngtcp2_conn_is_in_closing_period(c->q) || ngtcp2_conn_is_in_draining_period(c->q)) return;
+    tpi_open_pending_streams(c);
+    ngtcp2_path_storage ps;
+    ngtcp2_path_storage_zero(&ps);
+    ngtcp2_pkt_info pi;
+    uint64_t ts = tpi_now_ns();
+    size_t npk = 0, budget = 256, spins = 0;
+    size_t maxsz = ngtcp2_conn_get_max_tx_udp_payload_size(c->q);
+    if (maxsz > MAX_PKT) maxsz = MAX_PKT;
+    tp_stream_t *s = NULL;
+    while (budget > 0 && spins++ < 4096) {
+        if (!s) s = tpi_sendq_pop(c);
+        ngtcp2_vec vec[16];
+        size_t nv = 0;
+        int64_t sid = -1;
+        uint32_t flags = NGTCP2_WRITE_STREAM_FLAG_MORE;
+        if (s) {
+            sid = s->id;
+            sendbuf_vec_t sv[16];
+            nv = sendbuf_peek(&s->out, sv, 16);
+            size_t left = s->out.unsent;
+            for (size_t k = 0; k < nv; k++) {
+                vec[k].base = (uint8_t *)sv[k].base;
+                vec[k].len = sv[k].len;
+                left -= sv[k].len;
+            }
+            if (s->fin_queued && !s->fin_sent && left == 0) flags |= NGTCP2_WRITE_STREAM_FLAG_FIN;
+        }
+        ngtcp2_ssize ndatalen = -1;
+        ngtcp2_ssize nw = ngtcp2_conn_writev_stream(c->q, &ps.path, &pi, ep->sbuf[npk], maxsz,
+                                                    &ndatalen, flags, sid, vec, nv, ts);
+        if (s && ndatalen >= 0) {
+            sendbuf_sent(&s->out, (size_t)ndatalen);
+            if ((flags & NGTCP2_WRITE_STREAM_FLAG_FIN) && s->out.unsent == 0) s->fin_sent = true;
+        }
+        if (nw < 0) {
+            if (nw == NGTCP2_ERR_WRITE_MORE) {
+                if (s && (s->out.unsent > 0 || (s->fin_queued && !s->fin_sent))) tpi_sendq_push(s);
+                s = NULL;
+                continue;
+            }
+            if (nw == NGTCP2_ERR_STREAM_DATA_BLOCKED) {
+                if (s) s->blocked = true;
+                s = NULL;
+                continue;
+            }
+            if (nw == NGTCP2_ERR_STREAM_SHUT_WR || nw == NGTCP2_ERR_STREAM_NOT_FOUND) {
+                s = NULL;
+                continue;
+            }
+            ngtcp2_connection_close_error_set_transport_error_liberr(&c->ccerr, (int)nw, NULL, 0);
+            tpi_conn_request_close(c, -EIO, ngtcp2_strerror((int)nw));
+            break;
+        }
+        if (s) {
+            if (s->out.unsent > 0 || (s->fin_queued && !s->fin_sent)) tpi_sendq_push(s);
+            s = NULL;
+        }
+        if (nw == 0) break;
+        ep->slen[npk++] = (size_t)nw;
+        budget--;
+        if (npk == BATCH) {
+            tpi_send_batch(ep, c, npk);
+            npk = 0;
+        }
+    }
+    tpi_send_batch(ep, c, npk);
+    if (budget == 0) tpi_mark_dirty(c); /* more to send: continue next loop turn, after reads */
+}
+
+static void conn_arm_timer(tp_conn_t *c)
+{
+    if (c->freed || c->closing) return;
+    if (c->lazy) {
+        /* ngtcp2's own earlier deadlines (its ACK delay, a time-threshold loss check) wait
+         * for the deferred flush too: at most ACK_DEFER_MS */
+        uint64_t n = uv_now(c->ep->loop);
+        uv_timer_start(&c->timer, timer_cb, c->lazy_until > n ? c->lazy_until - n : 0, 0);
+        return;
+    }
+    uint64_t exp = ngtcp2_conn_get_expiry(c->q), now = tpi_now_ns();
+    uint64_t ms = exp == UINT64_MAX ? 3600000 : exp <= now ? 0 : (exp - now + 999999) / 1000000;
+    if (!c->ready) {
+        uint64_t dl = c->created_ms + c->ep->cfg.handshake_timeout_ms, n = uv_now(c->ep->loop);
+        uint64_t left = dl > n ? dl - n : 0;
+        if (left < ms) ms = left;
+    }
+    uv_timer_start(&c->timer, timer_cb, ms, 0);
+}
+
+void tpi_conn_request_close(tp_conn_t *c, int err, const char *why)
+{
+    if (c->close_requested || c->closing) return;
+    c->close_requested = true;
+    c->close_err = err;
+    snprintf(c->close_why, sizeof c->close_why, "%s", why);
+    tpi_mark_dirty(c);
+}
+
+/* Work after any event on a connection (never from inside ngtcp2 callbacks). */
+static void conn_after(tp_conn_t *c)
+{
+    if (c->freed) return;
+    if (c->close_requested) {
+        tpi_conn_close_now(c);
+        return;
+    }
+    conn_flush(c);
+    if (c->close_requested) {
+        tpi_conn_close_now(c);
+        return;
+    }
+    conn_arm_timer(c);
+}
+
+static void idle_cb(uv_idle_t *h)
+{
+    tp_endpoint_t *ep = h->data;
+    uv_idle_stop(h);
+    while (ep->dirty) {
+        tp_conn_t *c = ep->dirty;
+        ep->dirty = c->dirty_next;
+        c->dirty = false;
+        if (!c->urgent && conn_may_defer(c))
+            conn_defer(c); /* only datagrams were read: see "scheduling" */
+        else
+            conn_after(c);
+    }
+}
+
+static void timer_cb(uv_timer_t *t)
+{
+    tp_conn_t *c = t->data;
+    if (c->freed || c->closing) return;
+    if (!c->ready && uv_now(c->ep->loop) >= c->created_ms + c->ep->cfg.handshake_timeout_ms) {
+        c->close_err = -ETIMEDOUT;
+        snprintf(c->close_why, sizeof c->close_why, "%s",
+                 c->handshake_done ? "admission timed out" : "handshake timed out");
+        tpi_conn_close_now(c);
+        return;
+    }
+    int rv = ngtcp2_conn_handle_expiry(c->q, tpi_now_ns());
+    if (rv != 0) {
+        c->close_err = rv == NGTCP2_ERR_IDLE_CLOSE ? -ETIMEDOUT : -EIO;
+        snprintf(c->close_why, sizeof c->close_why, "%s",
+                 rv == NGTCP2_ERR_IDLE_CLOSE ? "idle timeout (peer unreachable)"
+                                             : ngtcp2_strerror(rv));
+        if (rv != NGTCP2_ERR_IDLE_CLOSE)
+            ngtcp2_connection_close_error_set_transport_error_liberr(&c->ccerr, rv, NULL, 0);
+        tpi_conn_close_now(c);
+        return;
+    }
+    conn_after(c);
+}
