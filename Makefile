@@ -15,7 +15,7 @@ ARGS     ?=
 PYTEST_ARGS ?=
 GEN      := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 
-.PHONY: all deps deps-test llama build build-asan build-fuzz run test unit integration asan fuzz-smoke fuzz bench format clean
+.PHONY: all deps deps-test llama build build-asan build-fuzz run test unit integration asan fuzz-smoke fuzz bench bench-model format clean
 
 all: build
 
@@ -71,9 +71,19 @@ fuzz-smoke: build-fuzz
 fuzz: build-fuzz
 	@FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh long $(FUZZ)
 
-bench: build llama
+# the realistic-size benchmark model (scripts/bench-model.sh), made once
+BENCH_MODEL ?= $(or $(MESH_LLM_CACHE),$(HOME)/.cache/mesh-llm)/bench/synth-363m.gguf
+
+bench-model: build
+	@scripts/bench-model.sh $(BUILD)/mesh-gguf-synth $(BENCH_MODEL)
+
+# proxy and route run twice: the tiny shared model (thousands of tokens/s: the worst case for
+# any per-token cost) and the realistic-size one (tens of tokens/s, like a small real model)
+bench: build llama bench-model
 	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/proxy
+	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/proxy --model $(BENCH_MODEL) --tokens 64 --concurrency 16
 	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/route --mesh-llm $(BUILD)/mesh-llm
+	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/route --mesh-llm $(BUILD)/mesh-llm --model $(BENCH_MODEL) --rounds 10 --tokens 64 --concurrency 8
 	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/split --mesh-llm $(BUILD)/mesh-llm
 	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/switch
 	@$(BUILD)/mesh-bench-tunnel

@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <signal.h>
 #include <sodium.h>
 #include <stdio.h>
@@ -28,6 +29,8 @@
 #include "transport.h"
 
 #define PING 64
+/* every wait is bounded: a phase that makes no progress for this long fails the run */
+#define IO_TIMEOUT_MS 30000
 
 static size_t bulk_bytes = (size_t)512 << 20;
 static int rounds = 2000;
@@ -62,6 +65,45 @@ static int cmp_u64(const void *a, const void *b)
 static void tick(uv_timer_t *t)
 {
     (void)t;
+}
+
+/* poll() retrying on EINTR; > 0 some fd ready (or hung up), 0 timeout, < 0 error */
+static int poll_in(struct pollfd *p, nfds_t n, int ms)
+{
+    int r;
+    do
+        r = poll(p, n, ms);
+    while (r < 0 && errno == EINTR);
+    return r;
+}
+
+/* read exactly n bytes from a pipe within ms milliseconds; 0 ok, -1 timeout, EOF or error */
+static int read_full(int fd, void *buf, size_t n, int ms)
+{
+    uint8_t *b = buf;
+    uint64_t end = now_ns() + (uint64_t)ms * 1000000u;
+    while (n) {
+        uint64_t t = now_ns();
+        if (t >= end) return -1;
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll_in(&p, 1, (int)((end - t) / 1000000u) + 1) <= 0) return -1;
+        ssize_t r = read(fd, b, n);
+        if (r < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+        if (r <= 0) return -1;
+        b += r;
+        n -= (size_t)r;
+    }
+    return 0;
+}
+
+/* blocking TCP socket whose every read/write gives up after IO_TIMEOUT_MS without progress */
+static void tcp_opts(int fd)
+{
+    int one = 1;
+    struct timeval tv = {IO_TIMEOUT_MS / 1000, 0};
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 }
 
 static void run_until(volatile int *flag, uint64_t ms)
@@ -116,12 +158,23 @@ static void srv_on_stream(tp_endpoint_t *ep, tp_conn_t *c, tp_stream_t *s)
     tp_stream_set_cb(s, &srv_cb, calloc(1, sizeof(srv_stream_t)));
 }
 
-static void tcp_server(int lfd)
+/* accept one connection, or give up when the client process is gone (its control pipe
+ * hangs up) or nothing arrives within IO_TIMEOUT_MS */
+static int accept_bounded(int lfd, int ctl)
 {
+    struct pollfd p[2] = {{.fd = lfd, .events = POLLIN}, {.fd = ctl, .events = POLLIN}};
+    if (poll_in(p, 2, IO_TIMEOUT_MS) <= 0 || !(p[0].revents & POLLIN)) return -1;
     int fd = accept(lfd, NULL, NULL);
+    if (fd >= 0) tcp_opts(fd);
+    return fd;
+}
+
+/* the plain-TCP reference: exactly two connections from the client, in order —
+ * the bulk transfer, then the ping-pong */
+static void tcp_server(int lfd, int ctl)
+{
+    int fd = accept_bounded(lfd, ctl);
     if (fd < 0) return;
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     static uint8_t buf[1 << 16];
     /* bulk: read until the client half-closes, answer "done" */
     for (;;) {
@@ -134,9 +187,8 @@ static void tcp_server(int lfd)
     }
     close(fd);
     /* ping-pong on a second connection */
-    fd = accept(lfd, NULL, NULL);
+    fd = accept_bounded(lfd, ctl);
     if (fd < 0) return;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     for (;;) {
         size_t have = 0;
         while (have < PING) {
@@ -214,8 +266,12 @@ static int server(int wfd, int rfd)
     srv_wfd = wfd;
     uv_read_start((uv_stream_t *)&ctl, ctl_alloc, ctl_read);
     uv_run(loop, UV_RUN_DEFAULT);
-    tcp_server(lfd);
-    tcp_server(lfd);
+    /* TCP phase: the listening socket exists since before the ports were sent; tell the
+     * client the QUIC loop is left, so its timed TCP runs do not wait for the server */
+    char r = 'R';
+    if (write(wfd, &r, 1) != 1) return 1;
+    tcp_server(lfd, rfd);
+    close(lfd);
     return 0;
 }
 
@@ -267,56 +323,88 @@ static const tp_stream_cb_t pp_cb = {pp_data, NULL, NULL, NULL};
 static double tcp_bulk(int port)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return 0;
+    tcp_opts(fd);
     struct sockaddr_in sa = {.sin_family = AF_INET,
                              .sin_port = htons((uint16_t)port),
                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    if (connect(fd, (struct sockaddr *)&sa, sizeof sa)) return 0;
+    double gbps = 0;
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa)) goto out;
     uint64_t t0 = now_ns();
     size_t sent = 0;
     while (sent < bulk_bytes) {
         size_t n = bulk_bytes - sent < sizeof chunk ? bulk_bytes - sent : sizeof chunk;
         ssize_t w = write(fd, chunk, n);
-        if (w <= 0) return 0;
+        if (w <= 0) goto out;
         sent += (size_t)w;
     }
     shutdown(fd, SHUT_WR);
     char d[4];
-    if (read(fd, d, 4) != 4) return 0;
+    if (read(fd, d, 4) != 4) goto out;
     double s = (double)(now_ns() - t0) / 1e9;
+    gbps = (double)bulk_bytes * 8 / s / 1e9;
+out:
     close(fd);
-    return (double)bulk_bytes * 8 / s / 1e9;
+    return gbps;
 }
 
-static void tcp_pingpong(int port, uint64_t *lat)
+/* during the QUIC phases the server writes nothing on the control pipe: any readiness
+ * there is its end hanging up, so the client stops at once instead of running out its
+ * phase timeouts */
+static uv_poll_t srv_watch;
+static void srv_gone(uv_poll_t *h, int status, int events)
+{
+    (void)h, (void)status, (void)events;
+    fprintf(stderr, "bench/tunnel: server gone during the QUIC phase\n");
+    _exit(1);
+}
+
+static volatile int pp_timed_out;
+static void pp_timeout(uv_timer_t *t)
+{
+    (void)t;
+    pp_timed_out = 1;
+}
+
+/* 1 when all rounds completed */
+static int tcp_pingpong(int port, uint64_t *lat)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (fd < 0) return 0;
+    tcp_opts(fd);
     struct sockaddr_in sa = {.sin_family = AF_INET,
                              .sin_port = htons((uint16_t)port),
                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    if (connect(fd, (struct sockaddr *)&sa, sizeof sa)) return;
+    int done = 0;
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa)) goto out;
     uint8_t b[PING];
     memset(b, 'P', sizeof b);
-    for (int i = 0; i < rounds; i++) {
+    for (; done < rounds; done++) {
         uint64_t t0 = now_ns();
-        if (write(fd, b, PING) != PING) break;
+        if (write(fd, b, PING) != PING) goto out;
         size_t have = 0;
         while (have < PING) {
             ssize_t r = read(fd, b + have, PING - have);
-            if (r <= 0) return;
+            if (r <= 0) goto out;
             have += (size_t)r;
         }
-        lat[i] = now_ns() - t0;
+        lat[done] = now_ns() - t0;
     }
+out:
     close(fd);
+    return done == rounds;
 }
 
 static int client(int rfd, int wfd)
 {
     int ports[2];
-    if (read(rfd, ports, sizeof ports) != sizeof ports) return 1;
+    if (read_full(rfd, ports, sizeof ports, IO_TIMEOUT_MS)) {
+        fprintf(stderr, "bench/tunnel: server did not start\n");
+        return 1;
+    }
     loop = uv_default_loop();
+    uv_poll_init(loop, &srv_watch, rfd);
+    uv_poll_start(&srv_watch, UV_READABLE | UV_DISCONNECT, srv_gone);
     identity_t cid;
     crypto_sign_keypair(cid.pk, cid.sk);
     hex_encode(cid.pk, 32, cid.id);
@@ -345,20 +433,40 @@ static int client(int rfd, int wfd)
     tp_stream_open(cl_conn, &pp_cb, NULL, &ps);
     uint8_t b[PING];
     memset(b, 'P', sizeof b);
-    for (int i = 0; i < rounds; i++) {
+    /* one one-shot watchdog for the whole phase: no periodic wakeups in the timed rounds */
+    uv_timer_t wd;
+    uv_timer_init(loop, &wd);
+    uv_timer_start(&wd, pp_timeout, IO_TIMEOUT_MS, 0);
+    int qrounds = 0;
+    for (; qrounds < rounds && !pp_timed_out; qrounds++) {
         cl_done = 0;
         uint64_t s0 = now_ns();
         tp_stream_write(ps, b, PING);
-        while (!cl_done)
+        while (!cl_done && !pp_timed_out)
             uv_run(loop, UV_RUN_ONCE);
-        ql[i] = now_ns() - s0;
+        if (!cl_done) break;
+        ql[qrounds] = now_ns() - s0;
+    }
+    uv_close((uv_handle_t *)&wd, NULL);
+    uv_run(loop, UV_RUN_NOWAIT);
+    if (qrounds < rounds) {
+        fprintf(stderr, "bench/tunnel: QUIC ping-pong stalled after %d of %d rounds\n", qrounds,
+                rounds);
+        return 1;
     }
     double rtt_conn = tp_conn_rtt_ms(cl_conn);
+    /* from here on the server answers on the pipe: bounded reads take over */
+    uv_poll_stop(&srv_watch);
+    uv_close((uv_handle_t *)&srv_watch, NULL);
+    uv_run(loop, UV_RUN_NOWAIT);
     /* memory per idle peer: PEERS more client endpoints connect and stay idle */
     char c = 'M';
     long before = 0, after = 0;
     int n_ok = 0;
-    if (write(wfd, &c, 1) != 1 || read(rfd, &before, sizeof before) != sizeof before) return 1;
+    if (write(wfd, &c, 1) != 1 || read_full(rfd, &before, sizeof before, IO_TIMEOUT_MS)) {
+        fprintf(stderr, "bench/tunnel: server did not start the memory phase\n");
+        return 1;
+    }
     tp_endpoint_t **eps = calloc((size_t)peers, sizeof *eps);
     identity_t *ids = calloc((size_t)peers, sizeof *ids);
     for (int i = 0; i < peers; i++) {
@@ -380,15 +488,23 @@ static int client(int rfd, int wfd)
         if (select(rfd + 1, &fs, NULL, NULL, &tv) > 0) got = 1;
         uv_update_time(loop);
     }
-    if (read(rfd, &after, sizeof after) != sizeof after ||
-        read(rfd, &n_ok, sizeof n_ok) != sizeof n_ok)
+    /* the server reports at the latest 60 s after 'M' */
+    if (read_full(rfd, &after, sizeof after, IO_TIMEOUT_MS) ||
+        read_full(rfd, &n_ok, sizeof n_ok, IO_TIMEOUT_MS)) {
+        fprintf(stderr, "bench/tunnel: server did not report the memory phase\n");
         return 1;
-    /* TCP phase */
+    }
+    /* TCP phase: 'T' ends the server's QUIC loop; it answers 'R' just before accepting */
     c = 'T';
-    if (write(wfd, &c, 1) != 1) return 1;
-    usleep(100000); /* let the server reach accept(): bench only, not a test */
+    if (write(wfd, &c, 1) != 1 || read_full(rfd, &c, 1, IO_TIMEOUT_MS) || c != 'R') {
+        fprintf(stderr, "bench/tunnel: server did not start the TCP phase\n");
+        return 1;
+    }
     double tcp_gbps = tcp_bulk(ports[1]);
-    tcp_pingpong(ports[1], tl);
+    if (!tcp_pingpong(ports[1], tl)) {
+        fprintf(stderr, "bench/tunnel: TCP ping-pong failed\n");
+        tcp_gbps = 0;
+    }
     qsort(ql, (size_t)rounds, sizeof *ql, cmp_u64);
     qsort(tl, (size_t)rounds, sizeof *tl, cmp_u64);
     double q50 = (double)ql[rounds / 2] / 1e3, q99 = (double)ql[rounds * 99 / 100] / 1e3;
@@ -424,6 +540,8 @@ int main(int argc, char **argv)
     crypto_sign_keypair(me.pk, me.sk);
     hex_encode(me.pk, 32, me.id);
     randombytes_buf(secret, sizeof secret);
+    /* both processes: a vanished peer is an error return from write(), not a kill */
+    signal(SIGPIPE, SIG_IGN);
     int to_client[2], to_server[2];
     if (pipe(to_client) || pipe(to_server)) return 1;
     pid_t pid = fork();
@@ -435,7 +553,8 @@ int main(int argc, char **argv)
     }
     close(to_client[0]);
     close(to_server[1]);
-    /* the server also exits when the client is gone */
+    /* the server also exits when the client is gone (its control pipe hangs up); the
+     * alarm is only a last resort should a wait above still be unbounded */
     alarm(300);
     server(to_client[1], to_server[0]);
     int st = 0;

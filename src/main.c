@@ -459,6 +459,7 @@ int main(int argc, char **argv)
                 : n->ms.n > 0 ? "host"
                               : "worker",
         .api_port = n->api.httpd.port,
+        .api = &n->api.httpd,
         .api_key = n->cfg.api_key,
         .console_port = 0,
         .heartbeat_ms = env_ms("MESH_LLM_HEARTBEAT_MS", 60000),

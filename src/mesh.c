@@ -378,11 +378,11 @@ static void in_data(tp_stream_t *s, const uint8_t *p, size_t n)
                 LOGD("mesh", "invalid gossip message from %.12s ignored", x->from);
             }
             gossip_arm(m);
-        } else if (type == WIRE_TUNNEL_HTTP && m->o.api_port && !m->stopping) {
+        } else if (type == WIRE_TUNNEL_HTTP && m->o.api && !m->stopping) {
             /* the tunnel module takes the stream over, with the bytes after the frame */
             wire_reader_free(&x->rd);
             free(x);
-            tunnel_http_serve(m->loop, s, f, p, n, m->o.api_port, m->o.api_key);
+            tunnel_http_serve(m->loop, s, f, p, n, m->o.api, m->o.api_key);
             json_decref(f);
             return;
         } else if (type == WIRE_TUNNEL_RPC && m->o.rpc_port && !m->stopping) {

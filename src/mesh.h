@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "httpd.h"
 #include "identity.h"
 #include "transport.h"
 
@@ -30,6 +31,7 @@ typedef struct {
     uint64_t vram_bytes;   /* capacity announced */
     const char *role;      /* worker | host | client */
     int api_port, console_port;
+    httpd_t *api;          /* this node's API server: tunnelled requests are handed to it */
     const char *api_key;   /* added to requests tunnelled to the local API */
     uint64_t heartbeat_ms; /* MESH_LLM_HEARTBEAT_MS */
     /* Called to fill the announcement's model fields (available_models, serving…). */

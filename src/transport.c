@@ -316,6 +316,7 @@ static int recv_stream_data_cb(ngtcp2_conn *q, uint32_t flags, int64_t id, uint6
 {
     tp_conn_t *c = ud;
     tp_stream_t *s = sud;
+    c->rx_data = true;
     if (!s) return 0;
     if (s == c->admit) {
         ngtcp2_conn_extend_max_stream_offset(q, id, len);
@@ -488,6 +489,10 @@ static void settings_params(tp_endpoint_t *ep, ngtcp2_settings *st, ngtcp2_trans
     st->max_tx_udp_payload_size = MAX_PKT;
     st->max_window = 64 * ep->cfg.stream_window;
     st->max_stream_window = 4 * ep->cfg.stream_window;
+    /* an owed ACK rides on the very next packet: when to send is decided by our scheduler
+     * (transport_tx.c), not by ngtcp2's min(max_ack_delay, srtt/8), which on a fast path would
+     * leave a reply going out just before the ACK is due and the ACK alone right after */
+    st->ack_thresh = 1;
     ngtcp2_transport_params_default(tp);
     tp->initial_max_stream_data_bidi_local = ep->cfg.stream_window;
     tp->initial_max_stream_data_bidi_remote = ep->cfg.stream_window;

@@ -22,16 +22,17 @@
 #define MAX_UNADMITTED 64
 #define RBUF_SLOTS 32 /* datagrams per recvmmsg, each in a 64 KiB slot */
 #define RBUF_SLOT 65536
-/* Deferred flushes (transport.c, "scheduling"): what reading datagrams or consuming bytes
- * leaves ngtcp2 owing (ACKs, flow-control credit) waits up to ACK_DEFER_MS for stream data to
- * carry it, unless the peer may be waiting for it: the last datagram read was full-sized (the
- * peer had more to send: it may be congestion-window limited), DEFER_MAX_BYTES arrived since
- * the last flush (below the ~42 kB window ngtcp2's cubic settles at for request/response
- * traffic), or 1/CREDIT_EAGER_DIV of a stream window was consumed. ACK_DEFER_MS covers a
- * small model's decode step on either side of a split (no ACK-only packets at all); slower
- * steps send one per step, while the peer computes, off the critical path. */
-#define ACK_DEFER_MS 5
-#define DEFER_MAX_BYTES 32768
+/* Deferred flushes (transport_tx.c, "scheduling"): what reading stream data or consuming
+ * bytes leaves ngtcp2 owing (ACKs, flow-control credit) waits up to ACK_DEFER_MS for stream
+ * data to carry it, unless the peer may be waiting for it: the last datagram read was
+ * full-sized (the peer had more to send: it may be congestion-window limited),
+ * DEFER_MAX_BYTES arrived since the last flush (below the ~14.5 kB initial congestion window,
+ * so a fresh connection's sender never stalls on a deferred ACK), or 1/CREDIT_EAGER_DIV of a
+ * stream window was consumed. ACK_DEFER_MS stays inside the 25 ms max_ack_delay we advertise
+ * (the peer's loss timers allow for it): a model streaming a token every 10 ms is
+ * acknowledged every second token, a split's decode step is acknowledged by its answer. */
+#define ACK_DEFER_MS 20
+#define DEFER_MAX_BYTES 12288
 #define CREDIT_EAGER_DIV 8
 #define APP_ERR_ADMISSION 0x101
 #define APP_ERR_DUPLICATE 0x102
@@ -58,6 +59,7 @@ struct tp_conn {
     bool urgent;             /* in the dirty list for more than datagrams read */
     bool lazy;               /* a deferred flush is owed: by lazy_until at the latest */
     bool rx_last_full;       /* the last datagram read was full-sized */
+    bool rx_data;            /* stream frames read since the last flush (an ACK is owed) */
     uint64_t lazy_until;     /* loop time, ms */
     size_t rx_unflushed;     /* datagram bytes read since the last flush */
     size_t credit_unflushed; /* stream bytes consumed since the last flush */

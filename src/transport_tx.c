@@ -15,14 +15,16 @@
  * once. Datagrams read and bytes consumed only leave acknowledgement-type frames owed; sending
  * those alone right away costs a datagram and, worse, wakes the peer, and in request/response
  * traffic (llama.cpp RPC) the answer follows shortly and can carry them. So, on an admitted
- * connection, they wait for the next stream data, ACK_DEFER_MS at the latest (well inside the
+ * connection, they wait for the next stream data, ACK_DEFER_MS at the latest (inside the
  * 25 ms max_ack_delay we advertise, which the peer's loss timers allow for) — unless the peer
  * may be waiting for them: its last datagram was full-sized (it had more to send, so it may
  * be congestion-window limited), DEFER_MAX_BYTES arrived since the last flush, or much of a
  * stream window was consumed — and never while our own stream data waits for the congestion
  * window (what was read may be the ACK that opens it). (ngtcp2 0.12 also answers every
  * ack-eliciting packet that follows one of the peer's ACK-only packets with an immediate ACK, so
- * one ACK-only packet per direction per exchange would otherwise keep itself going.) */
+ * one ACK-only packet per direction per exchange would otherwise keep itself going.) Datagrams
+ * without stream frames (the peer's ACKs) are answered in the same loop turn instead: they
+ * rarely leave anything owed, and waking ACK_DEFER_MS later to send nothing costs a wake-up. */
 
 static void idle_cb(uv_idle_t *h);
 static void timer_cb(uv_timer_t *t);
@@ -84,6 +86,7 @@ static void conn_flush(tp_conn_t *c)
     c->urgent = false;
     c->lazy = false; /* whatever was owed goes now */
     c->rx_unflushed = 0;
+    c->rx_data = false;
     c->credit_unflushed = 0;
     if (c->freed || c->closing || !c->q) return;
     if (ngtcp2_conn_is_in_closing_period(c->q) || ngtcp2_conn_is_in_draining_period(c->q)) return;
@@ -209,10 +212,13 @@ static void idle_cb(uv_idle_t *h)
         tp_conn_t *c = ep->dirty;
         ep->dirty = c->dirty_next;
         c->dirty = false;
-        if (!c->urgent && conn_may_defer(c))
+        if (c->urgent || !conn_may_defer(c))
+            conn_after(c);
+        else if (c->rx_data || c->lazy)
             conn_defer(c); /* only datagrams were read: see "scheduling" */
         else
-            conn_after(c);
+            conn_after(c); /* no stream frames (the peer's ACKs): whatever they made due
+                            * (retransmissions) goes now, an ACK only if ngtcp2 owes one */
     }
 }
 

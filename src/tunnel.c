@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "util.h"
@@ -142,19 +144,19 @@ int tunnel_http_forward(tp_conn_t *conn, const char *model, httpd_req_t *req,
     return 0;
 }
 
-/* ---------------- host side ---------------- */
+/* ---------------- host side ----------------
+ *
+ * The request is handed to this node's own API server in-process: one end of a socketpair is
+ * served by the API's httpd as if its listener had accepted it, the other end is relayed to the
+ * stream. No loopback TCP connection (handshake, ephemeral port, TCP stack) per request. */
 
 typedef struct {
-    uv_loop_t *loop;
     tp_stream_t *s;
-    uv_tcp_t tcp;
-    uv_connect_t conn_req;
-    bool tcp_open, connected, tcp_eof, stream_fin, reading_paused;
-    buf_t pending; /* stream bytes before the TCP connection is up (bounded by the window) */
-    buf_t line;    /* the request line, until checked */
+    uv_pipe_t pipe;
+    bool pipe_open, eof, reading_paused;
+    buf_t line; /* the request line, until checked */
     bool line_done;
     char *api_key;
-    int api_port;
 } srv_t;
 
 typedef struct {
@@ -164,37 +166,34 @@ typedef struct {
     char data[];
 } wreq_t;
 
-static void srv_try_free(srv_t *t);
-
-static void tcp_closed(uv_handle_t *h)
-{
-    srv_t *t = h->data;
-    t->tcp_open = false;
-    srv_try_free(t);
-}
-
-static void srv_close_tcp(srv_t *t)
-{
-    if (t->tcp_open && !uv_is_closing((uv_handle_t *)&t->tcp))
-        uv_close((uv_handle_t *)&t->tcp, tcp_closed);
-}
-
 static void srv_try_free(srv_t *t)
 {
-    if (t->s || t->tcp_open) return;
-    buf_free(&t->pending);
+    if (t->s || t->pipe_open) return;
     buf_free(&t->line);
     free(t->api_key);
     free(t);
 }
 
+static void pipe_closed(uv_handle_t *h)
+{
+    srv_t *t = h->data;
+    t->pipe_open = false;
+    srv_try_free(t);
+}
+
+static void srv_close_pipe(srv_t *t)
+{
+    if (t->pipe_open && !uv_is_closing((uv_handle_t *)&t->pipe))
+        uv_close((uv_handle_t *)&t->pipe, pipe_closed);
+}
+
 static void srv_fail(srv_t *t)
 {
     if (t->s) tp_stream_reset(t->s, 1);
-    srv_close_tcp(t);
+    srv_close_pipe(t);
 }
 
-static void on_tcp_written(uv_write_t *w, int status)
+static void on_written(uv_write_t *w, int status)
 {
     wreq_t *r = (wreq_t *)w;
     srv_t *t = r->t;
@@ -203,34 +202,35 @@ static void on_tcp_written(uv_write_t *w, int status)
     if (status < 0) srv_fail(t);
 }
 
-static int tcp_send(srv_t *t, const void *p, size_t n, size_t stream_bytes)
+static int api_send(srv_t *t, const void *p, size_t n, size_t stream_bytes)
 {
-    wreq_t *r = malloc(sizeof *r + n);
+    uv_buf_t b = uv_buf_init((char *)p, (unsigned)n);
+    int done = uv_try_write((uv_stream_t *)&t->pipe, &b, 1);
+    if (done == (int)n) {
+        if (t->s && stream_bytes) tp_stream_consumed(t->s, stream_bytes);
+        return 0;
+    }
+    if (done < 0 && done != UV_EAGAIN) return done;
+    if (done < 0) done = 0;
+    wreq_t *r = malloc(sizeof *r + (n - (size_t)done));
     if (!r) return -ENOMEM;
     r->t = t;
     r->n = stream_bytes;
-    memcpy(r->data, p, n);
-    uv_buf_t b = uv_buf_init(r->data, (unsigned)n);
-    int rc = uv_write(&r->w, (uv_stream_t *)&t->tcp, &b, 1, on_tcp_written);
+    memcpy(r->data, (const char *)p + done, n - (size_t)done);
+    b = uv_buf_init(r->data, (unsigned)(n - (size_t)done));
+    int rc = uv_write(&r->w, (uv_stream_t *)&t->pipe, &b, 1, on_written);
     if (rc) free(r);
     return rc;
 }
 
-/* The requester's FIN is not passed on as a TCP half-close: the request is delimited by its
- * Content-Length, and an HTTP server may take a half-close for a client that went away. The
- * local API closes the connection after its answer (Connection: close). */
-static void maybe_shutdown_tcp(srv_t *t)
-{
-    (void)t;
-}
-
-/* The request line is checked (only /v1/ endpoints) and the node's API key added after it. */
+/* The request line is checked (only /v1/ endpoints) and the node's API key added after it.
+ * The requester's FIN is not passed on as a half-close: the request is delimited by its
+ * Content-Length, and the API closes the connection after its answer (Connection: close). */
 static int forward_request_bytes(srv_t *t, const uint8_t *p, size_t n)
 {
-    if (t->line_done) return tcp_send(t, p, n, n);
-    size_t take = 0;
+    if (t->line_done) return api_send(t, p, n, n);
     const uint8_t *nl = memchr(p, '\n', n);
-    take = nl ? (size_t)(nl - p) + 1 : n;
+    size_t take = nl ? (size_t)(nl - p) + 1 : n;
     if (buf_append(&t->line, p, take) != 0) return -E2BIG;
     if (!nl) {
         tp_stream_consumed(t->s, take);
@@ -245,31 +245,20 @@ static int forward_request_bytes(srv_t *t, const uint8_t *p, size_t n)
     buf_init(&out, LINE_MAX_BYTES + 512);
     int rc = buf_append(&out, t->line.data, t->line.len);
     if (rc == 0 && t->api_key) rc = buf_printf(&out, "Authorization: Bearer %s\r\n", t->api_key);
-    if (rc == 0) rc = tcp_send(t, out.data, out.len, take);
+    if (rc == 0) rc = api_send(t, out.data, out.len, take);
     buf_free(&out);
-    if (rc == 0 && n > take) rc = tcp_send(t, p + take, n - take, n - take);
+    if (rc == 0 && n > take) rc = api_send(t, p + take, n - take, n - take);
     return rc;
 }
 
 static void srv_data(tp_stream_t *s, const uint8_t *p, size_t n)
 {
     srv_t *t = tp_stream_data(s);
-    if (!t->connected) {
-        if (buf_append(&t->pending, p, n) != 0) srv_fail(t);
-        return;
-    }
-    int rc = forward_request_bytes(t, p, n);
+    int rc = t->pipe_open ? forward_request_bytes(t, p, n) : -EPIPE;
     if (rc) {
         LOGD("tunnel", "refusing a tunnelled request: %s", strerror(-rc));
         srv_fail(t);
     }
-}
-
-static void srv_fin(tp_stream_t *s)
-{
-    srv_t *t = tp_stream_data(s);
-    t->stream_fin = true;
-    maybe_shutdown_tcp(t);
 }
 
 static void resume_read(srv_t *t);
@@ -281,30 +270,33 @@ static void srv_drain(tp_stream_t *s)
 
 static void srv_stream_close(tp_stream_t *s, int err)
 {
+    (void)err;
     srv_t *t = tp_stream_data(s);
     t->s = NULL;
-    srv_close_tcp(t); /* the requester went away: close upstream so generation stops */
+    srv_close_pipe(t); /* the requester went away: the API closes upstream, generation stops */
     srv_try_free(t);
 }
 
-static const tp_stream_cb_t srv_cb = {srv_data, srv_fin, srv_drain, srv_stream_close};
+static const tp_stream_cb_t srv_cb = {srv_data, NULL, srv_drain, srv_stream_close};
 
-static void tcp_alloc(uv_handle_t *h, size_t sz, uv_buf_t *b)
+static void pipe_alloc(uv_handle_t *h, size_t sz, uv_buf_t *b)
 {
+    (void)h;
+    (void)sz;
     static char buf[65536];
     b->base = buf;
     b->len = sizeof buf;
 }
 
-static void tcp_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b)
+static void pipe_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b)
 {
     srv_t *t = st->data;
     if (n == 0) return;
     if (n < 0) {
         uv_read_stop(st);
-        t->tcp_eof = true;
+        t->eof = true;
         if (t->s) tp_stream_shutdown(t->s);
-        srv_close_tcp(t);
+        srv_close_pipe(t);
         return;
     }
     if (!t->s) return;
@@ -317,67 +309,60 @@ static void tcp_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b)
 
 static void resume_read(srv_t *t)
 {
-    if (t->reading_paused && t->tcp_open && !t->tcp_eof) {
+    if (t->reading_paused && t->pipe_open && !t->eof) {
         t->reading_paused = false;
-        uv_read_start((uv_stream_t *)&t->tcp, tcp_alloc, tcp_read);
+        uv_read_start((uv_stream_t *)&t->pipe, pipe_alloc, pipe_read);
     }
-}
-
-static void on_connected(uv_connect_t *c, int status)
-{
-    srv_t *t = c->data;
-    if (status < 0 || !t->s) {
-        srv_fail(t);
-        return;
-    }
-    t->connected = true;
-    uv_tcp_nodelay(&t->tcp, 1); /* small SSE chunks must not wait for Nagle */
-    uv_read_start((uv_stream_t *)&t->tcp, tcp_alloc, tcp_read);
-    if (t->pending.len) {
-        size_t n = t->pending.len;
-        int rc = forward_request_bytes(t, (const uint8_t *)t->pending.data, n);
-        buf_reset(&t->pending);
-        if (rc) {
-            srv_fail(t);
-            return;
-        }
-    }
-    maybe_shutdown_tcp(t);
 }
 
 static void drop_data(tp_stream_t *s, const uint8_t *p, size_t n)
 {
+    (void)p;
     tp_stream_consumed(s, n);
 }
 
 static const tp_stream_cb_t drop_cb = {drop_data, NULL, NULL, NULL};
 
-void tunnel_http_serve(uv_loop_t *loop, tp_stream_t *s, json_t *frame, const uint8_t *rest,
-                       size_t rest_len, int api_port, const char *api_key)
+static void refuse(tp_stream_t *s)
 {
-    srv_t *t = calloc(1, sizeof *t);
-    if (!t) {
-        tp_stream_set_cb(s, &drop_cb, NULL); /* the mesh's callbacks no longer apply */
-        tp_stream_reset(s, 1);
+    tp_stream_set_cb(s, &drop_cb, NULL); /* the mesh's callbacks no longer apply */
+    tp_stream_reset(s, 1);
+}
+
+void tunnel_http_serve(uv_loop_t *loop, tp_stream_t *s, json_t *frame, const uint8_t *rest,
+                       size_t rest_len, httpd_t *api, const char *api_key)
+{
+    (void)frame;
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) != 0) {
+        LOGW("tunnel", "cannot serve a tunnelled request: socketpair: %s", strerror(errno));
+        refuse(s);
         return;
     }
-    t->loop = loop;
+    srv_t *t = calloc(1, sizeof *t);
+    if (!t || uv_pipe_init(loop, &t->pipe, 0) != 0) {
+        free(t);
+        close(sv[0]);
+        close(sv[1]);
+        refuse(s);
+        return;
+    }
+    t->pipe.data = t;
+    t->pipe_open = true;
     t->s = s;
-    t->api_port = api_port;
     t->api_key = api_key ? strdup(api_key) : NULL;
-    buf_init(&t->pending, 4u << 20);
     buf_init(&t->line, LINE_MAX_BYTES);
     tp_stream_set_cb(s, &srv_cb, t);
-    uv_tcp_init(loop, &t->tcp);
-    t->tcp.data = t;
-    t->tcp_open = true;
-    struct sockaddr_in sa;
-    uv_ip4_addr("127.0.0.1", api_port, &sa);
-    t->conn_req.data = t;
-    if (uv_tcp_connect(&t->conn_req, &t->tcp, (struct sockaddr *)&sa, on_connected) != 0) {
+    if (uv_pipe_open(&t->pipe, sv[0]) != 0) {
+        close(sv[0]);
+        close(sv[1]);
         srv_fail(t);
         return;
     }
+    if (httpd_serve_fd(api, sv[1]) != 0) { /* takes sv[1], also on failure */
+        srv_fail(t);
+        return;
+    }
+    uv_read_start((uv_stream_t *)&t->pipe, pipe_alloc, pipe_read);
     if (rest_len) srv_data(s, rest, rest_len);
-    (void)frame;
 }

@@ -8,9 +8,9 @@
  * client's socket takes the bytes. A client that goes away resets the stream, which closes the
  * host's upstream connection, so generation stops.
  *
- * Host side: tunnel_http_serve() takes over an incoming TUNNEL_HTTP stream and relays it to
- * this node's own API on 127.0.0.1 (which then routes it to the local llama-server, loading the
- * model if needed), both directions with back-pressure and half-close. Requests carrying
+ * Host side: tunnel_http_serve() takes over an incoming TUNNEL_HTTP stream and hands it to this
+ * node's own API server in-process, over a socketpair (the API then routes it to the local
+ * llama-server, loading the model if needed), both directions with back-pressure. Requests carrying
  * X-Mesh-Hop are never forwarded again (no loops).
  */
 #ifndef MESH_TUNNEL_H
@@ -34,8 +34,8 @@ int tunnel_http_forward(tp_conn_t *conn, const char *model, httpd_req_t *req,
                         void (*on_fail)(httpd_req_t *req, void *data, const char *why), void *data);
 
 /* Serve an incoming TUNNEL_HTTP stream whose frame has been read; `rest` holds the bytes that
- * followed the frame. api_key (may be NULL) is added for the local API. */
+ * followed the frame. api is this node's API server; api_key (may be NULL) is added for it. */
 void tunnel_http_serve(uv_loop_t *loop, tp_stream_t *s, json_t *frame, const uint8_t *rest,
-                       size_t rest_len, int api_port, const char *api_key);
+                       size_t rest_len, httpd_t *api, const char *api_key);
 
 #endif

@@ -18,6 +18,7 @@
 #include "identity.h"
 #include "util.h"
 #include "transport.h"
+#include "transport_int.h" /* ACK_DEFER_MS: the ACK-deferral tests measure against it */
 
 typedef struct node node_t;
 struct node {
@@ -30,6 +31,10 @@ struct node {
     size_t bytes_in;
     bool fin_in;
     bool echo;
+    uint64_t echo_delay_ms; /* echo from a timer this much later (0: in the data callback) */
+    bool got_data;          /* stream bytes arrived: */
+    uint64_t data_at_ms;    /*   the loop time they first did */
+    uint64_t data_at_out;   /*   datagrams_out then */
 };
 
 static uv_loop_t loop;
@@ -53,9 +58,18 @@ typedef struct {
     bool no_fin;
 } sctx_t;
 
+static void note_data(node_t *n)
+{
+    if (n->got_data) return;
+    n->got_data = true;
+    n->data_at_ms = uv_now(&loop);
+    n->data_at_out = tp_stats(n->ep)->datagrams_out;
+}
+
 static void echo_data(tp_stream_t *s, const uint8_t *p, size_t n)
 {
     sctx_t *x = tp_stream_data(s);
+    note_data(x->n);
     x->n->bytes_in += n;
     if (x->n->echo) tp_stream_write(s, p, n);
     tp_stream_consumed(s, n);
@@ -73,6 +87,52 @@ static void echo_close(tp_stream_t *s, int err)
 }
 static const tp_stream_cb_t echo_cb = {echo_data, echo_fin, NULL, echo_close};
 
+/* echo that answers echo_delay_ms after the bytes arrived (a server that computes a while) */
+typedef struct {
+    node_t *n;
+    tp_stream_t *s;
+    uv_timer_t t;
+    uint8_t pend[4096];
+    size_t npend;
+} lag_t;
+
+static void lag_fire(uv_timer_t *t)
+{
+    lag_t *x = t->data;
+    if (x->s && x->npend) assert_int_equal(tp_stream_write(x->s, x->pend, x->npend), 0);
+    x->npend = 0;
+}
+static void lag_data(tp_stream_t *s, const uint8_t *p, size_t n)
+{
+    lag_t *x = tp_stream_data(s);
+    note_data(x->n);
+    x->n->bytes_in += n;
+    if (n > sizeof x->pend - x->npend) fail_msg("lagged echo: %zu bytes pending", x->npend + n);
+    memcpy(x->pend + x->npend, p, n);
+    x->npend += n;
+    tp_stream_consumed(s, n);
+    if (!uv_is_active((uv_handle_t *)&x->t))
+        uv_timer_start(&x->t, lag_fire, x->n->echo_delay_ms, 0);
+}
+static void lag_fin(tp_stream_t *s)
+{
+    lag_t *x = tp_stream_data(s);
+    x->n->fin_in = true;
+    lag_fire(&x->t);
+    tp_stream_shutdown(s);
+}
+static void lag_free(uv_handle_t *h)
+{
+    free(h->data);
+}
+static void lag_close(tp_stream_t *s, int err)
+{
+    lag_t *x = tp_stream_data(s);
+    x->s = NULL;
+    uv_close((uv_handle_t *)&x->t, lag_free);
+}
+static const tp_stream_cb_t lag_cb = {lag_data, lag_fin, NULL, lag_close};
+
 static void on_ready(tp_endpoint_t *ep, tp_conn_t *c)
 {
     ((node_t *)tp_endpoint_data(ep))->ready++;
@@ -88,6 +148,15 @@ static void on_stream(tp_endpoint_t *ep, tp_conn_t *c, tp_stream_t *s)
 {
     node_t *n = tp_endpoint_data(ep);
     n->streams_in++;
+    if (n->echo_delay_ms) {
+        lag_t *l = calloc(1, sizeof *l);
+        l->n = n;
+        l->s = s;
+        uv_timer_init(&loop, &l->t);
+        l->t.data = l;
+        tp_stream_set_cb(s, &lag_cb, l);
+        return;
+    }
     sctx_t *x = calloc(1, sizeof *x);
     x->n = n;
     tp_stream_set_cb(s, &echo_cb, x);
@@ -417,6 +486,204 @@ static void test_peer_close_ends_streams(void **state)
     node_down(&a);
 }
 
+/* ---- ACK deferral (transport_tx.c, "scheduling") ---- */
+
+static void connect_pair(node_t *a, node_t *b, tp_conn_t **c)
+{
+    struct sockaddr_in sa;
+    addr_of(b, &sa);
+    assert_int_equal(tp_dial(a->ep, b->id.id, (struct sockaddr *)&sa, c), 0);
+    RUN_UNTIL(a->ready && b->ready, 5000);
+    assert_int_equal(a->ready, 1);
+    assert_int_equal(b->ready, 1);
+}
+
+/* Run until neither endpoint sent a datagram for a while (the admission exchange and its
+ * deferred ACKs are over), so that what a test counts afterwards is its own traffic. */
+static void wait_quiet(node_t *a, node_t *b)
+{
+    for (int i = 0; i < 40; i++) {
+        uint64_t oa = tp_stats(a->ep)->datagrams_out, ob = tp_stats(b->ep)->datagrams_out;
+        RUN_UNTIL(false, 4 * ACK_DEFER_MS);
+        if (tp_stats(a->ep)->datagrams_out == oa && tp_stats(b->ep)->datagrams_out == ob) return;
+    }
+    fail_msg("the endpoints never went quiet");
+}
+
+/* client of a request/response exchange: PP_K messages of PP_MSG bytes, each sent from the
+ * data callback that completed the echo of the one before */
+enum { PP_K = 64, PP_MSG = 100 };
+typedef struct {
+    tp_stream_t *s;
+    const tp_endpoint_t *a, *b;
+    int done;   /* echoes complete */
+    size_t got; /* bytes of the current echo */
+    bool bad, closed;
+    tp_stats_t a_end, b_end; /* both endpoints' counters when the last echo completed */
+} pp_t;
+
+static uint8_t pp_byte(int msg, size_t off)
+{
+    return (uint8_t)(msg * 31 + (int)off);
+}
+static void pp_send(pp_t *p)
+{
+    uint8_t m[PP_MSG];
+    for (size_t j = 0; j < PP_MSG; j++)
+        m[j] = pp_byte(p->done, j);
+    if (tp_stream_write(p->s, m, sizeof m) != 0) p->bad = true;
+}
+static void pp_data(tp_stream_t *s, const uint8_t *d, size_t n)
+{
+    pp_t *p = tp_stream_data(s);
+    for (size_t i = 0; i < n; i++)
+        if (p->got + i >= PP_MSG || d[i] != pp_byte(p->done, p->got + i)) p->bad = true;
+    p->got += n;
+    tp_stream_consumed(s, n);
+    if (p->bad || p->got < PP_MSG) return;
+    p->got = 0;
+    if (++p->done < PP_K) {
+        pp_send(p);
+        return;
+    }
+    p->a_end = *tp_stats(p->a);
+    p->b_end = *tp_stats(p->b);
+}
+static void pp_fin(tp_stream_t *s) {}
+static void pp_close(tp_stream_t *s, int err)
+{
+    pp_t *p = tp_stream_data(s);
+    p->closed = true;
+    p->s = NULL;
+}
+static const tp_stream_cb_t pp_cb = {pp_data, pp_fin, NULL, pp_close};
+
+/* PP_K request/response exchanges; the server answers echo_delay_ms after each request. Each
+ * side should send one datagram per exchange: the ACK of what it read rides on its next
+ * message. Sending ACK-only datagrams as well would make that about two per exchange. */
+static void ping_pong(uint64_t echo_delay_ms)
+{
+    node_t a, b;
+    node_up(&a, secret_a);
+    node_up(&b, secret_a);
+    b.echo = true;
+    b.echo_delay_ms = echo_delay_ms;
+    tp_conn_t *c = NULL;
+    connect_pair(&a, &b, &c);
+    wait_quiet(&a, &b);
+    pp_t p = {.a = a.ep, .b = b.ep};
+    tp_stats_t a0 = *tp_stats(a.ep), b0 = *tp_stats(b.ep);
+    assert_int_equal(tp_stream_open(c, &pp_cb, &p, &p.s), 0);
+    pp_send(&p);
+    RUN_UNTIL(p.done == PP_K || p.bad || p.closed, 20000);
+    assert_false(p.bad);
+    assert_int_equal(p.done, PP_K);
+    uint64_t out_a = p.a_end.datagrams_out - a0.datagrams_out;
+    uint64_t out_b = p.b_end.datagrams_out - b0.datagrams_out;
+    /* at least one each per exchange; more than K/4 extra (ACK-only datagrams, probes after a
+     * late answer under load) means ACKs are not waiting for the answer */
+    if (out_a < PP_K || out_a > PP_K + PP_K / 4 || out_b < PP_K || out_b > PP_K + PP_K / 4)
+        fail_msg("%d exchanges (answer delay %llu ms): client sent %llu datagrams, server %llu",
+                 PP_K, (unsigned long long)echo_delay_ms, (unsigned long long)out_a,
+                 (unsigned long long)out_b);
+    tp_stream_shutdown(p.s);
+    RUN_UNTIL(p.closed, 5000);
+    assert_true(p.closed);
+    node_down(&a);
+    node_down(&b);
+}
+
+/* the server answers from inside its data callback, in the same loop turn */
+static void test_ack_piggyback_immediate_answer(void **state)
+{
+    ping_pong(0);
+}
+
+/* the server answers a few ms later, within ACK_DEFER_MS: the ACK of each request waits for
+ * the answer instead of going alone right away */
+static void test_ack_piggyback_delayed_answer(void **state)
+{
+    ping_pong(ACK_DEFER_MS / 4 ? ACK_DEFER_MS / 4 : 1);
+}
+
+/* One small message and nothing back: the receiver's ACK is deferred (waiting for data that
+ * never comes), but goes out on its own after ACK_DEFER_MS, and the sender's queue drains. */
+static void test_one_way_message_acked(void **state)
+{
+    node_t a, b;
+    node_up(&a, secret_a);
+    node_up(&b, secret_a); /* a sink: no echo */
+    tp_conn_t *c = NULL;
+    connect_pair(&a, &b, &c);
+    wait_quiet(&a, &b);
+    sctx_t *x = calloc(1, sizeof *x);
+    buf_init(&x->got, 1024);
+    x->to_send = 10;
+    x->no_fin = true;
+    assert_int_equal(tp_stream_open(c, &client_cb, x, &x->s), 0);
+    cl_pump(x);
+    assert_int_equal(tp_stream_buffered(x->s), 10);
+    RUN_UNTIL(b.bytes_in == 10, 5000);
+    assert_int_equal(b.bytes_in, 10);
+    assert_true(b.got_data);
+    RUN_UNTIL(tp_stats(b.ep)->datagrams_out > b.data_at_out, 3000);
+    uint64_t answered_ms = uv_now(&loop);
+    assert_true(tp_stats(b.ep)->datagrams_out > b.data_at_out);
+    /* the timer that sends it starts when the bytes are read: never sooner (load only delays) */
+    if (answered_ms - b.data_at_ms < ACK_DEFER_MS / 2)
+        fail_msg("answered %llu ms after the data arrived: not deferred",
+                 (unsigned long long)(answered_ms - b.data_at_ms));
+    RUN_UNTIL(!x->s || tp_stream_buffered(x->s) == 0, 3000);
+    assert_non_null(x->s);
+    assert_int_equal(tp_stream_buffered(x->s), 0); /* acknowledged: freed from the queue */
+    assert_false(x->closed);
+    node_down(&a);
+    node_down(&b);
+    assert_true(x->closed);
+    sctx_free(x);
+}
+
+/* Bulk one way to a receiver that never sends stream data: every ACK and every credit update
+ * it sends is ACK-only, so the transfer depends on the rules that send them at once
+ * (full-sized datagrams, DEFER_MAX_BYTES, consumed window). The echo in
+ * test_bulk_backpressure_and_many_streams carries the ACKs on stream data instead. Without
+ * those rules the receiver answers once per ACK_DEFER_MS and 8 MiB take some 200 of them
+ * (about 4 s); with them, tens of ms (a few hundred under ASan and load). */
+static void test_one_way_bulk(void **state)
+{
+    node_t a, b;
+    node_up(&a, secret_a);
+    node_up(&b, secret_a); /* a sink: no echo */
+    tp_conn_t *c = NULL;
+    connect_pair(&a, &b, &c);
+    enum { BULK = 8 << 20 };
+    tp_stats_t a0 = *tp_stats(a.ep), b0 = *tp_stats(b.ep);
+    uv_update_time(&loop);
+    uint64_t t0 = uv_now(&loop);
+    sctx_t *x = client_stream(c, BULK);
+    RUN_UNTIL(x->closed, 30000);
+    uint64_t took = uv_now(&loop) - t0;
+    assert_true(x->closed);
+    assert_int_equal(x->close_err, 0);
+    assert_int_equal(b.bytes_in, BULK);
+    assert_true(b.fin_in);
+    assert_int_equal(x->got.len, 0);
+    uint64_t out_a = tp_stats(a.ep)->datagrams_out - a0.datagrams_out;
+    uint64_t out_b = tp_stats(b.ep)->datagrams_out - b0.datagrams_out;
+    uint64_t limit = 100 * ACK_DEFER_MS < 1000 ? 1000 : 100 * ACK_DEFER_MS;
+    if (took > limit)
+        fail_msg("8 MiB took %llu ms (receiver sent %llu datagrams): ACKs waited for the timer",
+                 (unsigned long long)took, (unsigned long long)out_b);
+    assert_true(out_a >= BULK / 1452);
+    /* the receiver answers at most once per loop turn that read datagrams */
+    if (out_b == 0 || out_b > out_a)
+        fail_msg("sender %llu datagrams, receiver %llu", (unsigned long long)out_a,
+                 (unsigned long long)out_b);
+    sctx_free(x);
+    node_down(&a);
+    node_down(&b);
+}
+
 int main(void)
 {
     if (sodium_init() < 0) return 1;
@@ -432,6 +699,10 @@ int main(void)
         cmocka_unit_test(test_simultaneous_dial_one_connection),
         cmocka_unit_test(test_dial_nobody_times_out),
         cmocka_unit_test(test_peer_close_ends_streams),
+        cmocka_unit_test(test_ack_piggyback_immediate_answer),
+        cmocka_unit_test(test_ack_piggyback_delayed_answer),
+        cmocka_unit_test(test_one_way_message_acked),
+        cmocka_unit_test(test_one_way_bulk),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     uv_loop_close(&loop);
