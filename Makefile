@@ -81,9 +81,9 @@ bench-model: build
 # any per-token cost) and the realistic-size one (tens of tokens/s, like a small real model)
 bench: build llama bench-model
 	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/proxy
-	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/proxy --model $(BENCH_MODEL) --tokens 64 --concurrency 16
+	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/proxy --model $(BENCH_MODEL) --tokens 64
 	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/route --mesh-llm $(BUILD)/mesh-llm
-	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/route --mesh-llm $(BUILD)/mesh-llm --model $(BENCH_MODEL) --rounds 10 --tokens 64 --concurrency 8
+	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/route --mesh-llm $(BUILD)/mesh-llm --model $(BENCH_MODEL) --rounds 20 --tokens 64 --concurrency 8
 	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/split --mesh-llm $(BUILD)/mesh-llm
 	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/switch
 	@$(BUILD)/mesh-bench-tunnel
