@@ -63,6 +63,8 @@ void config_usage(FILE *out)
         "                           lend no memory\n"
         "  Without --model, a node that joins a mesh is given a model by the mesh (one of its\n"
         "  --models-dir files), or stays a standby worker that lends memory to split models.\n"
+        "  With --join, --model NAME for a model this node has no file of asks the mesh for it:\n"
+        "  it is listed in the catalog as requested (models are not downloaded).\n"
         "  State (node key, mesh id) lives in $MESH_LLM_HOME (default ~/.mesh-llm).\n"
         "\n"
         "API:\n"
@@ -127,9 +129,10 @@ int config_parse_model_arg(const char *arg, config_model_t *out, char *err, size
         }
     }
     if (stat(path, &st) != 0) {
-        snprintf(err, errlen, "model file %s: %s", path, strerror(errno));
+        int e = errno;
+        snprintf(err, errlen, "model file %s: %s", path, strerror(e));
         free(path);
-        return -EINVAL;
+        return e == ENOENT ? -ENOENT : -EINVAL;
     }
     if (!S_ISREG(st.st_mode)) {
         snprintf(err, errlen, "model %s is not a regular file", path);
@@ -164,6 +167,30 @@ static int parse_size(const char *s, size_t *out)
     return 0;
 }
 
+/* A bare model name (no directory, no .gguf, no :type label): when no file of that name
+ * exists, the node asks the mesh for it (seed 000: "mesh-llm --model Qwen2.5-3B --join"). */
+static bool requested_name(const char *arg)
+{
+    size_t n = strlen(arg);
+    if (n == 0 || n >= MODEL_NAME_MAX || strchr(arg, '/') || strchr(arg, ':')) return false;
+    if (n > 5 && strcmp(arg + n - 5, ".gguf") == 0) return false;
+    for (const unsigned char *p = (const unsigned char *)arg; *p; p++)
+        if (*p < 0x20 || *p == 0x7f) return false;
+    return true;
+}
+
+static int add_requested(config_t *cfg, const char *name, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < cfg->n_requested; i++)
+        if (strcmp(cfg->requested[i], name) == 0) return 0;
+    if (cfg->n_requested >= CONFIG_MAX_MODELS) {
+        snprintf(err, errlen, "too many models (at most %d)", CONFIG_MAX_MODELS);
+        return -EINVAL;
+    }
+    snprintf(cfg->requested[cfg->n_requested++], MODEL_NAME_MAX, "%s", name);
+    return 0;
+}
+
 static int add_model(config_t *cfg, const char *arg, bool from_dir, char *err, size_t errlen)
 {
     if (cfg->n_models >= CONFIG_MAX_MODELS) {
@@ -172,7 +199,9 @@ static int add_model(config_t *cfg, const char *arg, bool from_dir, char *err, s
     }
     config_model_t m;
     int rc = config_parse_model_arg(arg, &m, err, errlen);
-    if (rc) return rc;
+    if (rc == -ENOENT && !from_dir && requested_name(arg))
+        return add_requested(cfg, arg, err, errlen); /* checked against --join at the end */
+    if (rc) return rc < 0 && rc != -ENOENT ? rc : -EINVAL;
     for (size_t i = 0; i < cfg->n_models; i++) {
         if (strcmp(cfg->models[i].name, m.name) == 0) {
             if (strcmp(cfg->models[i].path, m.path) == 0) { /* same file twice: once is enough */
@@ -485,11 +514,20 @@ int config_parse(config_t *cfg, int argc, char **argv, char *err, size_t errlen)
                  "--mesh-name names a mesh you create; it cannot be combined with --join");
         rc = -EINVAL;
     }
-    if (rc == 0 && cfg->client && (cfg->n_models > 0 || cfg->models_dir || cfg->split)) {
+    if (rc == 0 && cfg->client &&
+        (cfg->n_models > 0 || cfg->n_requested > 0 || cfg->models_dir || cfg->split)) {
         snprintf(err, errlen, "--client nodes serve no model: drop %s or --client",
-                 cfg->split      ? "--split"
-                 : cfg->n_models ? "--model"
-                                 : "--models-dir");
+                 cfg->split                          ? "--split"
+                 : cfg->n_models || cfg->n_requested ? "--model"
+                                                     : "--models-dir");
+        rc = -EINVAL;
+    }
+    if (rc == 0 && cfg->n_requested > 0 && cfg->n_joins == 0) {
+        const char *home = getenv("HOME");
+        snprintf(err, errlen,
+                 "model '%s': no such file (also looked for %s/.models/%s.gguf). Give the path "
+                 "to a .gguf file, or add --join TOKEN to ask a mesh for it by name",
+                 cfg->requested[0], home ? home : "", cfg->requested[0]);
         rc = -EINVAL;
     }
     if (rc == 0 && cfg->client && cfg->n_joins == 0) {

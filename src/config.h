@@ -33,6 +33,10 @@ typedef struct {
 typedef struct {
     config_model_t models[CONFIG_MAX_MODELS];
     size_t n_models;
+    /* --model NAME with no such file: asked of the mesh (announced in requested_models; needs
+     * --join). No downloads: the node serves it only as a split worker of a peer's group. */
+    char requested[CONFIG_MAX_MODELS][MODEL_NAME_MAX];
+    size_t n_requested;
     char *models_dir;
     int port;         /* API port, 0 = pick a free one */
     int console_port; /* management port, 0 = pick a free one */

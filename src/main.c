@@ -55,7 +55,10 @@ static void announce(void *data)
     LOGI("node", "ready: OpenAI API at http://%s:%d/v1 — %zu of %zu known model(s) loaded%s%s",
          n->cfg.listen_all ? "0.0.0.0" : "127.0.0.1", n->api.httpd.port, ready, n->ms.n,
          n->ms.n ? ": " : "", names);
-    if (n->ms.n == 0)
+    for (size_t i = 0; i < n->cfg.n_requested; i++)
+        LOGI("node", "model %s: no file here; asking the mesh for it (listed as requested)",
+             n->cfg.requested[i]);
+    if (n->ms.n == 0 && n->cfg.n_requested == 0)
         LOGI("node", "no models given: add --model PATH.gguf (or --models-dir DIR) to serve one");
     LOGI("node", "invite token (share it: mesh-llm --join TOKEN): %s", mesh_token(n->mesh));
     if (n->mgmt.started)
@@ -128,7 +131,7 @@ typedef struct {
     size_t n_ready;
     char have[MAX_CANDIDATES][ID_HEX_LEN + 1]; /* have the file: would load it on request */
     size_t n_have;
-    bool loading, known;
+    bool loading, known, requested;
     char type[16];
 } find_t;
 
@@ -163,6 +166,11 @@ static void find_cb(void *data, const char *id, json_t *ann)
         has = f->known = true;
         const char *t = json_string_value(json_object_get(v, "type"));
         if (t) snprintf(f->type, sizeof f->type, "%s", t);
+    }
+    json_array_foreach(json_object_get(ann, "requested_models"), i, v)
+    {
+        const char *mo = json_string_value(v);
+        if (mo && strcmp(mo, f->model) == 0) f->known = f->requested = true;
     }
     if (serves_ready && f->n_ready < MAX_CANDIDATES)
         snprintf(f->ready[f->n_ready++], ID_HEX_LEN + 1, "%s", id);
@@ -225,6 +233,8 @@ static bool route_remote(void *data, const char *model, int needs, httpd_req_t *
     if (!n->mesh) return false;
     find_t f = {.model = model};
     mesh_foreach_peer(n->mesh, find_cb, &f);
+    for (size_t i = 0; i < n->cfg.n_requested; i++)
+        if (strcmp(n->cfg.requested[i], model) == 0) f.known = f.requested = true;
     if (!f.known) return false;
     static const char *const names[] = {"llm", "embedding", "reranking"};
     if (f.type[0] && needs >= 0 && needs < 3 && strcmp(f.type, names[needs]) != 0) {
@@ -236,9 +246,16 @@ static bool route_remote(void *data, const char *model, int needs, httpd_req_t *
     char(*cand)[ID_HEX_LEN + 1] = f.n_ready ? f.ready : f.have;
     size_t nc = f.n_ready ? f.n_ready : f.n_have;
     if (nc == 0) {
-        httpd_respond_error(req, 503, "unavailable", "model_unavailable",
-                            "model '%s' is in the mesh (status %s) but no node can serve it now",
-                            model, f.loading ? "loading" : "unloaded");
+        if (f.requested && !f.loading && !f.type[0])
+            httpd_respond_error(req, 503, "unavailable", "model_unavailable",
+                                "model '%s' is in the mesh (status unloaded): requested, but no "
+                                "node has its file",
+                                model);
+        else
+            httpd_respond_error(req, 503, "unavailable", "model_unavailable",
+                                "model '%s' is in the mesh (status %s) but no node can serve it "
+                                "now",
+                                model, f.loading ? "loading" : "unloaded");
         return true;
     }
     size_t first = pick(req, nc);

@@ -131,7 +131,7 @@ plan_route_t planner_route(planner_t *pl, const char *model)
         return strcmp(st, "unloaded") == 0 && ready_elsewhere(pl, model) ? PLAN_REMOTE : PLAN_SERVE;
     if (!pm->e) return PLAN_REMOTE;
     if (!pm->planned) return PLAN_SERVE; /* before the first plan: as a node alone would */
-    if (pm->role == ELECTION_REPLICA) /* bootstrap: while it loads here, a ready peer answers */
+    if (pm->role == ELECTION_REPLICA)    /* bootstrap: while it loads here, a ready peer answers */
         return strcmp(st, "ready") != 0 && ready_elsewhere(pl, model) ? PLAN_REMOTE : PLAN_SERVE;
     if (pm->role == ELECTION_HOST) return pm->launched ? PLAN_SERVE : PLAN_WAIT;
     return PLAN_REMOTE;
@@ -157,10 +157,15 @@ static void allocate(planner_t *pl, const peers_t *P)
         disk[i].size_bytes = pl->ms->entries[i].size;
         disk[i].type = pl->ms->entries[i].mm->type;
     }
+    const char *rq[CONFIG_MAX_MODELS];
+    for (size_t i = 0; i < pl->cfg->n_requested; i++)
+        rq[i] = pl->cfg->requested[i];
     alloc_self_t self = {.id = pl->id,
                          .vram_bytes = pl->vram,
                          .disk = disk,
                          .n_disk = pl->ms->n,
+                         .models = rq,
+                         .n_models = pl->cfg->n_requested, /* --model NAME without a file */
                          .no_download = true};
     alloc_result_t res;
     int rc = alloc_choose(&self, cn.nodes, cn.n, &res);
@@ -186,7 +191,15 @@ static void allocate(planner_t *pl, const peers_t *P)
         return;
     }
     model_entry_t *e = models_find(pl->ms, res.model);
-    if (!e && res.rule != ALLOC_RULE_CANT_RUN_WITHOUT_ME) return;
+    if (!e && res.rule != ALLOC_RULE_CANT_RUN_WITHOUT_ME) {
+        if (changed)
+            LOGW("planner",
+                 "model %s is not on this node's disk and mesh-llm does not download models: "
+                 "the mesh lists it as requested; this node stands by (put %s.gguf in "
+                 "~/.models or --models-dir to serve it)",
+                 res.model, res.model);
+        return;
+    }
     pmodel_t *pm = &pl->models[pl->n++];
     memset(pm, 0, sizeof *pm);
     pm->pl = pl;

@@ -34,6 +34,7 @@ typedef struct {
     catalog_node_t *nodes;
     catalog_avail_t *av;
     catalog_serving_t *sv;
+    const char **rq; /* requested_models names */
     json_t *self;
     size_t n;
 } cnodes_t;

@@ -145,9 +145,22 @@ const char *self_role(planner_t *pl)
     return "worker";
 }
 
+/* Names this node asked for: its --model files and the names it has no file for. */
+static json_t *self_requested(planner_t *pl)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < pl->cfg->n_models; i++)
+        if (!pl->cfg->models[i].from_dir)
+            json_array_append_new(a, json_string(pl->cfg->models[i].name));
+    for (size_t i = 0; i < pl->cfg->n_requested; i++)
+        json_array_append_new(a, json_string(pl->cfg->requested[i]));
+    return a;
+}
+
 void planner_fill_announcement(planner_t *pl, json_t *ann)
 {
     json_object_set_new(ann, "available_models", self_available(pl));
+    json_object_set_new(ann, "requested_models", self_requested(pl));
     json_object_set_new(ann, "serving", self_serving(pl));
     json_object_set_new(ann, "role", json_string(self_role(pl)));
     json_object_set_new(ann, "vram_bytes", json_integer((json_int_t)pl->vram));
@@ -160,12 +173,13 @@ void cnodes_free(cnodes_t *c)
     free(c->nodes);
     free(c->av);
     free(c->sv);
+    free(c->rq);
     json_decref(c->self);
     memset(c, 0, sizeof *c);
 }
 
 static void ann_to_node(json_t *ann, const char *id, catalog_node_t *n, catalog_avail_t *av,
-                        catalog_serving_t *sv)
+                        catalog_serving_t *sv, const char **rq)
 {
     memset(n, 0, sizeof *n);
     n->id = id;
@@ -201,6 +215,13 @@ static void ann_to_node(json_t *ann, const char *id, catalog_node_t *n, catalog_
                        : CATALOG_SERVE_LOADING;
     }
     n->serving = sv;
+    json_array_foreach(json_object_get(ann, "requested_models"), i, v)
+    {
+        if (n->n_requested >= CATALOG_MAX_NODE_MODELS) break;
+        const char *name = json_string_value(v);
+        if (name) rq[n->n_requested++] = name;
+    }
+    n->requested = rq;
 }
 
 /* Catalog nodes: the live peers and, unless skip_self, this node. */
@@ -211,18 +232,20 @@ int cnodes_build(planner_t *pl, const peers_t *P, bool skip_self, cnodes_t *c)
     c->nodes = calloc(max, sizeof *c->nodes);
     c->av = calloc(max * CATALOG_MAX_NODE_MODELS, sizeof *c->av);
     c->sv = calloc(max * CATALOG_MAX_NODE_MODELS, sizeof *c->sv);
+    c->rq = calloc(max * CATALOG_MAX_NODE_MODELS, sizeof *c->rq);
     c->self = json_object();
-    if (!c->nodes || !c->av || !c->sv || !c->self) {
+    if (!c->nodes || !c->av || !c->sv || !c->rq || !c->self) {
         cnodes_free(c);
         return -ENOMEM;
     }
     for (size_t i = 0; i < P->n; i++, c->n++)
         ann_to_node(P->v[i].ann, P->v[i].id, &c->nodes[c->n],
-                    c->av + c->n * CATALOG_MAX_NODE_MODELS, c->sv + c->n * CATALOG_MAX_NODE_MODELS);
+                    c->av + c->n * CATALOG_MAX_NODE_MODELS, c->sv + c->n * CATALOG_MAX_NODE_MODELS,
+                    c->rq + c->n * CATALOG_MAX_NODE_MODELS);
     if (!skip_self) {
         planner_fill_announcement(pl, c->self);
         ann_to_node(c->self, pl->id, &c->nodes[c->n], c->av + c->n * CATALOG_MAX_NODE_MODELS,
-                    c->sv + c->n * CATALOG_MAX_NODE_MODELS);
+                    c->sv + c->n * CATALOG_MAX_NODE_MODELS, c->rq + c->n * CATALOG_MAX_NODE_MODELS);
         c->n++;
     }
     return 0;
@@ -303,6 +326,7 @@ void planner_list_models(planner_t *pl, json_t *list)
         json_object_set_new(o, "status", json_string(entry_status(pl, &P, &cat, e)));
         json_object_set_new(o, "hosts", ids_json(e->hosts, e->n_hosts));
         json_object_set_new(o, "nodes", json_integer((json_int_t)e->n_holders));
+        json_object_set_new(o, "requested", json_boolean(e->requested));
     }
     catalog_free(&cat);
     cnodes_free(&cn);
@@ -320,13 +344,13 @@ void planner_status(planner_t *pl, json_t *st)
         json_t *a = json_array();
         for (size_t i = 0; i < cat.n; i++) {
             const catalog_entry_t *e = &cat.entries[i];
-            json_array_append_new(a, json_pack("{s:s,s:I,s:s,s:s,s:o,s:o,s:o}", "name", e->name,
-                                               "size_bytes", (json_int_t)e->size_bytes, "type",
-                                               mm_type_name(e->type), "status",
-                                               entry_status(pl, &P, &cat, e), "holders",
-                                               ids_json(e->holders, e->n_holders), "servers",
-                                               ids_json(e->servers, e->n_servers), "hosts",
-                                               ids_json(e->hosts, e->n_hosts)));
+            json_array_append_new(
+                a, json_pack("{s:s,s:I,s:s,s:s,s:o,s:o,s:o,s:b}", "name", e->name, "size_bytes",
+                             (json_int_t)e->size_bytes, "type", mm_type_name(e->type), "status",
+                             entry_status(pl, &P, &cat, e), "holders",
+                             ids_json(e->holders, e->n_holders), "servers",
+                             ids_json(e->servers, e->n_servers), "hosts",
+                             ids_json(e->hosts, e->n_hosts), "requested", e->requested));
         }
         json_object_set_new(st, "catalog", a);
         catalog_free(&cat);

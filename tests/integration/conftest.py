@@ -108,6 +108,8 @@ def read_response(sock, timeout=30.0):
             if not chunk:
                 raise ConnectionError("closed in body")
             body += chunk
+        if len(body) > n and hasattr(sock, "unread"):
+            sock.unread(body[n:])  # the next pipelined response's bytes
         body = body[:n]
     elif headers.get("transfer-encoding", "").lower() == "chunked":
         raw = body
@@ -138,21 +140,29 @@ def read_response(sock, timeout=30.0):
     return Response(status, headers, body)
 
 
+class Pushback:
+    """A socket for pipelined responses: bytes read past one response are kept for the next."""
+
+    def __init__(self, s):
+        self.s, self.p = s, b""
+
+    def settimeout(self, t):
+        self.s.settimeout(t)
+
+    def recv(self, n):
+        if self.p:
+            r, self.p = self.p, b""
+            return r
+        return self.s.recv(n)
+
+    def unread(self, b):
+        self.p = b + self.p
+
+
 def read_response_from(sock, prefix, timeout):
-    class Pre:
-        def __init__(self, s, p):
-            self.s, self.p = s, p
-
-        def settimeout(self, t):
-            self.s.settimeout(t)
-
-        def recv(self, n):
-            if self.p:
-                r, self.p = self.p, b""
-                return r
-            return self.s.recv(n)
-
-    return read_response(Pre(sock, prefix), timeout)
+    ps = sock if isinstance(sock, Pushback) else Pushback(sock)
+    ps.unread(prefix)
+    return read_response(ps, timeout)
 
 
 def http(port, method, path, body=None, headers=None, timeout=60.0, raw_body=None,

@@ -65,3 +65,43 @@ def test_host_gone_gives_503_not_hang(start_node):
     # A left: its model is gone from the mesh (404), never a hang
     wait_for(lambda: c.complete(A_MODEL, ).status in (404, 503), timeout=10,
              what="the departed host's model to stop being routed")
+
+
+def test_requested_model_in_catalog(start_node):
+    """--model NAME with no file anywhere: the mesh lists it as requested (status unloaded,
+    no holders); a request for it is a 503 naming it, from any node; it leaves the catalog
+    with the node that asked for it."""
+    a = start_node("--port", "0", "--model", model_path(A_MODEL), env=ENV)
+    b = start_node("--port", "0", "--model", "Wanted-Model-7B", "--join", a.token, env=ENV)
+    wait_converged([a, b])
+
+    def listed(n):
+        r = n.request("GET", "/v1/models")
+        assert r.status == 200, r
+        return {m["id"]: m for m in r.json()["data"]}
+
+    for n in (a, b):
+        wait_for(lambda: "Wanted-Model-7B" in listed(n), timeout=20,
+                 what="the requested model in /v1/models")
+        m = listed(n)["Wanted-Model-7B"]
+        assert m["status"] == "unloaded" and m["requested"] is True, m
+        assert m["nodes"] == 0 and m["hosts"] == [], m
+        cat = {e["name"]: e for e in n.status()["catalog"]}
+        assert cat["Wanted-Model-7B"]["requested"] is True
+        assert cat["Wanted-Model-7B"]["holders"] == []
+        r = n.complete("Wanted-Model-7B")
+        assert r.status == 503, r
+        err = r.json()["error"]
+        assert "Wanted-Model-7B" in err["message"] and "requested" in err["message"], err
+        # the rest of the mesh is unaffected: A's model answers through B too
+        assert n.complete(A_MODEL).status == 200
+    wait_for(lambda: "does not download" in b.stderr(), timeout=20,
+             what="B to say why it stands by")
+    b.stop()
+    wait_for(lambda: "Wanted-Model-7B" not in listed(a), timeout=20,
+             what="the request to leave the catalog with its node")
+    assert a.complete("Wanted-Model-7B").status == 404
+    # a name asked for without a mesh: a clear error, not a node
+    r = start_node("--port", "0", "--model", "Wanted-Model-7B", env=ENV, wait_ready=False)
+    assert r.proc.wait(timeout=10) != 0
+    assert "--join" in r.stderr()

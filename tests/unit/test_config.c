@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "identity.h"
 
 #define MAX_ARGS 64
 
@@ -40,21 +41,21 @@ static int parse_errlen(config_t *cfg, char *err, size_t errlen, ...)
     va_end(ap);
     argv[argc] = NULL;
     memset(err, 'Q', errlen); /* detect whether err is written / terminated */
-    if (errlen)
-        err[errlen - 1] = '\0';
+    if (errlen) err[errlen - 1] = '\0';
     return config_parse(cfg, argc, argv, err, errlen);
 }
 
-#define PARSE(cfg, err, ...) parse_errlen((cfg), (err), sizeof(err), __VA_ARGS__, (const char *)NULL)
+#define PARSE(cfg, err, ...)                                                                       \
+    parse_errlen((cfg), (err), sizeof(err), __VA_ARGS__, (const char *)NULL)
 #define PARSE0(cfg, err) parse_errlen((cfg), (err), sizeof(err), (const char *)NULL)
 
 /* Assert a refusal whose message mentions `needle`. */
-#define ASSERT_REFUSED(rc, err, needle)                                                         \
-    do {                                                                                        \
-        assert_int_equal((rc), -EINVAL);                                                        \
-        assert_true(strlen(err) > 0);                                                           \
-        if (strstr((err), (needle)) == NULL)                                                    \
-            fail_msg("error message \"%s\" does not mention \"%s\"", (err), (needle));          \
+#define ASSERT_REFUSED(rc, err, needle)                                                            \
+    do {                                                                                           \
+        assert_int_equal((rc), -EINVAL);                                                           \
+        assert_true(strlen(err) > 0);                                                              \
+        if (strstr((err), (needle)) == NULL)                                                       \
+            fail_msg("error message \"%s\" does not mention \"%s\"", (err), (needle));             \
     } while (0)
 
 /* glibc getopt keeps hidden state (the position inside a cluster like "-hv") that
@@ -92,8 +93,7 @@ static const char *stories_path(void)
 static void touch(const char *path)
 {
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0)
-        fail_msg("cannot create %s: %s", path, strerror(errno));
+    if (fd < 0) fail_msg("cannot create %s: %s", path, strerror(errno));
     close(fd);
 }
 
@@ -121,8 +121,7 @@ static void tmp_open(tmpdir_t *t)
     g_open_tmp[slot] = t;
     const char *base = getenv("TMPDIR");
     snprintf(t->dir, sizeof t->dir, "%s/mesh-llm-ut-XXXXXX", base && *base ? base : "/tmp");
-    if (!mkdtemp(t->dir))
-        fail_msg("mkdtemp: %s", strerror(errno));
+    if (!mkdtemp(t->dir)) fail_msg("mkdtemp: %s", strerror(errno));
 }
 
 static const char *tmp_track(tmpdir_t *t, const char *path)
@@ -148,8 +147,7 @@ static const char *tmp_random_file(tmpdir_t *t, const char *prefix, const char *
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/%sXXXXXX%s", t->dir, prefix, suffix);
     int fd = mkstemps(path, (int)strlen(suffix));
-    if (fd < 0)
-        fail_msg("mkstemps: %s", strerror(errno));
+    if (fd < 0) fail_msg("mkstemps: %s", strerror(errno));
     close(fd);
     return tmp_track(t, path);
 }
@@ -158,8 +156,7 @@ static const char *tmp_subdir(tmpdir_t *t, const char *name)
 {
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/%s", t->dir, name);
-    if (mkdir(path, 0755) != 0)
-        fail_msg("mkdir %s: %s", path, strerror(errno));
+    if (mkdir(path, 0755) != 0) fail_msg("mkdir %s: %s", path, strerror(errno));
     return tmp_track(t, path);
 }
 
@@ -167,14 +164,12 @@ static void tmp_close(tmpdir_t *t)
 {
     while (t->n > 0) {
         char *p = t->paths[--t->n];
-        if (unlink(p) != 0)
-            rmdir(p);
+        if (unlink(p) != 0) rmdir(p);
         free(p);
     }
     rmdir(t->dir);
     for (size_t i = 0; i < 4; i++)
-        if (g_open_tmp[i] == t)
-            g_open_tmp[i] = NULL;
+        if (g_open_tmp[i] == t) g_open_tmp[i] = NULL;
 }
 
 static void home_set(const char *dir)
@@ -189,8 +184,7 @@ static void home_set(const char *dir)
 
 static void home_restore(void)
 {
-    if (!g_home_saved)
-        return;
+    if (!g_home_saved) return;
     if (g_saved_home)
         setenv("HOME", g_saved_home, 1);
     else
@@ -204,8 +198,7 @@ static int cleanup(void **state)
 {
     (void)state;
     for (size_t i = 0; i < 4; i++)
-        if (g_open_tmp[i])
-            tmp_close(g_open_tmp[i]);
+        if (g_open_tmp[i]) tmp_close(g_open_tmp[i]);
     home_restore();
     return 0;
 }
@@ -298,9 +291,9 @@ static void test_string_options(void **state)
     config_free(&cfg);
 
     /* --opt=value syntax, and the last occurrence wins without leaking the first. */
-    assert_int_equal(PARSE(&cfg, err, "--api-key=one", "--api-key=two", "--bin-dir=a",
-                           "--bin-dir=b"),
-                     CONFIG_OK);
+    assert_int_equal(
+        PARSE(&cfg, err, "--api-key=one", "--api-key=two", "--bin-dir=a", "--bin-dir=b"),
+        CONFIG_OK);
     assert_string_equal(cfg.api_key, "two");
     assert_string_equal(cfg.bin_dir, "b");
     config_free(&cfg);
@@ -331,8 +324,7 @@ static void test_ctx_size(void **state)
     const char *bad[] = {"0", "16777217", "abc", "-1", "", "12k"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int rc = PARSE(&cfg, err, "--ctx-size", bad[i]);
-        if (rc != -EINVAL)
-            fail_msg("--ctx-size '%s' returned %d", bad[i], rc);
+        if (rc != -EINVAL) fail_msg("--ctx-size '%s' returned %d", bad[i], rc);
         ASSERT_REFUSED(rc, err, "--ctx-size");
         config_free(&cfg);
     }
@@ -367,14 +359,13 @@ static void test_port_refused(void **state)
     (void)state;
     config_t cfg;
     char err[256];
-    const char *bad[] = {"70000", "65536", "abc", "-1", "", "80x", "8080.0", "99999999999999999999"};
+    const char *bad[] = {"70000", "65536", "abc",    "-1",
+                         "",      "80x",   "8080.0", "99999999999999999999"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int rc = PARSE(&cfg, err, "--port", bad[i]);
-        if (rc != -EINVAL)
-            fail_msg("--port '%s' returned %d", bad[i], rc);
+        if (rc != -EINVAL) fail_msg("--port '%s' returned %d", bad[i], rc);
         ASSERT_REFUSED(rc, err, "--port");
-        if (*bad[i])
-            ASSERT_REFUSED(rc, err, bad[i]);
+        if (*bad[i]) ASSERT_REFUSED(rc, err, bad[i]);
         config_free(&cfg);
 
         rc = PARSE(&cfg, err, "--console", bad[i]);
@@ -437,11 +428,10 @@ static void test_max_body_size(void **state)
     char err[256];
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
         int rc = PARSE(&cfg, err, "--max-body-size", ok[i].arg);
-        if (rc != CONFIG_OK)
-            fail_msg("--max-body-size '%s' refused: %s", ok[i].arg, err);
+        if (rc != CONFIG_OK) fail_msg("--max-body-size '%s' refused: %s", ok[i].arg, err);
         if (cfg.max_body_bytes != ok[i].want)
-            fail_msg("--max-body-size '%s' gave %zu, expected %zu", ok[i].arg,
-                     cfg.max_body_bytes, ok[i].want);
+            fail_msg("--max-body-size '%s' gave %zu, expected %zu", ok[i].arg, cfg.max_body_bytes,
+                     ok[i].want);
         config_free(&cfg);
     }
 }
@@ -449,8 +439,9 @@ static void test_max_body_size(void **state)
 static void test_max_body_size_refused(void **state)
 {
     (void)state;
-    const char *bad[] = {"0",  "0K", "junk", "",   "K",   "-1",  "1T",   "1.5M",
-                         "1 K", "1KK", "1025G", "99999999999999999999999", "1Kx"};
+    const char *bad[] = {"0",  "0K",   "junk", "",    "K",     "-1",
+                         "1T", "1.5M", "1 K",  "1KK", "1025G", "99999999999999999999999",
+                         "1Kx"};
     config_t cfg;
     char err[256];
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -472,8 +463,7 @@ static void test_log_format(void **state)
     assert_int_equal(cfg.log_format, LOG_FORMAT_JSON);
     config_free(&cfg);
 
-    assert_int_equal(PARSE(&cfg, err, "--log-format", "json", "--log-format", "pretty"),
-                     CONFIG_OK);
+    assert_int_equal(PARSE(&cfg, err, "--log-format", "json", "--log-format", "pretty"), CONFIG_OK);
     assert_int_equal(cfg.log_format, LOG_FORMAT_PRETTY);
     config_free(&cfg);
 
@@ -715,8 +705,7 @@ static void test_model_type_suffix(void **state)
         char arg[PATH_MAX + 32];
         snprintf(arg, sizeof arg, "%s%s", p, cases[i].suffix);
         int rc = PARSE(&cfg, err, "--model", arg);
-        if (rc != CONFIG_OK)
-            fail_msg("--model %s refused: %s", arg, err);
+        if (rc != CONFIG_OK) fail_msg("--model %s refused: %s", arg, err);
         assert_int_equal(cfg.n_models, 1);
         assert_int_equal(cfg.models[0].type, cases[i].type);
         assert_string_equal(cfg.models[0].path, p); /* suffix not part of the path */
@@ -824,6 +813,61 @@ static void test_model_bare_name_from_home(void **state)
     tmp_close(&t);
 }
 
+/* --model NAME with no file anywhere: refused alone, asked of the mesh with --join. */
+static void test_model_requested_by_name(void **state)
+{
+    (void)state;
+    tmpdir_t t;
+    tmp_open(&t);
+    home_set(t.dir);
+    token_t tk;
+    memset(&tk, 0, sizeof tk);
+    memset(tk.id, 'a', ID_HEX_LEN);
+    snprintf(tk.mesh_id, sizeof tk.mesh_id, "%s", "0123456789abcdef0123456789abcdef");
+    memset(tk.secret, 7, sizeof tk.secret);
+    snprintf(tk.addrs[0], TOKEN_ADDR_MAX, "%s", "127.0.0.1:4000");
+    tk.n_addrs = 1;
+    char tok[TOKEN_MAX_LEN];
+    assert_int_equal(token_encode(&tk, tok, sizeof tok), 0);
+
+    config_t cfg;
+    char err[512];
+    int rc = PARSE(&cfg, err, "--model", "Qwen-Missing", "--join", tok);
+    if (rc != CONFIG_OK) fail_msg("--model NAME --join refused: %s", err);
+    assert_int_equal(cfg.n_models, 0);
+    assert_int_equal(cfg.n_requested, 1);
+    assert_string_equal(cfg.requested[0], "Qwen-Missing");
+    config_free(&cfg);
+
+    /* the same name twice is asked for once; order of --join does not matter */
+    rc = PARSE(&cfg, err, "--join", tok, "--model", "Qwen-Missing", "--model", "Qwen-Missing");
+    assert_int_equal(rc, CONFIG_OK);
+    assert_int_equal(cfg.n_requested, 1);
+    config_free(&cfg);
+
+    /* without a mesh to ask, a missing name is an error that says how to fix it */
+    rc = PARSE(&cfg, err, "--model", "Qwen-Missing");
+    ASSERT_REFUSED(rc, err, "Qwen-Missing");
+    if (!strstr(err, "--join")) fail_msg("message does not mention --join: %s", err);
+    config_free(&cfg);
+
+    /* paths, .gguf names and typed names are files: never requests */
+    const char *files[] = {"/nonexistent-mesh-llm-dir/x.gguf", "x.gguf", "Qwen-Missing:llm"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        rc = PARSE(&cfg, err, "--model", files[i], "--join", tok);
+        if (rc != -EINVAL) fail_msg("--model %s --join accepted", files[i]);
+        config_free(&cfg);
+    }
+
+    /* --client serves nothing, requested or not */
+    rc = PARSE(&cfg, err, "--client", "--model", "Qwen-Missing", "--join", tok);
+    ASSERT_REFUSED(rc, err, "--client");
+    config_free(&cfg);
+
+    home_restore();
+    tmp_close(&t);
+}
+
 static void test_model_same_file_twice_dedups(void **state)
 {
     (void)state;
@@ -888,8 +932,7 @@ static void test_models_dir_lists_sorted(void **state)
     config_t cfg;
     char err[1024];
     int rc = PARSE(&cfg, err, "--models-dir", t.dir);
-    if (rc != CONFIG_OK)
-        fail_msg("--models-dir refused: %s", err);
+    if (rc != CONFIG_OK) fail_msg("--models-dir refused: %s", err);
     assert_string_equal(cfg.models_dir, t.dir);
     assert_int_equal(cfg.n_models, n);
     for (size_t i = 0; i < n; i++) {
@@ -904,8 +947,7 @@ static void test_models_dir_lists_sorted(void **state)
 
     /* The same directory twice, or a --model naming a file in it, does not duplicate. */
     rc = PARSE(&cfg, err, "--model", expected[0], "--models-dir", t.dir, "--models-dir", t.dir);
-    if (rc != CONFIG_OK)
-        fail_msg("repeated --models-dir refused: %s", err);
+    if (rc != CONFIG_OK) fail_msg("repeated --models-dir refused: %s", err);
     assert_int_equal(cfg.n_models, n);
     config_free(&cfg);
     tmp_close(&t);
@@ -963,8 +1005,7 @@ static void test_models_dir_limit(void **state)
     config_t cfg;
     char err[1024];
     int rc = PARSE(&cfg, err, "--models-dir", t.dir);
-    if (rc != CONFIG_OK)
-        fail_msg("%d models refused: %s", CONFIG_MAX_MODELS, err);
+    if (rc != CONFIG_OK) fail_msg("%d models refused: %s", CONFIG_MAX_MODELS, err);
     assert_int_equal(cfg.n_models, CONFIG_MAX_MODELS);
     assert_string_equal(cfg.models[0].name, "m000");
     assert_string_equal(cfg.models[CONFIG_MAX_MODELS - 1].name, "m063");
@@ -1018,6 +1059,7 @@ int main(void)
         T(test_model_missing_after_good_one_frees),
         T(test_model_directory_refused),
         T(test_model_bare_name_from_home),
+        T(test_model_requested_by_name),
         T(test_model_same_file_twice_dedups),
         T(test_model_same_name_different_files_refused),
         T(test_models_dir_lists_sorted),
