@@ -235,6 +235,18 @@ static uint64_t g_random(void *data)
     return r;
 }
 
+static void g_sign(void *data, const uint8_t *msg, size_t len, uint8_t sig[64])
+{
+    identity_sign(((mesh_t *)data)->id.sk, msg, len, sig);
+}
+
+static uint64_t g_wall(void *data)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
 /* ---- dialling ---- */
 
 static size_t peer_addrs(mesh_t *m, mpeer_t *p, char out[][TOKEN_ADDR_MAX], size_t max)
@@ -603,7 +615,7 @@ int mesh_start(mesh_t **out, uv_loop_t *loop, const mesh_opts_t *opts, char *err
     gossip_cfg_default(&gcfg, opts->heartbeat_ms);
     uint64_t probe = env_ms("MESH_LLM_PROBE_MS", 0);
     if (probe) gcfg.probe_ms = probe;
-    gossip_io_t io = {m, g_send, g_event, g_random};
+    gossip_io_t io = {m, g_send, g_event, g_random, g_sign, g_wall};
     json_t *ann = build_announcement(m);
     m->g = ann ? gossip_new(m->id.id, m->id.incarnation, ann, &gcfg, &io, now_ms(m)) : NULL;
     if (!m->g) {
