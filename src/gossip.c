@@ -324,7 +324,7 @@ static int merge_ann(gossip_t *g, json_t *ann, const char *from, bool checked, u
         /* someone holds a newer version of us (we restarted with a stale incarnation) */
         if (!newer(inc, seq, g->inc, g->seq)) return ANN_IGNORED;
         if (!checked && !verified(g, ann)) return ANN_BAD;
-        refute(g, NULL, inc + 1, now);
+        refute(g, from, inc + 1, now);
         return ANN_IGNORED;
     }
     p = find(g, id);

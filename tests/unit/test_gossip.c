@@ -809,7 +809,8 @@ typedef struct {
     unsigned nev[4];
     char ev_id[4][GOSSIP_ID_LEN + 1];
     uint64_t rng;
-    uint64_t wall; /* the wall clock it reports */
+    uint64_t wall;     /* the wall clock it reports */
+    const uint8_t *sk; /* the key it signs with */
 } rec_t;
 
 static void rec_send(void *data, const char *to, json_t *msg)
@@ -839,7 +840,7 @@ static uint8_t SK_A[64], SK_B[64], SK_C[64], SK_D[64];
 
 static void rec_sign(void *data, const uint8_t *msg, size_t len, uint8_t sig[64])
 {
-    identity_sign(SK_A, msg, len, sig);
+    identity_sign(((rec_t *)data)->sk, msg, len, sig);
 }
 
 static uint64_t rec_wall(void *data)
@@ -922,7 +923,8 @@ static const char *leave_sig_by(const char *signer, const char *id, uint64_t inc
     return out;
 }
 
-static gossip_t *rec_new(rec_t *r, uint64_t now)
+/* A recording node with id `id` (one of ID_A..ID_D) at incarnation inc. */
+static gossip_t *rec_new_as(rec_t *r, const char *id, uint64_t inc, uint64_t now)
 {
     gossip_cfg_t cfg;
     gossip_io_t io = {.data = r,
@@ -934,9 +936,15 @@ static gossip_t *rec_new(rec_t *r, uint64_t now)
     memset(r, 0, sizeof *r);
     r->rng = 77;
     r->wall = WALL;
-    make_ids();
+    r->sk = key_of(id);
     gossip_cfg_default(&cfg, HB);
-    return gossip_new(ID_A, 1, json_pack("{s:s}", "role", "host"), &cfg, &io, now);
+    return gossip_new(id, inc, json_pack("{s:s}", "role", "host"), &cfg, &io, now);
+}
+
+static gossip_t *rec_new(rec_t *r, uint64_t now)
+{
+    make_ids();
+    return rec_new_as(r, ID_A, 1, now);
 }
 
 static int recv_str(gossip_t *g, const char *from, const char *text, uint64_t now)
@@ -1480,6 +1488,535 @@ static void test_set_announcement_and_self(void **state)
     gossip_free(g);
 }
 
+/* =============================================================================================
+ * Trust: signed announcements and leaves, claims as hints, incarnation bounds
+ * =========================================================================================== */
+
+static json_t *find_sent(rec_t *r, const char *to, const char *type)
+{
+    char t[32];
+    for (unsigned i = 0; i < r->nsent; i++)
+        if ((!to || !strcmp(r->sent[i].to, to)) && !strcmp(sent_type(r, i, t), type))
+            return sent_json(r, i);
+    return NULL;
+}
+
+static void test_signed_announcements(void **state)
+{
+    rec_t r;
+    gossip_t *g = rec_new(&r, 0);
+    const gossip_stats_t *st = gossip_stats(g);
+    json_t *a, *m, *pad;
+    char *text, *p;
+    const char *orig_sig;
+    (void)state;
+
+    /* the own announcement is signed over its whole content, whatever the key order */
+    a = gossip_self(g);
+    assert_true(gmsg_ann_verify(a, GOSSIP_MAX_ANN_BYTES));
+    text = json_dumps(a, JSON_COMPACT | JSON_SORT_KEYS);
+    assert_non_null(strstr(text, "\"role\":\"host\",\"seq\":0,\"sig\":"));
+    free(text);
+    m = json_loads("{\"seq\":0,\"role\":\"host\"}", 0, NULL);
+    json_object_update_missing(m, a); /* another insertion order */
+    assert_true(gmsg_ann_verify(m, GOSSIP_MAX_ANN_BYTES));
+    json_object_set_new(m, "role", json_string("client"));
+    assert_false(gmsg_ann_verify(m, GOSSIP_MAX_ANN_BYTES));
+    json_decref(m);
+
+    hello(g, ID_B, 1, 10);
+    rec_clear(&r);
+    /* C's announcement relayed by B: C's signature makes it good */
+    assert_int_equal(recvf(g, ID_B, 20, "{\"v\":1,\"type\":\"update\",\"inc\":1,\"anns\":[%s]}",
+                           ann(ID_C, 1, 0, "\"role\":\"worker\"")),
+                     0);
+    assert_int_equal(gossip_find(g, ID_C)->state, GOSSIP_ALIVE);
+    assert_int_equal(r.nev[GOSSIP_EV_UP], 1);
+    orig_sig = json_string_value(json_object_get(gossip_find(g, ID_C)->ann, "sig"));
+    assert_non_null(orig_sig);
+    rec_clear(&r);
+    /* and we relay it with the origin's signature (sync to a joiner) */
+    assert_int_equal(recvf(g, ID_D, 25,
+                           "{\"v\":1,\"type\":\"hello\",\"inc\":1,\"join\":true,\"ann\":%s}",
+                           ann(ID_D, 1, 0, NULL)),
+                     0);
+    m = find_sent(&r, ID_D, "sync");
+    assert_non_null(m);
+    {
+        size_t i;
+        json_t *e;
+        bool seen = false;
+        json_array_foreach(json_object_get(m, "anns"), i, e)
+        {
+            if (strcmp(json_string_value(json_object_get(e, "id")), ID_C)) continue;
+            assert_string_equal(json_string_value(json_object_get(e, "sig")),
+                                json_string_value(
+                                    json_object_get(gossip_find(g, ID_C)->ann, "sig")));
+            assert_true(gmsg_ann_verify(e, GOSSIP_MAX_ANN_BYTES));
+            seen = true;
+        }
+        assert_true(seen);
+    }
+    json_decref(m);
+    rec_clear(&r);
+    assert_int_equal(st->bad_sig, 0);
+
+    /* altered after signing: refused, counted, nothing changes */
+    text = strdup(ann(ID_C, 1, 1, "\"role\":\"host\""));
+    p = strstr(text, "\"host\"");
+    memcpy(p, "\"evil\"", 6);
+    assert_int_equal(
+        recvf(g, ID_B, 30, "{\"v\":1,\"type\":\"update\",\"inc\":1,\"anns\":[%s]}", text), 0);
+    free(text);
+    assert_int_equal(st->bad_sig, 1);
+    assert_int_equal(gossip_find(g, ID_C)->seq, 0);
+    /* signed by B, claiming to be C */
+    assert_int_equal(recvf(g, ID_B, 31, "{\"v\":1,\"type\":\"update\",\"inc\":1,\"anns\":[%s]}",
+                           ann_by(ID_B, ID_C, 2, 0, NULL)),
+                     0);
+    assert_int_equal(st->bad_sig, 2);
+    assert_int_equal(gossip_find(g, ID_C)->inc, 1);
+    /* a well-formed signature of nothing */
+    assert_int_equal(recvf(g, ID_B, 32,
+                           "{\"v\":1,\"type\":\"update\",\"inc\":1,\"anns\":[{\"id\":\"%s\","
+                           "\"incarnation\":1,\"seq\":5,\"sig\":\"%0128d\"}]}",
+                           ID_C, 0),
+                     0);
+    assert_int_equal(st->bad_sig, 3);
+    assert_int_equal(gossip_find(g, ID_C)->seq, 0);
+    assert_int_equal(r.nev[0] + r.nev[1] + r.nev[2] + r.nev[3], 0);
+    assert_int_equal(r.nsent, 0);
+
+    /* replays of older versions, correctly signed: ignored (not even verified) */
+    assert_int_equal(recvf(g, ID_B, 40, "{\"v\":1,\"type\":\"update\",\"inc\":1,\"anns\":[%s]}",
+                           ann(ID_C, 1, 3, NULL)),
+                     0);
+    assert_int_equal(r.nev[GOSSIP_EV_UPDATED], 1);
+    assert_int_equal(recvf(g, ID_B, 41, "{\"v\":1,\"type\":\"update\",\"inc\":1,\"anns\":[%s,%s]}",
+                           ann(ID_C, 1, 2, "\"role\":\"old\""), ann(ID_C, 0, 9, NULL)),
+                     0);
+    assert_int_equal(r.nev[GOSSIP_EV_UPDATED], 1);
+    assert_int_equal(gossip_find(g, ID_C)->seq, 3);
+    assert_int_equal(st->bad_sig, 3);
+    rec_clear(&r);
+
+    /* oversized: refused even though correctly signed */
+    a = json_pack("{s:s, s:I, s:I, s:o}", "id", ID_C, "incarnation", (json_int_t)1, "seq",
+                  (json_int_t)4, "pad", pad = json_string(""));
+    text = calloc(1, GOSSIP_MAX_ANN_BYTES + 1);
+    memset(text, 'x', GOSSIP_MAX_ANN_BYTES);
+    json_string_set(pad, text);
+    free(text);
+    assert_int_equal(gmsg_ann_sign(a, sign_with, (void *)SK_C), 0);
+    assert_true(gmsg_ann_verify(a, SIZE_MAX));
+    m = json_pack("{s:i, s:s, s:i, s:[o]}", "v", 1, "type", "update", "inc", 1, "anns", a);
+    assert_int_equal(gossip_receive(g, ID_B, m, 50), 0);
+    json_decref(m);
+    assert_int_equal(st->bad_sig, 4);
+    assert_int_equal(gossip_find(g, ID_C)->seq, 3);
+
+    /* an incarnation more than a day ahead of our clock, correctly signed: refused */
+    assert_int_equal(recvf(g, ID_B, 60, "{\"v\":1,\"type\":\"update\",\"inc\":1,\"anns\":[%s]}",
+                           ann(ID_C, FUTURE, 0, NULL)),
+                     0);
+    assert_int_equal(st->future, 1);
+    assert_int_equal(gossip_find(g, ID_C)->inc, 1);
+    /* a day ahead exactly is still accepted */
+    assert_int_equal(recvf(g, ID_B, 61, "{\"v\":1,\"type\":\"update\",\"inc\":1,\"anns\":[%s]}",
+                           ann(ID_C, FUTURE - 1, 0, NULL)),
+                     0);
+    assert_int_equal(gossip_find(g, ID_C)->inc, FUTURE - 1);
+    rec_clear(&r);
+    /* a digest entry from the future is not asked for */
+    assert_int_equal(recvf(g, ID_B, 71,
+                           "{\"v\":1,\"type\":\"hb\",\"inc\":1,\"digest\":[[\"%s\",1,0],"
+                           "[\"%s\",%llu,0],[\"%s\",1,0],[\"%s\",1,0]]}",
+                           ID_B, ID_C, (unsigned long long)FUTURE, ID_A, ID_D),
+                     0);
+    assert_int_equal(st->future, 2);
+    m = find_sent(&r, ID_B, "ack");
+    assert_non_null(m);
+    assert_int_equal(json_array_size(json_object_get(m, "want")), 0);
+    json_decref(m);
+    rec_clear(&r);
+
+    /* a hello whose own announcement is wrongly signed: rejected, nothing answered or learned */
+    assert_int_equal(recvf(g, ID_D, 80,
+                           "{\"v\":1,\"type\":\"hello\",\"inc\":2,\"join\":true,\"ann\":%s}",
+                           ann_by(ID_B, ID_D, 2, 0, NULL)),
+                     -EINVAL);
+    assert_int_equal(st->bad_sig, 5);
+    assert_int_equal(gossip_find(g, ID_D)->inc, 1);
+    assert_int_equal(r.nsent, 0);
+    rec_clear(&r);
+    gossip_free(g);
+}
+
+/* A knows B and C alive at incarnation 1; D never seen. */
+static gossip_t *setup_abc_alive(rec_t *r)
+{
+    gossip_t *g = rec_new(r, 0);
+    hello(g, ID_B, 1, 10);
+    hello(g, ID_C, 1, 10);
+    rec_clear(r);
+    return g;
+}
+
+static bool ping_has_claim(rec_t *r, const char *to)
+{
+    json_t *m = find_sent(r, to, "ping");
+    bool claim;
+    assert_non_null(m);
+    claim = json_object_get(m, "dead") != NULL;
+    json_decref(m);
+    return claim;
+}
+
+static void pong(gossip_t *g, const char *from, uint64_t inc, uint64_t now)
+{
+    assert_int_equal(recvf(g, from, now, "{\"v\":1,\"type\":\"pong\",\"inc\":%llu}",
+                           (unsigned long long)inc),
+                     0);
+}
+
+static void test_claims_are_hints(void **state)
+{
+    rec_t r;
+    gossip_t *g = setup_abc_alive(&r);
+    const gossip_stats_t *st = gossip_stats(g);
+    uint64_t probe;
+    gossip_cfg_t cfg;
+    json_t *m;
+    const uint64_t huge = WALL + GOSSIP_MAX_AHEAD_MS - 5; /* far above 1, not in the future */
+    (void)state;
+    gossip_cfg_default(&cfg, HB);
+    probe = cfg.probe_ms;
+
+    /* a dead record with a huge incarnation for live C (in an hb): not recorded, not passed
+     * on; a plain ping (no claim: C need not even refute), and C answers */
+    assert_int_equal(recvf(g, ID_B, 100,
+                           "{\"v\":1,\"type\":\"hb\",\"inc\":1,\"digest\":[[\"%s\",1,0]],"
+                           "\"dead\":[[\"%s\",%llu,\"dead\"]]}",
+                           ID_B, ID_C, (unsigned long long)huge),
+                     0);
+    assert_int_equal(gossip_find(g, ID_C)->state, GOSSIP_ALIVE);
+    assert_int_equal(gossip_find(g, ID_C)->inc, 1);
+    assert_int_equal(st->unproven, 1);
+    assert_true(gossip_find(g, ID_C)->probing);
+    assert_false(ping_has_claim(&r, ID_C));
+    m = find_sent(&r, NULL, "peer_down");
+    assert_null(m);
+    pong(g, ID_C, 1, 110);
+    gossip_tick(g, 100 + probe);
+    assert_int_equal(gossip_find(g, ID_C)->state, GOSSIP_ALIVE);
+    assert_int_equal(r.nev[GOSSIP_EV_DEAD] + r.nev[GOSSIP_EV_LEFT], 0);
+    rec_clear(&r);
+
+    /* a "left" for C without C's signature, or signed by B: a dead hint (probe with the
+     * claim), never a leave */
+    assert_int_equal(
+        recvf(g, ID_B, 200,
+              "{\"v\":1,\"type\":\"peer_down\",\"inc\":1,\"dead\":[[\"%s\",1,\"left\"]]}", ID_C),
+        0);
+    assert_int_equal(gossip_find(g, ID_C)->state, GOSSIP_ALIVE);
+    assert_int_equal(st->unproven, 2);
+    assert_true(ping_has_claim(&r, ID_C));
+    pong(g, ID_C, 1, 210);
+    rec_clear(&r);
+    assert_int_equal(recvf(g, ID_B, 300,
+                           "{\"v\":1,\"type\":\"peer_down\",\"inc\":1,\"dead\":[[\"%s\",1,\"left\","
+                           "\"%s\"],[\"%s\",%llu,\"left\",\"%s\"]]}",
+                           ID_C, leave_sig_by(ID_B, ID_C, 1), ID_C, (unsigned long long)huge,
+                           leave_sig_by(ID_B, ID_C, huge)),
+                     0);
+    assert_int_equal(gossip_find(g, ID_C)->state, GOSSIP_ALIVE);
+    assert_int_equal(gossip_find(g, ID_C)->inc, 1);
+    assert_int_equal(st->bad_sig, 2);
+    pong(g, ID_C, 1, 310);
+    gossip_tick(g, 300 + probe);
+    /* a "leaving" from B signed with another key: rejected, B stays */
+    assert_int_equal(recvf(g, ID_B, 320, "{\"v\":1,\"type\":\"leaving\",\"inc\":1,\"sig\":\"%s\"}",
+                           leave_sig_by(ID_C, ID_B, 1)),
+                     -EINVAL);
+    assert_int_equal(gossip_find(g, ID_B)->state, GOSSIP_ALIVE);
+    assert_int_equal(st->bad_sig, 3);
+    assert_int_equal(r.nev[GOSSIP_EV_DEAD] + r.nev[GOSSIP_EV_LEFT], 0);
+    rec_clear(&r);
+
+    /* claims about a node never seen leave no trace: its announcement is accepted later */
+    assert_int_equal(
+        recvf(g, ID_B, 400,
+              "{\"v\":1,\"type\":\"peer_down\",\"inc\":1,\"dead\":[[\"%s\",5,\"dead\"]]}", ID_D),
+        0);
+    assert_null(gossip_find(g, ID_D));
+    assert_int_equal(st->unproven, 5); /* + the two signed by B above */
+    hello(g, ID_D, 1, 410);
+    assert_int_equal(gossip_find(g, ID_D)->state, GOSSIP_ALIVE);
+    rec_clear(&r);
+
+    /* claims about ourselves: above our incarnation we never signed it (ignored); at it, we
+     * refute */
+    assert_int_equal(
+        recvf(g, ID_B, 500,
+              "{\"v\":1,\"type\":\"peer_down\",\"inc\":1,\"dead\":[[\"%s\",9,\"dead\"]]}", ID_A),
+        0);
+    assert_int_equal(gossip_incarnation(g), 1);
+    assert_int_equal(st->unproven, 6);
+    assert_int_equal(r.nsent, 0);
+    assert_int_equal(
+        recvf(g, ID_B, 510,
+              "{\"v\":1,\"type\":\"peer_down\",\"inc\":1,\"dead\":[[\"%s\",1,\"dead\"]]}", ID_A),
+        0);
+    assert_int_equal(gossip_incarnation(g), 2);
+    rec_clear(&r);
+    /* our own signed leave (of a former process) above our incarnation: we bump past it */
+    assert_int_equal(recvf(g, ID_B, 520,
+                           "{\"v\":1,\"type\":\"peer_down\",\"inc\":1,\"dead\":[[\"%s\",7,\"left\","
+                           "\"%s\"]]}",
+                           ID_A, leave_sig_by(ID_A, ID_A, 7)),
+                     0);
+    assert_int_equal(gossip_incarnation(g), 8);
+    rec_clear(&r);
+
+    /* records from the future: refused */
+    assert_int_equal(recvf(g, ID_B, 600,
+                           "{\"v\":1,\"type\":\"peer_down\",\"inc\":1,\"dead\":[[\"%s\",%llu,"
+                           "\"dead\"]]}",
+                           ID_C, (unsigned long long)FUTURE),
+                     0);
+    assert_int_equal(st->future, 1);
+    assert_false(gossip_find(g, ID_C)->probing);
+
+    /* C's own signed leave, relayed by B: a fact — C is dropped at once and the record is
+     * passed on with C's signature */
+    assert_int_equal(recvf(g, ID_B, 700,
+                           "{\"v\":1,\"type\":\"peer_down\",\"inc\":1,\"dead\":[[\"%s\",1,\"left\","
+                           "\"%s\"]]}",
+                           ID_C, leave_sig_by(ID_C, ID_C, 1)),
+                     0);
+    assert_int_equal(gossip_find(g, ID_C)->state, GOSSIP_LEFT);
+    assert_int_equal(r.nev[GOSSIP_EV_LEFT], 1);
+    m = find_sent(&r, ID_D, "peer_down");
+    assert_non_null(m);
+    assert_string_equal(
+        json_string_value(json_array_get(json_array_get(json_object_get(m, "dead"), 0), 3)),
+        leave_sig_by(ID_C, ID_C, 1));
+    json_decref(m);
+    rec_clear(&r);
+    gossip_free(g);
+}
+
+/* A process restarted with an incarnation below the one others hold (lost state file, clock
+ * set back): the peer that holds the newer one shows it C's own signed announcement, and C
+ * bumps past it and is accepted. */
+static void test_stale_restart_recovers(void **state)
+{
+    rec_t r, rc;
+    gossip_t *g = setup_abc(&r), *c = rec_new_as(&rc, ID_C, 2, 200);
+    json_t *m;
+    (void)state;
+    gossip_join(c, ID_A, 200);
+    assert_int_equal(rc.nsent, 1);
+    assert_int_equal(recv_str(g, ID_C, rc.sent[0].text, 210), 0);
+    assert_int_equal(gossip_find(g, ID_C)->state, GOSSIP_DEAD);
+    assert_int_equal(r.nsent, 1);
+    rec_clear(&rc);
+    assert_int_equal(recv_str(c, ID_A, r.sent[0].text, 220), 0);
+    rec_clear(&r);
+    assert_int_equal(gossip_incarnation(c), 4);
+    m = find_sent(&rc, ID_A, "update");
+    assert_non_null(m);
+    json_decref(m);
+    assert_int_equal(recv_str(g, ID_C, rc.sent[0].text, 230), 0);
+    assert_int_equal(gossip_find(g, ID_C)->state, GOSSIP_ALIVE);
+    assert_int_equal(gossip_find(g, ID_C)->inc, 4);
+    rec_clear(&r);
+    rec_clear(&rc);
+    gossip_free(c);
+    gossip_free(g);
+}
+
+/* Issue 12 item 8: a new incarnation is watched afresh — never probed or declared dead for the
+ * silence of the old one. */
+static void test_new_incarnation_watched_afresh(void **state)
+{
+    rec_t r;
+    gossip_t *g = setup_abc_alive(&r); /* B and C are A's two ring predecessors */
+    gossip_cfg_t cfg;
+    uint64_t T, P, t, t2;
+    (void)state;
+    gossip_cfg_default(&cfg, HB);
+    T = cfg.heartbeat_ms;
+    P = cfg.probe_ms;
+    /* B silent since 10 (crashed); C talks. At 10 + 2T, C relays B's restart. */
+    for (t = 100; t < 10 + 2 * T; t += 100) {
+        pong(g, ID_C, 1, t);
+        gossip_tick(g, t);
+    }
+    assert_false(gossip_find(g, ID_B)->probing);
+    t = 10 + 2 * T;
+    assert_int_equal(recvf(g, ID_C, t, "{\"v\":1,\"type\":\"update\",\"inc\":1,\"anns\":[%s]}",
+                           ann(ID_B, 2, 0, NULL)),
+                     0);
+    assert_int_equal(gossip_find(g, ID_B)->inc, 2);
+    /* the old incarnation's suspicion time passes: nothing */
+    for (t2 = t + 50; t2 < t + T * 9 / 4; t2 += 50) {
+        pong(g, ID_C, 1, t2);
+        gossip_tick(g, t2);
+        assert_false(gossip_find(g, ID_B)->probing);
+    }
+    /* the new incarnation's own silence does count */
+    gossip_tick(g, t + T * 9 / 4);
+    assert_true(gossip_find(g, ID_B)->probing);
+    t = t + T * 9 / 4;
+    /* a probe of incarnation 2 in progress when incarnation 3 is learned: it ends */
+    assert_int_equal(recvf(g, ID_C, t + P / 4,
+                           "{\"v\":1,\"type\":\"update\",\"inc\":1,\"anns\":[%s]}",
+                           ann(ID_B, 3, 0, NULL)),
+                     0);
+    assert_false(gossip_find(g, ID_B)->probing);
+    pong(g, ID_C, 1, t + P);
+    gossip_tick(g, t + P);
+    gossip_tick(g, t + 2 * P);
+    assert_int_equal(gossip_find(g, ID_B)->state, GOSSIP_ALIVE);
+    assert_int_equal(gossip_find(g, ID_B)->inc, 3);
+    assert_int_equal(r.nev[GOSSIP_EV_DEAD], 0);
+    rec_clear(&r);
+    gossip_free(g);
+}
+
+/* --- the same rules in the simulation --- */
+
+/* A message from node `from` to node `to`, delivered 1 ms from now. */
+static void inject(sim_t *s, unsigned from, unsigned to, const char *text)
+{
+    sev_t e = {.kind = EV_DELIVER, .t = s->now + 1, .from = from, .to = to};
+    e.payload = payload_new(strdup(text));
+    heap_push(s, e);
+}
+
+/* The victim's current announcement with a higher seq and another role: its signature no longer
+ * covers it. */
+static char *tampered_ann(gossip_t *victim)
+{
+    json_t *a = json_deep_copy(gossip_self(victim));
+    char *text;
+    json_object_set_new(a, "role", json_string("evil"));
+    json_object_set_new(a, "seq", json_integer(json_integer_value(json_object_get(a, "seq")) + 1));
+    text = json_dumps(a, JSON_COMPACT);
+    json_decref(a);
+    return text;
+}
+
+/* One member (a real node of the sim) forges, every 100 ms for 10 heartbeats, to every other
+ * node: peer_down for a live victim, dead records with a huge incarnation, "left" records
+ * without or with a wrong signature, announcements of the victim signed by itself or altered.
+ * The victim stays alive on every node all along, and the mesh stays converged. */
+static void test_sim_hostile_member(void **state)
+{
+    sim_t *s = sim_new(20, 21, HB);
+    const unsigned v = 4, h = 11;
+    node_t *hn = &s->nodes[h];
+    uint64_t T = s->cfg.heartbeat_ms, t0, refuted0, bad = 0, unproven = 0;
+    unsigned round;
+    char buf[8192];
+    (void)state;
+    sim_boot(s);
+    sim_run_until(s, s->now + T);
+    t0 = s->now;
+    refuted0 = gossip_stats(s->nodes[v].g)->refutations;
+    for (round = 0; s->now < t0 + 10 * T; round++) {
+        const char *vid = s->nodes[v].id;
+        uint64_t inc = gossip_incarnation(s->nodes[v].g), hinc = gossip_incarnation(hn->g);
+        char *forged = NULL, *bad_ann = NULL;
+        for (unsigned i = 0; i < s->n; i++) {
+            if (i == h || i == v || !s->nodes[i].up) continue;
+            switch (round % 4) {
+            case 0:
+                snprintf(buf, sizeof buf,
+                         "{\"v\":1,\"type\":\"peer_down\",\"inc\":%llu,\"dead\":[[\"%s\",%llu,"
+                         "\"dead\"]]}",
+                         (unsigned long long)hinc, vid, (unsigned long long)inc);
+                break;
+            case 1:
+                snprintf(buf, sizeof buf,
+                         "{\"v\":1,\"type\":\"hb\",\"inc\":%llu,\"digest\":[],\"dead\":[[\"%s\","
+                         "%llu,\"dead\"]]}",
+                         (unsigned long long)hinc, vid, (unsigned long long)inc + 1000000);
+                break;
+            case 2: {
+                char sig[GMSG_SIG_HEX + 1];
+                size_t len = 0;
+                char *b = gmsg_leave_bytes(vid, inc, &len);
+                gmsg_sign_hex(sign_with, hn->sk, b, len, sig);
+                free(b);
+                snprintf(buf, sizeof buf,
+                         "{\"v\":1,\"type\":\"peer_down\",\"inc\":%llu,\"dead\":[[\"%s\",%llu,"
+                         "\"left\"],[\"%s\",%llu,\"left\",\"%s\"]]}",
+                         (unsigned long long)hinc, vid, (unsigned long long)inc, vid,
+                         (unsigned long long)inc, sig);
+                break;
+            }
+            default:
+                if (!forged) {
+                    json_t *a = json_pack("{s:s, s:I, s:I, s:s}", "id", vid, "incarnation",
+                                          (json_int_t)inc + 1, "seq", (json_int_t)0, "role", "x");
+                    gmsg_ann_sign(a, sign_with, hn->sk);
+                    forged = json_dumps(a, JSON_COMPACT);
+                    json_decref(a);
+                    bad_ann = tampered_ann(s->nodes[v].g);
+                }
+                snprintf(buf, sizeof buf,
+                         "{\"v\":1,\"type\":\"update\",\"inc\":%llu,\"anns\":[%s,%s]}",
+                         (unsigned long long)hinc, forged, bad_ann);
+            }
+            inject(s, h, i, buf);
+        }
+        free(forged);
+        free(bad_ann);
+        sim_run_until(s, s->now + 100);
+        if (!all_see(s, v, GOSSIP_ALIVE)) explain(s);
+        assert_true(all_see(s, v, GOSSIP_ALIVE));
+    }
+    for (unsigned i = 0; i < s->n; i++) {
+        bad += gossip_stats(s->nodes[i].g)->bad_sig;
+        unproven += gossip_stats(s->nodes[i].g)->unproven;
+        assert_int_equal(s->dead_at[i][v] + s->left_at[i][v], 0);
+    }
+    assert_true(bad > 0 && unproven > 0);
+    assert_true(run_until_converged(s, s->now + 3 * T) != UINT64_MAX);
+    printf("[ gossip ] hostile member: %u rounds of forged claims, victim alive on all 18 others "
+           "throughout (%llu refutations, %llu bad signatures, %llu unproven claims refused)\n",
+           round, (unsigned long long)(gossip_stats(s->nodes[v].g)->refutations - refuted0),
+           (unsigned long long)bad, (unsigned long long)unproven);
+    sim_free(s);
+}
+
+/* Issue 12 item 8 in the simulation: a node killed and restarted 300 ms later (next
+ * incarnation) is never declared dead by anyone. */
+static void test_sim_fast_restart(void **state)
+{
+    sim_t *s = sim_new(20, 33, HB);
+    const unsigned v = 6;
+    uint64_t T = s->cfg.heartbeat_ms, inc, tr;
+    (void)state;
+    sim_boot(s);
+    sim_run_until(s, s->now + T);
+    inc = gossip_incarnation(s->nodes[v].g);
+    node_kill(s, v);
+    sim_run_until(s, s->now + 300);
+    tr = s->now;
+    node_start(s, v, inc + 1, (int)random_live(s, (int)v));
+    while (s->now < tr + 10 * T) {
+        sim_run_until(s, s->now + 50);
+        for (unsigned i = 0; i < s->n; i++)
+            assert_int_equal(s->dead_at[i][v], 0);
+    }
+    assert_true(all_see(s, v, GOSSIP_ALIVE));
+    assert_true(converged(s));
+    sim_free(s);
+}
+
 int main(void)
 {
     if (sodium_init() < 0) return 1;
@@ -1489,9 +2026,15 @@ int main(void)
         cmocka_unit_test(test_higher_incarnation_and_stale),
         cmocka_unit_test(test_dead_claim_is_verified),
         cmocka_unit_test(test_set_announcement_and_self),
+        cmocka_unit_test(test_signed_announcements),
+        cmocka_unit_test(test_claims_are_hints),
+        cmocka_unit_test(test_stale_restart_recovers),
+        cmocka_unit_test(test_new_incarnation_watched_afresh),
         cmocka_unit_test(test_sim_dead_notice_rejoin),
         cmocka_unit_test(test_sim_lifecycle),
         cmocka_unit_test(test_sim_partition_heals),
+        cmocka_unit_test(test_sim_hostile_member),
+        cmocka_unit_test(test_sim_fast_restart),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
