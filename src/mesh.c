@@ -36,6 +36,7 @@ typedef struct mpeer {
     char addrs[MAX_ADDRS][TOKEN_ADDR_MAX]; /* from an invite token */
     size_t n_addrs;
     char last_err[160];
+    uint64_t heard_inc; /* highest incarnation it spoke with (the "inc" of its messages) */
 } mpeer_t;
 
 struct mesh {
@@ -356,6 +357,23 @@ static void on_conn_closed(tp_endpoint_t *ep, tp_conn_t *c, bool was_ready, int 
     if (was_ready) LOGD("mesh", "connection with %.12s closed: %s", id, why);
 }
 
+/* A peer speaking with a higher incarnation than before has restarted: the connections of its
+ * former process are dead, yet look alive until the QUIC idle timeout (a restart on the same
+ * port answers nothing to them) and tp_find may prefer them, so answers and probes would go
+ * nowhere and the new incarnation would be declared dead. Close them before the message is
+ * handled, so that its answers take the connection it came on. */
+static void peer_heard(mesh_t *m, const char *id, json_t *f, tp_conn_t *on)
+{
+    json_t *j = json_object_get(f, "inc");
+    mpeer_t *p;
+    tp_conn_t *c;
+    if (!json_is_integer(j) || json_integer_value(j) <= 0 || !(p = peer_get(m, id, true))) return;
+    if ((uint64_t)json_integer_value(j) <= p->heard_inc) return;
+    p->heard_inc = (uint64_t)json_integer_value(j);
+    while ((c = tp_find(m->ep, id)) && c != on)
+        tp_conn_close(c, 0, "the peer restarted");
+}
+
 typedef struct {
     mesh_t *m;
     wire_reader_t rd;
@@ -385,6 +403,7 @@ static void in_data(tp_stream_t *s, const uint8_t *p, size_t n)
         int type = x->rd.type;
         if (type == WIRE_GOSSIP || type == WIRE_PEER_DOWN || type == WIRE_PEER_LEAVING) {
             m->msgs_in++;
+            if (m->g && !m->stopping) peer_heard(m, x->from, f, tp_stream_conn(s));
             if (m->g && !m->stopping && gossip_receive(m->g, x->from, f, now_ms(m)) != 0) {
                 m->msgs_bad++;
                 LOGD("mesh", "invalid gossip message from %.12s ignored", x->from);
