@@ -19,7 +19,7 @@ struct peer {
     uint64_t probe_start;
     bool ping2_sent, unreachable;
     int probe_reason;
-    uint64_t dg_gen, dg_inc, dg_seq; /* scratch: its entry in the digest being answered */
+    uint64_t dg_gen, dg_inc, dg_seq;  /* scratch: its entry in the digest being answered */
     char leave_sig[GMSG_SIG_HEX + 1]; /* LEFT: its signature of its leave at pub.inc */
 };
 
@@ -548,7 +548,8 @@ static void answer_former(gossip_t *g, const struct peer *s)
     json_t *up = new_msg(g, M_UPDATE);
     if (!up) return;
     json_object_set_new(up, "anns", s->pub.ann ? json_pack("[O]", s->pub.ann) : json_array());
-    if (s->pub.state != GOSSIP_ALIVE) json_object_set_new(up, "dead", json_pack("[o]", peer_rec(s)));
+    if (s->pub.state != GOSSIP_ALIVE)
+        json_object_set_new(up, "dead", json_pack("[o]", peer_rec(s)));
     send_free(g, s->pub.id, up);
 }
 
@@ -556,7 +557,7 @@ static uint64_t inc_limit(const gossip_t *g)
 {
     uint64_t w = g->io.wall_ms(g->io.data);
     return w > (uint64_t)INT64_MAX - GOSSIP_MAX_AHEAD_MS ? (uint64_t)INT64_MAX
-                                                          : w + GOSSIP_MAX_AHEAD_MS;
+                                                         : w + GOSSIP_MAX_AHEAD_MS;
 }
 
 /* The sender's statements about itself that a hello or leaving carries: checked before anything
@@ -786,9 +787,8 @@ gossip_t *gossip_new(const char *self_id, uint64_t incarnation, json_t *self_ann
     gossip_t *g = NULL;
     json_t *ann = self_ann ? self_ann : json_object();
 
-    if (!gmsg_valid_id(self_id) || !io || !io->send || !io->random || !io->sign ||
-        !io->wall_ms || !json_is_object(ann) || incarnation >= INT64_MAX - 1 ||
-        !(g = calloc(1, sizeof *g)))
+    if (!gmsg_valid_id(self_id) || !io || !io->send || !io->random || !io->sign || !io->wall_ms ||
+        !json_is_object(ann) || incarnation >= INT64_MAX - 1 || !(g = calloc(1, sizeof *g)))
         goto fail;
     memcpy(g->id, self_id, GOSSIP_ID_LEN + 1);
     g->inc = incarnation;

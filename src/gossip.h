@@ -131,9 +131,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GOSSIP_ID_LEN 64      /* hex of a 32-byte Ed25519 public key */
-#define GOSSIP_MAX_PEERS 1024 /* live + dead records; beyond it the oldest dead record goes */
-#define GOSSIP_MAX_ANN_BYTES 65536            /* canonical JSON of one announcement */
+#define GOSSIP_ID_LEN 64           /* hex of a 32-byte Ed25519 public key */
+#define GOSSIP_MAX_PEERS 1024      /* live + dead records; beyond it the oldest dead record goes */
+#define GOSSIP_MAX_ANN_BYTES 65536 /* canonical JSON of one announcement */
 #define GOSSIP_MAX_AHEAD_MS (24ULL * 3600 * 1000) /* incarnations past the wall clock + this */
 
 typedef enum {

@@ -103,9 +103,9 @@ int gmsg_parse(json_t *j, const char *from, uint64_t max_inc, struct gmsg *m)
     size_t t;
 
     memset(m, 0, sizeof *m);
-    if (json_unpack(j, "{s:I, s:s, s:I, s?o, s?o, s?o, s?o, s?o, s?b, s?s}", "v", &v, "type",
-                    &type, "inc", &inc, "digest", &m->digest, "anns", &m->anns, "want", &m->want,
-                    "dead", &m->dead, "ann", &m->ann, "join", &m->join, "sig", &m->sig) < 0)
+    if (json_unpack(j, "{s:I, s:s, s:I, s?o, s?o, s?o, s?o, s?o, s?b, s?s}", "v", &v, "type", &type,
+                    "inc", &inc, "digest", &m->digest, "anns", &m->anns, "want", &m->want, "dead",
+                    &m->dead, "ann", &m->ann, "join", &m->join, "sig", &m->sig) < 0)
         return -EINVAL;
     if (v != 1 || inc < 0 || (uint64_t)inc > max_inc) return -EINVAL;
     m->inc = (uint64_t)inc;

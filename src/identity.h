@@ -82,7 +82,8 @@ void hex_encode(const uint8_t *in, size_t n, char *out);
 #define IDENTITY_SIG_LEN 64
 
 /* Ed25519 detached signature of msg by the secret key sk (libsodium layout, identity_t.sk). */
-void identity_sign(const uint8_t sk[64], const void *msg, size_t len, uint8_t sig[IDENTITY_SIG_LEN]);
+void identity_sign(const uint8_t sk[64], const void *msg, size_t len,
+                   uint8_t sig[IDENTITY_SIG_LEN]);
 /* Whether sig is the signature of msg by node `id` (64 lowercase hex chars: its public key).
  * False for a malformed id or a key that is not a valid curve point. */
 bool identity_verify(const char *id, const void *msg, size_t len,

@@ -710,6 +710,14 @@ static json_t *ann_get(const gossip_peer_t *p, const char *k, json_t *def)
     return def;
 }
 
+/* What gossip refused of what members said (gossip.h, Trust). */
+static void gossip_trust_stats(json_t *o, const gossip_stats_t *gs)
+{
+    json_object_set_new(o, "gossip_bad_sig", json_integer((json_int_t)gs->bad_sig));
+    json_object_set_new(o, "gossip_unproven", json_integer((json_int_t)gs->unproven));
+    json_object_set_new(o, "gossip_future", json_integer((json_int_t)gs->future));
+}
+
 json_t *mesh_status(mesh_t *m)
 {
     json_t *peers = json_array();
@@ -734,7 +742,7 @@ json_t *mesh_status(mesh_t *m)
     }
     const gossip_stats_t *gs = gossip_stats(m->g);
     const tp_stats_t *ts = tp_stats(m->ep);
-    return json_pack(
+    json_t *out = json_pack(
         "{s:{s:s,s:s,s:s,s:i,s:i,s:i,s:s,s:s,s:I,s:I,s:b},s:o,s:{s:I,s:I,s:I,s:I,s:I,s:I}}", "node",
         "id", m->id.id, "mesh_id", m->cred.mesh_id, "role", m->o.role ? m->o.role : "worker",
         "api_port", m->o.api_port, "console_port", m->o.console_port, "quic_port",
@@ -745,6 +753,8 @@ json_t *mesh_status(mesh_t *m)
         (json_int_t)(gs->rejected + m->msgs_bad), "datagrams_in", (json_int_t)ts->datagrams_in,
         "datagrams_dropped", (json_int_t)ts->dropped, "conns_refused",
         (json_int_t)ts->conns_refused);
+    gossip_trust_stats(json_object_get(out, "stats"), gs);
+    return out;
 }
 
 /* ---- shutdown ---- */

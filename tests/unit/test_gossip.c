@@ -892,7 +892,8 @@ static const char *ann_by(const char *signer, const char *id, uint64_t inc, uint
     char tmp[4096], *out = ring_buf[k++ % 8], *js;
     json_t *a;
     snprintf(tmp, sizeof tmp, "{\"id\":\"%s\",\"incarnation\":%llu,\"seq\":%llu%s%s}", id,
-             (unsigned long long)inc, (unsigned long long)seq, extra ? "," : "", extra ? extra : "");
+             (unsigned long long)inc, (unsigned long long)seq, extra ? "," : "",
+             extra ? extra : "");
     a = json_loads(tmp, 0, NULL);
     assert_non_null(a);
     assert_int_equal(gmsg_ann_sign(a, sign_with, (void *)key_of(signer)), 0);
@@ -1172,9 +1173,9 @@ static void test_malformed_rejected(void **state)
     }
     assert_int_equal(gossip_receive(g, ID_B, NULL, 100), -EINVAL);
     /* a sender's incarnation more than a day past our wall clock */
-    assert_int_equal(recvf(g, ID_B, 100, "{\"v\":1,\"type\":\"ping\",\"inc\":%llu}",
-                           (unsigned long long)FUTURE),
-                     -EINVAL);
+    assert_int_equal(
+        recvf(g, ID_B, 100, "{\"v\":1,\"type\":\"ping\",\"inc\":%llu}", (unsigned long long)FUTURE),
+        -EINVAL);
     /* arrays beyond GOSSIP_MAX_PEERS + 1 entries */
     p = big + sprintf(big, "{\"v\":1,\"type\":\"hb\",\"inc\":1,\"digest\":[");
     for (int i = 0; i < 2000; i++)
@@ -1549,9 +1550,9 @@ static void test_signed_announcements(void **state)
         json_array_foreach(json_object_get(m, "anns"), i, e)
         {
             if (strcmp(json_string_value(json_object_get(e, "id")), ID_C)) continue;
-            assert_string_equal(json_string_value(json_object_get(e, "sig")),
-                                json_string_value(
-                                    json_object_get(gossip_find(g, ID_C)->ann, "sig")));
+            assert_string_equal(
+                json_string_value(json_object_get(e, "sig")),
+                json_string_value(json_object_get(gossip_find(g, ID_C)->ann, "sig")));
             assert_true(gmsg_ann_verify(e, GOSSIP_MAX_ANN_BYTES));
             seen = true;
         }
@@ -1674,9 +1675,9 @@ static bool ping_has_claim(rec_t *r, const char *to)
 
 static void pong(gossip_t *g, const char *from, uint64_t inc, uint64_t now)
 {
-    assert_int_equal(recvf(g, from, now, "{\"v\":1,\"type\":\"pong\",\"inc\":%llu}",
-                           (unsigned long long)inc),
-                     0);
+    assert_int_equal(
+        recvf(g, from, now, "{\"v\":1,\"type\":\"pong\",\"inc\":%llu}", (unsigned long long)inc),
+        0);
 }
 
 static void test_claims_are_hints(void **state)
