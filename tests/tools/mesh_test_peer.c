@@ -239,21 +239,37 @@ static void forge_dead_huge(void)
     }
 }
 
-/* The victim's leave, said by us: a "left" record without a signature, one with our signature
- * of the victim's leave (also at a huge incarnation), and a PEER_LEAVING naming the victim,
- * signed by us over the victim's leave. */
+/* The victim's leave, said by us: a "left" record without a signature (in a peer_down, also at
+ * the next few incarnations, and in an hb), one with our signature of the victim's leave (also at a
+ * huge incarnation), and a PEER_LEAVING naming the victim, signed by us over the victim's leave.
+ * One message each. */
 static void forge_leave(void)
 {
     char sig[GMSG_SIG_HEX + 1], sig2[GMSG_SIG_HEX + 1];
-    json_t *m = msg("peer_down");
+    json_t *recs[3];
     forged_leave_sig(v_inc, sig);
     forged_leave_sig(v_inc + 1000000000ULL, sig2);
-    json_object_set_new(m, "dead",
-                        json_pack("[o, o, o]", rec(v_inc, "left", NULL), rec(v_inc, "left", sig),
-                                  rec(v_inc + 1000000000ULL, "left", sig2)));
-    send_json(WIRE_PEER_DOWN, m);
-    m = json_pack("{s:i, s:s, s:I, s:s, s:s}", "v", 1, "type", "leaving", "inc", (json_int_t)v_inc,
-                  "id", victim, "sig", sig);
+    recs[0] = rec(v_inc, "left", NULL);
+    recs[1] = rec(v_inc, "left", sig);
+    recs[2] = rec(v_inc + 1000000000ULL, "left", sig2);
+    for (size_t i = 0; i < 3; i++) {
+        json_t *m = msg("peer_down");
+        json_object_set_new(m, "dead", json_pack("[O]", recs[i]));
+        send_json(WIRE_PEER_DOWN, m);
+    }
+    for (uint64_t j = 1; j < 4; j++) { /* in case it refuted since we last looked */
+        json_t *m = msg("peer_down");
+        json_object_set_new(m, "dead", json_pack("[o]", rec(v_inc + j, "left", NULL)));
+        send_json(WIRE_PEER_DOWN, m);
+    }
+    json_t *hb = msg("hb");
+    json_object_set_new(hb, "digest", json_array());
+    json_object_set_new(hb, "dead", json_pack("[O]", recs[0]));
+    send_json(WIRE_GOSSIP, hb);
+    for (size_t i = 0; i < 3; i++)
+        json_decref(recs[i]);
+    json_t *m = json_pack("{s:i, s:s, s:I, s:s, s:s}", "v", 1, "type", "leaving", "inc",
+                          (json_int_t)v_inc, "id", victim, "sig", sig);
     send_json(WIRE_PEER_LEAVING, m);
 }
 
