@@ -1518,6 +1518,20 @@ static void test_signed_announcements(void **state)
     text = json_dumps(a, JSON_COMPACT | JSON_SORT_KEYS);
     assert_non_null(strstr(text, "\"role\":\"host\",\"seq\":0,\"sig\":"));
     free(text);
+    {
+        /* the identity helpers underneath: the id is the key, in lowercase hex */
+        uint8_t sig[64];
+        char upper[GOSSIP_ID_LEN + 1];
+        identity_sign(SK_A, "abc", 3, sig);
+        assert_true(identity_verify(ID_A, "abc", 3, sig));
+        assert_false(identity_verify(ID_A, "abd", 3, sig));
+        assert_false(identity_verify(ID_B, "abc", 3, sig));
+        for (int i = 0; i <= GOSSIP_ID_LEN; i++)
+            upper[i] = (char)(ID_A[i] >= 'a' ? ID_A[i] - 32 : ID_A[i]);
+        assert_false(identity_verify(upper, "abc", 3, sig));
+        assert_false(identity_verify("abc", "abc", 3, sig));
+        assert_false(identity_verify(NULL, "abc", 3, sig));
+    }
     m = json_loads("{\"seq\":0,\"role\":\"host\"}", 0, NULL);
     json_object_update_missing(m, a); /* another insertion order */
     assert_true(gmsg_ann_verify(m, GOSSIP_MAX_ANN_BYTES));
