@@ -3,7 +3,11 @@
  * member) and, without MODE, sends malformed streams (bad type bytes, oversized and broken
  * frames, invalid gossip, unsupported tunnels, random bytes, resets). With a MODE it forges
  * gossip about the live node VICTIM_ID for SECONDS (default 4), see hostile_gossip(). Exit 0
- * when everything was sent over an admitted connection, 2 when it could not connect. */
+ * when everything was sent over an admitted connection, 2 when it could not connect.
+ *
+ * mesh-test-peer TOKEN rpc MODEL — opens a TUNNEL_RPC stream for MODEL to the token's node, as if
+ * it were that model's split host, and sends bytes. Prints what became of the stream; exit 0 when
+ * the node refused it (reset before any byte came back), 3 when it answered. */
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,6 +71,47 @@ static void send_frame(int type, const char *json)
     buf_append(&b, json, n);
     send_raw(b.data, b.len, true, false);
     buf_free(&b);
+}
+
+static size_t rpc_rx;
+static int rpc_closed, rpc_err = -1;
+static void rpc_data(tp_stream_t *s, const uint8_t *p, size_t n)
+{
+    rpc_rx += n;
+    tp_stream_consumed(s, n);
+}
+static void rpc_close(tp_stream_t *s, int err)
+{
+    rpc_closed = 1;
+    rpc_err = err;
+}
+static const tp_stream_cb_t rpc_cb = {rpc_data, NULL, NULL, rpc_close};
+
+/* TUNNEL_RPC for `model`, then a few bytes as llama.cpp's RPC client would send. */
+static int rpc_probe(uv_loop_t *loop, const char *model)
+{
+    char json[256];
+    int n = snprintf(json, sizeof json, "{\"v\":1,\"model\":\"%s\"}", model);
+    uint8_t msg[5 + sizeof json + 9];
+    msg[0] = WIRE_TUNNEL_RPC;
+    msg[1] = msg[2] = 0;
+    msg[3] = (uint8_t)(n >> 8);
+    msg[4] = (uint8_t)n;
+    memcpy(msg + 5, json, (size_t)n);
+    memset(msg + 5 + n, 0, 9); /* a command byte and a zero payload size */
+    tp_stream_t *s;
+    if (tp_stream_open(conn, &rpc_cb, NULL, &s) != 0) return 2;
+    tp_stream_write(s, msg, 5 + (size_t)n + 9);
+    uint64_t end = uv_now(loop) + 5000;
+    while (!rpc_closed && !closed && rpc_rx == 0 && uv_now(loop) < end)
+        uv_run(loop, UV_RUN_ONCE);
+    bool refused = rpc_closed && rpc_err != 0 && rpc_rx == 0;
+    printf("mesh-test-peer: rpc stream for %s: %s (%d), %zu bytes back\n", model,
+           refused      ? "refused"
+           : rpc_closed ? "closed"
+                        : "open",
+           rpc_err, rpc_rx);
+    return refused ? 0 : 3;
 }
 
 static void tick(uv_timer_t *t)
@@ -349,8 +394,10 @@ static int hostile_gossip(uv_loop_t *loop, const char *mode, double seconds)
 
 int main(int argc, char **argv)
 {
+    bool rpc = argc == 4 && !strcmp(argv[2], "rpc");
     if ((argc != 2 && argc != 4 && argc != 5) || sodium_init() < 0) {
         fprintf(stderr, "usage: mesh-test-peer TOKEN [MODE VICTIM_ID [SECONDS]]\n"
+                        "       mesh-test-peer TOKEN rpc MODEL\n"
                         "  MODE: forge-down | forge-dead-huge | forge-leave | bad-sig\n");
         return 1;
     }
@@ -360,7 +407,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "mesh-test-peer: %s\n", err);
         return 1;
     }
-    if (argc >= 4 && !gmsg_valid_id(argv[3])) {
+    if (argc >= 4 && !rpc && !gmsg_valid_id(argv[3])) {
         fprintf(stderr, "mesh-test-peer: the victim id must be 64 lowercase hex characters\n");
         return 1;
     }
@@ -385,6 +432,7 @@ int main(int argc, char **argv)
     while (!ready && !closed && uv_now(loop) < end)
         uv_run(loop, UV_RUN_ONCE);
     if (!ready) return 2;
+    if (rpc) return rpc_probe(loop, argv[3]);
     if (argc >= 4) {
         victim = argv[3];
         return hostile_gossip(loop, argv[2], argc == 5 ? atof(argv[4]) : 4.0);
