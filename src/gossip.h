@@ -91,6 +91,11 @@
  *    announcement); one above it was never signed by us and is ignored. So a node still learns
  *    that it was declared dead (peer_down, dead records, dead_notice) and refutes, and
  *    partitions heal as before; a member can at worst make a live node refute (+1).
+ *  - A message from an incarnation below the one we hold for its sender (a late one, or a
+ *    process restarted with a stale incarnation: state lost, clock set back) is answered with
+ *    the sender's own newer signed announcement (and our record of it if not alive): a live
+ *    process verifies its own signature and bumps past it. Above our incarnation only our own
+ *    signature (announcement, or a leave of ours) makes us bump.
  *
  * Signed byte forms (Ed25519, signature in the field "sig" as 128 lowercase hex chars):
  *  - announcement: "mesh-llm/1 announcement\n" followed by the announcement without its "sig"
