@@ -48,6 +48,7 @@ typedef struct mpeer {
     char addrs[MAX_ADDRS][TOKEN_ADDR_MAX]; /* from an invite token */
     size_t n_addrs;
     char last_err[160];
+    uint64_t heard_inc; /* highest incarnation it spoke with (the "inc" of its messages) */
 } mpeer_t;
 
 struct mesh {
@@ -98,10 +99,6 @@ void mesh_dial(mesh_t *m, mpeer_t *p); /* no-op while a dial is out or backing o
 void mesh_join_start(mesh_t *m);       /* first join attempt (mesh_start) */
 /* A peer died or left: alone again → back to the invite tokens. */
 void mesh_peer_gone(mesh_t *m);
-/* A message from `from` arrived on connection `via`: a newer incarnation than the live one we
- * know, on another connection than the one we send on, means that one is its former process's:
- * it is closed (a restarted dialler; see mesh_join.c). */
-void mesh_check_restart(mesh_t *m, const char *from, json_t *msg, tp_conn_t *via);
 void mesh_on_conn_ready(tp_endpoint_t *ep, tp_conn_t *c);
 void mesh_on_conn_closed(tp_endpoint_t *ep, tp_conn_t *c, bool was_ready, int err, const char *why);
 

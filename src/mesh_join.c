@@ -361,22 +361,3 @@ void mesh_on_conn_closed(tp_endpoint_t *ep, tp_conn_t *c, bool was_ready, int er
         mesh_dial(m, p);
     }
 }
-
-/* A peer that dialled us and restarted dials again: its former process's connection is still
- * ready here, and preferred (the same dialler's first ready connection wins), until the QUIC
- * idle timeout; a Stateless Reset cannot end it (a dialler's first connection id has no reset
- * token). The new process's first message (a newer incarnation) shows which one is alive. A
- * refutation (same process, newer incarnation) arrives on the connection we prefer as well. */
-void mesh_check_restart(mesh_t *m, const char *from, json_t *msg, tp_conn_t *via)
-{
-    const gossip_peer_t *gp = m->g && !m->stopping ? gossip_find(m->g, from) : NULL;
-    json_int_t inc = json_integer_value(json_object_get(msg, "inc"));
-    if (!gp || gp->state != GOSSIP_ALIVE || inc <= 0 || (uint64_t)inc <= gp->inc) return;
-    for (int i = 0; i < 4; i++) {
-        tp_conn_t *c = tp_find(m->ep, from);
-        if (!c || c == via) return;
-        LOGI("mesh", "%.12s restarted (incarnation %lld): closing its former process's connection",
-             from, (long long)inc);
-        tp_conn_close(c, 0, "the peer restarted");
-    }
-}
