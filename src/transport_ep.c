@@ -161,8 +161,8 @@ void tpi_reset_token(const tp_endpoint_t *ep, const ngtcp2_cid *cid, uint8_t *to
 }
 
 #define RESETS_PER_SECOND 100
-#define RESET_MAX_LEN 43 /* like a short packet; always shorter than the one answered (no loops)   \
-                          */
+/* like a short packet; always shorter than the packet answered, so resets never loop */
+#define RESET_MAX_LEN 43
 
 /* A short-header packet for a connection we do not have: most likely one our former process
  * (same key) had. Answer with a Stateless Reset so that the peer drops it now. */
