@@ -10,6 +10,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+#include "llama_args.h"
 #include "util.h"
 
 #define DEFAULT_MAX_BODY (8u * 1024 * 1024)
@@ -364,14 +365,12 @@ int config_parse(config_t *cfg, int argc, char **argv, char *err, size_t errlen)
             cfg->ctx_size = (uint32_t)v;
             break;
         case OPT_LLAMA_ARGS: {
-            char **av;
-            int n = argv_split(optarg, &av);
-            if (n < 0) {
-                snprintf(err, errlen, "--llamacpp-args: unbalanced quotes in '%s'", optarg);
-                rc = -EINVAL;
+            /* the operator is trusted: only the flags the node manages are refused */
+            rc = llama_args_check(optarg, LLAMA_ARGS_OPERATOR, NULL, err, errlen);
+            if (rc) {
+                rc = rc == -ENOMEM ? rc : -EINVAL;
                 break;
             }
-            argv_free(av);
             free(cfg->llamacpp_args);
             cfg->llamacpp_args = strdup(optarg);
             break;

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "gguf_info.h"
+#include "llama_args.h"
 #include "log.h"
 #include "proxy.h"
 #include "util.h"
@@ -57,35 +58,6 @@ const char *models_status(const model_entry_t *e)
     default:
         return (e->mm->queued || e->mm->waiters) ? "loading" : "unloaded";
     }
-}
-
-const char *models_forbidden_arg(const char *args)
-{
-    static const char *const managed[] = {"-m",  "--model",   "--port",       "--host",
-                                          "-a",  "--alias",   "-mu",          "--model-url",
-                                          "-hf", "--hf-repo", "--models-dir", "--api-key"};
-    char **av;
-    static char bad[64];
-    if (argv_split(args, &av) < 0) {
-        snprintf(bad, sizeof bad, "(unbalanced quotes)");
-        return bad;
-    }
-    const char *res = NULL;
-    for (char **p = av; *p && !res; p++) {
-        char flag[64];
-        snprintf(flag, sizeof flag, "%s", *p);
-        char *eq = strchr(flag, '=');
-        if (eq) *eq = '\0';
-        for (size_t i = 0; i < sizeof managed / sizeof managed[0]; i++) {
-            if (strcmp(flag, managed[i]) == 0) {
-                snprintf(bad, sizeof bad, "%s", managed[i]);
-                res = bad;
-                break;
-            }
-        }
-    }
-    argv_free(av);
-    return res;
 }
 
 /* ---- parking ---- */
@@ -627,6 +599,7 @@ static void api_load(models_t *ms, httpd_req_t *req)
     json_t *b = parse_body(req);
     if (!b) return;
     const char *name = NULL, *args = NULL, *backend = NULL;
+    char *canon_args = NULL;
     json_int_t ctx = -1;
     json_error_t je;
     if (json_unpack_ex(b, &je, 0, "{s:s,s?I,s?s,s?s}", "model_name", &name, "ctx_size", &ctx,
@@ -635,8 +608,7 @@ static void api_load(models_t *ms, httpd_req_t *req)
                             "expected {\"model_name\": string, \"ctx_size\"?: integer, "
                             "\"llamacpp_args\"?: string, \"llamacpp_backend\"?: string}: %s",
                             je.text);
-        json_decref(b);
-        return;
+        goto out;
     }
     model_entry_t *e = models_find(ms, name);
     if (!e) {
@@ -654,11 +626,20 @@ static void api_load(models_t *ms, httpd_req_t *req)
                             "ctx_size must be between 1 and %d", 1 << 24);
         goto out;
     }
-    const char *bad = args ? models_forbidden_arg(args) : NULL;
-    if (bad) {
-        httpd_respond_error(req, 400, "invalid_request_error", "forbidden_llamacpp_arg",
-                            "llamacpp_args may not set %s: the node manages it", bad);
-        goto out;
+    if (args) {
+        char why[512];
+        int rc = llama_args_check(args, LLAMA_ARGS_CLIENT, &canon_args, why, sizeof why);
+        if (rc == -ENOMEM) {
+            httpd_respond_error(req, 500, "server_error", "out_of_memory", "out of memory");
+            goto out;
+        }
+        if (rc) {
+            httpd_respond_error(req, 400, "invalid_request_error",
+                                rc == -EPERM ? "forbidden_llamacpp_arg" : "invalid_llamacpp_args",
+                                "%s", why);
+            goto out;
+        }
+        args = canon_args;
     }
     if (backend && *backend && strcmp(backend, "cpu") != 0 && strcmp(backend, "auto") != 0) {
         httpd_respond_error(req, 400, "invalid_request_error", "backend_not_installed",
@@ -694,6 +675,7 @@ static void api_load(models_t *ms, httpd_req_t *req)
         mm_load(&ms->mm, e->mm, now_ms(ms));
     run_actions(ms);
 out:
+    free(canon_args);
     json_decref(b);
 }
 

@@ -75,8 +75,4 @@ void models_unload(models_t *ms, model_entry_t *e);
 /* "ready" | "loading" | "unloaded" for /v1/models. */
 const char *models_status(const model_entry_t *e);
 
-/* Flags llama-server must not get from users (the node manages them). Returns the offending flag
- * or NULL. */
-const char *models_forbidden_arg(const char *args);
-
 #endif

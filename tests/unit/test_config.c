@@ -492,13 +492,32 @@ static void test_llamacpp_args(void **state)
     assert_string_equal(cfg.llamacpp_args, "");
     config_free(&cfg);
 
-    assert_int_equal(PARSE(&cfg, err, "--llamacpp-args", "-a", "--llamacpp-args", "-b"), CONFIG_OK);
-    assert_string_equal(cfg.llamacpp_args, "-b");
+    assert_int_equal(PARSE(&cfg, err, "--llamacpp-args", "-t 1", "--llamacpp-args", "-t 2"),
+                     CONFIG_OK);
+    assert_string_equal(cfg.llamacpp_args, "-t 2");
     config_free(&cfg);
+
+    /* the operator is trusted with files and paths... */
+    assert_int_equal(PARSE(&cfg, err, "--llamacpp-args", "--log-file /tmp/x --lora a.gguf"),
+                     CONFIG_OK);
+    config_free(&cfg);
+    /* ...but not with what the node manages: "--port 1" used to leave the model loading
+     * forever (the node polled the port it chose, llama-server listened on port 1) */
+    static const char *const managed[] = {"--port 1", "--port=1", "--host 0.0.0.0", "-m x.gguf",
+                                          "-t 2 --alias x", "--api-key k"};
+    static const char *const named[] = {"--port", "--port", "--host", "-m", "--alias",
+                                        "--api-key"};
+    for (size_t i = 0; i < sizeof managed / sizeof managed[0]; i++) {
+        int rc = PARSE(&cfg, err, "--llamacpp-args", managed[i]);
+        ASSERT_REFUSED(rc, err, named[i]);
+        ASSERT_REFUSED(rc, err, "the node manages it");
+        config_free(&cfg);
+    }
 
     int rc = PARSE(&cfg, err, "--llamacpp-args", "--x \"unbalanced");
     ASSERT_REFUSED(rc, err, "--llamacpp-args");
     ASSERT_REFUSED(rc, err, "unbalanced");
+    assert_null(strstr(err, "manages"));
     config_free(&cfg);
 
     rc = PARSE(&cfg, err, "--llamacpp-args", "'single");
