@@ -474,6 +474,12 @@ int models_init(models_t *ms, uv_loop_t *loop, const config_t *cfg, supervisor_t
     sv->on_ready = on_child_ready;
     sv->on_load_failed = on_child_load_failed;
     sv->on_stopped = on_child_stopped;
+    /* what the command line skipped (bad --models-dir entries), now that logging is set up */
+    for (const char *l = cfg->notes; l && *l;) {
+        size_t len = strcspn(l, "\n");
+        LOGW("models", "%.*s", (int)len, l);
+        l += len + (l[len] == '\n');
+    }
     for (size_t i = 0; i < cfg->n_models; i++) {
         int rc = add_entry(ms, &cfg->models[i], !cfg->models[i].from_dir, err, errlen);
         if (rc) return rc;
