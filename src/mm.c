@@ -7,19 +7,26 @@
 const char *mm_type_name(mm_type_t t)
 {
     switch (t) {
-    case MM_EMBEDDING: return "embedding";
-    case MM_RERANKING: return "reranking";
-    default: return "llm";
+    case MM_EMBEDDING:
+        return "embedding";
+    case MM_RERANKING:
+        return "reranking";
+    default:
+        return "llm";
     }
 }
 
 const char *mm_state_name(mm_state_t s)
 {
     switch (s) {
-    case MM_LOADING: return "loading";
-    case MM_LOADED: return "loaded";
-    case MM_UNLOADING: return "unloading";
-    default: return "unloaded";
+    case MM_LOADING:
+        return "loading";
+    case MM_LOADED:
+        return "loaded";
+    case MM_UNLOADING:
+        return "unloading";
+    default:
+        return "unloaded";
     }
 }
 
@@ -33,8 +40,7 @@ void mm_init(mm_t *mm, const unsigned max_loaded[MM_N_TYPES])
 mm_model_t *mm_find(mm_t *mm, const char *name)
 {
     for (size_t i = 0; i < mm->n_models; i++)
-        if (strcmp(mm->models[i].name, name) == 0)
-            return &mm->models[i];
+        if (strcmp(mm->models[i].name, name) == 0) return &mm->models[i];
     return NULL;
 }
 
@@ -65,8 +71,7 @@ static void push(mm_t *mm, mm_action_kind_t kind, mm_model_t *m, unsigned count,
 
 bool mm_next_action(mm_t *mm, mm_action_t *out)
 {
-    if (mm->act_len == 0)
-        return false;
+    if (mm->act_len == 0) return false;
     *out = mm->actions[mm->act_head];
     mm->act_head = (mm->act_head + 1) % MM_MAX_ACTIONS;
     mm->act_len--;
@@ -97,8 +102,7 @@ unsigned mm_count_loaded(const mm_t *mm, mm_type_t type)
 {
     unsigned n = 0;
     for (size_t i = 0; i < mm->n_models; i++)
-        if (mm->models[i].type == type && mm->models[i].state != MM_UNLOADED)
-            n++;
+        if (mm->models[i].type == type && mm->models[i].state != MM_UNLOADED) n++;
     return n;
 }
 
@@ -116,8 +120,7 @@ static void start_unload(mm_t *mm, mm_model_t *m)
 
 static void serve_waiters(mm_t *mm, mm_model_t *m, uint64_t now)
 {
-    if (m->waiters == 0)
-        return;
+    if (m->waiters == 0) return;
     m->in_flight += m->waiters;
     m->last_use = now;
     push(mm, MM_ACT_SERVE, m, m->waiters, 0);
@@ -126,8 +129,7 @@ static void serve_waiters(mm_t *mm, mm_model_t *m, uint64_t now)
 
 static void fail_waiters(mm_t *mm, mm_model_t *m, int status)
 {
-    if (m->waiters == 0)
-        return;
+    if (m->waiters == 0) return;
     push(mm, MM_ACT_FAIL, m, m->waiters, status);
     m->waiters = 0;
 }
@@ -138,18 +140,15 @@ static bool make_room(mm_t *mm, mm_model_t *m)
     bool ready = true;
     if (mm->drain_all) {
         for (size_t i = 0; i < mm->n_models; i++)
-            if (mm->models[i].state == MM_UNLOADING)
-                return false;
+            if (mm->models[i].state == MM_UNLOADING) return false;
         mm->drain_all = false;
     }
     /* A device that holds one model at a time: its holder goes, whatever its type. */
     if (m->device & MM_DEV_NPU) {
         for (size_t i = 0; i < mm->n_models; i++) {
             mm_model_t *x = &mm->models[i];
-            if (x == m || !(x->device & MM_DEV_NPU) || x->state == MM_UNLOADED)
-                continue;
-            if (idle(x))
-                start_unload(mm, x);
+            if (x == m || !(x->device & MM_DEV_NPU) || x->state == MM_UNLOADED) continue;
+            if (idle(x)) start_unload(mm, x);
             ready = false; /* wait for the unload (or for x to become idle) */
         }
     }
@@ -157,8 +156,7 @@ static bool make_room(mm_t *mm, mm_model_t *m)
     unsigned staying = 0, leaving = 0;
     for (size_t i = 0; i < mm->n_models; i++) {
         mm_model_t *x = &mm->models[i];
-        if (x == m || x->type != m->type || x->state == MM_UNLOADED)
-            continue;
+        if (x == m || x->type != m->type || x->state == MM_UNLOADED) continue;
         /* NPU holders leave before m loads (rule above), so they free their slot too */
         if (x->state == MM_UNLOADING || ((m->device & MM_DEV_NPU) && (x->device & MM_DEV_NPU)))
             leaving++;
@@ -169,14 +167,12 @@ static bool make_room(mm_t *mm, mm_model_t *m)
         mm_model_t *victim = NULL;
         for (size_t i = 0; i < mm->n_models; i++) {
             mm_model_t *x = &mm->models[i];
-            if (x == m || x->type != m->type || !idle(x))
-                continue;
+            if (x == m || x->type != m->type || !idle(x)) continue;
             if (!victim || x->last_use < victim->last_use ||
                 (x->last_use == victim->last_use && strcmp(x->name, victim->name) < 0))
                 victim = x;
         }
-        if (!victim)
-            return false; /* every candidate is busy: wait until one is idle */
+        if (!victim) return false; /* every candidate is busy: wait until one is idle */
         start_unload(mm, victim);
         staying--;
         leaving++;
@@ -193,8 +189,7 @@ static void step(mm_t *mm, uint64_t now)
                 start_unload(mm, x);
         }
         if (!mm->current) {
-            if (mm->qlen == 0)
-                return;
+            if (mm->qlen == 0) return;
             mm_model_t *m = mm->queue[0];
             dequeue(mm, m);
             mm->current = m;
@@ -209,8 +204,7 @@ static void step(mm_t *mm, uint64_t now)
         mm_model_t *m = mm->current;
         if (mm->current_started || m->state == MM_UNLOADING)
             return; /* a load in progress, or m itself still going away */
-        if (!make_room(mm, m))
-            return;
+        if (!make_room(mm, m)) return;
         m->state = MM_LOADING;
         m->last_use = now;
         mm->current_started = true;
@@ -227,31 +221,27 @@ mm_req_result_t mm_request_begin(mm_t *mm, mm_model_t *m, uint64_t now)
         return MM_SERVE_NOW;
     }
     m->waiters++;
-    if (m->state == MM_UNLOADED)
-        enqueue(mm, m);
+    if (m->state == MM_UNLOADED) enqueue(mm, m);
     step(mm, now);
     return MM_WAIT;
 }
 
 void mm_request_end(mm_t *mm, mm_model_t *m, uint64_t now)
 {
-    if (m->in_flight)
-        m->in_flight--;
+    if (m->in_flight) m->in_flight--;
     m->last_use = now;
     step(mm, now);
 }
 
 void mm_request_cancel(mm_t *mm, mm_model_t *m)
 {
-    if (m->waiters)
-        m->waiters--;
+    if (m->waiters) m->waiters--;
 }
 
 void mm_load(mm_t *mm, mm_model_t *m, uint64_t now)
 {
     if ((m->state == MM_LOADED || m->state == MM_LOADING) && !m->unload_pending) {
-        if (m->state == MM_LOADED)
-            m->last_use = now;
+        if (m->state == MM_LOADED) m->last_use = now;
         return; /* loaded or on its way: nothing to do */
     }
     if (m->state == MM_UNLOADED)
@@ -282,17 +272,15 @@ int mm_unload(mm_t *mm, mm_model_t *m, uint64_t now)
         fail_waiters(mm, m, 503);
         return 0;
     }
-    if (m->state != MM_LOADED && m->state != MM_LOADING)
-        return -ENOENT;
+    if (m->state != MM_LOADED && m->state != MM_LOADING) return -ENOENT;
     m->unload_pending = true;
     step(mm, now);
     return 0;
 }
 
-void mm_load_done(mm_t *mm, mm_model_t *m, bool ok, bool file_missing, uint64_t now)
+void mm_load_done(mm_t *mm, mm_model_t *m, bool ok, mm_fail_t why, uint64_t now)
 {
-    if (mm->current != m || m->state != MM_LOADING)
-        return; /* stale report */
+    if (mm->current != m || m->state != MM_LOADING) return; /* stale report */
     mm->current_started = false;
     if (ok) {
         m->state = MM_LOADED;
@@ -304,16 +292,15 @@ void mm_load_done(mm_t *mm, mm_model_t *m, bool ok, bool file_missing, uint64_t 
         return;
     }
     m->state = MM_UNLOADED;
-    if (file_missing) {
-        fail_waiters(mm, m, 404);
+    if (why == MM_FAIL_MISSING || why == MM_FAIL_FINAL) {
+        fail_waiters(mm, m, why == MM_FAIL_MISSING ? 404 : 500);
         m->unload_pending = m->reload = false;
         mm->current = NULL;
     } else if (m->attempt == 0) {
         /* The nuclear option: free everything that can be freed, then try once more. */
         m->attempt = 1;
         for (size_t i = 0; i < mm->n_models; i++)
-            if (idle(&mm->models[i]))
-                start_unload(mm, &mm->models[i]);
+            if (idle(&mm->models[i])) start_unload(mm, &mm->models[i]);
         mm->drain_all = true;
     } else {
         fail_waiters(mm, m, 500);
@@ -325,8 +312,7 @@ void mm_load_done(mm_t *mm, mm_model_t *m, bool ok, bool file_missing, uint64_t 
 
 void mm_unload_done(mm_t *mm, mm_model_t *m, uint64_t now)
 {
-    if (m->state != MM_UNLOADING)
-        return;
+    if (m->state != MM_UNLOADING) return;
     m->state = MM_UNLOADED;
     m->in_flight = 0;
     if (m->waiters || m->reload) {

@@ -18,7 +18,9 @@
  *  - requests waiting for a load count as in flight the moment it completes, so a model
  *    auto-loaded for a request serves it before it can be evicted;
  *  - a load that fails evicts every loaded idle model and is retried once — unless the file does
- *    not exist, which evicts nothing and fails the waiting requests with "not found";
+ *    not exist, which evicts nothing and fails the waiting requests with "not found", or the
+ *    failure is one a retry cannot fix (an unusable file, refused arguments), which evicts
+ *    nothing and fails them at once;
  *  - a device that holds one model at a time (npu) evicts its holder whatever its type;
  *  - an explicit unload waits for in-flight requests to end; requests arriving meanwhile wait
  *    for a reload. Unloading a model that is only queued drops the load and fails its waiting
@@ -40,7 +42,7 @@ enum { MM_DEV_CPU = 1, MM_DEV_GPU = 2, MM_DEV_NPU = 4 };
 
 typedef enum {
     MM_UNLOADED = 0,
-    MM_LOADING,   /* the driver is starting it */
+    MM_LOADING, /* the driver is starting it */
     MM_LOADED,
     MM_UNLOADING, /* the driver is stopping it */
 } mm_state_t;
@@ -48,9 +50,9 @@ typedef enum {
 typedef struct {
     char name[MM_NAME_MAX];
     mm_type_t type;
-    unsigned device;     /* MM_DEV_* bits */
+    unsigned device; /* MM_DEV_* bits */
     mm_state_t state;
-    uint64_t last_use;   /* caller's clock (ms) */
+    uint64_t last_use; /* caller's clock (ms) */
     uint64_t loaded_at;
     unsigned in_flight;  /* requests being served */
     unsigned waiters;    /* requests waiting for this model to load */
@@ -112,8 +114,15 @@ void mm_reload(mm_t *mm, mm_model_t *m, uint64_t now);
 /* Explicit unload (API). Returns -ENOENT if m is not loaded or loading. */
 int mm_unload(mm_t *mm, mm_model_t *m, uint64_t now);
 
-/* Driver reports. file_missing: the model file does not exist. */
-void mm_load_done(mm_t *mm, mm_model_t *m, bool ok, bool file_missing, uint64_t now);
+/* Why a load failed, as far as the driver can tell. */
+typedef enum {
+    MM_FAIL_RETRY = 0, /* unknown (maybe memory): evict every idle model, retry once */
+    MM_FAIL_MISSING,   /* the model file does not exist: 404 */
+    MM_FAIL_FINAL,     /* a retry cannot fix it (unusable file, refused arguments): 500 now */
+} mm_fail_t;
+
+/* Driver reports. why is ignored when ok. */
+void mm_load_done(mm_t *mm, mm_model_t *m, bool ok, mm_fail_t why, uint64_t now);
 void mm_unload_done(mm_t *mm, mm_model_t *m, uint64_t now);
 
 /* Next action to execute, or false when there is none. */

@@ -122,10 +122,12 @@ static httpd_req_t *unpark(model_entry_t *e, int kind)
 
 /* ---- serving ---- */
 
-typedef struct {
+struct flight {
     models_t *ms;
     model_entry_t *e;
-} flight_t;
+    proxy_t *proxy; /* valid until on_flight_done */
+    flight_t *next;
+};
 
 static char *extract_object(const char *tail, size_t len, const char *key)
 {
@@ -152,6 +154,13 @@ static void on_flight_done(void *data, bool ok, int status, const char *tail, si
 {
     flight_t *f = data;
     models_t *ms = f->ms;
+    for (flight_t **pp = &f->e->flights; *pp; pp = &(*pp)->next) {
+        if (*pp == f) {
+            *pp = f->next;
+            break;
+        }
+    }
+    if (f->e->child->in_flight) f->e->child->in_flight--;
     if (ok && status == 200) {
         char *t = extract_object(tail, len, "timings");
         if (t) {
@@ -172,12 +181,13 @@ static void dispatch(models_t *ms, model_entry_t *e, httpd_req_t *req)
 {
     if (e->child->state != CHILD_READY) {
         httpd_respond_error(req, 503, "unavailable", "model_unavailable",
-                            "model '%s' is restarting after its server exited; retry shortly",
+                            "model '%s' is restarting (its server exited or stopped "
+                            "responding); retry shortly",
                             e->mm->name);
         mm_request_end(&ms->mm, e->mm, now_ms(ms));
         return;
     }
-    flight_t *f = malloc(sizeof *f);
+    flight_t *f = calloc(1, sizeof *f);
     if (!f) {
         httpd_respond_error(req, 500, "server_error", "out_of_memory", "out of memory");
         mm_request_end(&ms->mm, e->mm, now_ms(ms));
@@ -185,12 +195,68 @@ static void dispatch(models_t *ms, model_entry_t *e, httpd_req_t *req)
     }
     f->ms = ms;
     f->e = e;
+    f->next = e->flights;
+    e->flights = f;
+    e->child->in_flight++; /* the supervisor watches a busy child for progress */
+    proxy_t *h = NULL;
     proxy_opts_t po = {
         .strip_authorization = ms->cfg->api_key != NULL,
         .on_done = on_flight_done,
         .data = f,
+        .handle = &h,
     };
-    proxy_forward(ms->loop, req, e->child->port, &po); /* on failure on_done already ran */
+    int rc = proxy_forward(ms->loop, req, e->child->port, &po);
+    if (rc == 0)
+        f->proxy = h;
+    else if (!h) /* not even started (the client has its 500): on_done did not run */
+        on_flight_done(f, false, 500, NULL, 0);
+    /* else: it failed after starting, and on_done already ran */
+}
+
+/* The model's server stopped responding and was killed: its requests get a 503 now instead of
+ * waiting for the upstream timeout. */
+static void on_child_wedged(supervisor_t *sv, sv_child_t *c)
+{
+    models_t *ms = sv->data;
+    if (c->kind != SV_KIND_LLAMA) return;
+    model_entry_t *e = models_find(ms, c->name);
+    if (!e) return;
+    char why[256];
+    snprintf(why, sizeof why,
+             "model '%s' stopped responding; its server is being restarted, retry shortly",
+             e->mm->name);
+    while (e->flights) {
+        flight_t *f = e->flights;
+        proxy_cancel(f->proxy, 503, "model_unavailable", why); /* on_flight_done unlinks f */
+        if (e->flights == f) e->flights = f->next;             /* defensive: never loop forever */
+    }
+}
+
+/* The file of e is unusable until it changes (id: what was checked). */
+static void remember_bad(model_entry_t *e, const file_id_t *id, const char *reason)
+{
+    e->bad = true;
+    e->bad_id = *id;
+    snprintf(e->bad_reason, sizeof e->bad_reason, "%s", reason);
+}
+
+/* Known to be unusable, and unchanged since: fail at once, evict nothing. */
+static bool known_bad(models_t *ms, model_entry_t *e)
+{
+    if (!e->bad) return false;
+    file_id_t now;
+    if (file_id_of(e->path, &now) == 0 && file_id_same(&now, &e->bad_id)) return true;
+    LOGI("models", "%s changed since it failed to load; trying it again", e->path);
+    e->bad = false;
+    return false;
+}
+
+static void respond_bad(model_entry_t *e, httpd_req_t *req)
+{
+    httpd_respond_error(req, 500, "server_error", "model_file_invalid",
+                        "model '%s' cannot be loaded: %s (file %s; it is tried again once the "
+                        "file changes)",
+                        e->mm->name, e->bad_reason, e->path);
 }
 
 /* A model whose file is gone answers 404 before anything is evicted for it. */
@@ -205,6 +271,10 @@ void models_route(models_t *ms, model_entry_t *e, httpd_req_t *req)
     if (file_missing(e)) {
         httpd_respond_error(req, 404, "invalid_request_error", "model_file_not_found",
                             "model '%s': file %s not found", e->mm->name, e->path);
+        return;
+    }
+    if (e->mm->state == MM_UNLOADED && known_bad(ms, e)) {
+        respond_bad(e, req);
         return;
     }
     mm_req_result_t r = mm_request_begin(&ms->mm, e->mm, now_ms(ms));
@@ -254,15 +324,17 @@ static void preload_settled(models_t *ms, model_entry_t *e)
     }
 }
 
-static void load_result(models_t *ms, model_entry_t *e, bool ok)
+/* The outcome of e's load (ok, or failed for reason why). */
+static void load_result(models_t *ms, model_entry_t *e, bool ok, mm_fail_t why)
 {
     mm_model_t *m = e->mm;
     uint64_t now = now_ms(ms);
-    bool missing = !ok && e->child->missing_file;
-    if (!ok && !missing)
+    if (!ok && why != MM_FAIL_MISSING)
         LOGW("models", "loading %s failed: %s%s", m->name, e->child->last_error,
-             m->attempt == 0 ? "; unloading every idle model and retrying once" : "");
-    mm_load_done(&ms->mm, m, ok, missing, now);
+             why == MM_FAIL_FINAL ? " (a retry cannot fix this: nothing is unloaded for it)"
+             : m->attempt == 0    ? "; unloading every idle model and retrying once"
+                                  : "");
+    mm_load_done(&ms->mm, m, ok, why, now);
     ms->state_changed = true;
     bool final = ms->mm.current != m;
     if (ok) {
@@ -271,10 +343,71 @@ static void load_result(models_t *ms, model_entry_t *e, bool ok)
         answer_load_waiters(ms, e, 200);
         preload_settled(ms, e);
     } else if (final) {
-        answer_load_waiters(ms, e, missing ? 404 : 500);
+        answer_load_waiters(ms, e, why == MM_FAIL_MISSING ? 404 : 500);
         preload_settled(ms, e);
     }
     run_actions(ms);
+}
+
+/* ---- the load decision: MM_ACT_LOAD starts here ----
+ * 1. check the file off the loop (model_file.h): missing → 404, unusable → fail at once and
+ *    remember it; 2. start llama-server with the model's options and a load timeout scaled by
+ *    its size; 3. the supervisor reports ready (on_child_ready) or failed (on_child_load_failed),
+ *    and load_result tells mm how retryable the failure is. */
+
+static void load_spawn(models_t *ms, model_entry_t *e);
+static int set_child_options(model_entry_t *e);
+
+static void on_file_checked(void *data, int rc, const file_id_t *id, const char *why)
+{
+    model_entry_t *e = data;
+    models_t *ms = e->ms;
+    if (e->mm->state != MM_LOADING) return; /* cannot happen: loads end only through here */
+    if (rc == -ENOENT) {
+        e->child->missing_file = true;
+        snprintf(e->child->last_error, sizeof e->child->last_error, "model file %s: %s", e->path,
+                 strerror(ENOENT));
+        load_result(ms, e, false, MM_FAIL_MISSING);
+        return;
+    }
+    if (rc == -ECANCELED || rc == -ENOMEM) {
+        snprintf(e->child->last_error, sizeof e->child->last_error, "%s", strerror(-rc));
+        load_result(ms, e, false, MM_FAIL_RETRY);
+        return;
+    }
+    if (rc) {
+        snprintf(e->child->last_error, sizeof e->child->last_error, "%s", why);
+        remember_bad(e, id, why);
+        load_result(ms, e, false, MM_FAIL_FINAL);
+        return;
+    }
+    e->checked = *id;
+    e->size = id->size;
+    load_spawn(ms, e);
+}
+
+static void load_begin(models_t *ms, model_entry_t *e)
+{
+    ms->state_changed = true;
+    e->child->missing_file = false;
+    e->child->last_error[0] = '\0';
+    LOGI("models", "loading %s (%s)", e->mm->name, mm_type_name(e->mm->type));
+    int rc = model_file_check_async(ms->loop, e->path, on_file_checked, e);
+    if (rc) {
+        snprintf(e->child->last_error, sizeof e->child->last_error, "%s", strerror(-rc));
+        load_result(ms, e, false, MM_FAIL_RETRY);
+    }
+}
+
+static void load_spawn(models_t *ms, model_entry_t *e)
+{
+    e->child->load_timeout_ms = sv_default_load_timeout_ms(e->size);
+    if (set_child_options(e) != 0 || sv_start(e->child) != 0) {
+        if (!e->child->last_error[0])
+            snprintf(e->child->last_error, sizeof e->child->last_error,
+                     "could not start llama-server");
+        load_result(ms, e, false, e->child->missing_file ? MM_FAIL_MISSING : MM_FAIL_RETRY);
+    }
 }
 
 static void on_child_ready(supervisor_t *sv, sv_child_t *c)
@@ -282,7 +415,7 @@ static void on_child_ready(supervisor_t *sv, sv_child_t *c)
     models_t *ms = sv->data;
     if (c->kind != SV_KIND_LLAMA) return;
     model_entry_t *e = models_find(ms, c->name);
-    if (e && e->mm->state == MM_LOADING) load_result(ms, e, true);
+    if (e && e->mm->state == MM_LOADING) load_result(ms, e, true, MM_FAIL_RETRY);
 }
 
 static void on_child_load_failed(supervisor_t *sv, sv_child_t *c)
@@ -290,7 +423,26 @@ static void on_child_load_failed(supervisor_t *sv, sv_child_t *c)
     models_t *ms = sv->data;
     if (c->kind != SV_KIND_LLAMA) return;
     model_entry_t *e = models_find(ms, c->name);
-    if (e && e->mm->state == MM_LOADING) load_result(ms, e, false);
+    if (!e) return;
+    if (e->mm->state == MM_LOADED) {
+        /* a restart (after a crash or a hang) failed: give the slot back; the next request
+         * loads it afresh */
+        LOGW("models", "model %s could not be restarted (%s); unloading it", e->mm->name,
+             c->last_error);
+        if (mm_unload(&ms->mm, e->mm, now_ms(ms)) == 0) run_actions(ms);
+        return;
+    }
+    if (e->mm->state != MM_LOADING) return;
+    mm_fail_t why = MM_FAIL_RETRY;
+    if (c->missing_file) {
+        why = MM_FAIL_MISSING;
+    } else if (c->fail_kind == CHILD_FAIL_FILE) {
+        why = MM_FAIL_FINAL;
+        remember_bad(e, &e->checked, c->last_error);
+    } else if (c->fail_kind == CHILD_FAIL_ARGS) {
+        why = MM_FAIL_FINAL; /* its options are wrong: not remembered, new options may fix it */
+    }
+    load_result(ms, e, false, why);
 }
 
 static void on_child_stopped(supervisor_t *sv, sv_child_t *c)
@@ -365,14 +517,7 @@ static void run_actions(models_t *ms)
             httpd_req_t *req;
             switch (a.kind) {
             case MM_ACT_LOAD:
-                ms->state_changed = true;
-                LOGI("models", "loading %s (%s)", a.model->name, mm_type_name(a.model->type));
-                if (set_child_options(e) != 0 || sv_start(e->child) != 0) {
-                    if (!e->child->last_error[0])
-                        snprintf(e->child->last_error, sizeof e->child->last_error,
-                                 "could not start llama-server");
-                    load_result(ms, e, false);
-                }
+                load_begin(ms, e);
                 break;
             case MM_ACT_UNLOAD:
                 ms->state_changed = true;
@@ -443,6 +588,7 @@ static int add_entry(models_t *ms, const config_model_t *cm, bool preload, char 
         return -EEXIST;
     }
     e->mm->data = e;
+    e->ms = ms;
     e->path = strdup(cm->path);
     e->size = size;
     e->n_layers = grc == 0 ? gi.block_count : 0;
@@ -474,6 +620,7 @@ int models_init(models_t *ms, uv_loop_t *loop, const config_t *cfg, supervisor_t
     sv->on_ready = on_child_ready;
     sv->on_load_failed = on_child_load_failed;
     sv->on_stopped = on_child_stopped;
+    sv->on_wedged = on_child_wedged;
     /* what the command line skipped (bad --models-dir entries), now that logging is set up */
     for (const char *l = cfg->notes; l && *l;) {
         size_t len = strcspn(l, "\n");
@@ -625,6 +772,10 @@ static void api_load(models_t *ms, httpd_req_t *req)
     if (file_missing(e)) {
         httpd_respond_error(req, 404, "invalid_request_error", "model_file_not_found",
                             "model '%s': file %s not found", e->mm->name, e->path);
+        goto out;
+    }
+    if (e->mm->state == MM_UNLOADED && known_bad(ms, e)) {
+        respond_bad(e, req);
         goto out;
     }
     if (ctx != -1 && (ctx < 1 || ctx > (1 << 24))) {

@@ -503,10 +503,9 @@ static void test_llamacpp_args(void **state)
     config_free(&cfg);
     /* ...but not with what the node manages: "--port 1" used to leave the model loading
      * forever (the node polled the port it chose, llama-server listened on port 1) */
-    static const char *const managed[] = {"--port 1", "--port=1", "--host 0.0.0.0", "-m x.gguf",
-                                          "-t 2 --alias x", "--api-key k"};
-    static const char *const named[] = {"--port", "--port", "--host", "-m", "--alias",
-                                        "--api-key"};
+    static const char *const managed[] = {"--port 1",  "--port=1",       "--host 0.0.0.0",
+                                          "-m x.gguf", "-t 2 --alias x", "--api-key k"};
+    static const char *const named[] = {"--port", "--port", "--host", "-m", "--alias", "--api-key"};
     for (size_t i = 0; i < sizeof managed / sizeof managed[0]; i++) {
         int rc = PARSE(&cfg, err, "--llamacpp-args", managed[i]);
         ASSERT_REFUSED(rc, err, named[i]);
@@ -1023,10 +1022,8 @@ static void test_models_dir_bad_entries_skipped(void **state)
     static const struct {
         const char *name, *why;
     } bad[] = {
-        {"dangling.gguf", "dangling symlink"},
-        {"zero.gguf", "symlink to a character device"},
-        {"dir.gguf", "a directory"},
-        {"fifo.gguf", "a FIFO"},
+        {"dangling.gguf", "dangling symlink"}, {"zero.gguf", "symlink to a character device"},
+        {"dir.gguf", "a directory"},           {"fifo.gguf", "a FIFO"},
         {"loop.gguf", "symlink loop"},
     };
     snprintf(p, sizeof p, "%s/dangling.gguf", t.dir);
