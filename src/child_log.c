@@ -59,6 +59,16 @@ child_fail_t child_log_classify(const char *const *lines, size_t n, char *reason
                  {CHILD_FAIL_OTHER, ERROR_PATS}};
     if (len) reason[0] = '\0';
     for (size_t k = 0; k < sizeof order / sizeof order[0]; k++) {
+        if (order[k].kind == CHILD_FAIL_OTHER) {
+            /* the first line llama.cpp logged at error level ("0.00.028.079 E ...") */
+            for (size_t i = 0; i < n; i++) {
+                const char *l = lines[i] ? child_log_strip(lines[i]) : NULL;
+                if (l && l != lines[i] && l[-2] == 'E' && l[-3] == ' ') {
+                    if (len) snprintf(reason, len, "%s", l);
+                    return CHILD_FAIL_OTHER;
+                }
+            }
+        }
         /* the first such line is the cause; later ones are its consequences */
         for (size_t i = 0; i < n; i++) {
             if (!lines[i] || !has_any(lines[i], order[k].pats)) continue;

@@ -254,8 +254,8 @@ static bool known_bad(models_t *ms, model_entry_t *e)
 static void respond_bad(model_entry_t *e, httpd_req_t *req)
 {
     httpd_respond_error(req, 500, "server_error", "model_file_invalid",
-                        "model '%s' cannot be loaded: %s (file %s; it is tried again once the "
-                        "file changes)",
+                        "model '%s' failed to load: %s (file %s is unusable; it is tried again "
+                        "once it changes)",
                         e->mm->name, e->bad_reason, e->path);
 }
 
