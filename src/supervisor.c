@@ -103,7 +103,6 @@ int sv_init(supervisor_t *sv, uv_loop_t *loop, const char *llama_server, bool ve
     sv->health_interval_ms = env_ms("MESH_LLM_HEALTH_INTERVAL_MS", 5000);
     sv->health_timeout_ms = env_ms("MESH_LLM_HEALTH_TIMEOUT_MS", 5000);
     sv->hang_ms = env_ms("MESH_LLM_HANG_TIMEOUT_MS", 30000);
-    sv->stall_ms = env_ms("MESH_LLM_STALL_TIMEOUT_MS", 300000);
     sv->load_timeout_ms = env_ms("MESH_LLM_LOAD_TIMEOUT_MS", 0);
     uv_timer_init(loop, &sv->kill_timer);
     sv->kill_timer.data = sv;

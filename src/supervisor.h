@@ -105,10 +105,9 @@ struct supervisor {
     /* liveness (MESH_LLM_* environment variables, read by sv_init) */
     uint64_t health_interval_ms; /* /health of a ready child every ... (default 5 s) */
     uint64_t health_timeout_ms;  /* ... answered within (default 5 s) */
-    uint64_t hang_ms;            /* no answer for this long: wedged (default 30 s) */
-    uint64_t stall_ms;           /* busy with no CPU progress for this long: wedged (5 min) */
-    uint64_t load_timeout_ms;    /* MESH_LLM_LOAD_TIMEOUT_MS: every load; 0 = per child */
-    sv_probe_t *probes;          /* health checks in flight */
+    uint64_t hang_ms; /* no answer (and, if busy, no CPU progress) this long: wedged (30 s) */
+    uint64_t load_timeout_ms; /* MESH_LLM_LOAD_TIMEOUT_MS: every load; 0 = per child */
+    sv_probe_t *probes;       /* health checks in flight */
 };
 
 /* Find llama-server: bin_dir, $MESH_LLM_BIN_DIR, PATH, then the build cache. Returns a malloc'd

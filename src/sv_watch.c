@@ -2,9 +2,9 @@
  * liveness while it is ready: a /health probe every health_interval_ms, answered within
  * health_timeout_ms. A ready child is wedged (killed, then restarted with backoff) when
  *  - idle: /health went unanswered for hang_ms;
- *  - busy: /health went unanswered and its CPU time did not advance for hang_ms, or its CPU time
- *    did not advance for stall_ms whatever /health says (its HTTP threads answer while the
- *    inference loop may be stuck).
+ *  - busy (requests in flight): /health went unanswered and its CPU time did not advance for
+ *    hang_ms. The progress check spares a child whose HTTP threads are merely slow while it
+ *    computes; a child blocked on a slow client still answers /health and is spared too.
  * A /health 200 counts only from the process that holds the port: another process may have
  * taken a port the node picked before the child could bind it. */
 #include <signal.h>
@@ -226,13 +226,14 @@ void svw_spawned(sv_child_t *c)
 
 /* ---- liveness ---- */
 
-static void wedge(sv_child_t *c, uint64_t now, bool stalled)
+static void wedge(sv_child_t *c, uint64_t now, bool busy)
 {
     supervisor_t *sv = c->sv;
-    uint64_t quiet = now - (stalled ? c->progress_ms : c->last_alive_ms);
-    LOGE("supervisor", "%s (pid %d) stopped responding (%s for %.1f s); killing it",
-         sv_prog_name(c), c->pid, stalled ? "busy without progress" : "no answer to /health",
-         (double)quiet / 1000.0);
+    LOGE("supervisor",
+         "%s (pid %d) stopped responding (no answer to /health for %.1f s%s); "
+         "killing it",
+         sv_prog_name(c), c->pid, (double)(now - c->last_alive_ms) / 1000.0,
+         busy ? ", no CPU progress on its requests" : "");
     c->wedged = true;
     uv_timer_stop(&c->watch);
     uv_process_kill(&c->proc, SIGKILL); /* the exit restarts it with backoff */
@@ -255,8 +256,8 @@ static void on_watch_tick(uv_timer_t *t)
     }
     bool unanswered = now - c->last_alive_ms >= sv->hang_ms;
     bool no_progress = now - c->progress_ms >= sv->hang_ms;
-    if (busy ? (unanswered && no_progress) || now - c->progress_ms >= sv->stall_ms : unanswered) {
-        wedge(c, now, busy && !unanswered);
+    if (unanswered && (!busy || no_progress)) {
+        wedge(c, now, busy);
         return;
     }
     if (!c->probing) probe(c, true);

@@ -92,7 +92,8 @@ static void test_classify(void **state)
         char reason[512];
         child_fail_t k = child_log_classify(CASES[i].lines, n, reason, sizeof reason);
         if (k != CASES[i].kind)
-            fail_msg("case %zu: %s, want %s", i, child_fail_name(k), child_fail_name(CASES[i].kind));
+            fail_msg("case %zu: %s, want %s", i, child_fail_name(k),
+                     child_fail_name(CASES[i].kind));
         if (strcmp(reason, CASES[i].reason) != 0)
             fail_msg("case %zu: reason '%s', want '%s'", i, reason, CASES[i].reason);
     }
@@ -238,9 +239,9 @@ static void test_check_file(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_classify),          cmocka_unit_test(test_strip),
-        cmocka_unit_test(test_parse_stat),        cmocka_unit_test(test_parse_listen_inode),
-        cmocka_unit_test(test_port_held_by),      cmocka_unit_test(test_header),
+        cmocka_unit_test(test_classify),     cmocka_unit_test(test_strip),
+        cmocka_unit_test(test_parse_stat),   cmocka_unit_test(test_parse_listen_inode),
+        cmocka_unit_test(test_port_held_by), cmocka_unit_test(test_header),
         cmocka_unit_test(test_check_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
