@@ -398,12 +398,14 @@ static void describe_failure(sv_child_t *c, const char *why)
         /* its last lines show how far it got */
         int at = snprintf(c->last_error, sizeof c->last_error,
                           "%s did not become ready within %.1f s (MESH_LLM_LOAD_TIMEOUT_MS)", prog,
-                          (double)(uv_now(c->sv->loop) - c->spawned_ms) / 1000.0);
+                          (double)svw_load_limit(c) / 1000.0);
         for (size_t i = n > 2 ? n - 2 : 0; i < n && at > 0 && (size_t)at < sizeof c->last_error;
              i++)
             at += snprintf(c->last_error + at, sizeof c->last_error - (size_t)at, "%s%s",
                            i == (n > 2 ? n - 2 : 0) ? "; its last lines: " : " | ",
                            child_log_strip(lines[i]));
+        if (n == 0 && at > 0 && (size_t)at < sizeof c->last_error)
+            snprintf(c->last_error + at, sizeof c->last_error - (size_t)at, "; it printed nothing");
         c->fail_kind = CHILD_FAIL_OTHER;
     } else if (reason[0]) {
         snprintf(c->last_error, sizeof c->last_error, "%s", reason);
@@ -423,6 +425,7 @@ static void on_postmortem(uv_timer_t *t)
     describe_failure(c, why);
     if (c->out_open && !uv_is_closing((uv_handle_t *)&c->out))
         uv_close((uv_handle_t *)&c->out, on_out_closed);
+    if (c->fail_kind != CHILD_FAIL_PORT) c->port_losses = 0;
     if (load_failed && c->fail_kind == CHILD_FAIL_PORT && c->port_losses < MAX_PORT_LOSSES) {
         /* another process took the port between free_port() and the child's bind: a race, not
          * a failed load. Start again on a new port, without backoff. */

@@ -15,6 +15,8 @@ const char *sv_prog_name(const sv_child_t *c);
 void svw_init(sv_child_t *c);
 /* A child was spawned: poll /health until it answers, kill it at the load deadline. */
 void svw_spawned(sv_child_t *c);
+/* How long a start of c may take (MESH_LLM_LOAD_TIMEOUT_MS, else c's, else the default). */
+uint64_t svw_load_limit(const sv_child_t *c);
 /* Check /health right away (llama-server logged that it listens). */
 void svw_check_now(sv_child_t *c);
 /* The child exited or is being stopped: no more deadline or liveness ticks. */

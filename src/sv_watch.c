@@ -213,14 +213,16 @@ static void on_load_deadline(uv_timer_t *t)
     uv_process_kill(&c->proc, SIGKILL); /* the exit reports the failed load */
 }
 
+uint64_t svw_load_limit(const sv_child_t *c)
+{
+    if (c->sv->load_timeout_ms) return c->sv->load_timeout_ms;
+    return c->load_timeout_ms ? c->load_timeout_ms : sv_default_load_timeout_ms(0);
+}
+
 void svw_spawned(sv_child_t *c)
 {
-    supervisor_t *sv = c->sv;
     c->timed_out = c->wedged = c->probing = c->port_warned = false;
-    uint64_t limit = sv->load_timeout_ms  ? sv->load_timeout_ms
-                     : c->load_timeout_ms ? c->load_timeout_ms
-                                          : sv_default_load_timeout_ms(0);
-    uv_timer_start(&c->watch, on_load_deadline, limit, 0);
+    uv_timer_start(&c->watch, on_load_deadline, svw_load_limit(c), 0);
     schedule_health(c);
 }
 
