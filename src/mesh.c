@@ -386,9 +386,12 @@ static void in_data(tp_stream_t *s, const uint8_t *p, size_t n)
             json_decref(f);
             return;
         } else if (type == WIRE_TUNNEL_RPC && m->o.rpc_port && !m->stopping) {
+            /* only the host of a plan this node works for reaches its rpc-server */
+            const char *model = json_string_value(json_object_get(f, "model"));
+            int port = m->o.rpc_port(m->o.data, x->from, model ? model : "");
             wire_reader_free(&x->rd);
             free(x);
-            tunnel_rpc_serve(m->loop, s, f, p, n, m->o.rpc_port(m->o.data));
+            tunnel_rpc_serve(m->loop, s, f, p, n, port);
             json_decref(f);
             return;
         } else {

@@ -37,6 +37,38 @@ void mm_init(mm_t *mm, const unsigned max_loaded[MM_N_TYPES])
         mm->max_loaded[t] = max_loaded && max_loaded[t] ? max_loaded[t] : 1;
 }
 
+void mm_set_ledger(mm_t *mm, ledger_t *l)
+{
+    mm->ledger = l;
+}
+
+void mm_set_bytes(mm_model_t *m, uint64_t bytes)
+{
+    m->bytes = bytes;
+}
+
+/* What models may use: the offer minus what worker shards hold. */
+static uint64_t model_budget(const mm_t *mm)
+{
+    uint64_t w = ledger_held_kind(mm->ledger, LEDGER_WORKER);
+    return mm->ledger->offered > w ? mm->ledger->offered - w : 0;
+}
+
+bool mm_can_fit(const mm_t *mm, const mm_model_t *m)
+{
+    return !mm->ledger || !m->bytes || m->bytes <= model_budget(mm);
+}
+
+static void hold(mm_t *mm, mm_model_t *m, bool loading)
+{
+    if (mm->ledger && m->bytes) ledger_set(mm->ledger, m->name, LEDGER_MODEL, m->bytes, loading);
+}
+
+static void release(mm_t *mm, mm_model_t *m)
+{
+    if (mm->ledger) ledger_clear(mm->ledger, m->name, LEDGER_MODEL);
+}
+
 mm_model_t *mm_find(mm_t *mm, const char *name)
 {
     for (size_t i = 0; i < mm->n_models; i++)
@@ -57,7 +89,8 @@ mm_model_t *mm_add(mm_t *mm, const char *name, mm_type_t type, unsigned device)
     return m;
 }
 
-static void push(mm_t *mm, mm_action_kind_t kind, mm_model_t *m, unsigned count, int status)
+static void push_r(mm_t *mm, mm_action_kind_t kind, mm_model_t *m, unsigned count, int status,
+                   mm_fail_reason_t reason)
 {
     if (mm->act_len >= MM_MAX_ACTIONS)
         return; /* cannot happen: at most a few actions per model per event */
@@ -66,7 +99,13 @@ static void push(mm_t *mm, mm_action_kind_t kind, mm_model_t *m, unsigned count,
     a->model = m;
     a->count = count;
     a->status = status;
+    a->reason = reason;
     mm->act_len++;
+}
+
+static void push(mm_t *mm, mm_action_kind_t kind, mm_model_t *m, unsigned count, int status)
+{
+    push_r(mm, kind, m, count, status, MM_FAIL_LOAD);
 }
 
 bool mm_next_action(mm_t *mm, mm_action_t *out)
@@ -132,6 +171,39 @@ static void fail_waiters(mm_t *mm, mm_model_t *m, int status)
     if (m->waiters == 0) return;
     push(mm, MM_ACT_FAIL, m, m->waiters, status);
     m->waiters = 0;
+}
+
+/* Memory for m: idle models of any type leave, least recently used first, until m fits with
+ * what stays; busy ones are waited for. 1: fits now, 0: wait, -1: can never fit. */
+static int make_memory(mm_t *mm, mm_model_t *m)
+{
+    if (!mm->ledger || !m->bytes) return 1;
+    uint64_t budget = model_budget(mm);
+    if (m->bytes > budget) return -1;
+    uint64_t staying = 0, leaving = 0;
+    for (size_t i = 0; i < mm->n_models; i++) {
+        mm_model_t *x = &mm->models[i];
+        if (x == m || x->state == MM_UNLOADED) continue;
+        if (x->state == MM_UNLOADING)
+            leaving += x->bytes;
+        else
+            staying += x->bytes;
+    }
+    while (staying > budget - m->bytes) {
+        mm_model_t *victim = NULL;
+        for (size_t i = 0; i < mm->n_models; i++) {
+            mm_model_t *x = &mm->models[i];
+            if (x == m || !idle(x) || !x->bytes) continue;
+            if (!victim || x->last_use < victim->last_use ||
+                (x->last_use == victim->last_use && strcmp(x->name, victim->name) < 0))
+                victim = x;
+        }
+        if (!victim) return 0; /* the rest is busy: wait until a model becomes idle */
+        start_unload(mm, victim);
+        staying -= victim->bytes;
+        leaving += victim->bytes;
+    }
+    return leaving ? 0 : 1;
 }
 
 /* Make room for mm->current. Returns true when the load may start now. */
@@ -204,8 +276,17 @@ static void step(mm_t *mm, uint64_t now)
         mm_model_t *m = mm->current;
         if (mm->current_started || m->state == MM_UNLOADING)
             return; /* a load in progress, or m itself still going away */
-        if (!make_room(mm, m)) return;
+        if (!mm_can_fit(mm, m)) {
+            /* never fits here: fail now rather than evict models for nothing */
+            push_r(mm, MM_ACT_FAIL, m, m->waiters, 503, MM_FAIL_MEMORY);
+            m->waiters = 0;
+            m->unload_pending = m->reload = false;
+            mm->current = NULL;
+            continue;
+        }
+        if (!make_room(mm, m) || make_memory(mm, m) != 1) return;
         m->state = MM_LOADING;
+        hold(mm, m, true);
         m->last_use = now;
         mm->current_started = true;
         push(mm, MM_ACT_LOAD, m, 0, 0);
@@ -278,11 +359,12 @@ int mm_unload(mm_t *mm, mm_model_t *m, uint64_t now)
     return 0;
 }
 
-void mm_load_done(mm_t *mm, mm_model_t *m, bool ok, mm_fail_t why, uint64_t now)
+void mm_load_done(mm_t *mm, mm_model_t *m, bool ok, mm_load_err_t why, uint64_t now)
 {
     if (mm->current != m || m->state != MM_LOADING) return; /* stale report */
     mm->current_started = false;
     if (ok) {
+        hold(mm, m, false);
         m->state = MM_LOADED;
         m->last_use = now;
         m->loaded_at = now;
@@ -292,8 +374,9 @@ void mm_load_done(mm_t *mm, mm_model_t *m, bool ok, mm_fail_t why, uint64_t now)
         return;
     }
     m->state = MM_UNLOADED;
-    if (why == MM_FAIL_MISSING || why == MM_FAIL_FINAL) {
-        fail_waiters(mm, m, why == MM_FAIL_MISSING ? 404 : 500);
+    release(mm, m);
+    if (why == MM_LOAD_ERR_MISSING || why == MM_LOAD_ERR_FINAL) {
+        fail_waiters(mm, m, why == MM_LOAD_ERR_MISSING ? 404 : 500);
         m->unload_pending = m->reload = false;
         mm->current = NULL;
     } else if (m->attempt == 0) {
@@ -314,6 +397,7 @@ void mm_unload_done(mm_t *mm, mm_model_t *m, uint64_t now)
 {
     if (m->state != MM_UNLOADING) return;
     m->state = MM_UNLOADED;
+    release(mm, m);
     m->in_flight = 0;
     if (m->waiters || m->reload) {
         m->reload = false;

@@ -22,6 +22,12 @@
  *    failure is one a retry cannot fix (an unusable file, refused arguments), which evicts
  *    nothing and fails them at once;
  *  - a device that holds one model at a time (npu) evicts its holder whatever its type;
+ *  - memory (when mm.ledger is set): a model holds `bytes` in the node's ledger from the moment
+ *    its load starts until its unload finishes. A load that does not fit in what the node
+ *    offers minus what worker shards hold fails its waiting requests with 503 (reason
+ *    MM_FAIL_MEMORY) at once; one that fits once other models are gone unloads idle models of
+ *    any type, least recently used first, and waits for busy ones to become idle (never
+ *    evicting them);
  *  - an explicit unload waits for in-flight requests to end; requests arriving meanwhile wait
  *    for a reload. Unloading a model that is only queued drops the load and fails its waiting
  *    requests with 503.
@@ -32,6 +38,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "ledger.h"
 
 #define MM_MAX_MODELS 256
 #define MM_NAME_MAX 128
@@ -60,6 +68,7 @@ typedef struct {
     bool unload_pending; /* explicit unload waiting for in-flight requests to end */
     bool reload;         /* load again once unloaded (new options) */
     unsigned attempt;    /* 0 = first try of the current load, 1 = the retry */
+    uint64_t bytes;      /* memory it holds when loaded (0: unknown, not accounted) */
     void *data;          /* the driver's */
 } mm_model_t;
 
@@ -71,11 +80,14 @@ typedef enum {
     MM_ACT_FAIL,   /* fail `count` waiting requests with `status` (404 missing file, 500 load) */
 } mm_action_kind_t;
 
+typedef enum { MM_FAIL_LOAD = 0, MM_FAIL_MEMORY = 1 } mm_fail_reason_t;
+
 typedef struct {
     mm_action_kind_t kind;
     mm_model_t *model;
     unsigned count;
     int status;
+    mm_fail_reason_t reason; /* MM_ACT_FAIL */
 } mm_action_t;
 
 #define MM_MAX_ACTIONS 1024
@@ -89,11 +101,18 @@ typedef struct {
     mm_model_t *current;  /* the load that left the queue and is in progress */
     bool current_started; /* MM_ACT_LOAD issued for current */
     bool drain_all;       /* retry after a failed load: wait until every unload finished */
+    ledger_t *ledger;     /* the node's memory account (NULL: memory is not accounted) */
     mm_action_t actions[MM_MAX_ACTIONS];
     size_t act_head, act_len;
 } mm_t;
 
 void mm_init(mm_t *mm, const unsigned max_loaded[MM_N_TYPES]);
+/* Account memory in `l` (see the rules above); NULL turns accounting off. */
+void mm_set_ledger(mm_t *mm, ledger_t *l);
+/* The memory m holds once loaded (takes effect at its next load). */
+void mm_set_bytes(mm_model_t *m, uint64_t bytes);
+/* Whether m could ever load here: its bytes fit in what the node offers minus worker shards. */
+bool mm_can_fit(const mm_t *mm, const mm_model_t *m);
 /* Register a known model; returns it or NULL when full / duplicate name. */
 mm_model_t *mm_add(mm_t *mm, const char *name, mm_type_t type, unsigned device);
 mm_model_t *mm_find(mm_t *mm, const char *name);
@@ -116,13 +135,13 @@ int mm_unload(mm_t *mm, mm_model_t *m, uint64_t now);
 
 /* Why a load failed, as far as the driver can tell. */
 typedef enum {
-    MM_FAIL_RETRY = 0, /* unknown (maybe memory): evict every idle model, retry once */
-    MM_FAIL_MISSING,   /* the model file does not exist: 404 */
-    MM_FAIL_FINAL,     /* a retry cannot fix it (unusable file, refused arguments): 500 now */
-} mm_fail_t;
+    MM_LOAD_ERR_RETRY = 0, /* unknown (maybe memory): evict every idle model, retry once */
+    MM_LOAD_ERR_MISSING,   /* the model file does not exist: 404 */
+    MM_LOAD_ERR_FINAL,     /* a retry cannot fix it (unusable file, refused arguments): 500 now */
+} mm_load_err_t;
 
 /* Driver reports. why is ignored when ok. */
-void mm_load_done(mm_t *mm, mm_model_t *m, bool ok, mm_fail_t why, uint64_t now);
+void mm_load_done(mm_t *mm, mm_model_t *m, bool ok, mm_load_err_t why, uint64_t now);
 void mm_unload_done(mm_t *mm, mm_model_t *m, uint64_t now);
 
 /* Next action to execute, or false when there is none. */

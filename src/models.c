@@ -286,6 +286,57 @@ void models_route(models_t *ms, model_entry_t *e, httpd_req_t *req)
     models_run(ms);
 }
 
+/* ---- memory ---- */
+
+static uint32_t load_ctx(const model_entry_t *e)
+{
+    return e->ctx_size ? e->ctx_size : e->train_ctx;
+}
+
+uint64_t models_need_bytes(const models_t *ms, const model_entry_t *e)
+{
+    (void)ms;
+    return ledger_need(e->size, ledger_kv_bytes(&e->shape, load_ctx(e)));
+}
+
+void models_update_bytes(models_t *ms, model_entry_t *e)
+{
+    mm_set_bytes(e->mm, e->host_share ? e->host_share : models_need_bytes(ms, e));
+}
+
+void models_set_offer(models_t *ms, uint64_t offered)
+{
+    ledger_init(&ms->ledger, offered);
+    mm_set_ledger(&ms->mm, &ms->ledger);
+}
+
+void models_set_host_share(models_t *ms, model_entry_t *e, uint64_t bytes)
+{
+    e->host_share = bytes;
+    models_update_bytes(ms, e);
+}
+
+bool models_fits(const models_t *ms, const model_entry_t *e)
+{
+    return mm_can_fit(&ms->mm, e->mm);
+}
+
+void models_memory_msg(const models_t *ms, const model_entry_t *e, char *buf, size_t len)
+{
+    char need[32], off[32], fr[32], wk[32];
+    uint64_t workers = ledger_held_kind(&ms->ledger, LEDGER_WORKER);
+    snprintf(buf, len,
+             "model '%s' needs %s of memory (weights and the KV cache of a %u-token context); "
+             "this node offers %s%s and %s of it is free%s%s%s",
+             e->mm->name, ledger_fmt(e->mm->bytes, need, sizeof need), load_ctx(e),
+             ledger_fmt(ms->ledger.offered, off, sizeof off),
+             ms->cfg->max_vram_bytes ? " (--max-vram)" : "",
+             ledger_fmt(ledger_free(&ms->ledger), fr, sizeof fr),
+             workers ? "; split worker shards hold " : "",
+             workers ? ledger_fmt(workers, wk, sizeof wk) : "",
+             e->host_share ? "" : " (a smaller --ctx-size or more memory would let it load)");
+}
+
 /* ---- load outcomes ---- */
 
 static void answer_load_waiters(models_t *ms, model_entry_t *e, int status)
@@ -301,6 +352,10 @@ static void answer_load_waiters(models_t *ms, model_entry_t *e, int status)
         } else if (status == 404) {
             httpd_respond_error(req, 404, "invalid_request_error", "model_file_not_found",
                                 "model file %s not found", e->path);
+        } else if (status == 507) { /* does not fit in memory */
+            char msg[512];
+            models_memory_msg(ms, e, msg, sizeof msg);
+            httpd_respond_error(req, 503, "unavailable", "insufficient_memory", "%s", msg);
         } else {
             httpd_respond_error(req, status, "server_error", "model_load_failed",
                                 "model '%s' failed to load: %s", e->mm->name,
@@ -319,15 +374,15 @@ static void preload_settled(models_t *ms, model_entry_t *e)
 }
 
 /* The outcome of e's load (ok, or failed for reason why). */
-static void load_result(models_t *ms, model_entry_t *e, bool ok, mm_fail_t why)
+static void load_result(models_t *ms, model_entry_t *e, bool ok, mm_load_err_t why)
 {
     mm_model_t *m = e->mm;
     uint64_t now = models_now(ms);
-    if (!ok && why != MM_FAIL_MISSING)
+    if (!ok && why != MM_LOAD_ERR_MISSING)
         LOGW("models", "loading %s failed: %s%s", m->name, e->child->last_error,
-             why == MM_FAIL_FINAL ? " (a retry cannot fix this: nothing is unloaded for it)"
-             : m->attempt == 0    ? "; unloading every idle model and retrying once"
-                                  : "");
+             why == MM_LOAD_ERR_FINAL ? " (a retry cannot fix this: nothing is unloaded for it)"
+             : m->attempt == 0        ? "; unloading every idle model and retrying once"
+                                      : "");
     mm_load_done(&ms->mm, m, ok, why, now);
     ms->state_changed = true;
     bool final = ms->mm.current != m;
@@ -337,7 +392,7 @@ static void load_result(models_t *ms, model_entry_t *e, bool ok, mm_fail_t why)
         answer_load_waiters(ms, e, 200);
         preload_settled(ms, e);
     } else if (final) {
-        answer_load_waiters(ms, e, why == MM_FAIL_MISSING ? 404 : 500);
+        answer_load_waiters(ms, e, why == MM_LOAD_ERR_MISSING ? 404 : 500);
         preload_settled(ms, e);
     }
     models_run(ms);
@@ -361,22 +416,21 @@ static void on_file_checked(void *data, int rc, const file_id_t *id, const char 
         e->child->missing_file = true;
         snprintf(e->child->last_error, sizeof e->child->last_error, "model file %s: %s", e->path,
                  strerror(ENOENT));
-        load_result(ms, e, false, MM_FAIL_MISSING);
+        load_result(ms, e, false, MM_LOAD_ERR_MISSING);
         return;
     }
     if (rc == -ECANCELED || rc == -ENOMEM) {
         snprintf(e->child->last_error, sizeof e->child->last_error, "%s", strerror(-rc));
-        load_result(ms, e, false, MM_FAIL_RETRY);
+        load_result(ms, e, false, MM_LOAD_ERR_RETRY);
         return;
     }
     if (rc) {
         snprintf(e->child->last_error, sizeof e->child->last_error, "%s", why);
         remember_bad(e, id, why);
-        load_result(ms, e, false, MM_FAIL_FINAL);
+        load_result(ms, e, false, MM_LOAD_ERR_FINAL);
         return;
     }
     e->checked = *id;
-    e->size = id->size;
     load_spawn(ms, e);
 }
 
@@ -389,7 +443,7 @@ static void load_begin(models_t *ms, model_entry_t *e)
     int rc = model_file_check_async(ms->loop, e->path, on_file_checked, e);
     if (rc) {
         snprintf(e->child->last_error, sizeof e->child->last_error, "%s", strerror(-rc));
-        load_result(ms, e, false, MM_FAIL_RETRY);
+        load_result(ms, e, false, MM_LOAD_ERR_RETRY);
     }
 }
 
@@ -400,7 +454,7 @@ static void load_spawn(models_t *ms, model_entry_t *e)
         if (!e->child->last_error[0])
             snprintf(e->child->last_error, sizeof e->child->last_error,
                      "could not start llama-server");
-        load_result(ms, e, false, e->child->missing_file ? MM_FAIL_MISSING : MM_FAIL_RETRY);
+        load_result(ms, e, false, e->child->missing_file ? MM_LOAD_ERR_MISSING : MM_LOAD_ERR_RETRY);
     }
 }
 
@@ -409,7 +463,7 @@ static void on_child_ready(supervisor_t *sv, sv_child_t *c)
     models_t *ms = sv->data;
     if (c->kind != SV_KIND_LLAMA) return;
     model_entry_t *e = models_find(ms, c->name);
-    if (e && e->mm->state == MM_LOADING) load_result(ms, e, true, MM_FAIL_RETRY);
+    if (e && e->mm->state == MM_LOADING) load_result(ms, e, true, MM_LOAD_ERR_RETRY);
 }
 
 static void on_child_load_failed(supervisor_t *sv, sv_child_t *c)
@@ -427,14 +481,14 @@ static void on_child_load_failed(supervisor_t *sv, sv_child_t *c)
         return;
     }
     if (e->mm->state != MM_LOADING) return;
-    mm_fail_t why = MM_FAIL_RETRY;
+    mm_load_err_t why = MM_LOAD_ERR_RETRY;
     if (c->missing_file) {
-        why = MM_FAIL_MISSING;
+        why = MM_LOAD_ERR_MISSING;
     } else if (c->fail_kind == CHILD_FAIL_FILE) {
-        why = MM_FAIL_FINAL;
+        why = MM_LOAD_ERR_FINAL;
         remember_bad(e, &e->checked, c->last_error);
     } else if (c->fail_kind == CHILD_FAIL_ARGS) {
-        why = MM_FAIL_FINAL; /* its options are wrong: not remembered, new options may fix it */
+        why = MM_LOAD_ERR_FINAL; /* its options are wrong: not remembered, new options may fix it */
     }
     load_result(ms, e, false, why);
 }
@@ -523,6 +577,17 @@ void models_run(models_t *ms)
                     dispatch(ms, e, req);
                 break;
             case MM_ACT_FAIL:
+                if (a.reason == MM_FAIL_MEMORY) {
+                    char msg[512];
+                    models_memory_msg(ms, e, msg, sizeof msg);
+                    LOGW("models", "not loading: %s", msg);
+                    for (unsigned i = 0; i < a.count && (req = unpark(e, PARK_REQUEST)); i++)
+                        httpd_respond_error(req, 503, "unavailable", "insufficient_memory", "%s",
+                                            msg);
+                    answer_load_waiters(ms, e, 507);
+                    preload_settled(ms, e);
+                    break;
+                }
                 for (unsigned i = 0; i < a.count && (req = unpark(e, PARK_REQUEST)); i++) {
                     if (a.status == 404)
                         httpd_respond_error(req, 404, "invalid_request_error",
@@ -586,6 +651,15 @@ static int add_entry(models_t *ms, const config_model_t *cm, bool preload, char 
     e->path = strdup(cm->path);
     e->size = size;
     e->n_layers = grc == 0 ? gi.block_count : 0;
+    if (grc == 0) {
+        e->train_ctx = gi.context_length;
+        e->shape = (ledger_shape_t){.n_layers = gi.block_count,
+                                    .n_embd = gi.embedding_length,
+                                    .n_head = gi.head_count,
+                                    .n_head_kv = gi.head_count_kv,
+                                    .key_length = gi.key_length,
+                                    .value_length = gi.value_length};
+    }
     e->preload = preload;
     e->ctx_size = ms->cfg->ctx_size;
     e->llamacpp_args = ms->cfg->llamacpp_args ? strdup(ms->cfg->llamacpp_args) : NULL;
@@ -593,6 +667,7 @@ static int add_entry(models_t *ms, const config_model_t *cm, bool preload, char 
     model_type_t st_type = type == MM_EMBEDDING   ? MODEL_TYPE_EMBEDDING
                            : type == MM_RERANKING ? MODEL_TYPE_RERANKING
                                                   : MODEL_TYPE_LLM;
+    models_update_bytes(ms, e);
     int rc = sv_add(ms->sv, cm->name, cm->path, st_type, e->ctx_size, e->llamacpp_args, &e->child);
     if (rc) {
         snprintf(err, errlen, "model %s: %s", cm->name, strerror(-rc));

@@ -159,6 +159,7 @@ static void api_load(models_t *ms, httpd_req_t *req)
         free(e->llamacpp_args);
         e->llamacpp_args = want_args ? strdup(want_args) : NULL;
         e->ctx_size = want_ctx;
+        models_update_bytes(ms, e);
     }
     if (e->mm->state == MM_LOADED && same && !e->mm->unload_pending) {
         mm_load(&ms->mm, e->mm, models_now(ms)); /* no-op, refreshes last use */

@@ -17,5 +17,7 @@ bool models_file_missing(model_entry_t *e);
  * models_respond_bad, evict nothing. */
 bool models_known_bad(models_t *ms, model_entry_t *e);
 void models_respond_bad(model_entry_t *e, httpd_req_t *req);
+/* The memory e's next load needs (ledger), after its options changed. */
+void models_update_bytes(models_t *ms, model_entry_t *e);
 
 #endif

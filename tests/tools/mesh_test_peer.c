@@ -1,7 +1,11 @@
 /* mesh-test-peer TOKEN — an admitted but hostile peer for integration tests: it joins the mesh
  * of TOKEN with a fresh key and sends malformed streams (bad type bytes, oversized and broken
  * frames, invalid gossip, unsupported tunnels, random bytes, resets). Exit 0 when all of them
- * were sent over an admitted connection, 2 when it could not connect. */
+ * were sent over an admitted connection, 2 when it could not connect.
+ *
+ * mesh-test-peer TOKEN rpc MODEL — opens a TUNNEL_RPC stream for MODEL to the token's node, as if
+ * it were that model's split host, and sends bytes. Prints what became of the stream; exit 0 when
+ * the node refused it (reset before any byte came back), 3 when it answered. */
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,6 +68,47 @@ static void send_frame(int type, const char *json)
     buf_free(&b);
 }
 
+static size_t rpc_rx;
+static int rpc_closed, rpc_err = -1;
+static void rpc_data(tp_stream_t *s, const uint8_t *p, size_t n)
+{
+    rpc_rx += n;
+    tp_stream_consumed(s, n);
+}
+static void rpc_close(tp_stream_t *s, int err)
+{
+    rpc_closed = 1;
+    rpc_err = err;
+}
+static const tp_stream_cb_t rpc_cb = {rpc_data, NULL, NULL, rpc_close};
+
+/* TUNNEL_RPC for `model`, then a few bytes as llama.cpp's RPC client would send. */
+static int rpc_probe(uv_loop_t *loop, const char *model)
+{
+    char json[256];
+    int n = snprintf(json, sizeof json, "{\"v\":1,\"model\":\"%s\"}", model);
+    uint8_t msg[5 + sizeof json + 9];
+    msg[0] = WIRE_TUNNEL_RPC;
+    msg[1] = msg[2] = 0;
+    msg[3] = (uint8_t)(n >> 8);
+    msg[4] = (uint8_t)n;
+    memcpy(msg + 5, json, (size_t)n);
+    memset(msg + 5 + n, 0, 9); /* a command byte and a zero payload size */
+    tp_stream_t *s;
+    if (tp_stream_open(conn, &rpc_cb, NULL, &s) != 0) return 2;
+    tp_stream_write(s, msg, 5 + (size_t)n + 9);
+    uint64_t end = uv_now(loop) + 5000;
+    while (!rpc_closed && !closed && rpc_rx == 0 && uv_now(loop) < end)
+        uv_run(loop, UV_RUN_ONCE);
+    bool refused = rpc_closed && rpc_err != 0 && rpc_rx == 0;
+    printf("mesh-test-peer: rpc stream for %s: %s (%d), %zu bytes back\n", model,
+           refused      ? "refused"
+           : rpc_closed ? "closed"
+                        : "open",
+           rpc_err, rpc_rx);
+    return refused ? 0 : 3;
+}
+
 static void tick(uv_timer_t *t)
 {
     (void)t;
@@ -102,6 +147,7 @@ int main(int argc, char **argv)
     while (!ready && !closed && uv_now(loop) < end)
         uv_run(loop, UV_RUN_ONCE);
     if (!ready) return 2;
+    if (argc >= 4 && strcmp(argv[2], "rpc") == 0) return rpc_probe(loop, argv[3]);
 
     uint8_t b1[] = {0x99, 0, 0, 0, 2, '{', '}'};
     send_raw(b1, sizeof b1, true, false);                 /* unknown stream type */

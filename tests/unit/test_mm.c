@@ -86,7 +86,7 @@ static void preload(mm_t *mm, mm_model_t *m, uint64_t t)
     char want[MM_NAME_MAX + 16];
     snprintf(want, sizeof want, "LOAD %s", m->name);
     EXPECT(mm, want);
-    mm_load_done(mm, m, true, MM_FAIL_RETRY, t + 1);
+    mm_load_done(mm, m, true, MM_LOAD_ERR_RETRY, t + 1);
     EXPECT(mm, "");
     assert_int_equal(m->state, MM_LOADED);
 }
@@ -140,7 +140,7 @@ static void test_request_unloaded_model_waits_and_loads(void **state)
     EXPECT(mm, "");
     assert_int_equal(a->waiters, 2);
 
-    mm_load_done(mm, a, true, MM_FAIL_RETRY, 5);
+    mm_load_done(mm, a, true, MM_LOAD_ERR_RETRY, 5);
     EXPECT(mm, "SERVE A 2");
     assert_int_equal(a->state, MM_LOADED);
     assert_int_equal(a->waiters, 0);
@@ -164,7 +164,7 @@ static void test_concurrent_autoloads_same_model_one_load(void **state)
     assert_int_equal(mm_request_begin(mm, a, 1), MM_WAIT);
     EXPECT(mm, "LOAD A");
     assert_int_equal(mm->qlen, 0);
-    mm_load_done(mm, a, true, MM_FAIL_RETRY, 2);
+    mm_load_done(mm, a, true, MM_LOAD_ERR_RETRY, 2);
     EXPECT(mm, "SERVE A 2");
     assert_int_equal(a->in_flight, 2);
 }
@@ -184,9 +184,9 @@ static void test_concurrent_autoloads_while_queued_one_load(void **state)
     EXPECT(mm, "");
     assert_int_equal(mm->qlen, 1);
     assert_true(b->queued);
-    mm_load_done(mm, a, true, MM_FAIL_RETRY, 4);
+    mm_load_done(mm, a, true, MM_LOAD_ERR_RETRY, 4);
     EXPECT(mm, "SERVE A 1; LOAD B");
-    mm_load_done(mm, b, true, MM_FAIL_RETRY, 5);
+    mm_load_done(mm, b, true, MM_LOAD_ERR_RETRY, 5);
     EXPECT(mm, "SERVE B 2");
 }
 
@@ -203,7 +203,7 @@ static void test_request_cancel_decrements_waiters(void **state)
     assert_int_equal(a->waiters, 3);
     mm_request_cancel(mm, a);
     assert_int_equal(a->waiters, 2);
-    mm_load_done(mm, a, true, MM_FAIL_RETRY, 2);
+    mm_load_done(mm, a, true, MM_LOAD_ERR_RETRY, 2);
     EXPECT(mm, "SERVE A 2");
     assert_int_equal(a->in_flight, 2);
 }
@@ -220,7 +220,7 @@ static void test_request_cancel_all_waiters_no_serve(void **state)
     assert_int_equal(a->waiters, 0);
     mm_request_cancel(mm, a); /* extra cancel does not underflow */
     assert_int_equal(a->waiters, 0);
-    mm_load_done(mm, a, true, MM_FAIL_RETRY, 2);
+    mm_load_done(mm, a, true, MM_LOAD_ERR_RETRY, 2);
     EXPECT(mm, ""); /* no SERVE with count 0 */
     assert_int_equal(a->state, MM_LOADED);
     assert_int_equal(a->in_flight, 0);
@@ -252,21 +252,21 @@ static void test_free_slot_loads_without_evicting(void **state)
 
     assert_int_equal(mm_request_begin(mm, a, 1), MM_WAIT);
     EXPECT(mm, "LOAD A");
-    mm_load_done(mm, a, true, MM_FAIL_RETRY, 2);
+    mm_load_done(mm, a, true, MM_LOAD_ERR_RETRY, 2);
     EXPECT(mm, "SERVE A 1");
     mm_request_end(mm, a, 3);
     assert_int_equal(mm_request_begin(mm, b, 4), MM_WAIT);
     EXPECT(mm, "LOAD B"); /* second llm slot is free */
-    mm_load_done(mm, b, true, MM_FAIL_RETRY, 5);
+    mm_load_done(mm, b, true, MM_LOAD_ERR_RETRY, 5);
     EXPECT(mm, "SERVE B 1");
     /* other types have their own slots */
     assert_int_equal(mm_request_begin(mm, e, 6), MM_WAIT);
     EXPECT(mm, "LOAD E");
-    mm_load_done(mm, e, true, MM_FAIL_RETRY, 7);
+    mm_load_done(mm, e, true, MM_LOAD_ERR_RETRY, 7);
     EXPECT(mm, "SERVE E 1");
     assert_int_equal(mm_request_begin(mm, r, 8), MM_WAIT);
     EXPECT(mm, "LOAD R");
-    mm_load_done(mm, r, true, MM_FAIL_RETRY, 9);
+    mm_load_done(mm, r, true, MM_LOAD_ERR_RETRY, 9);
     EXPECT(mm, "SERVE R 1");
     assert_int_equal(mm_count_loaded(mm, MM_LLM), 2);
     assert_int_equal(mm_count_loaded(mm, MM_EMBEDDING), 1);
@@ -284,13 +284,13 @@ static void test_full_type_evicts_lru(void **state)
 
     assert_int_equal(mm_request_begin(mm, a, 1), MM_WAIT);
     EXPECT(mm, "LOAD A");
-    mm_load_done(mm, a, true, MM_FAIL_RETRY, 2);
+    mm_load_done(mm, a, true, MM_LOAD_ERR_RETRY, 2);
     EXPECT(mm, "SERVE A 1");
     mm_request_end(mm, a, 3);
 
     assert_int_equal(mm_request_begin(mm, b, 4), MM_WAIT);
     EXPECT(mm, "LOAD B");
-    mm_load_done(mm, b, true, MM_FAIL_RETRY, 5);
+    mm_load_done(mm, b, true, MM_LOAD_ERR_RETRY, 5);
     EXPECT(mm, "SERVE B 1");
     mm_request_end(mm, b, 6);
 
@@ -304,7 +304,7 @@ static void test_full_type_evicts_lru(void **state)
     assert_int_equal(c->state, MM_UNLOADED); /* waits for the unload to finish */
     mm_unload_done(mm, a, 10);
     EXPECT(mm, "LOAD C");
-    mm_load_done(mm, c, true, MM_FAIL_RETRY, 11);
+    mm_load_done(mm, c, true, MM_LOAD_ERR_RETRY, 11);
     EXPECT(mm, "SERVE C 1");
     mm_request_end(mm, c, 12);
     EXPECT(mm, "");
@@ -338,7 +338,7 @@ static void test_last_use_updated_on_every_access(void **state)
     assert_int_equal(mm_request_begin(mm, a, 5), MM_WAIT);
     EXPECT(mm, "LOAD A");
     assert_int_equal(a->last_use, 5); /* load start */
-    mm_load_done(mm, a, true, MM_FAIL_RETRY, 9);
+    mm_load_done(mm, a, true, MM_LOAD_ERR_RETRY, 9);
     EXPECT(mm, "SERVE A 1");
     assert_int_equal(a->last_use, 9); /* load end */
     assert_int_equal(mm_request_begin(mm, a, 12), MM_SERVE_NOW);
@@ -405,7 +405,7 @@ static void test_lru_load_end_counts_as_access(void **state)
     mm_load(mm, b, 2); /* load start 2 */
     EXPECT(mm, "LOAD B");
     touch(mm, a, 5);                             /* A touched at 5 */
-    mm_load_done(mm, b, true, MM_FAIL_RETRY, 9); /* B's load ends at 9 */
+    mm_load_done(mm, b, true, MM_LOAD_ERR_RETRY, 9); /* B's load ends at 9 */
     EXPECT(mm, "");
     assert_int_equal(mm_request_begin(mm, c, 10), MM_WAIT);
     EXPECT(mm, "UNLOAD A");
@@ -463,7 +463,7 @@ static void test_busy_model_never_evicted(void **state)
     assert_int_equal(b->state, MM_UNLOADED);
     mm_unload_done(mm, a, 10);
     EXPECT(mm, "LOAD B");
-    mm_load_done(mm, b, true, MM_FAIL_RETRY, 11);
+    mm_load_done(mm, b, true, MM_LOAD_ERR_RETRY, 11);
     EXPECT(mm, "SERVE B 2");
 }
 
@@ -533,11 +533,11 @@ static void test_loads_serialized(void **state)
     EXPECT(mm, "");
     assert_int_equal(e->state, MM_UNLOADED);
     assert_int_equal(b->state, MM_UNLOADED);
-    mm_load_done(mm, a, true, MM_FAIL_RETRY, 4);
+    mm_load_done(mm, a, true, MM_LOAD_ERR_RETRY, 4);
     EXPECT(mm, "SERVE A 1; LOAD E"); /* FIFO */
-    mm_load_done(mm, e, true, MM_FAIL_RETRY, 5);
+    mm_load_done(mm, e, true, MM_LOAD_ERR_RETRY, 5);
     EXPECT(mm, "SERVE E 1; LOAD B");
-    mm_load_done(mm, b, true, MM_FAIL_RETRY, 6);
+    mm_load_done(mm, b, true, MM_LOAD_ERR_RETRY, 6);
     EXPECT(mm, "SERVE B 1");
 }
 
@@ -550,13 +550,13 @@ static void test_stale_load_done_ignored(void **state)
     assert_int_equal(mm_request_begin(mm, a, 1), MM_WAIT);
     assert_int_equal(mm_request_begin(mm, b, 1), MM_WAIT);
     EXPECT(mm, "LOAD A");
-    mm_load_done(mm, b, true, MM_FAIL_RETRY, 2); /* B is not loading */
+    mm_load_done(mm, b, true, MM_LOAD_ERR_RETRY, 2); /* B is not loading */
     EXPECT(mm, "");
     assert_int_equal(b->state, MM_UNLOADED);
     mm_unload_done(mm, a, 3); /* A is not unloading */
     EXPECT(mm, "");
     assert_int_equal(a->state, MM_LOADING);
-    mm_load_done(mm, a, true, MM_FAIL_RETRY, 4);
+    mm_load_done(mm, a, true, MM_LOAD_ERR_RETRY, 4);
     EXPECT(mm, "SERVE A 1; LOAD B");
 }
 
@@ -583,7 +583,7 @@ static void test_eviction_choice_at_dequeue(void **state)
     EXPECT(mm, "");
     assert_true(y->last_use < x->last_use);
 
-    mm_load_done(mm, e, true, MM_FAIL_RETRY, 8);
+    mm_load_done(mm, e, true, MM_LOAD_ERR_RETRY, 8);
     EXPECT(mm, "SERVE E 1; UNLOAD Y");
     mm_unload_done(mm, y, 9);
     EXPECT(mm, "LOAD A");
@@ -629,7 +629,7 @@ static void test_autoload_serves_before_eviction(void **state)
     EXPECT(mm, "LOAD A");
     assert_int_equal(mm_request_begin(mm, b, 2), MM_WAIT);
     EXPECT(mm, "");
-    mm_load_done(mm, a, true, MM_FAIL_RETRY, 3);
+    mm_load_done(mm, a, true, MM_LOAD_ERR_RETRY, 3);
     EXPECT(mm, "SERVE A 1"); /* and no UNLOAD A for B's load */
     assert_int_equal(a->in_flight, 1);
     assert_int_equal(a->state, MM_LOADED);
@@ -644,7 +644,7 @@ static void test_autoload_serves_before_eviction(void **state)
     EXPECT(mm, "UNLOAD A");
     mm_unload_done(mm, a, 6);
     EXPECT(mm, "LOAD B");
-    mm_load_done(mm, b, true, MM_FAIL_RETRY, 7);
+    mm_load_done(mm, b, true, MM_LOAD_ERR_RETRY, 7);
     EXPECT(mm, "SERVE B 2");
 }
 
@@ -670,7 +670,7 @@ static void test_failed_load_nuclear_then_500(void **state)
     assert_int_equal(mm_request_begin(mm, b, 8), MM_WAIT);
     EXPECT(mm, "LOAD B"); /* free llm slot */
     assert_int_equal(mm_request_begin(mm, b, 9), MM_WAIT);
-    mm_load_done(mm, b, false, MM_FAIL_RETRY, 10);
+    mm_load_done(mm, b, false, MM_LOAD_ERR_RETRY, 10);
     EXPECT(mm, "UNLOAD A; UNLOAD E"); /* not R: busy */
     assert_int_equal(b->state, MM_UNLOADED);
     assert_int_equal(b->waiters, 2);
@@ -682,7 +682,7 @@ static void test_failed_load_nuclear_then_500(void **state)
     EXPECT(mm, "LOAD B");
     assert_int_equal(b->state, MM_LOADING);
 
-    mm_load_done(mm, b, false, MM_FAIL_RETRY, 13);
+    mm_load_done(mm, b, false, MM_LOAD_ERR_RETRY, 13);
     EXPECT(mm, "FAIL B 500 x2");
     assert_int_equal(b->state, MM_UNLOADED);
     assert_int_equal(b->waiters, 0);
@@ -693,9 +693,9 @@ static void test_failed_load_nuclear_then_500(void **state)
     /* a later request starts afresh (one more retry allowed) */
     assert_int_equal(mm_request_begin(mm, b, 14), MM_WAIT);
     EXPECT(mm, "LOAD B");
-    mm_load_done(mm, b, false, MM_FAIL_RETRY, 15);
+    mm_load_done(mm, b, false, MM_LOAD_ERR_RETRY, 15);
     EXPECT(mm, "LOAD B"); /* nothing idle left to evict: retried at once */
-    mm_load_done(mm, b, true, MM_FAIL_RETRY, 16);
+    mm_load_done(mm, b, true, MM_LOAD_ERR_RETRY, 16);
     EXPECT(mm, "SERVE B 1");
 }
 
@@ -717,7 +717,7 @@ static void test_failed_load_final_evicts_nothing(void **state)
         assert_int_equal(mm_request_begin(mm, x, 10 + round * 10), MM_WAIT);
         assert_int_equal(mm_request_begin(mm, x, 11 + round * 10), MM_WAIT);
         EXPECT(mm, "LOAD X");
-        mm_load_done(mm, x, false, MM_FAIL_FINAL, 12 + round * 10);
+        mm_load_done(mm, x, false, MM_LOAD_ERR_FINAL, 12 + round * 10);
         EXPECT(mm, "FAIL X 500 x2");
         assert_int_equal(x->state, MM_UNLOADED);
         assert_int_equal(x->waiters, 0);
@@ -732,7 +732,7 @@ static void test_failed_load_final_evicts_nothing(void **state)
     mm_load(mm, x, 40);
     assert_int_equal(mm_request_begin(mm, c, 41), MM_WAIT);
     EXPECT(mm, "LOAD X");
-    mm_load_done(mm, x, false, MM_FAIL_FINAL, 42);
+    mm_load_done(mm, x, false, MM_LOAD_ERR_FINAL, 42);
     EXPECT(mm, "LOAD C");
 }
 
@@ -745,11 +745,11 @@ static void test_failed_load_retry_succeeds(void **state)
     preload(mm, a, 1);
     assert_int_equal(mm_request_begin(mm, b, 3), MM_WAIT);
     EXPECT(mm, "LOAD B");
-    mm_load_done(mm, b, false, MM_FAIL_RETRY, 4);
+    mm_load_done(mm, b, false, MM_LOAD_ERR_RETRY, 4);
     EXPECT(mm, "UNLOAD A");
     mm_unload_done(mm, a, 5);
     EXPECT(mm, "LOAD B");
-    mm_load_done(mm, b, true, MM_FAIL_RETRY, 6);
+    mm_load_done(mm, b, true, MM_LOAD_ERR_RETRY, 6);
     EXPECT(mm, "SERVE B 1");
     assert_int_equal(b->in_flight, 1);
 }
@@ -769,10 +769,10 @@ static void test_failed_load_spares_busy(void **state)
     EXPECT(mm, "UNLOAD E");
     mm_unload_done(mm, e, 7);
     EXPECT(mm, "LOAD F");
-    mm_load_done(mm, f, false, MM_FAIL_RETRY, 8);
+    mm_load_done(mm, f, false, MM_LOAD_ERR_RETRY, 8);
     EXPECT(mm, "LOAD F"); /* A is busy: nothing to evict, retry at once */
     assert_int_equal(a->state, MM_LOADED);
-    mm_load_done(mm, f, false, MM_FAIL_RETRY, 9);
+    mm_load_done(mm, f, false, MM_LOAD_ERR_RETRY, 9);
     EXPECT(mm, "FAIL F 500");
     assert_int_equal(a->state, MM_LOADED);
 }
@@ -796,16 +796,16 @@ static void test_failed_load_retry_waits_for_all_unloads(void **state)
     EXPECT(mm, "LOAD B");
     mm_load(mm, a, 8); /* A queued behind B */
     EXPECT(mm, "");
-    mm_load_done(mm, b, false, MM_FAIL_RETRY, 9);
+    mm_load_done(mm, b, false, MM_LOAD_ERR_RETRY, 9);
     EXPECT(mm, "UNLOAD E");
     assert_int_equal(mm_request_begin(mm, b, 10), MM_WAIT); /* arrives during the retry */
     EXPECT(mm, "");
     assert_int_equal(b->waiters, 2);
     mm_unload_done(mm, e, 11);
     EXPECT(mm, "LOAD B");
-    mm_load_done(mm, b, false, MM_FAIL_RETRY, 12);
+    mm_load_done(mm, b, false, MM_LOAD_ERR_RETRY, 12);
     EXPECT(mm, "FAIL B 500 x2; LOAD A"); /* the queue moves on */
-    mm_load_done(mm, a, true, MM_FAIL_RETRY, 13);
+    mm_load_done(mm, a, true, MM_LOAD_ERR_RETRY, 13);
     EXPECT(mm, "");
 }
 
@@ -818,13 +818,13 @@ static void test_reload_while_loading(void **state)
     EXPECT(mm, "LOAD A");
     mm_reload(mm, a, 2); /* new options while the old ones load */
     EXPECT(mm, "");
-    mm_load_done(mm, a, true, MM_FAIL_RETRY, 3);
+    mm_load_done(mm, a, true, MM_LOAD_ERR_RETRY, 3);
     EXPECT(mm, "SERVE A 1"); /* the request still gets served first */
     mm_request_end(mm, a, 4);
     EXPECT(mm, "UNLOAD A");
     mm_unload_done(mm, a, 5);
     EXPECT(mm, "LOAD A");
-    mm_load_done(mm, a, true, MM_FAIL_RETRY, 6);
+    mm_load_done(mm, a, true, MM_LOAD_ERR_RETRY, 6);
     EXPECT(mm, "");
 }
 
@@ -879,7 +879,7 @@ static void test_file_missing_404_no_eviction_no_retry(void **state)
     EXPECT(mm, "LOAD B");
     assert_int_equal(mm_request_begin(mm, c, 6), MM_WAIT); /* queued behind B */
     EXPECT(mm, "");
-    mm_load_done(mm, b, false, MM_FAIL_MISSING, 7);
+    mm_load_done(mm, b, false, MM_LOAD_ERR_MISSING, 7);
     EXPECT(mm, "FAIL B 404 x2; LOAD C"); /* nothing evicted, no retry, next load goes */
     assert_int_equal(b->state, MM_UNLOADED);
     assert_int_equal(b->waiters, 0);
@@ -911,7 +911,7 @@ static void test_npu_evicts_holder_of_other_type(void **state)
     assert_int_equal(n2->state, MM_UNLOADED);
     mm_unload_done(mm, n1, 8);
     EXPECT(mm, "LOAD N2");
-    mm_load_done(mm, n2, true, MM_FAIL_RETRY, 9);
+    mm_load_done(mm, n2, true, MM_LOAD_ERR_RETRY, 9);
     EXPECT(mm, "SERVE N2 1");
     assert_int_equal(g->state, MM_LOADED); /* GPU/CPU models untouched */
     assert_int_equal(c->state, MM_LOADED);
@@ -960,7 +960,7 @@ static void test_non_npu_load_ignores_npu_holder(void **state)
     preload(mm, n1, 1);
     assert_int_equal(mm_request_begin(mm, g, 3), MM_WAIT);
     EXPECT(mm, "LOAD G"); /* free llm slot: N1 stays */
-    mm_load_done(mm, g, true, MM_FAIL_RETRY, 4);
+    mm_load_done(mm, g, true, MM_LOAD_ERR_RETRY, 4);
     EXPECT(mm, "SERVE G 1");
     assert_int_equal(mm_request_begin(mm, c, 5), MM_WAIT);
     EXPECT(mm, "LOAD C");
@@ -1056,7 +1056,7 @@ static void test_unload_while_loading(void **state)
     EXPECT(mm, "LOAD A");
     assert_int_equal(mm_unload(mm, a, 2), 0);
     EXPECT(mm, "");
-    mm_load_done(mm, a, true, MM_FAIL_RETRY, 3);
+    mm_load_done(mm, a, true, MM_LOAD_ERR_RETRY, 3);
     EXPECT(mm, "SERVE A 1"); /* the waiting request is served first */
     mm_request_end(mm, a, 4);
     EXPECT(mm, "UNLOAD A");
@@ -1078,7 +1078,7 @@ static void test_unload_queued_fails_waiters(void **state)
     EXPECT(mm, "FAIL B 503");
     assert_false(b->queued);
     assert_int_equal(mm->qlen, 0);
-    mm_load_done(mm, a, true, MM_FAIL_RETRY, 3);
+    mm_load_done(mm, a, true, MM_LOAD_ERR_RETRY, 3);
     EXPECT(mm, "SERVE A 1");
 }
 
@@ -1101,7 +1101,7 @@ static void test_requests_during_pending_unload_reload(void **state)
     EXPECT(mm, "UNLOAD A");
     mm_unload_done(mm, a, 8);
     EXPECT(mm, "LOAD A");
-    mm_load_done(mm, a, true, MM_FAIL_RETRY, 9);
+    mm_load_done(mm, a, true, MM_LOAD_ERR_RETRY, 9);
     EXPECT(mm, "SERVE A 2");
     assert_false(a->unload_pending);
 }
@@ -1121,13 +1121,13 @@ static void test_request_during_unloading_reloads(void **state)
     mm_unload_done(mm, a, 5);
     EXPECT(mm, "LOAD B"); /* A is queued behind B */
     assert_true(a->queued);
-    mm_load_done(mm, b, true, MM_FAIL_RETRY, 6);
+    mm_load_done(mm, b, true, MM_LOAD_ERR_RETRY, 6);
     EXPECT(mm, "SERVE B 1"); /* A waits for B's request */
     mm_request_end(mm, b, 7);
     EXPECT(mm, "UNLOAD B");
     mm_unload_done(mm, b, 8);
     EXPECT(mm, "LOAD A");
-    mm_load_done(mm, a, true, MM_FAIL_RETRY, 9);
+    mm_load_done(mm, a, true, MM_LOAD_ERR_RETRY, 9);
     EXPECT(mm, "SERVE A 1");
 }
 
@@ -1141,7 +1141,7 @@ static void test_reload_loaded_unloads_then_loads(void **state)
     EXPECT(mm, "UNLOAD A");
     mm_unload_done(mm, a, 4);
     EXPECT(mm, "LOAD A");
-    mm_load_done(mm, a, true, MM_FAIL_RETRY, 5);
+    mm_load_done(mm, a, true, MM_LOAD_ERR_RETRY, 5);
     EXPECT(mm, "");
     assert_int_equal(a->state, MM_LOADED);
     assert_false(a->reload);
@@ -1162,7 +1162,7 @@ static void test_reload_busy_waits_for_in_flight(void **state)
     EXPECT(mm, "UNLOAD A");
     mm_unload_done(mm, a, 7);
     EXPECT(mm, "LOAD A");
-    mm_load_done(mm, a, true, MM_FAIL_RETRY, 8);
+    mm_load_done(mm, a, true, MM_LOAD_ERR_RETRY, 8);
     EXPECT(mm, "SERVE A 1");
 }
 
@@ -1173,7 +1173,7 @@ static void test_reload_unloaded_loads(void **state)
     mm_model_t *a = add(mm, "A", MM_LLM, MM_DEV_GPU);
     mm_reload(mm, a, 1);
     EXPECT(mm, "LOAD A");
-    mm_load_done(mm, a, true, MM_FAIL_RETRY, 2);
+    mm_load_done(mm, a, true, MM_LOAD_ERR_RETRY, 2);
     EXPECT(mm, "");
 }
 
@@ -1215,7 +1215,7 @@ static void test_load_evicts_like_autoload(void **state)
     EXPECT(mm, "UNLOAD A");
     mm_unload_done(mm, a, 4);
     EXPECT(mm, "LOAD B");
-    mm_load_done(mm, b, true, MM_FAIL_RETRY, 5);
+    mm_load_done(mm, b, true, MM_LOAD_ERR_RETRY, 5);
     EXPECT(mm, ""); /* no waiters: nothing to serve */
 }
 
@@ -1231,9 +1231,9 @@ static void test_load_queued_is_noop(void **state)
     mm_load(mm, b, 3);
     EXPECT(mm, "");
     assert_int_equal(mm->qlen, 1);
-    mm_load_done(mm, a, true, MM_FAIL_RETRY, 4);
+    mm_load_done(mm, a, true, MM_LOAD_ERR_RETRY, 4);
     EXPECT(mm, "LOAD B");
-    mm_load_done(mm, b, true, MM_FAIL_RETRY, 5);
+    mm_load_done(mm, b, true, MM_LOAD_ERR_RETRY, 5);
     EXPECT(mm, "");
 }
 
@@ -1249,7 +1249,7 @@ static void test_load_while_loading_is_noop(void **state)
     EXPECT(mm, "LOAD A");
     mm_load(mm, a, 2); /* duplicate API call while loading */
     EXPECT(mm, "");
-    mm_load_done(mm, a, true, MM_FAIL_RETRY, 3);
+    mm_load_done(mm, a, true, MM_LOAD_ERR_RETRY, 3);
     EXPECT(mm, "");
 
     assert_int_equal(mm_request_begin(mm, b, 4), MM_WAIT);
@@ -1257,7 +1257,7 @@ static void test_load_while_loading_is_noop(void **state)
     mm_unload_done(mm, a, 5);
     EXPECT(mm, "LOAD B");
     assert_false(a->queued); /* an evicted model is not reloaded on its own */
-    mm_load_done(mm, b, true, MM_FAIL_RETRY, 6);
+    mm_load_done(mm, b, true, MM_LOAD_ERR_RETRY, 6);
     EXPECT(mm, "SERVE B 1");
     mm_request_end(mm, b, 7);
     EXPECT(mm, ""); /* B must not be evicted to bring A back */
