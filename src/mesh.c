@@ -334,7 +334,7 @@ static void on_conn_ready(tp_endpoint_t *ep, tp_conn_t *c)
         m->join_rounds = 0;
         uv_timer_stop(&m->jtimer);
         LOGI("mesh", "joined mesh %s through %.12s", m->cred.mesh_id, id);
-        identity_save_last_mesh(m->home, m->cred.mesh_id);
+        identity_save_last_mesh(m->loop, m->home, m->cred.mesh_id);
     }
 }
 
