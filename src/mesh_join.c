@@ -184,7 +184,7 @@ static void join_done(mesh_t *m)
     m->join_rounds = 0;
     uv_timer_stop(&m->jtimer);
     LOGI("mesh", "joined mesh %s through %.12s", m->cred.mesh_id, t->id);
-    identity_save_last_mesh(m->home, m->cred.mesh_id);
+    identity_save_last_mesh(m->loop, m->home, m->cred.mesh_id);
 }
 
 static void join_round_cb(uv_timer_t *t)
