@@ -87,14 +87,24 @@ static void out_close(tp_stream_t *s, int err)
 static const tp_stream_cb_t out_cb = {out_data, NULL, NULL, NULL};
 static const tp_stream_cb_t leave_cb = {out_data, NULL, NULL, out_close};
 
+/* One message, one stream. When the connection pushes back (too many streams waiting to
+ * open, its send queues full) the message is dropped and counted: gossip repeats itself. */
 static int send_on(mesh_t *m, tp_conn_t *c, const uint8_t *p, size_t n, bool leaving)
 {
     tp_stream_t *s;
     int rc = tp_stream_open(c, leaving ? &leave_cb : &out_cb, leaving ? m : NULL, &s);
-    if (rc) return rc;
-    if (leaving) m->leave_streams++;
-    rc = tp_stream_write(s, p, n);
-    tp_stream_shutdown(s);
+    if (rc == 0) {
+        if (leaving) m->leave_streams++;
+        rc = tp_stream_write(s, p, n);
+        if (rc == 0)
+            tp_stream_shutdown(s);
+        else
+            tp_stream_reset(s, 1);
+    }
+    if (rc) {
+        m->msgs_dropped++;
+        LOGD("mesh", "gossip message to %.12s dropped: %s", tp_conn_peer_id(c), strerror(-rc));
+    }
     return rc;
 }
 
@@ -581,7 +591,9 @@ json_t *mesh_status(mesh_t *m)
     const gossip_stats_t *gs = gossip_stats(m->g);
     const tp_stats_t *ts = tp_stats(m->ep);
     json_t *out = json_pack(
-        "{s:{s:s,s:s,s:s,s:i,s:i,s:i,s:s,s:s,s:I,s:I,s:b},s:o,s:{s:I,s:I,s:I,s:I,s:I,s:I}}", "node",
+        "{s:{s:s,s:s,s:s,s:i,s:i,s:i,s:s,s:s,s:I,s:I,s:b},s:o,s:{s:I,s:I,s:I,s:I,s:I,s:I,s:I,"
+        "s:I,s:I}}",
+        "node",
         "id", m->id.id, "mesh_id", m->cred.mesh_id, "role", m->o.role ? m->o.role : "worker",
         "api_port", m->o.api_port, "console_port", m->o.console_port, "quic_port",
         tp_endpoint_port(m->ep), "token", m->token, "version", MESH_VERSION, "incarnation",
@@ -590,7 +602,9 @@ json_t *mesh_status(mesh_t *m)
         "gossip_received", (json_int_t)gs->received, "gossip_rejected",
         (json_int_t)(gs->rejected + m->msgs_bad), "datagrams_in", (json_int_t)ts->datagrams_in,
         "datagrams_dropped", (json_int_t)ts->dropped, "conns_refused",
-        (json_int_t)ts->conns_refused);
+        (json_int_t)ts->conns_refused, "quic_retries", (json_int_t)ts->retries_sent,
+        "quic_bad_tokens", (json_int_t)ts->bad_tokens, "gossip_dropped",
+        (json_int_t)m->msgs_dropped);
     gossip_trust_stats(json_object_get(out, "stats"), gs);
     return out;
 }

@@ -81,6 +81,7 @@ struct mesh {
     void (*stop_cb)(void *data);
     void *stop_data;
     uint64_t msgs_in, msgs_bad;
+    uint64_t msgs_dropped; /* outgoing gossip refused by the transport's back-pressure */
     uint64_t leave_deadline;
 };
 

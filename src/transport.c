@@ -343,11 +343,10 @@ static int acked_cb(ngtcp2_conn *q, int64_t id, uint64_t off, uint64_t len, void
 {
     tp_stream_t *s = sud;
     if (!s) return 0;
+    size_t before = s->out.unacked;
     sendbuf_acked(&s->out, (size_t)len);
-    if (s->above_hw && s->out.unacked <= s->conn->ep->cfg.high_water / 2) {
-        s->above_hw = false;
-        if (s->cb && s->cb->on_drain && !s->internal) s->cb->on_drain(s);
-    }
+    s->conn->queued -= before - s->out.unacked;
+    if (s->above_hw) tpi_stream_check_drain(s);
     return 0;
 }
 
@@ -553,13 +552,18 @@ fail:
     return rc;
 }
 
-void tpi_accept_conn(tp_endpoint_t *ep, const ngtcp2_pkt_hd *hd, const struct sockaddr *addr,
-                     const uint8_t *data, size_t n)
+size_t tpi_unadmitted(const tp_endpoint_t *ep)
 {
-    size_t unadmitted = 0;
-    for (tp_conn_t *x = ep->conns; x; x = x->next)
-        if (!x->ready) unadmitted++;
-    if (ep->closing || ep->n_conns >= ep->cfg.max_conns || unadmitted >= MAX_UNADMITTED) {
+    size_t k = 0;
+    for (const tp_conn_t *x = ep->conns; x; x = x->next)
+        if (!x->ready && !x->outbound) k++;
+    return k;
+}
+
+void tpi_accept_conn(tp_endpoint_t *ep, const ngtcp2_pkt_hd *hd, const ngtcp2_cid *odcid,
+                     const struct sockaddr *addr)
+{
+    if (ep->closing || ep->n_conns >= ep->cfg.max_conns || tpi_unadmitted(ep) >= MAX_UNADMITTED) {
         ep->stats.dropped++;
         return;
     }
@@ -572,6 +576,12 @@ void tpi_accept_conn(tp_endpoint_t *ep, const ngtcp2_pkt_hd *hd, const struct so
     ngtcp2_transport_params tp;
     settings_params(ep, &st, &tp);
     tp.original_dcid = hd->dcid;
+    if (odcid) { /* the client came back with our Retry token: its address is proven */
+        tp.original_dcid = *odcid;
+        tp.retry_scid = hd->dcid;
+        tp.retry_scid_present = 1;
+        st.token = hd->token;
+    }
     tp.stateless_reset_token_present = 1;
     tpi_reset_token(ep, &scid, tp.stateless_reset_token);
     ngtcp2_path path = {{(struct sockaddr *)&ep->local, ep->local_len},

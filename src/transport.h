@@ -19,6 +19,18 @@
  * far as the window the receiver opens, and the receiver opens it by calling tp_stream_consumed
  * for bytes it has passed on — that is the back-pressure into tunnels.
  *
+ * Memory bounds. Send side, per stream: tp_stream_over_high_water turns true past high_water
+ * bytes (or when the connection is past conn_high_water) and on_drain follows once it is below
+ * half of both again; a writer that ignores it gets -EAGAIN once the stream holds more than
+ * stream_max_buffer. Per connection: a write that would take the queued bytes of all its
+ * streams past conn_max_buffer gets -ENOBUFS (nothing queued); tp_stream_open gets -EAGAIN
+ * when max_pending_opens streams already wait for the peer's stream limit. Receive side: the
+ * flow-control windows (stream_window per stream, 16 of them per connection).
+ * Unadmitted connections: at most 64 at once (further Initials are dropped), each closed at
+ * the handshake timeout; once retry_after of them exist, a new Initial is answered with a
+ * Retry carrying an address-bound token (10 s, keyed by a per-process random secret), and only
+ * an Initial with a valid token creates connection state (a spoofed source never gets one).
+ *
  * Restarts: stateless reset tokens are derived from the node key and the connection id, so a
  * node restarted on the same port (same key) answers a packet of a connection its former
  * process had with a Stateless Reset (smaller than the packet, at most 100 a second): the
@@ -77,6 +89,14 @@ typedef struct {
     size_t max_conns;              /* default 1024 */
     size_t stream_window;          /* default 1 MiB */
     size_t high_water;             /* send queue: default 1 MiB */
+    /* Send-side caps (see "Memory bounds" above). */
+    size_t stream_max_buffer; /* writes refused (-EAGAIN) above this: default 8 x high_water */
+    size_t conn_high_water;   /* every stream of the connection over high water: default 32 MiB */
+    size_t conn_max_buffer;   /* a write past it refused (-ENOBUFS): default 128 MiB */
+    size_t max_pending_opens; /* streams waiting for the peer's limit: default 256 */
+    /* Retry (address validation) for new connections while this many are unadmitted:
+     * default 16 (MESH_LLM_QUIC_RETRY_AFTER); 0 = always. */
+    size_t retry_after;
 } tp_config_t;
 
 void tp_config_default(tp_config_t *cfg);
@@ -104,15 +124,20 @@ double tp_conn_rtt_ms(const tp_conn_t *c);
 void tp_conn_set_data(tp_conn_t *c, void *data);
 void *tp_conn_data(const tp_conn_t *c);
 
-/* Open a stream on a ready connection (queued if the peer's stream limit is reached). */
+/* Open a stream on a ready connection (queued if the peer's stream limit is reached; -EAGAIN
+ * when max_pending_opens are queued already). */
 int tp_stream_open(tp_conn_t *c, const tp_stream_cb_t *cb, void *data, tp_stream_t **out);
 void tp_stream_set_cb(tp_stream_t *s, const tp_stream_cb_t *cb, void *data);
 void *tp_stream_data(const tp_stream_t *s);
 tp_conn_t *tp_stream_conn(const tp_stream_t *s);
-/* Queue bytes (copied). -EPIPE after shutdown/close. */
+/* Queue bytes (copied). -EPIPE after shutdown/close; -EAGAIN when the stream holds more than
+ * stream_max_buffer (the writer ignored tp_stream_over_high_water); -ENOBUFS when the
+ * connection's queues would pass conn_max_buffer. Nothing is queued on error. */
 int tp_stream_write(tp_stream_t *s, const void *p, size_t n);
 size_t tp_stream_buffered(const tp_stream_t *s);
-bool tp_stream_over_high_water(const tp_stream_t *s);
+/* Stop producing (wait for on_drain): the stream or its connection holds too much. */
+bool tp_stream_over_high_water(tp_stream_t *s);
+size_t tp_conn_buffered(const tp_conn_t *c); /* send-queue bytes of all its streams */
 /* Send FIN after the queued bytes. */
 void tp_stream_shutdown(tp_stream_t *s);
 /* Abort both directions. */
@@ -121,6 +146,8 @@ void tp_stream_consumed(tp_stream_t *s, size_t n);
 
 typedef struct {
     uint64_t datagrams_in, datagrams_out, dropped, conns_accepted, conns_refused;
+    uint64_t retries_sent, bad_tokens; /* Retry packets; Initials with an invalid token */
+    uint64_t writes_refused;           /* tp_stream_write/open back-pressure errors */
 } tp_stats_t;
 const tp_stats_t *tp_stats(const tp_endpoint_t *ep);
 size_t tp_conn_count(const tp_endpoint_t *ep);

@@ -27,6 +27,13 @@ void tp_config_default(tp_config_t *cfg)
     cfg->max_conns = 1024;
     cfg->stream_window = 1 << 20;
     cfg->high_water = 1 << 20;
+    cfg->stream_max_buffer = 8 * cfg->high_water;
+    cfg->conn_high_water = (size_t)32 << 20;
+    cfg->conn_max_buffer = (size_t)128 << 20; /* above a forwarded request (64 MiB body cap) */
+    cfg->max_pending_opens = 256;
+    uint64_t v;
+    const char *e = getenv("MESH_LLM_QUIC_RETRY_AFTER");
+    cfg->retry_after = e && parse_u64(e, 0, MAX_UNADMITTED, &v) == 0 ? (size_t)v : 16;
 }
 
 /* ---- connection-id table ---- */
@@ -160,6 +167,11 @@ void tpi_reset_token(const tp_endpoint_t *ep, const ngtcp2_cid *cid, uint8_t *to
         randombytes_buf(token, NGTCP2_STATELESS_RESET_TOKENLEN); /* no restart detection */
 }
 
+static socklen_t addr_len(const struct sockaddr *a)
+{
+    return a->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+}
+
 #define RESETS_PER_SECOND 100
 /* like a short packet; always shorter than the packet answered, so resets never loop */
 #define RESET_MAX_LEN 43
@@ -186,13 +198,57 @@ static void send_stateless_reset(tp_endpoint_t *ep, const struct sockaddr *addr,
     tpi_reset_token(ep, &cid, token);
     randombytes_buf(rnd, rlen);
     ngtcp2_ssize w = ngtcp2_pkt_write_stateless_reset(pkt, sizeof pkt, token, rnd, rlen);
-    socklen_t alen =
-        addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
-    if (w > 0 && sendto(ep->fd, pkt, (size_t)w, 0, addr, alen) == w) {
+    if (w > 0 && sendto(ep->fd, pkt, (size_t)w, 0, addr, addr_len(addr)) == w) {
         LOGD("quic", "stateless reset sent (%zd bytes, answering %zu)", w, n);
         ep->resets_sent++;
         ep->stats.datagrams_out++;
     }
+}
+
+/* Answer a token-less Initial with a Retry: the client comes back with the token, which binds
+ * its address and the ids; no state is kept here meanwhile. The Retry is far smaller than the
+ * Initial (at least 1200 bytes), so it amplifies nothing. */
+static void send_retry(tp_endpoint_t *ep, const struct sockaddr *addr, const ngtcp2_pkt_hd *hd)
+{
+    uint8_t token[NGTCP2_CRYPTO_MAX_RETRY_TOKENLEN], pkt[MAX_PKT];
+    ngtcp2_cid scid;
+    scid.datalen = SCID_LEN;
+    randombytes_buf(scid.data, scid.datalen);
+    ngtcp2_ssize tl = ngtcp2_crypto_generate_retry_token(
+        token, ep->retry_secret, sizeof ep->retry_secret, hd->version, addr, addr_len(addr), &scid,
+        &hd->dcid, tpi_now_ns());
+    if (tl < 0) return;
+    ngtcp2_ssize w = ngtcp2_crypto_write_retry(pkt, sizeof pkt, hd->version, &hd->scid, &scid,
+                                               &hd->dcid, token, (size_t)tl);
+    if (w > 0 && sendto(ep->fd, pkt, (size_t)w, 0, addr, addr_len(addr)) == w) {
+        ep->stats.retries_sent++;
+        ep->stats.datagrams_out++;
+    }
+}
+
+/* An Initial for a new connection: the original destination id in *odcid and true when it
+ * may create a connection (*odcid set only if it came through a Retry). */
+static bool initial_admissible(tp_endpoint_t *ep, const struct sockaddr *addr,
+                               const ngtcp2_pkt_hd *hd, ngtcp2_cid *odcid, bool *retried)
+{
+    *retried = false;
+    if (hd->type != NGTCP2_PKT_INITIAL) return true;
+    if (hd->token.len > 0) {
+        /* we hand out no NEW_TOKEN tokens: any token must be one of our Retry tokens */
+        if (hd->token.base[0] != NGTCP2_CRYPTO_TOKEN_MAGIC_RETRY ||
+            ngtcp2_crypto_verify_retry_token(
+                odcid, hd->token.base, hd->token.len, ep->retry_secret, sizeof ep->retry_secret,
+                hd->version, addr, addr_len(addr), &hd->dcid,
+                (ngtcp2_duration)RETRY_TOKEN_SECS * NGTCP2_SECONDS, tpi_now_ns()) != 0) {
+            ep->stats.bad_tokens++;
+            return false;
+        }
+        *retried = true;
+        return true;
+    }
+    if (tpi_unadmitted(ep) < ep->cfg.retry_after) return true;
+    send_retry(ep, addr, hd);
+    return false;
 }
 
 static bool same_addr(const struct sockaddr_storage *a, const struct sockaddr *b)
@@ -243,7 +299,13 @@ static void ep_datagram(tp_endpoint_t *ep, const struct sockaddr *addr, const ui
         if (!(data[0] & 0x80)) unknown_short_packet(ep, addr, &vc, data, n);
         return;
     }
-    tpi_accept_conn(ep, &hd, addr, data, n);
+    ngtcp2_cid odcid;
+    bool retried;
+    if (!initial_admissible(ep, addr, &hd, &odcid, &retried)) {
+        ep->stats.dropped++;
+        return;
+    }
+    tpi_accept_conn(ep, &hd, retried ? &odcid : NULL, addr);
     c = tpi_cid_find(ep, vc.dcid, vc.dcidlen);
     if (c)
         tpi_conn_read(c, addr, data, n);
@@ -320,6 +382,7 @@ int tp_endpoint_new(tp_endpoint_t **out, uv_loop_t *loop, const identity_t *id,
     static const char reset_label[] = "mesh-llm/1 stateless reset";
     crypto_generichash(ep->reset_key, sizeof ep->reset_key, (const uint8_t *)reset_label,
                        sizeof reset_label - 1, id->sk, 32);
+    randombytes_buf(ep->retry_secret, sizeof ep->retry_secret);
     if (cfg)
         ep->cfg = *cfg;
     else

@@ -19,7 +19,8 @@
 #define CID_BUCKETS 4096
 #define MAX_PKT 1452
 #define BATCH 32
-#define MAX_UNADMITTED 64
+#define MAX_UNADMITTED 64    /* inbound connections not admitted yet: further Initials dropped */
+#define RETRY_TOKEN_SECS 10 /* a Retry token's lifetime */
 #define RBUF_SLOTS 32 /* datagrams per recvmmsg, each in a 64 KiB slot */
 #define RBUF_SLOT 65536
 /* Deferred flushes (transport_tx.c, "scheduling"): what reading stream data or consuming
@@ -47,6 +48,7 @@ struct tp_stream {
     void *data;
     sendbuf_t out; /* bytes not yet acknowledged by the peer */
     bool in_sendq, blocked, fin_queued, fin_sent, above_hw, closed, internal, held, reset_pending;
+    bool pending; /* counted in conn->n_pending: waits for the peer's stream limit */
     buf_t held_data; /* bytes that arrived before the connection was ready (dialer side) */
     bool held_fin;
 };
@@ -77,6 +79,9 @@ struct tp_conn {
     uint8_t peer_pk[32];
     tp_stream_t *streams;
     tp_stream_t *sendq_head, *sendq_tail;
+    size_t queued;    /* send-queue bytes of all streams (conn_max_buffer) */
+    size_t n_pending; /* streams waiting for the peer's stream limit (max_pending_opens) */
+    bool drain_wait;  /* a stream's on_drain waits for queued to fall to conn_high_water / 2 */
     tp_stream_t *admit;
     wire_reader_t admit_rd;
     ngtcp2_connection_close_error ccerr;
@@ -100,6 +105,7 @@ struct tp_endpoint {
     uint8_t secret[32];
     uint8_t reset_key[32]; /* stateless reset tokens: derived from the node key (restarts) */
     uint64_t reset_window, resets_sent; /* rate limit: per-second window (loop ms), count */
+    uint8_t retry_secret[32];           /* Retry tokens: random per endpoint (process) */
     gnutls_certificate_credentials_t cred;
     tp_config_t cfg;
     tp_callbacks_t cb;
@@ -135,8 +141,10 @@ void tpi_conn_request_close(tp_conn_t *c, int err, const char *why); /* closed a
 
 /* transport.c: connections */
 void tpi_conn_read(tp_conn_t *c, const struct sockaddr *from, const uint8_t *data, size_t n);
-void tpi_accept_conn(tp_endpoint_t *ep, const ngtcp2_pkt_hd *hd, const struct sockaddr *addr,
-                     const uint8_t *data, size_t n);
+/* odcid: the original destination id from a verified Retry token (NULL: no Retry) */
+void tpi_accept_conn(tp_endpoint_t *ep, const ngtcp2_pkt_hd *hd, const ngtcp2_cid *odcid,
+                     const struct sockaddr *addr);
+size_t tpi_unadmitted(const tp_endpoint_t *ep); /* inbound connections not ready yet */
 void tpi_conn_close_now(tp_conn_t *c); /* callbacks run, CONNECTION_CLOSE sent unless draining */
 
 /* transport_ep.c: endpoint */
@@ -156,5 +164,7 @@ void tpi_stream_finish(tp_stream_t *s, int err); /* on_close once, then free */
 void tpi_sendq_push(tp_stream_t *s);
 tp_stream_t *tpi_sendq_pop(tp_conn_t *c);
 void tpi_open_pending_streams(tp_conn_t *c);
+void tpi_drain_waiters(tp_conn_t *c); /* on_drain for streams held back by the connection cap */
+void tpi_stream_check_drain(tp_stream_t *s); /* after acknowledgements: on_drain when below */
 
 #endif

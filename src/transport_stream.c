@@ -70,6 +70,9 @@ void tpi_stream_free(tp_stream_t *s)
     else
         c->streams = s->next;
     if (s->next) s->next->prev = s->prev;
+    c->queued -= s->out.unacked;
+    if (s->pending) c->n_pending--;
+    if (c->drain_wait && !c->closing) tpi_mark_dirty(c); /* the bytes freed may end the wait */
     sendbuf_free(&s->out);
     buf_free(&s->held_data);
     if (c->admit == s) c->admit = NULL;
@@ -86,14 +89,33 @@ void tpi_stream_finish(tp_stream_t *s, int err)
     tpi_stream_free(s);
 }
 
+/* Over the stream's or the connection's high-water mark: the stream then waits for on_drain. */
+static bool over_hw(tp_stream_t *s)
+{
+    tp_conn_t *c = s->conn;
+    const tp_config_t *cfg = &c->ep->cfg;
+    if (s->out.unacked <= cfg->high_water && c->queued <= cfg->conn_high_water) return false;
+    s->above_hw = true;
+    return true;
+}
+
 int tp_stream_write(tp_stream_t *s, const void *p, size_t n)
 {
-    if (s->closed || s->fin_queued || s->conn->closing) return -EPIPE;
+    tp_conn_t *c = s->conn;
+    const tp_config_t *cfg = &c->ep->cfg;
+    if (s->closed || s->fin_queued || c->closing) return -EPIPE;
+    if (s->out.unacked > cfg->stream_max_buffer || n > cfg->conn_max_buffer - c->queued) {
+        c->ep->stats.writes_refused++;
+        over_hw(s); /* the writer is told when to try again */
+        return s->out.unacked > cfg->stream_max_buffer ? -EAGAIN : -ENOBUFS;
+    }
+    size_t before = s->out.unacked;
     int rc = sendbuf_append(&s->out, p, n);
+    c->queued += s->out.unacked - before;
     if (rc) return rc;
-    if (s->out.unacked > s->conn->ep->cfg.high_water) s->above_hw = true;
+    over_hw(s);
     tpi_sendq_push(s);
-    tpi_mark_dirty(s->conn);
+    tpi_mark_dirty(c);
     return 0;
 }
 
@@ -102,9 +124,39 @@ size_t tp_stream_buffered(const tp_stream_t *s)
     return s->out.unacked;
 }
 
-bool tp_stream_over_high_water(const tp_stream_t *s)
+bool tp_stream_over_high_water(tp_stream_t *s)
 {
-    return s->out.unacked > s->conn->ep->cfg.high_water;
+    return over_hw(s);
+}
+
+size_t tp_conn_buffered(const tp_conn_t *c)
+{
+    return c->queued;
+}
+
+void tpi_stream_check_drain(tp_stream_t *s)
+{
+    tp_conn_t *c = s->conn;
+    const tp_config_t *cfg = &c->ep->cfg;
+    if (!s->above_hw || s->closed || s->out.unacked > cfg->high_water / 2) return;
+    if (c->queued > cfg->conn_high_water / 2) {
+        c->drain_wait = true; /* tpi_drain_waiters, once the connection's queues shrank */
+        return;
+    }
+    s->above_hw = false;
+    if (s->cb && s->cb->on_drain && !s->internal) s->cb->on_drain(s);
+}
+
+/* From conn_flush (outside ngtcp2's callbacks): the streams held back by the connection's
+ * queues, once those fell to half the connection's high-water mark. */
+void tpi_drain_waiters(tp_conn_t *c)
+{
+    if (!c->drain_wait || c->queued > c->ep->cfg.conn_high_water / 2) return;
+    c->drain_wait = false;
+    for (tp_stream_t *s = c->streams, *n; s; s = n) {
+        n = s->next; /* on_drain may write, reset or open (at the head): none frees s or n */
+        tpi_stream_check_drain(s);
+    }
 }
 
 void tp_stream_shutdown(tp_stream_t *s)
@@ -167,6 +219,10 @@ static int stream_open_now(tp_stream_t *s)
     if (rv == NGTCP2_ERR_STREAM_ID_BLOCKED) return -EAGAIN;
     if (rv != 0) return -EIO;
     s->id = id;
+    if (s->pending) {
+        s->pending = false;
+        s->conn->n_pending--;
+    }
     tpi_sendq_push(s);
     return 0;
 }
@@ -174,12 +230,18 @@ static int stream_open_now(tp_stream_t *s)
 int tp_stream_open(tp_conn_t *c, const tp_stream_cb_t *cb, void *data, tp_stream_t **out)
 {
     if (!c->ready || c->closing || c->close_requested) return -ENOTCONN;
+    if (c->n_pending >= c->ep->cfg.max_pending_opens) {
+        c->ep->stats.writes_refused++;
+        return -EAGAIN; /* the peer's stream limit is reached and enough wait for it */
+    }
     tp_stream_t *s = tpi_stream_new(c, -1);
     if (!s) return -ENOMEM;
     s->cb = cb;
     s->data = data;
     int rc = stream_open_now(s);
     if (rc == -EAGAIN) {
+        s->pending = true;
+        c->n_pending++;
         c->open_pending = true;
     } else if (rc) {
         tpi_stream_free(s);

@@ -90,6 +90,8 @@ static void conn_flush(tp_conn_t *c)
     c->credit_unflushed = 0;
     if (c->freed || c->closing || !c->q) return;
     if (ngtcp2_conn_is_in_closing_period(c->q) || ngtcp2_conn_is_in_draining_period(c->q)) return;
+    tpi_drain_waiters(c);
+    if (c->freed || c->closing || c->close_requested) return;
     tpi_open_pending_streams(c);
     ngtcp2_path_storage ps;
     ngtcp2_path_storage_zero(&ps);

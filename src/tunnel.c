@@ -300,7 +300,12 @@ static void pipe_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b)
         return;
     }
     if (!t->s) return;
-    tp_stream_write(t->s, b->base, (size_t)n);
+    int rc = tp_stream_write(t->s, b->base, (size_t)n);
+    if (rc) { /* reading stops at the high-water mark: only the connection's cap gets here */
+        LOGD("tunnel", "tunnelled answer cut: %s", strerror(-rc));
+        srv_fail(t);
+        return;
+    }
     if (tp_stream_over_high_water(t->s)) {
         uv_read_stop(st);
         t->reading_paused = true;
