@@ -593,15 +593,14 @@ json_t *mesh_status(mesh_t *m)
     json_t *out = json_pack(
         "{s:{s:s,s:s,s:s,s:i,s:i,s:i,s:s,s:s,s:I,s:I,s:b},s:o,s:{s:I,s:I,s:I,s:I,s:I,s:I,s:I,"
         "s:I,s:I}}",
-        "node",
-        "id", m->id.id, "mesh_id", m->cred.mesh_id, "role", m->o.role ? m->o.role : "worker",
-        "api_port", m->o.api_port, "console_port", m->o.console_port, "quic_port",
-        tp_endpoint_port(m->ep), "token", m->token, "version", MESH_VERSION, "incarnation",
-        (json_int_t)m->id.incarnation, "vram_bytes", (json_int_t)m->o.vram_bytes, "joined",
-        m->n_joins == 0 || m->joined, "peers", peers, "stats", "gossip_sent", (json_int_t)gs->sent,
-        "gossip_received", (json_int_t)gs->received, "gossip_rejected",
-        (json_int_t)(gs->rejected + m->msgs_bad), "datagrams_in", (json_int_t)ts->datagrams_in,
-        "datagrams_dropped", (json_int_t)ts->dropped, "conns_refused",
+        "node", "id", m->id.id, "mesh_id", m->cred.mesh_id, "role",
+        m->o.role ? m->o.role : "worker", "api_port", m->o.api_port, "console_port",
+        m->o.console_port, "quic_port", tp_endpoint_port(m->ep), "token", m->token, "version",
+        MESH_VERSION, "incarnation", (json_int_t)m->id.incarnation, "vram_bytes",
+        (json_int_t)m->o.vram_bytes, "joined", m->n_joins == 0 || m->joined, "peers", peers,
+        "stats", "gossip_sent", (json_int_t)gs->sent, "gossip_received", (json_int_t)gs->received,
+        "gossip_rejected", (json_int_t)(gs->rejected + m->msgs_bad), "datagrams_in",
+        (json_int_t)ts->datagrams_in, "datagrams_dropped", (json_int_t)ts->dropped, "conns_refused",
         (json_int_t)ts->conns_refused, "quic_retries", (json_int_t)ts->retries_sent,
         "quic_bad_tokens", (json_int_t)ts->bad_tokens, "gossip_dropped",
         (json_int_t)m->msgs_dropped);

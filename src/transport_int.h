@@ -19,9 +19,9 @@
 #define CID_BUCKETS 4096
 #define MAX_PKT 1452
 #define BATCH 32
-#define MAX_UNADMITTED 64    /* inbound connections not admitted yet: further Initials dropped */
+#define MAX_UNADMITTED 64   /* inbound connections not admitted yet: further Initials dropped */
 #define RETRY_TOKEN_SECS 10 /* a Retry token's lifetime */
-#define RBUF_SLOTS 32 /* datagrams per recvmmsg, each in a 64 KiB slot */
+#define RBUF_SLOTS 32       /* datagrams per recvmmsg, each in a 64 KiB slot */
 #define RBUF_SLOT 65536
 /* Deferred flushes (transport_tx.c, "scheduling"): what reading stream data or consuming
  * bytes leaves ngtcp2 owing (ACKs, flow-control credit) waits up to ACK_DEFER_MS for stream
@@ -48,7 +48,7 @@ struct tp_stream {
     void *data;
     sendbuf_t out; /* bytes not yet acknowledged by the peer */
     bool in_sendq, blocked, fin_queued, fin_sent, above_hw, closed, internal, held, reset_pending;
-    bool pending; /* counted in conn->n_pending: waits for the peer's stream limit */
+    bool pending;    /* counted in conn->n_pending: waits for the peer's stream limit */
     buf_t held_data; /* bytes that arrived before the connection was ready (dialer side) */
     bool held_fin;
 };

@@ -35,6 +35,11 @@ struct node {
     bool got_data;          /* stream bytes arrived: */
     uint64_t data_at_ms;    /*   the loop time they first did */
     uint64_t data_at_out;   /*   datagrams_out then */
+    /* a sink that does not read (hold): bytes stay unconsumed until released */
+    bool hold, released;
+    tp_stream_t *held[8];
+    size_t held_unconsumed[8];
+    int n_held;
 };
 
 static uv_loop_t loop;
@@ -144,10 +149,43 @@ static void on_closed(tp_endpoint_t *ep, tp_conn_t *c, bool was_ready, int err, 
     n->last_err = err;
     snprintf(n->last_why, sizeof n->last_why, "%s", why);
 }
+static void hold_data(tp_stream_t *s, const uint8_t *p, size_t len)
+{
+    node_t *n = tp_stream_data(s);
+    n->bytes_in += len;
+    if (n->released) {
+        tp_stream_consumed(s, len);
+        return;
+    }
+    for (int i = 0; i < n->n_held; i++)
+        if (n->held[i] == s) n->held_unconsumed[i] += len;
+}
+static void hold_close(tp_stream_t *s, int err)
+{
+    node_t *n = tp_stream_data(s);
+    for (int i = 0; i < n->n_held; i++)
+        if (n->held[i] == s) n->held[i] = NULL;
+}
+static const tp_stream_cb_t hold_cb = {hold_data, NULL, NULL, hold_close};
+
+/* the sink starts reading: everything held is consumed, what follows at once */
+static void hold_release(node_t *n)
+{
+    n->released = true;
+    for (int i = 0; i < n->n_held; i++)
+        if (n->held[i] && n->held_unconsumed[i])
+            tp_stream_consumed(n->held[i], n->held_unconsumed[i]);
+}
+
 static void on_stream(tp_endpoint_t *ep, tp_conn_t *c, tp_stream_t *s)
 {
     node_t *n = tp_endpoint_data(ep);
     n->streams_in++;
+    if (n->hold) {
+        if (n->n_held < 8) n->held[n->n_held++] = s;
+        tp_stream_set_cb(s, &hold_cb, n);
+        return;
+    }
     if (n->echo_delay_ms) {
         lag_t *l = calloc(1, sizeof *l);
         l->n = n;
@@ -162,15 +200,22 @@ static void on_stream(tp_endpoint_t *ep, tp_conn_t *c, tp_stream_t *s)
     tp_stream_set_cb(s, &echo_cb, x);
 }
 
-static void node_up(node_t *n, const uint8_t secret[32])
+/* cfg: NULL for the defaults (a 3 s handshake timeout) */
+static void node_up_cfg(node_t *n, const uint8_t secret[32], const tp_config_t *cfg)
 {
     memset(n, 0, sizeof *n);
     make_id(&n->id);
     tp_callbacks_t cb = {n, on_ready, on_closed, on_stream};
-    tp_config_t cfg;
-    tp_config_default(&cfg);
-    cfg.handshake_timeout_ms = 3000;
-    assert_int_equal(tp_endpoint_new(&n->ep, &loop, &n->id, secret, "127.0.0.1", 0, &cfg, &cb), 0);
+    tp_config_t def;
+    tp_config_default(&def);
+    def.handshake_timeout_ms = 3000;
+    assert_int_equal(
+        tp_endpoint_new(&n->ep, &loop, &n->id, secret, "127.0.0.1", 0, cfg ? cfg : &def, &cb), 0);
+}
+
+static void node_up(node_t *n, const uint8_t secret[32])
+{
+    node_up_cfg(n, secret, NULL);
 }
 
 static void closed_cb(void *d)
@@ -296,6 +341,9 @@ static void test_connect_and_echo(void **state)
     for (size_t i = 0; i < x->got.len; i++)
         if ((uint8_t)x->got.data[i] != (uint8_t)(i * 7)) fail_msg("byte %zu differs", i);
     sctx_free(x);
+    /* below the Retry threshold: no extra round trip */
+    assert_int_equal(tp_stats(b.ep)->retries_sent, 0);
+    assert_int_equal(tp_stats(b.ep)->conns_accepted, 1);
     node_down(&a);
     node_down(&b);
 }
@@ -746,6 +794,189 @@ static void test_one_way_bulk(void **state)
     node_down(&b);
 }
 
+/* ---- Retry (address validation) ----
+ * a dials a relay (one UDP socket in the test) that passes datagrams between a and b. When a
+ * comes back from b's Retry with the token, the relay first sends b a copy with one token byte
+ * changed and an untouched copy from another port (a spoofed source), then the real one. */
+typedef struct {
+    uv_udp_t sock, spoof;
+    struct sockaddr_in a, b;
+    int tampered;
+} relay_t;
+
+static void relay_alloc(uv_handle_t *h, size_t sz, uv_buf_t *b)
+{
+    static char mem[65536];
+    b->base = mem;
+    b->len = sizeof mem;
+}
+
+static void relay_recv(uv_udp_t *h, ssize_t n, const uv_buf_t *buf, const struct sockaddr *from,
+                       unsigned flags)
+{
+    relay_t *r = h->data;
+    if (n <= 0 || !from) return;
+    const struct sockaddr_in *f = (const struct sockaddr_in *)from;
+    uv_buf_t out = uv_buf_init(buf->base, (unsigned)n);
+    if (f->sin_port == r->b.sin_port) {
+        uv_udp_try_send(&r->sock, &out, 1, (const struct sockaddr *)&r->a);
+        return;
+    }
+    r->a = *f;
+    ngtcp2_pkt_hd hd;
+    if (!r->tampered && ngtcp2_accept(&hd, (uint8_t *)buf->base, (size_t)n) == 0 &&
+        hd.type == NGTCP2_PKT_INITIAL && hd.token.len > 0) {
+        r->tampered = 1;
+        static char bad[65536];
+        memcpy(bad, buf->base, (size_t)n);
+        bad[(hd.token.base - (uint8_t *)buf->base) + hd.token.len / 2] ^= 0x55;
+        uv_buf_t b1 = uv_buf_init(bad, (unsigned)n);
+        assert_int_equal(uv_udp_try_send(&r->sock, &b1, 1, (const struct sockaddr *)&r->b), n);
+        assert_int_equal(uv_udp_try_send(&r->spoof, &out, 1, (const struct sockaddr *)&r->b), n);
+    }
+    uv_udp_try_send(&r->sock, &out, 1, (const struct sockaddr *)&r->b);
+}
+
+static void test_retry_address_validation(void **state)
+{
+    node_t a, b;
+    node_up(&a, secret_a);
+    tp_config_t cfg;
+    tp_config_default(&cfg);
+    cfg.retry_after = 0; /* every new connection goes through a Retry */
+    node_up_cfg(&b, secret_a, &cfg);
+    b.echo = true;
+    relay_t r;
+    memset(&r, 0, sizeof r);
+    addr_of(&b, &r.b);
+    struct sockaddr_in any, ra;
+    uv_ip4_addr("127.0.0.1", 0, &any);
+    uv_udp_init(&loop, &r.sock);
+    uv_udp_init(&loop, &r.spoof);
+    r.sock.data = &r;
+    assert_int_equal(uv_udp_bind(&r.sock, (struct sockaddr *)&any, 0), 0);
+    assert_int_equal(uv_udp_bind(&r.spoof, (struct sockaddr *)&any, 0), 0);
+    int len = sizeof ra;
+    uv_udp_getsockname(&r.sock, (struct sockaddr *)&ra, &len);
+    assert_int_equal(uv_udp_recv_start(&r.sock, relay_alloc, relay_recv), 0);
+
+    tp_conn_t *c = NULL;
+    assert_int_equal(tp_dial(a.ep, b.id.id, (struct sockaddr *)&ra, &c), 0);
+    RUN_UNTIL(a.ready && b.ready, 5000);
+    assert_int_equal(a.ready, 1);
+    assert_int_equal(b.ready, 1);
+    const tp_stats_t *st = tp_stats(b.ep);
+    assert_int_equal(st->retries_sent, 1);
+    assert_int_equal(r.tampered, 1);
+    assert_int_equal(st->bad_tokens, 2); /* the changed token, the spoofed source */
+    assert_int_equal(st->conns_accepted, 1);
+    assert_int_equal(tp_conn_count(b.ep), 1);
+    sctx_t *x = client_stream(c, 5000);
+    RUN_UNTIL(x->closed, 5000);
+    assert_int_equal(x->got.len, 5000);
+    sctx_free(x);
+
+    uv_close((uv_handle_t *)&r.sock, NULL);
+    uv_close((uv_handle_t *)&r.spoof, NULL);
+    node_down(&a);
+    node_down(&b);
+}
+
+/* ---- send-queue caps ---- */
+
+static const tp_stream_cb_t quiet_cb = {NULL, NULL, NULL, NULL};
+
+static void test_send_queue_caps(void **state)
+{
+    enum { BLK = 16384, HW = 65536, SMAX = 4 * HW, CHW = 8 * HW, CMAX = 16 * HW };
+    tp_config_t ca, cb;
+    tp_config_default(&ca);
+    ca.high_water = HW;
+    ca.stream_max_buffer = SMAX;
+    ca.conn_high_water = CHW;
+    ca.conn_max_buffer = CMAX;
+    ca.max_pending_opens = 4;
+    tp_config_default(&cb);
+    cb.stream_window = HW; /* the sink's window: what a can get out before it reads */
+    node_t a, b;
+    node_up_cfg(&a, secret_a, &ca);
+    node_up_cfg(&b, secret_a, &cb);
+    b.hold = true;
+    tp_conn_t *c = NULL;
+    connect_pair(&a, &b, &c);
+    static uint8_t blk[4 * BLK];
+    memset(blk, 7, sizeof blk);
+
+    /* one stream, a writer that ignores the high-water mark: told to wait, then refused */
+    sctx_t *x = calloc(1, sizeof *x);
+    buf_init(&x->got, 1024);
+    x->no_fin = true;
+    assert_int_equal(tp_stream_open(c, &client_cb, x, &x->s), 0);
+    int writes = 0, rc = 0;
+    while (writes < 1000 && (rc = tp_stream_write(x->s, blk, BLK)) == 0)
+        writes++;
+    assert_int_equal(rc, -EAGAIN);
+    assert_true(tp_stream_over_high_water(x->s));
+    assert_true(tp_stream_buffered(x->s) > SMAX);
+    assert_true(tp_stream_buffered(x->s) <= SMAX + BLK);
+    RUN_UNTIL(b.bytes_in >= HW, 5000); /* the sink's window fills; it reads nothing */
+    assert_int_equal(b.bytes_in, HW);
+    assert_true(tp_stream_over_high_water(x->s));
+    assert_int_equal(x->drains, 0);
+    size_t total = (size_t)writes * BLK;
+
+    /* more streams: the connection's queues stay under its cap */
+    sctx_t *ys[16];
+    int ny = 0;
+    rc = 0;
+    while (ny < 16 && rc != -ENOBUFS) {
+        sctx_t *y = calloc(1, sizeof *y);
+        buf_init(&y->got, 1024);
+        y->no_fin = true;
+        assert_int_equal(tp_stream_open(c, &client_cb, y, &y->s), 0);
+        ys[ny++] = y;
+        while ((rc = tp_stream_write(y->s, blk, sizeof blk)) == 0) {
+            total += sizeof blk;
+            assert_true(tp_conn_buffered(c) <= CMAX);
+        }
+        assert_true(rc == -EAGAIN || rc == -ENOBUFS);
+    }
+    assert_int_equal(rc, -ENOBUFS);
+    assert_true(tp_conn_buffered(c) <= CMAX);
+    assert_true(tp_conn_buffered(c) > CMAX - sizeof blk);
+    assert_true(tp_stream_over_high_water(ys[ny - 1]->s)); /* the connection is over its mark */
+
+    /* streams waiting for the peer's stream limit (256): at most max_pending_opens */
+    int opened = 0;
+    tp_stream_t *s = NULL;
+    while (opened < 300 && (rc = tp_stream_open(c, &quiet_cb, NULL, &s)) == 0)
+        opened++;
+    assert_int_equal(rc, -EAGAIN);
+    assert_int_equal(c->n_pending, 4);
+    assert_true(tp_stats(a.ep)->writes_refused >= 3);
+
+    /* the sink reads: every writer hears it may go on, the queues empty */
+    hold_release(&b);
+    RUN_UNTIL(({
+                  bool all = x->drains > 0 && tp_conn_buffered(c) == 0;
+                  for (int i = 0; i < ny; i++)
+                      all = all && ys[i]->drains > 0;
+                  all;
+              }),
+              10000);
+    assert_int_equal(x->drains, 1);
+    for (int i = 0; i < ny; i++)
+        assert_int_equal(ys[i]->drains, 1);
+    assert_int_equal(tp_conn_buffered(c), 0);
+    RUN_UNTIL(b.bytes_in == total, 5000);
+    assert_int_equal(b.bytes_in, total); /* nothing refused was queued, nothing queued lost */
+    node_down(&a);
+    node_down(&b);
+    sctx_free(x);
+    for (int i = 0; i < ny; i++)
+        sctx_free(ys[i]);
+}
+
 int main(void)
 {
     if (sodium_init() < 0) return 1;
@@ -767,6 +998,8 @@ int main(void)
         cmocka_unit_test(test_ack_piggyback_delayed_answer),
         cmocka_unit_test(test_one_way_message_acked),
         cmocka_unit_test(test_one_way_bulk),
+        cmocka_unit_test(test_retry_address_validation),
+        cmocka_unit_test(test_send_queue_caps),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     uv_loop_close(&loop);
