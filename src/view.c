@@ -157,8 +157,7 @@ static bool get_bool(const json_t *o, const char *k, size_t *rej)
 }
 
 /* A known word (index in words), else -1; present but unknown counts as rejected. */
-static int get_word(const json_t *o, const char *k, const char *const *words, size_t n,
-                    size_t *rej)
+static int get_word(const json_t *o, const char *k, const char *const *words, size_t n, size_t *rej)
 {
     json_t *v = json_object_get(o, k);
     if (!v) return -1;
@@ -318,8 +317,7 @@ static json_t *encode_plan(const view_plan_t *p)
         const view_worker_t *vw = &p->workers[k];
         json_array_append_new(w, json_pack("{s:s,s:I,s:I,s:b,s:I}", "id", vw->id, "first",
                                            (json_int_t)vw->first, "end", (json_int_t)vw->end,
-                                           "output", vw->output, "weight",
-                                           (json_int_t)vw->weight));
+                                           "output", vw->output, "weight", (json_int_t)vw->weight));
     }
     return json_pack("{s:s,s:I,s:o}", "id", p->id, "ngl", (json_int_t)p->ngl, "workers", w);
 }
@@ -412,8 +410,7 @@ uint64_t view_offer_for(const view_node_t *n, const char *model)
 static bool plan_equal(const view_plan_t *a, const view_plan_t *b)
 {
     if (!a || !b) return a == b;
-    if (strcmp(a->id, b->id) != 0 || a->ngl != b->ngl || a->n_workers != b->n_workers)
-        return false;
+    if (strcmp(a->id, b->id) != 0 || a->ngl != b->ngl || a->n_workers != b->n_workers) return false;
     for (size_t i = 0; i < a->n_workers; i++) {
         const view_worker_t *x = &a->workers[i], *y = &b->workers[i];
         if (strcmp(x->id, y->id) != 0 || x->first != y->first || x->end != y->end ||
