@@ -57,6 +57,7 @@ typedef struct {
     uint64_t max_vram_bytes; /* --max-vram, 0 = detect */
     bool split;              /* --split: force split groups for this node's models */
     bool client;             /* --client: route only, serve nothing, lend nothing */
+    char *notes; /* warnings found while parsing, one per line, for the log (skipped entries) */
 } config_t;
 
 enum { CONFIG_OK = 0, CONFIG_EXIT = 1 };

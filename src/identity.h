@@ -4,7 +4,9 @@
  *   key          Ed25519 secret key (64 bytes, libsodium layout), mode 0600; refused when
  *                readable or writable by group/others
  *   mesh-id      id of the mesh this node created ("<hex>\n"), with
- *   mesh-secret  its 32-byte admission secret (hex, 0600)
+ *   mesh-secret  its 32-byte admission secret (hex, 0600). Both are checked at every start: a
+ *                missing half or a malformed file refuses to start, naming the file — never
+ *                silently replaced (that would end every invite token given out)
  *   last-mesh    mesh id of the last mesh joined
  *   incarnation  last incarnation used (each start takes a higher one)
  *
@@ -19,8 +21,10 @@
 #ifndef MESH_IDENTITY_H
 #define MESH_IDENTITY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <uv.h>
 
 #define ID_HEX_LEN 64
 #define MESH_ID_MAX 64
@@ -58,8 +62,8 @@ int identity_load(identity_t *id, const char *dir, uint64_t now_ms, char *err, s
 /* The credentials of a mesh this node creates: named (derived) or unnamed (persisted). */
 int identity_own_mesh(const identity_t *id, const char *dir, const char *mesh_name,
                       mesh_cred_t *out, char *err, size_t errlen);
-/* Remember the mesh joined last (best effort). */
-void identity_save_last_mesh(const char *dir, const char *mesh_id);
+/* Remember the mesh joined last (best effort), written on the libuv thread pool. */
+void identity_save_last_mesh(uv_loop_t *loop, const char *dir, const char *mesh_id);
 
 /* Encode a token (NUL-terminated base64url into out). -ENOSPC if outlen is too small. */
 int token_encode(const token_t *t, char *out, size_t outlen);
@@ -75,5 +79,17 @@ void identity_admission_mac(const uint8_t secret[32], const uint8_t from_pk[32],
 
 int hex_decode(const char *hex, size_t hexlen, uint8_t *out, size_t outlen);
 void hex_encode(const uint8_t *in, size_t n, char *out);
+
+/* --- Signatures by node keys (gossip announcements and leaves; see gossip.h for what is
+ * signed). Pure functions: no state, no files. --- */
+#define IDENTITY_SIG_LEN 64
+
+/* Ed25519 detached signature of msg by the secret key sk (libsodium layout, identity_t.sk). */
+void identity_sign(const uint8_t sk[64], const void *msg, size_t len,
+                   uint8_t sig[IDENTITY_SIG_LEN]);
+/* Whether sig is the signature of msg by node `id` (64 lowercase hex chars: its public key).
+ * False for a malformed id or a key that is not a valid curve point. */
+bool identity_verify(const char *id, const void *msg, size_t len,
+                     const uint8_t sig[IDENTITY_SIG_LEN]);
 
 #endif

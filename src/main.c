@@ -14,6 +14,8 @@
 #include "planner.h"
 #include "tunnel.h"
 #include "config.h"
+#include "devices.h"
+#include "ledger.h"
 #include "log.h"
 #include "supervisor.h"
 #include "util.h"
@@ -100,10 +102,27 @@ static void on_mesh_stopped(void *data)
     maybe_exit(n);
 }
 
-/* Memory this node offers: --max-vram, else (CPU-only build) half of the available RAM. */
-static uint64_t offered_memory(const config_t *cfg)
+/* Memory this node offers: --max-vram; else the free memory of the accelerators the installed
+ * llama-server reports (--list-devices); else (a CPU-only build) half of the available RAM. */
+static uint64_t offered_memory(const config_t *cfg, const char *llama_server)
 {
-    if (cfg->max_vram_bytes) return cfg->max_vram_bytes;
+    char b[32];
+    if (cfg->max_vram_bytes) {
+        LOGI("node", "offering %s of memory (--max-vram)",
+             ledger_fmt(cfg->max_vram_bytes, b, sizeof b));
+        return cfg->max_vram_bytes;
+    }
+    uint64_t dev = 0;
+    unsigned n_dev = 0;
+    int rc = devices_detect(llama_server, 15000, &dev, &n_dev);
+    if (rc == 0 && n_dev > 0 && dev > 0) {
+        LOGI("node", "offering %s of memory: free on %u device(s) llama-server reports",
+             ledger_fmt(dev, b, sizeof b), n_dev);
+        return dev;
+    }
+    if (rc != 0)
+        LOGW("node", "llama-server --list-devices failed (%s): offering half of the RAM",
+             strerror(-rc));
     uint64_t avail = 0;
     FILE *f = fopen("/proc/meminfo", "r");
     if (f) {
@@ -118,6 +137,9 @@ static uint64_t offered_memory(const config_t *cfg)
         fclose(f);
     }
     if (!avail) avail = uv_get_free_memory();
+    LOGI("node", "offering %s of memory: half of the available RAM (no accelerator; --max-vram "
+                 "GB sets it)",
+         ledger_fmt(avail / 2, b, sizeof b));
     return avail / 2;
 }
 
@@ -369,7 +391,7 @@ int main(int argc, char **argv)
     n->ms.data = n;
     LOGI("node", "%zu known model(s); slots: %u llm, %u embedding, %u reranking", n->ms.n,
          n->cfg.max_loaded[0], n->cfg.max_loaded[1], n->cfg.max_loaded[2]);
-    uint64_t vram = n->cfg.client ? 0 : offered_memory(&n->cfg);
+    uint64_t vram = n->cfg.client ? 0 : offered_memory(&n->cfg, n->sv.llama_server);
     models_set_offer(&n->ms, vram);
     planner_init(&n->plan, n->loop, &n->cfg, &n->ms, &n->sv, vram);
 
