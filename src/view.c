@@ -218,6 +218,7 @@ static void decode_plan(view_node_t *n, view_serving_t *s, const json_t *o)
             (*rej)++;
             continue;
         }
+        if (p->n_workers >= VIEW_MAX_PLAN_WORKERS) break; /* checked above; never trust it */
         view_worker_t *vw = &p->workers[p->n_workers++];
         memcpy(vw->id, wid, sizeof vw->id);
         vw->first = (uint32_t)first;
