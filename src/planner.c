@@ -20,6 +20,10 @@
 #define ALLOC_SETTLE_MS 1500
 #define MAX_PARKED 256
 
+_Static_assert(PLAN_ID_MAX == VIEW_PLAN_ID_MAX, "plan ids are announced");
+_Static_assert(PLAN_MAX_WORKERS <= VIEW_MAX_PLAN_WORKERS, "a plan's workers are announced");
+_Static_assert(PLAN_MAX_MODELS <= VIEW_MAX_PLANS, "every hosted plan is announced");
+
 struct pwait {
     planner_t *pl;
     httpd_req_t *req;
@@ -116,10 +120,10 @@ static bool ready_elsewhere(planner_t *pl, const char *model)
     if (peers_get(pl, &P) != 0) return false;
     bool yes = false;
     for (size_t i = 0; i < P.n && !yes; i++) {
-        json_t *s = ann_serving(P.v[i].ann, model);
-        yes = s && json_is_true(json_object_get(s, "http_ready"));
+        const view_serving_t *s = view_serving(&P.v[i], model);
+        yes = s && s->http_ready;
     }
-    free(P.v);
+    peers_free(&P);
     return yes;
 }
 
@@ -275,13 +279,9 @@ static tp_conn_t *get_conn(void *data, const char *peer_id)
 
 static bool peer_ready_for(const peers_t *P, const char *id, const char *model, const char *plan)
 {
-    for (size_t i = 0; i < P->n; i++) {
-        if (strcmp(P->v[i].id, id) != 0) continue;
-        json_t *s = ann_serving(P->v[i].ann, model);
-        const char *r = s ? json_string_value(json_object_get(s, "plan_ready")) : NULL;
-        return r && strcmp(r, plan) == 0;
-    }
-    return false;
+    const view_node_t *v = peers_find(P, id);
+    const view_serving_t *s = v ? view_serving(v, model) : NULL;
+    return s && strcmp(s->plan_ready, plan) == 0;
 }
 
 static void host_apply(planner_t *pl, pmodel_t *pm, const election_plan_t *plan, const peers_t *P)
@@ -404,37 +404,27 @@ static void ensure_rpc(planner_t *pl)
 static void worker_apply(planner_t *pl, pmodel_t *pm, const peers_t *P)
 {
     /* the host's announced plan says whether this node is one of its workers, and which layers */
-    json_t *plan = NULL;
-    for (size_t i = 0; i < P->n && !plan; i++)
-        if (strcmp(P->v[i].id, pm->host) == 0) {
-            json_t *s = ann_serving(P->v[i].ann, pm->name);
-            plan = s ? json_object_get(s, "plan") : NULL;
-        }
-    const char *plan_id = json_string_value(json_object_get(plan, "id"));
-    json_t *mine = NULL;
-    size_t i;
-    json_t *v;
-    json_array_foreach(json_object_get(plan, "workers"), i, v)
-    {
-        const char *id = json_string_value(json_object_get(v, "id"));
-        if (id && strcmp(id, pl->id) == 0) mine = v;
-    }
-    if (!plan_id || !mine || strlen(plan_id) >= PLAN_ID_MAX) {
+    const view_node_t *host = peers_find(P, pm->host);
+    const view_serving_t *s = host ? view_serving(host, pm->name) : NULL;
+    const view_plan_t *plan = s ? s->plan : NULL;
+    const view_worker_t *mine = NULL;
+    for (size_t i = 0; plan && i < plan->n_workers; i++)
+        if (strcmp(plan->workers[i].id, pl->id) == 0) mine = &plan->workers[i];
+    if (!mine) {
         pm->role = ELECTION_IDLE; /* not (yet) in the host's plan */
         pm->follow_plan[0] = '\0';
         return;
     }
-    json_int_t first = json_integer_value(json_object_get(mine, "first"));
-    json_int_t end = json_integer_value(json_object_get(mine, "end"));
-    if (first < 0 || end < first || end > ELECTION_MAX_LAYERS) {
+    const char *plan_id = plan->id;
+    if (mine->end < mine->first || mine->end > ELECTION_MAX_LAYERS) {
         pm->role = ELECTION_IDLE;
         return;
     }
     if (strcmp(pm->follow_plan, plan_id) != 0) {
         snprintf(pm->follow_plan, sizeof pm->follow_plan, "%s", plan_id);
-        pm->my_range.first = (uint32_t)first;
-        pm->my_range.end = (uint32_t)end;
-        pm->my_range.output = json_is_true(json_object_get(mine, "output"));
+        pm->my_range.first = mine->first;
+        pm->my_range.end = mine->end;
+        pm->my_range.output = mine->output;
         LOGI("planner",
              "model %s: this node is a split worker for host %.12s (plan %s, layers "
              "%u-%u%s)",
@@ -482,24 +472,21 @@ static void plan_model(planner_t *pl, pmodel_t *pm, const peers_t *P)
                                    .rtt_ms = 0,
                                    .force_split = pl->cfg->split};
     for (size_t i = 0; i < P->n && n < ELECTION_MAX_NODES; i++) {
-        json_t *s = ann_serving(P->v[i].ann, pm->name);
-        size_t k;
-        json_t *v;
-        json_array_foreach(json_object_get(P->v[i].ann, "available_models"), k, v)
-        {
-            const char *nm = json_string_value(json_object_get(v, "name"));
-            if (nm && strcmp(nm, pm->name) == 0 && ann_u64(v, "size_bytes") > size)
-                size = ann_u64(v, "size_bytes");
-            if (nm && strcmp(nm, pm->name) == 0 && ann_u64(v, "need_bytes") > need)
-                need = ann_u64(v, "need_bytes");
+        const view_node_t *v = &P->v[i];
+        for (size_t k = 0; k < v->n_available; k++) {
+            const view_avail_t *a = &v->available[k];
+            if (strcmp(a->name, pm->name) != 0) continue;
+            if (a->size_bytes > size) size = a->size_bytes;
+            if (a->need_bytes > need) need = a->need_bytes;
         }
-        if (!s || !json_is_true(json_object_get(s, "member"))) continue;
-        tp_conn_t *c = pl->mesh ? mesh_conn(pl->mesh, P->v[i].id) : NULL;
+        const view_serving_t *s = view_serving(v, pm->name);
+        if (!s || !s->member) continue;
+        tp_conn_t *c = pl->mesh ? mesh_conn(pl->mesh, v->id) : NULL;
         nodes[n++] = (election_node_t){
-            .id = P->v[i].id,
-            .vram_bytes = ann_offer_for(P->v[i].ann, pm->name),
+            .id = v->id,
+            .vram_bytes = view_offer_for(v, pm->name),
             .rtt_ms = c ? (int32_t)(tp_conn_rtt_ms(c) + 0.5) : -1,
-            .force_split = json_is_true(json_object_get(s, "split")),
+            .force_split = s->split,
         };
     }
     election_role_t was = pm->role;
@@ -574,19 +561,21 @@ static void replan(planner_t *pl)
     allocate(pl, &P);
     for (size_t i = 0; i < pl->n; i++)
         plan_model(pl, &pl->models[i], &P);
-    free(P.v);
+    peers_free(&P);
     wake_parked(pl, false);
     /* announce when what this node serves changed */
-    json_t *now = self_serving(pl);
-    if (now && (!pl->last_serving || !json_equal(now, pl->last_serving))) {
-        json_decref(pl->last_serving);
-        pl->last_serving = now;
+    view_node_t now;
+    if (self_view(pl, &now) == 0 &&
+        (!pl->last_self_valid || !view_serving_equal(&now, &pl->last_self))) {
+        view_node_free(&pl->last_self);
+        pl->last_self = now;
+        pl->last_self_valid = true;
         if (pl->mesh) {
             mesh_set_role(pl->mesh, self_role(pl));
             mesh_announce_changed(pl->mesh);
         }
     } else {
-        json_decref(now);
+        view_node_free(&now);
     }
 }
 
@@ -663,7 +652,7 @@ void planner_stop(planner_t *pl)
         uv_close((uv_handle_t *)&pl->timer, NULL);
         uv_close((uv_handle_t *)&pl->tick, NULL);
     }
-    json_decref(pl->last_serving);
-    pl->last_serving = NULL;
+    view_node_free(&pl->last_self);
+    pl->last_self_valid = false;
     pl->mesh = NULL;
 }

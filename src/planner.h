@@ -31,6 +31,7 @@
 #include "models.h"
 #include "router.h"
 #include "supervisor.h"
+#include "view.h"
 
 #define PLAN_MAX_MODELS 16
 #define PLAN_MAX_WORKERS 16
@@ -93,7 +94,8 @@ struct planner {
     sv_child_t *rpc;
     uv_timer_t timer, tick;
     bool timer_open;
-    json_t *last_serving; /* the serving list last announced */
+    view_node_t last_self; /* this node as last announced (its serving list decides) */
+    bool last_self_valid;
     pwait_t *waiting;
     uint64_t wait_ms;
     bool stopping;

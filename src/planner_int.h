@@ -5,40 +5,35 @@
 
 #include "catalog.h"
 #include "planner.h"
+#include "view.h"
 
-/* The live peers with an announcement, borrowed from the mesh until the loop runs again. */
+/* The live peers with an announcement, each decoded once (view.h). */
 typedef struct {
-    const char *id;
-    json_t *ann;
-} pview_t;
-
-typedef struct {
-    pview_t *v;
-    size_t n, cap;
+    view_node_t *v;
+    const char **id; /* the mesh's peer ids, borrowed until the loop runs again */
+    size_t n, cap_;
 } peers_t;
 
-int peers_get(planner_t *pl, peers_t *P); /* free(P->v) after */
-json_t *ann_serving(json_t *ann, const char *model);
-uint64_t ann_u64(json_t *o, const char *k);
-/* The memory a peer offers `model`'s group: its free memory plus what it holds for the model
- * (announcements without free_bytes: all it offers). */
-uint64_t ann_offer_for(json_t *ann, const char *model);
+int peers_get(planner_t *pl, peers_t *P); /* peers_free(P) after */
+void peers_free(peers_t *P);
+const view_node_t *peers_find(const peers_t *P, const char *id);
 pmodel_t *pm_find(planner_t *pl, const char *name);
 const char *pm_role_name(const pmodel_t *pm);
 bool pm_is_host(const pmodel_t *pm);
 bool worker_ready(planner_t *pl, const pmodel_t *pm);
 
-/* This node's "serving" list and role, as announced. */
-json_t *self_serving(planner_t *pl);
+/* This node's own state in the mesh's terms (what it announces), without JSON. 0, -ENOMEM;
+ * view_node_free(out) either way. */
+int self_view(planner_t *pl, view_node_t *out);
 const char *self_role(planner_t *pl);
 
-/* Catalog inputs built from the peers' announcements and (unless skip_self) this node's. */
+/* Catalog inputs built from the peers' views and (unless skip_self) this node's. */
 typedef struct {
     catalog_node_t *nodes;
     catalog_avail_t *av;
     catalog_serving_t *sv;
     const char **rq; /* requested_models names */
-    json_t *self;
+    view_node_t self;
     size_t n;
 } cnodes_t;
 int cnodes_build(planner_t *pl, const peers_t *P, bool skip_self, cnodes_t *c);

@@ -11,55 +11,58 @@
 #include "log.h"
 #include "tunnel_rpc.h"
 
-/* ---- shared helpers ---- */
 /* ---- the mesh as seen from here ---- */
+
+static void count_cb(void *data, const char *id, json_t *ann)
+{
+    if (ann) (*(size_t *)data)++;
+}
 
 static void collect_cb(void *data, const char *id, json_t *ann)
 {
     peers_t *P = data;
-    if (!ann || P->n >= P->cap) return;
-    P->v[P->n].id = id;
-    P->v[P->n].ann = ann;
-    P->n++;
+    if (!ann || P->n >= P->cap_) return;
+    /* an announcement that cannot be read at all (or no memory) leaves the peer out */
+    if (view_decode(ann, id, &P->v[P->n]) != 0) {
+        view_node_free(&P->v[P->n]);
+        return;
+    }
+    P->id[P->n++] = id;
 }
 
 int peers_get(planner_t *pl, peers_t *P)
 {
-    P->n = 0;
-    P->cap = CATALOG_MAX_NODES - 1;
-    P->v = calloc(P->cap, sizeof *P->v);
-    if (!P->v) return -ENOMEM;
-    if (pl->mesh) mesh_foreach_peer(pl->mesh, collect_cb, P);
+    memset(P, 0, sizeof *P);
+    if (!pl->mesh) return 0;
+    size_t cap = 0;
+    mesh_foreach_peer(pl->mesh, count_cb, &cap);
+    if (cap > CATALOG_MAX_NODES - 1) cap = CATALOG_MAX_NODES - 1;
+    if (cap == 0) return 0;
+    P->v = calloc(cap, sizeof *P->v);
+    P->id = calloc(cap, sizeof *P->id);
+    if (!P->v || !P->id) {
+        peers_free(P);
+        return -ENOMEM;
+    }
+    P->cap_ = cap;
+    mesh_foreach_peer(pl->mesh, collect_cb, P);
     return 0;
 }
 
-json_t *ann_serving(json_t *ann, const char *model)
+void peers_free(peers_t *P)
 {
-    size_t i;
-    json_t *v;
-    json_array_foreach(json_object_get(ann, "serving"), i, v)
-    {
-        const char *m = json_string_value(json_object_get(v, "model"));
-        if (m && strcmp(m, model) == 0) return v;
-    }
+    for (size_t i = 0; i < P->n; i++)
+        view_node_free(&P->v[i]);
+    free(P->v);
+    free(P->id);
+    memset(P, 0, sizeof *P);
+}
+
+const view_node_t *peers_find(const peers_t *P, const char *id)
+{
+    for (size_t i = 0; i < P->n; i++)
+        if (strcmp(P->v[i].id, id) == 0) return &P->v[i];
     return NULL;
-}
-
-uint64_t ann_u64(json_t *o, const char *k)
-{
-    json_int_t v = json_integer_value(json_object_get(o, k));
-    return v > 0 ? (uint64_t)v : 0;
-}
-
-uint64_t ann_offer_for(json_t *ann, const char *model)
-{
-    uint64_t total = ann_u64(ann, "vram_bytes");
-    if (!json_is_integer(json_object_get(ann, "free_bytes"))) return total;
-    uint64_t o = ann_u64(ann, "free_bytes");
-    json_t *s = ann_serving(ann, model);
-    uint64_t held = s ? ann_u64(s, "bytes") : 0;
-    o = o > UINT64_MAX - held ? UINT64_MAX : o + held;
-    return o < total ? o : total;
 }
 
 pmodel_t *pm_find(planner_t *pl, const char *name)
@@ -79,13 +82,6 @@ bool pm_is_host(const pmodel_t *pm)
     return pm->e && ((pm->role == ELECTION_REPLICA) || (pm->role == ELECTION_HOST && pm->launched));
 }
 
-static mm_type_t type_of(const char *t)
-{
-    if (t && strcmp(t, "embedding") == 0) return MM_EMBEDDING;
-    if (t && strcmp(t, "reranking") == 0) return MM_RERANKING;
-    return MM_LLM;
-}
-
 /* ---- routing facts ---- */
 
 size_t planner_route_facts(planner_t *pl, const char *model, router_peer_t *out, size_t max)
@@ -94,37 +90,28 @@ size_t planner_route_facts(planner_t *pl, const char *model, router_peer_t *out,
     if (peers_get(pl, &P) != 0) return 0;
     size_t n = 0;
     for (size_t i = 0; i < P.n && n < max; i++) {
-        json_t *ann = P.v[i].ann;
-        router_peer_t f = {.id = P.v[i].id};
-        size_t k;
-        json_t *v;
-        json_array_foreach(json_object_get(ann, "serving"), k, v)
-        {
-            const char *mo = json_string_value(json_object_get(v, "model"));
-            if (!mo || strcmp(mo, model) != 0) continue;
-            if (json_is_true(json_object_get(v, "http_ready")))
+        const view_node_t *v = &P.v[i];
+        router_peer_t f = {.id = P.id[i]};
+        for (size_t k = 0; k < v->n_serving; k++) {
+            const view_serving_t *s = &v->serving[k];
+            if (strcmp(s->model, model) != 0) continue;
+            if (s->http_ready)
                 f.ready = true;
-            else if (json_is_true(json_object_get(v, "is_host")))
+            else if (s->is_host)
                 f.starting = true;
             else
                 f.member = true;
         }
-        json_array_foreach(json_object_get(ann, "available_models"), k, v)
-        {
-            const char *mo = json_string_value(json_object_get(v, "name"));
-            if (!mo || strcmp(mo, model) != 0) continue;
+        for (size_t k = 0; k < v->n_available; k++) {
+            const view_avail_t *a = &v->available[k];
+            if (strcmp(a->name, model) != 0) continue;
             f.has_file = true;
-            const char *t = json_string_value(json_object_get(v, "type"));
-            if (t) f.type = t;
+            if (a->has_type) f.type = mm_type_name(a->type);
         }
-        json_array_foreach(json_object_get(ann, "requested_models"), k, v)
-        {
-            const char *mo = json_string_value(v);
-            if (mo && strcmp(mo, model) == 0) f.requested = true;
-        }
+        f.requested = view_requested(v, model);
         if (f.ready || f.starting || f.member || f.has_file || f.requested) out[n++] = f;
     }
-    free(P.v);
+    peers_free(&P);
     return n;
 }
 
@@ -144,62 +131,6 @@ bool worker_ready(planner_t *pl, const pmodel_t *pm)
            pl->rpc->state == CHILD_READY;
 }
 
-json_t *self_serving(planner_t *pl)
-{
-    json_t *a = json_array();
-    for (size_t i = 0; i < pl->n; i++) {
-        pmodel_t *pm = &pl->models[i];
-        const char *st = pm->e ? models_status(pm->e) : "unloaded";
-        bool host = pm_is_host(pm);
-        json_t *o =
-            json_pack("{s:s,s:b,s:s,s:s,s:b,s:b,s:b}", "model", pm->name, "member", 1, "role",
-                      pm_role_name(pm), "state", host ? st : "standby", "http_ready",
-                      host && strcmp(st, "ready") == 0, "is_host", host, "split", pl->cfg->split);
-        if (!o) continue;
-        json_object_set_new(o, "bytes",
-                            json_integer((json_int_t)ledger_held_for(&pl->ms->ledger, pm->name)));
-        if (pm->role == ELECTION_HOST && pm->n_workers) {
-            json_t *w = json_array();
-            for (size_t k = 0; k < pm->n_workers; k++) {
-                const election_range_t *r = &pm->workers[k].range;
-                json_array_append_new(w, json_pack("{s:s,s:i,s:i,s:b,s:i}", "id", pm->workers[k].id,
-                                                   "first", (int)r->first, "end", (int)r->end,
-                                                   "output", r->output, "weight", (int)r->weight));
-            }
-            json_object_set_new(
-                o, "plan",
-                json_pack("{s:s,s:i,s:o}", "id", pm->plan_id, "ngl", (int)pm->ngl, "workers", w));
-        }
-        if (worker_ready(pl, pm))
-            json_object_set_new(o, "plan_ready", json_string(pm->follow_plan));
-        json_array_append_new(a, o);
-    }
-    /* models this node loaded on demand outside any plan: a solo replica */
-    for (size_t i = 0; i < pl->ms->n; i++) {
-        model_entry_t *e = &pl->ms->entries[i];
-        const char *st = models_status(e);
-        if (pm_find(pl, e->mm->name) || strcmp(st, "unloaded") == 0) continue;
-        json_array_append_new(
-            a, json_pack("{s:s,s:b,s:s,s:s,s:b,s:b,s:I}", "model", e->mm->name, "member", 0, "role",
-                         "replica", "state", st, "http_ready", strcmp(st, "ready") == 0, "is_host",
-                         1, "bytes", (json_int_t)ledger_held_for(&pl->ms->ledger, e->mm->name)));
-    }
-    return a;
-}
-
-static json_t *self_available(planner_t *pl)
-{
-    json_t *a = json_array();
-    for (size_t i = 0; i < pl->ms->n; i++) {
-        model_entry_t *e = &pl->ms->entries[i];
-        json_array_append_new(a, json_pack("{s:s,s:I,s:I,s:s}", "name", e->mm->name, "size_bytes",
-                                           (json_int_t)e->size, "need_bytes",
-                                           (json_int_t)models_need_bytes(pl->ms, e), "type",
-                                           mm_type_name(e->mm->type)));
-    }
-    return a;
-}
-
 const char *self_role(planner_t *pl)
 {
     if (pl->cfg->client) return "client";
@@ -210,26 +141,104 @@ const char *self_role(planner_t *pl)
     return "worker";
 }
 
-/* Names this node asked for: its --model files and the names it has no file for. */
-static json_t *self_requested(planner_t *pl)
+static view_serve_role_t serve_role(const pmodel_t *pm)
 {
-    json_t *a = json_array();
+    if (pm->waiting) return VIEW_SERVE_WAITING;
+    switch (pm->role) {
+    case ELECTION_REPLICA:
+        return VIEW_SERVE_REPLICA;
+    case ELECTION_HOST:
+        return VIEW_SERVE_HOST;
+    case ELECTION_WORKER:
+        return VIEW_SERVE_WORKER;
+    default:
+        return VIEW_SERVE_IDLE;
+    }
+}
+
+/* This node's serving entries: every planned model, then the models it loaded on demand
+ * outside any plan (a solo replica). */
+static int self_serving(planner_t *pl, view_node_t *n)
+{
+    for (size_t i = 0; i < pl->n; i++) {
+        pmodel_t *pm = &pl->models[i];
+        const char *st = pm->e ? models_status(pm->e) : "unloaded";
+        bool host = pm_is_host(pm);
+        view_serving_t *s = view_add_serving(n, pm->name);
+        if (!s) return -ENOMEM;
+        s->member = true;
+        s->role = serve_role(pm);
+        s->state = host ? view_state_of(st) : VIEW_STATE_STANDBY;
+        s->http_ready = host && strcmp(st, "ready") == 0;
+        s->is_host = host;
+        s->split = pl->cfg->split;
+        s->bytes = ledger_held_for(&pl->ms->ledger, pm->name);
+        if (pm->role == ELECTION_HOST && pm->n_workers) {
+            view_plan_t *p = view_add_plan(n, s, pm->plan_id);
+            if (!p) return -ENOMEM;
+            p->ngl = pm->ngl;
+            for (size_t k = 0; k < pm->n_workers && k < VIEW_MAX_PLAN_WORKERS; k++) {
+                const election_range_t *r = &pm->workers[k].range;
+                view_worker_t *w = &p->workers[p->n_workers++];
+                snprintf(w->id, sizeof w->id, "%s", pm->workers[k].id);
+                w->first = r->first;
+                w->end = r->end;
+                w->output = r->output;
+                w->weight = r->weight;
+            }
+        }
+        if (worker_ready(pl, pm))
+            snprintf(s->plan_ready, sizeof s->plan_ready, "%s", pm->follow_plan);
+    }
+    for (size_t i = 0; i < pl->ms->n; i++) {
+        model_entry_t *e = &pl->ms->entries[i];
+        const char *st = models_status(e);
+        if (pm_find(pl, e->mm->name) || strcmp(st, "unloaded") == 0) continue;
+        view_serving_t *s = view_add_serving(n, e->mm->name);
+        if (!s) return -ENOMEM;
+        s->role = VIEW_SERVE_REPLICA;
+        s->state = view_state_of(st);
+        s->http_ready = strcmp(st, "ready") == 0;
+        s->is_host = true;
+        s->bytes = ledger_held_for(&pl->ms->ledger, e->mm->name);
+    }
+    return 0;
+}
+
+int self_view(planner_t *pl, view_node_t *n)
+{
+    view_node_init(n);
+    snprintf(n->id, sizeof n->id, "%s", pl->id);
+    const char *role = self_role(pl);
+    n->role = strcmp(role, "client") == 0 ? CATALOG_ROLE_CLIENT
+              : strcmp(role, "host") == 0 ? CATALOG_ROLE_HOST
+                                          : CATALOG_ROLE_WORKER;
+    n->vram_bytes = pl->ms->ledger.offered;
+    n->free_bytes = ledger_free(&pl->ms->ledger);
+    n->has_free = true;
+    for (size_t i = 0; i < pl->ms->n; i++) {
+        model_entry_t *e = &pl->ms->entries[i];
+        view_avail_t *a = view_add_available(n, e->mm->name);
+        if (!a) continue; /* beyond the list cap */
+        a->size_bytes = e->size;
+        a->need_bytes = models_need_bytes(pl->ms, e);
+        a->type = e->mm->type;
+        a->has_type = true;
+    }
+    /* the names this node asked for: its --model files and the names it has no file for */
     for (size_t i = 0; i < pl->cfg->n_models; i++)
-        if (!pl->cfg->models[i].from_dir)
-            json_array_append_new(a, json_string(pl->cfg->models[i].name));
+        if (!pl->cfg->models[i].from_dir) view_add_requested(n, pl->cfg->models[i].name);
     for (size_t i = 0; i < pl->cfg->n_requested; i++)
-        json_array_append_new(a, json_string(pl->cfg->requested[i]));
-    return a;
+        view_add_requested(n, pl->cfg->requested[i]);
+    return self_serving(pl, n);
 }
 
 void planner_fill_announcement(planner_t *pl, json_t *ann)
 {
-    json_object_set_new(ann, "available_models", self_available(pl));
-    json_object_set_new(ann, "requested_models", self_requested(pl));
-    json_object_set_new(ann, "serving", self_serving(pl));
-    json_object_set_new(ann, "role", json_string(self_role(pl)));
-    json_object_set_new(ann, "vram_bytes", json_integer((json_int_t)pl->ms->ledger.offered));
-    json_object_set_new(ann, "free_bytes", json_integer((json_int_t)ledger_free(&pl->ms->ledger)));
+    view_node_t self;
+    if (self_view(pl, &self) == 0 && view_encode(&self, ann) != 0)
+        LOGW("planner", "cannot encode this node's announcement: out of memory");
+    view_node_free(&self);
 }
 
 /* ---- catalog ---- */
@@ -240,80 +249,43 @@ void cnodes_free(cnodes_t *c)
     free(c->av);
     free(c->sv);
     free(c->rq);
-    json_decref(c->self);
+    view_node_free(&c->self);
     memset(c, 0, sizeof *c);
-}
-
-static void ann_to_node(json_t *ann, const char *id, catalog_node_t *n, catalog_avail_t *av,
-                        catalog_serving_t *sv, const char **rq)
-{
-    memset(n, 0, sizeof *n);
-    n->id = id;
-    n->alive = true;
-    n->vram_bytes = ann_u64(ann, "vram_bytes");
-    const char *role = json_string_value(json_object_get(ann, "role"));
-    n->role = role && strcmp(role, "client") == 0 ? CATALOG_ROLE_CLIENT
-              : role && strcmp(role, "host") == 0 ? CATALOG_ROLE_HOST
-                                                  : CATALOG_ROLE_WORKER;
-    size_t i;
-    json_t *v;
-    json_array_foreach(json_object_get(ann, "available_models"), i, v)
-    {
-        if (n->n_available >= CATALOG_MAX_NODE_MODELS) break;
-        const char *name = json_string_value(json_object_get(v, "name"));
-        if (!name) continue;
-        catalog_avail_t *a = &av[n->n_available++];
-        a->name = name;
-        a->size_bytes = ann_u64(v, "size_bytes");
-        a->need_bytes = ann_u64(v, "need_bytes");
-        a->type = type_of(json_string_value(json_object_get(v, "type")));
-    }
-    n->available = av;
-    json_array_foreach(json_object_get(ann, "serving"), i, v)
-    {
-        if (n->n_serving >= CATALOG_MAX_NODE_MODELS) break;
-        const char *name = json_string_value(json_object_get(v, "model"));
-        if (!name) continue;
-        catalog_serving_t *s = &sv[n->n_serving++];
-        s->model = name;
-        s->is_host = json_is_true(json_object_get(v, "is_host"));
-        s->state = s->is_host && json_is_true(json_object_get(v, "http_ready"))
-                       ? CATALOG_SERVE_READY
-                       : CATALOG_SERVE_LOADING;
-    }
-    n->serving = sv;
-    json_array_foreach(json_object_get(ann, "requested_models"), i, v)
-    {
-        if (n->n_requested >= CATALOG_MAX_NODE_MODELS) break;
-        const char *name = json_string_value(v);
-        if (name) rq[n->n_requested++] = name;
-    }
-    n->requested = rq;
 }
 
 /* Catalog nodes: the live peers and, unless skip_self, this node. */
 int cnodes_build(planner_t *pl, const peers_t *P, bool skip_self, cnodes_t *c)
 {
     memset(c, 0, sizeof *c);
-    size_t max = P->n + 1;
-    c->nodes = calloc(max, sizeof *c->nodes);
-    c->av = calloc(max * CATALOG_MAX_NODE_MODELS, sizeof *c->av);
-    c->sv = calloc(max * CATALOG_MAX_NODE_MODELS, sizeof *c->sv);
-    c->rq = calloc(max * CATALOG_MAX_NODE_MODELS, sizeof *c->rq);
-    c->self = json_object();
-    if (!c->nodes || !c->av || !c->sv || !c->rq || !c->self) {
+    view_node_init(&c->self);
+    if (!skip_self && self_view(pl, &c->self) != 0) {
         cnodes_free(c);
         return -ENOMEM;
     }
-    for (size_t i = 0; i < P->n; i++, c->n++)
-        ann_to_node(P->v[i].ann, P->v[i].id, &c->nodes[c->n],
-                    c->av + c->n * CATALOG_MAX_NODE_MODELS, c->sv + c->n * CATALOG_MAX_NODE_MODELS,
-                    c->rq + c->n * CATALOG_MAX_NODE_MODELS);
-    if (!skip_self) {
-        planner_fill_announcement(pl, c->self);
-        ann_to_node(c->self, pl->id, &c->nodes[c->n], c->av + c->n * CATALOG_MAX_NODE_MODELS,
-                    c->sv + c->n * CATALOG_MAX_NODE_MODELS, c->rq + c->n * CATALOG_MAX_NODE_MODELS);
-        c->n++;
+    size_t n_av = c->self.n_available, n_sv = c->self.n_serving, n_rq = c->self.n_requested;
+    for (size_t i = 0; i < P->n; i++) {
+        n_av += P->v[i].n_available;
+        n_sv += P->v[i].n_serving;
+        n_rq += P->v[i].n_requested;
+    }
+    c->nodes = calloc(P->n + 1, sizeof *c->nodes);
+    c->av = calloc(n_av + 1, sizeof *c->av);
+    c->sv = calloc(n_sv + 1, sizeof *c->sv);
+    c->rq = calloc(n_rq + 1, sizeof *c->rq);
+    if (!c->nodes || !c->av || !c->sv || !c->rq) {
+        cnodes_free(c);
+        return -ENOMEM;
+    }
+    catalog_avail_t *av = c->av;
+    catalog_serving_t *sv = c->sv;
+    const char **rq = c->rq;
+    for (size_t i = 0; i <= P->n; i++) {
+        const view_node_t *v = i < P->n ? &P->v[i] : &c->self;
+        if (i == P->n && skip_self) break;
+        view_to_catalog(v, &c->nodes[c->n++], av, sv, rq);
+        av += v->n_available;
+        sv += v->n_serving;
+        rq += v->n_requested;
     }
     return 0;
 }
@@ -328,10 +300,9 @@ static bool group_waiting(planner_t *pl, const peers_t *P, const char *model)
         any = true;
     }
     for (size_t i = 0; i < P->n; i++) {
-        json_t *s = ann_serving(P->v[i].ann, model);
+        const view_serving_t *s = view_serving(&P->v[i], model);
         if (!s) continue;
-        const char *r = json_string_value(json_object_get(s, "role"));
-        if (!r || strcmp(r, "waiting") != 0) return false;
+        if (s->role != VIEW_SERVE_WAITING) return false;
         any = true;
     }
     return any;
@@ -361,7 +332,7 @@ static int catalog_now(planner_t *pl, peers_t *P, cnodes_t *cn, catalog_t *cat)
     if (rc == 0) rc = catalog_build(cn->nodes, cn->n, cat);
     if (rc) {
         cnodes_free(cn);
-        free(P->v);
+        peers_free(P);
     }
     return rc;
 }
@@ -396,7 +367,7 @@ void planner_list_models(planner_t *pl, json_t *list)
     }
     catalog_free(&cat);
     cnodes_free(&cn);
-    free(P.v);
+    peers_free(&P);
 }
 
 /* ---- status ---- */
@@ -441,7 +412,7 @@ void planner_status(planner_t *pl, json_t *st)
         json_object_set_new(st, "catalog", a);
         catalog_free(&cat);
         cnodes_free(&cn);
-        free(P.v);
+        peers_free(&P);
     }
     json_t *plan = json_array();
     for (size_t i = 0; i < pl->n; i++) {

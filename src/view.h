@@ -1,0 +1,149 @@
+/* view — one typed view of a node's model fields, as the mesh sees it (pure: no I/O, no clock).
+ *
+ * A peer's PeerAnnouncement (DESIGN.md §4, README) is decoded once into a view_node_t; this
+ * node's own state is filled into the same type by the planner (planner_view.c) and its
+ * announcement's model fields are encoded from it (view_encode), so the planner reads one type
+ * for every node and the announcement has one source of truth.
+ *
+ * Fields (see planner.h for the serving-entry protocol):
+ *   role (worker|host|client), vram_bytes, free_bytes (optional),
+ *   available_models [{name, size_bytes, need_bytes, type}],
+ *   serving [{model, member, role, state, http_ready, is_host, split, bytes,
+ *             plan {id, ngl, workers [{id, first, end, output, weight}]}, plan_ready}],
+ *   requested_models [name].
+ *
+ * Decoding never trusts the sender:
+ *  - the node id is the mesh's (authenticated) id, 64 lowercase hex; the announcement is an
+ *    object; otherwise -EINVAL and nothing is kept;
+ *  - names (models, plan ids) are 1..max-1 bytes without control characters or NUL
+ *    (catalog_name_valid); worker ids are node ids (catalog_id_valid);
+ *  - integers are non-negative and fit their field; booleans are booleans; words (roles,
+ *    states, types) are known words;
+ *  - lists keep at most VIEW_MAX_LIST entries, at most VIEW_MAX_PLANS serving entries carry a
+ *    plan; a plan with more than VIEW_MAX_PLAN_WORKERS workers is dropped whole (a truncated
+ *    plan would misstate who holds which layers);
+ *  - an entry without its name is skipped; a field of the wrong type is treated as absent;
+ *    every skipped entry, dropped list element and ignored field counts once in `rejected`. */
+#ifndef MESH_VIEW_H
+#define MESH_VIEW_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "catalog.h"
+#include "mm.h"
+
+#define VIEW_MAX_LIST CATALOG_MAX_NODE_MODELS /* entries per list per node */
+#define VIEW_MAX_PLANS 16                     /* serving entries with a plan, per node */
+#define VIEW_MAX_PLAN_WORKERS 16
+#define VIEW_PLAN_ID_MAX 48 /* bytes including the NUL */
+
+typedef enum {
+    VIEW_SERVE_NONE = 0, /* absent or unknown */
+    VIEW_SERVE_REPLICA,
+    VIEW_SERVE_HOST,
+    VIEW_SERVE_WORKER,
+    VIEW_SERVE_IDLE,
+    VIEW_SERVE_WAITING,
+} view_serve_role_t;
+
+typedef enum {
+    VIEW_STATE_NONE = 0, /* absent or unknown */
+    VIEW_STATE_UNLOADED,
+    VIEW_STATE_LOADING,
+    VIEW_STATE_READY,
+    VIEW_STATE_STANDBY,
+} view_state_t;
+
+typedef struct {
+    char name[CATALOG_NAME_MAX];
+    uint64_t size_bytes;
+    uint64_t need_bytes; /* 0 unknown */
+    mm_type_t type;
+    bool has_type; /* type announced */
+} view_avail_t;
+
+typedef struct {
+    char id[CATALOG_ID_LEN + 1];
+    uint32_t first, end; /* repeating layers [first, end) */
+    bool output;         /* and the output layer */
+    uint32_t weight;     /* --tensor-split entry */
+} view_worker_t;
+
+typedef struct {
+    char id[VIEW_PLAN_ID_MAX];
+    uint32_t ngl;
+    view_worker_t workers[VIEW_MAX_PLAN_WORKERS];
+    size_t n_workers;
+} view_plan_t;
+
+typedef struct {
+    char model[CATALOG_NAME_MAX];
+    bool member; /* in the model's group (false: loaded on demand outside any plan) */
+    view_serve_role_t role;
+    view_state_t state;
+    bool http_ready, is_host, split;
+    uint64_t bytes;                    /* memory the node holds for the model */
+    const view_plan_t *plan;           /* a split host's plan (in the node's plans), or NULL */
+    char plan_ready[VIEW_PLAN_ID_MAX]; /* a worker: ready for this plan id ("" none) */
+} view_serving_t;
+
+typedef struct {
+    char id[CATALOG_ID_LEN + 1];
+    catalog_role_t role;
+    uint64_t vram_bytes; /* offered */
+    uint64_t free_bytes;
+    bool has_free; /* free_bytes announced */
+    view_avail_t *available;
+    size_t n_available;
+    view_serving_t *serving;
+    size_t n_serving;
+    char (*requested)[CATALOG_NAME_MAX];
+    size_t n_requested;
+    view_plan_t *plans; /* storage of the serving entries' plans */
+    size_t n_plans;
+    size_t rejected; /* skipped entries and ignored fields while decoding */
+    size_t cap_av_, cap_sv_, cap_rq_;
+} view_node_t;
+
+void view_node_init(view_node_t *n);
+void view_node_free(view_node_t *n); /* leaves it empty (initialised) */
+
+/* Building a node (the decoder, this node's own state, tests). Each returns NULL for an invalid
+ * name, a full list (VIEW_MAX_LIST, VIEW_MAX_PLANS) or no memory; new entries are zeroed. */
+view_avail_t *view_add_available(view_node_t *n, const char *name);
+view_serving_t *view_add_serving(view_node_t *n, const char *model);
+bool view_add_requested(view_node_t *n, const char *name);
+/* Give s (an entry of n) an empty plan with this id (catalog_name_valid, < VIEW_PLAN_ID_MAX). */
+view_plan_t *view_add_plan(view_node_t *n, view_serving_t *s, const char *id);
+
+/* Decode a peer's announcement. 0, -EINVAL (not an object, invalid id), -ENOMEM; out is
+ * initialised either way (view_node_free it). */
+int view_decode(const json_t *ann, const char *id, view_node_t *out);
+/* Set the announcement's model fields (role, vram_bytes, free_bytes, available_models,
+ * requested_models, serving) from n. 0, -ENOMEM. */
+int view_encode(const view_node_t *n, json_t *ann);
+
+/* The first serving entry / available model with this name, or NULL. */
+const view_serving_t *view_serving(const view_node_t *n, const char *model);
+const view_avail_t *view_available(const view_node_t *n, const char *name);
+bool view_requested(const view_node_t *n, const char *name);
+/* The memory n offers model's group: free + what it holds for the model, capped at vram_bytes;
+ * vram_bytes when free_bytes was not announced. */
+uint64_t view_offer_for(const view_node_t *n, const char *model);
+
+/* Deep equality of the serving lists / of everything but `rejected`. */
+bool view_serving_equal(const view_node_t *a, const view_node_t *b);
+bool view_node_equal(const view_node_t *a, const view_node_t *b);
+
+/* Catalog input for n (alive). av, sv, rq have room for n's lists; strings are borrowed from n. */
+void view_to_catalog(const view_node_t *n, catalog_node_t *cn, catalog_avail_t *av,
+                     catalog_serving_t *sv, const char **rq);
+
+const char *view_serve_role_name(view_serve_role_t r); /* NULL for NONE */
+const char *view_state_name(view_state_t s);           /* NULL for NONE */
+view_state_t view_state_of(const char *s);             /* NONE when unknown */
+
+#endif

@@ -1,0 +1,469 @@
+/* Unit tests for the typed view of a node (src/view.h): decoding peers' announcements with
+ * bounds, encoding this node's, the round trip, and the memory a node offers a group. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "view.h"
+
+#define ID_A "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+#define ID_B "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+#define ID_C "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+static json_t *parse(const char *text)
+{
+    json_error_t err;
+    json_t *j = json_loads(text, 0, &err);
+    if (!j) fail_msg("bad test JSON: %s (line %d)", err.text, err.line);
+    return j;
+}
+
+/* ---- a full, valid announcement ---- */
+
+static const char *FULL =
+    "{\"id\":\"" ID_A "\",\"version\":\"0.1.0\",\"role\":\"host\",\"vram_bytes\":8000000000,"
+    "\"free_bytes\":3000000000,\"addrs\":[\"127.0.0.1:1\"],"
+    "\"available_models\":[{\"name\":\"big\",\"size_bytes\":5000000000,\"need_bytes\":"
+    "5600000000,\"type\":\"llm\"},{\"name\":\"emb\",\"size_bytes\":100,\"need_bytes\":110,"
+    "\"type\":\"embedding\"},{\"name\":\"old\",\"size_bytes\":7}],"
+    "\"requested_models\":[\"big\",\"wanted\"],"
+    "\"serving\":[{\"model\":\"big\",\"member\":true,\"role\":\"host\",\"state\":\"ready\","
+    "\"http_ready\":true,\"is_host\":true,\"split\":true,\"bytes\":2000000000,"
+    "\"plan\":{\"id\":\"aaaaaaaa-5f-1\",\"ngl\":99,\"workers\":[{\"id\":\"" ID_B "\",\"first\":0,"
+    "\"end\":10,\"output\":false,\"weight\":3},{\"id\":\"" ID_C "\",\"first\":10,\"end\":20,"
+    "\"output\":true,\"weight\":5}]}},"
+    "{\"model\":\"small\",\"member\":true,\"role\":\"worker\",\"state\":\"standby\","
+    "\"http_ready\":false,\"is_host\":false,\"split\":false,\"bytes\":10,"
+    "\"plan_ready\":\"bbbbbbbb-1-2\"},"
+    "{\"model\":\"emb\",\"member\":false,\"role\":\"replica\",\"state\":\"loading\","
+    "\"http_ready\":false,\"is_host\":true,\"bytes\":110}],"
+    "\"request_rates\":{},\"rtt_ms\":{}}";
+
+static void test_decode_full(void **state)
+{
+    (void)state;
+    json_t *ann = parse(FULL);
+    view_node_t n;
+    assert_int_equal(view_decode(ann, ID_A, &n), 0);
+    assert_int_equal(n.rejected, 0);
+    assert_string_equal(n.id, ID_A);
+    assert_int_equal(n.role, CATALOG_ROLE_HOST);
+    assert_int_equal(n.vram_bytes, 8000000000ULL);
+    assert_true(n.has_free);
+    assert_int_equal(n.free_bytes, 3000000000ULL);
+
+    assert_int_equal(n.n_available, 3);
+    assert_string_equal(n.available[0].name, "big");
+    assert_int_equal(n.available[0].size_bytes, 5000000000ULL);
+    assert_int_equal(n.available[0].need_bytes, 5600000000ULL);
+    assert_true(n.available[0].has_type);
+    assert_int_equal(n.available[0].type, MM_LLM);
+    assert_int_equal(n.available[1].type, MM_EMBEDDING);
+    assert_false(n.available[2].has_type);
+    assert_int_equal(n.available[2].need_bytes, 0);
+    assert_ptr_equal(view_available(&n, "emb"), &n.available[1]);
+    assert_null(view_available(&n, "nope"));
+
+    assert_int_equal(n.n_requested, 2);
+    assert_string_equal(n.requested[1], "wanted");
+    assert_true(view_requested(&n, "wanted"));
+    assert_false(view_requested(&n, "emb"));
+
+    assert_int_equal(n.n_serving, 3);
+    const view_serving_t *s = view_serving(&n, "big");
+    assert_non_null(s);
+    assert_true(s->member && s->http_ready && s->is_host && s->split);
+    assert_int_equal(s->role, VIEW_SERVE_HOST);
+    assert_int_equal(s->state, VIEW_STATE_READY);
+    assert_int_equal(s->bytes, 2000000000ULL);
+    assert_string_equal(s->plan_ready, "");
+    assert_non_null(s->plan);
+    assert_string_equal(s->plan->id, "aaaaaaaa-5f-1");
+    assert_int_equal(s->plan->ngl, 99);
+    assert_int_equal(s->plan->n_workers, 2);
+    assert_string_equal(s->plan->workers[0].id, ID_B);
+    assert_int_equal(s->plan->workers[0].end, 10);
+    assert_false(s->plan->workers[0].output);
+    assert_int_equal(s->plan->workers[0].weight, 3);
+    assert_string_equal(s->plan->workers[1].id, ID_C);
+    assert_int_equal(s->plan->workers[1].first, 10);
+    assert_int_equal(s->plan->workers[1].end, 20);
+    assert_true(s->plan->workers[1].output);
+
+    s = view_serving(&n, "small");
+    assert_non_null(s);
+    assert_int_equal(s->role, VIEW_SERVE_WORKER);
+    assert_int_equal(s->state, VIEW_STATE_STANDBY);
+    assert_false(s->is_host || s->http_ready || s->split);
+    assert_null(s->plan);
+    assert_string_equal(s->plan_ready, "bbbbbbbb-1-2");
+
+    s = view_serving(&n, "emb");
+    assert_false(s->member);
+    assert_int_equal(s->role, VIEW_SERVE_REPLICA);
+    assert_int_equal(s->state, VIEW_STATE_LOADING);
+
+    /* the catalog sees what the announcement says */
+    catalog_node_t cn;
+    catalog_avail_t av[3];
+    catalog_serving_t sv[3];
+    const char *rq[2];
+    view_to_catalog(&n, &cn, av, sv, rq);
+    assert_string_equal(cn.id, ID_A);
+    assert_true(cn.alive);
+    assert_int_equal(cn.n_available, 3);
+    assert_int_equal(cn.available[1].need_bytes, 110);
+    assert_int_equal(cn.n_serving, 3);
+    assert_int_equal(cn.serving[0].state, CATALOG_SERVE_READY);
+    assert_int_equal(cn.serving[2].state, CATALOG_SERVE_LOADING); /* host, not ready */
+    assert_true(cn.serving[2].is_host);
+    assert_int_equal(cn.n_requested, 2);
+    assert_string_equal(cn.requested[0], "big");
+
+    view_node_free(&n);
+    assert_int_equal(n.n_serving, 0);
+    json_decref(ann);
+}
+
+/* ---- malformed input ---- */
+
+static void test_decode_not_an_object_or_bad_id(void **state)
+{
+    (void)state;
+    view_node_t n;
+    const char *bad_docs[] = {"[]", "\"x\"", "3", "null"};
+    for (size_t i = 0; i < sizeof bad_docs / sizeof *bad_docs; i++) {
+        json_t *j = json_loads(bad_docs[i], JSON_DECODE_ANY, NULL);
+        assert_non_null(j);
+        assert_int_equal(view_decode(j, ID_A, &n), -EINVAL);
+        assert_int_equal(n.n_serving + n.n_available + n.n_requested, 0);
+        view_node_free(&n);
+        json_decref(j);
+    }
+    assert_int_equal(view_decode(NULL, ID_A, &n), -EINVAL);
+    json_t *ok = parse("{}");
+    const char *bad_ids[] = {
+        NULL,
+        "",
+        "abc",
+        "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", /* upper case */
+        ID_A "a",                                                           /* 65 chars */
+        "gaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"};
+    for (size_t i = 0; i < sizeof bad_ids / sizeof *bad_ids; i++) {
+        assert_int_equal(view_decode(ok, bad_ids[i], &n), -EINVAL);
+        view_node_free(&n);
+    }
+    /* an empty object is a node that says nothing */
+    assert_int_equal(view_decode(ok, ID_A, &n), 0);
+    assert_int_equal(n.rejected, 0);
+    assert_int_equal(n.role, CATALOG_ROLE_WORKER);
+    assert_false(n.has_free);
+    view_node_free(&n);
+    json_decref(ok);
+}
+
+static void test_decode_wrong_types(void **state)
+{
+    (void)state;
+    json_t *ann = parse(
+        "{\"role\":\"boss\",\"vram_bytes\":\"8\",\"free_bytes\":-1,"
+        "\"available_models\":[5,{\"size_bytes\":1},{\"name\":7},{\"name\":\"\"},"
+        "{\"name\":\"tab\\there\"},{\"name\":\"del\\u007f\"},"
+        "{\"name\":\"ok\",\"size_bytes\":-5,\"need_bytes\":1.5,\"type\":\"foo\"}],"
+        "\"requested_models\":[7,\"fine\",\"bad\\u0001\",null],"
+        "\"serving\":[{\"member\":true},{\"model\":\"m\",\"member\":\"yes\",\"role\":\"boss\","
+        "\"state\":3,\"http_ready\":1,\"is_host\":null,\"split\":\"true\",\"bytes\":-1,"
+        "\"plan\":[],\"plan_ready\":\"a\\nb\"}]}");
+    /* a name with a NUL inside, and one of 128 bytes */
+    json_t *av = json_object_get(ann, "available_models");
+    json_array_append_new(av, json_pack("{s:o}", "name", json_stringn("a\0b", 3)));
+    char long_name[CATALOG_NAME_MAX + 1];
+    memset(long_name, 'x', CATALOG_NAME_MAX);
+    long_name[CATALOG_NAME_MAX] = '\0';
+    json_array_append_new(av, json_pack("{s:s}", "name", long_name));
+    long_name[CATALOG_NAME_MAX - 1] = '\0'; /* 127 bytes: the longest valid name */
+    json_array_append_new(av, json_pack("{s:s}", "name", long_name));
+    /* a plan id too long for the field */
+    json_t *sv = json_object_get(ann, "serving");
+    char long_plan[VIEW_PLAN_ID_MAX + 1];
+    memset(long_plan, 'p', VIEW_PLAN_ID_MAX);
+    long_plan[VIEW_PLAN_ID_MAX] = '\0';
+    json_array_append_new(sv, json_pack("{s:s,s:s}", "model", "m2", "plan_ready", long_plan));
+
+    view_node_t n;
+    assert_int_equal(view_decode(ann, ID_A, &n), 0);
+    /* node: role, vram_bytes, free_bytes */
+    assert_int_equal(n.role, CATALOG_ROLE_WORKER);
+    assert_int_equal(n.vram_bytes, 0);
+    assert_false(n.has_free);
+    /* available: 5, no name, name 7, "", tab, DEL, NUL inside, 128 bytes skipped; "ok" kept
+     * with size -5, need 1.5, type foo ignored; the 127-byte name kept */
+    assert_int_equal(n.n_available, 2);
+    assert_string_equal(n.available[0].name, "ok");
+    assert_int_equal(n.available[0].size_bytes, 0);
+    assert_int_equal(n.available[0].need_bytes, 0);
+    assert_false(n.available[0].has_type);
+    assert_int_equal(strlen(n.available[1].name), CATALOG_NAME_MAX - 1);
+    /* requested: 7, control character, null skipped */
+    assert_int_equal(n.n_requested, 1);
+    assert_string_equal(n.requested[0], "fine");
+    /* serving: the entry without a model skipped; every field of "m" ignored */
+    assert_int_equal(n.n_serving, 2);
+    const view_serving_t *s = view_serving(&n, "m");
+    assert_non_null(s);
+    assert_false(s->member || s->http_ready || s->is_host || s->split);
+    assert_int_equal(s->role, VIEW_SERVE_NONE);
+    assert_int_equal(s->state, VIEW_STATE_NONE);
+    assert_int_equal(s->bytes, 0);
+    assert_null(s->plan);
+    assert_string_equal(s->plan_ready, "");
+    assert_string_equal(view_serving(&n, "m2")->plan_ready, "");
+    assert_int_equal(n.rejected, 3 + 8 + 3 + 3 + 1 + 9 + 1);
+    view_node_free(&n);
+
+    /* lists that are not lists */
+    json_t *j = parse("{\"available_models\":{},\"serving\":\"x\",\"requested_models\":1}");
+    assert_int_equal(view_decode(j, ID_A, &n), 0);
+    assert_int_equal(n.rejected, 3);
+    assert_int_equal(n.n_available + n.n_serving + n.n_requested, 0);
+    view_node_free(&n);
+    json_decref(j);
+    json_decref(ann);
+}
+
+static void test_oversized_lists(void **state)
+{
+    (void)state;
+    json_t *ann = json_object();
+    json_t *av = json_array(), *rq = json_array(), *sv = json_array();
+    const size_t N = VIEW_MAX_LIST + 44;
+    for (size_t i = 0; i < N; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "m%zu", i);
+        json_array_append_new(av, json_pack("{s:s,s:I}", "name", name, "size_bytes", 1));
+        json_array_append_new(rq, json_string(name));
+        json_array_append_new(sv, json_pack("{s:s,s:b}", "model", name, "member", 1));
+    }
+    json_object_set_new(ann, "available_models", av);
+    json_object_set_new(ann, "requested_models", rq);
+    json_object_set_new(ann, "serving", sv);
+    view_node_t n;
+    assert_int_equal(view_decode(ann, ID_A, &n), 0);
+    assert_int_equal(n.n_available, VIEW_MAX_LIST);
+    assert_int_equal(n.n_requested, VIEW_MAX_LIST);
+    assert_int_equal(n.n_serving, VIEW_MAX_LIST);
+    assert_int_equal(n.rejected, 3 * 44);
+    assert_string_equal(n.serving[VIEW_MAX_LIST - 1].model, "m255");
+    assert_null(view_serving(&n, "m256"));
+    /* the builders stop at the cap too */
+    assert_null(view_add_serving(&n, "more"));
+    assert_null(view_add_available(&n, "more"));
+    assert_false(view_add_requested(&n, "more"));
+    view_node_free(&n);
+    json_decref(ann);
+}
+
+static json_t *plan_with(size_t n_workers)
+{
+    json_t *w = json_array();
+    for (size_t i = 0; i < n_workers; i++) {
+        char id[CATALOG_ID_LEN + 1];
+        snprintf(id, sizeof id, "%064zx", i + 1);
+        json_array_append_new(w,
+                              json_pack("{s:s,s:I,s:I,s:b,s:I}", "id", id, "first", (json_int_t)i,
+                                        "end", (json_int_t)i + 1, "output", 0, "weight", 1));
+    }
+    return json_pack("{s:s,s:i,s:o}", "id", "plan-1", "ngl", 5, "workers", w);
+}
+
+static void test_plan_bounds(void **state)
+{
+    (void)state;
+    view_node_t n;
+    /* 16 workers: kept; 17: the plan is dropped whole, the entry stays */
+    json_t *ann = json_pack("{s:[{s:s,s:o},{s:s,s:o}]}", "serving", "model", "a", "plan",
+                            plan_with(VIEW_MAX_PLAN_WORKERS), "model", "b", "plan",
+                            plan_with(VIEW_MAX_PLAN_WORKERS + 1));
+    assert_int_equal(view_decode(ann, ID_A, &n), 0);
+    assert_int_equal(n.n_serving, 2);
+    assert_non_null(view_serving(&n, "a")->plan);
+    assert_int_equal(view_serving(&n, "a")->plan->n_workers, VIEW_MAX_PLAN_WORKERS);
+    assert_null(view_serving(&n, "b")->plan);
+    assert_int_equal(n.rejected, 1);
+    view_node_free(&n);
+    json_decref(ann);
+
+    /* unreadable workers are left out, each counted; bad plan ids drop the plan */
+    ann = parse("{\"serving\":[{\"model\":\"a\",\"plan\":{\"id\":\"p\",\"ngl\":-1,\"workers\":["
+                "{\"id\":\"" ID_B "\",\"first\":0,\"end\":4,\"weight\":1},"
+                "{\"id\":\"" ID_B "X\",\"first\":0,\"end\":4},"
+                "{\"id\":\"" ID_C "\",\"first\":-1,\"end\":4},"
+                "{\"id\":\"" ID_C "\",\"first\":0,\"end\":4294967296},"
+                "{\"id\":\"" ID_C "\",\"first\":0},"
+                "{\"id\":\"" ID_C "\",\"first\":0,\"end\":2,\"weight\":\"1\"},"
+                "{\"id\":\"" ID_C "\",\"first\":1,\"end\":2,\"output\":\"yes\"},"
+                "\"" ID_C "\"]}},"
+                "{\"model\":\"b\",\"plan\":{\"id\":\"bad\\u0001\",\"workers\":[]}},"
+                "{\"model\":\"c\",\"plan\":{\"ngl\":1}},"
+                "{\"model\":\"d\",\"plan\":{\"id\":\"q\",\"workers\":{}}}]}");
+    assert_int_equal(view_decode(ann, ID_A, &n), 0);
+    const view_plan_t *p = view_serving(&n, "a")->plan;
+    assert_non_null(p);
+    assert_string_equal(p->id, "p");
+    assert_int_equal(p->ngl, 0);
+    assert_int_equal(p->n_workers, 2);
+    assert_string_equal(p->workers[0].id, ID_B);
+    assert_int_equal(p->workers[1].first, 1);
+    assert_false(p->workers[1].output);
+    assert_null(view_serving(&n, "b")->plan);
+    assert_null(view_serving(&n, "c")->plan);
+    assert_null(view_serving(&n, "d")->plan);
+    /* ngl, 6 workers, the output field, 3 plans */
+    assert_int_equal(n.rejected, 1 + 6 + 1 + 3);
+    view_node_free(&n);
+    json_decref(ann);
+
+    /* at most VIEW_MAX_PLANS plans per node */
+    json_t *sv = json_array();
+    for (size_t i = 0; i < VIEW_MAX_PLANS + 1; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "m%zu", i);
+        json_array_append_new(sv, json_pack("{s:s,s:o}", "model", name, "plan", plan_with(1)));
+    }
+    ann = json_pack("{s:o}", "serving", sv);
+    assert_int_equal(view_decode(ann, ID_A, &n), 0);
+    assert_int_equal(n.n_serving, VIEW_MAX_PLANS + 1);
+    assert_int_equal(n.n_plans, VIEW_MAX_PLANS);
+    assert_non_null(n.serving[VIEW_MAX_PLANS - 1].plan);
+    assert_null(n.serving[VIEW_MAX_PLANS].plan);
+    assert_int_equal(n.rejected, 1);
+    view_node_free(&n);
+    json_decref(ann);
+}
+
+/* ---- encode → decode ---- */
+
+static void build_node(view_node_t *n, bool with_free)
+{
+    view_node_init(n);
+    memcpy(n->id, ID_C, sizeof n->id);
+    n->role = CATALOG_ROLE_HOST;
+    n->vram_bytes = 9000000000ULL;
+    n->has_free = with_free;
+    n->free_bytes = with_free ? 1234567890ULL : 0;
+    view_avail_t *a = view_add_available(n, "big");
+    a->size_bytes = 5000000000ULL;
+    a->need_bytes = 5500000001ULL;
+    a->type = MM_LLM;
+    a->has_type = true;
+    a = view_add_available(n, "rr");
+    a->size_bytes = 3;
+    a->type = MM_RERANKING;
+    a->has_type = true;
+    assert_true(view_add_requested(n, "big"));
+    assert_true(view_add_requested(n, "elsewhere"));
+    assert_false(view_add_requested(n, "bad\nname"));
+    view_serving_t *s = view_add_serving(n, "big");
+    s->member = true;
+    s->role = VIEW_SERVE_HOST;
+    s->state = VIEW_STATE_LOADING;
+    s->is_host = true;
+    s->split = true;
+    s->bytes = 3000000000ULL;
+    view_plan_t *p = view_add_plan(n, s, "cccccccc-6561-3");
+    assert_non_null(p);
+    p->ngl = 12;
+    p->workers[0] = (view_worker_t){.id = ID_A, .first = 0, .end = 6, .weight = 2};
+    p->workers[1] = (view_worker_t){.id = ID_B, .first = 6, .end = 12, .output = true, .weight = 7};
+    p->n_workers = 2;
+    s = view_add_serving(n, "small");
+    s->member = true;
+    s->role = VIEW_SERVE_WAITING;
+    s->state = VIEW_STATE_STANDBY;
+    snprintf(s->plan_ready, sizeof s->plan_ready, "%s", "aaaaaaaa-1-1");
+    s = view_add_serving(n, "rr");
+    s->role = VIEW_SERVE_REPLICA;
+    s->state = VIEW_STATE_READY;
+    s->http_ready = s->is_host = true;
+    s->bytes = 4;
+    assert_null(view_add_serving(n, ""));
+    assert_null(view_add_plan(n, s, "bad\tid"));
+    assert_null(s->plan);
+}
+
+static void test_round_trip(void **state)
+{
+    (void)state;
+    for (int with_free = 0; with_free < 2; with_free++) {
+        view_node_t n, back;
+        build_node(&n, with_free);
+        json_t *ann = json_pack("{s:s,s:i}", "free_bytes", "stale", "api_port", 1);
+        assert_int_equal(view_encode(&n, ann), 0);
+        assert_int_equal(json_integer_value(json_object_get(ann, "api_port")), 1);
+        assert_int_equal(json_object_get(ann, "free_bytes") != NULL, with_free);
+        /* through the wire's text form */
+        char *text = json_dumps(ann, JSON_COMPACT);
+        json_t *again = parse(text);
+        assert_int_equal(view_decode(again, ID_C, &back), 0);
+        assert_int_equal(back.rejected, 0);
+        assert_true(view_node_equal(&n, &back));
+        assert_true(view_serving_equal(&n, &back));
+        /* and equality notices a change in a plan */
+        view_plan_t *p = (view_plan_t *)view_serving(&back, "big")->plan;
+        p->workers[1].weight++;
+        assert_false(view_serving_equal(&n, &back));
+        assert_false(view_node_equal(&n, &back));
+        free(text);
+        json_decref(again);
+        json_decref(ann);
+        view_node_free(&n);
+        view_node_free(&back);
+    }
+}
+
+/* ---- the memory a node offers a group ---- */
+
+static void test_offer(void **state)
+{
+    (void)state;
+    view_node_t n;
+    view_node_init(&n);
+    n.vram_bytes = 100;
+    view_serving_t *s = view_add_serving(&n, "held");
+    s->bytes = 30;
+    /* no free_bytes announced: all it offers */
+    assert_int_equal(view_offer_for(&n, "held"), 100);
+    n.has_free = true;
+    n.free_bytes = 50;
+    assert_int_equal(view_offer_for(&n, "held"), 80);  /* free + held for it */
+    assert_int_equal(view_offer_for(&n, "other"), 50); /* free only */
+    n.free_bytes = 90;
+    assert_int_equal(view_offer_for(&n, "held"), 100); /* capped at vram */
+    n.free_bytes = UINT64_MAX;
+    n.vram_bytes = UINT64_MAX;
+    assert_int_equal(view_offer_for(&n, "held"), UINT64_MAX); /* saturating */
+    n.free_bytes = 0;
+    n.vram_bytes = 100;
+    assert_int_equal(view_offer_for(&n, "other"), 0);
+    view_node_free(&n);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_decode_full),
+        cmocka_unit_test(test_decode_not_an_object_or_bad_id),
+        cmocka_unit_test(test_decode_wrong_types),
+        cmocka_unit_test(test_oversized_lists),
+        cmocka_unit_test(test_plan_bounds),
+        cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_offer),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
