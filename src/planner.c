@@ -17,7 +17,6 @@
 
 #define KICK_DELAY_MS 30
 #define TICK_MS 250
-#define ALLOC_SETTLE_MS 1500
 #define MAX_PARKED 256
 
 _Static_assert(PLAN_ID_MAX == VIEW_PLAN_ID_MAX, "plan ids are announced");
@@ -135,35 +134,28 @@ plan_route_t planner_route(planner_t *pl, const char *model)
     if (!pm) /* not planned here: served on demand, unless a ready host elsewhere has it */
         return strcmp(st, "unloaded") == 0 && ready_elsewhere(pl, model) ? PLAN_REMOTE : PLAN_SERVE;
     if (!pm->e) return PLAN_REMOTE;
-    if (!pm->planned) /* before the first plan: as a node alone would, if it fits alone */
+    if (!pm->st.planned) /* before the first plan: as a node alone would, if it fits alone */
         return models_fits(pl->ms, pm->e) && !pl->cfg->split ? PLAN_SERVE : PLAN_WAIT;
-    if (pm->role == ELECTION_REPLICA) /* bootstrap: while it loads here, a ready peer answers */
+    if (pm->st.role == ELECTION_REPLICA) /* bootstrap: while it loads here, a ready peer answers */
         return strcmp(st, "ready") != 0 && ready_elsewhere(pl, model) ? PLAN_REMOTE : PLAN_SERVE;
-    if (pm->role == ELECTION_HOST) return pm->launched ? PLAN_SERVE : PLAN_WAIT;
+    if (pm->st.role == ELECTION_HOST) return pm->st.launched ? PLAN_SERVE : PLAN_WAIT;
     return PLAN_REMOTE;
 }
 
 bool planner_rpc_allowed(planner_t *pl, const char *peer_id, const char *model)
 {
     pmodel_t *pm = pm_find(pl, model);
-    return pm && pm->role == ELECTION_WORKER && pm->host[0] && strcmp(pm->host, peer_id) == 0;
+    return pm && pm->st.role == ELECTION_WORKER && pm->st.host[0] &&
+           strcmp(pm->st.host, peer_id) == 0;
 }
 
 /* ---- allocation ---- */
 
 static void allocate(planner_t *pl, const peers_t *P)
 {
-    if (!pl->allocating || pl->n > 0 || !pl->mesh || P->n == 0) return;
-    uint64_t now = now_ms(pl);
-    if (!pl->first_peer_ms) pl->first_peer_ms = now;
-    if (now - pl->first_peer_ms < ALLOC_SETTLE_MS) return; /* the tick comes back */
-    cnodes_t cn;
-    if (cnodes_build(pl, P, true, &cn) != 0) return;
+    if (!pl->allocating || pl->n > 0 || !pl->mesh) return;
     catalog_avail_t *disk = calloc(pl->ms->n + 1, sizeof *disk);
-    if (!disk) {
-        cnodes_free(&cn);
-        return;
-    }
+    if (!disk) return;
     for (size_t i = 0; i < pl->ms->n; i++) {
         disk[i].name = pl->ms->entries[i].mm->name;
         disk[i].size_bytes = pl->ms->entries[i].size;
@@ -172,58 +164,39 @@ static void allocate(planner_t *pl, const peers_t *P)
     const char *rq[CONFIG_MAX_MODELS];
     for (size_t i = 0; i < pl->cfg->n_requested; i++)
         rq[i] = pl->cfg->requested[i];
-    alloc_self_t self = {.id = pl->id,
-                         .vram_bytes = ledger_free(&pl->ms->ledger),
-                         .disk = disk,
-                         .n_disk = pl->ms->n,
-                         .models = rq,
-                         .n_models = pl->cfg->n_requested, /* --model NAME without a file */
-                         .no_download = true};
-    alloc_result_t res;
-    int rc = alloc_choose(&self, cn.nodes, cn.n, &res);
-    if (rc == 0 && res.rule == ALLOC_RULE_NONE) {
-        /* Nothing on disk fits a rule. A split group may still take this node's memory
-         * without the file: the weights then come through the tunnel. */
-        alloc_result_t r2;
-        self.no_download = false;
-        if (alloc_choose(&self, cn.nodes, cn.n, &r2) == 0 &&
-            r2.rule == ALLOC_RULE_CANT_RUN_WITHOUT_ME)
-            res = r2;
-    }
+    pp_alloc_input_t in = {.id = pl->id,
+                           .free_bytes = ledger_free(&pl->ms->ledger),
+                           .disk = disk,
+                           .n_disk = pl->ms->n,
+                           .requested = rq,
+                           .n_requested = pl->cfg->n_requested,
+                           .peers = P->v,
+                           .n_peers = P->n};
+    pp_alloc_result_t res;
+    pp_allocate(&in, &pl->alloc, now_ms(pl), &res);
     free(disk);
-    cnodes_free(&cn);
-    if (rc != 0) return;
-    const char *rule = alloc_rule_name(res.rule);
-    bool changed = strcmp(pl->alloc_rule, rule) != 0;
-    snprintf(pl->alloc_rule, sizeof pl->alloc_rule, "%s", rule);
-    if (res.rule == ALLOC_RULE_NONE) {
-        if (changed)
-            LOGI("planner", "nothing in the mesh needs this node's models or memory now: "
-                            "standing by as a worker");
-        return;
-    }
-    model_entry_t *e = models_find(pl->ms, res.model);
-    if (!e && res.rule != ALLOC_RULE_CANT_RUN_WITHOUT_ME) {
-        if (changed)
-            LOGW("planner",
-                 "model %s is not on this node's disk and mesh-llm does not download models: "
-                 "the mesh lists it as requested; this node stands by (put %s.gguf in "
-                 "~/.models or --models-dir to serve it)",
-                 res.model, res.model);
-        return;
-    }
+    if (res.kind == PP_ALLOC_NONE && res.changed)
+        LOGI("planner", "nothing in the mesh needs this node's models or memory now: "
+                        "standing by as a worker");
+    if (res.kind == PP_ALLOC_MISSING && res.changed)
+        LOGW("planner",
+             "model %s is not on this node's disk and mesh-llm does not download models: "
+             "the mesh lists it as requested; this node stands by (put %s.gguf in "
+             "~/.models or --models-dir to serve it)",
+             res.model, res.model);
+    if (res.kind != PP_ALLOC_TAKE) return;
     pmodel_t *pm = &pl->models[pl->n++];
     memset(pm, 0, sizeof *pm);
     pm->pl = pl;
     snprintf(pm->name, sizeof pm->name, "%s", res.model);
-    snprintf(pm->rule, sizeof pm->rule, "%s", rule);
-    pm->e = e;
-    pm->load_when_replica = true;
-    LOGI("planner", "the mesh gives this node model %s (rule: %s)%s", res.model, rule,
-         e ? "" : "; its weights will come from the host through the tunnel");
+    snprintf(pm->rule, sizeof pm->rule, "%s", res.rule);
+    pm->e = models_find(pl->ms, res.model);
+    pm->st.load_when_replica = true;
+    LOGI("planner", "the mesh gives this node model %s (rule: %s)%s", res.model, res.rule,
+         pm->e ? "" : "; its weights will come from the host through the tunnel");
 }
 
-/* ---- per-model plans ---- */
+/* ---- executing the policy's actions ---- */
 
 static void close_fwds(pmodel_t *pm, bool retired_only)
 {
@@ -231,43 +204,22 @@ static void close_fwds(pmodel_t *pm, bool retired_only)
         tunnel_rpc_close(pm->retired[i]);
     pm->n_retired = 0;
     if (retired_only) return;
-    for (size_t i = 0; i < pm->n_workers; i++)
-        if (pm->workers[i].fwd) {
-            tunnel_rpc_close(pm->workers[i].fwd);
-            pm->workers[i].fwd = NULL;
+    for (size_t i = 0; i < PLAN_MAX_WORKERS; i++)
+        if (pm->fwd[i]) {
+            tunnel_rpc_close(pm->fwd[i]);
+            pm->fwd[i] = NULL;
         }
 }
 
 static void retire_fwds(pmodel_t *pm)
 {
-    for (size_t i = 0; i < pm->n_workers; i++) {
-        if (!pm->workers[i].fwd) continue;
+    for (size_t i = 0; i < PLAN_MAX_WORKERS; i++) {
+        if (!pm->fwd[i]) continue;
         if (pm->n_retired < sizeof pm->retired / sizeof pm->retired[0])
-            pm->retired[pm->n_retired++] = pm->workers[i].fwd;
+            pm->retired[pm->n_retired++] = pm->fwd[i];
         else
-            tunnel_rpc_close(pm->workers[i].fwd);
-        pm->workers[i].fwd = NULL;
-    }
-}
-
-/* Stop being a split host: the plan, its tunnels and the --rpc arguments go. */
-static void leave_host(planner_t *pl, pmodel_t *pm)
-{
-    close_fwds(pm, false);
-    pm->n_workers = 0;
-    pm->plan_sig[0] = pm->plan_id[0] = '\0';
-    pm->launched = false;
-    if (pm->e && pm->e->mesh_args) models_set_mesh_args(pl->ms, pm->e, NULL);
-}
-
-/* This node should not run the model (idle, worker, waiting): stop its llama-server. */
-static void take_down(planner_t *pl, pmodel_t *pm)
-{
-    if (pm->e && strcmp(models_status(pm->e), "unloaded") != 0) {
-        LOGI("planner", "model %s: this node is now %s for it; stopping its llama-server", pm->name,
-             pm_role_name(pm));
-        models_unload(pl->ms, pm->e);
-        pm->load_when_replica = true;
+            tunnel_rpc_close(pm->fwd[i]);
+        pm->fwd[i] = NULL;
     }
 }
 
@@ -277,91 +229,35 @@ static tp_conn_t *get_conn(void *data, const char *peer_id)
     return pl->mesh && !pl->stopping ? mesh_conn(pl->mesh, peer_id) : NULL;
 }
 
-static bool peer_ready_for(const peers_t *P, const char *id, const char *model, const char *plan)
+/* Every worker of the plan is ready: tunnels, then llama-server with the plan. */
+static void start_host(planner_t *pl, pmodel_t *pm)
 {
-    const view_node_t *v = peers_find(P, id);
-    const view_serving_t *s = v ? view_serving(v, model) : NULL;
-    return s && strcmp(s->plan_ready, plan) == 0;
-}
-
-static void host_apply(planner_t *pl, pmodel_t *pm, const election_plan_t *plan, const peers_t *P)
-{
-    election_range_t ranges[PLAN_MAX_WORKERS + 1];
-    uint32_t ngl = 0;
-    if (!pm->e || plan->n_members > PLAN_MAX_WORKERS + 1 ||
-        election_cpu_layout(plan, ranges, &ngl) != 0) {
-        LOGW("planner", "model %s: cannot lay out the split (%s)", pm->name,
-             !pm->e ? "this node has no copy of the file" : "unknown layer count");
-        pm->waiting = true;
-        leave_host(pl, pm);
-        take_down(pl, pm);
-        return;
-    }
-    char sig[sizeof pm->plan_sig];
-    size_t off = (size_t)snprintf(sig, sizeof sig, "ngl=%u", ngl);
-    for (size_t k = 0; k + 1 < plan->n_members && off < sizeof sig; k++)
-        off += (size_t)snprintf(sig + off, sizeof sig - off, ";%.16s:%u-%u%s", plan->members[k].id,
-                                ranges[k].first, ranges[k].end, ranges[k].output ? "+o" : "");
-    if (strcmp(sig, pm->plan_sig) != 0) {
-        retire_fwds(pm);
-        snprintf(pm->plan_sig, sizeof pm->plan_sig, "%s", sig);
-        pm->n_workers = plan->n_members - 1;
-        for (size_t k = 0; k < pm->n_workers; k++) {
-            snprintf(pm->workers[k].id, sizeof pm->workers[k].id, "%s", plan->members[k].id);
-            pm->workers[k].range = ranges[k];
-            pm->workers[k].fwd = NULL;
-        }
-        pm->ngl = ngl;
-        snprintf(pm->plan_id, sizeof pm->plan_id, "%.8s-%llx-%u", pl->id,
-                 (unsigned long long)time(NULL), ++pm->plan_seq);
-        pm->launched = false;
-        LOGI("planner",
-             "model %s: split over %zu node(s) (plan %s): this node hosts layers 0-%u, %zu "
-             "worker(s) hold the rest; waiting for them",
-             pm->name, pm->n_workers + 1, pm->plan_id, ranges[plan->host_index].end - 1,
-             pm->n_workers);
-    }
-    if (pm->launched) {
-        if (pm->n_retired && strcmp(models_status(pm->e), "ready") == 0) close_fwds(pm, true);
-        return;
-    }
-    for (size_t k = 0; k < pm->n_workers; k++)
-        if (!peer_ready_for(P, pm->workers[k].id, pm->name, pm->plan_id)) return;
-    /* every worker is ready: tunnels, then llama-server with the plan */
-    buf_t rpc, ts;
+    buf_t rpc;
     buf_init(&rpc, 1 << 14);
-    buf_init(&ts, 1 << 14);
     int rc = 0;
-    for (size_t k = 0; k < pm->n_workers && rc == 0; k++) {
-        plan_worker_t *w = &pm->workers[k];
-        rc = tunnel_rpc_listen(pl->loop, w->id, pm->name, get_conn, pl, &w->fwd);
-        if (rc == 0) {
-            buf_printf(&rpc, "%s127.0.0.1:%d", k ? "," : "", tunnel_rpc_port(w->fwd));
-            buf_printf(&ts, "%s%u", k ? "," : "", w->range.weight);
-        }
+    for (size_t k = 0; k < pm->st.n_workers && rc == 0; k++) {
+        rc = tunnel_rpc_listen(pl->loop, pm->st.workers[k].id, pm->name, get_conn, pl, &pm->fwd[k]);
+        if (rc == 0) buf_printf(&rpc, "%s127.0.0.1:%d", k ? "," : "", tunnel_rpc_port(pm->fwd[k]));
+    }
+    char rest[1 << 14], args[1 << 15];
+    if (rc == 0) rc = pp_host_args(&pm->st, rest, sizeof rest);
+    if (rc == 0) {
+        snprintf(args, sizeof args, "--rpc %s %s", rpc.data, rest);
+        rc = models_set_mesh_args(pl->ms, pm->e, args);
     }
     if (rc == 0) {
-        char args[1 << 15];
-        snprintf(args, sizeof args, "--rpc %s --tensor-split %s -ngl %u --fit off", rpc.data,
-                 ts.data, pm->ngl);
-        rc = models_set_mesh_args(pl->ms, pm->e, args);
-        if (rc == 0) {
-            LOGI("planner", "model %s: workers ready; starting llama-server %s", pm->name, args);
-            pm->launched = true;
-            pm->load_when_replica = true;
-            models_load(pl->ms, pm->e, true);
-        }
-    }
-    if (rc != 0) {
+        LOGI("planner", "model %s: workers ready; starting llama-server %s", pm->name, args);
+        models_load(pl->ms, pm->e, true);
+    } else {
         LOGE("planner", "model %s: cannot start the split: %s", pm->name, strerror(-rc));
-        for (size_t k = 0; k < pm->n_workers; k++)
-            if (pm->workers[k].fwd) {
-                tunnel_rpc_close(pm->workers[k].fwd);
-                pm->workers[k].fwd = NULL;
+        pp_host_failed(&pm->st);
+        for (size_t k = 0; k < PLAN_MAX_WORKERS; k++)
+            if (pm->fwd[k]) {
+                tunnel_rpc_close(pm->fwd[k]);
+                pm->fwd[k] = NULL;
             }
     }
     buf_free(&rpc);
-    buf_free(&ts);
 }
 
 static void seed_done(void *data, int status, const rpc_cache_result_t *r)
@@ -386,7 +282,7 @@ static void seed_done(void *data, int status, const rpc_cache_result_t *r)
     if (!pl->stopping) planner_kick(pl);
 }
 
-static void ensure_rpc(planner_t *pl)
+static void start_rpc(planner_t *pl)
 {
     if (!pl->rpc) {
         int rc = sv_add_rpc(pl->sv, "rpc-server", &pl->rpc);
@@ -401,154 +297,156 @@ static void ensure_rpc(planner_t *pl)
     if (pl->rpc->state == CHILD_STOPPED) sv_start(pl->rpc);
 }
 
-static void worker_apply(planner_t *pl, pmodel_t *pm, const peers_t *P)
+/* Running or starting (not stopped, not being stopped). */
+static bool rpc_running(const planner_t *pl)
 {
-    /* the host's announced plan says whether this node is one of its workers, and which layers */
-    const view_node_t *host = peers_find(P, pm->host);
-    const view_serving_t *s = host ? view_serving(host, pm->name) : NULL;
-    const view_plan_t *plan = s ? s->plan : NULL;
-    const view_worker_t *mine = NULL;
-    for (size_t i = 0; plan && i < plan->n_workers; i++)
-        if (strcmp(plan->workers[i].id, pl->id) == 0) mine = &plan->workers[i];
-    if (!mine) {
-        pm->role = ELECTION_IDLE; /* not (yet) in the host's plan */
-        pm->follow_plan[0] = '\0';
-        return;
-    }
-    const char *plan_id = plan->id;
-    if (mine->end < mine->first || mine->end > ELECTION_MAX_LAYERS) {
-        pm->role = ELECTION_IDLE;
-        return;
-    }
-    if (strcmp(pm->follow_plan, plan_id) != 0) {
-        snprintf(pm->follow_plan, sizeof pm->follow_plan, "%s", plan_id);
-        pm->my_range.first = mine->first;
-        pm->my_range.end = mine->end;
-        pm->my_range.output = mine->output;
-        LOGI("planner",
-             "model %s: this node is a split worker for host %.12s (plan %s, layers "
-             "%u-%u%s)",
-             pm->name, pm->host, plan_id, pm->my_range.first, pm->my_range.end,
-             pm->my_range.output ? " + output" : "");
-    }
-    ensure_rpc(pl);
-    if (pm->seeding || strcmp(pm->seeded_plan, plan_id) == 0) return;
-    snprintf(pm->seeding_plan, sizeof pm->seeding_plan, "%s", plan_id);
+    return pl->rpc && pl->rpc->state != CHILD_STOPPED && pl->rpc->state != CHILD_STOPPING;
+}
+
+static void start_worker(planner_t *pl, pmodel_t *pm)
+{
+    const pp_state_t *st = &pm->st;
+    snprintf(pm->seeding_plan, sizeof pm->seeding_plan, "%s", st->follow_plan);
     char dir[4096];
     if (!pm->e || rpc_cache_dir(dir, sizeof dir) != 0 ||
-        rpc_cache_seed(pl->loop, pm->e->path, dir, pm->my_range.first, pm->my_range.end,
-                       pm->my_range.output, seed_done, pm) != 0) {
-        snprintf(pm->seeded_plan, sizeof pm->seeded_plan, "%s", plan_id);
+        rpc_cache_seed(pl->loop, pm->e->path, dir, st->my_range.first, st->my_range.end,
+                       st->my_range.output, seed_done, pm) != 0) {
+        snprintf(pm->seeded_plan, sizeof pm->seeded_plan, "%s", st->follow_plan);
         return;
     }
     pm->seeding = true;
 }
 
-/* The ledger follows the plan: a split host's llama-server holds its share of the model, a
- * worker's rpc-server the rest of its memory's share; a replica the whole model (models.c). */
-static void hold_share(planner_t *pl, pmodel_t *pm, const election_plan_t *plan)
+static void execute(planner_t *pl, const pp_action_t *a)
 {
-    uint64_t share = 0;
-    for (size_t i = 0; i < plan->n_members; i++)
-        if (strcmp(plan->members[i].id, pl->id) == 0)
-            share = (uint64_t)((double)plan->need_bytes * plan->members[i].share + 0.5);
-    if (pm->e) models_set_host_share(pl->ms, pm->e, pm->role == ELECTION_HOST ? share : 0);
-    if (pm->role == ELECTION_WORKER)
-        ledger_set(&pl->ms->ledger, pm->name, LEDGER_WORKER, share, false);
-    else
-        ledger_clear(&pl->ms->ledger, pm->name, LEDGER_WORKER);
+    pmodel_t *pm = a->kind == PP_STOP_RPC_SERVER ? NULL : &pl->models[a->model];
+    switch (a->kind) {
+    case PP_STOP_HOST:
+        close_fwds(pm, false);
+        if (pm->e && pm->e->mesh_args) models_set_mesh_args(pl->ms, pm->e, NULL);
+        break;
+    case PP_STOP_MODEL:
+        LOGI("planner", "model %s: this node is now %s for it; stopping its llama-server", pm->name,
+             pm_role_name(pm));
+        models_unload(pl->ms, pm->e);
+        break;
+    case PP_SET_LEDGER:
+        if (a->ledger == LEDGER_MODEL)
+            models_set_host_share(pl->ms, pm->e, a->bytes);
+        else if (a->bytes || pm->st.role == ELECTION_WORKER)
+            ledger_set(&pl->ms->ledger, pm->name, LEDGER_WORKER, a->bytes, false);
+        else
+            ledger_clear(&pl->ms->ledger, pm->name, LEDGER_WORKER);
+        break;
+    case PP_NEW_PLAN:
+        retire_fwds(pm);
+        LOGI("planner",
+             "model %s: split over %zu node(s) (plan %s): this node hosts layers 0-%u, %zu "
+             "worker(s) hold the rest; waiting for them",
+             pm->name, pm->st.n_workers + 1, pm->st.plan_id,
+             pm->st.n_workers ? pm->st.workers[0].range.first - 1 : 0, pm->st.n_workers);
+        break;
+    case PP_START_HOST:
+        start_host(pl, pm);
+        break;
+    case PP_CLOSE_RETIRED:
+        close_fwds(pm, true);
+        break;
+    case PP_START_REPLICA:
+        models_load(pl->ms, pm->e, false);
+        break;
+    case PP_START_RPC_SERVER:
+        start_rpc(pl);
+        break;
+    case PP_START_WORKER:
+        start_worker(pl, pm);
+        break;
+    case PP_STOP_RPC_SERVER:
+        LOGI("planner", "no split worker role remains: stopping this node's rpc-server");
+        sv_stop(pl->rpc, 2000);
+        break;
+    }
 }
 
-static void plan_model(planner_t *pl, pmodel_t *pm, const peers_t *P)
+/* What the decisions changed, for the log. */
+static void log_changes(const pmodel_t *pm, const pp_state_t *was)
 {
-    /* the group: this node and every live peer that announces itself a member */
-    election_node_t nodes[ELECTION_MAX_NODES];
-    size_t n = 0;
-    uint64_t size = pm->e ? pm->e->size : 0;
-    uint64_t need = pm->e ? models_need_bytes(pl->ms, pm->e) : 0;
-    /* a node offers each group what is free plus what it holds for this model already */
-    nodes[n++] = (election_node_t){.id = pl->id,
-                                   .vram_bytes = ledger_offer_for(&pl->ms->ledger, pm->name),
-                                   .rtt_ms = 0,
-                                   .force_split = pl->cfg->split};
-    for (size_t i = 0; i < P->n && n < ELECTION_MAX_NODES; i++) {
-        const view_node_t *v = &P->v[i];
-        for (size_t k = 0; k < v->n_available; k++) {
-            const view_avail_t *a = &v->available[k];
-            if (strcmp(a->name, pm->name) != 0) continue;
-            if (a->size_bytes > size) size = a->size_bytes;
-            if (a->need_bytes > need) need = a->need_bytes;
-        }
-        const view_serving_t *s = view_serving(v, pm->name);
-        if (!s || !s->member) continue;
-        tp_conn_t *c = pl->mesh ? mesh_conn(pl->mesh, v->id) : NULL;
-        nodes[n++] = (election_node_t){
-            .id = v->id,
-            .vram_bytes = view_offer_for(v, pm->name),
-            .rtt_ms = c ? (int32_t)(tp_conn_rtt_ms(c) + 0.5) : -1,
-            .force_split = s->split,
-        };
-    }
-    election_role_t was = pm->role;
-    bool was_waiting = pm->waiting;
-    pm->planned = true;
-    pm->waiting = false;
-    pm->host[0] = '\0';
-    election_plan_t plan;
-    election_input_t in = {.model_bytes = size,
-                           .need_bytes = need,
-                           .n_layers = pm->e ? pm->e->n_layers : 0,
-                           .nodes = nodes,
-                           .n_nodes = n};
-    if (size == 0 || election_run(&in, &plan) != 0) {
-        pm->mode = ELECTION_EMPTY;
-        pm->role = ELECTION_IDLE;
-        pm->waiting = true;
-        leave_host(pl, pm);
-        take_down(pl, pm);
-        return;
-    }
-    pm->mode = plan.mode;
-    const election_member_t *h = election_host(&plan);
-    if (h) snprintf(pm->host, sizeof pm->host, "%s", h->id);
-    if (plan.mode == ELECTION_SOLO) {
-        pm->role = election_role_of(&plan, pl->id);
-        if (pm->role == ELECTION_REPLICA && !pm->e) pm->role = ELECTION_IDLE;
-    } else if (plan.mode == ELECTION_SPLIT) {
-        pm->role = h && strcmp(h->id, pl->id) == 0 ? ELECTION_HOST : ELECTION_WORKER;
-    } else {
-        pm->role = ELECTION_IDLE;
-        pm->waiting = true;
-    }
-    if (pm->waiting && !was_waiting) {
+    const pp_state_t *st = &pm->st;
+    if (st->waiting && !was->waiting && st->role == ELECTION_HOST) {
+        LOGW("planner", "model %s: cannot lay out the split (%s)", pm->name,
+             !pm->e ? "this node has no copy of the file" : "unknown layer count");
+    } else if (st->waiting && !was->waiting && st->mode != ELECTION_EMPTY) {
         char nb[32], have[32];
         LOGW("planner", "model %s needs %s of memory; its group has %s: waiting for more nodes",
-             pm->name, ledger_fmt(plan.need_bytes, nb, sizeof nb),
-             ledger_fmt(plan.total_bytes, have, sizeof have));
+             pm->name, ledger_fmt(st->need_bytes, nb, sizeof nb),
+             ledger_fmt(st->total_bytes, have, sizeof have));
     }
-    hold_share(pl, pm, &plan);
-    if (pm->role != ELECTION_HOST) leave_host(pl, pm);
-    if (pm->role == ELECTION_HOST)
-        host_apply(pl, pm, &plan, P);
-    else if (pm->role == ELECTION_WORKER)
-        worker_apply(pl, pm, P);
-    if (pm->role != ELECTION_WORKER) pm->follow_plan[0] = '\0';
-    if (pm->role == ELECTION_REPLICA) {
-        if (pm->e->mesh_args) {
-            models_set_mesh_args(pl->ms, pm->e, NULL);
-            if (strcmp(models_status(pm->e), "unloaded") != 0) models_load(pl->ms, pm->e, true);
-        }
-        if (pm->load_when_replica) {
-            pm->load_when_replica = false;
-            models_load(pl->ms, pm->e, false);
-        }
-        if (was != ELECTION_REPLICA)
-            LOGI("planner", "model %s: this node serves it alone (%s)", pm->name,
-                 plan.n_members > 1 ? "one of several replicas" : "solo");
-    } else if (pm->role != ELECTION_HOST) {
-        take_down(pl, pm);
+    if (st->role == ELECTION_REPLICA && was->role != ELECTION_REPLICA)
+        LOGI("planner", "model %s: this node serves it alone (%s)", pm->name,
+             st->n_members > 1 ? "one of several replicas" : "solo");
+    if (st->follow_plan[0] && strcmp(st->follow_plan, was->follow_plan) != 0)
+        LOGI("planner",
+             "model %s: this node is a split worker for host %.12s (plan %s, layers "
+             "%u-%u%s)",
+             pm->name, st->host, st->follow_plan, st->my_range.first, st->my_range.end,
+             st->my_range.output ? " + output" : "");
+}
+
+/* This node's facts about a model, for the policy. */
+static pp_model_t model_facts(planner_t *pl, const pmodel_t *pm)
+{
+    model_entry_t *e = pm->e;
+    const char *s = e ? models_status(e) : "unloaded";
+    return (pp_model_t){.name = pm->name,
+                        .has_file = e != NULL,
+                        .size_bytes = e ? e->size : 0,
+                        .need_bytes = e ? models_need_bytes(pl->ms, e) : 0,
+                        .n_layers = e ? e->n_layers : 0,
+                        .offer_bytes = ledger_offer_for(&pl->ms->ledger, pm->name),
+                        .loaded = strcmp(s, "unloaded") != 0,
+                        .ready = strcmp(s, "ready") == 0,
+                        .mesh_args = e && e->mesh_args,
+                        .retired_tunnels = pm->n_retired > 0,
+                        .seeding = pm->seeding,
+                        .seeded_plan = pm->seeded_plan};
+}
+
+/* Gather the inputs, decide model by model (each sees the ledger as the previous one left it),
+ * execute the actions. */
+static void plan_models(planner_t *pl, const peers_t *P)
+{
+    static pp_actions_t acts; /* a few KiB */
+    static pp_state_t st[PLAN_MAX_MODELS];
+    size_t np = P->n < CATALOG_MAX_NODES ? P->n : CATALOG_MAX_NODES;
+    int32_t rtt[CATALOG_MAX_NODES];
+    for (size_t i = 0; i < np; i++) {
+        tp_conn_t *c = mesh_conn(pl->mesh, P->v[i].id);
+        rtt[i] = c ? (int32_t)(tp_conn_rtt_ms(c) + 0.5) : -1;
     }
-    election_plan_free(&plan);
+    pp_input_t in = {.id = pl->id,
+                     .force_split = pl->cfg->split,
+                     .now_s = (uint64_t)time(NULL),
+                     .peers = P->v,
+                     .rtt_ms = rtt,
+                     .n_peers = np};
+    for (size_t i = 0; i < pl->n; i++) {
+        pmodel_t *pm = &pl->models[i];
+        pp_model_t m = model_facts(pl, pm);
+        pp_state_t was = pm->st;
+        in.rpc_running = rpc_running(pl);
+        acts.n = 0;
+        pp_decide_model(&in, &m, &pm->st, i, &acts);
+        for (size_t k = 0; k < acts.n; k++)
+            execute(pl, &acts.a[k]);
+        log_changes(pm, &was);
+    }
+    for (size_t i = 0; i < pl->n; i++)
+        st[i] = pl->models[i].st;
+    in.rpc_running = rpc_running(pl);
+    acts.n = 0;
+    pp_decide_rpc(&in, st, pl->n, &acts);
+    for (size_t k = 0; k < acts.n; k++)
+        execute(pl, &acts.a[k]);
 }
 
 /* ---- the loop ---- */
@@ -559,8 +457,7 @@ static void replan(planner_t *pl)
     peers_t P;
     if (peers_get(pl, &P) != 0) return;
     allocate(pl, &P);
-    for (size_t i = 0; i < pl->n; i++)
-        plan_model(pl, &pl->models[i], &P);
+    plan_models(pl, &P);
     peers_free(&P);
     wake_parked(pl, false);
     /* announce when what this node serves changed */
@@ -620,7 +517,7 @@ int planner_init(planner_t *pl, uv_loop_t *loop, const config_t *cfg, models_t *
         if (cfg->split || !models_fits(ms, e)) {
             /* it cannot run here alone: the plan starts it (as a split host) or not at all */
             e->preload = 0;
-            pm->load_when_replica = true;
+            pm->st.load_when_replica = true;
         }
     }
     for (size_t i = 0; i < PLAN_MAX_MODELS; i++)

@@ -1,12 +1,15 @@
 /* planner — what this node does for the mesh's models, re-decided on every membership change.
  *
  * Inputs: this node's models (registry), its offered memory, and the live peers' announcements.
- * Decisions (pure modules): the catalog (catalog.c), which model a node without --model serves
- * (alloc.c, once it has joined), and per model it serves, the group's plan (election.c).
+ * Decisions (pure modules): plan_policy.c decides, from the peers' typed views and this node's
+ * facts, which model a node without --model serves (with alloc.c, once it has joined) and per
+ * model the group's plan (election.c) and this node's part in it, and returns actions; this
+ * driver gathers the inputs, calls it and executes the actions (I/O only).
  * Actions: a replica loads the model in its own llama-server; a split host starts llama-server
  * with --rpc to one local tunnel port per worker (tunnel_rpc.c), --tensor-split and -ngl (the
  * host keeps the first layers on its CPU); a worker runs ggml-rpc-server -c and first fills its
- * cache from its own copy of the GGUF (rpc_cache.c) for the layers the host's plan gives it.
+ * cache from its own copy of the GGUF (rpc_cache.c) for the layers the host's plan gives it; the
+ * rpc-server stops when no worker role remains.
  *
  * Protocol (in the PeerAnnouncement's "serving" entries):
  *   {model, member, role (replica|host|worker|idle|waiting), state, http_ready, is_host, split,
@@ -29,47 +32,30 @@
 #include "httpd.h"
 #include "mesh.h"
 #include "models.h"
+#include "plan_policy.h"
 #include "router.h"
 #include "supervisor.h"
 #include "view.h"
 
-#define PLAN_MAX_MODELS 16
-#define PLAN_MAX_WORKERS 16
-#define PLAN_ID_MAX 48
+#define PLAN_MAX_MODELS PP_MAX_MODELS
+#define PLAN_MAX_WORKERS PP_MAX_WORKERS
+#define PLAN_ID_MAX PP_PLAN_ID_MAX
 
 typedef struct rpc_fwd rpc_fwd_t;
 typedef struct planner planner_t;
 
-typedef struct {
-    char id[ELECTION_ID_LEN + 1];
-    election_range_t range;
-    rpc_fwd_t *fwd; /* host side: local port → this worker's rpc-server */
-} plan_worker_t;
-
+/* A model this node plans for: the policy's state (plan_policy.h) and the driver's resources. */
 typedef struct {
     planner_t *pl;
     char name[MODEL_NAME_MAX];
-    model_entry_t *e;       /* this node's copy, NULL when it has no file (split worker only) */
-    char rule[32];          /* why it serves it: explicit or an allocation rule */
-    bool load_when_replica; /* load it when it becomes a replica (allocated, or taken down) */
-    bool planned;           /* the plan ran at least once */
-    election_mode_t mode;
-    election_role_t role;
-    bool waiting; /* impossible: not enough memory in the group yet */
-    char host[ELECTION_ID_LEN + 1];
+    model_entry_t *e; /* this node's copy, NULL when it has no file (split worker only) */
+    char rule[32];    /* why it serves it: explicit or an allocation rule */
+    pp_state_t st;
     /* host */
-    char plan_sig[1024];
-    char plan_id[PLAN_ID_MAX];
-    unsigned plan_seq;
-    uint32_t ngl;
-    plan_worker_t workers[PLAN_MAX_WORKERS];
-    size_t n_workers;
-    bool launched; /* llama-server started with the current plan */
+    rpc_fwd_t *fwd[PLAN_MAX_WORKERS]; /* local port → each worker's rpc-server */
     rpc_fwd_t *retired[PLAN_MAX_WORKERS * 2];
     size_t n_retired;
     /* worker */
-    char follow_plan[PLAN_ID_MAX]; /* the host's plan that includes this node */
-    election_range_t my_range;
     char seeded_plan[PLAN_ID_MAX];
     bool seeding;
     char seeding_plan[PLAN_ID_MAX];
@@ -88,9 +74,8 @@ struct planner {
     uint64_t vram;
     pmodel_t models[PLAN_MAX_MODELS];
     size_t n;
-    bool allocating;        /* no --model: the mesh chooses */
-    char alloc_rule[32];    /* last allocation's rule ("" before the first) */
-    uint64_t first_peer_ms; /* when a peer was first seen (allocation waits a moment) */
+    bool allocating; /* no --model: the mesh chooses */
+    pp_alloc_state_t alloc;
     sv_child_t *rpc;
     uv_timer_t timer, tick;
     bool timer_open;

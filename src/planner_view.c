@@ -74,12 +74,13 @@ pmodel_t *pm_find(planner_t *pl, const char *name)
 
 const char *pm_role_name(const pmodel_t *pm)
 {
-    return pm->waiting ? "waiting" : election_role_name(pm->role);
+    return pm->st.waiting ? "waiting" : election_role_name(pm->st.role);
 }
 
 bool pm_is_host(const pmodel_t *pm)
 {
-    return pm->e && ((pm->role == ELECTION_REPLICA) || (pm->role == ELECTION_HOST && pm->launched));
+    return pm->e &&
+           ((pm->st.role == ELECTION_REPLICA) || (pm->st.role == ELECTION_HOST && pm->st.launched));
 }
 
 /* ---- routing facts ---- */
@@ -126,8 +127,8 @@ bool planner_requested(const planner_t *pl, const char *model)
 
 bool worker_ready(planner_t *pl, const pmodel_t *pm)
 {
-    return pm->role == ELECTION_WORKER && pm->follow_plan[0] &&
-           strcmp(pm->seeded_plan, pm->follow_plan) == 0 && pl->rpc &&
+    return pm->st.role == ELECTION_WORKER && pm->st.follow_plan[0] &&
+           strcmp(pm->seeded_plan, pm->st.follow_plan) == 0 && pl->rpc &&
            pl->rpc->state == CHILD_READY;
 }
 
@@ -143,8 +144,8 @@ const char *self_role(planner_t *pl)
 
 static view_serve_role_t serve_role(const pmodel_t *pm)
 {
-    if (pm->waiting) return VIEW_SERVE_WAITING;
-    switch (pm->role) {
+    if (pm->st.waiting) return VIEW_SERVE_WAITING;
+    switch (pm->st.role) {
     case ELECTION_REPLICA:
         return VIEW_SERVE_REPLICA;
     case ELECTION_HOST:
@@ -173,14 +174,14 @@ static int self_serving(planner_t *pl, view_node_t *n)
         s->is_host = host;
         s->split = pl->cfg->split;
         s->bytes = ledger_held_for(&pl->ms->ledger, pm->name);
-        if (pm->role == ELECTION_HOST && pm->n_workers) {
-            view_plan_t *p = view_add_plan(n, s, pm->plan_id);
+        if (pm->st.role == ELECTION_HOST && pm->st.n_workers) {
+            view_plan_t *p = view_add_plan(n, s, pm->st.plan_id);
             if (!p) return -ENOMEM;
-            p->ngl = pm->ngl;
-            for (size_t k = 0; k < pm->n_workers && k < VIEW_MAX_PLAN_WORKERS; k++) {
-                const election_range_t *r = &pm->workers[k].range;
+            p->ngl = pm->st.ngl;
+            for (size_t k = 0; k < pm->st.n_workers && k < VIEW_MAX_PLAN_WORKERS; k++) {
+                const election_range_t *r = &pm->st.workers[k].range;
                 view_worker_t *w = &p->workers[p->n_workers++];
-                snprintf(w->id, sizeof w->id, "%s", pm->workers[k].id);
+                snprintf(w->id, sizeof w->id, "%s", pm->st.workers[k].id);
                 w->first = r->first;
                 w->end = r->end;
                 w->output = r->output;
@@ -188,7 +189,7 @@ static int self_serving(planner_t *pl, view_node_t *n)
             }
         }
         if (worker_ready(pl, pm))
-            snprintf(s->plan_ready, sizeof s->plan_ready, "%s", pm->follow_plan);
+            snprintf(s->plan_ready, sizeof s->plan_ready, "%s", pm->st.follow_plan);
     }
     for (size_t i = 0; i < pl->ms->n; i++) {
         model_entry_t *e = &pl->ms->entries[i];
@@ -262,31 +263,17 @@ int cnodes_build(planner_t *pl, const peers_t *P, bool skip_self, cnodes_t *c)
         cnodes_free(c);
         return -ENOMEM;
     }
-    size_t n_av = c->self.n_available, n_sv = c->self.n_serving, n_rq = c->self.n_requested;
-    for (size_t i = 0; i < P->n; i++) {
-        n_av += P->v[i].n_available;
-        n_sv += P->v[i].n_serving;
-        n_rq += P->v[i].n_requested;
-    }
-    c->nodes = calloc(P->n + 1, sizeof *c->nodes);
-    c->av = calloc(n_av + 1, sizeof *c->av);
-    c->sv = calloc(n_sv + 1, sizeof *c->sv);
-    c->rq = calloc(n_rq + 1, sizeof *c->rq);
-    if (!c->nodes || !c->av || !c->sv || !c->rq) {
+    pp_cnodes_t pc;
+    int rc = pp_cnodes_build(P->v, P->n, skip_self ? NULL : &c->self, &pc);
+    if (rc) {
         cnodes_free(c);
-        return -ENOMEM;
+        return rc;
     }
-    catalog_avail_t *av = c->av;
-    catalog_serving_t *sv = c->sv;
-    const char **rq = c->rq;
-    for (size_t i = 0; i <= P->n; i++) {
-        const view_node_t *v = i < P->n ? &P->v[i] : &c->self;
-        if (i == P->n && skip_self) break;
-        view_to_catalog(v, &c->nodes[c->n++], av, sv, rq);
-        av += v->n_available;
-        sv += v->n_serving;
-        rq += v->n_requested;
-    }
+    c->nodes = pc.nodes;
+    c->av = pc.av;
+    c->sv = pc.sv;
+    c->rq = pc.rq;
+    c->n = pc.n;
     return 0;
 }
 
@@ -296,7 +283,7 @@ static bool group_waiting(planner_t *pl, const peers_t *P, const char *model)
     bool any = false;
     pmodel_t *pm = pm_find(pl, model);
     if (pm) {
-        if (!pm->waiting) return false;
+        if (!pm->st.waiting) return false;
         any = true;
     }
     for (size_t i = 0; i < P->n; i++) {
@@ -418,28 +405,29 @@ void planner_status(planner_t *pl, json_t *st)
     for (size_t i = 0; i < pl->n; i++) {
         pmodel_t *pm = &pl->models[i];
         json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:s,s:b}", "model", pm->name, "rule", pm->rule,
-                              "mode", election_mode_name(pm->mode), "role", pm_role_name(pm),
-                              "host", pm->host, "has_file", pm->e != NULL);
+                              "mode", election_mode_name(pm->st.mode), "role", pm_role_name(pm),
+                              "host", pm->st.host, "has_file", pm->e != NULL);
         if (!o) continue;
-        if (pm->role == ELECTION_HOST) {
+        if (pm->st.role == ELECTION_HOST) {
             json_t *w = json_array();
-            for (size_t k = 0; k < pm->n_workers; k++) {
-                plan_worker_t *pw = &pm->workers[k];
+            for (size_t k = 0; k < pm->st.n_workers; k++) {
+                const pp_worker_t *pw = &pm->st.workers[k];
                 json_array_append_new(w, json_pack("{s:s,s:i,s:i,s:b,s:i,s:i}", "id", pw->id,
                                                    "first", (int)pw->range.first, "end",
                                                    (int)pw->range.end, "output", pw->range.output,
                                                    "weight", (int)pw->range.weight, "tunnel_port",
-                                                   pw->fwd ? tunnel_rpc_port(pw->fwd) : 0));
+                                                   pm->fwd[k] ? tunnel_rpc_port(pm->fwd[k]) : 0));
             }
-            json_object_set_new(o, "plan_id", json_string(pm->plan_id));
-            json_object_set_new(o, "ngl", json_integer(pm->ngl));
+            json_object_set_new(o, "plan_id", json_string(pm->st.plan_id));
+            json_object_set_new(o, "ngl", json_integer(pm->st.ngl));
             json_object_set_new(o, "workers", w);
-            json_object_set_new(o, "launched", json_boolean(pm->launched));
-        } else if (pm->role == ELECTION_WORKER) {
-            json_object_set_new(o, "plan_id", json_string(pm->follow_plan));
+            json_object_set_new(o, "launched", json_boolean(pm->st.launched));
+        } else if (pm->st.role == ELECTION_WORKER) {
+            json_object_set_new(o, "plan_id", json_string(pm->st.follow_plan));
             json_object_set_new(o, "layers",
-                                json_pack("{s:i,s:i,s:b}", "first", (int)pm->my_range.first, "end",
-                                          (int)pm->my_range.end, "output", pm->my_range.output));
+                                json_pack("{s:i,s:i,s:b}", "first", (int)pm->st.my_range.first,
+                                          "end", (int)pm->st.my_range.end, "output",
+                                          pm->st.my_range.output));
             json_object_set_new(o, "ready", json_boolean(worker_ready(pl, pm)));
             json_object_set_new(o, "seeded_bytes_present",
                                 json_integer((json_int_t)pm->seed_bytes_present));
@@ -459,7 +447,7 @@ void planner_status(planner_t *pl, json_t *st)
     if (node) {
         json_object_set_new(node, "role", json_string(self_role(pl)));
         json_object_set_new(node, "assignment",
-                            pl->allocating ? json_pack("{s:s,s:s}", "rule", pl->alloc_rule, "model",
+                            pl->allocating ? json_pack("{s:s,s:s}", "rule", pl->alloc.rule, "model",
                                                        pl->n ? pl->models[0].name : "")
                                            : json_null());
     }

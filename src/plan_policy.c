@@ -1,0 +1,372 @@
+/* plan_policy — see plan_policy.h. */
+#include "plan_policy.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void emit(pp_actions_t *out, pp_action_kind_t k, size_t model, ledger_kind_t lk,
+                 uint64_t bytes)
+{
+    if (out->n < PP_MAX_ACTIONS)
+        out->a[out->n++] = (pp_action_t){.kind = k, .model = model, .ledger = lk, .bytes = bytes};
+}
+
+#define EMIT(k) emit(out, (k), mi, LEDGER_MODEL, 0)
+
+/* Stop being a split host: the plan, its tunnels and the --rpc arguments go. */
+static void leave_host(pp_state_t *st, bool *mesh_args, size_t mi, pp_actions_t *out)
+{
+    if (st->plan_id[0] || st->n_workers || st->launched || *mesh_args) EMIT(PP_STOP_HOST);
+    st->n_workers = 0;
+    st->plan_sig[0] = st->plan_id[0] = '\0';
+    st->launched = false;
+    *mesh_args = false;
+}
+
+/* This node should not run the model (idle, worker, waiting): stop its llama-server. */
+static void take_down(pp_state_t *st, const pp_model_t *m, bool *loaded, size_t mi,
+                      pp_actions_t *out)
+{
+    if (m->has_file && *loaded) {
+        EMIT(PP_STOP_MODEL);
+        st->load_when_replica = true;
+        *loaded = false;
+    }
+}
+
+static bool peer_ready_for(const pp_input_t *in, const char *id, const char *model,
+                           const char *plan)
+{
+    for (size_t i = 0; i < in->n_peers; i++) {
+        if (strcmp(in->peers[i].id, id) != 0) continue;
+        const view_serving_t *s = view_serving(&in->peers[i], model);
+        return s && strcmp(s->plan_ready, plan) == 0;
+    }
+    return false;
+}
+
+/* Returns false when the split cannot be laid out (the caller takes the model down). */
+static bool host_apply(const pp_input_t *in, const pp_model_t *m, pp_state_t *st,
+                       const election_plan_t *plan, size_t mi, pp_actions_t *out)
+{
+    election_range_t ranges[PP_MAX_WORKERS + 1];
+    uint32_t ngl = 0;
+    if (!m->has_file || plan->n_members > PP_MAX_WORKERS + 1 ||
+        election_cpu_layout(plan, ranges, &ngl) != 0)
+        return false;
+    char sig[PP_SIG_MAX];
+    size_t off = (size_t)snprintf(sig, sizeof sig, "ngl=%u", ngl);
+    for (size_t k = 0; k + 1 < plan->n_members && off < sizeof sig; k++)
+        off += (size_t)snprintf(sig + off, sizeof sig - off, ";%.16s:%u-%u%s", plan->members[k].id,
+                                ranges[k].first, ranges[k].end, ranges[k].output ? "+o" : "");
+    if (strcmp(sig, st->plan_sig) != 0) {
+        snprintf(st->plan_sig, sizeof st->plan_sig, "%s", sig);
+        st->n_workers = plan->n_members - 1;
+        for (size_t k = 0; k < st->n_workers; k++) {
+            snprintf(st->workers[k].id, sizeof st->workers[k].id, "%s", plan->members[k].id);
+            st->workers[k].range = ranges[k];
+        }
+        st->ngl = ngl;
+        snprintf(st->plan_id, sizeof st->plan_id, "%.8s-%llx-%u", in->id,
+                 (unsigned long long)in->now_s, ++st->plan_seq);
+        st->launched = false;
+        EMIT(PP_NEW_PLAN);
+    }
+    if (st->launched) {
+        if (m->retired_tunnels && m->ready) EMIT(PP_CLOSE_RETIRED);
+        return true;
+    }
+    for (size_t k = 0; k < st->n_workers; k++)
+        if (!peer_ready_for(in, st->workers[k].id, m->name, st->plan_id)) return true;
+    EMIT(PP_START_HOST);
+    st->launched = true;
+    st->load_when_replica = true;
+    return true;
+}
+
+static void worker_apply(const pp_input_t *in, const pp_model_t *m, pp_state_t *st, size_t mi,
+                         pp_actions_t *out)
+{
+    /* the host's announced plan says whether this node is one of its workers, and which layers */
+    const view_plan_t *plan = NULL;
+    for (size_t i = 0; i < in->n_peers && !plan; i++) {
+        if (strcmp(in->peers[i].id, st->host) != 0) continue;
+        const view_serving_t *s = view_serving(&in->peers[i], m->name);
+        plan = s ? s->plan : NULL;
+        break;
+    }
+    const view_worker_t *mine = NULL;
+    for (size_t i = 0; plan && i < plan->n_workers; i++)
+        if (strcmp(plan->workers[i].id, in->id) == 0) mine = &plan->workers[i];
+    if (!mine) {
+        st->role = ELECTION_IDLE; /* not (yet) in the host's plan */
+        st->follow_plan[0] = '\0';
+        return;
+    }
+    if (mine->end < mine->first || mine->end > ELECTION_MAX_LAYERS) {
+        st->role = ELECTION_IDLE;
+        return;
+    }
+    if (strcmp(st->follow_plan, plan->id) != 0) {
+        snprintf(st->follow_plan, sizeof st->follow_plan, "%s", plan->id);
+        st->my_range.first = mine->first;
+        st->my_range.end = mine->end;
+        st->my_range.output = mine->output;
+    }
+    if (!in->rpc_running) EMIT(PP_START_RPC_SERVER);
+    if (m->seeding || strcmp(m->seeded_plan ? m->seeded_plan : "", plan->id) == 0) return;
+    EMIT(PP_START_WORKER);
+}
+
+/* The ledger follows the plan: a split host's llama-server holds its share of the model, a
+ * worker's rpc-server the rest of its memory's share; a replica the whole model (models.c). */
+static void hold_share(const pp_input_t *in, const pp_model_t *m, pp_state_t *st,
+                       const election_plan_t *plan, size_t mi, pp_actions_t *out)
+{
+    uint64_t share = 0;
+    for (size_t i = 0; i < plan->n_members; i++)
+        if (strcmp(plan->members[i].id, in->id) == 0)
+            share = (uint64_t)((double)plan->need_bytes * plan->members[i].share + 0.5);
+    uint64_t host = st->role == ELECTION_HOST ? share : 0;
+    if (m->has_file && host != st->held_model) {
+        emit(out, PP_SET_LEDGER, mi, LEDGER_MODEL, host);
+        st->held_model = host;
+    }
+    bool worker = st->role == ELECTION_WORKER;
+    if (worker ? !st->worker_held || st->held_worker != share : st->worker_held) {
+        emit(out, PP_SET_LEDGER, mi, LEDGER_WORKER, worker ? share : 0);
+        st->worker_held = worker;
+        st->held_worker = worker ? share : 0;
+    }
+}
+
+void pp_decide_model(const pp_input_t *in, const pp_model_t *m, pp_state_t *st, size_t mi,
+                     pp_actions_t *out)
+{
+    election_node_t nodes[ELECTION_MAX_NODES];
+    size_t n = 0;
+    uint64_t size = m->size_bytes, need = m->need_bytes;
+    bool loaded = m->loaded, mesh_args = m->mesh_args;
+    /* the group: this node and every live peer that announces itself a member; a node offers
+     * each group what is free plus what it holds for this model already */
+    nodes[n++] = (election_node_t){
+        .id = in->id, .vram_bytes = m->offer_bytes, .rtt_ms = 0, .force_split = in->force_split};
+    for (size_t i = 0; i < in->n_peers && n < ELECTION_MAX_NODES; i++) {
+        const view_node_t *v = &in->peers[i];
+        for (size_t k = 0; k < v->n_available; k++) {
+            const view_avail_t *a = &v->available[k];
+            if (strcmp(a->name, m->name) != 0) continue;
+            if (a->size_bytes > size) size = a->size_bytes;
+            if (a->need_bytes > need) need = a->need_bytes;
+        }
+        const view_serving_t *s = view_serving(v, m->name);
+        if (!s || !s->member) continue;
+        nodes[n++] = (election_node_t){
+            .id = v->id,
+            .vram_bytes = view_offer_for(v, m->name),
+            .rtt_ms = in->rtt_ms ? in->rtt_ms[i] : -1,
+            .force_split = s->split,
+        };
+    }
+    st->planned = true;
+    st->waiting = false;
+    st->host[0] = '\0';
+    election_plan_t plan;
+    election_input_t ein = {.model_bytes = size,
+                            .need_bytes = need,
+                            .n_layers = m->has_file ? m->n_layers : 0,
+                            .nodes = nodes,
+                            .n_nodes = n};
+    if (size == 0 || election_run(&ein, &plan) != 0) {
+        st->mode = ELECTION_EMPTY;
+        st->role = ELECTION_IDLE;
+        st->waiting = true;
+        leave_host(st, &mesh_args, mi, out);
+        take_down(st, m, &loaded, mi, out);
+        return;
+    }
+    st->mode = plan.mode;
+    st->need_bytes = plan.need_bytes;
+    st->total_bytes = plan.total_bytes;
+    st->n_members = plan.n_members;
+    const election_member_t *h = election_host(&plan);
+    if (h) snprintf(st->host, sizeof st->host, "%s", h->id);
+    if (plan.mode == ELECTION_SOLO) {
+        st->role = election_role_of(&plan, in->id);
+        if (st->role == ELECTION_REPLICA && !m->has_file) st->role = ELECTION_IDLE;
+    } else if (plan.mode == ELECTION_SPLIT) {
+        st->role = h && strcmp(h->id, in->id) == 0 ? ELECTION_HOST : ELECTION_WORKER;
+    } else {
+        st->role = ELECTION_IDLE;
+        st->waiting = true;
+    }
+    hold_share(in, m, st, &plan, mi, out);
+    if (st->role != ELECTION_HOST) leave_host(st, &mesh_args, mi, out);
+    if (st->role == ELECTION_HOST) {
+        if (!host_apply(in, m, st, &plan, mi, out)) {
+            st->waiting = true;
+            leave_host(st, &mesh_args, mi, out);
+            take_down(st, m, &loaded, mi, out);
+        }
+    } else if (st->role == ELECTION_WORKER) {
+        worker_apply(in, m, st, mi, out);
+    }
+    if (st->role != ELECTION_WORKER) st->follow_plan[0] = '\0';
+    if (st->role == ELECTION_REPLICA) {
+        if (st->load_when_replica) {
+            st->load_when_replica = false;
+            EMIT(PP_START_REPLICA);
+        }
+    } else if (st->role != ELECTION_HOST) {
+        take_down(st, m, &loaded, mi, out);
+    }
+    election_plan_free(&plan);
+}
+
+/* Some peer's announced plan names this node as a worker. */
+static bool named_by_a_plan(const pp_input_t *in)
+{
+    for (size_t i = 0; i < in->n_peers; i++)
+        for (size_t p = 0; p < in->peers[i].n_plans; p++) {
+            const view_plan_t *pl = &in->peers[i].plans[p];
+            for (size_t k = 0; k < pl->n_workers; k++)
+                if (strcmp(pl->workers[k].id, in->id) == 0) return true;
+        }
+    return false;
+}
+
+void pp_decide_rpc(const pp_input_t *in, const pp_state_t *st, size_t n, pp_actions_t *out)
+{
+    for (size_t i = 0; i < n; i++)
+        if (st[i].role == ELECTION_WORKER) return;
+    if (in->rpc_running && !named_by_a_plan(in)) emit(out, PP_STOP_RPC_SERVER, 0, LEDGER_MODEL, 0);
+}
+
+void pp_decide(const pp_input_t *in, const pp_model_t *models, pp_state_t *st, size_t n,
+               pp_actions_t *out)
+{
+    for (size_t i = 0; i < n; i++)
+        pp_decide_model(in, &models[i], &st[i], i, out);
+    pp_decide_rpc(in, st, n, out);
+}
+
+void pp_host_failed(pp_state_t *st)
+{
+    st->launched = false;
+}
+
+int pp_host_args(const pp_state_t *st, char *buf, size_t len)
+{
+    size_t off = 0;
+    int w = snprintf(buf, len, "--tensor-split ");
+    if (w < 0 || (size_t)w >= len) return -ENOSPC;
+    off = (size_t)w;
+    for (size_t k = 0; k < st->n_workers; k++) {
+        w = snprintf(buf + off, len - off, "%s%u", k ? "," : "", st->workers[k].range.weight);
+        if (w < 0 || (size_t)w >= len - off) return -ENOSPC;
+        off += (size_t)w;
+    }
+    w = snprintf(buf + off, len - off, " -ngl %u --fit off", st->ngl);
+    if (w < 0 || (size_t)w >= len - off) return -ENOSPC;
+    return 0;
+}
+
+const char *pp_action_name(pp_action_kind_t k)
+{
+    static const char *names[] = {
+        "STOP_HOST",     "STOP_MODEL",    "SET_LEDGER",       "NEW_PLAN",     "START_HOST",
+        "CLOSE_RETIRED", "START_REPLICA", "START_RPC_SERVER", "START_WORKER", "STOP_RPC_SERVER"};
+    return (size_t)k < sizeof names / sizeof names[0] ? names[k] : "?";
+}
+
+/* ---- catalog inputs ---- */
+
+void pp_cnodes_free(pp_cnodes_t *c)
+{
+    free(c->nodes);
+    free(c->av);
+    free(c->sv);
+    free(c->rq);
+    memset(c, 0, sizeof *c);
+}
+
+int pp_cnodes_build(const view_node_t *v, size_t n, const view_node_t *self, pp_cnodes_t *c)
+{
+    memset(c, 0, sizeof *c);
+    size_t n_av = 0, n_sv = 0, n_rq = 0;
+    for (size_t i = 0; i <= n; i++) {
+        const view_node_t *x = i < n ? &v[i] : self;
+        if (!x) break;
+        n_av += x->n_available;
+        n_sv += x->n_serving;
+        n_rq += x->n_requested;
+    }
+    c->nodes = calloc(n + 1, sizeof *c->nodes);
+    c->av = calloc(n_av + 1, sizeof *c->av);
+    c->sv = calloc(n_sv + 1, sizeof *c->sv);
+    c->rq = calloc(n_rq + 1, sizeof *c->rq);
+    if (!c->nodes || !c->av || !c->sv || !c->rq) {
+        pp_cnodes_free(c);
+        return -ENOMEM;
+    }
+    catalog_avail_t *av = c->av;
+    catalog_serving_t *sv = c->sv;
+    const char **rq = c->rq;
+    for (size_t i = 0; i <= n; i++) {
+        const view_node_t *x = i < n ? &v[i] : self;
+        if (!x) break;
+        view_to_catalog(x, &c->nodes[c->n++], av, sv, rq);
+        av += x->n_available;
+        sv += x->n_serving;
+        rq += x->n_requested;
+    }
+    return 0;
+}
+
+/* ---- allocation ---- */
+
+void pp_allocate(const pp_alloc_input_t *in, pp_alloc_state_t *st, uint64_t now_ms,
+                 pp_alloc_result_t *out)
+{
+    memset(out, 0, sizeof *out);
+    out->kind = PP_ALLOC_LATER;
+    if (in->n_peers == 0) return;
+    if (!st->first_peer_ms) st->first_peer_ms = now_ms;
+    if (now_ms - st->first_peer_ms < PP_ALLOC_SETTLE_MS) return; /* the tick comes back */
+    pp_cnodes_t cn;
+    if (pp_cnodes_build(in->peers, in->n_peers, NULL, &cn) != 0) return;
+    alloc_self_t self = {.id = in->id,
+                         .vram_bytes = in->free_bytes,
+                         .disk = in->disk,
+                         .n_disk = in->n_disk,
+                         .models = in->requested,
+                         .n_models = in->n_requested, /* --model NAME without a file */
+                         .no_download = true};
+    alloc_result_t res;
+    int rc = alloc_choose(&self, cn.nodes, cn.n, &res);
+    if (rc == 0 && res.rule == ALLOC_RULE_NONE) {
+        /* Nothing on disk fits a rule. A split group may still take this node's memory
+         * without the file: the weights then come through the tunnel. */
+        alloc_result_t r2;
+        self.no_download = false;
+        if (alloc_choose(&self, cn.nodes, cn.n, &r2) == 0 &&
+            r2.rule == ALLOC_RULE_CANT_RUN_WITHOUT_ME)
+            res = r2;
+    }
+    pp_cnodes_free(&cn);
+    if (rc != 0) return;
+    out->rule = alloc_rule_name(res.rule);
+    out->changed = strcmp(st->rule, out->rule) != 0;
+    snprintf(st->rule, sizeof st->rule, "%s", out->rule);
+    snprintf(out->model, sizeof out->model, "%s", res.model);
+    for (size_t i = 0; i < in->n_disk; i++)
+        if (strcmp(in->disk[i].name, res.model) == 0) out->has_file = true;
+    if (res.rule == ALLOC_RULE_NONE)
+        out->kind = PP_ALLOC_NONE;
+    else if (!out->has_file && res.rule != ALLOC_RULE_CANT_RUN_WITHOUT_ME)
+        out->kind = PP_ALLOC_MISSING;
+    else
+        out->kind = PP_ALLOC_TAKE;
+}

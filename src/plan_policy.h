@@ -1,0 +1,196 @@
+/* plan_policy — what this node does for the mesh's models (pure: no libuv, no I/O, time passed
+ * in). The planner (planner.c) gathers the inputs on every membership change, calls the policy
+ * and executes the actions it returns; the policy keeps its per-model state (pp_state_t) in the
+ * caller's memory between calls.
+ *
+ * Inputs: the live peers' typed views (view.h) with this node's RTT to each, this node's id and
+ * --split flag, the wall clock (plan ids), whether its rpc-server runs, and per model it plans:
+ * whether it has the file, size / need / layers, the memory it offers the model's group
+ * (ledger_offer_for), whether its llama-server is loaded / ready, whether an old plan's tunnels
+ * are still open, and the worker's seeding progress.
+ *
+ * Per model (pp_decide), in this order — the decisions planner.c made before, unchanged:
+ *  - the group = this node + every peer announcing itself a member; size and need are the
+ *    largest any node announces; election.c elects. No size or an election error: EMPTY, idle
+ *    and waiting (STOP_HOST, STOP_MODEL). IMPOSSIBLE: idle and waiting.
+ *  - the ledger follows the plan: SET_LEDGER MODEL (a split host's share, else 0) and WORKER
+ *    (a worker's share; 0 = cleared), each only when it changes;
+ *  - any role but host: STOP_HOST when a host plan or its --rpc arguments remain;
+ *  - host: lay the split out (election_cpu_layout); impossible (no file, unknown layers, too
+ *    many workers): waiting, STOP_HOST, STOP_MODEL. A new layout signature → a new plan id
+ *    ("<id8>-<now hex>-<seq>") and NEW_PLAN (retire the old tunnels). Launched: CLOSE_RETIRED
+ *    once llama-server is ready on the new plan. Otherwise START_HOST once every worker
+ *    announces plan_ready for the plan id (the driver reports a failed start with
+ *    pp_host_failed);
+ *  - worker: follow the host's announced plan; not named in it (or a bad range): idle.
+ *    Named: START_RPC_SERVER when it does not run, START_WORKER (seed the cache for the plan's
+ *    range) unless seeding or seeded for that plan;
+ *  - replica: START_REPLICA when it should load (first time, or after it was taken down);
+ *  - idle, worker, waiting: STOP_MODEL when its llama-server runs.
+ * After every model: STOP_RPC_SERVER when the rpc-server runs, no model is a worker and no
+ * peer's announced plan names this node (a host still running an old plan keeps it).
+ *
+ * Allocation (pp_allocate, a node without --model): once it has peers for ALLOC_SETTLE_MS, the
+ * first call chooses with alloc.c from its files on disk; when no rule applies, it may still
+ * join a split group without the file (cant_run_without_me). */
+#ifndef MESH_PLAN_POLICY_H
+#define MESH_PLAN_POLICY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "alloc.h"
+#include "catalog.h"
+#include "election.h"
+#include "ledger.h"
+#include "view.h"
+
+#define PP_MAX_MODELS 16
+#define PP_MAX_WORKERS 16
+#define PP_PLAN_ID_MAX VIEW_PLAN_ID_MAX
+#define PP_SIG_MAX 1024
+#define PP_ALLOC_SETTLE_MS 1500
+#define PP_MAX_ACTIONS (PP_MAX_MODELS * 8 + 2)
+
+typedef struct {
+    char id[ELECTION_ID_LEN + 1];
+    election_range_t range;
+} pp_worker_t;
+
+/* What the policy remembers per model (zero-initialise it). */
+typedef struct {
+    bool planned; /* the plan ran at least once */
+    election_mode_t mode;
+    election_role_t role;
+    bool waiting; /* impossible: not enough memory in the group yet */
+    char host[ELECTION_ID_LEN + 1];
+    uint64_t need_bytes, total_bytes; /* the last election's (for the waiting message) */
+    size_t n_members;
+    bool load_when_replica; /* load it when it becomes a replica */
+    /* host */
+    char plan_sig[PP_SIG_MAX];
+    char plan_id[PP_PLAN_ID_MAX];
+    unsigned plan_seq;
+    uint32_t ngl;
+    pp_worker_t workers[PP_MAX_WORKERS];
+    size_t n_workers;
+    bool launched; /* llama-server started with the current plan */
+    /* worker */
+    char follow_plan[PP_PLAN_ID_MAX]; /* the host's plan that includes this node */
+    election_range_t my_range;
+    /* ledger as last set */
+    uint64_t held_model, held_worker;
+    bool worker_held;
+} pp_state_t;
+
+typedef struct {
+    const char *name;
+    bool has_file;
+    uint64_t size_bytes, need_bytes; /* this node's file (0 without one) */
+    uint32_t n_layers;
+    uint64_t offer_bytes;    /* what it offers this model's group */
+    bool loaded;             /* its llama-server is not unloaded */
+    bool ready;              /* its llama-server is ready */
+    bool mesh_args;          /* it has --rpc arguments */
+    bool retired_tunnels;    /* an old plan's tunnels are still open */
+    bool seeding;            /* a cache seed runs */
+    const char *seeded_plan; /* the plan the cache was last seeded for ("" none) */
+} pp_model_t;
+
+typedef struct {
+    const char *id; /* this node */
+    bool force_split;
+    uint64_t now_s; /* wall clock, seconds (plan ids) */
+    const view_node_t *peers;
+    const int32_t *rtt_ms; /* per peer, < 0 unknown; NULL: all unknown */
+    size_t n_peers;
+    bool rpc_running; /* this node's rpc-server child exists and is not stopped */
+} pp_input_t;
+
+typedef enum {
+    PP_STOP_HOST = 0,    /* close the plan's tunnels, drop the --rpc arguments */
+    PP_STOP_MODEL,       /* unload the model's llama-server */
+    PP_SET_LEDGER,       /* kind, bytes (MODEL: the host share; WORKER: 0 clears) */
+    PP_NEW_PLAN,         /* a new host plan (plan_id): retire the old plan's tunnels */
+    PP_START_HOST,       /* tunnels to the plan's workers, llama-server with --rpc (re)started */
+    PP_CLOSE_RETIRED,    /* the new plan runs: close the old plan's tunnels */
+    PP_START_REPLICA,    /* load the model */
+    PP_START_RPC_SERVER, /* (re)start this node's rpc-server */
+    PP_START_WORKER,     /* seed the rpc cache for plan_id's range (host) */
+    PP_STOP_RPC_SERVER,  /* no worker role remains */
+} pp_action_kind_t;
+
+typedef struct {
+    pp_action_kind_t kind;
+    size_t model; /* index into the models passed in */
+    ledger_kind_t ledger;
+    uint64_t bytes;
+} pp_action_t;
+
+typedef struct {
+    pp_action_t a[PP_MAX_ACTIONS];
+    size_t n;
+} pp_actions_t;
+
+/* Decide for model index mi (its facts m, its state st). Appends to out. */
+void pp_decide_model(const pp_input_t *in, const pp_model_t *m, pp_state_t *st, size_t mi,
+                     pp_actions_t *out);
+/* After every model: whether the rpc-server should stop (STOP_RPC_SERVER appended). */
+void pp_decide_rpc(const pp_input_t *in, const pp_state_t *st, size_t n, pp_actions_t *out);
+/* Both, for every model (st[i] is models[i]'s state). Appends to out (set out->n = 0 first). */
+void pp_decide(const pp_input_t *in, const pp_model_t *models, pp_state_t *st, size_t n,
+               pp_actions_t *out);
+/* The driver could not start the host's llama-server: retry when next decided. */
+void pp_host_failed(pp_state_t *st);
+/* The args START_HOST passes (besides --rpc): "--tensor-split W,… -ngl N --fit off". */
+int pp_host_args(const pp_state_t *st, char *buf, size_t len);
+const char *pp_action_name(pp_action_kind_t k);
+
+/* Catalog inputs from views (strings borrowed from them); self may be NULL. */
+typedef struct {
+    catalog_node_t *nodes;
+    catalog_avail_t *av;
+    catalog_serving_t *sv;
+    const char **rq;
+    size_t n;
+} pp_cnodes_t;
+int pp_cnodes_build(const view_node_t *v, size_t n, const view_node_t *self, pp_cnodes_t *c);
+void pp_cnodes_free(pp_cnodes_t *c);
+
+/* Allocation. */
+typedef struct {
+    uint64_t first_peer_ms; /* when a peer was first seen */
+    char rule[32];          /* last choice's rule ("" before the first) */
+} pp_alloc_state_t;
+
+typedef struct {
+    const char *id;
+    uint64_t free_bytes; /* the ledger's free memory */
+    const catalog_avail_t *disk;
+    size_t n_disk;
+    const char *const *requested; /* --model NAME without a file */
+    size_t n_requested;
+    const view_node_t *peers;
+    size_t n_peers;
+} pp_alloc_input_t;
+
+typedef enum {
+    PP_ALLOC_LATER = 0, /* not now (settling, error) */
+    PP_ALLOC_NONE,      /* standby: nothing needs this node */
+    PP_ALLOC_MISSING,   /* the mesh wants a model this node does not have */
+    PP_ALLOC_TAKE,      /* serve `model` */
+} pp_alloc_kind_t;
+
+typedef struct {
+    pp_alloc_kind_t kind;
+    bool changed; /* the rule differs from the last choice's */
+    char model[CATALOG_NAME_MAX];
+    const char *rule;
+    bool has_file;
+} pp_alloc_result_t;
+
+void pp_allocate(const pp_alloc_input_t *in, pp_alloc_state_t *st, uint64_t now_ms,
+                 pp_alloc_result_t *out);
+
+#endif
