@@ -69,6 +69,7 @@ static bool host_apply(const pp_input_t *in, const pp_model_t *m, pp_state_t *st
             st->workers[k].range = ranges[k];
         }
         st->ngl = ngl;
+        st->host_end = ranges[plan->host_index].end;
         snprintf(st->plan_id, sizeof st->plan_id, "%.8s-%llx-%u", in->id,
                  (unsigned long long)in->now_s, ++st->plan_seq);
         st->launched = false;

@@ -73,6 +73,7 @@ typedef struct {
     char plan_id[PP_PLAN_ID_MAX];
     unsigned plan_seq;
     uint32_t ngl;
+    uint32_t host_end; /* this node holds layers [0, host_end) */
     pp_worker_t workers[PP_MAX_WORKERS];
     size_t n_workers;
     bool launched; /* llama-server started with the current plan */

@@ -7,7 +7,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "alloc.h"
 #include "catalog.h"
 #include "ledger.h"
 #include "log.h"
@@ -343,8 +342,7 @@ static void execute(planner_t *pl, const pp_action_t *a)
         LOGI("planner",
              "model %s: split over %zu node(s) (plan %s): this node hosts layers 0-%u, %zu "
              "worker(s) hold the rest; waiting for them",
-             pm->name, pm->st.n_workers + 1, pm->st.plan_id,
-             pm->st.n_workers ? pm->st.workers[0].range.first - 1 : 0, pm->st.n_workers);
+             pm->name, pm->st.n_workers + 1, pm->st.plan_id, pm->st.host_end - 1, pm->st.n_workers);
         break;
     case PP_START_HOST:
         start_host(pl, pm);

@@ -172,6 +172,30 @@ def test_split_worker_gone_then_back(start_node, tmp_path):
     assert text(greedy(b2, SMALL)) == want
 
 
+def test_worker_role_ends_rpc_server_stops(start_node, tmp_path):
+    """The worker's role ends (its host left, alone it cannot run the model): its rpc-server
+    stops instead of lingering with the host's layers in memory."""
+    a, b = split_pair(start_node, tmp_path)
+    host = a if plan_of(a, SMALL)["role"] == "host" else b
+    worker = b if host is a else a
+    rpc = [p for p in worker.status()["processes"] if p["kind"] == "rpc-server"]
+    assert len(rpc) == 1, rpc
+    pid = rpc[0]["pid"]
+    host.stop()
+    wait_for(lambda: (plan_of(worker, SMALL) or {}).get("role") == "waiting", timeout=30,
+             what="the worker to wait once its host left")
+    wait_for(lambda: not [p for p in worker.status()["processes"] if p["kind"] == "rpc-server"],
+             timeout=30, what="the worker's rpc-server to stop")
+
+    def gone():
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        return False
+    wait_for(gone, timeout=10, what=f"rpc-server pid {pid} to exit")
+
+
 def test_host_killed_model_reelected(start_node, tmp_path):
     vram = gb(0.6 * SMALL_SIZE)
     a = start_node("--port", "0", "--model", model_path(SMALL), *SMALL_CTX, "--max-vram", vram,
