@@ -223,7 +223,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return 0;
     handled = aborted = 0;
     buf_reset(&out);
-    CHECK(httpd_serve_fd(&srv, sv[0]) == 0);
+    CHECK(httpd_serve_fd(&srv, sv[0], HTTPD_PEER_LOOPBACK) == 0);
     CHECK(srv.n_conns == 1);
 
     for (size_t off = 0; off < size && srv.n_conns > 0; off += chunk) {
