@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -69,7 +71,11 @@ struct httpd_conn {
     const char *reject_code;
     char reject_msg[160];
     size_t wq; /* bytes queued for writing */
-    uint64_t write_progress; /* loop time of the last write completion (or of queueing) */
+    /* Stalled-reader watch (while a request is handled): bytes handed to the kernel, how many
+     * of them the client had taken at the last check, and when that last grew. */
+    uint64_t handed;
+    uint64_t delivered_seen;
+    uint64_t progress_ms;
     bool above_high;
     bool end_pending; /* response complete once the queue drains */
     bool end_keep_alive;
@@ -162,24 +168,46 @@ static void timer_arm(httpd_conn_t *c, uint64_t ms)
     uv_timer_start(&c->timer, on_timer, ms, 0);
 }
 
-/* While the handler owns the response, the timer watches the write queue: a client that takes
- * no bytes for write_timeout_ms is cut off, which aborts its request (the proxy then closes its
- * upstream connection, so llama-server cancels the generation and frees the slot). */
+/* While a request is handled, the timer watches whether the client takes the response: the
+ * bytes it has taken are those handed to the kernel minus those still in the socket's send
+ * queue (SIOCOUTQ: unacknowledged for TCP, unread for a socketpair) — the kernel's buffers can
+ * hold a whole generation, so the node's own queue alone says nothing. A client that takes no
+ * bytes for write_timeout_ms while some wait is cut off (RST), which aborts its request: the
+ * proxy closes its upstream connection, so llama-server cancels the generation and frees the
+ * slot. Checked a few times per timeout, never per byte. */
+static uint64_t watch_period(const httpd_conn_t *c)
+{
+    uint64_t p = c->server->opts.write_timeout_ms / 4;
+    return p < 10 ? 10 : p;
+}
+
+static size_t kernel_unsent(httpd_conn_t *c)
+{
+    uv_os_fd_t fd;
+    int n = 0;
+    if (uv_fileno((uv_handle_t *)&c->tcp, &fd) != 0 || ioctl(fd, SIOCOUTQ, &n) != 0 || n < 0)
+        return 0;
+    return (size_t)n;
+}
+
 static void write_watch(httpd_conn_t *c)
 {
-    if (c->wq == 0) return; /* re-armed when bytes are queued again */
-    uint64_t wt = c->server->opts.write_timeout_ms;
-    uint64_t idle = uv_now(c->server->loop) - c->write_progress;
-    if (idle < wt) {
-        timer_arm(c, wt - idle);
+    uint64_t now = uv_now(c->server->loop);
+    size_t unsent = kernel_unsent(c);
+    uint64_t delivered = c->handed - (unsent < c->handed ? unsent : c->handed);
+    if (unsent + c->wq == 0 || delivered != c->delivered_seen) {
+        c->delivered_seen = delivered;
+        c->progress_ms = now;
+    } else if (now - c->progress_ms >= c->server->opts.write_timeout_ms) {
+        LOGW("httpd",
+             "port %d: a client has taken none of its response for %llu ms (%zu bytes "
+             "waiting); closing its connection and cancelling its request",
+             c->server->port, (unsigned long long)(now - c->progress_ms), unsent + c->wq);
+        c->reset_on_close = true;
+        conn_close(c);
         return;
     }
-    LOGW("httpd",
-         "port %d: a client has not read its response for %llu ms (%zu bytes waiting); "
-         "closing its connection and cancelling its request",
-         c->server->port, (unsigned long long)idle, c->wq);
-    c->reset_on_close = true;
-    conn_close(c);
+    timer_arm(c, watch_period(c));
 }
 
 static void on_timer(uv_timer_t *t)
@@ -215,7 +243,8 @@ static void on_write(uv_write_t *w, int status)
 {
     wreq_t *wr = (wreq_t *)w;
     httpd_conn_t *c = wr->c;
-    c->wq -= wr->len;
+    size_t len = wr->len;
+    c->wq -= len;
     free(wr);
     if (c->state == CONN_CLOSED) return;
     if (status < 0) {
@@ -223,7 +252,7 @@ static void on_write(uv_write_t *w, int status)
         conn_close(c);
         return;
     }
-    c->write_progress = uv_now(c->server->loop);
+    c->handed += len;
     if (c->req_live && c->above_high && c->wq < HTTPD_WRITE_LOW_WATER) {
         c->above_high = false;
         if (c->req.on_drain) c->req.on_drain(&c->req);
@@ -258,6 +287,7 @@ static int conn_write(httpd_conn_t *c, const void *data, size_t len)
         uv_buf_t b = uv_buf_init((char *)data, (unsigned)len);
         int n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
         if (n > 0) {
+            c->handed += (size_t)n;
             data = (const char *)data + n;
             len -= (size_t)n;
             if (len == 0) return 0;
@@ -273,12 +303,6 @@ static int conn_write(httpd_conn_t *c, const void *data, size_t len)
     if (rc < 0) {
         free(wr);
         return rc;
-    }
-    if (c->wq == 0) {
-        /* the socket is full: from now on the client has write_timeout_ms to take bytes */
-        c->write_progress = uv_now(c->server->loop);
-        if (c->state == CONN_HANDLING && !uv_is_active((uv_handle_t *)&c->timer))
-            timer_arm(c, c->server->opts.write_timeout_ms);
     }
     c->wq += len;
     if (c->wq >= HTTPD_WRITE_HIGH_WATER) c->above_high = true;
@@ -484,7 +508,6 @@ static void dispatch(httpd_conn_t *c)
 {
     httpd_req_t *r = &c->req;
     llhttp_t *p = &c->parser;
-    uv_timer_stop(&c->timer);
     c->state = CONN_HANDLING;
     r->server = c->server;
     r->conn = c;
@@ -509,7 +532,9 @@ static void dispatch(httpd_conn_t *c)
     c->end_pending = false;
     c->above_high = false;
     c->req_live = true;
-    if (c->wq) timer_arm(c, c->server->opts.write_timeout_ms); /* e.g. a 100 Continue */
+    c->delivered_seen = UINT64_MAX; /* the first check counts as progress */
+    c->progress_ms = uv_now(c->server->loop);
+    timer_arm(c, watch_period(c));
     if (c->reject_status) {
         httpd_respond_error(r, c->reject_status, "invalid_request_error", c->reject_code, "%s",
                             c->reject_msg);

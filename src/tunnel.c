@@ -237,7 +237,7 @@ static int api_send(srv_t *t, const void *p, size_t n, size_t stream_bytes)
     return rc;
 }
 
-/* The first request line is checked (only /v1/ endpoints) so that anything else is refused
+/* The first request line is checked (only /v1/ endpoints and /health) so that anything else is refused
  * before the API sees it. Every request on the connection, pipelined ones included, is limited
  * to the inference API by the API itself: the connection is served as HTTPD_PEER_TUNNEL. That
  * is also what admits it without the node's API key (the mesh admitted the member). The
@@ -255,7 +255,8 @@ static int forward_request_bytes(srv_t *t, const uint8_t *p, size_t n)
     }
     t->line_done = true;
     const char *l = t->line.data;
-    bool ok = (strncmp(l, "POST /v1/", 9) == 0 || strncmp(l, "GET /v1/", 8) == 0) &&
+    bool ok = (strncmp(l, "POST /v1/", 9) == 0 || strncmp(l, "GET /v1/", 8) == 0 ||
+               strncmp(l, "GET /health ", 12) == 0) &&
               t->line.len >= 2 && l[t->line.len - 2] == '\r';
     if (!ok) return -EPERM;
     int rc = api_send(t, t->line.data, t->line.len, take);

@@ -190,7 +190,7 @@ def test_load_options(start_node, models_dir):
     assert n.request("POST", "/api/v1/load", {"model_name": "nope"}).status == 404
     assert n.request("POST", "/api/v1/load", {"ctx_size": 5}).status == 400
     assert n.request("GET", "/api/v1/load").status == 405
-    assert n.request("POST", "/api/v1/health").status == 405
+    assert n.request("POST", "/api/v1/health", {}).status == 405  # (JSON: else 415 first)
 
 
 def test_30_concurrent_over_3_models_2_slots(start_node, models_dir):

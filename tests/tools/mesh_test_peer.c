@@ -1,7 +1,12 @@
 /* mesh-test-peer TOKEN — an admitted but hostile peer for integration tests: it joins the mesh
  * of TOKEN with a fresh key and sends malformed streams (bad type bytes, oversized and broken
  * frames, invalid gossip, unsupported tunnels, random bytes, resets). Exit 0 when all of them
- * were sent over an admitted connection, 2 when it could not connect. */
+ * were sent over an admitted connection, 2 when it could not connect.
+ *
+ * mesh-test-peer TOKEN tunnel MODEL REQUEST_FILE — one TUNNEL_HTTP stream for MODEL carrying the
+ * bytes of REQUEST_FILE as they are (e.g. pipelined requests); what the node answers is written
+ * to stdout. Exit 0 when the node closed the stream, 2 when it could not connect, 3 when no
+ * answer ended within 30 s. */
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,6 +69,57 @@ static void send_frame(int type, const char *json)
     buf_free(&b);
 }
 
+/* ---- tunnel mode ---- */
+
+static buf_t tun_answer;
+static bool tun_done;
+
+static void tun_data(tp_stream_t *s, const uint8_t *p, size_t n)
+{
+    buf_append(&tun_answer, p, n);
+    tp_stream_consumed(s, n);
+}
+static void tun_fin(tp_stream_t *s)
+{
+    tun_done = true;
+}
+static void tun_close(tp_stream_t *s, int err)
+{
+    tun_done = true;
+}
+static const tp_stream_cb_t tun_cb = {tun_data, tun_fin, NULL, tun_close};
+
+static int tunnel_mode(uv_loop_t *loop, const char *model, const char *request_file)
+{
+    FILE *f = fopen(request_file, "rb");
+    if (!f) {
+        perror(request_file);
+        return 1;
+    }
+    buf_t b;
+    buf_init(&b, 1 << 24);
+    json_t *fr = json_pack("{s:i,s:s}", "v", 1, "model", model);
+    wire_write(&b, WIRE_TUNNEL_HTTP, fr);
+    json_decref(fr);
+    char chunk[4096];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
+        buf_append(&b, chunk, n);
+    fclose(f);
+    buf_init(&tun_answer, 1 << 24);
+    tp_stream_t *s;
+    if (tp_stream_open(conn, &tun_cb, NULL, &s) != 0) return 1;
+    tp_stream_write(s, b.data, b.len);
+    tp_stream_shutdown(s);
+    buf_free(&b);
+    uint64_t end = uv_now(loop) + 30000;
+    while (!tun_done && !closed && uv_now(loop) < end)
+        uv_run(loop, UV_RUN_ONCE);
+    fwrite(tun_answer.data ? tun_answer.data : "", 1, tun_answer.len, stdout);
+    fflush(stdout);
+    return tun_done ? 0 : 3;
+}
+
 static void tick(uv_timer_t *t)
 {
     (void)t;
@@ -102,6 +158,7 @@ int main(int argc, char **argv)
     while (!ready && !closed && uv_now(loop) < end)
         uv_run(loop, UV_RUN_ONCE);
     if (!ready) return 2;
+    if (argc >= 5 && strcmp(argv[2], "tunnel") == 0) return tunnel_mode(loop, argv[3], argv[4]);
 
     uint8_t b1[] = {0x99, 0, 0, 0, 2, '{', '}'};
     send_raw(b1, sizeof b1, true, false);                 /* unknown stream type */

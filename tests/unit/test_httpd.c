@@ -417,16 +417,17 @@ static void test_stalled_reader_cut_off(void **state)
 
 /* The handler still owns the response (streaming): it gets on_abort. */
 static httpd_req_t *held;
+static int hold_kib; /* how much the holding handler writes */
 
 static void holding_handler(httpd_req_t *req)
 {
-    static char chunk[64 * 1024];
+    static char chunk[1024];
     memset(chunk, 'e', sizeof chunk);
     req->on_abort = on_stream_abort;
     held = req;
     const char *head = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n";
     httpd_write(req, head, strlen(head));
-    for (int i = 0; i < 32; i++)
+    for (int i = 0; i < hold_kib; i++)
         httpd_write(req, chunk, sizeof chunk);
 }
 
@@ -435,6 +436,7 @@ static void test_stalled_stream_aborted(void **state)
     (void)state;
     aborted = 0;
     held = NULL;
+    hold_kib = 2048;
     rig_t r;
     httpd_opts_t o = {.write_timeout_ms = 200, .handler = holding_handler};
     rig_start(&r, &o);
@@ -448,6 +450,65 @@ static void test_stalled_stream_aborted(void **state)
     assert_non_null(held);
     assert_int_equal(r.srv.n_conns, 0);
     assert_int_equal(aborted, 1);
+    rig_stop(&r);
+    close(fd);
+}
+
+/* The response so far fits in the kernel's socket buffers (the node's own queue is empty), as a
+ * stream of a few hundred tokens does: a client that takes none of it is still cut off. */
+static void test_stalled_small_stream_aborted(void **state)
+{
+    (void)state;
+    aborted = 0;
+    held = NULL;
+    hold_kib = 16;
+    rig_t r;
+    httpd_opts_t o = {.write_timeout_ms = 200, .handler = holding_handler};
+    rig_start(&r, &o);
+    int fd = rig_connect(&r);
+    int small = 4096;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    rig_send(fd, "POST /s HTTP/1.1\r\nContent-Length: 0\r\n\r\n", 39);
+    for (int i = 0; i < 1000 && !held; i++)
+        rig_pump(&r, 1);
+    assert_non_null(held);
+    assert_int_equal(httpd_write_queue(held), 0); /* all of it is in the kernel */
+    double deadline = mono_s() + 10;
+    while (r.srv.n_conns > 0 && mono_s() < deadline) {
+        uv_run(&r.loop, UV_RUN_NOWAIT);
+        usleep(2000);
+    }
+    assert_int_equal(r.srv.n_conns, 0);
+    assert_int_equal(aborted, 1);
+    rig_stop(&r);
+    close(fd);
+}
+
+/* A request that waits without writing (a model loading, a slow first token) is not cut. */
+static void test_quiet_request_not_cut(void **state)
+{
+    (void)state;
+    aborted = 0;
+    held = NULL;
+    hold_kib = 0;
+    rig_t r;
+    httpd_opts_t o = {.write_timeout_ms = 50, .handler = holding_handler};
+    rig_start(&r, &o);
+    int fd = rig_connect(&r);
+    rig_send(fd, "POST /s HTTP/1.1\r\nContent-Length: 0\r\n\r\n", 39);
+    char buf[4096];
+    double until = mono_s() + 0.5; /* ten timeouts */
+    while (mono_s() < until) {
+        uv_run(&r.loop, UV_RUN_NOWAIT);
+        while (recv(fd, buf, sizeof buf, MSG_DONTWAIT) > 0) /* the client reads the head */
+            ;
+        usleep(2000);
+    }
+    assert_non_null(held);
+    assert_int_equal(r.srv.n_conns, 1);
+    assert_int_equal(aborted, 0);
+    httpd_end(held, false);
+    rig_pump(&r, 20);
     rig_stop(&r);
     close(fd);
 }
@@ -695,6 +756,8 @@ int main(void)
         cmocka_unit_test_teardown(test_buffer_cap_503_then_serves, reset_cap),
         cmocka_unit_test(test_stalled_reader_cut_off),
         cmocka_unit_test(test_stalled_stream_aborted),
+        cmocka_unit_test(test_stalled_small_stream_aborted),
+        cmocka_unit_test(test_quiet_request_not_cut),
         cmocka_unit_test(test_reading_client_not_cut),
         cmocka_unit_test(test_guard_cross_site),
         cmocka_unit_test(test_guard_content_type),
