@@ -326,8 +326,8 @@ static int add_join(config_t *cfg, const char *tok, size_t len, char *err, size_
 }
 
 /* Every token in text (separated by whitespace, and commas when commas is set). */
-static int add_joins_from(config_t *cfg, const char *text, bool commas, const char *what,
-                          char *err, size_t errlen)
+static int add_joins_from(config_t *cfg, const char *text, bool commas, const char *what, char *err,
+                          size_t errlen)
 {
     size_t before = cfg->n_joins;
     const char *p = text;
@@ -376,8 +376,7 @@ static int set_api_key(config_t *cfg, const char *key, size_t len, const char *f
     }
     for (size_t i = 0; i < len; i++) {
         if ((unsigned char)key[i] < 0x21 || key[i] == 0x7f) {
-            snprintf(err, errlen, "%s: the API key must be one line of printable characters",
-                     from);
+            snprintf(err, errlen, "%s: the API key must be one line of printable characters", from);
             return -EINVAL;
         }
     }
@@ -401,13 +400,19 @@ static int api_key_file(config_t *cfg, const char *path, char *err, size_t errle
     return rc;
 }
 
-static int allow_origin(config_t *cfg, const char *origin, char *err, size_t errlen)
+static int allow_origin(config_t *cfg, const char *arg, char *err, size_t errlen)
 {
+    char origin[GUARD_ORIGIN_MAX + 2];
+    size_t n = strlen(arg);
+    if (n && n < sizeof origin && arg[n - 1] == '/') n--; /* "http://host:port/" as pasted */
+    if (n >= sizeof origin) n = sizeof origin - 1;
+    memcpy(origin, arg, n);
+    origin[n] = '\0';
     if (!guard_origin_valid(origin)) {
         snprintf(err, errlen,
                  "--allow-origin needs an origin like http://localhost:5173 or "
                  "https://app.example.com (scheme://host[:port], no path), got '%s'",
-                 origin);
+                 arg);
         return -EINVAL;
     }
     for (size_t i = 0; i < cfg->n_allow_origins; i++)
@@ -418,8 +423,6 @@ static int allow_origin(config_t *cfg, const char *origin, char *err, size_t err
     }
     char *o = strdup(origin);
     if (!o) return -ENOMEM;
-    size_t n = strlen(o);
-    if (n && o[n - 1] == '/') o[n - 1] = '\0';
     cfg->allow_origins[cfg->n_allow_origins++] = o;
     return 0;
 }
@@ -433,8 +436,8 @@ static int secrets_from_env(config_t *cfg, char *err, size_t errlen)
         if (rc) return rc;
     }
     const char *k = getenv("MESH_LLM_API_KEY");
-    if (!cfg->api_key && k && *k) return set_api_key(cfg, k, strlen(k), "MESH_LLM_API_KEY", err,
-                                                     errlen);
+    if (!cfg->api_key && k && *k)
+        return set_api_key(cfg, k, strlen(k), "MESH_LLM_API_KEY", err, errlen);
     return 0;
 }
 

@@ -59,7 +59,7 @@ struct httpd_conn {
     buf_t hdr; /* "name\0value\0..." */
     buf_t body;
     buf_t path;
-    buf_t pending; /* bytes received while a request is being handled */
+    buf_t pending;    /* bytes received while a request is being handled */
     size_t accounted; /* buffer bytes counted in g_buffered */
     bool last_was_value;
     bool headers_done;
@@ -443,8 +443,10 @@ static int cb_headers_complete(llhttp_t *p)
         reject(c, 431, "too_many_headers", "%zu request headers; at most %zu", r->n_headers,
                o->max_header_count);
     else if (long_name)
-        reject(c, 431, "header_too_large", "request header '%.40s' is %zu bytes; at most %zu per "
-               "header line", long_name, long_len, o->max_header_line);
+        reject(c, 431, "header_too_large",
+               "request header '%.40s' is %zu bytes; at most %zu per "
+               "header line",
+               long_name, long_len, o->max_header_line);
     const char *expect = httpd_header(r, "expect");
     if (!c->reject_status && expect && strcasecmp(expect, "100-continue") == 0) {
         static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";

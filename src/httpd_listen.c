@@ -48,7 +48,7 @@ static long count_open_fds(void)
 }
 
 #define BUSY_BODY                                                                                  \
-    "{\"error\":{\"message\":\"the server is out of file descriptors; retry shortly\","          \
+    "{\"error\":{\"message\":\"the server is out of file descriptors; retry shortly\","            \
     "\"type\":\"server_error\",\"code\":\"too_many_open_files\"}}"
 
 static void on_listen(uv_poll_t *h, int status, int events);
@@ -139,8 +139,8 @@ static int listen_socket(const char *host, int port, int *out_fd, int *out_port)
     if (fd < 0) return -errno;
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    socklen_t sl = ss.ss_family == AF_INET ? sizeof(struct sockaddr_in)
-                                           : sizeof(struct sockaddr_in6);
+    socklen_t sl =
+        ss.ss_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
     if (bind(fd, (struct sockaddr *)&ss, sl) != 0 || listen(fd, 1024) != 0) {
         rc = -errno;
         close(fd);

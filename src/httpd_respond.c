@@ -213,10 +213,8 @@ bool httpd_guard_answer(httpd_req_t *r)
         httpd_respond_error(r, 403, "invalid_request_error", "cross_site_request", "%s", g.why);
         return true;
     case GUARD_NOT_JSON:
-        httpd_respond_error(r, 415, "invalid_request_error", "unsupported_media_type", "%s",
-                            g.why);
+        httpd_respond_error(r, 415, "invalid_request_error", "unsupported_media_type", "%s", g.why);
         return true;
     }
     return false;
 }
-

@@ -237,10 +237,10 @@ static int api_send(srv_t *t, const void *p, size_t n, size_t stream_bytes)
     return rc;
 }
 
-/* The first request line is checked (only /v1/ endpoints and /health) so that anything else is refused
- * before the API sees it. Every request on the connection, pipelined ones included, is limited
- * to the inference API by the API itself: the connection is served as HTTPD_PEER_TUNNEL. That
- * is also what admits it without the node's API key (the mesh admitted the member). The
+/* The first request line is checked (only /v1/ endpoints and /health) so that anything else is
+ * refused before the API sees it. Every request on the connection, pipelined ones included, is
+ * limited to the inference API by the API itself: the connection is served as HTTPD_PEER_TUNNEL.
+ * That is also what admits it without the node's API key (the mesh admitted the member). The
  * requester's FIN is not passed on as a half-close: the request is delimited by its
  * Content-Length, and the API closes the connection after its answer (Connection: close). */
 static int forward_request_bytes(srv_t *t, const uint8_t *p, size_t n)

@@ -410,7 +410,7 @@ static void test_stalled_reader_cut_off(void **state)
         usleep(2000);
     }
     assert_int_equal(r.srv.n_conns, 0); /* cut off */
-    assert_int_equal(aborted, 0);      /* the handler had ended: nothing to abort */
+    assert_int_equal(aborted, 0);       /* the handler had ended: nothing to abort */
     rig_stop(&r);
     close(fd);
 }
@@ -582,8 +582,7 @@ static void test_guard_cross_site(void **state)
     /* no Origin, but the browser says cross-site / same-site */
     assert_int_equal(check("POST", NULL, "cross-site", "application/json").verdict,
                      GUARD_FORBIDDEN);
-    assert_int_equal(check("POST", NULL, "same-site", "application/json").verdict,
-                     GUARD_FORBIDDEN);
+    assert_int_equal(check("POST", NULL, "same-site", "application/json").verdict, GUARD_FORBIDDEN);
     /* reading is not refused (the browser keeps the answer from the page: no CORS header) */
     g = check("GET", "http://evil.example", "cross-site", NULL);
     assert_int_equal(g.verdict, GUARD_PASS);
@@ -674,9 +673,9 @@ static void test_guard_origin_parsing(void **state)
     assert_int_equal(
         guard_parse_origin("http://[::1]:80", scheme, sizeof scheme, host, sizeof host, &port), 0);
     assert_string_equal(host, "::1");
-    const char *bad[] = {"",           "localhost:5173",      "ftp://x",         "http://",
-                         "http://a/b", "http://a:0",          "http://a:65536",  "http://a:1x",
-                         "http://u@a", "http://a?x",          "http://[::1",     "null",
+    const char *bad[] = {"",           "localhost:5173", "ftp://x",        "http://",
+                         "http://a/b", "http://a:0",     "http://a:65536", "http://a:1x",
+                         "http://u@a", "http://a?x",     "http://[::1",    "null",
                          "http://a:",  "http://a b"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         if (guard_origin_valid(bad[i])) fail_msg("'%s' accepted as an origin", bad[i]);
@@ -700,8 +699,8 @@ static void test_guard_in_server(void **state)
 {
     (void)state;
     static const char *const allowed[] = {"http://localhost:5173"};
-    httpd_opts_t o = {.handler = handler, .web_guard = true, .allow_origins = allowed,
-                      .n_allow_origins = 1};
+    httpd_opts_t o = {
+        .handler = handler, .web_guard = true, .allow_origins = allowed, .n_allow_origins = 1};
     handled = 0;
     char *out = exchange_opts(&o, "POST /api/v1/load HTTP/1.1\r\nContent-Type: text/plain\r\n"
                                   "Origin: http://evil.example\r\nContent-Length: 2\r\n\r\n{}");
