@@ -87,6 +87,7 @@ bench: build llama bench-model
 	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/split --mesh-llm $(BUILD)/mesh-llm
 	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/switch
 	@$(BUILD)/mesh-bench-tunnel
+	@$(BUILD)/mesh-bench-gossip
 
 format:
 	@clang-format -i src/*.c src/*.h tests/unit/*.c tests/fuzz/*.c

@@ -9,7 +9,9 @@ PIN_PKG="node-llama-cpp@3.22.1"
 TGZ_SHA="a0d9dd80eacd2ab1cfe71aee57ac8a806487fd70b3d2a38fbec637752d9e5c5f"
 BUNDLE_SHA="5f5d1105d5df040738d87b8290e5d17e7362131cdcfdb0831618e0ea528b4a51"
 CACHE="${MESH_LLM_CACHE:-$HOME/.cache/mesh-llm}"
-ROOT="$CACHE/llama.cpp/$(echo "$PIN_PKG" | tr '@' '-')"
+# FLAVOR names the build options below: a change of options gets a new cache directory.
+FLAVOR="noamx"
+ROOT="$CACHE/llama.cpp/$(echo "$PIN_PKG" | tr '@' '-')-$FLAVOR"
 BIN="$ROOT/bin"
 TARGETS="llama-server ggml-rpc-server llama-quantize llama-bench"
 
@@ -43,8 +45,13 @@ echo "$BUNDLE_SHA  $work/package/llama/gitRelease.bundle" | sha256sum -c --quiet
 git -c advice.detachedHead=false clone -q "$work/package/llama/gitRelease.bundle" "$work/src" 2>&1 | grep -v 'detached HEAD' >&2 || true
 [ -f "$work/src/CMakeLists.txt" ] || { say "git clone of the bundle failed"; exit 1; }
 gen=""; command -v ninja >/dev/null 2>&1 && gen="-G Ninja"
+# Native CPU code, but without ggml's AMX kernels: on CPUs with AMX they crash llama-server with
+# a segfault in ggml_backend_amx_mul_mat on small Q8_0 models (TinyStories-656K-Q8_0). Explicit
+# -mno-* flags win over -march=native whatever their order.
+noamx="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
 # shellcheck disable=SC2086
 cmake -S "$work/src" -B "$work/build" $gen -DCMAKE_BUILD_TYPE=Release -DGGML_RPC=ON \
+  -DCMAKE_C_FLAGS="$noamx" -DCMAKE_CXX_FLAGS="$noamx" \
   -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF \
   -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF -DBUILD_SHARED_LIBS=OFF >"$work/cmake.log" 2>&1 \
   || { tail -30 "$work/cmake.log" >&2; say "cmake configure failed (log: $work/cmake.log)"; exit 1; }

@@ -48,11 +48,17 @@ static bool listed(const alloc_self_t *self, const char *name)
     return false;
 }
 
+static uint64_t entry_need(const catalog_entry_t *e)
+{
+    return e->need_bytes ? e->need_bytes : election_need_bytes(e->size_bytes);
+}
+
 static bool rule_applies(alloc_rule_t rule, const cand_t *c, const alloc_self_t *self)
 {
     const catalog_entry_t *e = c->e;
     if (!c->wanted || e->size_bytes == 0) return false;
-    uint64_t need = election_need_bytes(e->size_bytes), vram = self->vram_bytes;
+    uint64_t need = entry_need(e);
+    uint64_t vram = self->vram_bytes;
     bool served = e->n_servers > 0;
     bool split = served && e->max_server_vram < need;
     bool dl = !self->no_download;
@@ -96,8 +102,7 @@ static const cand_t *pick_listed(const cand_t *c, size_t n, const alloc_self_t *
     for (size_t i = 0; i < n; i++) {
         if (!c[i].wanted) continue;
         uint64_t size = c[i].e->size_bytes;
-        if (size > 0 && self->vram_bytes >= election_need_bytes(size) &&
-            (!fit || better(&c[i], fit)))
+        if (size > 0 && self->vram_bytes >= entry_need(c[i].e) && (!fit || better(&c[i], fit)))
             fit = &c[i];
         if (!any || better(&c[i], any)) any = &c[i];
     }

@@ -56,6 +56,7 @@ typedef struct {
     bool ready, is_host;
     mm_type_t type;
     uint64_t size;
+    uint64_t need;
 } ref_t;
 
 typedef struct {
@@ -125,6 +126,7 @@ static size_t collect(const live_t *live, size_t n_live, ref_t *refs, size_t *re
                                 .rank = (uint32_t)r,
                                 .kind = client ? K_NAME : K_HOLD,
                                 .size = a->size_bytes,
+                                .need = a->need_bytes,
                                 .type = a->type};
         }
         for (size_t i = 0; i < ns; i++) {
@@ -169,10 +171,13 @@ static void fill_entry(catalog_entry_t *e, const ref_t *refs, size_t a, size_t b
         } else if (r->size == e->size_bytes && r->type < e->type) {
             e->type = r->type;
         }
+        if (r->need > e->need_bytes) e->need_bytes = r->need;
         if (r->kind == K_HOLD && first_of_node(refs, a, i))
             memcpy(e->holders[e->n_holders++], live[r->rank].n->id, sizeof(catalog_id_t));
     }
     *pool += e->n_holders;
+    uint64_t rule = election_need_bytes(e->size_bytes);
+    if (e->size_bytes > 0 && e->need_bytes < rule) e->need_bytes = rule;
     e->servers = *pool;
     *pool += b - a; /* room for the servers, then the hosts after them */
     e->hosts = *pool;
@@ -197,7 +202,7 @@ static void fill_entry(catalog_entry_t *e, const ref_t *refs, size_t a, size_t b
         e->status = CATALOG_READY;
     else if (e->n_servers > 0)
         e->status = CATALOG_LOADING;
-    else if (e->size_bytes > 0 && capacity < election_need_bytes(e->size_bytes))
+    else if (e->size_bytes > 0 && capacity < e->need_bytes)
         e->status = CATALOG_NEEDS_CAPACITY;
     else
         e->status = CATALOG_UNLOADED;

@@ -29,10 +29,10 @@
  *                    host: "someone is loading it");
  *  - needs_capacity: nobody serves it, its size is known, and the memory of every live
  *                    non-client node together is < election_need_bytes(size) = ceil(1.1 ×
- *                    size). Any live non-client node could take the model (download, or swap
- *                    out what it serves), so the sum of all of them is the most the mesh can
- *                    ever put behind it; no single node can have more than that sum, so "no
- *                    single node nor the sum of nodes" reduces to this one comparison;
+ *                    size), or the need its holders announce (KV cache included). Any live
+ * non-client node could take the model (download, or swap out what it serves), so the sum of all of
+ * them is the most the mesh can ever put behind it; no single node can have more than that sum, so
+ * "no single node nor the sum of nodes" reduces to this one comparison;
  *  - unloaded:       otherwise (servable once a node loads it; includes unknown sizes).
  *
  * Validation and caps: a node with an invalid id (not 64 lowercase hex chars), a duplicate of an
@@ -65,6 +65,7 @@ typedef struct {
     const char *name;
     uint64_t size_bytes;
     mm_type_t type;
+    uint64_t need_bytes; /* memory to run it whole, as its holder's ledger counts it; 0 unknown */
 } catalog_avail_t;
 
 typedef struct {
@@ -96,6 +97,7 @@ typedef enum {
 typedef struct {
     char name[CATALOG_NAME_MAX];
     uint64_t size_bytes; /* 0 = unknown */
+    uint64_t need_bytes; /* the largest need announced, else election_need_bytes(size); 0 unknown */
     mm_type_t type;
     catalog_status_t status;
     bool requested; /* some live node requested it */

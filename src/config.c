@@ -610,7 +610,9 @@ int config_parse(config_t *cfg, int argc, char **argv, char *err, size_t errlen)
             /* 1 to 3 positive integers: LLM [EMBEDDING [RERANKING]]; missing values are 1 */
             const char *vals[3] = {optarg, NULL, NULL};
             int nv = 1;
-            while (nv < 3 && optind < argc && argv[optind][0] != '-')
+            /* the next words are its values, negative numbers included (refused below) */
+            while (nv < 3 && optind < argc &&
+                   (argv[optind][0] != '-' || (argv[optind][1] >= '0' && argv[optind][1] <= '9')))
                 vals[nv++] = argv[optind++];
             for (int k = 0; k < nv && rc == 0; k++) {
                 if (parse_u64(vals[k], 1, 1024, &v)) {

@@ -193,7 +193,7 @@ int election_run(const election_input_t *in, election_plan_t *out)
     size_t n = in->n_nodes;
     for (size_t i = 0; i < n; i++)
         if (!id_valid(in->nodes[i].id)) return -EINVAL;
-    out->need_bytes = election_need_bytes(in->model_bytes);
+    out->need_bytes = in->need_bytes ? in->need_bytes : election_need_bytes(in->model_bytes);
     out->n_layers = in->n_layers;
     if (n == 0) return 0;
 

@@ -76,6 +76,7 @@ typedef struct {
      * measured to node j, < 0 unknown. The RTT of worker j to host h is rtt[h][j] (the host's
      * view) when known, else rtt[j][h], else unknown. NULL: use nodes[j].rtt_ms. */
     const int32_t *rtt;
+    uint64_t need_bytes; /* memory to run it (KV cache included); 0: election_need_bytes */
 } election_input_t;
 
 typedef enum {

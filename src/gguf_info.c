@@ -133,6 +133,14 @@ static int read_int(rd_t *r, uint32_t type, int64_t *v)
     return 0;
 }
 
+/* A scalar integer in [0, 2^24] (dimensions, head counts), else left as it is (absent). */
+static void read_u32(rd_t *r, uint32_t type, uint32_t *out)
+{
+    int64_t x;
+    if (!read_int(r, type, &x) && x >= 0 && x <= (1 << 24))
+        *out = (uint32_t)x;
+}
+
 static int key_is(const uint8_t *k, uint64_t kl, const char *arch, const char *suffix)
 {
     size_t al = strlen(arch), sl = strlen(suffix);
@@ -192,6 +200,16 @@ int gguf_info_parse(const uint8_t *data, size_t len, gguf_info_t *out)
             } else if (key_is(k, kl, a, "context_length")) {
                 if (!read_int(&v, type, &x) && x >= 0 && x <= UINT32_MAX)
                     out->context_length = (uint32_t)x;
+            } else if (key_is(k, kl, a, "embedding_length")) {
+                read_u32(&v, type, &out->embedding_length);
+            } else if (key_is(k, kl, a, "attention.head_count")) {
+                read_u32(&v, type, &out->head_count);
+            } else if (key_is(k, kl, a, "attention.head_count_kv")) {
+                read_u32(&v, type, &out->head_count_kv);
+            } else if (key_is(k, kl, a, "attention.key_length")) {
+                read_u32(&v, type, &out->key_length);
+            } else if (key_is(k, kl, a, "attention.value_length")) {
+                read_u32(&v, type, &out->value_length);
             } else if (key_is(k, kl, a, "classifier.output_labels")) {
                 out->has_classifier = 1;
             }

@@ -14,10 +14,14 @@ typedef struct {
     uint64_t n_kv;
     char architecture[64];
     char name[128];
-    int32_t pooling_type;  /* -1 = absent; llama.cpp: 0 none, 1 mean, 2 cls, 3 last, 4 rank */
-    uint32_t block_count;  /* 0 = absent */
+    int32_t pooling_type; /* -1 = absent; llama.cpp: 0 none, 1 mean, 2 cls, 3 last, 4 rank */
+    uint32_t block_count; /* 0 = absent */
     uint32_t context_length;
-    int has_classifier;    /* <arch>.classifier.output_labels present (reranker head) */
+    uint32_t embedding_length; /* 0 = absent (and the four below) */
+    uint32_t head_count;
+    uint32_t head_count_kv; /* scalar only; per-layer arrays are read as absent */
+    uint32_t key_length, value_length;
+    int has_classifier; /* <arch>.classifier.output_labels present (reranker head) */
     uint64_t file_size;
 } gguf_info_t;
 

@@ -8,7 +8,10 @@
 
 #define MAX_FANOUT 64
 
-enum { PR_SUSPECT = 1, PR_CLAIM };
+/* why a peer is probed: silence (a failure declares it dead to all), a third party's claim at
+ * its incarnation (the ping shows the claim, so a live peer refutes it), or a claim beyond what
+ * it signed (a plain ping) */
+enum { PR_SUSPECT = 1, PR_CLAIM, PR_CHECK };
 
 struct peer {
     gossip_peer_t pub;
@@ -16,7 +19,8 @@ struct peer {
     uint64_t probe_start;
     bool ping2_sent, unreachable;
     int probe_reason;
-    uint64_t dg_gen, dg_inc, dg_seq; /* scratch: its entry in the digest being answered */
+    uint64_t dg_gen, dg_inc, dg_seq;  /* scratch: its entry in the digest being answered */
+    char leave_sig[GMSG_SIG_HEX + 1]; /* LEFT: its signature of its leave at pub.inc */
 };
 
 struct gossip {
@@ -32,6 +36,7 @@ struct gossip {
     char join_id[GOSSIP_ID_LEN + 1];
     bool left;
     uint64_t gen;
+    uint64_t max_inc; /* incarnations above it are refused (wall clock + GOSSIP_MAX_AHEAD_MS) */
     gossip_stats_t st;
 };
 
@@ -158,13 +163,19 @@ static json_t *dead_rec(const char *id, uint64_t inc, gossip_state_t st)
     return json_pack("[s, I, s]", id, (json_int_t)inc, st == GOSSIP_LEFT ? "left" : "dead");
 }
 
+/* Our record of a peer that is not alive; a leave keeps the leaver's signature. */
+static json_t *peer_rec(const struct peer *p)
+{
+    if (p->pub.state == GOSSIP_LEFT && p->leave_sig[0])
+        return json_pack("[s, I, s, s]", p->pub.id, (json_int_t)p->pub.inc, "left", p->leave_sig);
+    return dead_rec(p->pub.id, p->pub.inc, p->pub.state);
+}
+
 static json_t *recent_dead(const gossip_t *g, uint64_t now)
 {
     json_t *a = json_array();
     for (size_t i = 0; a && i < g->n; i++)
-        if (recent_record(g, g->v[i], now))
-            json_array_append_new(a,
-                                  dead_rec(g->v[i]->pub.id, g->v[i]->pub.inc, g->v[i]->pub.state));
+        if (recent_record(g, g->v[i], now)) json_array_append_new(a, peer_rec(g->v[i]));
     return a;
 }
 
@@ -186,13 +197,18 @@ static void send_ping(gossip_t *g, struct peer *p)
     send_free(g, p->pub.id, m);
 }
 
-/* A claim about p (dead or left) to our two ring successors, for delivery redundancy. */
-static void forward_claim(gossip_t *g, struct peer *p, gossip_state_t st, const char *informer)
+/* A claim about p (dead at its incarnation, or its signed leave) to our two ring successors, for
+ * delivery redundancy. */
+static void forward_claim(gossip_t *g, struct peer *p, const char *informer)
 {
     struct peer *succ[2];
     size_t k = ring(g, 1, p->pub.id, succ, 2);
     json_t *m = new_msg(g, M_PEER_DOWN);
-    if (m) json_object_set_new(m, "dead", json_pack("[o]", dead_rec(p->pub.id, p->pub.inc, st)));
+    if (m)
+        json_object_set_new(m, "dead",
+                            json_pack("[o]", p->pub.state == GOSSIP_LEFT
+                                                 ? peer_rec(p)
+                                                 : dead_rec(p->pub.id, p->pub.inc, GOSSIP_DEAD)));
     for (size_t i = 0; m && i < k; i++)
         if (!informer || strcmp(succ[i]->pub.id, informer)) send_to(g, succ[i]->pub.id, m);
     json_decref(m);
@@ -200,13 +216,14 @@ static void forward_claim(gossip_t *g, struct peer *p, gossip_state_t st, const 
 
 /* --- State changes --- */
 
-/* Install a new own announcement (a shallow copy of base with id/incarnation/seq). */
+/* Install a new own announcement (a shallow copy of base with id/incarnation/seq), signed. */
 static int set_self(gossip_t *g, json_t *base)
 {
     json_t *a = json_copy(base);
     if (!a || json_object_set_new(a, "id", json_string(g->id)) < 0 ||
         json_object_set_new(a, "incarnation", json_integer((json_int_t)g->inc)) < 0 ||
-        json_object_set_new(a, "seq", json_integer((json_int_t)g->seq)) < 0) {
+        json_object_set_new(a, "seq", json_integer((json_int_t)g->seq)) < 0 ||
+        gmsg_ann_sign(a, g->io.sign, g->io.data) < 0) {
         json_decref(a);
         return -ENOMEM;
     }
@@ -262,7 +279,13 @@ static int set_alive(gossip_t *g, struct peer *p, json_t *ann, uint64_t inc, uin
 {
     json_t *copy = json_deep_copy(ann);
     if (!copy) return -ENOMEM;
-    if (p->pub.state != GOSSIP_ALIVE || inc != p->pub.inc) p->watch_since = now; /* (re)born */
+    if (p->pub.state != GOSSIP_ALIVE || inc != p->pub.inc) {
+        /* (re)born: failure detection starts afresh; nothing of the old incarnation counts */
+        p->watch_since = now;
+        p->ping2_sent = p->unreachable = false;
+        p->probe_reason = 0;
+        p->leave_sig[0] = '\0';
+    }
     json_decref(p->pub.ann);
     p->pub.ann = copy;
     p->pub.inc = inc;
@@ -273,9 +296,18 @@ static int set_alive(gossip_t *g, struct peer *p, json_t *ann, uint64_t inc, uin
     return 0;
 }
 
-enum { ANN_IGNORED, ANN_CHANGED, ANN_BLOCKED };
+enum { ANN_IGNORED, ANN_CHANGED, ANN_BLOCKED, ANN_BAD };
 
-static int merge_ann(gossip_t *g, json_t *ann, const char *from, uint64_t now)
+/* Checked only when it would be used: an announcement is verified once, when it is news. */
+static bool verified(gossip_t *g, const json_t *ann)
+{
+    if (gmsg_ann_verify(ann, GOSSIP_MAX_ANN_BYTES)) return true;
+    g->st.bad_sig++;
+    return false;
+}
+
+/* checked: the signature was verified already */
+static int merge_ann(gossip_t *g, json_t *ann, const char *from, bool checked, uint64_t now)
 {
     const char *id = NULL;
     uint64_t inc = 0, seq = 0;
@@ -284,17 +316,25 @@ static int merge_ann(gossip_t *g, json_t *ann, const char *from, uint64_t now)
 
     gmsg_ann_fields(ann, &id, &inc, &seq); /* validated by gmsg_parse() */
     direct = !strcmp(id, from);
+    if (inc > g->max_inc) {
+        g->st.future++;
+        return ANN_BAD;
+    }
     if (!strcmp(id, g->id)) {
         /* someone holds a newer version of us (we restarted with a stale incarnation) */
-        if (newer(inc, seq, g->inc, g->seq)) refute(g, NULL, inc + 1, now);
+        if (!newer(inc, seq, g->inc, g->seq)) return ANN_IGNORED;
+        if (!checked && !verified(g, ann)) return ANN_BAD;
+        refute(g, from, inc + 1, now);
         return ANN_IGNORED;
     }
     p = find(g, id);
     if (p && p->pub.state != GOSSIP_ALIVE && inc <= p->pub.inc) return ANN_BLOCKED;
+    if (p && p->pub.state == GOSSIP_ALIVE && !newer(inc, seq, p->pub.inc, p->pub.seq))
+        return ANN_IGNORED;
+    if (!checked && !verified(g, ann)) return ANN_BAD;
     if (p && p->pub.state == GOSSIP_ALIVE) {
         bool restarted = inc > p->pub.inc;
-        if (!newer(inc, seq, p->pub.inc, p->pub.seq) || set_alive(g, p, ann, inc, seq, now) < 0)
-            return ANN_IGNORED;
+        if (set_alive(g, p, ann, inc, seq, now) < 0) return ANN_IGNORED;
         emit(g, restarted ? GOSSIP_EV_UP : GOSSIP_EV_UPDATED, p);
         return ANN_CHANGED;
     }
@@ -310,36 +350,64 @@ static int merge_ann(gossip_t *g, json_t *ann, const char *from, uint64_t now)
     return ANN_CHANGED;
 }
 
-static void merge_dead(gossip_t *g, const char *id, uint64_t inc, bool left, const char *from,
-                       uint64_t now)
+static bool leave_proven(gossip_t *g, const struct gmsg_rec *r)
 {
-    gossip_state_t st = left ? GOSSIP_LEFT : GOSSIP_DEAD;
-    struct peer *p;
+    if (!r->left || !r->sig) return false;
+    if (gmsg_leave_verify(r->id, r->inc, r->sig)) return true;
+    g->st.bad_sig++;
+    return false;
+}
 
-    if (!strcmp(id, g->id)) {
-        if (inc >= g->inc) refute(g, from, inc + 1, now);
+/* A dead or left record from `from` (NULL: the leaver itself). Only the node's own signed leave
+ * is a fact; anything else is a hint that makes us probe it (gossip.h, Trust). */
+static void merge_dead(gossip_t *g, const struct gmsg_rec *r, const char *from, uint64_t now)
+{
+    struct peer *p;
+    bool proven;
+
+    if (r->inc > g->max_inc) {
+        g->st.future++;
         return;
     }
-    if (!(p = find(g, id))) {
-        /* a tombstone: makes later stale gossip about it harmless */
-        if ((p = insert(g, id, now))) {
-            p->pub.state = st;
-            p->pub.inc = inc;
+    proven = leave_proven(g, r);
+    if (!strcmp(r->id, g->id)) {
+        /* above our incarnation only our own signature counts (a leave of a former process) */
+        if (r->inc == g->inc || (proven && r->inc > g->inc))
+            refute(g, from, r->inc + 1, now);
+        else if (r->inc > g->inc)
+            g->st.unproven++;
+        return;
+    }
+    if (!(p = find(g, r->id))) {
+        /* a signed leave is kept as a tombstone (stale gossip about it stays harmless) */
+        if (!proven) {
+            g->st.unproven++;
+        } else if ((p = insert(g, r->id, now))) {
+            p->pub.state = GOSSIP_LEFT;
+            p->pub.inc = r->inc;
+            memcpy(p->leave_sig, r->sig, GMSG_SIG_HEX + 1);
         }
         return;
     }
-    if (inc < p->pub.inc) return;
-    if (p->pub.state != GOSSIP_ALIVE) {
-        if (inc > p->pub.inc) mark(g, p, st, inc, now);
+    if (r->inc < p->pub.inc) return;
+    if (proven) {
+        bool was_alive = p->pub.state == GOSSIP_ALIVE;
+        if (p->pub.state == GOSSIP_LEFT && r->inc == p->pub.inc) return;
+        mark(g, p, GOSSIP_LEFT, r->inc, now);
+        memcpy(p->leave_sig, r->sig, GMSG_SIG_HEX + 1);
+        if (was_alive) forward_claim(g, p, from);
         return;
     }
-    if (left || inc > p->pub.inc) {
-        /* a clean leave is a fact, not a suspicion; a newer incarnation's end ends the old one */
-        mark(g, p, st, inc, now);
-        if (left) forward_claim(g, p, st, from);
-    } else if (!p->pub.probing) {
+    if (r->inc > p->pub.inc) {
+        /* beyond anything it signed: not recorded, not passed on; a plain check at most */
+        g->st.unproven++;
+        if (p->pub.state == GOSSIP_ALIVE && !p->pub.probing) start_probe(g, p, PR_CHECK, now);
+        return;
+    }
+    if (r->left) g->st.unproven++; /* a leave without the leaver's signature: a dead hint */
+    if (p->pub.state == GOSSIP_ALIVE && !p->pub.probing) {
         start_probe(g, p, PR_CLAIM, now);
-        forward_claim(g, p, st, from);
+        forward_claim(g, p, from);
     }
 }
 
@@ -369,7 +437,9 @@ static void on_hb(gossip_t *g, const char *from, const struct gmsg *m)
         uint64_t inc = 0, seq = 0;
         struct peer *p;
         gmsg_digest_entry(e, &id, &inc, &seq);
-        if (!strcmp(id, g->id)) {
+        if (inc > g->max_inc) {
+            g->st.future++;
+        } else if (!strcmp(id, g->id)) {
             self_seen = true;
             s_inc = inc;
             s_seq = seq;
@@ -383,7 +453,7 @@ static void on_hb(gossip_t *g, const char *from, const struct gmsg *m)
                                              : inc > p->pub.inc)
                 json_array_append_new(want, json_string(id));
             else if (p->pub.state != GOSSIP_ALIVE)
-                json_array_append_new(dead, dead_rec(id, p->pub.inc, p->pub.state));
+                json_array_append_new(dead, peer_rec(p));
         }
     }
     if (!self_seen || newer(g->inc, g->seq, s_inc, s_seq)) json_array_append(anns, g->ann);
@@ -417,9 +487,9 @@ static void on_anns(gossip_t *g, const char *from, const struct gmsg *m, uint64_
 
     json_array_foreach(m->anns, i, e)
     {
-        if (merge_ann(g, e, from, now) != ANN_BLOCKED) continue;
+        if (merge_ann(g, e, from, false, now) != ANN_BLOCKED) continue;
         gmsg_ann_fields(e, &id, &inc, &seq);
-        if ((p = find(g, id))) json_array_append_new(dead, dead_rec(id, p->pub.inc, p->pub.state));
+        if ((p = find(g, id))) json_array_append_new(dead, peer_rec(p));
     }
     json_array_foreach(m->want, i, e)
     {
@@ -429,7 +499,7 @@ static void on_anns(gossip_t *g, const char *from, const struct gmsg *m, uint64_
         else if (p && p->pub.state == GOSSIP_ALIVE)
             json_array_append(anns, p->pub.ann);
         else if (p)
-            json_array_append_new(dead, dead_rec(id, p->pub.inc, p->pub.state));
+            json_array_append_new(dead, peer_rec(p));
     }
     if (json_array_size(anns) || json_array_size(dead)) {
         if ((up = new_msg(g, M_UPDATE))) {
@@ -445,7 +515,7 @@ static void on_anns(gossip_t *g, const char *from, const struct gmsg *m, uint64_
 static void on_hello(gossip_t *g, const char *from, const struct gmsg *m, uint64_t now)
 {
     json_t *sync, *anns;
-    merge_ann(g, m->ann, from, now);
+    merge_ann(g, m->ann, from, true, now); /* verified by gossip_receive */
     if (!m->join || !(sync = new_msg(g, M_SYNC))) return;
     anns = json_array();
     json_array_append(anns, g->ann);
@@ -463,13 +533,52 @@ static void apply_dead(gossip_t *g, const struct gmsg *m, const char *from, uint
     json_t *e;
     json_array_foreach(m->dead, i, e)
     {
-        const char *id = NULL;
-        uint64_t inc = 0;
-        bool left = false;
-        gmsg_dead_entry(e, &id, &inc, &left);
+        struct gmsg_rec r;
+        gmsg_dead_entry(e, &r);
         /* a notice is about us only; ignore anything else it might say */
-        if (m->type != M_NOTICE || !strcmp(id, g->id)) merge_dead(g, id, inc, left, from, now);
+        if (m->type != M_NOTICE || !strcmp(r.id, g->id)) merge_dead(g, &r, from, now);
     }
+}
+
+/* A message from an incarnation older than the one we hold (a late one, or a process restarted
+ * with a stale incarnation): show it the newer incarnation it signed, so that a live process
+ * bumps past it. */
+static void answer_former(gossip_t *g, const struct peer *s)
+{
+    json_t *up = new_msg(g, M_UPDATE);
+    if (!up) return;
+    json_object_set_new(up, "anns", s->pub.ann ? json_pack("[O]", s->pub.ann) : json_array());
+    if (s->pub.state != GOSSIP_ALIVE)
+        json_object_set_new(up, "dead", json_pack("[o]", peer_rec(s)));
+    send_free(g, s->pub.id, up);
+}
+
+static uint64_t inc_limit(const gossip_t *g)
+{
+    uint64_t w = g->io.wall_ms(g->io.data);
+    return w > (uint64_t)INT64_MAX - GOSSIP_MAX_AHEAD_MS ? (uint64_t)INT64_MAX
+                                                         : w + GOSSIP_MAX_AHEAD_MS;
+}
+
+/* The sender's statements about itself that a hello or leaving carries: checked before anything
+ * changes (a wrong signature rejects the message). */
+static bool own_statement_ok(gossip_t *g, const char *from, const struct gmsg *m)
+{
+    const struct peer *s = find(g, from);
+    uint64_t inc = 0, seq = 0;
+    const char *id = NULL;
+    bool ok = true;
+    if (m->type == M_LEAVING) {
+        ok = gmsg_leave_verify(from, m->inc, m->sig);
+    } else if (m->type == M_HELLO) {
+        gmsg_ann_fields(m->ann, &id, &inc, &seq);
+        /* verified only when it is news */
+        if (!s || (s->pub.state == GOSSIP_ALIVE ? newer(inc, seq, s->pub.inc, s->pub.seq)
+                                                : inc > s->pub.inc))
+            ok = gmsg_ann_verify(m->ann, GOSSIP_MAX_ANN_BYTES);
+    }
+    if (!ok) g->st.bad_sig++;
+    return ok;
 }
 
 int gossip_receive(gossip_t *g, const char *from, json_t *msg, uint64_t now)
@@ -478,13 +587,18 @@ int gossip_receive(gossip_t *g, const char *from, json_t *msg, uint64_t now)
     struct peer *s;
 
     g->st.received++;
-    if (!gmsg_valid_id(from) || !strcmp(from, g->id) || gmsg_parse(msg, from, &m) < 0) {
+    g->max_inc = inc_limit(g);
+    if (!gmsg_valid_id(from) || !strcmp(from, g->id) || gmsg_parse(msg, from, g->max_inc, &m) < 0) {
         g->st.rejected++;
         return -EINVAL;
     }
     if (g->left) return 0;
+    if (!own_statement_ok(g, from, &m)) return -EINVAL;
     s = find(g, from);
-    if (s && m.inc < s->pub.inc) return 0; /* from a former incarnation */
+    if (s && m.inc < s->pub.inc) {
+        if (m.type != M_LEAVING) answer_former(g, s);
+        return 0;
+    }
     if (s && m.inc == s->pub.inc && s->pub.state != GOSSIP_ALIVE) {
         /* a peer we hold dead talks to us: tell it (never in answer to a notice: no loops) */
         if (m.type == M_NOTICE)
@@ -518,9 +632,11 @@ int gossip_receive(gossip_t *g, const char *from, json_t *msg, uint64_t now)
     case M_PING:
         send_free(g, from, new_msg(g, M_PONG));
         break;
-    case M_LEAVING:
-        merge_dead(g, from, m.inc, true, NULL, now);
+    case M_LEAVING: {
+        struct gmsg_rec r = {.id = from, .inc = m.inc, .left = true, .sig = m.sig};
+        merge_dead(g, &r, NULL, now);
         break;
+    }
     default:
         break;
     }
@@ -671,8 +787,8 @@ gossip_t *gossip_new(const char *self_id, uint64_t incarnation, json_t *self_ann
     gossip_t *g = NULL;
     json_t *ann = self_ann ? self_ann : json_object();
 
-    if (!gmsg_valid_id(self_id) || !io || !io->send || !io->random || !json_is_object(ann) ||
-        incarnation >= INT64_MAX - 1 || !(g = calloc(1, sizeof *g)))
+    if (!gmsg_valid_id(self_id) || !io || !io->send || !io->random || !io->sign || !io->wall_ms ||
+        !json_is_object(ann) || incarnation >= INT64_MAX - 1 || !(g = calloc(1, sizeof *g)))
         goto fail;
     memcpy(g->id, self_id, GOSSIP_ID_LEN + 1);
     g->inc = incarnation;
@@ -681,6 +797,7 @@ gossip_t *gossip_new(const char *self_id, uint64_t incarnation, json_t *self_ann
     if (cfg && cfg->probe_ms) g->cfg.probe_ms = cfg->probe_ms;
     if (cfg && cfg->fanout) g->cfg.fanout = cfg->fanout;
     if (cfg && cfg->dead_retry_beats) g->cfg.dead_retry_beats = cfg->dead_retry_beats;
+    g->max_inc = inc_limit(g);
     if (set_self(g, ann) < 0) goto fail;
     json_decref(ann);
     g->next_hb = now + 1 + g->io.random(g->io.data) % g->cfg.heartbeat_ms; /* spread the beats */
@@ -734,9 +851,17 @@ void gossip_join(gossip_t *g, const char *peer_id, uint64_t now)
 void gossip_leave(gossip_t *g, uint64_t now)
 {
     json_t *m;
+    char sig[GMSG_SIG_HEX + 1];
+    size_t len = 0;
+    char *b;
     if (g->left) return;
-    if ((m = new_msg(g, M_LEAVING))) send_live(g, m);
-    json_decref(m);
+    if ((b = gmsg_leave_bytes(g->id, g->inc, &len)) && (m = new_msg(g, M_LEAVING))) {
+        gmsg_sign_hex(g->io.sign, g->io.data, b, len, sig);
+        json_object_set_new(m, "sig", json_string(sig));
+        send_live(g, m);
+        json_decref(m);
+    }
+    free(b);
     g->left = true;
 }
 

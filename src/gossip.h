@@ -6,8 +6,7 @@
  *  - Redundancy for one-shot notices, so that one lost message does not cost a heartbeat: a node
  *    that first learns a claim about a live peer (dead record, or "left") forwards it as
  *    "peer_down" to its two ring successors. Per death or leave this adds 2 messages per node.
- *  - A "left" record from a third party is accepted at once (a clean leave is a fact the leaver
- *    announced, not a suspicion); dead and left records travel in the same "dead" lists.
+ *  - Dead and left records travel in the same "dead" lists.
  *  - Probes are "ping" answered by "pong" (any direct message counts). A probe caused by a
  *    third party's claim carries that claim, so a live target refutes at once.
  *  - "dead_notice" carries the record [receiver, inc, "dead"]; it is the only message acted on
@@ -18,12 +17,11 @@
  *    hb (+1 to a recently dead peer) per heartbeat and nothing else.
  *  - gossip_join retries the hello (join) every heartbeat until the seed is known alive.
  *  - An announcement of ourselves newer than our own (we restarted with a stale incarnation)
- *    makes us bump past it. A dead record for a newer incarnation than the one we hold alive
- *    ends the old one at once. An incarnation bump resets seq to 0.
+ *    makes us bump past it (it carries our own signature). An incarnation bump resets seq to 0.
  *  - A new ring predecessor is watched from the moment it becomes one (not from its last
  *    direct message, which may be old).
- *  - Dead records stay (not gossiped) after dead_retry_beats until the table is full; dead
- *    records about peers never seen are kept as tombstones without announcement.
+ *  - Dead records stay (not gossiped) after dead_retry_beats until the table is full. Claims
+ *    about peers never seen are dropped (a signed leave is kept as a tombstone).
  *  - gossip_new: cfg may be NULL; zero fields take the defaults. Callbacks may use the read-only
  *    accessors and gossip_unreachable (which only flags the probe: it fails at the next tick,
  *    due at once), nothing else. A message passed to send() is never modified afterwards, so the
@@ -50,10 +48,13 @@
  *    again at half the probe time); no direct message within probe_ms → dead: a dead record
  *    (id, inc) is kept and "peer_down" is sent to every live peer.
  *  - A receiver of peer_down (or of a dead record in gossip) for a peer it has alive at that
- *    incarnation probes it itself and drops it only if the probe fails.
- *  - "leaving" (clean shutdown) drops the sender at once, no probe.
+ *    incarnation probes it itself and drops it only if the probe fails (see Trust below).
+ *  - "leaving" (clean shutdown, signed) drops the sender at once, no probe.
  *  - Dead records keyed by (id, inc) make stale gossip harmless: third-party announcements at an
  *    incarnation <= the dead one are ignored forever. A higher incarnation is accepted at once.
+ *  - An incarnation change (restart, refutation) starts failure detection afresh: a new
+ *    incarnation is watched from the moment it is learned and a probe of the old one ends, so
+ *    it is never declared dead for the old incarnation's silence.
  *  - Refutation: a node that learns it is considered dead at its current incarnation (peer_down
  *    about itself, a dead record about itself in gossip, or a "dead_notice" reply) bumps its
  *    incarnation and sends its new announcement to every live peer and to the node that told it.
@@ -67,13 +68,55 @@
  *    sent "hello" directly (C joins via B, learns A, says hello to A), so a new node is known by
  *    everyone in one step.
  *
+ * Trust: a member speaks for itself only. Everything a node says about itself that others relay
+ * is signed by its Ed25519 key (its id is the hex of the public key): its announcements and its
+ * leave. Relays keep the origin's signature, so a third party can pass them on but not alter or
+ * invent them. Receivers verify a signature before using what it covers (an announcement that
+ * is not newer than the one held is ignored unverified); a wrong one is refused (stats.bad_sig).
+ *  - Third-party claims (peer_down, dead records in any list, a "left" record without the
+ *    leaver's signature) are hints: they make the receiver probe the node itself; only its own
+ *    failed probe makes it hold a live node dead. A "left" record that carries the leaver's own
+ *    signature of its leave is a fact: the node is dropped at once and the record (with its
+ *    signature) is passed on.
+ *  - A claim never carries an incarnation above the highest one the node itself signed that the
+ *    receiver has seen (its announcements' and leaves'): such a claim is not recorded (nor
+ *    passed on, stats.unproven); at most it makes the receiver check the node with a plain ping
+ *    (no claim inside, so a live node does not even refute). Claims about nodes never seen are
+ *    dropped.
+ *  - Incarnations are wall-clock milliseconds at start (identity.c), bumped by one per
+ *    refutation. Any incarnation more than GOSSIP_MAX_AHEAD_MS past the receiver's wall clock
+ *    (io.wall_ms) is refused wherever it appears (a message's "inc": the message is malformed;
+ *    an announcement, digest entry or record: that item, stats.future).
+ *  - A claim about ourselves at our current incarnation is refuted (bump + new signed
+ *    announcement); one above it was never signed by us and is ignored. So a node still learns
+ *    that it was declared dead (peer_down, dead records, dead_notice) and refutes, and
+ *    partitions heal as before; a member can at worst make a live node refute (+1).
+ *  - A message from an incarnation below the one we hold for its sender (a late one, or a
+ *    process restarted with a stale incarnation: state lost, clock set back) is answered with
+ *    the sender's own newer signed announcement (and our record of it if not alive): a live
+ *    process verifies its own signature and bumps past it. Above our incarnation only our own
+ *    signature (announcement, or a leave of ours) makes us bump.
+ *
+ * Signed byte forms (Ed25519, signature in the field "sig" as 128 lowercase hex chars):
+ *  - announcement: "mesh-llm/1 announcement\n" followed by the announcement without its "sig"
+ *    field as compact JSON with object keys sorted bytewise at every level, as jansson writes
+ *    it with JSON_COMPACT | JSON_SORT_KEYS (no whitespace; strings UTF-8 with only '"', '\\'
+ *    and control characters escaped; integers in decimal; reals "%.17g"). The id, incarnation
+ *    and seq are inside, so a signature covers exactly one version. At most GOSSIP_MAX_ANN_BYTES
+ *    of JSON are verified; a longer announcement is refused.
+ *  - leave: "mesh-llm/1 leave\n" followed by {"id":"<id>","incarnation":<inc>} (the same
+ *    canonical JSON).
+ * The domain prefixes keep a signature of one kind from being taken for the other.
+ *
  * Messages are JSON objects {"v":1,"type":…,"inc":<sender's incarnation>,…}; the sender's id is
  * the authenticated transport identity passed to gossip_receive, never a field. Malformed
  * messages are rejected with -EINVAL and change nothing. The I/O layer maps types to stream
  * type bytes: "peer_down" → PEER_DOWN (0x06), "leaving" → PEER_LEAVING (0x07), the rest → GOSSIP.
  *
- * Schema (ids: 64 lowercase hex chars; integers >= 0; rec = [id, inc, "dead"|"left"]; unknown
- * fields ignored, an unknown type is malformed; "dead" (a list of rec) is allowed on every type):
+ * Schema (ids: 64 lowercase hex chars; sig: 128; integers >= 0; ann: an announcement object with
+ * at least "id", "incarnation", "seq" and "sig"; rec = [id, inc, "dead"|"left"] or
+ * [id, inc, "left", sig of the leaver's leave]; unknown fields ignored, an unknown type is
+ * malformed; "dead" (a list of rec) is allowed on every type):
  *   hb          digest: [[id, inc, seq]…] (self, then every live peer), dead: recent records
  *   ack         anns: [ann…] the receiver's newer or missing ones, want: [id…],
  *               dead: its records for digest entries
@@ -82,7 +125,7 @@
  *   sync        anns: every live announcement and the seed's own, dead: recent records
  *   ping, pong  —
  *   peer_down   dead (required)
- *   leaving     —
+ *   leaving     sig: the sender's signature of its leave at inc (required)
  *   dead_notice dead: [[receiver, inc, "dead"]]
  */
 #ifndef MESH_GOSSIP_H
@@ -93,8 +136,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GOSSIP_ID_LEN 64      /* hex of a 32-byte Ed25519 public key */
-#define GOSSIP_MAX_PEERS 1024 /* live + dead records; beyond it the oldest dead record goes */
+#define GOSSIP_ID_LEN 64           /* hex of a 32-byte Ed25519 public key */
+#define GOSSIP_MAX_PEERS 1024      /* live + dead records; beyond it the oldest dead record goes */
+#define GOSSIP_MAX_ANN_BYTES 65536 /* canonical JSON of one announcement */
+#define GOSSIP_MAX_AHEAD_MS (24ULL * 3600 * 1000) /* incarnations past the wall clock + this */
 
 typedef enum {
     GOSSIP_ALIVE = 0,
@@ -135,6 +180,11 @@ typedef struct {
     void (*event)(void *data, gossip_event_t ev, const gossip_peer_t *peer);
     /* Uniform 64-bit random number (the simulation seeds it). */
     uint64_t (*random)(void *data);
+    /* Sign len bytes with this node's Ed25519 key (the one whose public key is self_id):
+     * a detached signature into sig. Every own announcement and leave is signed. */
+    void (*sign)(void *data, const uint8_t *msg, size_t len, uint8_t sig[64]);
+    /* Wall clock in ms since the epoch (incarnations are wall-clock ms). */
+    uint64_t (*wall_ms)(void *data);
 } gossip_io_t;
 
 typedef struct gossip gossip_t;
@@ -143,8 +193,9 @@ typedef struct gossip gossip_t;
  * fields. */
 void gossip_cfg_default(gossip_cfg_t *cfg, uint64_t heartbeat_ms);
 
-/* self_ann is the node's announcement (reference taken); its "id", "incarnation" and "seq"
- * fields are set by the state machine. NULL on allocation failure or bad id. */
+/* self_ann is the node's announcement (reference taken); its "id", "incarnation", "seq" and
+ * "sig" fields are set by the state machine. io->send, random, sign and wall_ms are required.
+ * NULL on allocation failure, bad id or missing callback. */
 gossip_t *gossip_new(const char *self_id, uint64_t incarnation, json_t *self_ann,
                      const gossip_cfg_t *cfg, const gossip_io_t *io, uint64_t now);
 void gossip_free(gossip_t *g);
@@ -152,7 +203,7 @@ void gossip_free(gossip_t *g);
 /* Replace the own announcement (reference taken): bumps seq and sends it ("update") to every
  * live peer. */
 void gossip_set_announcement(gossip_t *g, json_t *ann, uint64_t now);
-/* The current own announcement (borrowed), with id/incarnation/seq filled in. */
+/* The current own announcement (borrowed), with id/incarnation/seq/sig filled in. */
 json_t *gossip_self(gossip_t *g);
 uint64_t gossip_incarnation(const gossip_t *g);
 
@@ -160,7 +211,8 @@ uint64_t gossip_incarnation(const gossip_t *g);
 void gossip_join(gossip_t *g, const char *peer_id, uint64_t now);
 
 /* A message from authenticated peer `from` (not consumed; announcements are copied). 0, or
- * -EINVAL for a malformed message or sender id (ignored, counted in stats.rejected). */
+ * -EINVAL for a malformed message or sender id (ignored, counted in stats.rejected) or for a
+ * hello/leaving whose signature of the sender's own statement is wrong (stats.bad_sig). */
 int gossip_receive(gossip_t *g, const char *from, json_t *msg, uint64_t now);
 
 /* The transport could not reach `id` (dial failed, connection lost): a probe in progress for it
@@ -172,7 +224,7 @@ void gossip_unreachable(gossip_t *g, const char *id, uint64_t now);
 void gossip_tick(gossip_t *g, uint64_t now);
 uint64_t gossip_next_deadline(const gossip_t *g);
 
-/* Clean shutdown: send "leaving" to every live peer. */
+/* Clean shutdown: send "leaving" (signed) to every live peer. */
 void gossip_leave(gossip_t *g, uint64_t now);
 
 /* Peers (not including self), live and dead records, in no particular order. */
@@ -187,6 +239,10 @@ typedef struct {
     uint64_t sent_hb;  /* hb + ack + update (the per-heartbeat traffic) */
     uint64_t received; /* every gossip_receive call */
     uint64_t rejected; /* malformed */
+    uint64_t bad_sig;  /* announcements/leaves refused: signature wrong (or oversized) */
+    uint64_t future;   /* items refused: incarnation more than GOSSIP_MAX_AHEAD_MS ahead */
+    uint64_t unproven; /* claims not recorded: incarnation above what the node signed, unknown
+                        * node, "left" without the leaver's signature (then only a hint) */
     uint64_t probes;
     uint64_t refutations; /* own incarnation bumps */
 } gossip_stats_t;

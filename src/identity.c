@@ -443,3 +443,20 @@ void identity_admission_mac(const uint8_t secret[32], const uint8_t from_pk[32],
     crypto_auth_hmacsha256_update(&st, to_pk, 32);
     crypto_auth_hmacsha256_final(&st, out);
 }
+
+/* --- Signatures by node keys --- */
+
+void identity_sign(const uint8_t sk[64], const void *msg, size_t len, uint8_t sig[IDENTITY_SIG_LEN])
+{
+    crypto_sign_detached(sig, NULL, msg, len, sk);
+}
+
+bool identity_verify(const char *id, const void *msg, size_t len,
+                     const uint8_t sig[IDENTITY_SIG_LEN])
+{
+    uint8_t pk[32];
+    if (!id || strlen(id) != ID_HEX_LEN || !is_lower_hex(id, ID_HEX_LEN) ||
+        hex_decode(id, ID_HEX_LEN, pk, sizeof pk) != 0)
+        return false;
+    return crypto_sign_verify_detached(sig, msg, len, pk) == 0;
+}

@@ -19,6 +19,7 @@
 #ifndef MESH_IDENTITY_H
 #define MESH_IDENTITY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -75,5 +76,17 @@ void identity_admission_mac(const uint8_t secret[32], const uint8_t from_pk[32],
 
 int hex_decode(const char *hex, size_t hexlen, uint8_t *out, size_t outlen);
 void hex_encode(const uint8_t *in, size_t n, char *out);
+
+/* --- Signatures by node keys (gossip announcements and leaves; see gossip.h for what is
+ * signed). Pure functions: no state, no files. --- */
+#define IDENTITY_SIG_LEN 64
+
+/* Ed25519 detached signature of msg by the secret key sk (libsodium layout, identity_t.sk). */
+void identity_sign(const uint8_t sk[64], const void *msg, size_t len,
+                   uint8_t sig[IDENTITY_SIG_LEN]);
+/* Whether sig is the signature of msg by node `id` (64 lowercase hex chars: its public key).
+ * False for a malformed id or a key that is not a valid curve point. */
+bool identity_verify(const char *id, const void *msg, size_t len,
+                     const uint8_t sig[IDENTITY_SIG_LEN]);
 
 #endif

@@ -14,6 +14,8 @@
 #include "planner.h"
 #include "tunnel.h"
 #include "config.h"
+#include "devices.h"
+#include "ledger.h"
 #include "log.h"
 #include "supervisor.h"
 #include "util.h"
@@ -105,10 +107,27 @@ static void on_mesh_stopped(void *data)
     maybe_exit(n);
 }
 
-/* Memory this node offers: --max-vram, else (CPU-only build) half of the available RAM. */
-static uint64_t offered_memory(const config_t *cfg)
+/* Memory this node offers: --max-vram; else the free memory of the accelerators the installed
+ * llama-server reports (--list-devices); else (a CPU-only build) half of the available RAM. */
+static uint64_t offered_memory(const config_t *cfg, const char *llama_server)
 {
-    if (cfg->max_vram_bytes) return cfg->max_vram_bytes;
+    char b[32];
+    if (cfg->max_vram_bytes) {
+        LOGI("node", "offering %s of memory (--max-vram)",
+             ledger_fmt(cfg->max_vram_bytes, b, sizeof b));
+        return cfg->max_vram_bytes;
+    }
+    uint64_t dev = 0;
+    unsigned n_dev = 0;
+    int rc = devices_detect(llama_server, 15000, &dev, &n_dev);
+    if (rc == 0 && n_dev > 0 && dev > 0) {
+        LOGI("node", "offering %s of memory: free on %u device(s) llama-server reports",
+             ledger_fmt(dev, b, sizeof b), n_dev);
+        return dev;
+    }
+    if (rc != 0)
+        LOGW("node", "llama-server --list-devices failed (%s): offering half of the RAM",
+             strerror(-rc));
     uint64_t avail = 0;
     FILE *f = fopen("/proc/meminfo", "r");
     if (f) {
@@ -123,92 +142,13 @@ static uint64_t offered_memory(const config_t *cfg)
         fclose(f);
     }
     if (!avail) avail = uv_get_free_memory();
+    LOGI("node", "offering %s of memory: half of the available RAM (no accelerator; --max-vram "
+                 "GB sets it)",
+         ledger_fmt(avail / 2, b, sizeof b));
     return avail / 2;
 }
 
 /* ---- routing to the mesh: models this node does not have ---- */
-
-#define MAX_CANDIDATES 16
-
-typedef struct {
-    const char *model;
-    char ready[MAX_CANDIDATES][ID_HEX_LEN + 1]; /* serving it, ready */
-    size_t n_ready;
-    char have[MAX_CANDIDATES][ID_HEX_LEN + 1]; /* have the file: would load it on request */
-    size_t n_have;
-    bool loading, known, requested;
-    char type[16];
-} find_t;
-
-static void find_cb(void *data, const char *id, json_t *ann)
-{
-    find_t *f = data;
-    size_t i;
-    json_t *v;
-    bool serves_ready = false, hosting = false;
-    json_array_foreach(json_object_get(ann, "serving"), i, v)
-    {
-        const char *mo = json_string_value(json_object_get(v, "model"));
-        if (!mo || strcmp(mo, f->model) != 0) continue;
-        f->known = true;
-        if (json_is_true(json_object_get(v, "http_ready")))
-            serves_ready = true;
-        else if (json_is_true(json_object_get(v, "is_host")))
-            hosting = f->loading = true;
-        else
-            f->loading = true;
-    }
-    if (hosting && !serves_ready && f->n_have < MAX_CANDIDATES) {
-        /* a host still starting: it holds the request until it is ready (bounded) */
-        snprintf(f->have[f->n_have++], ID_HEX_LEN + 1, "%s", id);
-        return;
-    }
-    bool has = false;
-    json_array_foreach(json_object_get(ann, "available_models"), i, v)
-    {
-        const char *mo = json_string_value(json_object_get(v, "name"));
-        if (!mo || strcmp(mo, f->model) != 0) continue;
-        has = f->known = true;
-        const char *t = json_string_value(json_object_get(v, "type"));
-        if (t) snprintf(f->type, sizeof f->type, "%s", t);
-    }
-    json_array_foreach(json_object_get(ann, "requested_models"), i, v)
-    {
-        const char *mo = json_string_value(v);
-        if (mo && strcmp(mo, f->model) == 0) f->known = f->requested = true;
-    }
-    if (serves_ready && f->n_ready < MAX_CANDIDATES)
-        snprintf(f->ready[f->n_ready++], ID_HEX_LEN + 1, "%s", id);
-    else if (has && f->n_have < MAX_CANDIDATES)
-        snprintf(f->have[f->n_have++], ID_HEX_LEN + 1, "%s", id);
-}
-
-/* Requests of one conversation go to the same host (its KV cache): the "user" or "session_id"
- * field, else the first message, picks the host; other requests rotate. */
-static size_t pick(const httpd_req_t *req, size_t n)
-{
-    static size_t rr;
-    json_t *o = json_loadb(req->body, req->body_len, 0, NULL);
-    const char *key = json_string_value(json_object_get(o, "user"));
-    if (!key) key = json_string_value(json_object_get(o, "session_id"));
-    char *first = NULL;
-    if (!key) {
-        json_t *m0 = json_array_get(json_object_get(o, "messages"), 0);
-        if (m0) key = first = json_dumps(m0, JSON_COMPACT);
-    }
-    size_t i;
-    if (key) {
-        uint64_t h = 1469598103934665603ULL;
-        for (const char *p = key; *p; p++)
-            h = (h ^ (uint8_t)*p) * 1099511628211ULL;
-        i = (size_t)(h % n);
-    } else {
-        i = rr++ % n;
-    }
-    free(first);
-    json_decref(o);
-    return i;
-}
 
 typedef struct {
     node_t *n;
@@ -236,49 +176,52 @@ static bool route_remote(void *data, const char *model, int needs, httpd_req_t *
 {
     node_t *n = data;
     if (!n->mesh) return false;
-    find_t f = {.model = model};
-    mesh_foreach_peer(n->mesh, find_cb, &f);
-    for (size_t i = 0; i < n->cfg.n_requested; i++)
-        if (strcmp(n->cfg.requested[i], model) == 0) f.known = f.requested = true;
-    if (!f.known) return false;
-    static const char *const names[] = {"llm", "embedding", "reranking"};
-    if (f.type[0] && needs >= 0 && needs < 3 && strcmp(f.type, names[needs]) != 0) {
+    static uint64_t rotation;
+    static router_peer_t peers[1024]; /* one per live peer (GOSSIP_MAX_PEERS) */
+    size_t np = planner_route_facts(&n->plan, model, peers, sizeof peers / sizeof peers[0]);
+    char key[512];
+    router_request_t rq = {.needs = needs,
+                           .key = router_request_key(req->body, req->body_len, key, sizeof key),
+                           .rotation = rotation++};
+    router_result_t res;
+    router_route(peers, np, planner_requested(&n->plan, model), &rq, &res);
+    switch (res.verdict) {
+    case ROUTER_UNKNOWN:
+        return false;
+    case ROUTER_TYPE_MISMATCH:
         httpd_respond_error(req, 400, "invalid_request_error", "model_type_mismatch",
-                            "model '%s' is a %s model and cannot serve %s", model, f.type,
+                            "model '%s' is a %s model and cannot serve %s", model, res.type,
                             req->path);
         return true;
-    }
-    char(*cand)[ID_HEX_LEN + 1] = f.n_ready ? f.ready : f.have;
-    size_t nc = f.n_ready ? f.n_ready : f.n_have;
-    if (nc == 0) {
-        if (f.requested && !f.loading && !f.type[0])
-            httpd_respond_error(req, 503, "unavailable", "model_unavailable",
-                                "model '%s' is in the mesh (status unloaded): requested, but no "
-                                "node has its file",
-                                model);
-        else
-            httpd_respond_error(req, 503, "unavailable", "model_unavailable",
-                                "model '%s' is in the mesh (status %s) but no node can serve it "
-                                "now",
-                                model, f.loading ? "loading" : "unloaded");
+    case ROUTER_NO_FILE:
+        httpd_respond_error(req, 503, "unavailable", "model_unavailable",
+                            "model '%s' is in the mesh (status unloaded): requested, but no "
+                            "node has its file",
+                            model);
         return true;
+    case ROUTER_UNAVAILABLE:
+        httpd_respond_error(req, 503, "unavailable", "model_unavailable",
+                            "model '%s' is in the mesh (status %s) but no node can serve it now",
+                            model, res.loading ? "loading" : "unloaded");
+        return true;
+    case ROUTER_FORWARD:
+        break;
     }
-    size_t first = pick(req, nc);
-    for (size_t k = 0; k < nc; k++) {
-        size_t i = (first + k) % nc;
-        tp_conn_t *c = mesh_conn(n->mesh, cand[i]);
+    for (size_t k = 0; k < res.n; k++) {
+        tp_conn_t *c = mesh_conn(n->mesh, peers[res.order[k]].id);
         if (!c) continue; /* a dial started; try the next host */
         retry_t *r = calloc(1, sizeof *r);
         if (!r) break;
         r->n = n;
         snprintf(r->model, sizeof r->model, "%s", model);
-        if (nc > 1) snprintf(r->next, sizeof r->next, "%s", cand[(i + 1) % nc]);
+        if (res.n > 1)
+            snprintf(r->next, sizeof r->next, "%s", peers[res.order[(k + 1) % res.n]].id);
         if (tunnel_http_forward(c, model, req, forward_failed, r) == 0) return true;
         free(r);
     }
     httpd_respond_error(req, 503, "unavailable", "host_unreachable",
                         "model '%s': its host%s cannot be reached right now; retry shortly", model,
-                        nc > 1 ? "s" : "");
+                        res.n > 1 ? "s" : "");
     return true;
 }
 
@@ -329,10 +272,17 @@ static void peers_changed(void *data)
     if (!n->shutting_down) planner_kick(&n->plan);
 }
 
-static int rpc_port(void *data)
+static int rpc_port(void *data, const char *peer_id, const char *model)
 {
     node_t *n = data;
     sv_child_t *c = n->plan.rpc;
+    if (!planner_rpc_allowed(&n->plan, peer_id, model)) {
+        LOGW("node",
+             "refused an rpc tunnel from %.12s for '%.64s': it is not the host of a split "
+             "this node works for",
+             peer_id, model);
+        return -1;
+    }
     return c && c->state == CHILD_READY ? c->port : -1;
 }
 
@@ -447,7 +397,8 @@ int main(int argc, char **argv)
     n->ms.data = n;
     LOGI("node", "%zu known model(s); slots: %u llm, %u embedding, %u reranking", n->ms.n,
          n->cfg.max_loaded[0], n->cfg.max_loaded[1], n->cfg.max_loaded[2]);
-    uint64_t vram = n->cfg.client ? 0 : offered_memory(&n->cfg);
+    uint64_t vram = n->cfg.client ? 0 : offered_memory(&n->cfg, n->sv.llama_server);
+    models_set_offer(&n->ms, vram);
     planner_init(&n->plan, n->loop, &n->cfg, &n->ms, &n->sv, vram);
 
     rc = api_start(&n->api, n->loop, &n->cfg, &n->ms);

@@ -36,6 +36,7 @@ typedef struct mpeer {
     char addrs[MAX_ADDRS][TOKEN_ADDR_MAX]; /* from an invite token */
     size_t n_addrs;
     char last_err[160];
+    uint64_t heard_inc; /* highest incarnation it spoke with (the "inc" of its messages) */
 } mpeer_t;
 
 struct mesh {
@@ -235,6 +236,18 @@ static uint64_t g_random(void *data)
     return r;
 }
 
+static void g_sign(void *data, const uint8_t *msg, size_t len, uint8_t sig[64])
+{
+    identity_sign(((mesh_t *)data)->id.sk, msg, len, sig);
+}
+
+static uint64_t g_wall(void *data)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
 /* ---- dialling ---- */
 
 static size_t peer_addrs(mesh_t *m, mpeer_t *p, char out[][TOKEN_ADDR_MAX], size_t max)
@@ -344,6 +357,23 @@ static void on_conn_closed(tp_endpoint_t *ep, tp_conn_t *c, bool was_ready, int 
     if (was_ready) LOGD("mesh", "connection with %.12s closed: %s", id, why);
 }
 
+/* A peer speaking with a higher incarnation than before has restarted: the connections of its
+ * former process are dead, yet look alive until the QUIC idle timeout (a restart on the same
+ * port answers nothing to them) and tp_find may prefer them, so answers and probes would go
+ * nowhere and the new incarnation would be declared dead. Close them before the message is
+ * handled, so that its answers take the connection it came on. */
+static void peer_heard(mesh_t *m, const char *id, json_t *f, tp_conn_t *on)
+{
+    json_t *j = json_object_get(f, "inc");
+    mpeer_t *p;
+    tp_conn_t *c;
+    if (!json_is_integer(j) || json_integer_value(j) <= 0 || !(p = peer_get(m, id, true))) return;
+    if ((uint64_t)json_integer_value(j) <= p->heard_inc) return;
+    p->heard_inc = (uint64_t)json_integer_value(j);
+    while ((c = tp_find(m->ep, id)) && c != on)
+        tp_conn_close(c, 0, "the peer restarted");
+}
+
 typedef struct {
     mesh_t *m;
     wire_reader_t rd;
@@ -373,6 +403,7 @@ static void in_data(tp_stream_t *s, const uint8_t *p, size_t n)
         int type = x->rd.type;
         if (type == WIRE_GOSSIP || type == WIRE_PEER_DOWN || type == WIRE_PEER_LEAVING) {
             m->msgs_in++;
+            if (m->g && !m->stopping) peer_heard(m, x->from, f, tp_stream_conn(s));
             if (m->g && !m->stopping && gossip_receive(m->g, x->from, f, now_ms(m)) != 0) {
                 m->msgs_bad++;
                 LOGD("mesh", "invalid gossip message from %.12s ignored", x->from);
@@ -386,9 +417,12 @@ static void in_data(tp_stream_t *s, const uint8_t *p, size_t n)
             json_decref(f);
             return;
         } else if (type == WIRE_TUNNEL_RPC && m->o.rpc_port && !m->stopping) {
+            /* only the host of a plan this node works for reaches its rpc-server */
+            const char *model = json_string_value(json_object_get(f, "model"));
+            int port = m->o.rpc_port(m->o.data, x->from, model ? model : "");
             wire_reader_free(&x->rd);
             free(x);
-            tunnel_rpc_serve(m->loop, s, f, p, n, m->o.rpc_port(m->o.data));
+            tunnel_rpc_serve(m->loop, s, f, p, n, port);
             json_decref(f);
             return;
         } else {
@@ -603,7 +637,7 @@ int mesh_start(mesh_t **out, uv_loop_t *loop, const mesh_opts_t *opts, char *err
     gossip_cfg_default(&gcfg, opts->heartbeat_ms);
     uint64_t probe = env_ms("MESH_LLM_PROBE_MS", 0);
     if (probe) gcfg.probe_ms = probe;
-    gossip_io_t io = {m, g_send, g_event, g_random};
+    gossip_io_t io = {m, g_send, g_event, g_random, g_sign, g_wall};
     json_t *ann = build_announcement(m);
     m->g = ann ? gossip_new(m->id.id, m->id.incarnation, ann, &gcfg, &io, now_ms(m)) : NULL;
     if (!m->g) {
@@ -679,6 +713,14 @@ static json_t *ann_get(const gossip_peer_t *p, const char *k, json_t *def)
     return def;
 }
 
+/* What gossip refused of what members said (gossip.h, Trust). */
+static void gossip_trust_stats(json_t *o, const gossip_stats_t *gs)
+{
+    json_object_set_new(o, "gossip_bad_sig", json_integer((json_int_t)gs->bad_sig));
+    json_object_set_new(o, "gossip_unproven", json_integer((json_int_t)gs->unproven));
+    json_object_set_new(o, "gossip_future", json_integer((json_int_t)gs->future));
+}
+
 json_t *mesh_status(mesh_t *m)
 {
     json_t *peers = json_array();
@@ -703,7 +745,7 @@ json_t *mesh_status(mesh_t *m)
     }
     const gossip_stats_t *gs = gossip_stats(m->g);
     const tp_stats_t *ts = tp_stats(m->ep);
-    return json_pack(
+    json_t *out = json_pack(
         "{s:{s:s,s:s,s:s,s:i,s:i,s:i,s:s,s:s,s:I,s:I,s:b},s:o,s:{s:I,s:I,s:I,s:I,s:I,s:I}}", "node",
         "id", m->id.id, "mesh_id", m->cred.mesh_id, "role", m->o.role ? m->o.role : "worker",
         "api_port", m->o.api_port, "console_port", m->o.console_port, "quic_port",
@@ -714,6 +756,8 @@ json_t *mesh_status(mesh_t *m)
         (json_int_t)(gs->rejected + m->msgs_bad), "datagrams_in", (json_int_t)ts->datagrams_in,
         "datagrams_dropped", (json_int_t)ts->dropped, "conns_refused",
         (json_int_t)ts->conns_refused);
+    gossip_trust_stats(json_object_get(out, "stats"), gs);
+    return out;
 }
 
 /* ---- shutdown ---- */

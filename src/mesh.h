@@ -36,8 +36,9 @@ typedef struct {
     uint64_t heartbeat_ms; /* MESH_LLM_HEARTBEAT_MS */
     /* Called to fill the announcement's model fields (available_models, serving…). */
     void (*fill_announcement)(void *data, json_t *ann);
-    /* The local rpc-server's port, <= 0 when none (incoming TUNNEL_RPC streams go there). */
-    int (*rpc_port)(void *data);
+    /* The local rpc-server's port for a TUNNEL_RPC stream that `peer_id` opened for `model`;
+     * <= 0 refuses the stream (no rpc-server, or the peer is not that model's split host). */
+    int (*rpc_port)(void *data, const char *peer_id, const char *model);
     /* A peer came up, changed its announcement, died or left. */
     void (*on_peers_changed)(void *data);
     void *data;

@@ -7,19 +7,26 @@
 const char *mm_type_name(mm_type_t t)
 {
     switch (t) {
-    case MM_EMBEDDING: return "embedding";
-    case MM_RERANKING: return "reranking";
-    default: return "llm";
+    case MM_EMBEDDING:
+        return "embedding";
+    case MM_RERANKING:
+        return "reranking";
+    default:
+        return "llm";
     }
 }
 
 const char *mm_state_name(mm_state_t s)
 {
     switch (s) {
-    case MM_LOADING: return "loading";
-    case MM_LOADED: return "loaded";
-    case MM_UNLOADING: return "unloading";
-    default: return "unloaded";
+    case MM_LOADING:
+        return "loading";
+    case MM_LOADED:
+        return "loaded";
+    case MM_UNLOADING:
+        return "unloading";
+    default:
+        return "unloaded";
     }
 }
 
@@ -30,11 +37,42 @@ void mm_init(mm_t *mm, const unsigned max_loaded[MM_N_TYPES])
         mm->max_loaded[t] = max_loaded && max_loaded[t] ? max_loaded[t] : 1;
 }
 
+void mm_set_ledger(mm_t *mm, ledger_t *l)
+{
+    mm->ledger = l;
+}
+
+void mm_set_bytes(mm_model_t *m, uint64_t bytes)
+{
+    m->bytes = bytes;
+}
+
+/* What models may use: the offer minus what worker shards hold. */
+static uint64_t model_budget(const mm_t *mm)
+{
+    uint64_t w = ledger_held_kind(mm->ledger, LEDGER_WORKER);
+    return mm->ledger->offered > w ? mm->ledger->offered - w : 0;
+}
+
+bool mm_can_fit(const mm_t *mm, const mm_model_t *m)
+{
+    return !mm->ledger || !m->bytes || m->bytes <= model_budget(mm);
+}
+
+static void hold(mm_t *mm, mm_model_t *m, bool loading)
+{
+    if (mm->ledger && m->bytes) ledger_set(mm->ledger, m->name, LEDGER_MODEL, m->bytes, loading);
+}
+
+static void release(mm_t *mm, mm_model_t *m)
+{
+    if (mm->ledger) ledger_clear(mm->ledger, m->name, LEDGER_MODEL);
+}
+
 mm_model_t *mm_find(mm_t *mm, const char *name)
 {
     for (size_t i = 0; i < mm->n_models; i++)
-        if (strcmp(mm->models[i].name, name) == 0)
-            return &mm->models[i];
+        if (strcmp(mm->models[i].name, name) == 0) return &mm->models[i];
     return NULL;
 }
 
@@ -51,7 +89,8 @@ mm_model_t *mm_add(mm_t *mm, const char *name, mm_type_t type, unsigned device)
     return m;
 }
 
-static void push(mm_t *mm, mm_action_kind_t kind, mm_model_t *m, unsigned count, int status)
+static void push_r(mm_t *mm, mm_action_kind_t kind, mm_model_t *m, unsigned count, int status,
+                   mm_fail_reason_t reason)
 {
     if (mm->act_len >= MM_MAX_ACTIONS)
         return; /* cannot happen: at most a few actions per model per event */
@@ -60,13 +99,18 @@ static void push(mm_t *mm, mm_action_kind_t kind, mm_model_t *m, unsigned count,
     a->model = m;
     a->count = count;
     a->status = status;
+    a->reason = reason;
     mm->act_len++;
+}
+
+static void push(mm_t *mm, mm_action_kind_t kind, mm_model_t *m, unsigned count, int status)
+{
+    push_r(mm, kind, m, count, status, MM_FAIL_LOAD);
 }
 
 bool mm_next_action(mm_t *mm, mm_action_t *out)
 {
-    if (mm->act_len == 0)
-        return false;
+    if (mm->act_len == 0) return false;
     *out = mm->actions[mm->act_head];
     mm->act_head = (mm->act_head + 1) % MM_MAX_ACTIONS;
     mm->act_len--;
@@ -97,8 +141,7 @@ unsigned mm_count_loaded(const mm_t *mm, mm_type_t type)
 {
     unsigned n = 0;
     for (size_t i = 0; i < mm->n_models; i++)
-        if (mm->models[i].type == type && mm->models[i].state != MM_UNLOADED)
-            n++;
+        if (mm->models[i].type == type && mm->models[i].state != MM_UNLOADED) n++;
     return n;
 }
 
@@ -116,8 +159,7 @@ static void start_unload(mm_t *mm, mm_model_t *m)
 
 static void serve_waiters(mm_t *mm, mm_model_t *m, uint64_t now)
 {
-    if (m->waiters == 0)
-        return;
+    if (m->waiters == 0) return;
     m->in_flight += m->waiters;
     m->last_use = now;
     push(mm, MM_ACT_SERVE, m, m->waiters, 0);
@@ -126,10 +168,42 @@ static void serve_waiters(mm_t *mm, mm_model_t *m, uint64_t now)
 
 static void fail_waiters(mm_t *mm, mm_model_t *m, int status)
 {
-    if (m->waiters == 0)
-        return;
+    if (m->waiters == 0) return;
     push(mm, MM_ACT_FAIL, m, m->waiters, status);
     m->waiters = 0;
+}
+
+/* Memory for m: idle models of any type leave, least recently used first, until m fits with
+ * what stays; busy ones are waited for. 1: fits now, 0: wait, -1: can never fit. */
+static int make_memory(mm_t *mm, mm_model_t *m)
+{
+    if (!mm->ledger || !m->bytes) return 1;
+    uint64_t budget = model_budget(mm);
+    if (m->bytes > budget) return -1;
+    uint64_t staying = 0, leaving = 0;
+    for (size_t i = 0; i < mm->n_models; i++) {
+        mm_model_t *x = &mm->models[i];
+        if (x == m || x->state == MM_UNLOADED) continue;
+        if (x->state == MM_UNLOADING)
+            leaving += x->bytes;
+        else
+            staying += x->bytes;
+    }
+    while (staying > budget - m->bytes) {
+        mm_model_t *victim = NULL;
+        for (size_t i = 0; i < mm->n_models; i++) {
+            mm_model_t *x = &mm->models[i];
+            if (x == m || !idle(x) || !x->bytes) continue;
+            if (!victim || x->last_use < victim->last_use ||
+                (x->last_use == victim->last_use && strcmp(x->name, victim->name) < 0))
+                victim = x;
+        }
+        if (!victim) return 0; /* the rest is busy: wait until a model becomes idle */
+        start_unload(mm, victim);
+        staying -= victim->bytes;
+        leaving += victim->bytes;
+    }
+    return leaving ? 0 : 1;
 }
 
 /* Make room for mm->current. Returns true when the load may start now. */
@@ -138,18 +212,15 @@ static bool make_room(mm_t *mm, mm_model_t *m)
     bool ready = true;
     if (mm->drain_all) {
         for (size_t i = 0; i < mm->n_models; i++)
-            if (mm->models[i].state == MM_UNLOADING)
-                return false;
+            if (mm->models[i].state == MM_UNLOADING) return false;
         mm->drain_all = false;
     }
     /* A device that holds one model at a time: its holder goes, whatever its type. */
     if (m->device & MM_DEV_NPU) {
         for (size_t i = 0; i < mm->n_models; i++) {
             mm_model_t *x = &mm->models[i];
-            if (x == m || !(x->device & MM_DEV_NPU) || x->state == MM_UNLOADED)
-                continue;
-            if (idle(x))
-                start_unload(mm, x);
+            if (x == m || !(x->device & MM_DEV_NPU) || x->state == MM_UNLOADED) continue;
+            if (idle(x)) start_unload(mm, x);
             ready = false; /* wait for the unload (or for x to become idle) */
         }
     }
@@ -157,8 +228,7 @@ static bool make_room(mm_t *mm, mm_model_t *m)
     unsigned staying = 0, leaving = 0;
     for (size_t i = 0; i < mm->n_models; i++) {
         mm_model_t *x = &mm->models[i];
-        if (x == m || x->type != m->type || x->state == MM_UNLOADED)
-            continue;
+        if (x == m || x->type != m->type || x->state == MM_UNLOADED) continue;
         /* NPU holders leave before m loads (rule above), so they free their slot too */
         if (x->state == MM_UNLOADING || ((m->device & MM_DEV_NPU) && (x->device & MM_DEV_NPU)))
             leaving++;
@@ -169,14 +239,12 @@ static bool make_room(mm_t *mm, mm_model_t *m)
         mm_model_t *victim = NULL;
         for (size_t i = 0; i < mm->n_models; i++) {
             mm_model_t *x = &mm->models[i];
-            if (x == m || x->type != m->type || !idle(x))
-                continue;
+            if (x == m || x->type != m->type || !idle(x)) continue;
             if (!victim || x->last_use < victim->last_use ||
                 (x->last_use == victim->last_use && strcmp(x->name, victim->name) < 0))
                 victim = x;
         }
-        if (!victim)
-            return false; /* every candidate is busy: wait until one is idle */
+        if (!victim) return false; /* every candidate is busy: wait until one is idle */
         start_unload(mm, victim);
         staying--;
         leaving++;
@@ -193,8 +261,7 @@ static void step(mm_t *mm, uint64_t now)
                 start_unload(mm, x);
         }
         if (!mm->current) {
-            if (mm->qlen == 0)
-                return;
+            if (mm->qlen == 0) return;
             mm_model_t *m = mm->queue[0];
             dequeue(mm, m);
             mm->current = m;
@@ -209,9 +276,17 @@ static void step(mm_t *mm, uint64_t now)
         mm_model_t *m = mm->current;
         if (mm->current_started || m->state == MM_UNLOADING)
             return; /* a load in progress, or m itself still going away */
-        if (!make_room(mm, m))
-            return;
+        if (!mm_can_fit(mm, m)) {
+            /* never fits here: fail now rather than evict models for nothing */
+            push_r(mm, MM_ACT_FAIL, m, m->waiters, 503, MM_FAIL_MEMORY);
+            m->waiters = 0;
+            m->unload_pending = m->reload = false;
+            mm->current = NULL;
+            continue;
+        }
+        if (!make_room(mm, m) || make_memory(mm, m) != 1) return;
         m->state = MM_LOADING;
+        hold(mm, m, true);
         m->last_use = now;
         mm->current_started = true;
         push(mm, MM_ACT_LOAD, m, 0, 0);
@@ -227,31 +302,27 @@ mm_req_result_t mm_request_begin(mm_t *mm, mm_model_t *m, uint64_t now)
         return MM_SERVE_NOW;
     }
     m->waiters++;
-    if (m->state == MM_UNLOADED)
-        enqueue(mm, m);
+    if (m->state == MM_UNLOADED) enqueue(mm, m);
     step(mm, now);
     return MM_WAIT;
 }
 
 void mm_request_end(mm_t *mm, mm_model_t *m, uint64_t now)
 {
-    if (m->in_flight)
-        m->in_flight--;
+    if (m->in_flight) m->in_flight--;
     m->last_use = now;
     step(mm, now);
 }
 
 void mm_request_cancel(mm_t *mm, mm_model_t *m)
 {
-    if (m->waiters)
-        m->waiters--;
+    if (m->waiters) m->waiters--;
 }
 
 void mm_load(mm_t *mm, mm_model_t *m, uint64_t now)
 {
     if ((m->state == MM_LOADED || m->state == MM_LOADING) && !m->unload_pending) {
-        if (m->state == MM_LOADED)
-            m->last_use = now;
+        if (m->state == MM_LOADED) m->last_use = now;
         return; /* loaded or on its way: nothing to do */
     }
     if (m->state == MM_UNLOADED)
@@ -282,8 +353,7 @@ int mm_unload(mm_t *mm, mm_model_t *m, uint64_t now)
         fail_waiters(mm, m, 503);
         return 0;
     }
-    if (m->state != MM_LOADED && m->state != MM_LOADING)
-        return -ENOENT;
+    if (m->state != MM_LOADED && m->state != MM_LOADING) return -ENOENT;
     m->unload_pending = true;
     step(mm, now);
     return 0;
@@ -291,10 +361,10 @@ int mm_unload(mm_t *mm, mm_model_t *m, uint64_t now)
 
 void mm_load_done(mm_t *mm, mm_model_t *m, bool ok, bool file_missing, uint64_t now)
 {
-    if (mm->current != m || m->state != MM_LOADING)
-        return; /* stale report */
+    if (mm->current != m || m->state != MM_LOADING) return; /* stale report */
     mm->current_started = false;
     if (ok) {
+        hold(mm, m, false);
         m->state = MM_LOADED;
         m->last_use = now;
         m->loaded_at = now;
@@ -304,6 +374,7 @@ void mm_load_done(mm_t *mm, mm_model_t *m, bool ok, bool file_missing, uint64_t 
         return;
     }
     m->state = MM_UNLOADED;
+    release(mm, m);
     if (file_missing) {
         fail_waiters(mm, m, 404);
         m->unload_pending = m->reload = false;
@@ -312,8 +383,7 @@ void mm_load_done(mm_t *mm, mm_model_t *m, bool ok, bool file_missing, uint64_t 
         /* The nuclear option: free everything that can be freed, then try once more. */
         m->attempt = 1;
         for (size_t i = 0; i < mm->n_models; i++)
-            if (idle(&mm->models[i]))
-                start_unload(mm, &mm->models[i]);
+            if (idle(&mm->models[i])) start_unload(mm, &mm->models[i]);
         mm->drain_all = true;
     } else {
         fail_waiters(mm, m, 500);
@@ -325,9 +395,9 @@ void mm_load_done(mm_t *mm, mm_model_t *m, bool ok, bool file_missing, uint64_t 
 
 void mm_unload_done(mm_t *mm, mm_model_t *m, uint64_t now)
 {
-    if (m->state != MM_UNLOADING)
-        return;
+    if (m->state != MM_UNLOADING) return;
     m->state = MM_UNLOADED;
+    release(mm, m);
     m->in_flight = 0;
     if (m->waiters || m->reload) {
         m->reload = false;

@@ -20,6 +20,12 @@
  *  - a load that fails evicts every loaded idle model and is retried once — unless the file does
  *    not exist, which evicts nothing and fails the waiting requests with "not found";
  *  - a device that holds one model at a time (npu) evicts its holder whatever its type;
+ *  - memory (when mm.ledger is set): a model holds `bytes` in the node's ledger from the moment
+ *    its load starts until its unload finishes. A load that does not fit in what the node
+ *    offers minus what worker shards hold fails its waiting requests with 503 (reason
+ *    MM_FAIL_MEMORY) at once; one that fits once other models are gone unloads idle models of
+ *    any type, least recently used first, and waits for busy ones to become idle (never
+ *    evicting them);
  *  - an explicit unload waits for in-flight requests to end; requests arriving meanwhile wait
  *    for a reload. Unloading a model that is only queued drops the load and fails its waiting
  *    requests with 503.
@@ -31,6 +37,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ledger.h"
+
 #define MM_MAX_MODELS 256
 #define MM_NAME_MAX 128
 
@@ -40,7 +48,7 @@ enum { MM_DEV_CPU = 1, MM_DEV_GPU = 2, MM_DEV_NPU = 4 };
 
 typedef enum {
     MM_UNLOADED = 0,
-    MM_LOADING,   /* the driver is starting it */
+    MM_LOADING, /* the driver is starting it */
     MM_LOADED,
     MM_UNLOADING, /* the driver is stopping it */
 } mm_state_t;
@@ -48,9 +56,9 @@ typedef enum {
 typedef struct {
     char name[MM_NAME_MAX];
     mm_type_t type;
-    unsigned device;     /* MM_DEV_* bits */
+    unsigned device; /* MM_DEV_* bits */
     mm_state_t state;
-    uint64_t last_use;   /* caller's clock (ms) */
+    uint64_t last_use; /* caller's clock (ms) */
     uint64_t loaded_at;
     unsigned in_flight;  /* requests being served */
     unsigned waiters;    /* requests waiting for this model to load */
@@ -58,6 +66,7 @@ typedef struct {
     bool unload_pending; /* explicit unload waiting for in-flight requests to end */
     bool reload;         /* load again once unloaded (new options) */
     unsigned attempt;    /* 0 = first try of the current load, 1 = the retry */
+    uint64_t bytes;      /* memory it holds when loaded (0: unknown, not accounted) */
     void *data;          /* the driver's */
 } mm_model_t;
 
@@ -69,11 +78,14 @@ typedef enum {
     MM_ACT_FAIL,   /* fail `count` waiting requests with `status` (404 missing file, 500 load) */
 } mm_action_kind_t;
 
+typedef enum { MM_FAIL_LOAD = 0, MM_FAIL_MEMORY = 1 } mm_fail_reason_t;
+
 typedef struct {
     mm_action_kind_t kind;
     mm_model_t *model;
     unsigned count;
     int status;
+    mm_fail_reason_t reason; /* MM_ACT_FAIL */
 } mm_action_t;
 
 #define MM_MAX_ACTIONS 1024
@@ -87,11 +99,18 @@ typedef struct {
     mm_model_t *current;  /* the load that left the queue and is in progress */
     bool current_started; /* MM_ACT_LOAD issued for current */
     bool drain_all;       /* retry after a failed load: wait until every unload finished */
+    ledger_t *ledger;     /* the node's memory account (NULL: memory is not accounted) */
     mm_action_t actions[MM_MAX_ACTIONS];
     size_t act_head, act_len;
 } mm_t;
 
 void mm_init(mm_t *mm, const unsigned max_loaded[MM_N_TYPES]);
+/* Account memory in `l` (see the rules above); NULL turns accounting off. */
+void mm_set_ledger(mm_t *mm, ledger_t *l);
+/* The memory m holds once loaded (takes effect at its next load). */
+void mm_set_bytes(mm_model_t *m, uint64_t bytes);
+/* Whether m could ever load here: its bytes fit in what the node offers minus worker shards. */
+bool mm_can_fit(const mm_t *mm, const mm_model_t *m);
 /* Register a known model; returns it or NULL when full / duplicate name. */
 mm_model_t *mm_add(mm_t *mm, const char *name, mm_type_t type, unsigned device);
 mm_model_t *mm_find(mm_t *mm, const char *name);

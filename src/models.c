@@ -250,6 +250,57 @@ void models_route(models_t *ms, model_entry_t *e, httpd_req_t *req)
     run_actions(ms);
 }
 
+/* ---- memory ---- */
+
+static uint32_t load_ctx(const model_entry_t *e)
+{
+    return e->ctx_size ? e->ctx_size : e->train_ctx;
+}
+
+uint64_t models_need_bytes(const models_t *ms, const model_entry_t *e)
+{
+    (void)ms;
+    return ledger_need(e->size, ledger_kv_bytes(&e->shape, load_ctx(e)));
+}
+
+static void update_bytes(models_t *ms, model_entry_t *e)
+{
+    mm_set_bytes(e->mm, e->host_share ? e->host_share : models_need_bytes(ms, e));
+}
+
+void models_set_offer(models_t *ms, uint64_t offered)
+{
+    ledger_init(&ms->ledger, offered);
+    mm_set_ledger(&ms->mm, &ms->ledger);
+}
+
+void models_set_host_share(models_t *ms, model_entry_t *e, uint64_t bytes)
+{
+    e->host_share = bytes;
+    update_bytes(ms, e);
+}
+
+bool models_fits(const models_t *ms, const model_entry_t *e)
+{
+    return mm_can_fit(&ms->mm, e->mm);
+}
+
+void models_memory_msg(const models_t *ms, const model_entry_t *e, char *buf, size_t len)
+{
+    char need[32], off[32], fr[32], wk[32];
+    uint64_t workers = ledger_held_kind(&ms->ledger, LEDGER_WORKER);
+    snprintf(buf, len,
+             "model '%s' needs %s of memory (weights and the KV cache of a %u-token context); "
+             "this node offers %s%s and %s of it is free%s%s%s",
+             e->mm->name, ledger_fmt(e->mm->bytes, need, sizeof need), load_ctx(e),
+             ledger_fmt(ms->ledger.offered, off, sizeof off),
+             ms->cfg->max_vram_bytes ? " (--max-vram)" : "",
+             ledger_fmt(ledger_free(&ms->ledger), fr, sizeof fr),
+             workers ? "; split worker shards hold " : "",
+             workers ? ledger_fmt(workers, wk, sizeof wk) : "",
+             e->host_share ? "" : " (a smaller --ctx-size or more memory would let it load)");
+}
+
 /* ---- load outcomes ---- */
 
 static void answer_load_waiters(models_t *ms, model_entry_t *e, int status)
@@ -265,6 +316,10 @@ static void answer_load_waiters(models_t *ms, model_entry_t *e, int status)
         } else if (status == 404) {
             httpd_respond_error(req, 404, "invalid_request_error", "model_file_not_found",
                                 "model file %s not found", e->path);
+        } else if (status == 507) { /* does not fit in memory */
+            char msg[512];
+            models_memory_msg(ms, e, msg, sizeof msg);
+            httpd_respond_error(req, 503, "unavailable", "insufficient_memory", "%s", msg);
         } else {
             httpd_respond_error(req, status, "server_error", "model_load_failed",
                                 "model '%s' failed to load: %s", e->mm->name,
@@ -412,6 +467,17 @@ static void run_actions(models_t *ms)
                     dispatch(ms, e, req);
                 break;
             case MM_ACT_FAIL:
+                if (a.reason == MM_FAIL_MEMORY) {
+                    char msg[512];
+                    models_memory_msg(ms, e, msg, sizeof msg);
+                    LOGW("models", "not loading: %s", msg);
+                    for (unsigned i = 0; i < a.count && (req = unpark(e, PARK_REQUEST)); i++)
+                        httpd_respond_error(req, 503, "unavailable", "insufficient_memory", "%s",
+                                            msg);
+                    answer_load_waiters(ms, e, 507);
+                    preload_settled(ms, e);
+                    break;
+                }
                 for (unsigned i = 0; i < a.count && (req = unpark(e, PARK_REQUEST)); i++) {
                     if (a.status == 404)
                         httpd_respond_error(req, 404, "invalid_request_error",
@@ -474,6 +540,15 @@ static int add_entry(models_t *ms, const config_model_t *cm, bool preload, char 
     e->path = strdup(cm->path);
     e->size = size;
     e->n_layers = grc == 0 ? gi.block_count : 0;
+    if (grc == 0) {
+        e->train_ctx = gi.context_length;
+        e->shape = (ledger_shape_t){.n_layers = gi.block_count,
+                                    .n_embd = gi.embedding_length,
+                                    .n_head = gi.head_count,
+                                    .n_head_kv = gi.head_count_kv,
+                                    .key_length = gi.key_length,
+                                    .value_length = gi.value_length};
+    }
     e->preload = preload;
     e->ctx_size = ms->cfg->ctx_size;
     e->llamacpp_args = ms->cfg->llamacpp_args ? strdup(ms->cfg->llamacpp_args) : NULL;
@@ -481,6 +556,7 @@ static int add_entry(models_t *ms, const config_model_t *cm, bool preload, char 
     model_type_t st_type = type == MM_EMBEDDING   ? MODEL_TYPE_EMBEDDING
                            : type == MM_RERANKING ? MODEL_TYPE_RERANKING
                                                   : MODEL_TYPE_LLM;
+    update_bytes(ms, e);
     int rc = sv_add(ms->sv, cm->name, cm->path, st_type, e->ctx_size, e->llamacpp_args, &e->child);
     if (rc) {
         snprintf(err, errlen, "model %s: %s", cm->name, strerror(-rc));
@@ -680,6 +756,7 @@ static void api_load(models_t *ms, httpd_req_t *req)
         free(e->llamacpp_args);
         e->llamacpp_args = want_args ? strdup(want_args) : NULL;
         e->ctx_size = want_ctx;
+        update_bytes(ms, e);
     }
     if (e->mm->state == MM_LOADED && same && !e->mm->unload_pending) {
         mm_load(&ms->mm, e->mm, now_ms(ms)); /* no-op, refreshes last use */

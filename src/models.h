@@ -9,6 +9,7 @@
 #include <uv.h>
 
 #include "config.h"
+#include "ledger.h"
 #include "httpd.h"
 #include "mm.h"
 #include "supervisor.h"
@@ -19,6 +20,9 @@ typedef struct {
     char *path;
     uint64_t size;
     uint32_t n_layers;    /* GGUF block_count, 0 unknown */
+    uint32_t train_ctx;   /* GGUF context_length (llama-server's context when none is set) */
+    ledger_shape_t shape; /* for the KV cache estimate */
+    uint64_t host_share;  /* split host: the bytes of its layers (0: a whole model) */
     unsigned preload : 1; /* given with --model: loaded at startup when a slot is free */
     unsigned preload_done : 1;
     /* options of the running (or next) load */
@@ -38,6 +42,7 @@ typedef struct {
     const config_t *cfg;
     supervisor_t *sv;
     mm_t mm;
+    ledger_t ledger; /* this node's memory: what it offers, what each model and shard holds */
     model_entry_t entries[MM_MAX_MODELS];
     size_t n;
     bool running_actions;
@@ -55,6 +60,17 @@ typedef struct {
 
 int models_init(models_t *ms, uv_loop_t *loop, const config_t *cfg, supervisor_t *sv, char *err,
                 size_t errlen);
+/* The memory this node offers (before models_preload); every load is checked against it. */
+void models_set_offer(models_t *ms, uint64_t offered);
+/* What e needs loaded whole here: its file and the KV cache of the context it loads with. */
+uint64_t models_need_bytes(const models_t *ms, const model_entry_t *e);
+/* A split host holds only its layers: `bytes` of them (0: back to the whole model). */
+void models_set_host_share(models_t *ms, model_entry_t *e, uint64_t bytes);
+/* Whether e can ever load here whole (its need fits what the node offers minus worker shards). */
+bool models_fits(const models_t *ms, const model_entry_t *e);
+/* "model 'X' needs N; this node offers M with F free…" for errors and logs. */
+void models_memory_msg(const models_t *ms, const model_entry_t *e, char *buf, size_t len);
+
 /* Queue the preloads (models given with --model, while slots are free). */
 void models_preload(models_t *ms);
 void models_free(models_t *ms);

@@ -9,6 +9,7 @@
 
 #include "alloc.h"
 #include "catalog.h"
+#include "ledger.h"
 #include "log.h"
 #include "rpc_cache.h"
 #include "tunnel_rpc.h"
@@ -130,11 +131,18 @@ plan_route_t planner_route(planner_t *pl, const char *model)
     if (!pm) /* not planned here: served on demand, unless a ready host elsewhere has it */
         return strcmp(st, "unloaded") == 0 && ready_elsewhere(pl, model) ? PLAN_REMOTE : PLAN_SERVE;
     if (!pm->e) return PLAN_REMOTE;
-    if (!pm->planned) return PLAN_SERVE; /* before the first plan: as a node alone would */
-    if (pm->role == ELECTION_REPLICA)    /* bootstrap: while it loads here, a ready peer answers */
+    if (!pm->planned) /* before the first plan: as a node alone would, if it fits alone */
+        return models_fits(pl->ms, pm->e) && !pl->cfg->split ? PLAN_SERVE : PLAN_WAIT;
+    if (pm->role == ELECTION_REPLICA) /* bootstrap: while it loads here, a ready peer answers */
         return strcmp(st, "ready") != 0 && ready_elsewhere(pl, model) ? PLAN_REMOTE : PLAN_SERVE;
     if (pm->role == ELECTION_HOST) return pm->launched ? PLAN_SERVE : PLAN_WAIT;
     return PLAN_REMOTE;
+}
+
+bool planner_rpc_allowed(planner_t *pl, const char *peer_id, const char *model)
+{
+    pmodel_t *pm = pm_find(pl, model);
+    return pm && pm->role == ELECTION_WORKER && pm->host[0] && strcmp(pm->host, peer_id) == 0;
 }
 
 /* ---- allocation ---- */
@@ -161,7 +169,7 @@ static void allocate(planner_t *pl, const peers_t *P)
     for (size_t i = 0; i < pl->cfg->n_requested; i++)
         rq[i] = pl->cfg->requested[i];
     alloc_self_t self = {.id = pl->id,
-                         .vram_bytes = pl->vram,
+                         .vram_bytes = ledger_free(&pl->ms->ledger),
                          .disk = disk,
                          .n_disk = pl->ms->n,
                          .models = rq,
@@ -212,17 +220,6 @@ static void allocate(planner_t *pl, const peers_t *P)
 }
 
 /* ---- per-model plans ---- */
-
-static const char *fmt_bytes(uint64_t b, char *buf, size_t len)
-{
-    if (b >= 1000000000ULL)
-        snprintf(buf, len, "%.2f GB", (double)b / 1e9);
-    else if (b >= 1000000ULL)
-        snprintf(buf, len, "%.2f MB", (double)b / 1e6);
-    else
-        snprintf(buf, len, "%.1f kB", (double)b / 1e3);
-    return buf;
-}
 
 static void close_fwds(pmodel_t *pm, bool retired_only)
 {
@@ -457,14 +454,33 @@ static void worker_apply(planner_t *pl, pmodel_t *pm, const peers_t *P)
     pm->seeding = true;
 }
 
+/* The ledger follows the plan: a split host's llama-server holds its share of the model, a
+ * worker's rpc-server the rest of its memory's share; a replica the whole model (models.c). */
+static void hold_share(planner_t *pl, pmodel_t *pm, const election_plan_t *plan)
+{
+    uint64_t share = 0;
+    for (size_t i = 0; i < plan->n_members; i++)
+        if (strcmp(plan->members[i].id, pl->id) == 0)
+            share = (uint64_t)((double)plan->need_bytes * plan->members[i].share + 0.5);
+    if (pm->e) models_set_host_share(pl->ms, pm->e, pm->role == ELECTION_HOST ? share : 0);
+    if (pm->role == ELECTION_WORKER)
+        ledger_set(&pl->ms->ledger, pm->name, LEDGER_WORKER, share, false);
+    else
+        ledger_clear(&pl->ms->ledger, pm->name, LEDGER_WORKER);
+}
+
 static void plan_model(planner_t *pl, pmodel_t *pm, const peers_t *P)
 {
     /* the group: this node and every live peer that announces itself a member */
     election_node_t nodes[ELECTION_MAX_NODES];
     size_t n = 0;
     uint64_t size = pm->e ? pm->e->size : 0;
-    nodes[n++] = (election_node_t){
-        .id = pl->id, .vram_bytes = pl->vram, .rtt_ms = 0, .force_split = pl->cfg->split};
+    uint64_t need = pm->e ? models_need_bytes(pl->ms, pm->e) : 0;
+    /* a node offers each group what is free plus what it holds for this model already */
+    nodes[n++] = (election_node_t){.id = pl->id,
+                                   .vram_bytes = ledger_offer_for(&pl->ms->ledger, pm->name),
+                                   .rtt_ms = 0,
+                                   .force_split = pl->cfg->split};
     for (size_t i = 0; i < P->n && n < ELECTION_MAX_NODES; i++) {
         json_t *s = ann_serving(P->v[i].ann, pm->name);
         size_t k;
@@ -474,12 +490,14 @@ static void plan_model(planner_t *pl, pmodel_t *pm, const peers_t *P)
             const char *nm = json_string_value(json_object_get(v, "name"));
             if (nm && strcmp(nm, pm->name) == 0 && ann_u64(v, "size_bytes") > size)
                 size = ann_u64(v, "size_bytes");
+            if (nm && strcmp(nm, pm->name) == 0 && ann_u64(v, "need_bytes") > need)
+                need = ann_u64(v, "need_bytes");
         }
         if (!s || !json_is_true(json_object_get(s, "member"))) continue;
         tp_conn_t *c = pl->mesh ? mesh_conn(pl->mesh, P->v[i].id) : NULL;
         nodes[n++] = (election_node_t){
             .id = P->v[i].id,
-            .vram_bytes = ann_u64(P->v[i].ann, "vram_bytes"),
+            .vram_bytes = ann_offer_for(P->v[i].ann, pm->name),
             .rtt_ms = c ? (int32_t)(tp_conn_rtt_ms(c) + 0.5) : -1,
             .force_split = json_is_true(json_object_get(s, "split")),
         };
@@ -490,8 +508,11 @@ static void plan_model(planner_t *pl, pmodel_t *pm, const peers_t *P)
     pm->waiting = false;
     pm->host[0] = '\0';
     election_plan_t plan;
-    election_input_t in = {
-        .model_bytes = size, .n_layers = pm->e ? pm->e->n_layers : 0, .nodes = nodes, .n_nodes = n};
+    election_input_t in = {.model_bytes = size,
+                           .need_bytes = need,
+                           .n_layers = pm->e ? pm->e->n_layers : 0,
+                           .nodes = nodes,
+                           .n_nodes = n};
     if (size == 0 || election_run(&in, &plan) != 0) {
         pm->mode = ELECTION_EMPTY;
         pm->role = ELECTION_IDLE;
@@ -513,11 +534,12 @@ static void plan_model(planner_t *pl, pmodel_t *pm, const peers_t *P)
         pm->waiting = true;
     }
     if (pm->waiting && !was_waiting) {
-        char need[32], have[32];
+        char nb[32], have[32];
         LOGW("planner", "model %s needs %s of memory; its group has %s: waiting for more nodes",
-             pm->name, fmt_bytes(plan.need_bytes, need, sizeof need),
-             fmt_bytes(plan.total_bytes, have, sizeof have));
+             pm->name, ledger_fmt(plan.need_bytes, nb, sizeof nb),
+             ledger_fmt(plan.total_bytes, have, sizeof have));
     }
+    hold_share(pl, pm, &plan);
     if (pm->role != ELECTION_HOST) leave_host(pl, pm);
     if (pm->role == ELECTION_HOST)
         host_apply(pl, pm, &plan, P);
@@ -606,7 +628,7 @@ int planner_init(planner_t *pl, uv_loop_t *loop, const config_t *cfg, models_t *
         pm->e = e;
         pm->pl = pl;
         pl->allocating = false;
-        if (cfg->split || election_need_bytes(e->size) > pl->vram) {
+        if (cfg->split || !models_fits(ms, e)) {
             /* it cannot run here alone: the plan starts it (as a split host) or not at all */
             e->preload = 0;
             pm->load_when_replica = true;

@@ -29,6 +29,7 @@
 #include "httpd.h"
 #include "mesh.h"
 #include "models.h"
+#include "router.h"
 #include "supervisor.h"
 
 #define PLAN_MAX_MODELS 16
@@ -50,7 +51,7 @@ typedef struct {
     model_entry_t *e;       /* this node's copy, NULL when it has no file (split worker only) */
     char rule[32];          /* why it serves it: explicit or an allocation rule */
     bool load_when_replica; /* load it when it becomes a replica (allocated, or taken down) */
-    bool planned; /* the plan ran at least once */
+    bool planned;           /* the plan ran at least once */
     election_mode_t mode;
     election_role_t role;
     bool waiting; /* impossible: not enough memory in the group yet */
@@ -112,6 +113,14 @@ void planner_fill_announcement(planner_t *pl, json_t *ann);
 typedef enum { PLAN_SERVE = 0, PLAN_REMOTE, PLAN_WAIT } plan_route_t;
 /* How a request for a model this node has locally is handled. */
 plan_route_t planner_route(planner_t *pl, const char *model);
+/* What each live peer says about `model`, for router_route (strings borrowed from the peers'
+ * announcements: valid until the loop runs again). Returns the number of facts written. */
+size_t planner_route_facts(planner_t *pl, const char *model, router_peer_t *out, size_t max);
+/* This node asked for `model` (--model NAME without a file). */
+bool planner_requested(const planner_t *pl, const char *model);
+/* Whether `peer_id` may use this node's rpc-server for `model`: it is the host of that model's
+ * split plan and this node one of its workers. */
+bool planner_rpc_allowed(planner_t *pl, const char *peer_id, const char *model);
 /* Park a request until the local plan is ready (bounded); answers it either way. */
 void planner_park(planner_t *pl, const char *model, httpd_req_t *req);
 

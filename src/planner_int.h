@@ -20,6 +20,9 @@ typedef struct {
 int peers_get(planner_t *pl, peers_t *P); /* free(P->v) after */
 json_t *ann_serving(json_t *ann, const char *model);
 uint64_t ann_u64(json_t *o, const char *k);
+/* The memory a peer offers `model`'s group: its free memory plus what it holds for the model
+ * (announcements without free_bytes: all it offers). */
+uint64_t ann_offer_for(json_t *ann, const char *model);
 pmodel_t *pm_find(planner_t *pl, const char *name);
 const char *pm_role_name(const pmodel_t *pm);
 bool pm_is_host(const pmodel_t *pm);

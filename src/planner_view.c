@@ -51,6 +51,17 @@ uint64_t ann_u64(json_t *o, const char *k)
     return v > 0 ? (uint64_t)v : 0;
 }
 
+uint64_t ann_offer_for(json_t *ann, const char *model)
+{
+    uint64_t total = ann_u64(ann, "vram_bytes");
+    if (!json_is_integer(json_object_get(ann, "free_bytes"))) return total;
+    uint64_t o = ann_u64(ann, "free_bytes");
+    json_t *s = ann_serving(ann, model);
+    uint64_t held = s ? ann_u64(s, "bytes") : 0;
+    o = o > UINT64_MAX - held ? UINT64_MAX : o + held;
+    return o < total ? o : total;
+}
+
 pmodel_t *pm_find(planner_t *pl, const char *name)
 {
     for (size_t i = 0; i < pl->n; i++)
@@ -75,6 +86,55 @@ static mm_type_t type_of(const char *t)
     return MM_LLM;
 }
 
+/* ---- routing facts ---- */
+
+size_t planner_route_facts(planner_t *pl, const char *model, router_peer_t *out, size_t max)
+{
+    peers_t P;
+    if (peers_get(pl, &P) != 0) return 0;
+    size_t n = 0;
+    for (size_t i = 0; i < P.n && n < max; i++) {
+        json_t *ann = P.v[i].ann;
+        router_peer_t f = {.id = P.v[i].id};
+        size_t k;
+        json_t *v;
+        json_array_foreach(json_object_get(ann, "serving"), k, v)
+        {
+            const char *mo = json_string_value(json_object_get(v, "model"));
+            if (!mo || strcmp(mo, model) != 0) continue;
+            if (json_is_true(json_object_get(v, "http_ready")))
+                f.ready = true;
+            else if (json_is_true(json_object_get(v, "is_host")))
+                f.starting = true;
+            else
+                f.member = true;
+        }
+        json_array_foreach(json_object_get(ann, "available_models"), k, v)
+        {
+            const char *mo = json_string_value(json_object_get(v, "name"));
+            if (!mo || strcmp(mo, model) != 0) continue;
+            f.has_file = true;
+            const char *t = json_string_value(json_object_get(v, "type"));
+            if (t) f.type = t;
+        }
+        json_array_foreach(json_object_get(ann, "requested_models"), k, v)
+        {
+            const char *mo = json_string_value(v);
+            if (mo && strcmp(mo, model) == 0) f.requested = true;
+        }
+        if (f.ready || f.starting || f.member || f.has_file || f.requested) out[n++] = f;
+    }
+    free(P.v);
+    return n;
+}
+
+bool planner_requested(const planner_t *pl, const char *model)
+{
+    for (size_t i = 0; i < pl->cfg->n_requested; i++)
+        if (strcmp(pl->cfg->requested[i], model) == 0) return true;
+    return false;
+}
+
 /* ---- this node's announcement ---- */
 
 bool worker_ready(planner_t *pl, const pmodel_t *pm)
@@ -96,6 +156,8 @@ json_t *self_serving(planner_t *pl)
                       pm_role_name(pm), "state", host ? st : "standby", "http_ready",
                       host && strcmp(st, "ready") == 0, "is_host", host, "split", pl->cfg->split);
         if (!o) continue;
+        json_object_set_new(o, "bytes",
+                            json_integer((json_int_t)ledger_held_for(&pl->ms->ledger, pm->name)));
         if (pm->role == ELECTION_HOST && pm->n_workers) {
             json_t *w = json_array();
             for (size_t k = 0; k < pm->n_workers; k++) {
@@ -117,9 +179,10 @@ json_t *self_serving(planner_t *pl)
         model_entry_t *e = &pl->ms->entries[i];
         const char *st = models_status(e);
         if (pm_find(pl, e->mm->name) || strcmp(st, "unloaded") == 0) continue;
-        json_array_append_new(a, json_pack("{s:s,s:b,s:s,s:s,s:b,s:b}", "model", e->mm->name,
-                                           "member", 0, "role", "replica", "state", st,
-                                           "http_ready", strcmp(st, "ready") == 0, "is_host", 1));
+        json_array_append_new(
+            a, json_pack("{s:s,s:b,s:s,s:s,s:b,s:b,s:I}", "model", e->mm->name, "member", 0, "role",
+                         "replica", "state", st, "http_ready", strcmp(st, "ready") == 0, "is_host",
+                         1, "bytes", (json_int_t)ledger_held_for(&pl->ms->ledger, e->mm->name)));
     }
     return a;
 }
@@ -129,8 +192,10 @@ static json_t *self_available(planner_t *pl)
     json_t *a = json_array();
     for (size_t i = 0; i < pl->ms->n; i++) {
         model_entry_t *e = &pl->ms->entries[i];
-        json_array_append_new(a, json_pack("{s:s,s:I,s:s}", "name", e->mm->name, "size_bytes",
-                                           (json_int_t)e->size, "type", mm_type_name(e->mm->type)));
+        json_array_append_new(a, json_pack("{s:s,s:I,s:I,s:s}", "name", e->mm->name, "size_bytes",
+                                           (json_int_t)e->size, "need_bytes",
+                                           (json_int_t)models_need_bytes(pl->ms, e), "type",
+                                           mm_type_name(e->mm->type)));
     }
     return a;
 }
@@ -163,7 +228,8 @@ void planner_fill_announcement(planner_t *pl, json_t *ann)
     json_object_set_new(ann, "requested_models", self_requested(pl));
     json_object_set_new(ann, "serving", self_serving(pl));
     json_object_set_new(ann, "role", json_string(self_role(pl)));
-    json_object_set_new(ann, "vram_bytes", json_integer((json_int_t)pl->vram));
+    json_object_set_new(ann, "vram_bytes", json_integer((json_int_t)pl->ms->ledger.offered));
+    json_object_set_new(ann, "free_bytes", json_integer((json_int_t)ledger_free(&pl->ms->ledger)));
 }
 
 /* ---- catalog ---- */
@@ -199,6 +265,7 @@ static void ann_to_node(json_t *ann, const char *id, catalog_node_t *n, catalog_
         catalog_avail_t *a = &av[n->n_available++];
         a->name = name;
         a->size_bytes = ann_u64(v, "size_bytes");
+        a->need_bytes = ann_u64(v, "need_bytes");
         a->type = type_of(json_string_value(json_object_get(v, "type")));
     }
     n->available = av;
@@ -274,8 +341,7 @@ static const char *entry_status(planner_t *pl, const peers_t *P, const catalog_t
                                 const catalog_entry_t *e)
 {
     if (e->status == CATALOG_LOADING && group_waiting(pl, P, e->name))
-        return cat->capacity_bytes < election_need_bytes(e->size_bytes) ? "needs_capacity"
-                                                                        : "waiting";
+        return cat->capacity_bytes < e->need_bytes ? "needs_capacity" : "waiting";
     return catalog_status_name(e->status);
 }
 
@@ -335,8 +401,28 @@ void planner_list_models(planner_t *pl, json_t *list)
 
 /* ---- status ---- */
 
+/* node.memory: the ledger — what this node offers, what is free, who holds what. */
+static void memory_status(planner_t *pl, json_t *st)
+{
+    const ledger_t *l = &pl->ms->ledger;
+    json_t *held = json_array();
+    for (size_t i = 0; i < l->n; i++)
+        json_array_append_new(held,
+                              json_pack("{s:s,s:s,s:I,s:b}", "model", l->e[i].name, "kind",
+                                        l->e[i].kind == LEDGER_WORKER ? "worker" : "model", "bytes",
+                                        (json_int_t)l->e[i].bytes, "loading", l->e[i].loading));
+    json_t *node = json_object_get(st, "node");
+    if (node)
+        json_object_set_new(node, "memory",
+                            json_pack("{s:I,s:I,s:o}", "offered_bytes", (json_int_t)l->offered,
+                                      "free_bytes", (json_int_t)ledger_free(l), "held", held));
+    else
+        json_decref(held);
+}
+
 void planner_status(planner_t *pl, json_t *st)
 {
+    memory_status(pl, st);
     peers_t P;
     cnodes_t cn;
     catalog_t cat;
@@ -345,10 +431,10 @@ void planner_status(planner_t *pl, json_t *st)
         for (size_t i = 0; i < cat.n; i++) {
             const catalog_entry_t *e = &cat.entries[i];
             json_array_append_new(
-                a, json_pack("{s:s,s:I,s:s,s:s,s:o,s:o,s:o,s:b}", "name", e->name, "size_bytes",
-                             (json_int_t)e->size_bytes, "type", mm_type_name(e->type), "status",
-                             entry_status(pl, &P, &cat, e), "holders",
-                             ids_json(e->holders, e->n_holders), "servers",
+                a, json_pack("{s:s,s:I,s:I,s:s,s:s,s:o,s:o,s:o,s:b}", "name", e->name, "size_bytes",
+                             (json_int_t)e->size_bytes, "need_bytes", (json_int_t)e->need_bytes,
+                             "type", mm_type_name(e->type), "status", entry_status(pl, &P, &cat, e),
+                             "holders", ids_json(e->holders, e->n_holders), "servers",
                              ids_json(e->servers, e->n_servers), "hosts",
                              ids_json(e->hosts, e->n_hosts), "requested", e->requested));
         }

@@ -41,7 +41,7 @@ def pid_alive(pid):
         with open(f"/proc/{pid}/stat") as f:
             state = f.read().rsplit(")", 1)[1].split()[0]
         return state != "Z"
-    except (FileNotFoundError, ProcessLookupError, IndexError):
+    except (OSError, IndexError):
         return False
 
 
@@ -56,7 +56,7 @@ def children_of(pid):
                 fields = f.read().rsplit(")", 1)[1].split()
             if int(fields[1]) == pid:
                 out.append(int(d))
-        except (FileNotFoundError, ProcessLookupError, IndexError, ValueError):
+        except (OSError, IndexError, ValueError):  # exited while we looked
             pass
     return out
 
@@ -65,7 +65,7 @@ def cmdline(pid):
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
             return [a.decode() for a in f.read().split(b"\0") if a]
-    except FileNotFoundError:
+    except OSError:  # gone (ENOENT) or exited while being read (ESRCH): no command line
         return []
 
 

@@ -307,8 +307,8 @@ static void test_validation(void **state)
     static fx_t f;
     const char *specs[] = {"a vram=8 disk=A:1", "b vram=8 disk=B:1", "c vram=8 disk=C:1", NULL};
     fx_build(&f, specs);
-    f.avail[0][1] = (catalog_avail_t){"bad\nname", G, MM_LLM};
-    f.avail[0][2] = (catalog_avail_t){NULL, G, MM_LLM};
+    f.avail[0][1] = (catalog_avail_t){"bad\nname", G, MM_LLM, 0};
+    f.avail[0][2] = (catalog_avail_t){NULL, G, MM_LLM, 0};
     f.nodes[0].n_available = 3;
     f.serv[1][0] = (catalog_serving_t){"", CATALOG_SERVE_READY, true};
     f.nodes[1].n_serving = 1;
@@ -351,7 +351,7 @@ static void test_caps(void **state)
         snprintf(ids[n], sizeof ids[n], "%064x", n);
         for (int i = 0; i < PER; i++) {
             snprintf(names[n][i], sizeof names[n][i], "m%05d", n * PER + i);
-            avail[n][i] = (catalog_avail_t){names[n][i], G, MM_LLM};
+            avail[n][i] = (catalog_avail_t){names[n][i], G, MM_LLM, 0};
         }
         nodes[n] = (catalog_node_t){.id = ids[n],
                                     .vram_bytes = G,

@@ -39,7 +39,7 @@ static int run_nodes(const tn_t *tn, size_t n, uint64_t size, uint32_t layers, c
     election_node_t nodes[16];
     for (size_t i = 0; i < n; i++)
         nodes[i] = (election_node_t){tag_id(tn[i].tag), tn[i].vram, tn[i].rtt, tn[i].split};
-    election_input_t in = {size, layers, nodes, n, rtt};
+    election_input_t in = {size, layers, nodes, n, rtt, 0};
     return election_run(&in, plan);
 }
 
@@ -316,7 +316,7 @@ static void test_invalid(void **state)
     (void)state;
     election_plan_t p;
     election_node_t nodes[2] = {{tag_id('a'), G, 1, false}, {tag_id('b'), G, 1, false}};
-    election_input_t in = {10 * G, 0, nodes, 2, NULL};
+    election_input_t in = {10 * G, 0, nodes, 2, NULL, 0};
     assert_int_equal(election_run(NULL, &p), -EINVAL);
     assert_int_equal(election_run(&in, NULL), -EINVAL);
     in.model_bytes = 0;
@@ -527,7 +527,7 @@ static void test_random_properties(void **state)
             matrix[i] = (int32_t)rnd_below(130) - 40;
         election_input_t in = {(1 + rnd_below(24)) * unit,
                                (uint32_t)rnd_below(3) * 20 + rnd_below(4), nodes, n,
-                               rnd_below(2) ? matrix : NULL};
+                               rnd_below(2) ? matrix : NULL, 0};
         election_plan_t p, q;
         assert_int_equal(election_run(&in, &p), 0);
         check_plan(&in, &p);

@@ -147,6 +147,10 @@ static void test_shared_models(void **state)
     assert_string_equal(g.architecture, "llama");
     assert_int_equal(g.block_count, 5);
     assert_int_equal(g.context_length, 2048);
+    /* the shape the memory ledger sizes the KV cache with */
+    assert_int_equal(g.embedding_length, 64);
+    assert_int_equal(g.head_count, 8);
+    assert_int_equal(g.head_count_kv, 4);
     assert_int_equal(gguf_info_type(&g), MM_LLM);
 }
 

@@ -1,0 +1,76 @@
+/* ledger — one account of this node's memory (pure: no I/O, no clock).
+ *
+ * What the node offers (--max-vram; else the detected memory) and what each holder keeps:
+ *  - LEDGER_MODEL: a model this node runs in its own llama-server (a replica, or a split host's
+ *    share of the layers), from the moment its load starts (loading = true) until it is unloaded;
+ *  - LEDGER_WORKER: the layers a split worker's rpc-server holds for a host's plan.
+ * Every load path asks the ledger before it starts anything: the local model manager (mm.c)
+ * for startup models, auto-loads, /api/v1/load and split hosts; the planner for worker shards.
+ *
+ * A node offers each model's group only what is free plus what it already holds for that model
+ * (ledger_offer_for), so a node in several groups never offers the same bytes twice, and a node
+ * serving a model does not see its own copy as missing memory.
+ *
+ * Sizes: a whole model needs ledger_need(file bytes, KV bytes) = max(ceil(1.1 × file),
+ * file + KV for its context) — the seeds' 1.1 × size rule, raised when the KV cache of the
+ * context it is loaded with is larger than that 10 % margin (ledger_kv_bytes, from GGUF
+ * metadata). The mesh's plans (catalog, allocation, election) use the same figure, announced
+ * per model as need_bytes, so `needs_capacity` and the plans agree with what nodes do. */
+#ifndef MESH_LEDGER_H
+#define MESH_LEDGER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define LEDGER_MAX 320 /* MM_MAX_MODELS loaded models + worker shards */
+#define LEDGER_NAME_MAX 128
+
+typedef enum { LEDGER_MODEL = 0, LEDGER_WORKER = 1 } ledger_kind_t;
+
+typedef struct {
+    char name[LEDGER_NAME_MAX];
+    ledger_kind_t kind;
+    uint64_t bytes;
+    bool loading; /* held for a load in progress */
+} ledger_entry_t;
+
+typedef struct {
+    uint64_t offered; /* 0: the node lends nothing (a --client) */
+    ledger_entry_t e[LEDGER_MAX];
+    size_t n;
+} ledger_t;
+
+void ledger_init(ledger_t *l, uint64_t offered);
+/* Hold `bytes` for (name, kind), replacing what it held. 0, -ENOSPC when the table is full,
+ * -EINVAL for a bad name. */
+int ledger_set(ledger_t *l, const char *name, ledger_kind_t kind, uint64_t bytes, bool loading);
+/* Release what (name, kind) holds (nothing held: no-op). */
+void ledger_clear(ledger_t *l, const char *name, ledger_kind_t kind);
+const ledger_entry_t *ledger_get(const ledger_t *l, const char *name, ledger_kind_t kind);
+
+uint64_t ledger_held(const ledger_t *l); /* every holder */
+uint64_t ledger_held_kind(const ledger_t *l, ledger_kind_t kind);
+uint64_t ledger_held_for(const ledger_t *l, const char *name); /* every kind, one model */
+uint64_t ledger_free(const ledger_t *l);                       /* offered - held, never below 0 */
+/* What this node can give model `name`'s group: free + what it holds for the model now. */
+uint64_t ledger_offer_for(const ledger_t *l, const char *name);
+
+/* The shape of a model that decides its KV cache (GGUF metadata; 0 = unknown). */
+typedef struct {
+    uint32_t n_layers;
+    uint32_t n_embd;
+    uint32_t n_head;
+    uint32_t n_head_kv;                /* 0: same as n_head */
+    uint32_t key_length, value_length; /* per head; 0: n_embd / n_head */
+} ledger_shape_t;
+
+/* KV cache bytes (F16 K and V) for n_ctx tokens; 0 when the shape is unknown. */
+uint64_t ledger_kv_bytes(const ledger_shape_t *s, uint32_t n_ctx);
+/* What a whole model needs: max(ceil(1.1 × file), file + kv), saturating. */
+uint64_t ledger_need(uint64_t file_bytes, uint64_t kv_bytes);
+
+/* "12.3 MB" style, for messages. */
+const char *ledger_fmt(uint64_t bytes, char *buf, size_t len);
+
+#endif
