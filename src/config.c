@@ -94,7 +94,7 @@ void config_usage(FILE *out)
         "\n"
         "Example:\n"
         "  mesh-llm --model ~/.models/stories260K.gguf\n"
-        "  curl localhost:9337/v1/chat/completions -d "
+        "  curl localhost:9337/v1/chat/completions -H 'Content-Type: application/json' -d "
         "'{\"model\":\"stories260K\",\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}]}'\n",
         out);
 }

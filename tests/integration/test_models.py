@@ -70,8 +70,8 @@ def test_stream_is_never_evicted(start_node, models_dir):
     body = json.dumps({"model": S, "prompt": "Once upon a time", "max_tokens": 1900,
                        "ignore_eos": True, "stream": True}).encode()
     s = socket.create_connection(("127.0.0.1", n.api_port), timeout=60)
-    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n"
-              b"Connection: close\r\n\r\n" % len(body) + body)
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body) + body)
     got = s.recv(4096)
     assert b"200 OK" in got
     result = {}
