@@ -153,7 +153,7 @@ def test_error_statuses_and_node_keeps_serving(start_node):
     r = n.request("GET", "/v1/chat/completions")
     err(r, 405)
     assert r.headers["allow"] == "POST"
-    err(n.request("DELETE", "/v1/models"), 405)
+    err(n.request("DELETE", "/v1/models", {}), 405)  # (JSON: else 415 first)
     err(n.request("GET", "/v1/nothing-here"), 404)
     big_header = b"GET /v1/models HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (70 * 1024) + b"\r\n\r\n"
     err(raw(p, big_header), 431)
