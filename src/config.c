@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 #include <sys/stat.h>
 
 #include "httpd_guard.h"
+#include "llama_args.h"
 #include "util.h"
 
 #define DEFAULT_MAX_BODY (8u * 1024 * 1024)
@@ -46,7 +48,8 @@ void config_usage(FILE *out)
         "                           at once (default 1 1 1); the least recently used idle\n"
         "                           model of a type is unloaded to make room\n"
         "  --ctx-size N             context size passed to llama-server (default: the model's)\n"
-        "  --llamacpp-args \"...\"    extra arguments for every llama-server child\n"
+        "  --llamacpp-args \"...\"    extra arguments for every llama-server child (not the\n"
+        "                           flags the node manages: --port, --host, -m, --alias, ...)\n"
         "  --bin-dir DIR            where llama-server lives (default: $MESH_LLM_BIN_DIR, PATH,\n"
         "                           then the build cache of 'make')\n"
         "\n"
@@ -232,6 +235,53 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* Why a --models-dir entry named *.gguf cannot be a model, or NULL when it can. Symlinks are
+ * resolved by stat(), which the kernel bounds (ELOOP after 40 links). Only regular files are
+ * models: a directory, FIFO, socket or device (a link to /dev/zero) would hang or fail a reader. */
+static const char *dir_entry_problem(const char *path, char *buf, size_t len)
+{
+    struct stat lst, st;
+    if (lstat(path, &lst) != 0) {
+        snprintf(buf, len, "%s", strerror(errno));
+        return buf;
+    }
+    bool link = S_ISLNK(lst.st_mode);
+    if (!link) {
+        st = lst;
+    } else if (stat(path, &st) != 0) {
+        int e = errno;
+        if (e == ENOENT)
+            snprintf(buf, len, "dangling symlink (its target does not exist)");
+        else if (e == ELOOP)
+            snprintf(buf, len, "symlink loop (%s)", strerror(e));
+        else
+            snprintf(buf, len, "symlink target: %s", strerror(e));
+        return buf;
+    }
+    if (S_ISREG(st.st_mode)) return NULL;
+    const char *what = S_ISDIR(st.st_mode)    ? "a directory"
+                       : S_ISFIFO(st.st_mode) ? "a FIFO"
+                       : S_ISCHR(st.st_mode)  ? "a character device"
+                       : S_ISBLK(st.st_mode)  ? "a block device"
+                       : S_ISSOCK(st.st_mode) ? "a socket"
+                                              : "something else";
+    snprintf(buf, len, "%s%s, not a regular file", link ? "symlink to " : "", what);
+    return buf;
+}
+
+/* Remember a line for the log (written once logging is set up). */
+static void add_note(config_t *cfg, const char *line)
+{
+    size_t old = cfg->notes ? strlen(cfg->notes) : 0, add = strlen(line);
+    if (old + add > 64 * 1024) return; /* bounded: a directory of junk cannot grow it forever */
+    char *n = realloc(cfg->notes, old + add + 2);
+    if (!n) return;
+    memcpy(n + old, line, add);
+    n[old + add] = '\n';
+    n[old + add + 1] = '\0';
+    cfg->notes = n;
+}
+
 static int add_models_dir(config_t *cfg, const char *dir, char *err, size_t errlen)
 {
     DIR *d = opendir(dir);
@@ -247,18 +297,27 @@ static int add_models_dir(config_t *cfg, const char *dir, char *err, size_t errl
         size_t len = strlen(e->d_name);
         if (len <= 5 || strcasecmp(e->d_name + len - 5, ".gguf") != 0 || e->d_name[0] == '.')
             continue;
-        if (n >= CONFIG_MAX_MODELS) {
-            snprintf(err, errlen, "--models-dir %s: more than %d models", dir, CONFIG_MAX_MODELS);
-            rc = -EINVAL;
-            break;
-        }
-        names[n] = malloc(strlen(dir) + len + 2);
-        if (!names[n]) {
+        char *path = malloc(strlen(dir) + len + 2);
+        if (!path) {
             rc = -ENOMEM;
             break;
         }
-        sprintf(names[n], "%s/%s", dir, e->d_name);
-        n++;
+        sprintf(path, "%s/%s", dir, e->d_name);
+        /* one bad entry is skipped with a warning: it never stops the node */
+        char why[256], line[PATH_MAX + 320];
+        if (dir_entry_problem(path, why, sizeof why)) {
+            snprintf(line, sizeof line, "--models-dir: skipping %s: %s", path, why);
+            add_note(cfg, line);
+            free(path);
+            continue;
+        }
+        if (n >= CONFIG_MAX_MODELS) {
+            snprintf(err, errlen, "--models-dir %s: more than %d models", dir, CONFIG_MAX_MODELS);
+            free(path);
+            rc = -EINVAL;
+            break;
+        }
+        names[n++] = path;
     }
     closedir(d);
     qsort(names, n, sizeof names[0], cmp_str); /* deterministic order */
@@ -564,14 +623,12 @@ int config_parse(config_t *cfg, int argc, char **argv, char *err, size_t errlen)
             cfg->ctx_size = (uint32_t)v;
             break;
         case OPT_LLAMA_ARGS: {
-            char **av;
-            int n = argv_split(optarg, &av);
-            if (n < 0) {
-                snprintf(err, errlen, "--llamacpp-args: unbalanced quotes in '%s'", optarg);
-                rc = -EINVAL;
+            /* the operator is trusted: only the flags the node manages are refused */
+            rc = llama_args_check(optarg, LLAMA_ARGS_OPERATOR, NULL, err, errlen);
+            if (rc) {
+                rc = rc == -ENOMEM ? rc : -EINVAL;
                 break;
             }
-            argv_free(av);
             free(cfg->llamacpp_args);
             cfg->llamacpp_args = strdup(optarg);
             break;
@@ -735,6 +792,7 @@ void config_free(config_t *cfg)
     for (size_t i = 0; i < cfg->n_models; i++)
         free(cfg->models[i].path);
     free(cfg->models_dir);
+    free(cfg->notes);
     free(cfg->llamacpp_args);
     free(cfg->bin_dir);
     if (cfg->api_key) sodium_memzero(cfg->api_key, strlen(cfg->api_key));

@@ -65,6 +65,7 @@ typedef struct {
     /* A secret was given on the command line (--join TOKEN, --api-key KEY), where every local
      * user can read it (ps, /proc): config_log_warnings says so. */
     bool join_in_argv, api_key_in_argv;
+    char *notes; /* warnings found while parsing, one per line, for the log (skipped entries) */
 } config_t;
 
 enum { CONFIG_OK = 0, CONFIG_EXIT = 1 };

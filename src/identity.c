@@ -217,6 +217,43 @@ int identity_load(identity_t *id, const char *dir, uint64_t now_ms, char *err, s
     return load_incarnation(dir, now_ms, &id->incarnation);
 }
 
+static bool is_lower_hex(const char *s, size_t n);
+
+/* A one-line state file ("value\n"): -ENOENT when absent, -EFBIG when too long for buf. */
+static int read_state_line(const char *path, char *buf, size_t buflen)
+{
+    size_t len = 0;
+    int rc = read_small(path, buf, buflen - 1, &len);
+    if (rc) return rc;
+    buf[len] = '\0';
+    if (len && buf[len - 1] == '\n') buf[--len] = '\0';
+    if (strlen(buf) != len) return -EINVAL; /* a NUL inside */
+    return 0;
+}
+
+/* First start of an unnamed mesh: a random id and secret, saved (secret first). */
+static int new_mesh(mesh_cred_t *out, const char *dir, const char *pid, const char *psec, char *err,
+                    size_t errlen)
+{
+    uint8_t rid[16];
+    randombytes_buf(rid, sizeof rid);
+    randombytes_buf(out->secret, sizeof out->secret);
+    hex_encode(rid, sizeof rid, out->mesh_id);
+    char line[80], shex[65];
+    hex_encode(out->secret, sizeof out->secret, shex);
+    int n = snprintf(line, sizeof line, "%s\n", shex);
+    int rc = write_file(psec, line, (size_t)n, 0600);
+    sodium_memzero(line, sizeof line);
+    sodium_memzero(shex, sizeof shex);
+    n = snprintf(line, sizeof line, "%s\n", out->mesh_id);
+    if (rc == 0) rc = write_file(pid, line, (size_t)n, 0600);
+    if (rc) {
+        snprintf(err, errlen, "cannot save the mesh id in %s: %s", dir, strerror(-rc));
+        return rc;
+    }
+    return 0;
+}
+
 int identity_own_mesh(const identity_t *id, const char *dir, const char *mesh_name,
                       mesh_cred_t *out, char *err, size_t errlen)
 {
@@ -236,51 +273,78 @@ int identity_own_mesh(const identity_t *id, const char *dir, const char *mesh_na
         sodium_memzero(seed, sizeof seed);
         return 0;
     }
-    char pid[4096], psec[4096], buf[160];
-    size_t len = 0;
+    char pid[4096], psec[4096];
     if (path_join(pid, sizeof pid, dir, "mesh-id") ||
         path_join(psec, sizeof psec, dir, "mesh-secret"))
         return -ENAMETOOLONG;
-    if (read_small(pid, buf, sizeof buf - 1, &len) == 0) {
-        buf[len] = '\0';
-        buf[strcspn(buf, "\n")] = '\0';
-        size_t idlen = strlen(buf);
-        char sbuf[160];
-        size_t slen = 0;
-        if (idlen > 0 && idlen <= MESH_ID_MAX &&
-            read_small(psec, sbuf, sizeof sbuf - 1, &slen) == 0) {
-            sbuf[slen] = '\0';
-            sbuf[strcspn(sbuf, "\n")] = '\0';
-            if (hex_decode(sbuf, strlen(sbuf), out->secret, sizeof out->secret) == 0) {
-                memcpy(out->mesh_id, buf, idlen + 1);
-                return 0;
-            }
-        }
+    char idbuf[160], secbuf[160];
+    int rid = read_state_line(pid, idbuf, sizeof idbuf);
+    int rsec = read_state_line(psec, secbuf, sizeof secbuf);
+    if (rid == -ENOENT && rsec == -ENOENT) return new_mesh(out, dir, pid, psec, err, errlen);
+    /* Never regenerate silently: that would end every invite token given out so far. */
+    static const char fix[] = "restore it from a backup, or delete both mesh-id and mesh-secret "
+                              "to create a new mesh (invite tokens given out so far stop working)";
+    /* -EFBIG (too long) and -EINVAL (a NUL inside) are garbage: reported as corrupt below */
+    if (rid && rid != -ENOENT && rid != -EFBIG && rid != -EINVAL) {
+        snprintf(err, errlen, "cannot read %s: %s; %s", pid, strerror(-rid), fix);
+        return rid;
     }
-    uint8_t rid[16];
-    randombytes_buf(rid, sizeof rid);
-    randombytes_buf(out->secret, sizeof out->secret);
-    hex_encode(rid, sizeof rid, out->mesh_id);
-    char line[80];
-    int n = snprintf(line, sizeof line, "%s\n", out->mesh_id);
-    int rc = write_file(pid, line, (size_t)n, 0600);
-    char shex[65];
-    hex_encode(out->secret, sizeof out->secret, shex);
-    n = snprintf(line, sizeof line, "%s\n", shex);
-    if (rc == 0) rc = write_file(psec, line, (size_t)n, 0600);
-    if (rc) {
-        snprintf(err, errlen, "cannot save the mesh id in %s: %s", dir, strerror(-rc));
-        return rc;
+    if (rsec && rsec != -ENOENT && rsec != -EFBIG && rsec != -EINVAL) {
+        snprintf(err, errlen, "cannot read %s: %s; %s", psec, strerror(-rsec), fix);
+        return rsec;
     }
+    if (rid == -ENOENT || rsec == -ENOENT) {
+        bool id_missing = rid == -ENOENT;
+        snprintf(err, errlen, "%s exists but %s is missing: %s", id_missing ? psec : pid,
+                 id_missing ? pid : psec, fix);
+        return -EINVAL;
+    }
+    size_t idlen = rid ? 0 : strlen(idbuf);
+    if (idlen == 0 || idlen > MESH_ID_MAX || !is_lower_hex(idbuf, idlen)) {
+        snprintf(err, errlen,
+                 "%s is corrupt (expected a mesh id: 1 to %d lowercase hex characters); %s", pid,
+                 MESH_ID_MAX, fix);
+        return -EINVAL;
+    }
+    if (rsec || hex_decode(secbuf, strlen(secbuf), out->secret, sizeof out->secret) != 0) {
+        sodium_memzero(out->secret, sizeof out->secret);
+        snprintf(err, errlen, "%s is corrupt (expected 64 hex characters); %s", psec, fix);
+        return -EINVAL;
+    }
+    memcpy(out->mesh_id, idbuf, idlen + 1);
+    sodium_memzero(secbuf, sizeof secbuf);
     return 0;
 }
 
-void identity_save_last_mesh(const char *dir, const char *mesh_id)
+typedef struct {
+    uv_work_t work;
+    char path[4096];
+    char line[MESH_ID_MAX + 2];
+} save_job_t;
+
+static void save_work(uv_work_t *w)
 {
-    char path[4096], line[80];
-    if (path_join(path, sizeof path, dir, "last-mesh")) return;
-    int n = snprintf(line, sizeof line, "%s\n", mesh_id);
-    (void)write_file(path, line, (size_t)n, 0600);
+    save_job_t *j = w->data;
+    (void)write_file(j->path, j->line, strlen(j->line), 0600); /* best effort */
+}
+
+static void save_done(uv_work_t *w, int status)
+{
+    (void)status;
+    free(w->data);
+}
+
+void identity_save_last_mesh(uv_loop_t *loop, const char *dir, const char *mesh_id)
+{
+    /* write + fsync + rename can stall for seconds on a busy or network disk: never on the
+     * event loop */
+    save_job_t *j = calloc(1, sizeof *j);
+    if (!j) return;
+    j->work.data = j;
+    if (path_join(j->path, sizeof j->path, dir, "last-mesh") ||
+        snprintf(j->line, sizeof j->line, "%s\n", mesh_id) >= (int)sizeof j->line ||
+        uv_queue_work(loop, &j->work, save_work, save_done) != 0)
+        free(j);
 }
 
 int addr_split(const char *s, char *host, size_t hostlen, int *port)

@@ -4,7 +4,9 @@
  *   key          Ed25519 secret key (64 bytes, libsodium layout), mode 0600; refused when
  *                readable or writable by group/others
  *   mesh-id      id of the mesh this node created ("<hex>\n"), with
- *   mesh-secret  its 32-byte admission secret (hex, 0600)
+ *   mesh-secret  its 32-byte admission secret (hex, 0600). Both are checked at every start: a
+ *                missing half or a malformed file refuses to start, naming the file — never
+ *                silently replaced (that would end every invite token given out)
  *   last-mesh    mesh id of the last mesh joined
  *   incarnation  last incarnation used (each start takes a higher one)
  *
@@ -22,6 +24,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <uv.h>
 
 #define ID_HEX_LEN 64
 #define MESH_ID_MAX 64
@@ -59,8 +62,8 @@ int identity_load(identity_t *id, const char *dir, uint64_t now_ms, char *err, s
 /* The credentials of a mesh this node creates: named (derived) or unnamed (persisted). */
 int identity_own_mesh(const identity_t *id, const char *dir, const char *mesh_name,
                       mesh_cred_t *out, char *err, size_t errlen);
-/* Remember the mesh joined last (best effort). */
-void identity_save_last_mesh(const char *dir, const char *mesh_id);
+/* Remember the mesh joined last (best effort), written on the libuv thread pool. */
+void identity_save_last_mesh(uv_loop_t *loop, const char *dir, const char *mesh_id);
 
 /* Encode a token (NUL-terminated base64url into out). -ENOSPC if outlen is too small. */
 int token_encode(const token_t *t, char *out, size_t outlen);

@@ -6,72 +6,38 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
 
 #include "gossip.h"
 #include "log.h"
+#include "mesh_int.h"
 #include "tunnel.h"
 #include "tunnel_rpc.h"
 #include "util.h"
 #include "wire.h"
 
-#define MAX_QUEUE 64 /* messages waiting for a connection, per peer */
-#define MAX_ADDRS 16
 #define LEAVE_WAIT_MS 1500 /* how long PEER_LEAVING may take on shutdown */
-
-typedef struct qmsg {
-    uint8_t *p;
-    size_t n;
-} qmsg_t;
-
-typedef struct mpeer {
-    struct mpeer *next;
-    char id[ID_HEX_LEN + 1];
-    qmsg_t q[MAX_QUEUE];
-    size_t nq;
-    int dials;          /* outstanding dials */
-    uint64_t next_dial; /* backoff after failed dials (loop ms) */
-    unsigned fails;
-    char addrs[MAX_ADDRS][TOKEN_ADDR_MAX]; /* from an invite token */
-    size_t n_addrs;
-    char last_err[160];
-    uint64_t heard_inc; /* highest incarnation it spoke with (the "inc" of its messages) */
-} mpeer_t;
-
-struct mesh {
-    uv_loop_t *loop;
-    mesh_opts_t o;
-    char home[4096];
-    identity_t id;
-    mesh_cred_t cred;
-    tp_endpoint_t *ep;
-    gossip_t *g;
-    uv_timer_t gtimer, jtimer, stimer;
-    mpeer_t *peers;
-    char token[TOKEN_MAX_LEN + 1];
-    char role[16];
-    char addrs[MAX_ADDRS][TOKEN_ADDR_MAX];
-    size_t n_addrs;
-    token_t joins[MESH_MAX_JOIN];
-    size_t n_joins, join_idx;
-    unsigned join_rounds;
-    bool joined, joining;
-    bool stopping;
-    int leave_streams;
-    int handles_open;
-    void (*stop_cb)(void *data);
-    void *stop_data;
-    uint64_t msgs_in, msgs_bad;
-    uint64_t leave_deadline;
-};
 
 static uint64_t now_ms(mesh_t *m)
 {
     return uv_now(m->loop);
 }
 
-static mpeer_t *peer_get(mesh_t *m, const char *id, bool create)
+uint64_t mesh_now(mesh_t *m)
+{
+    return now_ms(m);
+}
+
+uint64_t mesh_random(void)
+{
+    uint64_t r;
+    randombytes_buf(&r, sizeof r);
+    return r;
+}
+
+mpeer_t *mesh_peer_get(mesh_t *m, const char *id, bool create)
 {
     for (mpeer_t *p = m->peers; p; p = p->next)
         if (strcmp(p->id, id) == 0) return p;
@@ -84,7 +50,7 @@ static mpeer_t *peer_get(mesh_t *m, const char *id, bool create)
     return p;
 }
 
-static void queue_drop(mpeer_t *p)
+void mesh_queue_drop(mpeer_t *p)
 {
     for (size_t i = 0; i < p->nq; i++)
         free(p->q[i].p);
@@ -98,6 +64,11 @@ static void gossip_arm(mesh_t *m)
     if (!m->g || m->stopping) return;
     uint64_t dl = gossip_next_deadline(m->g), now = now_ms(m);
     uv_timer_start(&m->gtimer, gossip_timer_cb, dl > now ? dl - now : 0, 0);
+}
+
+void mesh_gossip_arm(mesh_t *m)
+{
+    gossip_arm(m);
 }
 
 /* ---- outgoing messages: one stream each ---- */
@@ -127,9 +98,7 @@ static int send_on(mesh_t *m, tp_conn_t *c, const uint8_t *p, size_t n, bool lea
     return rc;
 }
 
-static void dial_peer(mesh_t *m, mpeer_t *p);
-
-static void flush_queue(mesh_t *m, mpeer_t *p)
+void mesh_flush_queue(mesh_t *m, mpeer_t *p)
 {
     tp_conn_t *c = tp_find(m->ep, p->id);
     if (!c) return;
@@ -168,7 +137,7 @@ static void g_send(void *data, const char *to, json_t *msg)
         buf_free(&b);
         return;
     }
-    mpeer_t *p = peer_get(m, to, true);
+    mpeer_t *p = mesh_peer_get(m, to, true);
     if (!p) {
         buf_free(&b);
         return;
@@ -181,20 +150,7 @@ static void g_send(void *data, const char *to, json_t *msg)
     p->q[p->nq].p = (uint8_t *)b.data; /* ownership moves to the queue */
     p->q[p->nq].n = b.len;
     p->nq++;
-    dial_peer(m, p);
-}
-
-static void join_timer_cb(uv_timer_t *t);
-
-/* Alone again (every peer dead or gone): go back to the invite tokens, with backoff, so that a
- * long partition heals even after the peers stopped retrying us. */
-static void rejoin_later(mesh_t *m)
-{
-    uint64_t wait = backoff_ms(m->join_rounds++, 1000, 60000);
-    m->joined = false;
-    LOGW("mesh", "no live peer left; trying the --join tokens again in %llu s",
-         (unsigned long long)(wait + 999) / 1000);
-    uv_timer_start(&m->jtimer, join_timer_cb, wait, 0);
+    mesh_dial(m, p);
 }
 
 static void g_event(void *data, gossip_event_t ev, const gossip_peer_t *peer)
@@ -224,16 +180,12 @@ static void g_event(void *data, gossip_event_t ev, const gossip_peer_t *peer)
         break;
     }
     if (!m->stopping && m->o.on_peers_changed) m->o.on_peers_changed(m->o.data);
-    if ((ev == GOSSIP_EV_DEAD || ev == GOSSIP_EV_LEFT) && m->n_joins && !m->stopping &&
-        gossip_alive_count(m->g) == 0 && !m->joining && !uv_is_active((uv_handle_t *)&m->jtimer))
-        rejoin_later(m);
+    if (ev == GOSSIP_EV_DEAD || ev == GOSSIP_EV_LEFT) mesh_peer_gone(m);
 }
 
 static uint64_t g_random(void *data)
 {
-    uint64_t r;
-    randombytes_buf(&r, sizeof r);
-    return r;
+    return mesh_random();
 }
 
 static void g_sign(void *data, const uint8_t *msg, size_t len, uint8_t sig[64])
@@ -248,118 +200,10 @@ static uint64_t g_wall(void *data)
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-/* ---- dialling ---- */
-
-static size_t peer_addrs(mesh_t *m, mpeer_t *p, char out[][TOKEN_ADDR_MAX], size_t max)
-{
-    size_t n = 0;
-    const gossip_peer_t *gp = gossip_find(m->g, p->id);
-    json_t *arr = gp && gp->ann ? json_object_get(gp->ann, "addrs") : NULL;
-    size_t i;
-    json_t *v;
-    if (json_is_array(arr)) {
-        json_array_foreach(arr, i, v)
-        {
-            const char *s = json_string_value(v);
-            if (s && strlen(s) < TOKEN_ADDR_MAX && n < max)
-                snprintf(out[n++], TOKEN_ADDR_MAX, "%s", s);
-        }
-    }
-    for (i = 0; i < p->n_addrs && n < max; i++) {
-        bool dup = false;
-        for (size_t k = 0; k < n; k++)
-            dup |= strcmp(out[k], p->addrs[i]) == 0;
-        if (!dup) snprintf(out[n++], TOKEN_ADDR_MAX, "%s", p->addrs[i]);
-    }
-    return n;
-}
-
-static void join_next(mesh_t *m, const char *why);
-
-static void dial_failed(mesh_t *m, mpeer_t *p, const char *why)
-{
-    p->fails++;
-    p->next_dial = now_ms(m) + backoff_ms(p->fails - 1, 500, 30000);
-    snprintf(p->last_err, sizeof p->last_err, "%s", why);
-    queue_drop(p);
-    LOGD("mesh", "cannot reach %.12s: %s (retry in %llu ms)", p->id, why,
-         (unsigned long long)(p->next_dial - now_ms(m)));
-    if (m->g) gossip_unreachable(m->g, p->id, now_ms(m));
-    if (m->joining && m->join_idx < m->n_joins && strcmp(m->joins[m->join_idx].id, p->id) == 0)
-        join_next(m, why);
-    gossip_arm(m);
-}
-
-static void dial_peer(mesh_t *m, mpeer_t *p)
-{
-    if (p->dials > 0 || m->stopping) return;
-    if (tp_find(m->ep, p->id)) {
-        flush_queue(m, p);
-        return;
-    }
-    if (now_ms(m) < p->next_dial) {
-        queue_drop(p); /* backing off: gossip retries by itself */
-        return;
-    }
-    char addrs[MAX_ADDRS][TOKEN_ADDR_MAX];
-    size_t n = peer_addrs(m, p, addrs, MAX_ADDRS);
-    int started = 0;
-    for (size_t i = 0; i < n; i++) {
-        char host[TOKEN_ADDR_MAX];
-        int port;
-        struct sockaddr_in sa;
-        if (addr_split(addrs[i], host, sizeof host, &port) != 0 ||
-            uv_ip4_addr(host, port, &sa) != 0)
-            continue; /* IPv6 and names: not dialled by this IPv4 endpoint */
-        if (tp_dial(m->ep, p->id, (struct sockaddr *)&sa, NULL) == 0) started++;
-    }
-    p->dials = started;
-    if (started == 0) dial_failed(m, p, n ? "no dialable address" : "no known address");
-}
-
-/* ---- transport callbacks ---- */
-
-static void on_conn_ready(tp_endpoint_t *ep, tp_conn_t *c)
-{
-    mesh_t *m = tp_endpoint_data(ep);
-    const char *id = tp_conn_peer_id(c);
-    mpeer_t *p = peer_get(m, id, true);
-    if (!p) return;
-    p->fails = 0;
-    p->next_dial = 0;
-    flush_queue(m, p);
-    if (m->joining && m->join_idx < m->n_joins && strcmp(m->joins[m->join_idx].id, id) == 0) {
-        m->joining = false;
-        m->joined = true;
-        m->join_rounds = 0;
-        uv_timer_stop(&m->jtimer);
-        LOGI("mesh", "joined mesh %s through %.12s", m->cred.mesh_id, id);
-        identity_save_last_mesh(m->home, m->cred.mesh_id);
-    }
-}
-
-static void on_conn_closed(tp_endpoint_t *ep, tp_conn_t *c, bool was_ready, int err,
-                           const char *why)
-{
-    mesh_t *m = tp_endpoint_data(ep);
-    const char *id = tp_conn_peer_id(c);
-    if (!id[0]) {
-        if (err == -EACCES) LOGW("mesh", "refused an inbound connection: %s", why);
-        return;
-    }
-    mpeer_t *p = peer_get(m, id, false);
-    if (!was_ready && tp_conn_outbound(c) && p) {
-        if (p->dials > 0) p->dials--;
-        if (err == -EACCES) LOGW("mesh", "connection to %.12s refused: %s", id, why);
-        if (p->dials == 0 && !tp_find(ep, id)) dial_failed(m, p, why);
-        return;
-    }
-    if (was_ready) LOGD("mesh", "connection with %.12s closed: %s", id, why);
-}
-
 /* A peer speaking with a higher incarnation than before has restarted: the connections of its
  * former process are dead, yet look alive until the QUIC idle timeout (a restart on the same
- * port answers nothing to them) and tp_find may prefer them, so answers and probes would go
+ * port ends with a Stateless Reset only those we dialled: a dialler's first connection id has
+ * no reset token) and tp_find may prefer them, so answers and probes would go
  * nowhere and the new incarnation would be declared dead. Close them before the message is
  * handled, so that its answers take the connection it came on. */
 static void peer_heard(mesh_t *m, const char *id, json_t *f, tp_conn_t *on)
@@ -367,7 +211,8 @@ static void peer_heard(mesh_t *m, const char *id, json_t *f, tp_conn_t *on)
     json_t *j = json_object_get(f, "inc");
     mpeer_t *p;
     tp_conn_t *c;
-    if (!json_is_integer(j) || json_integer_value(j) <= 0 || !(p = peer_get(m, id, true))) return;
+    if (!json_is_integer(j) || json_integer_value(j) <= 0 || !(p = mesh_peer_get(m, id, true)))
+        return;
     if ((uint64_t)json_integer_value(j) <= p->heard_inc) return;
     p->heard_inc = (uint64_t)json_integer_value(j);
     while ((c = tp_find(m->ep, id)) && c != on)
@@ -463,48 +308,6 @@ static void on_stream(tp_endpoint_t *ep, tp_conn_t *c, tp_stream_t *s)
     tp_stream_set_cb(s, &in_cb, x);
 }
 
-/* ---- joining ---- */
-
-static void join_try(mesh_t *m)
-{
-    if (m->stopping || m->joined || m->join_idx >= m->n_joins) return;
-    const token_t *t = &m->joins[m->join_idx];
-    mpeer_t *p = peer_get(m, t->id, true);
-    if (!p) return;
-    p->n_addrs = t->n_addrs < MAX_ADDRS ? t->n_addrs : MAX_ADDRS;
-    for (size_t i = 0; i < p->n_addrs; i++)
-        snprintf(p->addrs[i], TOKEN_ADDR_MAX, "%s", t->addrs[i]);
-    p->next_dial = 0;
-    m->joining = true;
-    LOGI("mesh", "joining mesh %s through %.12s (%s%s)", t->mesh_id, t->id, t->addrs[0],
-         t->n_addrs > 1 ? ", …" : "");
-    gossip_join(m->g, t->id, now_ms(m));
-    gossip_arm(m);
-}
-
-static void join_timer_cb(uv_timer_t *t)
-{
-    mesh_t *m = t->data;
-    m->join_idx = 0;
-    join_try(m);
-}
-
-static void join_next(mesh_t *m, const char *why)
-{
-    LOGW("mesh", "could not join through token #%zu (%.12s): %s", m->join_idx + 1,
-         m->joins[m->join_idx].id, why);
-    m->join_idx++;
-    if (m->join_idx < m->n_joins) {
-        join_try(m);
-        return;
-    }
-    m->joining = false;
-    uint64_t wait = backoff_ms(m->join_rounds++, 1000, 60000);
-    LOGW("mesh", "no --join token worked; serving alone, trying again in %llu s",
-         (unsigned long long)(wait + 999) / 1000);
-    uv_timer_start(&m->jtimer, join_timer_cb, wait, 0);
-}
-
 /* ---- announcement, addresses, token ---- */
 
 static void own_addrs(mesh_t *m)
@@ -551,6 +354,33 @@ static json_t *build_announcement(mesh_t *m)
     return a;
 }
 
+static int encode_token(mesh_t *m)
+{
+    token_t t;
+    memset(&t, 0, sizeof t);
+    snprintf(t.id, sizeof t.id, "%s", m->id.id);
+    snprintf(t.mesh_id, sizeof t.mesh_id, "%s", m->cred.mesh_id);
+    memcpy(t.secret, m->cred.secret, 32);
+    t.n_addrs = m->n_addrs < TOKEN_MAX_ADDRS ? m->n_addrs : TOKEN_MAX_ADDRS;
+    for (size_t i = 0; i < t.n_addrs; i++)
+        snprintf(t.addrs[i], TOKEN_ADDR_MAX, "%s", m->addrs[i]);
+    int rc = token_encode(&t, m->token, sizeof m->token);
+    sodium_memzero(t.secret, sizeof t.secret);
+    return rc;
+}
+
+void mesh_set_cred(mesh_t *m, const mesh_cred_t *cred)
+{
+    if (strcmp(m->cred.mesh_id, cred->mesh_id) == 0 &&
+        sodium_memcmp(m->cred.secret, cred->secret, 32) == 0)
+        return;
+    m->cred = *cred;
+    tp_endpoint_set_secret(m->ep, m->cred.secret);
+    if (encode_token(m) != 0)
+        LOGW("mesh", "cannot encode the invite token of mesh %s", cred->mesh_id);
+    mesh_announce_changed(m);
+}
+
 void mesh_set_role(mesh_t *m, const char *role)
 {
     snprintf(m->role, sizeof m->role, "%s", role);
@@ -572,6 +402,16 @@ static void gossip_timer_cb(uv_timer_t *t)
     if (!m->g || m->stopping) return;
     gossip_tick(m->g, now_ms(m));
     gossip_arm(m);
+}
+
+/* The mesh this joiner created in an earlier run (or names with --mesh-name): the merge rule's
+ * candidate when its join target turns out to be in another mesh. Never creates one. */
+static bool load_own_mesh(mesh_t *m, const char *mesh_name)
+{
+    char path[4200], err[160];
+    snprintf(path, sizeof path, "%s/mesh-id", m->home);
+    if (!(mesh_name && *mesh_name) && access(path, F_OK) != 0) return false;
+    return identity_own_mesh(&m->id, m->home, mesh_name, &m->own, err, sizeof err) == 0;
 }
 
 int mesh_start(mesh_t **out, uv_loop_t *loop, const mesh_opts_t *opts, char *err, size_t errlen)
@@ -596,13 +436,17 @@ int mesh_start(mesh_t **out, uv_loop_t *loop, const mesh_opts_t *opts, char *err
                 rc = -EINVAL;
                 goto fail;
             }
+        m->has_own = load_own_mesh(m, opts->mesh_name);
     } else {
         rc = identity_own_mesh(&m->id, m->home, opts->mesh_name, &m->cred, err, errlen);
         if (rc) goto fail;
     }
-    tp_callbacks_t cb = {m, on_conn_ready, on_conn_closed, on_stream};
+    tp_callbacks_t cb = {m, mesh_on_conn_ready, mesh_on_conn_closed, on_stream};
     tp_config_t tcfg;
     tp_config_default(&tcfg);
+    mesh_timing_init(&m->tm, opts->heartbeat_ms ? opts->heartbeat_ms : 60000,
+                     tcfg.handshake_timeout_ms);
+    tcfg.handshake_timeout_ms = m->tm.dial_timeout;
     rc =
         tp_endpoint_new(&m->ep, loop, &m->id, m->cred.secret,
                         opts->bind_host ? opts->bind_host : "0.0.0.0", opts->bind_port, &tcfg, &cb);
@@ -619,16 +463,7 @@ int mesh_start(mesh_t **out, uv_loop_t *loop, const mesh_opts_t *opts, char *err
         goto fail;
     }
     own_addrs(m);
-    token_t t;
-    memset(&t, 0, sizeof t);
-    snprintf(t.id, sizeof t.id, "%s", m->id.id);
-    snprintf(t.mesh_id, sizeof t.mesh_id, "%s", m->cred.mesh_id);
-    memcpy(t.secret, m->cred.secret, 32);
-    t.n_addrs = m->n_addrs < TOKEN_MAX_ADDRS ? m->n_addrs : TOKEN_MAX_ADDRS;
-    for (size_t i = 0; i < t.n_addrs; i++)
-        snprintf(t.addrs[i], TOKEN_ADDR_MAX, "%s", m->addrs[i]);
-    rc = token_encode(&t, m->token, sizeof m->token);
-    sodium_memzero(t.secret, sizeof t.secret);
+    rc = encode_token(m);
     if (rc) {
         snprintf(err, errlen, "cannot encode the invite token");
         goto fail_ep;
@@ -653,7 +488,7 @@ int mesh_start(mesh_t **out, uv_loop_t *loop, const mesh_opts_t *opts, char *err
     gossip_arm(m);
     LOGI("mesh", "node %.16s… in mesh %s, QUIC on UDP %d (incarnation %llu)", m->id.id,
          m->cred.mesh_id, tp_endpoint_port(m->ep), (unsigned long long)m->id.incarnation);
-    if (m->n_joins) join_try(m);
+    if (m->n_joins) mesh_join_start(m);
     *out = m;
     return 0;
 fail_ep:
@@ -668,8 +503,8 @@ tp_conn_t *mesh_conn(mesh_t *m, const char *peer_id)
 {
     tp_conn_t *c = tp_find(m->ep, peer_id);
     if (c || m->stopping) return c;
-    mpeer_t *p = peer_get(m, peer_id, true);
-    if (p) dial_peer(m, p);
+    mpeer_t *p = mesh_peer_get(m, peer_id, true);
+    if (p) mesh_dial(m, p);
     return NULL;
 }
 
@@ -770,12 +605,13 @@ static void handle_closed(uv_handle_t *h)
     void *d = m->stop_data;
     for (mpeer_t *p = m->peers, *n; p; p = n) {
         n = p->next;
-        queue_drop(p);
+        mesh_queue_drop(p);
         free(p);
     }
     gossip_free(m->g);
     sodium_memzero(&m->id, sizeof m->id);
     sodium_memzero(&m->cred, sizeof m->cred);
+    sodium_memzero(&m->own, sizeof m->own);
     sodium_memzero(m->joins, sizeof m->joins);
     free(m);
     if (cb) cb(d);

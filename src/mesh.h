@@ -1,5 +1,7 @@
 /* mesh — this node's membership in a mesh: the QUIC endpoint, the gossip state machine driven
  * by real time, dialling peers on demand, joining through invite tokens, the status document.
+ * mesh.c holds the gossip I/O and the status, mesh_join.c dialling, joining and the merge rule
+ * of two meshes that join each other; every wait is bounded (mesh_int.h lists the bounds).
  *
  * Messages: one QUIC stream per gossip message ([type byte][frame], then FIN), so a lost or
  * refused message never blocks another. Streams of other types (tunnels, route requests) are

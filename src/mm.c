@@ -359,7 +359,7 @@ int mm_unload(mm_t *mm, mm_model_t *m, uint64_t now)
     return 0;
 }
 
-void mm_load_done(mm_t *mm, mm_model_t *m, bool ok, bool file_missing, uint64_t now)
+void mm_load_done(mm_t *mm, mm_model_t *m, bool ok, mm_load_err_t why, uint64_t now)
 {
     if (mm->current != m || m->state != MM_LOADING) return; /* stale report */
     mm->current_started = false;
@@ -375,8 +375,8 @@ void mm_load_done(mm_t *mm, mm_model_t *m, bool ok, bool file_missing, uint64_t 
     }
     m->state = MM_UNLOADED;
     release(mm, m);
-    if (file_missing) {
-        fail_waiters(mm, m, 404);
+    if (why == MM_LOAD_ERR_MISSING || why == MM_LOAD_ERR_FINAL) {
+        fail_waiters(mm, m, why == MM_LOAD_ERR_MISSING ? 404 : 500);
         m->unload_pending = m->reload = false;
         mm->current = NULL;
     } else if (m->attempt == 0) {

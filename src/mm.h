@@ -18,7 +18,9 @@
  *  - requests waiting for a load count as in flight the moment it completes, so a model
  *    auto-loaded for a request serves it before it can be evicted;
  *  - a load that fails evicts every loaded idle model and is retried once — unless the file does
- *    not exist, which evicts nothing and fails the waiting requests with "not found";
+ *    not exist, which evicts nothing and fails the waiting requests with "not found", or the
+ *    failure is one a retry cannot fix (an unusable file, refused arguments), which evicts
+ *    nothing and fails them at once;
  *  - a device that holds one model at a time (npu) evicts its holder whatever its type;
  *  - memory (when mm.ledger is set): a model holds `bytes` in the node's ledger from the moment
  *    its load starts until its unload finishes. A load that does not fit in what the node
@@ -131,8 +133,15 @@ void mm_reload(mm_t *mm, mm_model_t *m, uint64_t now);
 /* Explicit unload (API). Returns -ENOENT if m is not loaded or loading. */
 int mm_unload(mm_t *mm, mm_model_t *m, uint64_t now);
 
-/* Driver reports. file_missing: the model file does not exist. */
-void mm_load_done(mm_t *mm, mm_model_t *m, bool ok, bool file_missing, uint64_t now);
+/* Why a load failed, as far as the driver can tell. */
+typedef enum {
+    MM_LOAD_ERR_RETRY = 0, /* unknown (maybe memory): evict every idle model, retry once */
+    MM_LOAD_ERR_MISSING,   /* the model file does not exist: 404 */
+    MM_LOAD_ERR_FINAL,     /* a retry cannot fix it (unusable file, refused arguments): 500 now */
+} mm_load_err_t;
+
+/* Driver reports. why is ignored when ok. */
+void mm_load_done(mm_t *mm, mm_model_t *m, bool ok, mm_load_err_t why, uint64_t now);
 void mm_unload_done(mm_t *mm, mm_model_t *m, uint64_t now);
 
 /* Next action to execute, or false when there is none. */

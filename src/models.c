@@ -2,23 +2,20 @@
 
 #include <errno.h>
 #include <jansson.h>
-#include <llhttp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
-#include <time.h>
 
 #include "gguf_info.h"
 #include "log.h"
+#include "models_int.h"
 #include "proxy.h"
 #include "util.h"
 
 #define MAX_PARKED_PER_MODEL 4096
 #define UNLOAD_GRACE_MS 5000
-
-enum { PARK_REQUEST, PARK_LOAD, PARK_UNLOAD };
 
 struct parked {
     httpd_req_t *req;
@@ -28,9 +25,7 @@ struct parked {
     parked_t *next;
 };
 
-static void run_actions(models_t *ms);
-
-static uint64_t now_ms(models_t *ms)
+uint64_t models_now(models_t *ms)
 {
     return uv_now(ms->loop);
 }
@@ -57,35 +52,6 @@ const char *models_status(const model_entry_t *e)
     default:
         return (e->mm->queued || e->mm->waiters) ? "loading" : "unloaded";
     }
-}
-
-const char *models_forbidden_arg(const char *args)
-{
-    static const char *const managed[] = {"-m",  "--model",   "--port",       "--host",
-                                          "-a",  "--alias",   "-mu",          "--model-url",
-                                          "-hf", "--hf-repo", "--models-dir", "--api-key"};
-    char **av;
-    static char bad[64];
-    if (argv_split(args, &av) < 0) {
-        snprintf(bad, sizeof bad, "(unbalanced quotes)");
-        return bad;
-    }
-    const char *res = NULL;
-    for (char **p = av; *p && !res; p++) {
-        char flag[64];
-        snprintf(flag, sizeof flag, "%s", *p);
-        char *eq = strchr(flag, '=');
-        if (eq) *eq = '\0';
-        for (size_t i = 0; i < sizeof managed / sizeof managed[0]; i++) {
-            if (strcmp(flag, managed[i]) == 0) {
-                snprintf(bad, sizeof bad, "%s", managed[i]);
-                res = bad;
-                break;
-            }
-        }
-    }
-    argv_free(av);
-    return res;
 }
 
 /* ---- parking ---- */
@@ -115,7 +81,7 @@ static void on_parked_abort(httpd_req_t *req)
     free(p);
 }
 
-static int park(models_t *ms, model_entry_t *e, httpd_req_t *req, int kind)
+int models_park(models_t *ms, model_entry_t *e, httpd_req_t *req, int kind)
 {
     parked_t **list = park_list(e, kind);
     size_t n = 0;
@@ -150,10 +116,12 @@ static httpd_req_t *unpark(model_entry_t *e, int kind)
 
 /* ---- serving ---- */
 
-typedef struct {
+struct flight {
     models_t *ms;
     model_entry_t *e;
-} flight_t;
+    proxy_t *proxy; /* valid until on_flight_done */
+    flight_t *next;
+};
 
 static char *extract_object(const char *tail, size_t len, const char *key)
 {
@@ -180,6 +148,13 @@ static void on_flight_done(void *data, bool ok, int status, const char *tail, si
 {
     flight_t *f = data;
     models_t *ms = f->ms;
+    for (flight_t **pp = &f->e->flights; *pp; pp = &(*pp)->next) {
+        if (*pp == f) {
+            *pp = f->next;
+            break;
+        }
+    }
+    if (f->e->child->in_flight) f->e->child->in_flight--;
     if (ok && status == 200) {
         char *t = extract_object(tail, len, "timings");
         if (t) {
@@ -190,9 +165,9 @@ static void on_flight_done(void *data, bool ok, int status, const char *tail, si
             snprintf(ms->last_model, sizeof ms->last_model, "%s", f->e->mm->name);
         }
     }
-    mm_request_end(&ms->mm, f->e->mm, now_ms(ms));
+    mm_request_end(&ms->mm, f->e->mm, models_now(ms));
     free(f);
-    run_actions(ms);
+    models_run(ms);
 }
 
 /* The request is already counted in flight. */
@@ -200,29 +175,86 @@ static void dispatch(models_t *ms, model_entry_t *e, httpd_req_t *req)
 {
     if (e->child->state != CHILD_READY) {
         httpd_respond_error(req, 503, "unavailable", "model_unavailable",
-                            "model '%s' is restarting after its server exited; retry shortly",
+                            "model '%s' is restarting (its server exited or stopped "
+                            "responding); retry shortly",
                             e->mm->name);
-        mm_request_end(&ms->mm, e->mm, now_ms(ms));
+        mm_request_end(&ms->mm, e->mm, models_now(ms));
         return;
     }
-    flight_t *f = malloc(sizeof *f);
+    flight_t *f = calloc(1, sizeof *f);
     if (!f) {
         httpd_respond_error(req, 500, "server_error", "out_of_memory", "out of memory");
-        mm_request_end(&ms->mm, e->mm, now_ms(ms));
+        mm_request_end(&ms->mm, e->mm, models_now(ms));
         return;
     }
     f->ms = ms;
     f->e = e;
+    f->next = e->flights;
+    e->flights = f;
+    e->child->in_flight++; /* the supervisor watches a busy child for progress */
+    proxy_t *h = NULL;
     proxy_opts_t po = {
         .strip_authorization = ms->cfg->api_key != NULL,
         .on_done = on_flight_done,
         .data = f,
+        .handle = &h,
     };
-    proxy_forward(ms->loop, req, e->child->port, &po); /* on failure on_done already ran */
+    int rc = proxy_forward(ms->loop, req, e->child->port, &po);
+    if (rc == 0)
+        f->proxy = h;
+    else if (!h) /* not even started (the client has its 500): on_done did not run */
+        on_flight_done(f, false, 500, NULL, 0);
+    /* else: it failed after starting, and on_done already ran */
+}
+
+/* The model's server stopped responding and was killed: its requests get a 503 now instead of
+ * waiting for the upstream timeout. */
+static void on_child_wedged(supervisor_t *sv, sv_child_t *c)
+{
+    models_t *ms = sv->data;
+    if (c->kind != SV_KIND_LLAMA) return;
+    model_entry_t *e = models_find(ms, c->name);
+    if (!e) return;
+    char why[256];
+    snprintf(why, sizeof why,
+             "model '%s' stopped responding; its server is being restarted, retry shortly",
+             e->mm->name);
+    while (e->flights) {
+        flight_t *f = e->flights;
+        proxy_cancel(f->proxy, 503, "model_unavailable", why); /* on_flight_done unlinks f */
+        if (e->flights == f) e->flights = f->next;             /* defensive: never loop forever */
+    }
+}
+
+/* The file of e is unusable until it changes (id: what was checked). */
+static void remember_bad(model_entry_t *e, const file_id_t *id, const char *reason)
+{
+    e->bad = true;
+    e->bad_id = *id;
+    snprintf(e->bad_reason, sizeof e->bad_reason, "%s", reason);
+}
+
+/* Known to be unusable, and unchanged since: fail at once, evict nothing. */
+bool models_known_bad(models_t *ms, model_entry_t *e)
+{
+    if (!e->bad) return false;
+    file_id_t now;
+    if (file_id_of(e->path, &now) == 0 && file_id_same(&now, &e->bad_id)) return true;
+    LOGI("models", "%s changed since it failed to load; trying it again", e->path);
+    e->bad = false;
+    return false;
+}
+
+void models_respond_bad(model_entry_t *e, httpd_req_t *req)
+{
+    httpd_respond_error(req, 500, "server_error", "model_file_invalid",
+                        "model '%s' failed to load: %s (file %s is unusable; it is tried again "
+                        "once it changes)",
+                        e->mm->name, e->bad_reason, e->path);
 }
 
 /* A model whose file is gone answers 404 before anything is evicted for it. */
-static bool file_missing(model_entry_t *e)
+bool models_file_missing(model_entry_t *e)
 {
     struct stat st;
     return e->mm->state == MM_UNLOADED && stat(e->path, &st) != 0 && errno == ENOENT;
@@ -230,16 +262,20 @@ static bool file_missing(model_entry_t *e)
 
 void models_route(models_t *ms, model_entry_t *e, httpd_req_t *req)
 {
-    if (file_missing(e)) {
+    if (models_file_missing(e)) {
         httpd_respond_error(req, 404, "invalid_request_error", "model_file_not_found",
                             "model '%s': file %s not found", e->mm->name, e->path);
         return;
     }
-    mm_req_result_t r = mm_request_begin(&ms->mm, e->mm, now_ms(ms));
+    if (e->mm->state == MM_UNLOADED && models_known_bad(ms, e)) {
+        models_respond_bad(e, req);
+        return;
+    }
+    mm_req_result_t r = mm_request_begin(&ms->mm, e->mm, models_now(ms));
     if (r == MM_SERVE_NOW) {
         dispatch(ms, e, req);
     } else {
-        if (park(ms, e, req, PARK_REQUEST) != 0) {
+        if (models_park(ms, e, req, PARK_REQUEST) != 0) {
             mm_request_cancel(&ms->mm, e->mm);
             httpd_respond_error(req, 503, "unavailable", "too_many_waiting",
                                 "too many requests waiting for model '%s' to load", e->mm->name);
@@ -247,7 +283,7 @@ void models_route(models_t *ms, model_entry_t *e, httpd_req_t *req)
         }
         LOGD("models", "request for %s waits for its load", e->mm->name);
     }
-    run_actions(ms);
+    models_run(ms);
 }
 
 /* ---- memory ---- */
@@ -263,7 +299,7 @@ uint64_t models_need_bytes(const models_t *ms, const model_entry_t *e)
     return ledger_need(e->size, ledger_kv_bytes(&e->shape, load_ctx(e)));
 }
 
-static void update_bytes(models_t *ms, model_entry_t *e)
+void models_update_bytes(models_t *ms, model_entry_t *e)
 {
     mm_set_bytes(e->mm, e->host_share ? e->host_share : models_need_bytes(ms, e));
 }
@@ -277,7 +313,7 @@ void models_set_offer(models_t *ms, uint64_t offered)
 void models_set_host_share(models_t *ms, model_entry_t *e, uint64_t bytes)
 {
     e->host_share = bytes;
-    update_bytes(ms, e);
+    models_update_bytes(ms, e);
 }
 
 bool models_fits(const models_t *ms, const model_entry_t *e)
@@ -337,15 +373,17 @@ static void preload_settled(models_t *ms, model_entry_t *e)
     }
 }
 
-static void load_result(models_t *ms, model_entry_t *e, bool ok)
+/* The outcome of e's load (ok, or failed for reason why). */
+static void load_result(models_t *ms, model_entry_t *e, bool ok, mm_load_err_t why)
 {
     mm_model_t *m = e->mm;
-    uint64_t now = now_ms(ms);
-    bool missing = !ok && e->child->missing_file;
-    if (!ok && !missing)
+    uint64_t now = models_now(ms);
+    if (!ok && why != MM_LOAD_ERR_MISSING)
         LOGW("models", "loading %s failed: %s%s", m->name, e->child->last_error,
-             m->attempt == 0 ? "; unloading every idle model and retrying once" : "");
-    mm_load_done(&ms->mm, m, ok, missing, now);
+             why == MM_LOAD_ERR_FINAL ? " (a retry cannot fix this: nothing is unloaded for it)"
+             : m->attempt == 0        ? "; unloading every idle model and retrying once"
+                                      : "");
+    mm_load_done(&ms->mm, m, ok, why, now);
     ms->state_changed = true;
     bool final = ms->mm.current != m;
     if (ok) {
@@ -354,10 +392,70 @@ static void load_result(models_t *ms, model_entry_t *e, bool ok)
         answer_load_waiters(ms, e, 200);
         preload_settled(ms, e);
     } else if (final) {
-        answer_load_waiters(ms, e, missing ? 404 : 500);
+        answer_load_waiters(ms, e, why == MM_LOAD_ERR_MISSING ? 404 : 500);
         preload_settled(ms, e);
     }
-    run_actions(ms);
+    models_run(ms);
+}
+
+/* ---- the load decision: MM_ACT_LOAD starts here ----
+ * 1. check the file off the loop (model_file.h): missing → 404, unusable → fail at once and
+ *    remember it; 2. start llama-server with the model's options and a load timeout scaled by
+ *    its size; 3. the supervisor reports ready (on_child_ready) or failed (on_child_load_failed),
+ *    and load_result tells mm how retryable the failure is. */
+
+static void load_spawn(models_t *ms, model_entry_t *e);
+static int set_child_options(model_entry_t *e);
+
+static void on_file_checked(void *data, int rc, const file_id_t *id, const char *why)
+{
+    model_entry_t *e = data;
+    models_t *ms = e->ms;
+    if (e->mm->state != MM_LOADING) return; /* cannot happen: loads end only through here */
+    if (rc == -ENOENT) {
+        e->child->missing_file = true;
+        snprintf(e->child->last_error, sizeof e->child->last_error, "model file %s: %s", e->path,
+                 strerror(ENOENT));
+        load_result(ms, e, false, MM_LOAD_ERR_MISSING);
+        return;
+    }
+    if (rc == -ECANCELED || rc == -ENOMEM) {
+        snprintf(e->child->last_error, sizeof e->child->last_error, "%s", strerror(-rc));
+        load_result(ms, e, false, MM_LOAD_ERR_RETRY);
+        return;
+    }
+    if (rc) {
+        snprintf(e->child->last_error, sizeof e->child->last_error, "%s", why);
+        remember_bad(e, id, why);
+        load_result(ms, e, false, MM_LOAD_ERR_FINAL);
+        return;
+    }
+    e->checked = *id;
+    load_spawn(ms, e);
+}
+
+static void load_begin(models_t *ms, model_entry_t *e)
+{
+    ms->state_changed = true;
+    e->child->missing_file = false;
+    e->child->last_error[0] = '\0';
+    LOGI("models", "loading %s (%s)", e->mm->name, mm_type_name(e->mm->type));
+    int rc = model_file_check_async(ms->loop, e->path, on_file_checked, e);
+    if (rc) {
+        snprintf(e->child->last_error, sizeof e->child->last_error, "%s", strerror(-rc));
+        load_result(ms, e, false, MM_LOAD_ERR_RETRY);
+    }
+}
+
+static void load_spawn(models_t *ms, model_entry_t *e)
+{
+    e->child->load_timeout_ms = sv_default_load_timeout_ms(e->size);
+    if (set_child_options(e) != 0 || sv_start(e->child) != 0) {
+        if (!e->child->last_error[0])
+            snprintf(e->child->last_error, sizeof e->child->last_error,
+                     "could not start llama-server");
+        load_result(ms, e, false, e->child->missing_file ? MM_LOAD_ERR_MISSING : MM_LOAD_ERR_RETRY);
+    }
 }
 
 static void on_child_ready(supervisor_t *sv, sv_child_t *c)
@@ -365,7 +463,7 @@ static void on_child_ready(supervisor_t *sv, sv_child_t *c)
     models_t *ms = sv->data;
     if (c->kind != SV_KIND_LLAMA) return;
     model_entry_t *e = models_find(ms, c->name);
-    if (e && e->mm->state == MM_LOADING) load_result(ms, e, true);
+    if (e && e->mm->state == MM_LOADING) load_result(ms, e, true, MM_LOAD_ERR_RETRY);
 }
 
 static void on_child_load_failed(supervisor_t *sv, sv_child_t *c)
@@ -373,7 +471,26 @@ static void on_child_load_failed(supervisor_t *sv, sv_child_t *c)
     models_t *ms = sv->data;
     if (c->kind != SV_KIND_LLAMA) return;
     model_entry_t *e = models_find(ms, c->name);
-    if (e && e->mm->state == MM_LOADING) load_result(ms, e, false);
+    if (!e) return;
+    if (e->mm->state == MM_LOADED) {
+        /* a restart (after a crash or a hang) failed: give the slot back; the next request
+         * loads it afresh */
+        LOGW("models", "model %s could not be restarted (%s); unloading it", e->mm->name,
+             c->last_error);
+        if (mm_unload(&ms->mm, e->mm, models_now(ms)) == 0) models_run(ms);
+        return;
+    }
+    if (e->mm->state != MM_LOADING) return;
+    mm_load_err_t why = MM_LOAD_ERR_RETRY;
+    if (c->missing_file) {
+        why = MM_LOAD_ERR_MISSING;
+    } else if (c->fail_kind == CHILD_FAIL_FILE) {
+        why = MM_LOAD_ERR_FINAL;
+        remember_bad(e, &e->checked, c->last_error);
+    } else if (c->fail_kind == CHILD_FAIL_ARGS) {
+        why = MM_LOAD_ERR_FINAL; /* its options are wrong: not remembered, new options may fix it */
+    }
+    load_result(ms, e, false, why);
 }
 
 static void on_child_stopped(supervisor_t *sv, sv_child_t *c)
@@ -384,7 +501,7 @@ static void on_child_stopped(supervisor_t *sv, sv_child_t *c)
     if (!e) return;
     if (e->mm->state == MM_UNLOADING) {
         LOGI("models", "model %s unloaded", e->mm->name);
-        mm_unload_done(&ms->mm, e->mm, now_ms(ms));
+        mm_unload_done(&ms->mm, e->mm, models_now(ms));
         ms->state_changed = true;
         httpd_req_t *req;
         while ((req = unpark(e, PARK_UNLOAD))) {
@@ -395,7 +512,7 @@ static void on_child_stopped(supervisor_t *sv, sv_child_t *c)
             httpd_respond(req, 200, "application/json", body, (size_t)n, NULL);
         }
     }
-    run_actions(ms);
+    models_run(ms);
 }
 
 static int set_child_options(model_entry_t *e)
@@ -422,18 +539,18 @@ int models_set_mesh_args(models_t *ms, model_entry_t *e, const char *args)
 void models_load(models_t *ms, model_entry_t *e, bool reload)
 {
     if (reload && (e->mm->state == MM_LOADED || e->mm->state == MM_LOADING))
-        mm_reload(&ms->mm, e->mm, now_ms(ms));
+        mm_reload(&ms->mm, e->mm, models_now(ms));
     else
-        mm_load(&ms->mm, e->mm, now_ms(ms));
-    run_actions(ms);
+        mm_load(&ms->mm, e->mm, models_now(ms));
+    models_run(ms);
 }
 
 void models_unload(models_t *ms, model_entry_t *e)
 {
-    if (mm_unload(&ms->mm, e->mm, now_ms(ms)) == 0) run_actions(ms);
+    if (mm_unload(&ms->mm, e->mm, models_now(ms)) == 0) models_run(ms);
 }
 
-static void run_actions(models_t *ms)
+void models_run(models_t *ms)
 {
     if (ms->running_actions) {
         ms->rerun = true;
@@ -448,14 +565,7 @@ static void run_actions(models_t *ms)
             httpd_req_t *req;
             switch (a.kind) {
             case MM_ACT_LOAD:
-                ms->state_changed = true;
-                LOGI("models", "loading %s (%s)", a.model->name, mm_type_name(a.model->type));
-                if (set_child_options(e) != 0 || sv_start(e->child) != 0) {
-                    if (!e->child->last_error[0])
-                        snprintf(e->child->last_error, sizeof e->child->last_error,
-                                 "could not start llama-server");
-                    load_result(ms, e, false);
-                }
+                load_begin(ms, e);
                 break;
             case MM_ACT_UNLOAD:
                 ms->state_changed = true;
@@ -537,6 +647,7 @@ static int add_entry(models_t *ms, const config_model_t *cm, bool preload, char 
         return -EEXIST;
     }
     e->mm->data = e;
+    e->ms = ms;
     e->path = strdup(cm->path);
     e->size = size;
     e->n_layers = grc == 0 ? gi.block_count : 0;
@@ -556,7 +667,7 @@ static int add_entry(models_t *ms, const config_model_t *cm, bool preload, char 
     model_type_t st_type = type == MM_EMBEDDING   ? MODEL_TYPE_EMBEDDING
                            : type == MM_RERANKING ? MODEL_TYPE_RERANKING
                                                   : MODEL_TYPE_LLM;
-    update_bytes(ms, e);
+    models_update_bytes(ms, e);
     int rc = sv_add(ms->sv, cm->name, cm->path, st_type, e->ctx_size, e->llamacpp_args, &e->child);
     if (rc) {
         snprintf(err, errlen, "model %s: %s", cm->name, strerror(-rc));
@@ -578,6 +689,13 @@ int models_init(models_t *ms, uv_loop_t *loop, const config_t *cfg, supervisor_t
     sv->on_ready = on_child_ready;
     sv->on_load_failed = on_child_load_failed;
     sv->on_stopped = on_child_stopped;
+    sv->on_wedged = on_child_wedged;
+    /* what the command line skipped (bad --models-dir entries), now that logging is set up */
+    for (const char *l = cfg->notes; l && *l;) {
+        size_t len = strcspn(l, "\n");
+        LOGW("models", "%.*s", (int)len, l);
+        l += len + (l[len] == '\n');
+    }
     for (size_t i = 0; i < cfg->n_models; i++) {
         int rc = add_entry(ms, &cfg->models[i], !cfg->models[i].from_dir, err, errlen);
         if (rc) return rc;
@@ -601,8 +719,8 @@ void models_preload(models_t *ms)
         ms->preload_pending++;
     }
     for (size_t i = 0; i < ms->n; i++)
-        if (ms->entries[i].preload) mm_load(&ms->mm, ms->entries[i].mm, now_ms(ms));
-    run_actions(ms);
+        if (ms->entries[i].preload) mm_load(&ms->mm, ms->entries[i].mm, models_now(ms));
+    models_run(ms);
     if (ms->preload_pending == 0 && ms->on_preload_done) ms->on_preload_done(ms->data);
 }
 
@@ -615,226 +733,4 @@ void models_free(models_t *ms)
     }
     free(ms->last_stats_json);
     free(ms->last_usage_json);
-}
-
-/* ---- model-manager API ---- */
-
-static json_int_t unix_of(models_t *ms, uint64_t mono_ms)
-{
-    uint64_t now = now_ms(ms);
-    return (json_int_t)time(NULL) - (json_int_t)((now - (mono_ms < now ? mono_ms : now)) / 1000);
-}
-
-static void api_health(models_t *ms, httpd_req_t *req)
-{
-    json_t *all = json_array();
-    model_entry_t *recent = NULL;
-    for (size_t i = 0; i < ms->n; i++) {
-        model_entry_t *e = &ms->entries[i];
-        if (e->mm->state != MM_LOADED) continue;
-        if (!recent || e->mm->last_use > recent->mm->last_use) recent = e;
-        char url[64];
-        snprintf(url, sizeof url, "http://127.0.0.1:%u", e->child->port);
-        json_array_append_new(all, json_pack("{s:s,s:s,s:I,s:s,s:s,s:s,s:s}", "model_name",
-                                             e->mm->name, "checkpoint", e->path, "last_use",
-                                             unix_of(ms, e->mm->last_use), "type",
-                                             mm_type_name(e->mm->type), "device", "cpu",
-                                             "backend_url", url, "status", models_status(e)));
-    }
-    json_t *o = json_pack("{s:s,s:o,s:o,s:o,s:{s:I,s:I,s:I}}", "status", "ok", "model_loaded",
-                          recent ? json_string(recent->mm->name) : json_null(), "checkpoint_loaded",
-                          recent ? json_string(recent->path) : json_null(), "all_models_loaded",
-                          all, "max_models", "llm", (json_int_t)ms->mm.max_loaded[MM_LLM],
-                          "embedding", (json_int_t)ms->mm.max_loaded[MM_EMBEDDING], "reranking",
-                          (json_int_t)ms->mm.max_loaded[MM_RERANKING]);
-    httpd_respond_json(req, 200, o);
-}
-
-static void api_models(models_t *ms, httpd_req_t *req)
-{
-    json_t *data = json_array();
-    for (size_t i = 0; i < ms->n; i++) {
-        model_entry_t *e = &ms->entries[i];
-        json_array_append_new(
-            data, json_pack("{s:s,s:s,s:s,s:I,s:b,s:s}", "model_name", e->mm->name, "checkpoint",
-                            e->path, "type", mm_type_name(e->mm->type), "size", (json_int_t)e->size,
-                            "loaded", e->mm->state == MM_LOADED, "status", models_status(e)));
-    }
-    httpd_respond_json(req, 200, json_pack("{s:o}", "data", data));
-}
-
-static void api_stats(models_t *ms, httpd_req_t *req)
-{
-    if (!ms->last_stats_json) {
-        httpd_respond_json(req, 200, json_pack("{s:n}", "model"));
-        return;
-    }
-    json_t *t = json_loads(ms->last_stats_json, 0, NULL);
-    json_t *u = ms->last_usage_json ? json_loads(ms->last_usage_json, 0, NULL) : NULL;
-    double prompt_ms = json_number_value(json_object_get(t, "prompt_ms"));
-    json_t *o = json_pack(
-        "{s:s,s:f,s:f,s:I,s:I,s:I,s:o}", "model", ms->last_model, "time_to_first_token",
-        prompt_ms / 1000.0, "tokens_per_second",
-        json_number_value(json_object_get(t, "predicted_per_second")), "input_tokens",
-        (json_int_t)json_integer_value(json_object_get(t, "prompt_n")), "output_tokens",
-        (json_int_t)json_integer_value(json_object_get(t, "predicted_n")), "prompt_tokens",
-        (json_int_t)(u ? json_integer_value(json_object_get(u, "prompt_tokens"))
-                       : json_integer_value(json_object_get(t, "prompt_n"))),
-        "timings", t ? t : json_null());
-    json_decref(u);
-    httpd_respond_json(req, 200, o);
-}
-
-static json_t *parse_body(httpd_req_t *req)
-{
-    json_error_t je;
-    json_t *b = req->body_len ? json_loadb(req->body, req->body_len, 0, &je) : json_object();
-    if (!b || !json_is_object(b)) {
-        json_decref(b);
-        httpd_respond_error(req, 400, "invalid_request_error", "invalid_body",
-                            "request body must be a JSON object");
-        return NULL;
-    }
-    return b;
-}
-
-static void api_load(models_t *ms, httpd_req_t *req)
-{
-    json_t *b = parse_body(req);
-    if (!b) return;
-    const char *name = NULL, *args = NULL, *backend = NULL;
-    json_int_t ctx = 0;
-    json_error_t je;
-    if (json_unpack_ex(b, &je, 0, "{s:s,s?I,s?s,s?s}", "model_name", &name, "ctx_size", &ctx,
-                       "llamacpp_args", &args, "llamacpp_backend", &backend) != 0) {
-        httpd_respond_error(req, 400, "invalid_request_error", "invalid_body",
-                            "expected {\"model_name\": string, \"ctx_size\"?: integer, "
-                            "\"llamacpp_args\"?: string, \"llamacpp_backend\"?: string}: %s",
-                            je.text);
-        json_decref(b);
-        return;
-    }
-    model_entry_t *e = models_find(ms, name);
-    if (!e) {
-        httpd_respond_error(req, 404, "invalid_request_error", "model_not_found",
-                            "model '%s' is not known to this node", name);
-        goto out;
-    }
-    if (file_missing(e)) {
-        httpd_respond_error(req, 404, "invalid_request_error", "model_file_not_found",
-                            "model '%s': file %s not found", e->mm->name, e->path);
-        goto out;
-    }
-    /* ctx_size: absent = the default (--ctx-size, else the model's own); given, it is
-     * a number of tokens from 1 to 2^24, like --ctx-size (no sentinel values). */
-    bool has_ctx = json_is_integer(json_object_get(b, "ctx_size"));
-    if (has_ctx && (ctx < 1 || ctx > (1 << 24))) {
-        httpd_respond_error(req, 400, "invalid_request_error", "invalid_ctx_size",
-                            "ctx_size must be a number of tokens from 1 to %d, got %lld; leave "
-                            "it out to use the default (--ctx-size, else the model's own)",
-                            1 << 24, (long long)ctx);
-        goto out;
-    }
-    const char *bad = args ? models_forbidden_arg(args) : NULL;
-    if (bad) {
-        httpd_respond_error(req, 400, "invalid_request_error", "forbidden_llamacpp_arg",
-                            "llamacpp_args may not set %s: the node manages it", bad);
-        goto out;
-    }
-    if (backend && *backend && strcmp(backend, "cpu") != 0 && strcmp(backend, "auto") != 0) {
-        httpd_respond_error(req, 400, "invalid_request_error", "backend_not_installed",
-                            "llamacpp backend '%s' is not installed on this node; installed: cpu",
-                            backend);
-        goto out;
-    }
-    /* Precedence: this request > CLI > built-in defaults. */
-    uint32_t want_ctx = has_ctx ? (uint32_t)ctx : ms->cfg->ctx_size;
-    const char *want_args = args ? args : ms->cfg->llamacpp_args;
-    bool same = want_ctx == e->ctx_size &&
-                strcmp(want_args ? want_args : "", e->llamacpp_args ? e->llamacpp_args : "") == 0;
-    if (!same) {
-        free(e->llamacpp_args);
-        e->llamacpp_args = want_args ? strdup(want_args) : NULL;
-        e->ctx_size = want_ctx;
-        update_bytes(ms, e);
-    }
-    if (e->mm->state == MM_LOADED && same && !e->mm->unload_pending) {
-        mm_load(&ms->mm, e->mm, now_ms(ms)); /* no-op, refreshes last use */
-        char body[256];
-        int n = snprintf(body, sizeof body,
-                         "{\"status\":\"success\",\"message\":\"model %s already loaded\"}", name);
-        httpd_respond(req, 200, "application/json", body, (size_t)n, NULL);
-        goto out;
-    }
-    if (park(ms, e, req, PARK_LOAD) != 0) {
-        httpd_respond_error(req, 503, "unavailable", "busy", "too many pending loads");
-        goto out;
-    }
-    if (!same && (e->mm->state == MM_LOADED || e->mm->state == MM_LOADING))
-        mm_reload(&ms->mm, e->mm, now_ms(ms));
-    else
-        mm_load(&ms->mm, e->mm, now_ms(ms));
-    run_actions(ms);
-out:
-    json_decref(b);
-}
-
-static void api_unload(models_t *ms, httpd_req_t *req)
-{
-    json_t *b = parse_body(req);
-    if (!b) return;
-    json_t *jn = json_object_get(b, "model_name");
-    if (jn && !json_is_string(jn) && !json_is_null(jn)) {
-        httpd_respond_error(req, 400, "invalid_request_error", "invalid_body",
-                            "model_name must be a string");
-        json_decref(b);
-        return;
-    }
-    if (jn && json_is_string(jn)) {
-        model_entry_t *e = models_find(ms, json_string_value(jn));
-        if (!e || mm_unload(&ms->mm, e->mm, now_ms(ms)) != 0) {
-            httpd_respond_error(req, 404, "invalid_request_error", "model_not_loaded",
-                                "model '%s' is not loaded", json_string_value(jn));
-        } else if (e->mm->state == MM_UNLOADED) { /* was only queued */
-            httpd_respond(req, 200, "application/json", "{\"status\":\"success\"}", 20, NULL);
-        } else if (park(ms, e, req, PARK_UNLOAD) != 0) {
-            httpd_respond_error(req, 503, "unavailable", "busy", "too many pending unloads");
-        }
-        run_actions(ms);
-    } else {
-        /* everything: answer now, the unloads proceed as models become idle */
-        unsigned n = 0;
-        for (size_t i = 0; i < ms->n; i++)
-            if (mm_unload(&ms->mm, ms->entries[i].mm, now_ms(ms)) == 0) n++;
-        run_actions(ms);
-        char body[128];
-        int len = snprintf(body, sizeof body,
-                           "{\"status\":\"success\",\"message\":\"unloading %u model(s)\"}", n);
-        httpd_respond(req, 200, "application/json", body, (size_t)len, NULL);
-    }
-    json_decref(b);
-}
-
-bool models_api(models_t *ms, httpd_req_t *req, const char *sub)
-{
-    bool get = req->method == HTTP_GET || req->method == HTTP_HEAD;
-    bool post = req->method == HTTP_POST;
-    static const struct {
-        const char *name;
-        bool is_post;
-        void (*fn)(models_t *, httpd_req_t *);
-    } routes[] = {{"health", false, api_health},
-                  {"models", false, api_models},
-                  {"stats", false, api_stats},
-                  {"load", true, api_load},
-                  {"unload", true, api_unload}};
-    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
-        if (strcmp(sub, routes[i].name) != 0) continue;
-        if (routes[i].is_post ? !post : !get)
-            httpd_respond_405(req, routes[i].is_post ? "POST" : "GET");
-        else
-            routes[i].fn(ms, req);
-        return true;
-    }
-    return false;
 }

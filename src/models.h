@@ -12,11 +12,16 @@
 #include "ledger.h"
 #include "httpd.h"
 #include "mm.h"
+#include "model_file.h"
 #include "supervisor.h"
 
 typedef struct parked parked_t;
+typedef struct flight flight_t;
+
+struct models;
 
 typedef struct {
+    struct models *ms;
     char *path;
     uint64_t size;
     uint32_t n_layers;    /* GGUF block_count, 0 unknown */
@@ -35,9 +40,16 @@ typedef struct {
     parked_t *waiting;        /* requests waiting for the load, FIFO */
     parked_t *load_waiters;   /* POST load calls waiting for the outcome */
     parked_t *unload_waiters; /* POST unload calls waiting for the unload */
+    flight_t *flights;        /* requests being proxied to its server */
+    /* the load in progress checked the file (model_file.h) before starting llama-server */
+    file_id_t checked;
+    /* the file failed in a way no retry can fix: requests fail at once until it changes */
+    bool bad;
+    file_id_t bad_id;
+    char bad_reason[CHILD_LINE_MAX];
 } model_entry_t;
 
-typedef struct {
+typedef struct models {
     uv_loop_t *loop;
     const config_t *cfg;
     supervisor_t *sv;
@@ -90,9 +102,5 @@ void models_unload(models_t *ms, model_entry_t *e);
 
 /* "ready" | "loading" | "unloaded" for /v1/models. */
 const char *models_status(const model_entry_t *e);
-
-/* Flags llama-server must not get from users (the node manages them). Returns the offending flag
- * or NULL. */
-const char *models_forbidden_arg(const char *args);
 
 #endif

@@ -106,6 +106,11 @@ static void proxy_fail(proxy_t *p, int status, const char *code, const char *why
     proxy_close(p);
 }
 
+void proxy_cancel(proxy_t *p, int status, const char *code, const char *why)
+{
+    if (!p->closing) proxy_fail(p, status, code, why);
+}
+
 static void on_client_abort(httpd_req_t *req)
 {
     proxy_t *p = req->data;
@@ -401,6 +406,7 @@ int proxy_forward(uv_loop_t *loop, httpd_req_t *req, uint16_t port, const proxy_
         httpd_respond_error(req, 500, "server_error", "out_of_memory", "out of memory");
         return -ENOMEM;
     }
+    if (opts->handle) *opts->handle = p;
     p->loop = loop;
     p->opts = *opts;
     if (!p->opts.connect_timeout_ms) p->opts.connect_timeout_ms = 5000;

@@ -22,10 +22,14 @@ typedef struct {
      * tail holds the last bytes of the response body (up to PROXY_TAIL_BYTES), for stats. */
     void (*on_done)(void *data, bool ok, int http_status, const char *tail, size_t tail_len);
     void *data;
+    proxy_t **handle; /* if set: receives the exchange, valid until on_done runs */
 } proxy_opts_t;
 
 /* Start forwarding req (whose body is req->body) to 127.0.0.1:port. On failure to start, the
  * client has already been answered with an error and a negative errno is returned. */
 int proxy_forward(uv_loop_t *loop, httpd_req_t *req, uint16_t port, const proxy_opts_t *opts);
+/* End an exchange now (its upstream is being killed): the client gets status with code/why if
+ * no response began, else its connection is cut. on_done runs before this returns. */
+void proxy_cancel(proxy_t *p, int status, const char *code, const char *why);
 
 #endif

@@ -13,23 +13,37 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "child_log.h"
 #include "log.h"
+#include "supervisor_int.h"
 #include "util.h"
 
-#define HEALTH_POLL_MS 100
 #define POSTMORTEM_MS 150
 #define BACKOFF_BASE_MS 500
 #define BACKOFF_MAX_MS 30000
 #define STABLE_MS 30000
+#define MAX_PORT_LOSSES 5 /* in a row: then it is not a race, and the start fails */
+#define GIB (1024ull * 1024 * 1024)
+
+uint64_t sv_default_load_timeout_ms(uint64_t model_bytes)
+{
+    /* 2 minutes, plus a minute per GiB: reading a file at ~20 MB/s still fits */
+    return 120000 + (model_bytes + GIB - 1) / GIB * 60000;
+}
 
 const char *child_state_name(child_state_t s)
 {
     switch (s) {
-    case CHILD_STARTING: return "loading";
-    case CHILD_READY: return "ready";
-    case CHILD_BACKOFF: return "restarting";
-    case CHILD_STOPPING: return "stopping";
-    default: return "stopped";
+    case CHILD_STARTING:
+        return "loading";
+    case CHILD_READY:
+        return "ready";
+    case CHILD_BACKOFF:
+        return "restarting";
+    case CHILD_STOPPING:
+        return "stopping";
+    default:
+        return "stopped";
     }
 }
 
@@ -41,12 +55,10 @@ static bool is_exec(const char *p)
 
 static char *try_dir(const char *dir, const char *name)
 {
-    if (!dir || !*dir)
-        return NULL;
+    if (!dir || !*dir) return NULL;
     char p[PATH_MAX];
     snprintf(p, sizeof p, "%s/%s", dir, name);
-    if (!is_exec(p))
-        return NULL;
+    if (!is_exec(p)) return NULL;
     return realpath(p, NULL);
 }
 
@@ -55,8 +67,7 @@ char *sv_find_binary(const char *bin_dir, const char *name)
     char *r;
     if (bin_dir)
         return try_dir(bin_dir, name); /* an explicit --bin-dir is the only place looked at */
-    if ((r = try_dir(getenv("MESH_LLM_BIN_DIR"), name)))
-        return r;
+    if ((r = try_dir(getenv("MESH_LLM_BIN_DIR"), name))) return r;
     const char *path = getenv("PATH");
     if (path) {
         char *dup = strdup(path), *save = NULL;
@@ -86,10 +97,13 @@ int sv_init(supervisor_t *sv, uv_loop_t *loop, const char *llama_server, bool ve
     sv->llama_server = strdup(llama_server);
     char exe[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0 || !sv->llama_server)
-        return -errno;
+    if (n <= 0 || !sv->llama_server) return -errno;
     exe[n] = '\0';
     sv->self_exe = strdup(exe);
+    sv->health_interval_ms = env_ms("MESH_LLM_HEALTH_INTERVAL_MS", 5000);
+    sv->health_timeout_ms = env_ms("MESH_LLM_HEALTH_TIMEOUT_MS", 5000);
+    sv->hang_ms = env_ms("MESH_LLM_HANG_TIMEOUT_MS", 30000);
+    sv->load_timeout_ms = env_ms("MESH_LLM_LOAD_TIMEOUT_MS", 0);
     uv_timer_init(loop, &sv->kill_timer);
     sv->kill_timer.data = sv;
     return 0;
@@ -99,8 +113,7 @@ int sv_add(supervisor_t *sv, const char *name, const char *path, model_type_t ty
            uint32_t ctx_size, const char *extra_args, sv_child_t **out)
 {
     sv_child_t *c = calloc(1, sizeof *c);
-    if (!c)
-        return -ENOMEM;
+    if (!c) return -ENOMEM;
     c->sv = sv;
     snprintf(c->name, sizeof c->name, "%s", name);
     c->path = strdup(path);
@@ -113,36 +126,31 @@ int sv_add(supervisor_t *sv, const char *name, const char *path, model_type_t ty
     }
     uv_timer_init(sv->loop, &c->timer);
     c->timer.data = c;
+    svw_init(c);
     sv_child_t **pp = &sv->children;
     while (*pp)
         pp = &(*pp)->next;
     *pp = c;
     sv->n_children++;
-    if (out)
-        *out = c;
+    if (out) *out = c;
     return 0;
 }
 
 int sv_add_rpc(supervisor_t *sv, const char *name, sv_child_t **out)
 {
-    if (!sv->rpc_server)
-        return -ENOENT;
+    if (!sv->rpc_server) return -ENOENT;
     sv_child_t *c = NULL;
     int rc = sv_add(sv, name, sv->rpc_server, MODEL_TYPE_AUTO, 0, NULL, &c);
-    if (rc)
-        return rc;
+    if (rc) return rc;
     c->kind = SV_KIND_RPC;
-    if (out)
-        *out = c;
+    if (out) *out = c;
     return 0;
 }
 
-/* "llama-server for model NAME" or "rpc-server", for logs. */
-static const char *prog_name(const sv_child_t *c)
+const char *sv_prog_name(const sv_child_t *c)
 {
     static char buf[MODEL_NAME_MAX + 32];
-    if (c->kind == SV_KIND_RPC)
-        return "rpc-server";
+    if (c->kind == SV_KIND_RPC) return "rpc-server";
     snprintf(buf, sizeof buf, "llama-server for model %s", c->name);
     return buf;
 }
@@ -150,16 +158,14 @@ static const char *prog_name(const sv_child_t *c)
 sv_child_t *sv_find(supervisor_t *sv, const char *name)
 {
     for (sv_child_t *c = sv->children; c; c = c->next)
-        if (strcmp(c->name, name) == 0)
-            return c;
+        if (strcmp(c->name, name) == 0) return c;
     return NULL;
 }
 
 static int free_port(void)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -errno;
+    if (fd < 0) return -errno;
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t len = sizeof sa;
     int port = -EADDRNOTAVAIL;
@@ -170,13 +176,23 @@ static int free_port(void)
     return port;
 }
 
-static void set_state(sv_child_t *c, child_state_t s)
+/* MESH_LLM_TEST_CHILD_PORT: the first child started by this process gets this port instead of
+ * a free one (tests: a port taken by another process between the pick and the child's bind). */
+static int test_port(void)
 {
-    if (c->state == s)
-        return;
+    static bool used;
+    uint64_t v;
+    const char *s = getenv("MESH_LLM_TEST_CHILD_PORT");
+    if (used || !s || parse_u64(s, 1, 65535, &v) != 0) return 0;
+    used = true;
+    return (int)v;
+}
+
+void sv_set_state(sv_child_t *c, child_state_t s)
+{
+    if (c->state == s) return;
     c->state = s;
-    if (c->sv->on_change)
-        c->sv->on_change(c->sv, c);
+    if (c->sv->on_change) c->sv->on_change(c->sv, c);
 }
 
 char **sv_build_argv(const sv_child_t *c)
@@ -185,8 +201,7 @@ char **sv_build_argv(const sv_child_t *c)
     while (c->extra_argv && c->extra_argv[n_extra])
         n_extra++;
     char **v = calloc(24 + n_extra, sizeof *v);
-    if (!v)
-        return NULL;
+    if (!v) return NULL;
     size_t i = 0;
     char port[16], ctx[16];
     snprintf(port, sizeof port, "%u", c->port);
@@ -232,12 +247,9 @@ extra:
     return v;
 }
 
-static void health_check(sv_child_t *c);
-
 static const char *last_line(const sv_child_t *c, unsigned back)
 {
-    if (back >= c->n_lines || back >= CHILD_LOG_LINES)
-        return NULL;
+    if (back >= c->n_lines || back >= CHILD_LOG_LINES) return NULL;
     return c->lines[(c->n_lines - 1 - back) % CHILD_LOG_LINES];
 }
 
@@ -245,21 +257,17 @@ static void store_line(sv_child_t *c, const char *line, size_t len)
 {
     while (len && (line[len - 1] == '\r' || line[len - 1] == ' '))
         len--;
-    if (len == 0)
-        return;
-    if (len >= CHILD_LINE_MAX)
-        len = CHILD_LINE_MAX - 1;
+    if (len == 0) return;
+    if (len >= CHILD_LINE_MAX) len = CHILD_LINE_MAX - 1;
     char *slot = c->lines[c->n_lines % CHILD_LOG_LINES];
     memcpy(slot, line, len);
     slot[len] = '\0';
     c->n_lines++;
-    if (c->sv->verbose)
-        LOGD("llama-server", "[%s] %s", c->name, slot);
+    if (c->sv->verbose) LOGD("llama-server", "[%s] %s", c->name, slot);
     /* llama-server logs "listening on http://..." once /health answers 200 (after the model
      * loaded): check right away instead of waiting for the next poll, which would add up to
      * HEALTH_POLL_MS to every load. If it is not ready yet, the check fails and polling goes on. */
-    if (c->state == CHILD_STARTING && strstr(slot, "listening on"))
-        health_check(c);
+    if (c->state == CHILD_STARTING && strstr(slot, "listening on")) svw_check_now(c);
 }
 
 static void on_out_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
@@ -283,11 +291,9 @@ static void on_out_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
 {
     sv_child_t *c = s->data;
     if (nread < 0) {
-        if (c->partial_len)
-            store_line(c, c->partial, c->partial_len);
+        if (c->partial_len) store_line(c, c->partial, c->partial_len);
         c->partial_len = 0;
-        if (!uv_is_closing((uv_handle_t *)s))
-            uv_close((uv_handle_t *)s, on_out_closed);
+        if (!uv_is_closing((uv_handle_t *)s)) uv_close((uv_handle_t *)s, on_out_closed);
         return;
     }
     for (ssize_t i = 0; i < nread; i++) {
@@ -301,151 +307,19 @@ static void on_out_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
     }
 }
 
-/* ---- health checks ---- */
-
-typedef struct {
-    uv_tcp_t tcp;
-    uv_connect_t conn;
-    uv_write_t w;
-    sv_child_t *c;
-    unsigned gen;
-    char buf[64];
-    size_t len;
-    bool done;
-} health_t;
-
-static void schedule_health(sv_child_t *c);
-
 /* The process is there and its exit has not been seen yet. */
-static bool running(const sv_child_t *c)
+bool sv_running(const sv_child_t *c)
 {
     return c->proc_open && !uv_is_closing((const uv_handle_t *)&c->proc);
-}
-
-static void on_health_closed(uv_handle_t *h)
-{
-    free(h->data);
-}
-
-static void health_finish(health_t *h, bool ok)
-{
-    if (h->done)
-        return;
-    h->done = true;
-    sv_child_t *c = h->c;
-    uv_close((uv_handle_t *)&h->tcp, on_health_closed);
-    /* a check that ends after the process exited must not re-arm c->timer: it now holds the
-     * post-mortem, which reports the failed load */
-    if (c->generation != h->gen || c->state != CHILD_STARTING || !running(c))
-        return;
-    if (ok) {
-        uint64_t now = uv_now(c->sv->loop);
-        c->ready_ms = now;
-        c->ever_ready = true;
-        c->ready_this_spawn = true;
-        c->first_outcome = true;
-        if (c->kind == SV_KIND_RPC)
-            LOGI("supervisor", "rpc-server ready on 127.0.0.1:%u (pid %d)", c->port, c->pid);
-        else
-            LOGI("supervisor", "model %s ready on 127.0.0.1:%u (pid %d, %.1f s)", c->name, c->port,
-                 c->pid, (double)(now - c->spawned_ms) / 1000.0);
-        set_state(c, CHILD_READY);
-        if (c->sv->on_ready)
-            c->sv->on_ready(c->sv, c);
-    } else {
-        schedule_health(c);
-    }
-}
-
-static void on_health_alloc(uv_handle_t *hd, size_t suggested, uv_buf_t *b)
-{
-    health_t *h = hd->data;
-    (void)suggested;
-    *b = uv_buf_init(h->buf + h->len, (unsigned)(sizeof h->buf - 1 - h->len));
-}
-
-static void on_health_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
-{
-    health_t *h = s->data;
-    (void)b;
-    if (nread < 0) {
-        health_finish(h, false);
-        return;
-    }
-    h->len += (size_t)nread;
-    h->buf[h->len] = '\0';
-    if (h->len >= 12 || strchr(h->buf, '\n')) {
-        bool ok = strncmp(h->buf, "HTTP/1.1 200", 12) == 0 || strncmp(h->buf, "HTTP/1.0 200", 12) == 0;
-        health_finish(h, ok);
-    }
-}
-
-static void on_health_written(uv_write_t *w, int status)
-{
-    health_t *h = w->data;
-    if (status < 0)
-        health_finish(h, false);
-}
-
-static void on_health_connect(uv_connect_t *cr, int status)
-{
-    health_t *h = cr->data;
-    if (status < 0) {
-        health_finish(h, false);
-        return;
-    }
-    if (h->c->kind == SV_KIND_RPC) { /* it accepts connections: ready */
-        health_finish(h, true);
-        return;
-    }
-    static char req[] = "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
-    uv_buf_t b = uv_buf_init(req, sizeof req - 1);
-    h->w.data = h;
-    if (uv_write(&h->w, (uv_stream_t *)&h->tcp, &b, 1, on_health_written) < 0 ||
-        uv_read_start((uv_stream_t *)&h->tcp, on_health_alloc, on_health_read) < 0)
-        health_finish(h, false);
-}
-
-/* One GET /health; on failure (refused, not 200) the next one is scheduled by health_finish. */
-static void health_check(sv_child_t *c)
-{
-    if (c->state != CHILD_STARTING || !running(c))
-        return;
-    health_t *h = calloc(1, sizeof *h);
-    if (!h) {
-        schedule_health(c);
-        return;
-    }
-    h->c = c;
-    h->gen = c->generation;
-    uv_tcp_init(c->sv->loop, &h->tcp);
-    h->tcp.data = h;
-    h->conn.data = h;
-    struct sockaddr_in sa;
-    uv_ip4_addr("127.0.0.1", c->port, &sa);
-    if (uv_tcp_connect(&h->conn, &h->tcp, (struct sockaddr *)&sa, on_health_connect) < 0)
-        health_finish(h, false);
-}
-
-static void on_health_timer(uv_timer_t *t)
-{
-    health_check(t->data);
-}
-
-static void schedule_health(sv_child_t *c)
-{
-    uv_timer_start(&c->timer, on_health_timer, HEALTH_POLL_MS, 0);
 }
 
 /* ---- lifecycle ---- */
 
 static void check_all_stopped(supervisor_t *sv)
 {
-    if (!sv->stopping)
-        return;
+    if (!sv->stopping) return;
     for (sv_child_t *c = sv->children; c; c = c->next)
-        if (c->proc_open)
-            return;
+        if (c->proc_open) return;
     uv_timer_stop(&sv->kill_timer);
     if (sv->on_all_stopped) {
         sv_event_cb cb = sv->on_all_stopped;
@@ -467,20 +341,17 @@ static int do_spawn(sv_child_t *c);
 /* Runs when one of the child's handles finished closing. */
 static void after_close(sv_child_t *c)
 {
-    if (c->proc_open || c->out_open || c->sv->stopping)
-        return;
+    if (c->proc_open || c->out_open || c->sv->stopping) return;
     if (c->stop_notify) {
         c->stop_notify = false;
-        set_state(c, CHILD_STOPPED);
-        if (c->sv->on_stopped)
-            c->sv->on_stopped(c->sv, c);
+        sv_set_state(c, CHILD_STOPPED);
+        if (c->sv->on_stopped) c->sv->on_stopped(c->sv, c);
     }
     if (c->start_pending) {
         c->start_pending = false;
         if (do_spawn(c) != 0) {
-            set_state(c, CHILD_STOPPED);
-            if (c->sv->on_load_failed)
-                c->sv->on_load_failed(c->sv, c);
+            sv_set_state(c, CHILD_STOPPED);
+            if (c->sv->on_load_failed) c->sv->on_load_failed(c->sv, c);
         }
     }
 }
@@ -488,8 +359,7 @@ static void after_close(sv_child_t *c)
 static void on_restart_timer(uv_timer_t *t)
 {
     sv_child_t *c = t->data;
-    if (c->state != CHILD_BACKOFF || c->sv->stopping)
-        return;
+    if (c->state != CHILD_BACKOFF || c->sv->stopping) return;
     if (c->proc_open || c->out_open) { /* previous incarnation still closing */
         uv_timer_start(&c->timer, on_restart_timer, 50, 0);
         return;
@@ -505,51 +375,88 @@ static void describe_exit(char *out, size_t len, int64_t status, int sig)
         snprintf(out, len, "exited with status %lld", (long long)status);
 }
 
+/* The child's lines of this start, oldest first. */
+static size_t lines_of(const sv_child_t *c, const char *out[CHILD_LOG_LINES])
+{
+    size_t n = 0;
+    for (int back = CHILD_LOG_LINES - 1; back >= 0; back--) {
+        const char *l = last_line(c, (unsigned)back);
+        if (l) out[n++] = l;
+    }
+    return n;
+}
+
+/* Why the start failed, for the API: the child's own telling line, else how it ended. */
+static void describe_failure(sv_child_t *c, const char *why)
+{
+    const char *lines[CHILD_LOG_LINES];
+    size_t n = lines_of(c, lines);
+    char reason[CHILD_LINE_MAX];
+    c->fail_kind = child_log_classify(lines, n, reason, sizeof reason);
+    const char *prog = c->kind == SV_KIND_RPC ? "rpc-server" : "llama-server";
+    if (c->timed_out) {
+        /* its last lines show how far it got */
+        int at = snprintf(c->last_error, sizeof c->last_error,
+                          "%s did not become ready within %.1f s (MESH_LLM_LOAD_TIMEOUT_MS)", prog,
+                          (double)svw_load_limit(c) / 1000.0);
+        for (size_t i = n > 2 ? n - 2 : 0; i < n && at > 0 && (size_t)at < sizeof c->last_error;
+             i++)
+            at += snprintf(c->last_error + at, sizeof c->last_error - (size_t)at, "%s%s",
+                           i == (n > 2 ? n - 2 : 0) ? "; its last lines: " : " | ",
+                           child_log_strip(lines[i]));
+        if (n == 0 && at > 0 && (size_t)at < sizeof c->last_error)
+            snprintf(c->last_error + at, sizeof c->last_error - (size_t)at, "; it printed nothing");
+        c->fail_kind = CHILD_FAIL_OTHER;
+    } else if (reason[0]) {
+        snprintf(c->last_error, sizeof c->last_error, "%s", reason);
+    } else {
+        snprintf(c->last_error, sizeof c->last_error, "%s %s", prog, why);
+    }
+}
+
 static void on_postmortem(uv_timer_t *t)
 {
     sv_child_t *c = t->data;
-    if (c->sv->stopping)
-        return;
+    if (c->sv->stopping) return;
     char why[128];
     describe_exit(why, sizeof why, c->last_exit_status, c->last_term_signal);
     uint64_t delay = backoff_ms(c->attempts, BACKOFF_BASE_MS, BACKOFF_MAX_MS);
     bool load_failed = !c->ready_this_spawn;
-    if (load_failed)
-        LOGE("supervisor", "%s (pid %d) %s while loading", prog_name(c), c->pid, why);
-    else
-        LOGE("supervisor", "%s (pid %d) %s; restarting in %.1f s", prog_name(c), c->pid, why,
-             (double)delay / 1000.0);
-    snprintf(c->last_error, sizeof c->last_error, "%s %s",
-             c->kind == SV_KIND_RPC ? "rpc-server" : "llama-server", why);
-    for (unsigned back = 0; back < CHILD_LOG_LINES; back++) {
-        const char *l = last_line(c, back);
-        if (l && (strstr(l, "error") || strstr(l, "failed") || strstr(l, "invalid"))) {
-            /* drop llama.cpp's "0.00.118.628 E " log prefix */
-            const char *q = l;
-            while (*q == '.' || (*q >= '0' && *q <= '9'))
-                q++;
-            if (q != l && q[0] == ' ' && q[1] && q[2] == ' ')
-                q += 3;
-            snprintf(c->last_error, sizeof c->last_error, "%s", q);
-        }
+    describe_failure(c, why);
+    if (c->out_open && !uv_is_closing((uv_handle_t *)&c->out))
+        uv_close((uv_handle_t *)&c->out, on_out_closed);
+    if (c->fail_kind != CHILD_FAIL_PORT) c->port_losses = 0;
+    if (load_failed && c->fail_kind == CHILD_FAIL_PORT && c->port_losses < MAX_PORT_LOSSES) {
+        /* another process took the port between free_port() and the child's bind: a race, not
+         * a failed load. Start again on a new port, without backoff. */
+        c->port_losses++;
+        LOGW("supervisor",
+             "%s (pid %d) lost port %u to another process; starting it on another "
+             "port",
+             sv_prog_name(c), c->pid, c->port);
+        c->start_pending = true;
+        after_close(c); /* spawns now, or once the output pipe is closed */
+        return;
     }
+    if (load_failed)
+        LOGE("supervisor", "%s (pid %d) %s while loading", sv_prog_name(c), c->pid, why);
+    else
+        LOGE("supervisor", "%s (pid %d) %s%s; restarting in %.1f s", sv_prog_name(c), c->pid, why,
+             c->wedged ? " after it stopped responding" : "", (double)delay / 1000.0);
     /* The child's last words usually say why (bad file, out of memory, port in use...). */
     int shown = 0;
-    for (int back = CHILD_LOG_LINES - 1; back >= 0 && !c->last_term_signal; back--) {
+    for (int back = CHILD_LOG_LINES - 1; back >= 0 && (!c->last_term_signal || c->timed_out);
+         back--) {
         const char *l = last_line(c, (unsigned)back);
         if (l && back < 6) {
             LOGE("supervisor", "  %s> %s", c->name, l);
             shown++;
         }
     }
-    if (!shown && !c->last_term_signal)
-        LOGE("supervisor", "  (it printed nothing)");
-    if (c->out_open && !uv_is_closing((uv_handle_t *)&c->out))
-        uv_close((uv_handle_t *)&c->out, on_out_closed);
+    if (!shown && !c->last_term_signal) LOGE("supervisor", "  (it printed nothing)");
     if (load_failed) {
-        set_state(c, CHILD_STOPPED);
-        if (c->sv->on_load_failed)
-            c->sv->on_load_failed(c->sv, c);
+        sv_set_state(c, CHILD_STOPPED);
+        if (c->sv->on_load_failed) c->sv->on_load_failed(c->sv, c);
         return;
     }
     c->attempts++;
@@ -563,33 +470,33 @@ static void on_child_exit(uv_process_t *p, int64_t status, int sig)
     c->last_exit_status = status;
     c->last_term_signal = sig;
     uv_close((uv_handle_t *)p, on_proc_closed);
+    svw_stop(c);
     if (c->sv->stopping || c->state == CHILD_STOPPING) {
-        LOGI("supervisor", "%s stopped", prog_name(c));
+        LOGI("supervisor", "%s stopped", sv_prog_name(c));
         uv_timer_stop(&c->timer);
         if (c->out_open && !uv_is_closing((uv_handle_t *)&c->out))
             uv_close((uv_handle_t *)&c->out, on_out_closed);
         if (!c->sv->stopping)
             c->stop_notify = true; /* on_stopped once the handles are closed */
         else
-            set_state(c, CHILD_STOPPED);
+            sv_set_state(c, CHILD_STOPPED);
         return;
     }
     uint64_t now = uv_now(c->sv->loop);
     if (c->state == CHILD_READY && now - c->ready_ms >= STABLE_MS)
         c->attempts = 0; /* it ran fine for a while: restart quickly */
     c->first_outcome = true;
-    set_state(c, c->ready_this_spawn ? CHILD_BACKOFF : CHILD_STARTING);
+    sv_set_state(c, c->ready_this_spawn ? CHILD_BACKOFF : CHILD_STARTING);
     uv_timer_start(&c->timer, on_postmortem, POSTMORTEM_MS, 0);
 }
 
 int sv_start(sv_child_t *c)
 {
-    if (c->sv->stopping)
-        return -ECANCELED;
+    if (c->sv->stopping) return -ECANCELED;
     if (c->proc_open || c->out_open) {
         /* the previous process is still being closed: start once it is */
         c->start_pending = true;
-        set_state(c, CHILD_STARTING);
+        sv_set_state(c, CHILD_STARTING);
         return 0;
     }
     return do_spawn(c);
@@ -600,20 +507,23 @@ static int do_spawn(sv_child_t *c)
     supervisor_t *sv = c->sv;
     c->ready_this_spawn = false;
     c->missing_file = false;
+    c->fail_kind = CHILD_FAIL_OTHER;
     c->last_error[0] = '\0';
+    /* a failed start reports its own lines, never an earlier process's */
+    c->n_lines = 0;
+    c->partial_len = 0;
     if (access(c->path, R_OK) != 0) {
-        c->missing_file = errno == ENOENT;
-        snprintf(c->last_error, sizeof c->last_error, "model file %s: %s", c->path,
-                 strerror(errno));
-        return -errno;
+        int e = errno;
+        c->missing_file = e == ENOENT;
+        snprintf(c->last_error, sizeof c->last_error, "model file %s: %s", c->path, strerror(e));
+        return -e;
     }
-    int port = free_port();
-    if (port < 0)
-        return port;
+    int port = test_port();
+    if (port <= 0) port = free_port();
+    if (port < 0) return port;
     c->port = (uint16_t)port;
     char **args = sv_build_argv(c);
-    if (!args)
-        return -ENOMEM;
+    if (!args) return -ENOMEM;
     size_t n = 0;
     while (args[n])
         n++;
@@ -668,7 +578,8 @@ static int do_spawn(sv_child_t *c)
         }
         c->spawned_ms = uv_now(sv->loop);
         c->partial_len = 0;
-        LOGI("supervisor", "starting %s on 127.0.0.1:%u (pid %d)", prog_name(c), c->port, c->pid);
+        LOGI("supervisor", "starting %s on 127.0.0.1:%u (pid %d)", sv_prog_name(c), c->port,
+             c->pid);
         if (log_enabled(LOG_DEBUG)) {
             buf_t cmd;
             buf_init(&cmd, 1 << 16);
@@ -677,8 +588,8 @@ static int do_spawn(sv_child_t *c)
             LOGD("supervisor", "command: %s", cmd.data);
             buf_free(&cmd);
         }
-        set_state(c, CHILD_STARTING);
-        schedule_health(c);
+        sv_set_state(c, CHILD_STARTING);
+        svw_spawned(c);
     } else {
         close(fds[0]);
         uv_close((uv_handle_t *)&c->proc, NULL);
@@ -692,8 +603,7 @@ static int do_spawn(sv_child_t *c)
 int sv_set_options(sv_child_t *c, uint32_t ctx_size, const char *extra_args)
 {
     char **av = NULL;
-    if (extra_args && argv_split(extra_args, &av) < 0)
-        return -EINVAL;
+    if (extra_args && argv_split(extra_args, &av) < 0) return -EINVAL;
     argv_free(c->extra_argv);
     c->extra_argv = av;
     c->ctx_size = ctx_size;
@@ -712,6 +622,7 @@ static void on_child_kill_timer(uv_timer_t *t)
 void sv_stop(sv_child_t *c, uint64_t grace_ms)
 {
     uv_timer_stop(&c->timer);
+    svw_stop(c);
     c->start_pending = false;
     if (c->proc_open && !uv_is_closing((uv_handle_t *)&c->proc) && c->state != CHILD_BACKOFF) {
         c->state = CHILD_STOPPING;
@@ -743,6 +654,7 @@ void sv_stop_all(supervisor_t *sv, uint64_t grace_ms)
     sv->stopping = true;
     for (sv_child_t *c = sv->children; c; c = c->next) {
         uv_timer_stop(&c->timer);
+        svw_stop(c);
         if (c->proc_open && !uv_is_closing((uv_handle_t *)&c->proc)) {
             c->state = CHILD_STOPPING;
             uv_process_kill(&c->proc, SIGTERM);
@@ -750,6 +662,7 @@ void sv_stop_all(supervisor_t *sv, uint64_t grace_ms)
             c->state = CHILD_STOPPED;
         }
     }
+    svw_cancel_all(sv);
     uv_timer_start(&sv->kill_timer, on_kill_timer, grace_ms, 0);
     check_all_stopped(sv);
 }

@@ -8,13 +8,14 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "child_log.h"
 #include "config.h"
 
 typedef enum {
     CHILD_STOPPED = 0,
     CHILD_STARTING, /* spawned, waiting for /health */
     CHILD_READY,
-    CHILD_BACKOFF,  /* exited; restart scheduled */
+    CHILD_BACKOFF, /* exited; restart scheduled */
     CHILD_STOPPING,
 } child_state_t;
 
@@ -25,6 +26,7 @@ const char *child_state_name(child_state_t s);
 
 typedef struct supervisor supervisor_t;
 typedef struct sv_child sv_child_t;
+typedef struct sv_probe sv_probe_t;
 
 typedef enum {
     SV_KIND_LLAMA = 0, /* llama-server for a model */
@@ -42,17 +44,27 @@ struct sv_child {
     child_state_t state;
     uint16_t port;
     int pid;
-    unsigned generation;   /* bumped on every spawn */
-    unsigned attempts;     /* consecutive failed starts, for backoff */
-    unsigned restarts;     /* total restarts */
+    unsigned generation; /* bumped on every spawn */
+    unsigned attempts;   /* consecutive failed starts, for backoff */
+    unsigned restarts;   /* total restarts */
     bool ever_ready;
     bool ready_this_spawn;
-    bool start_pending;    /* sv_start called while the previous process was closing */
-    bool stop_notify;      /* sv_stop in progress: notify once every handle is closed */
-    bool missing_file;     /* the last start failed because the model file is gone */
+    bool start_pending;              /* sv_start called while the previous process was closing */
+    bool stop_notify;                /* sv_stop in progress: notify once every handle is closed */
+    bool missing_file;               /* the last start failed because the model file is gone */
+    child_fail_t fail_kind;          /* what the last failed start's output says (child_log.h) */
     char last_error[CHILD_LINE_MAX]; /* why the last load failed, for API errors */
-    bool first_outcome;    /* became ready or failed at least once */
-    unsigned in_flight;     /* proxied requests not yet finished */
+    uint64_t load_timeout_ms; /* 0: the supervisor's default (MESH_LLM_LOAD_TIMEOUT_MS wins) */
+    bool timed_out;           /* killed: not ready within the load timeout */
+    bool wedged;              /* killed: stopped responding after it was ready */
+    unsigned port_losses;     /* consecutive starts whose port another process took */
+    uint64_t last_alive_ms;   /* last /health answer (while ready) */
+    uint64_t progress_ms;     /* last sign of work while busy (CPU time advancing) */
+    uint64_t cpu_ticks;
+    bool probing; /* a liveness probe is in flight */
+    bool port_warned;
+    bool first_outcome; /* became ready or failed at least once */
+    unsigned in_flight; /* proxied requests not yet finished */
     uint64_t spawned_ms, ready_ms;
     int64_t last_exit_status;
     int last_term_signal;
@@ -61,6 +73,7 @@ struct sv_child {
     uv_pipe_t out;
     bool out_open;
     uv_timer_t timer; /* health polling, backoff, post-mortem */
+    uv_timer_t watch; /* load deadline while starting; liveness ticks while ready */
     char partial[CHILD_LINE_MAX];
     size_t partial_len;
     char lines[CHILD_LOG_LINES][CHILD_LINE_MAX];
@@ -85,12 +98,24 @@ struct supervisor {
     sv_event_cb on_ready;       /* a start became healthy */
     sv_event_cb on_load_failed; /* a start failed before becoming healthy (no restart) */
     sv_event_cb on_stopped;     /* sv_stop finished: the process is gone */
+    /* a ready child stopped responding and was just killed (SIGKILL sent; it restarts with
+     * backoff): answer its requests now rather than when the connection breaks */
+    sv_event_cb on_wedged;
     void *data;
+    /* liveness (MESH_LLM_* environment variables, read by sv_init) */
+    uint64_t health_interval_ms; /* /health of a ready child every ... (default 5 s) */
+    uint64_t health_timeout_ms;  /* ... answered within (default 5 s) */
+    uint64_t hang_ms; /* no answer (and, if busy, no CPU progress) this long: wedged (30 s) */
+    uint64_t load_timeout_ms; /* MESH_LLM_LOAD_TIMEOUT_MS: every load; 0 = per child */
+    sv_probe_t *probes;       /* health checks in flight */
 };
 
 /* Find llama-server: bin_dir, $MESH_LLM_BIN_DIR, PATH, then the build cache. Returns a malloc'd
  * path or NULL. */
 char *sv_find_binary(const char *bin_dir, const char *name);
+
+/* The load timeout of a model of this size when MESH_LLM_LOAD_TIMEOUT_MS is not set. */
+uint64_t sv_default_load_timeout_ms(uint64_t model_bytes);
 
 int sv_init(supervisor_t *sv, uv_loop_t *loop, const char *llama_server, bool verbose);
 /* Add a model child (not started). extra_args is a shell-like string or NULL. */

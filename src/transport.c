@@ -229,7 +229,7 @@ static int new_cid_cb(ngtcp2_conn *q, ngtcp2_cid *cid, uint8_t *token, size_t ci
     tp_conn_t *c = ud;
     randombytes_buf(cid->data, cidlen);
     cid->datalen = cidlen;
-    randombytes_buf(token, NGTCP2_STATELESS_RESET_TOKENLEN);
+    tpi_reset_token(c->ep, cid, token);
     return tpi_cid_add(c, cid) == 0 ? 0 : NGTCP2_ERR_CALLBACK_FAILURE;
 }
 
@@ -393,6 +393,13 @@ static ngtcp2_conn *get_conn_cb(ngtcp2_crypto_conn_ref *ref)
     return c->q;
 }
 
+static int stateless_reset_cb(ngtcp2_conn *q, const ngtcp2_pkt_stateless_reset *sr, void *ud)
+{
+    tp_conn_t *c = ud;
+    snprintf(c->close_why, sizeof c->close_why, "stateless reset (the peer restarted)");
+    return 0;
+}
+
 /* The callbacks both sides share; client and server add their initial-packet handlers. */
 static void callbacks(ngtcp2_callbacks *cb, bool client)
 {
@@ -416,6 +423,7 @@ static void callbacks(ngtcp2_callbacks *cb, bool client)
     cb->rand = rand_cb;
     cb->get_new_connection_id = new_cid_cb;
     cb->remove_connection_id = remove_cid_cb;
+    cb->recv_stateless_reset = stateless_reset_cb;
     cb->update_key = ngtcp2_crypto_update_key_cb;
     cb->stream_reset = stream_reset_cb;
     cb->extend_max_stream_data = extend_max_stream_data_cb;
@@ -565,7 +573,7 @@ void tpi_accept_conn(tp_endpoint_t *ep, const ngtcp2_pkt_hd *hd, const struct so
     settings_params(ep, &st, &tp);
     tp.original_dcid = hd->dcid;
     tp.stateless_reset_token_present = 1;
-    randombytes_buf(tp.stateless_reset_token, sizeof tp.stateless_reset_token);
+    tpi_reset_token(ep, &scid, tp.stateless_reset_token);
     ngtcp2_path path = {{(struct sockaddr *)&ep->local, ep->local_len},
                         {(struct sockaddr *)&c->remote, c->remote_len},
                         NULL};
@@ -602,7 +610,7 @@ void tpi_conn_read(tp_conn_t *c, const struct sockaddr *from, const uint8_t *dat
             c->close_err = -ECONNRESET;
             if (pe.type == NGTCP2_CONNECTION_CLOSE_ERROR_CODE_TYPE_APPLICATION &&
                 pe.error_code == APP_ERR_ADMISSION)
-                c->close_err = -EACCES;
+                c->close_err = c->outbound ? TP_ERR_ADMISSION : -EACCES;
             if (!c->close_why[0])
                 snprintf(c->close_why, sizeof c->close_why, "closed by peer%s%.*s",
                          pe.reasonlen ? ": " : "", (int)(pe.reasonlen < 100 ? pe.reasonlen : 100),

@@ -19,12 +19,19 @@
  * far as the window the receiver opens, and the receiver opens it by calling tp_stream_consumed
  * for bytes it has passed on — that is the back-pressure into tunnels.
  *
+ * Restarts: stateless reset tokens are derived from the node key and the connection id, so a
+ * node restarted on the same port (same key) answers a packet of a connection its former
+ * process had with a Stateless Reset (smaller than the packet, at most 100 a second): the
+ * peer's connection ends at once (on_conn_closed, err -ECONNRESET) instead of at the idle
+ * timeout, and the peer can dial the new process.
+ *
  * Lifetime: a stream is freed right after its on_close callback; a connection right after
  * on_conn_closed (both called once). Close/reset calls made from inside callbacks are deferred.
  */
 #ifndef MESH_TRANSPORT_H
 #define MESH_TRANSPORT_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -32,6 +39,10 @@
 #include <uv.h>
 
 #include "identity.h"
+
+/* on_conn_closed's err on the dialer side when the acceptor refused our admission proof: it
+ * uses another mesh secret (it is in another mesh, or our token's secret is wrong). */
+#define TP_ERR_ADMISSION (-EKEYREJECTED)
 
 typedef struct tp_endpoint tp_endpoint_t;
 typedef struct tp_conn tp_conn_t;
@@ -78,6 +89,8 @@ int tp_endpoint_port(const tp_endpoint_t *ep);
 /* Close every connection (sending CONNECTION_CLOSE) and the socket; cb runs when done. */
 void tp_endpoint_close(tp_endpoint_t *ep, void (*cb)(void *data), void *data);
 void *tp_endpoint_data(const tp_endpoint_t *ep);
+/* The mesh secret for admissions from now on (both directions); ready connections stay. */
+void tp_endpoint_set_secret(tp_endpoint_t *ep, const uint8_t secret[32]);
 
 /* Dial peer `peer_id` (hex) at addr. The result arrives as on_conn_ready / on_conn_closed. */
 int tp_dial(tp_endpoint_t *ep, const char *peer_id, const struct sockaddr *addr, tp_conn_t **out);

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "tlsid.h"
 #include "transport_int.h"
 
@@ -152,6 +153,77 @@ void tpi_send_batch(tp_endpoint_t *ep, tp_conn_t *c, size_t n)
     }
 }
 
+void tpi_reset_token(const tp_endpoint_t *ep, const ngtcp2_cid *cid, uint8_t *token)
+{
+    if (ngtcp2_crypto_generate_stateless_reset_token(token, ep->reset_key, sizeof ep->reset_key,
+                                                     cid) != 0)
+        randombytes_buf(token, NGTCP2_STATELESS_RESET_TOKENLEN); /* no restart detection */
+}
+
+#define RESETS_PER_SECOND 100
+/* like a short packet; always shorter than the packet answered, so resets never loop */
+#define RESET_MAX_LEN 43
+
+/* A short-header packet for a connection we do not have: most likely one our former process
+ * (same key) had. Answer with a Stateless Reset so that the peer drops it now. */
+static void send_stateless_reset(tp_endpoint_t *ep, const struct sockaddr *addr,
+                                 const ngtcp2_version_cid *vc, size_t n)
+{
+    uint64_t now = uv_now(ep->loop);
+    if (vc->dcidlen != SCID_LEN ||
+        n < 1 + NGTCP2_MIN_STATELESS_RESET_RANDLEN + NGTCP2_STATELESS_RESET_TOKENLEN + 1)
+        return;
+    if (now - ep->reset_window >= 1000) {
+        ep->reset_window = now;
+        ep->resets_sent = 0;
+    }
+    if (ep->resets_sent >= RESETS_PER_SECOND) return;
+    ngtcp2_cid cid;
+    ngtcp2_cid_init(&cid, vc->dcid, vc->dcidlen);
+    uint8_t token[NGTCP2_STATELESS_RESET_TOKENLEN], rnd[RESET_MAX_LEN], pkt[RESET_MAX_LEN];
+    size_t len = n - 1 < RESET_MAX_LEN ? n - 1 : RESET_MAX_LEN;
+    size_t rlen = len - 1 - NGTCP2_STATELESS_RESET_TOKENLEN;
+    tpi_reset_token(ep, &cid, token);
+    randombytes_buf(rnd, rlen);
+    ngtcp2_ssize w = ngtcp2_pkt_write_stateless_reset(pkt, sizeof pkt, token, rnd, rlen);
+    socklen_t alen =
+        addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+    if (w > 0 && sendto(ep->fd, pkt, (size_t)w, 0, addr, alen) == w) {
+        LOGD("quic", "stateless reset sent (%zd bytes, answering %zu)", w, n);
+        ep->resets_sent++;
+        ep->stats.datagrams_out++;
+    }
+}
+
+static bool same_addr(const struct sockaddr_storage *a, const struct sockaddr *b)
+{
+    if (a->ss_family != b->sa_family) return false;
+    if (b->sa_family == AF_INET) {
+        const struct sockaddr_in *x = (const void *)a, *y = (const void *)b;
+        return x->sin_port == y->sin_port && x->sin_addr.s_addr == y->sin_addr.s_addr;
+    }
+    const struct sockaddr_in6 *x = (const void *)a, *y = (const void *)b;
+    return b->sa_family == AF_INET6 && x->sin6_port == y->sin6_port &&
+           memcmp(&x->sin6_addr, &y->sin6_addr, sizeof x->sin6_addr) == 0;
+}
+
+/* A short-header packet that matches none of our connection ids: either the peer's Stateless
+ * Reset for a connection we have with its address (its process restarted; the reset's ids are
+ * random, and ngtcp2 recognizes the token when that connection reads the datagram), or a packet
+ * of a connection our former process had (answered with a Stateless Reset). */
+static void unknown_short_packet(tp_endpoint_t *ep, const struct sockaddr *addr,
+                                 const ngtcp2_version_cid *vc, const uint8_t *data, size_t n)
+{
+    tp_conn_t *to[8];
+    size_t k = 0;
+    for (tp_conn_t *c = ep->conns; c && k < 8; c = c->next)
+        if (c->ready && !c->closing && same_addr(&c->remote, addr)) to[k++] = c;
+    /* a connection that ends here is freed later in the loop: the pointers stay valid */
+    for (size_t i = 0; i < k; i++)
+        tpi_conn_read(to[i], addr, data, n);
+    if (k == 0) send_stateless_reset(ep, addr, vc, n);
+}
+
 static void ep_datagram(tp_endpoint_t *ep, const struct sockaddr *addr, const uint8_t *data,
                         size_t n)
 {
@@ -168,6 +240,7 @@ static void ep_datagram(tp_endpoint_t *ep, const struct sockaddr *addr, const ui
     ngtcp2_pkt_hd hd;
     if (ngtcp2_accept(&hd, data, n) != 0) {
         ep->stats.dropped++;
+        if (!(data[0] & 0x80)) unknown_short_packet(ep, addr, &vc, data, n);
         return;
     }
     tpi_accept_conn(ep, &hd, addr, data, n);
@@ -244,6 +317,9 @@ int tp_endpoint_new(tp_endpoint_t **out, uv_loop_t *loop, const identity_t *id,
     ep->loop = loop;
     ep->id = id;
     memcpy(ep->secret, secret, 32);
+    static const char reset_label[] = "mesh-llm/1 stateless reset";
+    crypto_generichash(ep->reset_key, sizeof ep->reset_key, (const uint8_t *)reset_label,
+                       sizeof reset_label - 1, id->sk, 32);
     if (cfg)
         ep->cfg = *cfg;
     else
@@ -307,6 +383,11 @@ fail:
     free(ep->rbuf);
     free(ep);
     return rc;
+}
+
+void tp_endpoint_set_secret(tp_endpoint_t *ep, const uint8_t secret[32])
+{
+    memcpy(ep->secret, secret, 32);
 }
 
 int tp_endpoint_port(const tp_endpoint_t *ep)

@@ -98,6 +98,8 @@ struct tp_endpoint {
     uv_idle_t idle;
     const identity_t *id;
     uint8_t secret[32];
+    uint8_t reset_key[32]; /* stateless reset tokens: derived from the node key (restarts) */
+    uint64_t reset_window, resets_sent; /* rate limit: per-second window (loop ms), count */
     gnutls_certificate_credentials_t cred;
     tp_config_t cfg;
     tp_callbacks_t cb;
@@ -143,6 +145,9 @@ int tpi_cid_add(tp_conn_t *c, const ngtcp2_cid *cid);
 void tpi_cid_remove(tp_conn_t *c, const ngtcp2_cid *cid);
 void tpi_send_batch(tp_endpoint_t *ep, tp_conn_t *c, size_t n); /* ep->sbuf[0..n) to c's peer */
 void tpi_ep_release(tp_endpoint_t *ep); /* a pending handle close finished */
+/* The stateless reset token of one of our connection ids: a function of the node key and the
+ * id, so that this node restarted (same key) can still end its peers' stale connections. */
+void tpi_reset_token(const tp_endpoint_t *ep, const ngtcp2_cid *cid, uint8_t *token);
 
 /* transport_stream.c */
 tp_stream_t *tpi_stream_new(tp_conn_t *c, int64_t id);

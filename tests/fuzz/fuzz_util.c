@@ -1,16 +1,18 @@
 /* libFuzzer target: the util.c helpers that parse outside input — argv_split (llamacpp_args
- * arrive in API bodies), models_forbidden_arg (the check applied to them), parse_u64 (numbers
+ * arrive in API bodies), llama_args_check (the allowlist applied to them), parse_u64 (numbers
  * from the CLI and the environment), model_name_from_path (paths from the API and the CLI).
  *
  * Oracles besides the sanitizers: argv_split round-trips (re-quoting its output and splitting
- * again gives the same argv); parse_u64 agrees with a plain reference implementation;
+ * again gives the same argv); an accepted llamacpp_args string's normalized form is accepted
+ * again and normalizes to itself; parse_u64 agrees with a plain reference implementation;
  * model_name_from_path never overruns a small output buffer and ends it with a NUL. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "models.h"
+#include "config.h"
+#include "llama_args.h"
 #include "util.h"
 
 #define CHECK(c)                                                                                   \
@@ -92,6 +94,24 @@ static void check_name_from_path(const char *s, size_t outlen)
     free(out);
 }
 
+static void check_llama_args(const char *s)
+{
+    char err[512] = "", *canon = NULL;
+    int rc = llama_args_check(s, LLAMA_ARGS_CLIENT, &canon, err, sizeof err);
+    CHECK(rc == 0 || rc == -EPERM || rc == -EINVAL || rc == -E2BIG || rc == -ENOMEM);
+    if (rc == 0) {
+        char *again = NULL;
+        CHECK(llama_args_check(canon, LLAMA_ARGS_CLIENT, &again, err, sizeof err) == 0);
+        CHECK(strcmp(again, canon) == 0);
+        free(again);
+        free(canon);
+    } else {
+        CHECK(canon == NULL && err[0] != '\0');
+    }
+    rc = llama_args_check(s, LLAMA_ARGS_OPERATOR, NULL, err, sizeof err);
+    CHECK(rc == 0 || rc == -EPERM || rc == -EINVAL || rc == -E2BIG || rc == -ENOMEM);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char *s = malloc(size + 1);
@@ -100,8 +120,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     s[size] = '\0'; /* the helpers take C strings: the input up to its first NUL */
 
     check_argv_split(s);
-    const char *bad = models_forbidden_arg(s);
-    CHECK(bad == NULL || bad[0] != '\0');
+    check_llama_args(s);
 
     check_parse_u64(s, 0, UINT64_MAX);
     check_parse_u64(s, 1, 65535);

@@ -494,13 +494,31 @@ static void test_llamacpp_args(void **state)
     assert_string_equal(cfg.llamacpp_args, "");
     config_free(&cfg);
 
-    assert_int_equal(PARSE(&cfg, err, "--llamacpp-args", "-a", "--llamacpp-args", "-b"), CONFIG_OK);
-    assert_string_equal(cfg.llamacpp_args, "-b");
+    assert_int_equal(PARSE(&cfg, err, "--llamacpp-args", "-t 1", "--llamacpp-args", "-t 2"),
+                     CONFIG_OK);
+    assert_string_equal(cfg.llamacpp_args, "-t 2");
     config_free(&cfg);
+
+    /* the operator is trusted with files and paths... */
+    assert_int_equal(PARSE(&cfg, err, "--llamacpp-args", "--log-file /tmp/x --lora a.gguf"),
+                     CONFIG_OK);
+    config_free(&cfg);
+    /* ...but not with what the node manages: "--port 1" used to leave the model loading
+     * forever (the node polled the port it chose, llama-server listened on port 1) */
+    static const char *const managed[] = {"--port 1",  "--port=1",       "--host 0.0.0.0",
+                                          "-m x.gguf", "-t 2 --alias x", "--api-key k"};
+    static const char *const named[] = {"--port", "--port", "--host", "-m", "--alias", "--api-key"};
+    for (size_t i = 0; i < sizeof managed / sizeof managed[0]; i++) {
+        int rc = PARSE(&cfg, err, "--llamacpp-args", managed[i]);
+        ASSERT_REFUSED(rc, err, named[i]);
+        ASSERT_REFUSED(rc, err, "the node manages it");
+        config_free(&cfg);
+    }
 
     int rc = PARSE(&cfg, err, "--llamacpp-args", "--x \"unbalanced");
     ASSERT_REFUSED(rc, err, "--llamacpp-args");
     ASSERT_REFUSED(rc, err, "unbalanced");
+    assert_null(strstr(err, "manages"));
     config_free(&cfg);
 
     rc = PARSE(&cfg, err, "--llamacpp-args", "'single");
@@ -994,6 +1012,61 @@ static void test_models_dir_name_clash_refused(void **state)
     tmp_close(&t);
 }
 
+/* Each kind of bad entry is skipped with one note naming it and why; the good model stays. Any
+ * of them used to stop the node (exit 2). */
+static void test_models_dir_bad_entries_skipped(void **state)
+{
+    (void)state;
+    tmpdir_t t;
+    tmp_open(&t);
+    const char *good = tmp_file(&t, "good.gguf");
+    char p[PATH_MAX];
+    static const struct {
+        const char *name, *why;
+    } bad[] = {
+        {"dangling.gguf", "dangling symlink"}, {"zero.gguf", "symlink to a character device"},
+        {"dir.gguf", "a directory"},           {"fifo.gguf", "a FIFO"},
+        {"loop.gguf", "symlink loop"},
+    };
+    snprintf(p, sizeof p, "%s/dangling.gguf", t.dir);
+    assert_int_equal(symlink("/nonexistent-mesh-llm-target.gguf", p), 0);
+    tmp_track(&t, p);
+    snprintf(p, sizeof p, "%s/zero.gguf", t.dir);
+    assert_int_equal(symlink("/dev/zero", p), 0);
+    tmp_track(&t, p);
+    tmp_subdir(&t, "dir.gguf");
+    snprintf(p, sizeof p, "%s/fifo.gguf", t.dir);
+    assert_int_equal(mkfifo(p, 0600), 0);
+    tmp_track(&t, p);
+    char q[PATH_MAX];
+    snprintf(p, sizeof p, "%s/loop.gguf", t.dir);
+    snprintf(q, sizeof q, "%s/loop2.gguf", t.dir);
+    assert_int_equal(symlink(q, p), 0);
+    tmp_track(&t, p);
+    assert_int_equal(symlink(p, q), 0);
+    tmp_track(&t, q);
+
+    config_t cfg;
+    char err[1024];
+    int rc = PARSE(&cfg, err, "--models-dir", t.dir);
+    if (rc != CONFIG_OK) fail_msg("a bad entry stopped the node: %s", err);
+    assert_int_equal(cfg.n_models, 1);
+    assert_string_equal(cfg.models[0].path, good);
+    assert_non_null(cfg.notes);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char want[PATH_MAX + 64];
+        snprintf(want, sizeof want, "%s/%s: %s", t.dir, bad[i].name, bad[i].why);
+        if (!strstr(cfg.notes, want)) fail_msg("notes lack '%s':\n%s", want, cfg.notes);
+    }
+    /* one line per skipped entry (loop2.gguf is a loop too) */
+    size_t lines = 0;
+    for (const char *c = cfg.notes; *c; c++)
+        lines += *c == '\n';
+    assert_int_equal(lines, 6);
+    config_free(&cfg);
+    tmp_close(&t);
+}
+
 static void test_models_dir_limit(void **state)
 {
     (void)state;
@@ -1268,6 +1341,7 @@ int main(void)
         T(test_join_from_env),
         T(test_api_key_from_file_and_env),
         T(test_allow_origin),
+        T(test_models_dir_bad_entries_skipped),
     };
 #undef T
     return cmocka_run_group_tests_name("config", tests, NULL, NULL);

@@ -90,6 +90,128 @@ static void test_mesh_ids(void **state)
     assert_string_not_equal(o.mesh_id, n1.mesh_id);
 }
 
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* A damaged mesh-id or mesh-secret refuses to start with a message naming the file and the
+ * fix; it is never replaced (that silently ended every invite token), never used as is (a
+ * garbage mesh-id made tokens every joiner rejects). */
+static void test_corrupt_mesh_state_refused(void **state)
+{
+    char err[1024], home[300], pid[340], psec[340];
+    identity_t a;
+    snprintf(home, sizeof home, "%s/h4", dir);
+    assert_int_equal(identity_load(&a, home, 1, err, sizeof err), 0);
+    mesh_cred_t m, again;
+    assert_int_equal(identity_own_mesh(&a, home, NULL, &m, err, sizeof err), 0);
+    snprintf(pid, sizeof pid, "%s/mesh-id", home);
+    snprintf(psec, sizeof psec, "%s/mesh-secret", home);
+    char good_id[128], good_sec[128];
+    FILE *f = fopen(pid, "r");
+    assert_non_null(fgets(good_id, sizeof good_id, f));
+    fclose(f);
+    f = fopen(psec, "r");
+    assert_non_null(fgets(good_sec, sizeof good_sec, f));
+    fclose(f);
+
+    static const struct {
+        const char *file;    /* "id" or "secret" */
+        const char *content; /* NULL: removed */
+        const char *named;   /* the file the message names */
+    } cases[] = {
+        {"secret", "garbage\n", "mesh-secret is corrupt"},
+        {"secret", "zz23456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\n",
+         "mesh-secret is corrupt"},
+        {"secret", "0123\n", "mesh-secret is corrupt"},
+        {"secret", "", "mesh-secret is corrupt"},
+        {"secret", NULL, "mesh-secret is missing"},
+        {"id", "not hex!\n", "mesh-id is corrupt"},
+        {"id", "ABCDEF\n", "mesh-id is corrupt"}, /* tokens carry lowercase hex only */
+        {"id", "\n", "mesh-id is corrupt"},
+        {"id", NULL, "mesh-id is missing"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *path = strcmp(cases[i].file, "id") == 0 ? pid : psec;
+        if (cases[i].content)
+            write_text(path, cases[i].content);
+        else
+            assert_int_equal(unlink(path), 0);
+        err[0] = '\0';
+        int rc = identity_own_mesh(&a, home, NULL, &again, err, sizeof err);
+        if (rc == 0) fail_msg("case %zu accepted", i);
+        if (!strstr(err, cases[i].named))
+            fail_msg("case %zu: '%s' lacks '%s'", i, err, cases[i].named);
+        assert_non_null(strstr(err, "delete both"));
+        /* nothing was regenerated behind the operator's back */
+        struct stat st;
+        if (cases[i].content) {
+            f = fopen(path, "r");
+            char back[160] = "";
+            if (!fgets(back, sizeof back, f)) back[0] = '\0';
+            fclose(f);
+            assert_string_equal(back, cases[i].content);
+        } else {
+            assert_int_equal(stat(path, &st), -1);
+        }
+        write_text(pid, good_id);
+        write_text(psec, good_sec);
+    }
+    /* restored: the same mesh as before */
+    assert_int_equal(identity_own_mesh(&a, home, NULL, &again, err, sizeof err), 0);
+    assert_string_equal(again.mesh_id, m.mesh_id);
+    assert_memory_equal(again.secret, m.secret, 32);
+    /* both removed: a new mesh, as on a first start */
+    assert_int_equal(unlink(pid), 0);
+    assert_int_equal(unlink(psec), 0);
+    assert_int_equal(identity_own_mesh(&a, home, NULL, &again, err, sizeof err), 0);
+    assert_string_not_equal(again.mesh_id, m.mesh_id);
+}
+
+/* The last-mesh write (write + fsync + rename, at join) runs on the thread pool, never on the
+ * event loop: with the pool's only thread held busy, the call returns and nothing is written
+ * until the pool is free. */
+static uv_sem_t pool_gate;
+static void hold_pool(uv_work_t *w)
+{
+    (void)w;
+    uv_sem_wait(&pool_gate);
+}
+static void held_done(uv_work_t *w, int status)
+{
+    (void)w;
+    (void)status;
+}
+
+static void test_last_mesh_written_off_loop(void **state)
+{
+    char home[300], path[340];
+    snprintf(home, sizeof home, "%s", dir);
+    snprintf(path, sizeof path, "%s/last-mesh", dir);
+    uv_loop_t loop;
+    assert_int_equal(uv_loop_init(&loop), 0);
+    assert_int_equal(uv_sem_init(&pool_gate, 0), 0);
+    uv_work_t busy;
+    assert_int_equal(uv_queue_work(&loop, &busy, hold_pool, held_done), 0);
+    identity_save_last_mesh(&loop, home, "00112233445566778899aabbccddeeff");
+    struct stat st;
+    assert_int_equal(stat(path, &st), -1); /* not written on the caller's thread */
+    uv_sem_post(&pool_gate);
+    assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    char line[80] = "";
+    assert_non_null(fgets(line, sizeof line, f));
+    fclose(f);
+    assert_string_equal(line, "00112233445566778899aabbccddeeff\n");
+    assert_int_equal(uv_loop_close(&loop), 0);
+    uv_sem_destroy(&pool_gate);
+}
+
 static void test_token_roundtrip(void **state)
 {
     token_t t, u;
@@ -259,10 +381,13 @@ static void test_wire_incremental_and_caps(void **state)
 int main(void)
 {
     if (sodium_init() < 0) return 1;
+    setenv("UV_THREADPOOL_SIZE", "1", 1); /* test_last_mesh_written_off_loop holds the pool */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_key_created_private_and_stable),
         cmocka_unit_test(test_key_readable_by_others_refused),
         cmocka_unit_test(test_mesh_ids),
+        cmocka_unit_test(test_corrupt_mesh_state_refused),
+        cmocka_unit_test(test_last_mesh_written_off_loop),
         cmocka_unit_test(test_token_roundtrip),
         cmocka_unit_test(test_token_malformed),
         cmocka_unit_test(test_admission_mac_directional),

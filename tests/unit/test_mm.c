@@ -39,16 +39,24 @@ static mm_model_t *add(mm_t *mm, const char *name, mm_type_t type, unsigned dev)
 static void render(const mm_action_t *a, char *out, size_t cap)
 {
     switch (a->kind) {
-    case MM_ACT_LOAD: snprintf(out, cap, "LOAD %s", a->model->name); break;
-    case MM_ACT_UNLOAD: snprintf(out, cap, "UNLOAD %s", a->model->name); break;
-    case MM_ACT_SERVE: snprintf(out, cap, "SERVE %s %u", a->model->name, a->count); break;
+    case MM_ACT_LOAD:
+        snprintf(out, cap, "LOAD %s", a->model->name);
+        break;
+    case MM_ACT_UNLOAD:
+        snprintf(out, cap, "UNLOAD %s", a->model->name);
+        break;
+    case MM_ACT_SERVE:
+        snprintf(out, cap, "SERVE %s %u", a->model->name, a->count);
+        break;
     case MM_ACT_FAIL:
         if (a->count == 1)
             snprintf(out, cap, "FAIL %s %d", a->model->name, a->status);
         else
             snprintf(out, cap, "FAIL %s %d x%u", a->model->name, a->status, a->count);
         break;
-    default: snprintf(out, cap, "NONE"); break;
+    default:
+        snprintf(out, cap, "NONE");
+        break;
     }
 }
 
@@ -78,7 +86,7 @@ static void preload(mm_t *mm, mm_model_t *m, uint64_t t)
     char want[MM_NAME_MAX + 16];
     snprintf(want, sizeof want, "LOAD %s", m->name);
     EXPECT(mm, want);
-    mm_load_done(mm, m, true, false, t + 1);
+    mm_load_done(mm, m, true, MM_LOAD_ERR_RETRY, t + 1);
     EXPECT(mm, "");
     assert_int_equal(m->state, MM_LOADED);
 }
@@ -132,7 +140,7 @@ static void test_request_unloaded_model_waits_and_loads(void **state)
     EXPECT(mm, "");
     assert_int_equal(a->waiters, 2);
 
-    mm_load_done(mm, a, true, false, 5);
+    mm_load_done(mm, a, true, MM_LOAD_ERR_RETRY, 5);
     EXPECT(mm, "SERVE A 2");
     assert_int_equal(a->state, MM_LOADED);
     assert_int_equal(a->waiters, 0);
@@ -156,7 +164,7 @@ static void test_concurrent_autoloads_same_model_one_load(void **state)
     assert_int_equal(mm_request_begin(mm, a, 1), MM_WAIT);
     EXPECT(mm, "LOAD A");
     assert_int_equal(mm->qlen, 0);
-    mm_load_done(mm, a, true, false, 2);
+    mm_load_done(mm, a, true, MM_LOAD_ERR_RETRY, 2);
     EXPECT(mm, "SERVE A 2");
     assert_int_equal(a->in_flight, 2);
 }
@@ -176,9 +184,9 @@ static void test_concurrent_autoloads_while_queued_one_load(void **state)
     EXPECT(mm, "");
     assert_int_equal(mm->qlen, 1);
     assert_true(b->queued);
-    mm_load_done(mm, a, true, false, 4);
+    mm_load_done(mm, a, true, MM_LOAD_ERR_RETRY, 4);
     EXPECT(mm, "SERVE A 1; LOAD B");
-    mm_load_done(mm, b, true, false, 5);
+    mm_load_done(mm, b, true, MM_LOAD_ERR_RETRY, 5);
     EXPECT(mm, "SERVE B 2");
 }
 
@@ -195,7 +203,7 @@ static void test_request_cancel_decrements_waiters(void **state)
     assert_int_equal(a->waiters, 3);
     mm_request_cancel(mm, a);
     assert_int_equal(a->waiters, 2);
-    mm_load_done(mm, a, true, false, 2);
+    mm_load_done(mm, a, true, MM_LOAD_ERR_RETRY, 2);
     EXPECT(mm, "SERVE A 2");
     assert_int_equal(a->in_flight, 2);
 }
@@ -212,7 +220,7 @@ static void test_request_cancel_all_waiters_no_serve(void **state)
     assert_int_equal(a->waiters, 0);
     mm_request_cancel(mm, a); /* extra cancel does not underflow */
     assert_int_equal(a->waiters, 0);
-    mm_load_done(mm, a, true, false, 2);
+    mm_load_done(mm, a, true, MM_LOAD_ERR_RETRY, 2);
     EXPECT(mm, ""); /* no SERVE with count 0 */
     assert_int_equal(a->state, MM_LOADED);
     assert_int_equal(a->in_flight, 0);
@@ -244,21 +252,21 @@ static void test_free_slot_loads_without_evicting(void **state)
 
     assert_int_equal(mm_request_begin(mm, a, 1), MM_WAIT);
     EXPECT(mm, "LOAD A");
-    mm_load_done(mm, a, true, false, 2);
+    mm_load_done(mm, a, true, MM_LOAD_ERR_RETRY, 2);
     EXPECT(mm, "SERVE A 1");
     mm_request_end(mm, a, 3);
     assert_int_equal(mm_request_begin(mm, b, 4), MM_WAIT);
     EXPECT(mm, "LOAD B"); /* second llm slot is free */
-    mm_load_done(mm, b, true, false, 5);
+    mm_load_done(mm, b, true, MM_LOAD_ERR_RETRY, 5);
     EXPECT(mm, "SERVE B 1");
     /* other types have their own slots */
     assert_int_equal(mm_request_begin(mm, e, 6), MM_WAIT);
     EXPECT(mm, "LOAD E");
-    mm_load_done(mm, e, true, false, 7);
+    mm_load_done(mm, e, true, MM_LOAD_ERR_RETRY, 7);
     EXPECT(mm, "SERVE E 1");
     assert_int_equal(mm_request_begin(mm, r, 8), MM_WAIT);
     EXPECT(mm, "LOAD R");
-    mm_load_done(mm, r, true, false, 9);
+    mm_load_done(mm, r, true, MM_LOAD_ERR_RETRY, 9);
     EXPECT(mm, "SERVE R 1");
     assert_int_equal(mm_count_loaded(mm, MM_LLM), 2);
     assert_int_equal(mm_count_loaded(mm, MM_EMBEDDING), 1);
@@ -276,13 +284,13 @@ static void test_full_type_evicts_lru(void **state)
 
     assert_int_equal(mm_request_begin(mm, a, 1), MM_WAIT);
     EXPECT(mm, "LOAD A");
-    mm_load_done(mm, a, true, false, 2);
+    mm_load_done(mm, a, true, MM_LOAD_ERR_RETRY, 2);
     EXPECT(mm, "SERVE A 1");
     mm_request_end(mm, a, 3);
 
     assert_int_equal(mm_request_begin(mm, b, 4), MM_WAIT);
     EXPECT(mm, "LOAD B");
-    mm_load_done(mm, b, true, false, 5);
+    mm_load_done(mm, b, true, MM_LOAD_ERR_RETRY, 5);
     EXPECT(mm, "SERVE B 1");
     mm_request_end(mm, b, 6);
 
@@ -296,7 +304,7 @@ static void test_full_type_evicts_lru(void **state)
     assert_int_equal(c->state, MM_UNLOADED); /* waits for the unload to finish */
     mm_unload_done(mm, a, 10);
     EXPECT(mm, "LOAD C");
-    mm_load_done(mm, c, true, false, 11);
+    mm_load_done(mm, c, true, MM_LOAD_ERR_RETRY, 11);
     EXPECT(mm, "SERVE C 1");
     mm_request_end(mm, c, 12);
     EXPECT(mm, "");
@@ -330,7 +338,7 @@ static void test_last_use_updated_on_every_access(void **state)
     assert_int_equal(mm_request_begin(mm, a, 5), MM_WAIT);
     EXPECT(mm, "LOAD A");
     assert_int_equal(a->last_use, 5); /* load start */
-    mm_load_done(mm, a, true, false, 9);
+    mm_load_done(mm, a, true, MM_LOAD_ERR_RETRY, 9);
     EXPECT(mm, "SERVE A 1");
     assert_int_equal(a->last_use, 9); /* load end */
     assert_int_equal(mm_request_begin(mm, a, 12), MM_SERVE_NOW);
@@ -359,8 +367,8 @@ static void test_lru_flips_on_request_end(void **state)
 
     assert_int_equal(mm_request_begin(mm, a, 10), MM_SERVE_NOW); /* A: start 10 */
     assert_int_equal(mm_request_begin(mm, b, 20), MM_SERVE_NOW); /* B: start 20 */
-    mm_request_end(mm, b, 21);                                    /* B: end 21 */
-    mm_request_end(mm, a, 30);                                    /* A: end 30 */
+    mm_request_end(mm, b, 21);                                   /* B: end 21 */
+    mm_request_end(mm, a, 30);                                   /* A: end 30 */
     assert_int_equal(a->last_use, 30);
     assert_int_equal(b->last_use, 21);
     /* by request start alone A (10) would be the LRU; the end at 30 makes it B */
@@ -396,8 +404,8 @@ static void test_lru_load_end_counts_as_access(void **state)
     preload(mm, a, 1);
     mm_load(mm, b, 2); /* load start 2 */
     EXPECT(mm, "LOAD B");
-    touch(mm, a, 5);                     /* A touched at 5 */
-    mm_load_done(mm, b, true, false, 9); /* B's load ends at 9 */
+    touch(mm, a, 5);                             /* A touched at 5 */
+    mm_load_done(mm, b, true, MM_LOAD_ERR_RETRY, 9); /* B's load ends at 9 */
     EXPECT(mm, "");
     assert_int_equal(mm_request_begin(mm, c, 10), MM_WAIT);
     EXPECT(mm, "UNLOAD A");
@@ -455,7 +463,7 @@ static void test_busy_model_never_evicted(void **state)
     assert_int_equal(b->state, MM_UNLOADED);
     mm_unload_done(mm, a, 10);
     EXPECT(mm, "LOAD B");
-    mm_load_done(mm, b, true, false, 11);
+    mm_load_done(mm, b, true, MM_LOAD_ERR_RETRY, 11);
     EXPECT(mm, "SERVE B 2");
 }
 
@@ -495,7 +503,7 @@ static void test_idle_preferred_over_busy_lru(void **state)
     preload(mm, a, 1);
     preload(mm, b, 3);
     assert_int_equal(mm_request_begin(mm, a, 5), MM_SERVE_NOW); /* A busy, last_use 5 */
-    touch(mm, b, 10);                                            /* B idle, last_use 10 */
+    touch(mm, b, 10);                                           /* B idle, last_use 10 */
     assert_true(a->last_use < b->last_use);
     assert_int_equal(mm_request_begin(mm, c, 11), MM_WAIT);
     EXPECT(mm, "UNLOAD B");
@@ -525,11 +533,11 @@ static void test_loads_serialized(void **state)
     EXPECT(mm, "");
     assert_int_equal(e->state, MM_UNLOADED);
     assert_int_equal(b->state, MM_UNLOADED);
-    mm_load_done(mm, a, true, false, 4);
+    mm_load_done(mm, a, true, MM_LOAD_ERR_RETRY, 4);
     EXPECT(mm, "SERVE A 1; LOAD E"); /* FIFO */
-    mm_load_done(mm, e, true, false, 5);
+    mm_load_done(mm, e, true, MM_LOAD_ERR_RETRY, 5);
     EXPECT(mm, "SERVE E 1; LOAD B");
-    mm_load_done(mm, b, true, false, 6);
+    mm_load_done(mm, b, true, MM_LOAD_ERR_RETRY, 6);
     EXPECT(mm, "SERVE B 1");
 }
 
@@ -542,13 +550,13 @@ static void test_stale_load_done_ignored(void **state)
     assert_int_equal(mm_request_begin(mm, a, 1), MM_WAIT);
     assert_int_equal(mm_request_begin(mm, b, 1), MM_WAIT);
     EXPECT(mm, "LOAD A");
-    mm_load_done(mm, b, true, false, 2); /* B is not loading */
+    mm_load_done(mm, b, true, MM_LOAD_ERR_RETRY, 2); /* B is not loading */
     EXPECT(mm, "");
     assert_int_equal(b->state, MM_UNLOADED);
     mm_unload_done(mm, a, 3); /* A is not unloading */
     EXPECT(mm, "");
     assert_int_equal(a->state, MM_LOADING);
-    mm_load_done(mm, a, true, false, 4);
+    mm_load_done(mm, a, true, MM_LOAD_ERR_RETRY, 4);
     EXPECT(mm, "SERVE A 1; LOAD B");
 }
 
@@ -575,7 +583,7 @@ static void test_eviction_choice_at_dequeue(void **state)
     EXPECT(mm, "");
     assert_true(y->last_use < x->last_use);
 
-    mm_load_done(mm, e, true, false, 8);
+    mm_load_done(mm, e, true, MM_LOAD_ERR_RETRY, 8);
     EXPECT(mm, "SERVE E 1; UNLOAD Y");
     mm_unload_done(mm, y, 9);
     EXPECT(mm, "LOAD A");
@@ -621,7 +629,7 @@ static void test_autoload_serves_before_eviction(void **state)
     EXPECT(mm, "LOAD A");
     assert_int_equal(mm_request_begin(mm, b, 2), MM_WAIT);
     EXPECT(mm, "");
-    mm_load_done(mm, a, true, false, 3);
+    mm_load_done(mm, a, true, MM_LOAD_ERR_RETRY, 3);
     EXPECT(mm, "SERVE A 1"); /* and no UNLOAD A for B's load */
     assert_int_equal(a->in_flight, 1);
     assert_int_equal(a->state, MM_LOADED);
@@ -636,7 +644,7 @@ static void test_autoload_serves_before_eviction(void **state)
     EXPECT(mm, "UNLOAD A");
     mm_unload_done(mm, a, 6);
     EXPECT(mm, "LOAD B");
-    mm_load_done(mm, b, true, false, 7);
+    mm_load_done(mm, b, true, MM_LOAD_ERR_RETRY, 7);
     EXPECT(mm, "SERVE B 2");
 }
 
@@ -662,7 +670,7 @@ static void test_failed_load_nuclear_then_500(void **state)
     assert_int_equal(mm_request_begin(mm, b, 8), MM_WAIT);
     EXPECT(mm, "LOAD B"); /* free llm slot */
     assert_int_equal(mm_request_begin(mm, b, 9), MM_WAIT);
-    mm_load_done(mm, b, false, false, 10);
+    mm_load_done(mm, b, false, MM_LOAD_ERR_RETRY, 10);
     EXPECT(mm, "UNLOAD A; UNLOAD E"); /* not R: busy */
     assert_int_equal(b->state, MM_UNLOADED);
     assert_int_equal(b->waiters, 2);
@@ -674,7 +682,7 @@ static void test_failed_load_nuclear_then_500(void **state)
     EXPECT(mm, "LOAD B");
     assert_int_equal(b->state, MM_LOADING);
 
-    mm_load_done(mm, b, false, false, 13);
+    mm_load_done(mm, b, false, MM_LOAD_ERR_RETRY, 13);
     EXPECT(mm, "FAIL B 500 x2");
     assert_int_equal(b->state, MM_UNLOADED);
     assert_int_equal(b->waiters, 0);
@@ -685,10 +693,47 @@ static void test_failed_load_nuclear_then_500(void **state)
     /* a later request starts afresh (one more retry allowed) */
     assert_int_equal(mm_request_begin(mm, b, 14), MM_WAIT);
     EXPECT(mm, "LOAD B");
-    mm_load_done(mm, b, false, false, 15);
+    mm_load_done(mm, b, false, MM_LOAD_ERR_RETRY, 15);
     EXPECT(mm, "LOAD B"); /* nothing idle left to evict: retried at once */
-    mm_load_done(mm, b, true, false, 16);
+    mm_load_done(mm, b, true, MM_LOAD_ERR_RETRY, 16);
     EXPECT(mm, "SERVE B 1");
+}
+
+/* A failure a retry cannot fix (an unusable file, refused arguments) fails the waiters at once
+ * and evicts nothing: a request for a corrupt model used to unload every idle model, every
+ * time. */
+static void test_failed_load_final_evicts_nothing(void **state)
+{
+    (void)state;
+    mm_t *mm = fresh(3, 1, 1);
+    mm_model_t *a = add(mm, "A", MM_LLM, MM_DEV_CPU);
+    mm_model_t *b = add(mm, "B", MM_LLM, MM_DEV_CPU);
+    mm_model_t *e = add(mm, "E", MM_EMBEDDING, MM_DEV_CPU);
+    mm_model_t *x = add(mm, "X", MM_LLM, MM_DEV_CPU);
+    preload(mm, a, 1);
+    preload(mm, b, 3);
+    preload(mm, e, 5);
+    for (int round = 0; round < 2; round++) {
+        assert_int_equal(mm_request_begin(mm, x, 10 + round * 10), MM_WAIT);
+        assert_int_equal(mm_request_begin(mm, x, 11 + round * 10), MM_WAIT);
+        EXPECT(mm, "LOAD X");
+        mm_load_done(mm, x, false, MM_LOAD_ERR_FINAL, 12 + round * 10);
+        EXPECT(mm, "FAIL X 500 x2");
+        assert_int_equal(x->state, MM_UNLOADED);
+        assert_int_equal(x->waiters, 0);
+        assert_null(mm->current);
+        assert_false(mm->drain_all);
+        assert_int_equal(a->state, MM_LOADED);
+        assert_int_equal(b->state, MM_LOADED);
+        assert_int_equal(e->state, MM_LOADED);
+    }
+    /* an explicit load of it fails the same way, and the next load in the queue goes on */
+    mm_model_t *c = add(mm, "C", MM_LLM, MM_DEV_CPU);
+    mm_load(mm, x, 40);
+    assert_int_equal(mm_request_begin(mm, c, 41), MM_WAIT);
+    EXPECT(mm, "LOAD X");
+    mm_load_done(mm, x, false, MM_LOAD_ERR_FINAL, 42);
+    EXPECT(mm, "LOAD C");
 }
 
 static void test_failed_load_retry_succeeds(void **state)
@@ -700,11 +745,11 @@ static void test_failed_load_retry_succeeds(void **state)
     preload(mm, a, 1);
     assert_int_equal(mm_request_begin(mm, b, 3), MM_WAIT);
     EXPECT(mm, "LOAD B");
-    mm_load_done(mm, b, false, false, 4);
+    mm_load_done(mm, b, false, MM_LOAD_ERR_RETRY, 4);
     EXPECT(mm, "UNLOAD A");
     mm_unload_done(mm, a, 5);
     EXPECT(mm, "LOAD B");
-    mm_load_done(mm, b, true, false, 6);
+    mm_load_done(mm, b, true, MM_LOAD_ERR_RETRY, 6);
     EXPECT(mm, "SERVE B 1");
     assert_int_equal(b->in_flight, 1);
 }
@@ -724,10 +769,10 @@ static void test_failed_load_spares_busy(void **state)
     EXPECT(mm, "UNLOAD E");
     mm_unload_done(mm, e, 7);
     EXPECT(mm, "LOAD F");
-    mm_load_done(mm, f, false, false, 8);
+    mm_load_done(mm, f, false, MM_LOAD_ERR_RETRY, 8);
     EXPECT(mm, "LOAD F"); /* A is busy: nothing to evict, retry at once */
     assert_int_equal(a->state, MM_LOADED);
-    mm_load_done(mm, f, false, false, 9);
+    mm_load_done(mm, f, false, MM_LOAD_ERR_RETRY, 9);
     EXPECT(mm, "FAIL F 500");
     assert_int_equal(a->state, MM_LOADED);
 }
@@ -751,16 +796,16 @@ static void test_failed_load_retry_waits_for_all_unloads(void **state)
     EXPECT(mm, "LOAD B");
     mm_load(mm, a, 8); /* A queued behind B */
     EXPECT(mm, "");
-    mm_load_done(mm, b, false, false, 9);
+    mm_load_done(mm, b, false, MM_LOAD_ERR_RETRY, 9);
     EXPECT(mm, "UNLOAD E");
     assert_int_equal(mm_request_begin(mm, b, 10), MM_WAIT); /* arrives during the retry */
     EXPECT(mm, "");
     assert_int_equal(b->waiters, 2);
     mm_unload_done(mm, e, 11);
     EXPECT(mm, "LOAD B");
-    mm_load_done(mm, b, false, false, 12);
+    mm_load_done(mm, b, false, MM_LOAD_ERR_RETRY, 12);
     EXPECT(mm, "FAIL B 500 x2; LOAD A"); /* the queue moves on */
-    mm_load_done(mm, a, true, false, 13);
+    mm_load_done(mm, a, true, MM_LOAD_ERR_RETRY, 13);
     EXPECT(mm, "");
 }
 
@@ -773,13 +818,13 @@ static void test_reload_while_loading(void **state)
     EXPECT(mm, "LOAD A");
     mm_reload(mm, a, 2); /* new options while the old ones load */
     EXPECT(mm, "");
-    mm_load_done(mm, a, true, false, 3);
+    mm_load_done(mm, a, true, MM_LOAD_ERR_RETRY, 3);
     EXPECT(mm, "SERVE A 1"); /* the request still gets served first */
     mm_request_end(mm, a, 4);
     EXPECT(mm, "UNLOAD A");
     mm_unload_done(mm, a, 5);
     EXPECT(mm, "LOAD A");
-    mm_load_done(mm, a, true, false, 6);
+    mm_load_done(mm, a, true, MM_LOAD_ERR_RETRY, 6);
     EXPECT(mm, "");
 }
 
@@ -834,7 +879,7 @@ static void test_file_missing_404_no_eviction_no_retry(void **state)
     EXPECT(mm, "LOAD B");
     assert_int_equal(mm_request_begin(mm, c, 6), MM_WAIT); /* queued behind B */
     EXPECT(mm, "");
-    mm_load_done(mm, b, false, true, 7);
+    mm_load_done(mm, b, false, MM_LOAD_ERR_MISSING, 7);
     EXPECT(mm, "FAIL B 404 x2; LOAD C"); /* nothing evicted, no retry, next load goes */
     assert_int_equal(b->state, MM_UNLOADED);
     assert_int_equal(b->waiters, 0);
@@ -866,7 +911,7 @@ static void test_npu_evicts_holder_of_other_type(void **state)
     assert_int_equal(n2->state, MM_UNLOADED);
     mm_unload_done(mm, n1, 8);
     EXPECT(mm, "LOAD N2");
-    mm_load_done(mm, n2, true, false, 9);
+    mm_load_done(mm, n2, true, MM_LOAD_ERR_RETRY, 9);
     EXPECT(mm, "SERVE N2 1");
     assert_int_equal(g->state, MM_LOADED); /* GPU/CPU models untouched */
     assert_int_equal(c->state, MM_LOADED);
@@ -915,7 +960,7 @@ static void test_non_npu_load_ignores_npu_holder(void **state)
     preload(mm, n1, 1);
     assert_int_equal(mm_request_begin(mm, g, 3), MM_WAIT);
     EXPECT(mm, "LOAD G"); /* free llm slot: N1 stays */
-    mm_load_done(mm, g, true, false, 4);
+    mm_load_done(mm, g, true, MM_LOAD_ERR_RETRY, 4);
     EXPECT(mm, "SERVE G 1");
     assert_int_equal(mm_request_begin(mm, c, 5), MM_WAIT);
     EXPECT(mm, "LOAD C");
@@ -1011,7 +1056,7 @@ static void test_unload_while_loading(void **state)
     EXPECT(mm, "LOAD A");
     assert_int_equal(mm_unload(mm, a, 2), 0);
     EXPECT(mm, "");
-    mm_load_done(mm, a, true, false, 3);
+    mm_load_done(mm, a, true, MM_LOAD_ERR_RETRY, 3);
     EXPECT(mm, "SERVE A 1"); /* the waiting request is served first */
     mm_request_end(mm, a, 4);
     EXPECT(mm, "UNLOAD A");
@@ -1033,7 +1078,7 @@ static void test_unload_queued_fails_waiters(void **state)
     EXPECT(mm, "FAIL B 503");
     assert_false(b->queued);
     assert_int_equal(mm->qlen, 0);
-    mm_load_done(mm, a, true, false, 3);
+    mm_load_done(mm, a, true, MM_LOAD_ERR_RETRY, 3);
     EXPECT(mm, "SERVE A 1");
 }
 
@@ -1056,7 +1101,7 @@ static void test_requests_during_pending_unload_reload(void **state)
     EXPECT(mm, "UNLOAD A");
     mm_unload_done(mm, a, 8);
     EXPECT(mm, "LOAD A");
-    mm_load_done(mm, a, true, false, 9);
+    mm_load_done(mm, a, true, MM_LOAD_ERR_RETRY, 9);
     EXPECT(mm, "SERVE A 2");
     assert_false(a->unload_pending);
 }
@@ -1076,13 +1121,13 @@ static void test_request_during_unloading_reloads(void **state)
     mm_unload_done(mm, a, 5);
     EXPECT(mm, "LOAD B"); /* A is queued behind B */
     assert_true(a->queued);
-    mm_load_done(mm, b, true, false, 6);
+    mm_load_done(mm, b, true, MM_LOAD_ERR_RETRY, 6);
     EXPECT(mm, "SERVE B 1"); /* A waits for B's request */
     mm_request_end(mm, b, 7);
     EXPECT(mm, "UNLOAD B");
     mm_unload_done(mm, b, 8);
     EXPECT(mm, "LOAD A");
-    mm_load_done(mm, a, true, false, 9);
+    mm_load_done(mm, a, true, MM_LOAD_ERR_RETRY, 9);
     EXPECT(mm, "SERVE A 1");
 }
 
@@ -1096,7 +1141,7 @@ static void test_reload_loaded_unloads_then_loads(void **state)
     EXPECT(mm, "UNLOAD A");
     mm_unload_done(mm, a, 4);
     EXPECT(mm, "LOAD A");
-    mm_load_done(mm, a, true, false, 5);
+    mm_load_done(mm, a, true, MM_LOAD_ERR_RETRY, 5);
     EXPECT(mm, "");
     assert_int_equal(a->state, MM_LOADED);
     assert_false(a->reload);
@@ -1117,7 +1162,7 @@ static void test_reload_busy_waits_for_in_flight(void **state)
     EXPECT(mm, "UNLOAD A");
     mm_unload_done(mm, a, 7);
     EXPECT(mm, "LOAD A");
-    mm_load_done(mm, a, true, false, 8);
+    mm_load_done(mm, a, true, MM_LOAD_ERR_RETRY, 8);
     EXPECT(mm, "SERVE A 1");
 }
 
@@ -1128,7 +1173,7 @@ static void test_reload_unloaded_loads(void **state)
     mm_model_t *a = add(mm, "A", MM_LLM, MM_DEV_GPU);
     mm_reload(mm, a, 1);
     EXPECT(mm, "LOAD A");
-    mm_load_done(mm, a, true, false, 2);
+    mm_load_done(mm, a, true, MM_LOAD_ERR_RETRY, 2);
     EXPECT(mm, "");
 }
 
@@ -1170,7 +1215,7 @@ static void test_load_evicts_like_autoload(void **state)
     EXPECT(mm, "UNLOAD A");
     mm_unload_done(mm, a, 4);
     EXPECT(mm, "LOAD B");
-    mm_load_done(mm, b, true, false, 5);
+    mm_load_done(mm, b, true, MM_LOAD_ERR_RETRY, 5);
     EXPECT(mm, ""); /* no waiters: nothing to serve */
 }
 
@@ -1186,9 +1231,9 @@ static void test_load_queued_is_noop(void **state)
     mm_load(mm, b, 3);
     EXPECT(mm, "");
     assert_int_equal(mm->qlen, 1);
-    mm_load_done(mm, a, true, false, 4);
+    mm_load_done(mm, a, true, MM_LOAD_ERR_RETRY, 4);
     EXPECT(mm, "LOAD B");
-    mm_load_done(mm, b, true, false, 5);
+    mm_load_done(mm, b, true, MM_LOAD_ERR_RETRY, 5);
     EXPECT(mm, "");
 }
 
@@ -1204,7 +1249,7 @@ static void test_load_while_loading_is_noop(void **state)
     EXPECT(mm, "LOAD A");
     mm_load(mm, a, 2); /* duplicate API call while loading */
     EXPECT(mm, "");
-    mm_load_done(mm, a, true, false, 3);
+    mm_load_done(mm, a, true, MM_LOAD_ERR_RETRY, 3);
     EXPECT(mm, "");
 
     assert_int_equal(mm_request_begin(mm, b, 4), MM_WAIT);
@@ -1212,7 +1257,7 @@ static void test_load_while_loading_is_noop(void **state)
     mm_unload_done(mm, a, 5);
     EXPECT(mm, "LOAD B");
     assert_false(a->queued); /* an evicted model is not reloaded on its own */
-    mm_load_done(mm, b, true, false, 6);
+    mm_load_done(mm, b, true, MM_LOAD_ERR_RETRY, 6);
     EXPECT(mm, "SERVE B 1");
     mm_request_end(mm, b, 7);
     EXPECT(mm, ""); /* B must not be evicted to bring A back */
@@ -1358,9 +1403,9 @@ typedef struct {
     mm_model_t *loading;   /* LOAD issued, load_done not yet sent */
     /* "no spontaneous loads": someone asked for the model since its last LOAD */
     bool check_asked;
-    bool req_ask[RN];   /* a request waited for it */
-    bool api_ask[RN];   /* mm_load / mm_reload that should bring it (back) */
-    bool retry[RN];     /* its load failed once: one retry is due */
+    bool req_ask[RN]; /* a request waited for it */
+    bool api_ask[RN]; /* mm_load / mm_reload that should bring it (back) */
+    bool retry[RN];   /* its load failed once: one retry is due */
     uint64_t now;
     unsigned n_load, n_unload, n_serve, n_fail, n_fail404, n_fail500, n_fail503, n_npu_load;
     unsigned n_served_reqs;
@@ -1407,8 +1452,7 @@ static void dump_trace(const rdrv_t *d)
 static int idx_of(const rdrv_t *d, const mm_model_t *m)
 {
     for (int i = 0; i < RN; i++)
-        if (d->m[i] == m)
-            return i;
+        if (d->m[i] == m) return i;
     fail_msg("action for an unknown model");
     return -1;
 }
@@ -1417,8 +1461,7 @@ static unsigned non_unloaded(const rdrv_t *d, mm_type_t type, const mm_model_t *
 {
     unsigned n = 0;
     for (int i = 0; i < RN; i++)
-        if (d->m[i] != except && d->m[i]->type == type && d->m[i]->state != MM_UNLOADED)
-            n++;
+        if (d->m[i] != except && d->m[i]->type == type && d->m[i]->state != MM_UNLOADED) n++;
     return n;
 }
 
@@ -1446,8 +1489,7 @@ static void r_actions(rdrv_t *d)
             if (m->device & MM_DEV_NPU) {
                 d->n_npu_load++;
                 for (int j = 0; j < RN; j++)
-                    if (j != i && (d->m[j]->device & MM_DEV_NPU) &&
-                        d->m[j]->state != MM_UNLOADED)
+                    if (j != i && (d->m[j]->device & MM_DEV_NPU) && d->m[j]->state != MM_UNLOADED)
                         RFAIL(d, "LOAD %s while NPU holds %s", m->name, d->m[j]->name);
             }
             if (d->retry[i]) {
@@ -1466,8 +1508,7 @@ static void r_actions(rdrv_t *d)
                 RFAIL(d, "UNLOAD %s in state %s", m->name, mm_state_name(m->state));
             if (d->inflight[i] || m->in_flight)
                 RFAIL(d, "UNLOAD %s with %u requests in flight", m->name, d->inflight[i]);
-            if (d->unloading[i])
-                RFAIL(d, "UNLOAD %s twice", m->name);
+            if (d->unloading[i]) RFAIL(d, "UNLOAD %s twice", m->name);
             d->unloading[i] = true;
             d->n_unload++;
             break;
@@ -1497,7 +1538,8 @@ static void r_actions(rdrv_t *d)
             else
                 d->n_fail503++;
             break;
-        default: RFAIL(d, "bad action kind %d", (int)a.kind);
+        default:
+            RFAIL(d, "bad action kind %d", (int)a.kind);
         }
     }
 }
@@ -1518,8 +1560,7 @@ static void r_check(rdrv_t *d)
         if ((m->state == MM_UNLOADING) != d->unloading[i])
             RFAIL(d, "%s: state %s, driver unloading %d", m->name, mm_state_name(m->state),
                   (int)d->unloading[i]);
-        if (m->state == MM_LOADING)
-            loading++;
+        if (m->state == MM_LOADING) loading++;
         if (m->in_flight && m->state != MM_LOADED)
             RFAIL(d, "%s: %u in flight in state %s", m->name, m->in_flight,
                   mm_state_name(m->state));
@@ -1532,17 +1573,14 @@ static void r_check(rdrv_t *d)
                       mm_state_name(m->state));
         }
     }
-    if (loading > 1)
-        RFAIL(d, "%u models loading at once", loading);
+    if (loading > 1) RFAIL(d, "%u models loading at once", loading);
     for (int t = 0; t < MM_N_TYPES; t++)
         if (non_unloaded(d, (mm_type_t)t, NULL) > mm->max_loaded[t])
             RFAIL(d, "type %s over its slots", mm_type_name((mm_type_t)t));
     unsigned npu = 0;
     for (int i = 0; i < RN; i++)
-        if ((d->m[i]->device & MM_DEV_NPU) && d->m[i]->state != MM_UNLOADED)
-            npu++;
-    if (npu > 1)
-        RFAIL(d, "%u models on the NPU", npu);
+        if ((d->m[i]->device & MM_DEV_NPU) && d->m[i]->state != MM_UNLOADED) npu++;
+    if (npu > 1) RFAIL(d, "%u models on the NPU", npu);
 }
 
 static int pick(const rdrv_t *d, int kind)
@@ -1550,8 +1588,7 @@ static int pick(const rdrv_t *d, int kind)
     int cand[RN], n = 0;
     for (int i = 0; i < RN; i++) {
         bool ok = kind == 0 ? d->inflight[i] > 0 : kind == 1 ? d->waiting[i] > 0 : d->unloading[i];
-        if (ok)
-            cand[n++] = i;
+        if (ok) cand[n++] = i;
     }
     return n ? cand[rnd_below((unsigned)n)] : -1;
 }
@@ -1564,8 +1601,7 @@ static void r_load_done(rdrv_t *d, bool ok, bool missing)
     d->loading = NULL;
     mm_load_done(d->mm, l, ok, missing, d->now);
     tr(d, ok ? "load_done ok" : missing ? "load_done missing" : "load_done fail", l);
-    if (!ok && !missing && attempt == 0)
-        d->retry[i] = true;
+    if (!ok && !missing && attempt == 0) d->retry[i] = true;
     if (!ok && d->mm->current != l) /* final failure: no reload either */
         d->req_ask[i] = d->api_ask[i] = false;
 }
@@ -1624,14 +1660,11 @@ static void r_event(rdrv_t *d)
     } else if (r < 97) {
         bool queued = m->queued && m->state == MM_UNLOADED;
         bool expect_ok = m->state == MM_LOADED || m->state == MM_LOADING || queued;
-        if (queued)
-            d->req_ask[i] = false;
-        if (queued || m->state != MM_UNLOADED)
-            d->api_ask[i] = false;
+        if (queued) d->req_ask[i] = false;
+        if (queued || m->state != MM_UNLOADED) d->api_ask[i] = false;
         int rc = mm_unload(mm, m, d->now);
         tr(d, rc == 0 ? "mm_unload ok" : "mm_unload ENOENT", m);
-        if (rc != (expect_ok ? 0 : -ENOENT))
-            RFAIL(d, "mm_unload(%s) = %d", m->name, rc);
+        if (rc != (expect_ok ? 0 : -ENOENT)) RFAIL(d, "mm_unload(%s) = %d", m->name, rc);
     } else {
         d->api_ask[i] = true;
         mm_reload(mm, m, d->now);
@@ -1675,8 +1708,7 @@ static void r_quiesce(rdrv_t *d)
                 moved = true;
             }
         }
-        if (!moved)
-            break;
+        if (!moved) break;
     }
     for (int i = 0; i < RN; i++) {
         mm_model_t *m = d->m[i];
@@ -1687,8 +1719,7 @@ static void r_quiesce(rdrv_t *d)
         assert_false(m->queued);
         assert_int_equal(m->in_flight, 0);
         assert_true(m->state == MM_LOADED || m->state == MM_UNLOADED);
-        if (m->state == MM_LOADED)
-            assert_false(m->unload_pending);
+        if (m->state == MM_LOADED) assert_false(m->unload_pending);
     }
     assert_null(d->loading);
     assert_null(d->mm->current);
@@ -1787,6 +1818,7 @@ int main(void)
         cmocka_unit_test(test_failed_load_nuclear_then_500),
         cmocka_unit_test(test_failed_load_retry_succeeds),
         cmocka_unit_test(test_failed_load_spares_busy),
+        cmocka_unit_test(test_failed_load_final_evicts_nothing),
         cmocka_unit_test(test_failed_load_retry_waits_for_all_unloads),
         cmocka_unit_test(test_file_missing_404_no_eviction_no_retry),
         cmocka_unit_test(test_npu_evicts_holder_of_other_type),

@@ -444,6 +444,68 @@ static void test_simultaneous_dial_one_connection(void **state)
     node_down(&b);
 }
 
+static void test_refused_admission_then_new_secret(void **state)
+{
+    node_t a, b;
+    node_up(&a, secret_b); /* a is in another mesh */
+    node_up(&b, secret_a);
+    struct sockaddr_in sa;
+    addr_of(&b, &sa);
+    assert_int_equal(tp_dial(a.ep, b.id.id, (struct sockaddr *)&sa, NULL), 0);
+    RUN_UNTIL(a.closed, 5000);
+    assert_int_equal(a.last_err, TP_ERR_ADMISSION); /* the dialer learns why */
+    tp_endpoint_set_secret(a.ep, secret_a);         /* a moves to b's mesh */
+    assert_int_equal(tp_dial(a.ep, b.id.id, (struct sockaddr *)&sa, NULL), 0);
+    RUN_UNTIL(a.ready && b.ready, 5000);
+    assert_int_equal(a.ready, 1);
+    assert_int_equal(b.ready, 1);
+    node_down(&a);
+    node_down(&b);
+}
+
+/* b's process "dies" without a word (no CONNECTION_CLOSE) and b comes back on its port with the
+ * same key: a's next packet is answered with a Stateless Reset that a recognizes. */
+static void test_restarted_peer_resets_stale_connection(void **state)
+{
+    node_t a, b, b2;
+    node_up(&a, secret_a);
+    node_up(&b, secret_a);
+    struct sockaddr_in sa;
+    addr_of(&b, &sa);
+    int port = tp_endpoint_port(b.ep);
+    assert_int_equal(tp_dial(a.ep, b.id.id, (struct sockaddr *)&sa, NULL), 0);
+    RUN_UNTIL(a.ready && b.ready, 5000);
+    int fd = b.ep->fd; /* silence b: its close sends nothing, like kill -9 */
+    b.ep->fd = -1;
+    node_down(&b);
+    close(fd);
+    memset(&b2, 0, sizeof b2);
+    b2.id = b.id;
+    tp_callbacks_t cb = {&b2, on_ready, on_closed, on_stream};
+    tp_config_t cfg;
+    tp_config_default(&cfg);
+    assert_int_equal(tp_endpoint_new(&b2.ep, &loop, &b2.id, secret_a, "127.0.0.1", port, &cfg, &cb),
+                     0);
+    tp_conn_t *c = tp_find(a.ep, b.id.id);
+    assert_non_null(c);
+    tp_stream_t *s;
+    sctx_t *x = calloc(1, sizeof *x);
+    x->n = &a;
+    assert_int_equal(tp_stream_open(c, &echo_cb, x, &s), 0);
+    assert_int_equal(tp_stream_write(s, "hello", 5), 0);
+    RUN_UNTIL(a.closed, 3000); /* far below the idle timeout */
+    assert_int_equal(a.closed, 1);
+    assert_int_equal(a.last_err, -ECONNRESET);
+    assert_non_null(strstr(a.last_why, "stateless reset"));
+    assert_null(tp_find(a.ep, b.id.id));
+    /* and a reaches the new process */
+    assert_int_equal(tp_dial(a.ep, b.id.id, (struct sockaddr *)&sa, NULL), 0);
+    RUN_UNTIL(a.ready == 2 && b2.ready == 1, 5000);
+    assert_int_equal(b2.ready, 1);
+    node_down(&a);
+    node_down(&b2);
+}
+
 static void test_dial_nobody_times_out(void **state)
 {
     node_t a, b;
@@ -698,6 +760,8 @@ int main(void)
         cmocka_unit_test(test_bulk_backpressure_and_many_streams),
         cmocka_unit_test(test_simultaneous_dial_one_connection),
         cmocka_unit_test(test_dial_nobody_times_out),
+        cmocka_unit_test(test_refused_admission_then_new_secret),
+        cmocka_unit_test(test_restarted_peer_resets_stale_connection),
         cmocka_unit_test(test_peer_close_ends_streams),
         cmocka_unit_test(test_ack_piggyback_immediate_answer),
         cmocka_unit_test(test_ack_piggyback_delayed_answer),

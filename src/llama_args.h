@@ -1,0 +1,45 @@
+/* llama_args — which llama-server flags may come from where (pure: no I/O).
+ *
+ * A client of the API (POST /api/v1/load "llamacpp_args") may only tune a model: context,
+ * batch, threads, slots, KV cache types, flash attention, GPU layers, sampling defaults,
+ * rope/yarn scaling, load mode (mmap/mlock) and similar. Every flag is looked up in an allowlist
+ * with its exact arity (so a value can never be mistaken for a flag, or the other way round, by
+ * llama-server), and every value is validated: numbers are numbers, choices are one of the
+ * choices llama.cpp accepts. Nothing that names a file, a directory, a URL or a network address,
+ * and nothing the node manages (--port, --host, -m, --alias, --api-key, ...), is accepted.
+ *
+ * The operator (the --llamacpp-args command-line option) is trusted: only the flags the node
+ * manages are refused, since giving them would make the node lose track of its child.
+ *
+ * Spellings follow llama.cpp's common/arg.cpp (pinned release): short and long names, and
+ * underscores for dashes in long names (llama.cpp folds them). "--flag=value" is accepted from
+ * clients and rewritten to "--flag value" (llama-server itself does not understand '='). */
+#ifndef MESH_LLAMA_ARGS_H
+#define MESH_LLAMA_ARGS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef enum {
+    LLAMA_ARGS_CLIENT = 0, /* allowlist: API requests */
+    LLAMA_ARGS_OPERATOR,   /* only node-managed flags refused: the command line */
+} llama_args_trust_t;
+
+/* Longest llamacpp_args string accepted (bytes). */
+#define LLAMA_ARGS_MAX 65536
+
+/* Validate args (a shell-like string, as argv_split reads it). On success returns 0 and, when
+ * canon is not NULL, stores a malloc'd string to hand to llama-server: for clients a normalized
+ * form ("--flag value", values quoted when needed), for the operator args unchanged.
+ * Errors (err names the offending flag or value):
+ *   -EPERM   a flag that may not come from there (node-managed, or not on the allowlist)
+ *   -EINVAL  unbalanced quotes, a value that is missing or invalid, a stray non-flag word
+ *   -E2BIG   longer than LLAMA_ARGS_MAX
+ *   -ENOMEM */
+int llama_args_check(const char *args, llama_args_trust_t trust, char **canon, char *err,
+                     size_t errlen);
+
+/* Whether flag (one argv word, "=value" allowed) is one the node manages (--port, -m, ...). */
+bool llama_args_is_managed(const char *flag);
+
+#endif

@@ -1,0 +1,116 @@
+/* mesh internals shared by mesh.c (gossip I/O: message streams, announcement, status, life
+ * cycle) and mesh_join.c (dialling, joining through invite tokens, the merge rule, the retry
+ * policy). Not for other modules.
+ *
+ * Every "waiting for something" state of the driver is bounded (mesh_timing_t):
+ *  - a dial: the transport's handshake timeout (at most max(2 heartbeats, 1 s), at most
+ *    MESH_LLM_HANDSHAKE_MS) ends it with on_conn_closed; a watchdog (dial_deadline) forgets a
+ *    dial whose end was never reported. A failed dial is retried with jittered exponential
+ *    backoff (dial_base doubling, capped at dial_cap), driven by the next message for the peer;
+ *  - a join: the join target's dial, plus a join timeout as a watchdog; then the next token,
+ *    and after the last one a new round after a jittered backoff (same base and cap);
+ *  - a lost connection to a peer that gossip still holds alive: dialled again at once (then
+ *    with the dial backoff), and greeted with a hello when it is back, so that a restarted peer
+ *    is learned in one exchange;
+ *  - a probe: gossip's own probe timeout (probe_ms) declares the peer dead;
+ *  - leaving: LEAVE_WAIT_MS.
+ */
+#ifndef MESH_MESH_INT_H
+#define MESH_MESH_INT_H
+
+#include "gossip.h"
+#include "mesh.h"
+
+#define MAX_QUEUE 64 /* messages waiting for a connection, per peer */
+#define MAX_ADDRS 16
+
+typedef struct {
+    uint64_t dial_timeout; /* one dial, handshake and admission included */
+    uint64_t dial_base, dial_cap;
+    uint64_t join_timeout; /* watchdog over one join attempt */
+} mesh_timing_t;
+
+typedef struct qmsg {
+    uint8_t *p;
+    size_t n;
+} qmsg_t;
+
+typedef struct mpeer {
+    struct mpeer *next;
+    char id[ID_HEX_LEN + 1];
+    qmsg_t q[MAX_QUEUE];
+    size_t nq;
+    int dials;              /* outstanding dials (each ends in on_conn_ready or _closed) */
+    uint64_t dial_deadline; /* watchdog: the outstanding dials are forgotten after it */
+    uint64_t next_dial;     /* backoff after failed dials (loop ms) */
+    unsigned fails;
+    bool lost; /* its ready connection closed while it was alive: say hello when back */
+    char addrs[MAX_ADDRS][TOKEN_ADDR_MAX]; /* from an invite token */
+    size_t n_addrs;
+    char last_err[160];
+    uint64_t heard_inc; /* highest incarnation it spoke with (the "inc" of its messages) */
+} mpeer_t;
+
+struct mesh {
+    uv_loop_t *loop;
+    mesh_opts_t o;
+    char home[4096];
+    identity_t id;
+    mesh_cred_t cred; /* the mesh we are in (or trying to join): the endpoint's secret */
+    mesh_cred_t own;  /* the mesh this node created, when it has one (merge candidate) */
+    bool has_own;
+    tp_endpoint_t *ep;
+    gossip_t *g;
+    uv_timer_t gtimer, jtimer, stimer;
+    mpeer_t *peers;
+    char token[TOKEN_MAX_LEN + 1];
+    char role[16];
+    char addrs[MAX_ADDRS][TOKEN_ADDR_MAX];
+    size_t n_addrs;
+    token_t joins[MESH_MAX_JOIN]; /* a merge replaces a token's mesh with the winning one */
+    size_t n_joins, join_idx;
+    unsigned join_rounds;
+    bool joined, joining;
+    bool join_refused;  /* the last join attempt failed on admission (another mesh's secret) */
+    char join_err[160]; /* and why */
+    bool stopping;
+    unsigned n_ready; /* ready connections */
+    mesh_timing_t tm;
+    int leave_streams;
+    int handles_open;
+    void (*stop_cb)(void *data);
+    void *stop_data;
+    uint64_t msgs_in, msgs_bad;
+    uint64_t leave_deadline;
+};
+
+/* mesh.c */
+uint64_t mesh_now(mesh_t *m);
+uint64_t mesh_random(void);
+mpeer_t *mesh_peer_get(mesh_t *m, const char *id, bool create);
+void mesh_queue_drop(mpeer_t *p);
+void mesh_flush_queue(mesh_t *m, mpeer_t *p);
+void mesh_gossip_arm(mesh_t *m);
+/* The current mesh changed (a merge): endpoint secret, token and announcement follow. */
+void mesh_set_cred(mesh_t *m, const mesh_cred_t *cred);
+
+/* mesh_join.c: the driver */
+void mesh_dial(mesh_t *m, mpeer_t *p); /* no-op while a dial is out or backing off */
+void mesh_join_start(mesh_t *m);       /* first join attempt (mesh_start) */
+/* A peer died or left: alone again → back to the invite tokens. */
+void mesh_peer_gone(mesh_t *m);
+void mesh_on_conn_ready(tp_endpoint_t *ep, tp_conn_t *c);
+void mesh_on_conn_closed(tp_endpoint_t *ep, tp_conn_t *c, bool was_ready, int err, const char *why);
+
+/* mesh_join.c: pure decisions (unit-tested) */
+void mesh_timing_init(mesh_timing_t *t, uint64_t heartbeat_ms, uint64_t handshake_ms);
+/* Exponential backoff base·2^attempt capped at cap, minus up to half of it (jitter from rnd):
+ * in [d/2, d]. */
+uint64_t mesh_retry_delay(unsigned attempt, uint64_t base, uint64_t cap, uint64_t rnd);
+/* Mesh ids compared as hex numbers (longer is larger, then lexicographic). */
+int mesh_id_cmp(const char *a, const char *b);
+/* The merge rule's next step: the index of the smallest id in ids[] larger than cur, -1 when
+ * none (then cur stays). */
+int mesh_merge_next(const char *cur, const char *const *ids, size_t n);
+
+#endif
