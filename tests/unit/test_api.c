@@ -1,4 +1,4 @@
-/* Unit tests for the pure helpers of src/api_openai.h: api_body_model and api_key_ok. */
+/* Unit tests for the pure helpers of src/app/api_openai.h: api_body_model and api_key_ok. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>

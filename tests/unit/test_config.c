@@ -1,4 +1,4 @@
-/* Unit tests for config_parse (src/config.h). */
+/* Unit tests for config_parse (src/node/config.h). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -553,7 +553,7 @@ static void test_unknown_option(void **state)
     config_free(&cfg);
 }
 
-/* SUSPECTED BUG (src/config.c, `default:` case of the getopt loop): the message uses
+/* SUSPECTED BUG (src/node/config.c, `default:` case of the getopt loop): the message uses
  * argv[optind - 1], but getopt only advances optind past an argument once a short-option
  * cluster is finished. For "-xv" the unknown 'x' is reported as "unknown option 'mesh-llm'"
  * (argv[0]). Using optopt (or remembering the argument index) would name '-x'. Left failing
@@ -660,7 +660,7 @@ static void test_help_after_other_options(void **state)
     config_free(&cfg);
 }
 
-/* SUSPECTED BUG (src/config.c, `optind = 1;` before the getopt_long loop): glibc getopt keeps
+/* SUSPECTED BUG (src/node/config.c, `optind = 1;` before the getopt_long loop): glibc getopt keeps
  * a private "next character inside the current short-option cluster" pointer that only
  * `optind = 0` resets. If a previous config_parse returned in the middle of a cluster
  * ("-hv" returns CONFIG_EXIT at 'h'; "-xv" fails at 'x'), the next config_parse resumes
