@@ -90,7 +90,7 @@ bench: build llama bench-model
 	@$(BUILD)/mesh-bench-gossip
 
 format:
-	@clang-format -i src/*.c src/*.h tests/unit/*.c tests/fuzz/*.c
+	@clang-format -i src/*/*.c src/*/*.h tests/unit/*.c tests/fuzz/*.c
 
 clean:
 	rm -rf $(BUILD) $(ASAN) $(FUZZ)

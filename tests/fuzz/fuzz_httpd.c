@@ -57,7 +57,8 @@ static bool starts(const char *p, const char *end, const char *s)
 
 /* The server only ever writes HTTP/1.1 responses. With raw answers (mode 1) the whole stream is
  * checkable: one answer per request handed to the handler, in order, interleaved only with
- * 100 Continue, and at most one final 4xx from the server itself (limit or parse error). */
+ * 100 Continue and keep-alive 414/431 answers (requests past llama-server's limits), and at most
+ * one final 4xx from the server itself (limit or parse error). */
 static void check_output(void)
 {
     if (out.len == 0) return;
@@ -73,8 +74,22 @@ static void check_output(void)
             p += strlen(CONTINUE);
         } else {
             CHECK(starts(p, end, "HTTP/1.1 4"));
-            CHECK(memmem(p, (size_t)(end - p), "Connection: close\r\n", 19) != NULL);
-            break;
+            /* A request past a limit that is not about memory (414, 431: what llama-server
+             * would refuse) is answered in turn and the connection goes on when the client
+             * allows keep-alive; any other 4xx is the last answer. */
+            const char *hend = memmem(p, (size_t)(end - p), "\r\n\r\n", 4);
+            if (!hend) break;
+            size_t hl = (size_t)(hend - p) + 2; /* with the last header line's CRLF */
+            const char *ka = memmem(p, hl, "Connection: keep-alive\r\n", 24);
+            if (!ka) {
+                CHECK(memmem(p, hl, "Connection: close\r\n", 19) != NULL);
+                break;
+            }
+            CHECK(starts(p, end, "HTTP/1.1 414 ") || starts(p, end, "HTTP/1.1 431 "));
+            const char *cl = memmem(p, hl, "Content-Length: ", 16);
+            CHECK(cl != NULL);
+            p = hend + 4 + strtoul(cl + 16, NULL, 10);
+            if (p > end) break;
         }
     }
     CHECK(answers == handled);
@@ -223,7 +238,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return 0;
     handled = aborted = 0;
     buf_reset(&out);
-    CHECK(httpd_serve_fd(&srv, sv[0]) == 0);
+    CHECK(httpd_serve_fd(&srv, sv[0], HTTPD_PEER_LOOPBACK) == 0);
     CHECK(srv.n_conns == 1);
 
     for (size_t off = 0; off < size && srv.n_conns > 0; off += chunk) {

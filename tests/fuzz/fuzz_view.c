@@ -1,4 +1,4 @@
-/* libFuzzer target: view_decode, the typed view of a peer's announcement (src/view.h).
+/* libFuzzer target: view_decode, the typed view of a peer's announcement (src/core/view.h).
  *
  * Oracles besides the sanitizers: every list respects its cap; what was decoded encodes and
  * decodes again to an equal node with nothing rejected (the decoder keeps only what the encoder

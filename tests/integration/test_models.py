@@ -70,8 +70,8 @@ def test_stream_is_never_evicted(start_node, models_dir):
     body = json.dumps({"model": S, "prompt": "Once upon a time", "max_tokens": 1900,
                        "ignore_eos": True, "stream": True}).encode()
     s = socket.create_connection(("127.0.0.1", n.api_port), timeout=60)
-    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n"
-              b"Connection: close\r\n\r\n" % len(body) + body)
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body) + body)
     got = s.recv(4096)
     assert b"200 OK" in got
     result = {}
@@ -172,7 +172,7 @@ def test_load_options(start_node, models_dir):
     assert n.request("POST", "/api/v1/load", {"model_name": "nope"}).status == 404
     assert n.request("POST", "/api/v1/load", {"ctx_size": 5}).status == 400
     assert n.request("GET", "/api/v1/load").status == 405
-    assert n.request("POST", "/api/v1/health").status == 405
+    assert n.request("POST", "/api/v1/health", {}).status == 405  # (JSON: else 415 first)
 
 
 def test_30_concurrent_over_3_models_2_slots(start_node, models_dir):

@@ -153,10 +153,10 @@ def test_error_statuses_and_node_keeps_serving(start_node):
     r = n.request("GET", "/v1/chat/completions")
     err(r, 405)
     assert r.headers["allow"] == "POST"
-    err(n.request("DELETE", "/v1/models"), 405)
+    err(n.request("DELETE", "/v1/models", {}), 405)  # (JSON: else 415 first)
     err(n.request("GET", "/v1/nothing-here"), 404)
     big_header = b"GET /v1/models HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (70 * 1024) + b"\r\n\r\n"
-    err(raw(p, big_header), 413)
+    err(raw(p, big_header), 431)
     body = json.dumps({"model": S, "prompt": "a" * (65 * 1024)}).encode()
     err(n.request("POST", "/v1/completions", raw_body=body), 413)
     # declared too large up front: refused before the body is read
@@ -167,7 +167,7 @@ def test_error_statuses_and_node_keeps_serving(start_node):
     body = json.dumps({"model": S, "prompt": "Once", "max_tokens": 3}).encode()
     chunked = b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
     r = raw(p, b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
-               b"Connection: close\r\n\r\n" + chunked)
+               b"Content-Type: application/json\r\nConnection: close\r\n\r\n" + chunked)
     assert r.status == 200 and r.json()["model"] == S
 
 
@@ -209,8 +209,8 @@ def test_slow_and_idle_clients_timed_out(start_node):
 def test_keep_alive_and_pipelining(start_node):
     n = start_node("--port", "0", "--model", model_path(S))
     body = json.dumps({"model": S, "prompt": "Once", "max_tokens": 3}).encode()
-    one = (b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body)
-           + body)
+    one = (b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+           b"Content-Length: %d\r\n\r\n" % len(body) + body)
     with socket.create_connection(("127.0.0.1", n.api_port), timeout=30) as s:
         s.sendall(one + one)  # two pipelined requests: both answers may come in one read
         ps = Pushback(s)

@@ -7,7 +7,12 @@
  *
  * mesh-test-peer TOKEN rpc MODEL — opens a TUNNEL_RPC stream for MODEL to the token's node, as if
  * it were that model's split host, and sends bytes. Prints what became of the stream; exit 0 when
- * the node refused it (reset before any byte came back), 3 when it answered. */
+ * the node refused it (reset before any byte came back), 3 when it answered.
+ *
+ * mesh-test-peer TOKEN tunnel MODEL REQUEST_FILE — one TUNNEL_HTTP stream for MODEL carrying the
+ * bytes of REQUEST_FILE as they are (e.g. pipelined requests); what the node answers is written
+ * to stdout. Exit 0 when the node closed the stream, 2 when it could not connect, 3 when no
+ * answer ended within 30 s. */
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -112,6 +117,57 @@ static int rpc_probe(uv_loop_t *loop, const char *model)
                         : "open",
            rpc_err, rpc_rx);
     return refused ? 0 : 3;
+}
+
+/* ---- tunnel mode ---- */
+
+static buf_t tun_answer;
+static bool tun_done;
+
+static void tun_data(tp_stream_t *s, const uint8_t *p, size_t n)
+{
+    buf_append(&tun_answer, p, n);
+    tp_stream_consumed(s, n);
+}
+static void tun_fin(tp_stream_t *s)
+{
+    tun_done = true;
+}
+static void tun_close(tp_stream_t *s, int err)
+{
+    tun_done = true;
+}
+static const tp_stream_cb_t tun_cb = {tun_data, tun_fin, NULL, tun_close};
+
+static int tunnel_mode(uv_loop_t *loop, const char *model, const char *request_file)
+{
+    FILE *f = fopen(request_file, "rb");
+    if (!f) {
+        perror(request_file);
+        return 1;
+    }
+    buf_t b;
+    buf_init(&b, 1 << 24);
+    json_t *fr = json_pack("{s:i,s:s}", "v", 1, "model", model);
+    wire_write(&b, WIRE_TUNNEL_HTTP, fr);
+    json_decref(fr);
+    char chunk[4096];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
+        buf_append(&b, chunk, n);
+    fclose(f);
+    buf_init(&tun_answer, 1 << 24);
+    tp_stream_t *s;
+    if (tp_stream_open(conn, &tun_cb, NULL, &s) != 0) return 1;
+    tp_stream_write(s, b.data, b.len);
+    tp_stream_shutdown(s);
+    buf_free(&b);
+    uint64_t end = uv_now(loop) + 30000;
+    while (!tun_done && !closed && uv_now(loop) < end)
+        uv_run(loop, UV_RUN_ONCE);
+    fwrite(tun_answer.data ? tun_answer.data : "", 1, tun_answer.len, stdout);
+    fflush(stdout);
+    return tun_done ? 0 : 3;
 }
 
 static void tick(uv_timer_t *t)
@@ -395,9 +451,11 @@ static int hostile_gossip(uv_loop_t *loop, const char *mode, double seconds)
 int main(int argc, char **argv)
 {
     bool rpc = argc == 4 && !strcmp(argv[2], "rpc");
+    bool tunnel = argc == 5 && !strcmp(argv[2], "tunnel");
     if ((argc != 2 && argc != 4 && argc != 5) || sodium_init() < 0) {
         fprintf(stderr, "usage: mesh-test-peer TOKEN [MODE VICTIM_ID [SECONDS]]\n"
                         "       mesh-test-peer TOKEN rpc MODEL\n"
+                        "       mesh-test-peer TOKEN tunnel MODEL REQUEST_FILE\n"
                         "  MODE: forge-down | forge-dead-huge | forge-leave | bad-sig\n");
         return 1;
     }
@@ -407,7 +465,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "mesh-test-peer: %s\n", err);
         return 1;
     }
-    if (argc >= 4 && !rpc && !gmsg_valid_id(argv[3])) {
+    if (argc >= 4 && !rpc && !tunnel && !gmsg_valid_id(argv[3])) {
         fprintf(stderr, "mesh-test-peer: the victim id must be 64 lowercase hex characters\n");
         return 1;
     }
@@ -433,6 +491,7 @@ int main(int argc, char **argv)
         uv_run(loop, UV_RUN_ONCE);
     if (!ready) return 2;
     if (rpc) return rpc_probe(loop, argv[3]);
+    if (tunnel) return tunnel_mode(loop, argv[3], argv[4]);
     if (argc >= 4) {
         victim = argv[3];
         return hostile_gossip(loop, argv[2], argc == 5 ? atof(argv[4]) : 4.0);

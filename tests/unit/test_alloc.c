@@ -1,4 +1,4 @@
-/* Unit tests for src/alloc.h: one table case per rule and per tie-break, --model, standby, and
+/* Unit tests for src/core/alloc.h: one table case per rule and per tie-break, --model, standby, and
  * seed 000's degenerate cases simulated as a sequence of joins (alloc + catalog + election). */
 #include <stdarg.h>
 #include <stddef.h>

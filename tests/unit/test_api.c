@@ -1,4 +1,4 @@
-/* Unit tests for the pure helpers of src/api_openai.h: api_body_model and api_key_ok. */
+/* Unit tests for the pure helpers of src/app/api_openai.h: api_body_model and api_key_ok. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api_mgmt.h"
 #include "api_openai.h"
 
 /* ------------------------------------------------------------------------------------------
@@ -24,8 +25,7 @@ static int body_model(const char *body, char *out, size_t outlen, char *err, siz
     assert_non_null(copy);
     memcpy(copy, body, len);
     memset(out, 'Z', outlen);
-    if (outlen)
-        out[outlen - 1] = '\0';
+    if (outlen) out[outlen - 1] = '\0';
     memset(err, 0, errlen);
     int rc = api_body_model(copy, len, out, outlen, err, errlen);
     free(copy);
@@ -53,10 +53,8 @@ static void expect_invalid(const char *body)
 {
     char out[128], err[256];
     int rc = body_model(body, out, sizeof out, err, sizeof err);
-    if (rc != -EINVAL)
-        fail_msg("api_body_model(%s) returned %d, expected -EINVAL", body, rc);
-    if (err[0] == '\0')
-        fail_msg("api_body_model(%s) failed without a message", body);
+    if (rc != -EINVAL) fail_msg("api_body_model(%s) returned %d, expected -EINVAL", body, rc);
+    if (err[0] == '\0') fail_msg("api_body_model(%s) failed without a message", body);
     assert_true(strlen(err) < sizeof err);
 }
 
@@ -151,8 +149,7 @@ static void test_body_model_length_respected(void **state)
     const char buf[] = "{\"model\":\"a\"}GARBAGE";
     char out[16], err[128];
     size_t len = strlen("{\"model\":\"a\"}");
-    assert_int_equal(api_body_model(buf, len, out, sizeof out, err, sizeof err),
-                     API_MODEL_FOUND);
+    assert_int_equal(api_body_model(buf, len, out, sizeof out, err, sizeof err), API_MODEL_FOUND);
     assert_string_equal(out, "a");
     assert_int_equal(api_body_model(buf, len - 1, out, sizeof out, err, sizeof err), -EINVAL);
     assert_int_equal(api_body_model(buf, 0, out, sizeof out, err, sizeof err), -EINVAL);
@@ -176,11 +173,9 @@ static void test_body_model_too_long(void **state)
     assert_int_equal(out[0], 'Z'); /* nothing written on failure */
 
     /* Multi-byte UTF-8 counts in bytes: "\u00e9" is two bytes. */
-    assert_int_equal(body_model("{\"model\":\"123456\\u00e9\"}", out, sizeof out, err,
-                                sizeof err),
+    assert_int_equal(body_model("{\"model\":\"123456\\u00e9\"}", out, sizeof out, err, sizeof err),
                      -EINVAL);
-    assert_int_equal(body_model("{\"model\":\"12345\\u00e9\"}", out, sizeof out, err,
-                                sizeof err),
+    assert_int_equal(body_model("{\"model\":\"12345\\u00e9\"}", out, sizeof out, err, sizeof err),
                      API_MODEL_FOUND);
     assert_string_equal(out, "12345\xc3\xa9");
 
@@ -268,7 +263,7 @@ static void test_key_ok_scheme_required(void **state)
 {
     (void)state;
     const char *key = "s3cr3t-key";
-    assert_false(api_key_ok("s3cr3t-key", key));   /* missing "Bearer " */
+    assert_false(api_key_ok("s3cr3t-key", key)); /* missing "Bearer " */
     assert_false(api_key_ok("Bearers3cr3t-key", key));
     assert_false(api_key_ok("Basic s3cr3t-key", key));
     assert_false(api_key_ok("Token s3cr3t-key", key));
@@ -305,6 +300,55 @@ static void test_key_ok_long_keys(void **state)
     free(hdr);
 }
 
+/* ------------------------------------------------------------------------------------------
+ * What a request may reach, by where it comes from
+ * ---------------------------------------------------------------------------------------- */
+
+/* A mesh member's tunnel: the inference API only, whatever the request (each request of a
+ * pipelined connection is checked, see test_security_http.py). */
+static void test_tunnel_paths(void **state)
+{
+    (void)state;
+    const char *ok[] = {"/v1/chat/completions", "/v1/completions", "/v1/embeddings",
+                        "/v1/models",           "/v1/rerank",      "/health"};
+    const char *refused[] = {"/api/v1/load",
+                             "/api/v1/unload",
+                             "/api/v0/load",
+                             "/api/v1/models",
+                             "/api/v1/stats",
+                             "/api/status",
+                             "/",
+                             "/v1",
+                             "/healthz",
+                             "/health/x",
+                             "/V1/models",
+                             ""};
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
+        if (!api_path_allowed(HTTPD_PEER_TUNNEL, ok[i])) fail_msg("tunnel refused %s", ok[i]);
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        if (api_path_allowed(HTTPD_PEER_TUNNEL, refused[i]))
+            fail_msg("tunnel allowed '%s'", refused[i]);
+        /* local and network clients reach everything (API key and web guard apply) */
+        assert_true(api_path_allowed(HTTPD_PEER_LOOPBACK, refused[i]));
+        assert_true(api_path_allowed(HTTPD_PEER_NETWORK, refused[i]));
+    }
+}
+
+/* The invite token (mesh secret) in /api/status: loopback clients naming a loopback host. */
+static void test_secrets_only_for_loopback(void **state)
+{
+    (void)state;
+    assert_true(mgmt_may_see_secrets(HTTPD_PEER_LOOPBACK, "127.0.0.1:3131"));
+    assert_true(mgmt_may_see_secrets(HTTPD_PEER_LOOPBACK, "localhost:3131"));
+    assert_true(mgmt_may_see_secrets(HTTPD_PEER_LOOPBACK, "[::1]:3131"));
+    assert_false(mgmt_may_see_secrets(HTTPD_PEER_NETWORK, "127.0.0.1:3131"));
+    assert_false(mgmt_may_see_secrets(HTTPD_PEER_NETWORK, "192.168.1.5:3131"));
+    assert_false(mgmt_may_see_secrets(HTTPD_PEER_TUNNEL, "127.0.0.1:3131"));
+    /* DNS rebinding: a page's own name resolving to 127.0.0.1 */
+    assert_false(mgmt_may_see_secrets(HTTPD_PEER_LOOPBACK, "evil.example:3131"));
+    assert_false(mgmt_may_see_secrets(HTTPD_PEER_LOOPBACK, NULL));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -323,6 +367,8 @@ int main(void)
         cmocka_unit_test(test_key_ok_scheme_required),
         cmocka_unit_test(test_key_ok_null_header),
         cmocka_unit_test(test_key_ok_long_keys),
+        cmocka_unit_test(test_tunnel_paths),
+        cmocka_unit_test(test_secrets_only_for_loopback),
     };
     return cmocka_run_group_tests_name("api", tests, NULL, NULL);
 }

@@ -1,4 +1,4 @@
-/* Unit tests for src/catalog.h: table-driven status/holder cases written as node specs, plus
+/* Unit tests for src/core/catalog.h: table-driven status/holder cases written as node specs, plus
  * validation, caps and order independence. */
 #include <stdarg.h>
 #include <stddef.h>

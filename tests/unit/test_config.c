@@ -1,4 +1,4 @@
-/* Unit tests for config_parse (src/config.h). */
+/* Unit tests for config_parse (src/node/config.h). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -197,6 +197,8 @@ static void home_restore(void)
 static int cleanup(void **state)
 {
     (void)state;
+    unsetenv("MESH_LLM_JOIN");
+    unsetenv("MESH_LLM_API_KEY");
     for (size_t i = 0; i < 4; i++)
         if (g_open_tmp[i]) tmp_close(g_open_tmp[i]);
     home_restore();
@@ -551,7 +553,7 @@ static void test_unknown_option(void **state)
     config_free(&cfg);
 }
 
-/* SUSPECTED BUG (src/config.c, `default:` case of the getopt loop): the message uses
+/* SUSPECTED BUG (src/node/config.c, `default:` case of the getopt loop): the message uses
  * argv[optind - 1], but getopt only advances optind past an argument once a short-option
  * cluster is finished. For "-xv" the unknown 'x' is reported as "unknown option 'mesh-llm'"
  * (argv[0]). Using optopt (or remembering the argument index) would name '-x'. Left failing
@@ -658,7 +660,7 @@ static void test_help_after_other_options(void **state)
     config_free(&cfg);
 }
 
-/* SUSPECTED BUG (src/config.c, `optind = 1;` before the getopt_long loop): glibc getopt keeps
+/* SUSPECTED BUG (src/node/config.c, `optind = 1;` before the getopt_long loop): glibc getopt keeps
  * a private "next character inside the current short-option cluster" pointer that only
  * `optind = 0` resets. If a previous config_parse returned in the middle of a cluster
  * ("-hv" returns CONFIG_EXIT at 'h'; "-xv" fails at 'x'), the next config_parse resumes
@@ -1101,6 +1103,201 @@ static void test_models_dir_limit(void **state)
     tmp_close(&t);
 }
 
+/* ------------------------------------------------------------------------------------------
+ * secrets out of argv: --join @FILE, MESH_LLM_JOIN, --api-key-file, MESH_LLM_API_KEY
+ * ---------------------------------------------------------------------------------------- */
+
+/* An invite token of mesh `mesh` (32 hex) whose node id is made of `idc`. */
+static void make_token(char *out, size_t outlen, char idc, const char *mesh)
+{
+    token_t tk;
+    memset(&tk, 0, sizeof tk);
+    memset(tk.id, idc, ID_HEX_LEN);
+    snprintf(tk.mesh_id, sizeof tk.mesh_id, "%s", mesh);
+    memset(tk.secret, 7, sizeof tk.secret);
+    snprintf(tk.addrs[0], TOKEN_ADDR_MAX, "%s", "127.0.0.1:4000");
+    tk.n_addrs = 1;
+    assert_int_equal(token_encode(&tk, out, outlen), 0);
+}
+
+#define MESH_A "0123456789abcdef0123456789abcdef"
+#define MESH_B "fedcba9876543210fedcba9876543210"
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void test_join_from_file(void **state)
+{
+    (void)state;
+    tmpdir_t t;
+    tmp_open(&t);
+    char t1[TOKEN_MAX_LEN], t2[TOKEN_MAX_LEN], text[3 * TOKEN_MAX_LEN], arg[PATH_MAX + 2];
+    make_token(t1, sizeof t1, 'a', MESH_A);
+    make_token(t2, sizeof t2, 'b', MESH_A);
+    const char *f = tmp_file(&t, "token");
+    snprintf(text, sizeof text, "%s\n", t1);
+    write_file(f, text);
+    snprintf(arg, sizeof arg, "@%s", f);
+    config_t cfg;
+    char err[512];
+    int rc = PARSE(&cfg, err, "--join", arg);
+    if (rc != CONFIG_OK) fail_msg("--join @FILE refused: %s", err);
+    assert_int_equal(cfg.n_joins, 1);
+    assert_string_equal(cfg.joins[0].mesh_id, MESH_A);
+    assert_int_equal(cfg.joins[0].id[0], 'a');
+    assert_false(cfg.join_in_argv);
+    config_free(&cfg);
+
+    /* several tokens, one per line (or space separated), and --join TOKEN after them */
+    snprintf(text, sizeof text, "  %s\r\n\n%s \n", t1, t2);
+    write_file(f, text);
+    assert_int_equal(PARSE(&cfg, err, "--join", arg, "--join", t1), CONFIG_OK);
+    assert_int_equal(cfg.n_joins, 3);
+    assert_int_equal(cfg.joins[1].id[0], 'b');
+    assert_true(cfg.join_in_argv); /* the last one was on the command line */
+    config_free(&cfg);
+
+    /* a file of nothing, a missing file, a bad token, another mesh's token */
+    write_file(f, "\n  \n");
+    ASSERT_REFUSED(PARSE(&cfg, err, "--join", arg), err, "no invite token");
+    config_free(&cfg);
+    char missing[PATH_MAX + 16];
+    snprintf(missing, sizeof missing, "@%s/none", t.dir);
+    ASSERT_REFUSED(PARSE(&cfg, err, "--join", missing), err, "none");
+    config_free(&cfg);
+    write_file(f, "not-a-token\n");
+    ASSERT_REFUSED(PARSE(&cfg, err, "--join", arg), err, "--join #1");
+    config_free(&cfg);
+    make_token(t2, sizeof t2, 'b', MESH_B);
+    snprintf(text, sizeof text, "%s\n%s\n", t1, t2);
+    write_file(f, text);
+    ASSERT_REFUSED(PARSE(&cfg, err, "--join", arg), err, "another mesh");
+    config_free(&cfg);
+    tmp_close(&t);
+}
+
+static void test_join_file_too_big_refused(void **state)
+{
+    (void)state;
+    tmpdir_t t;
+    tmp_open(&t);
+    const char *f = tmp_file(&t, "huge");
+    FILE *fp = fopen(f, "w");
+    assert_non_null(fp);
+    for (int i = 0; i < CONFIG_SECRET_FILE_MAX + 10; i++)
+        fputc('a', fp);
+    fclose(fp);
+    char arg[PATH_MAX + 2];
+    snprintf(arg, sizeof arg, "@%s", f);
+    config_t cfg;
+    char err[512];
+    ASSERT_REFUSED(PARSE(&cfg, err, "--join", arg), err, "larger than 64 KiB");
+    config_free(&cfg);
+    ASSERT_REFUSED(PARSE(&cfg, err, "--api-key-file", f), err, "larger than 64 KiB");
+    config_free(&cfg);
+    tmp_close(&t);
+}
+
+static void test_join_from_env(void **state)
+{
+    (void)state;
+    char t1[TOKEN_MAX_LEN], t2[TOKEN_MAX_LEN], text[3 * TOKEN_MAX_LEN];
+    make_token(t1, sizeof t1, 'a', MESH_A);
+    make_token(t2, sizeof t2, 'b', MESH_A);
+    snprintf(text, sizeof text, "%s,%s", t1, t2);
+    setenv("MESH_LLM_JOIN", text, 1);
+    config_t cfg;
+    char err[512];
+    int rc = PARSE0(&cfg, err);
+    if (rc != CONFIG_OK) fail_msg("MESH_LLM_JOIN refused: %s", err);
+    assert_int_equal(cfg.n_joins, 2);
+    assert_int_equal(cfg.joins[1].id[0], 'b');
+    assert_false(cfg.join_in_argv);
+    config_free(&cfg);
+    /* --join wins over the environment */
+    snprintf(text, sizeof text, "%s", t2);
+    setenv("MESH_LLM_JOIN", text, 1);
+    assert_int_equal(PARSE(&cfg, err, "--join", t1), CONFIG_OK);
+    assert_int_equal(cfg.n_joins, 1);
+    assert_int_equal(cfg.joins[0].id[0], 'a');
+    config_free(&cfg);
+    /* the env satisfies --client's need for a mesh */
+    assert_int_equal(PARSE(&cfg, err, "--client"), CONFIG_OK);
+    assert_int_equal(cfg.n_joins, 1);
+    config_free(&cfg);
+    setenv("MESH_LLM_JOIN", "garbage", 1);
+    ASSERT_REFUSED(PARSE0(&cfg, err), err, "--join #1");
+    config_free(&cfg);
+}
+
+static void test_api_key_from_file_and_env(void **state)
+{
+    (void)state;
+    tmpdir_t t;
+    tmp_open(&t);
+    const char *f = tmp_file(&t, "key");
+    write_file(f, "s3cret-from-file\n");
+    config_t cfg;
+    char err[512];
+    int rc = PARSE(&cfg, err, "--api-key-file", f);
+    if (rc != CONFIG_OK) fail_msg("--api-key-file refused: %s", err);
+    assert_string_equal(cfg.api_key, "s3cret-from-file"); /* the newline is not part of it */
+    assert_false(cfg.api_key_in_argv);
+    config_free(&cfg);
+    /* the environment, when no flag gives a key */
+    setenv("MESH_LLM_API_KEY", "from-env", 1);
+    assert_int_equal(PARSE0(&cfg, err), CONFIG_OK);
+    assert_string_equal(cfg.api_key, "from-env");
+    assert_false(cfg.api_key_in_argv);
+    config_free(&cfg);
+    assert_int_equal(PARSE(&cfg, err, "--api-key-file", f), CONFIG_OK);
+    assert_string_equal(cfg.api_key, "s3cret-from-file");
+    config_free(&cfg);
+    assert_int_equal(PARSE(&cfg, err, "--api-key", "in-argv"), CONFIG_OK);
+    assert_string_equal(cfg.api_key, "in-argv");
+    assert_true(cfg.api_key_in_argv); /* config_log_warnings warns about it */
+    config_free(&cfg);
+    unsetenv("MESH_LLM_API_KEY");
+    /* refused: empty file, two lines, missing file */
+    write_file(f, "\n");
+    ASSERT_REFUSED(PARSE(&cfg, err, "--api-key-file", f), err, "must not be empty");
+    config_free(&cfg);
+    write_file(f, "one\ntwo\n");
+    ASSERT_REFUSED(PARSE(&cfg, err, "--api-key-file", f), err, "one line");
+    config_free(&cfg);
+    char missing[PATH_MAX];
+    snprintf(missing, sizeof missing, "%s/none", t.dir);
+    ASSERT_REFUSED(PARSE(&cfg, err, "--api-key-file", missing), err, "--api-key-file");
+    config_free(&cfg);
+    tmp_close(&t);
+}
+
+static void test_allow_origin(void **state)
+{
+    (void)state;
+    config_t cfg;
+    char err[512];
+    int rc = PARSE(&cfg, err, "--allow-origin", "http://localhost:5173", "--allow-origin",
+                   "https://app.example.com/", "--allow-origin", "HTTP://LOCALHOST:5173");
+    if (rc != CONFIG_OK) fail_msg("--allow-origin refused: %s", err);
+    assert_int_equal(cfg.n_allow_origins, 2);
+    assert_string_equal(cfg.allow_origins[0], "http://localhost:5173");
+    assert_string_equal(cfg.allow_origins[1], "https://app.example.com");
+    config_free(&cfg);
+    const char *bad[] = {"*", "localhost:5173", "http://a/b", "null", "file://x", ""};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        rc = PARSE(&cfg, err, "--allow-origin", bad[i]);
+        if (rc != -EINVAL) fail_msg("--allow-origin '%s' accepted", bad[i]);
+        ASSERT_REFUSED(rc, err, "--allow-origin needs an origin");
+        config_free(&cfg);
+    }
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, reset_getopt, cleanup)
@@ -1139,6 +1336,11 @@ int main(void)
         T(test_models_dir_empty_and_missing),
         T(test_models_dir_name_clash_refused),
         T(test_models_dir_limit),
+        T(test_join_from_file),
+        T(test_join_file_too_big_refused),
+        T(test_join_from_env),
+        T(test_api_key_from_file_and_env),
+        T(test_allow_origin),
         T(test_models_dir_bad_entries_skipped),
     };
 #undef T

@@ -1,4 +1,4 @@
-/* Unit tests for src/devices.h: parsing `llama-server --list-devices`, and running it with a
+/* Unit tests for src/base/devices.h: parsing `llama-server --list-devices`, and running it with a
  * timeout (fake executables written by the test). */
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,4 +1,4 @@
-/* Unit tests for src/election.h: table-driven cases per rule and tie-break, the layer plan
+/* Unit tests for src/core/election.h: table-driven cases per rule and tie-break, the layer plan
  * against llama.cpp's split maths, and property tests on random groups. */
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,4 +1,4 @@
-/* Unit tests for the GGUF metadata reader (src/gguf_info.h) on hand-built headers and, when
+/* Unit tests for the GGUF metadata reader (src/core/gguf_info.h) on hand-built headers and, when
  * present, the shared test models. */
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,4 +1,4 @@
-/* Tests for src/gossip.c: focused unit tests with a recording I/O, and a deterministic
+/* Tests for src/core/gossip.c: focused unit tests with a recording I/O, and a deterministic
  * simulation of 100 nodes: virtual clock, a priority queue of in-flight messages with 1-50 ms
  * delay and 1.5 % loss, every message through the JSON codec (json_dumps when sent — once per
  * message object, so a broadcast is serialized once — and json_loads on first delivery), kills,

@@ -1,4 +1,4 @@
-/* Unit tests for the memory ledger (src/ledger.h) and the model manager's use of it (mm.h with
+/* Unit tests for the memory ledger (src/core/ledger.h) and the model manager's use of it (mm.h with
  * mm_set_ledger): arithmetic, KV estimates, and the load decisions memory drives. */
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,4 +1,4 @@
-/* Unit tests for src/llama_args.h: which llama-server flags a request (allowlist) and the
+/* Unit tests for src/core/llama_args.h: which llama-server flags a request (allowlist) and the
  * operator (node-managed flags refused) may pass. Table-driven: each row is an args string, who
  * gives it, the expected result and either the normalized string handed to llama-server or a
  * word the error message must contain (the offending flag or value). */

@@ -1,4 +1,4 @@
-/* Unit tests for the pure decisions of the mesh driver (src/mesh_join.c): the timing bounds,
+/* Unit tests for the pure decisions of the mesh driver (src/node/mesh_join.c): the timing bounds,
  * jittered backoff, the merge rule. */
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,4 +1,4 @@
-/* Unit tests for the model manager's policy (src/mm.h): a pure, sans-I/O state machine.
+/* Unit tests for the model manager's policy (src/core/mm.h): a pure, sans-I/O state machine.
  *
  * The helper drain() pulls every pending action out of mm_next_action() and renders them as a
  * single string ("UNLOAD A; LOAD B; SERVE B 2; FAIL C 404"), so each test asserts the exact

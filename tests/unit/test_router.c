@@ -1,4 +1,4 @@
-/* Unit tests for the router (src/router.h): table tests of verdicts and candidate order. */
+/* Unit tests for the router (src/core/router.h): table tests of verdicts and candidate order. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>

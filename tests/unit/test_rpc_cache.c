@@ -1,5 +1,5 @@
-/* Unit tests for the GGUF tensor-table reader (src/gguf_tensors.h) and the RPC tensor-cache
- * seeding (src/rpc_cache.h): hand-built and hostile tables, the shared test models, and
+/* Unit tests for the GGUF tensor-table reader (src/core/gguf_tensors.h) and the RPC tensor-cache
+ * seeding (src/net/rpc_cache.h): hand-built and hostile tables, the shared test models, and
  * seeding a synthesized GGUF with tensors around the 10 MiB threshold into a temp dir. */
 #include <stdarg.h>
 #include <stddef.h>

@@ -61,6 +61,7 @@ typedef struct {
     tp_stream_t *s;
     int drains;
     bool no_fin;
+    size_t held; /* echo: bytes received but not yet consumed (back-pressure) */
 } sctx_t;
 
 static void note_data(node_t *n)
@@ -76,8 +77,24 @@ static void echo_data(tp_stream_t *s, const uint8_t *p, size_t n)
     sctx_t *x = tp_stream_data(s);
     note_data(x->n);
     x->n->bytes_in += n;
-    if (x->n->echo) tp_stream_write(s, p, n);
-    tp_stream_consumed(s, n);
+    if (!x->n->echo) {
+        tp_stream_consumed(s, n);
+        return;
+    }
+    /* an echo that honours back-pressure: while its own send queue is over the high-water mark
+     * it withholds flow-control credit, so its peer slows down instead of the queue growing */
+    if (tp_stream_write(s, p, n) != 0) fail_msg("echo write refused (%zu bytes)", n);
+    if (tp_stream_over_high_water(s))
+        x->held += n;
+    else
+        tp_stream_consumed(s, n);
+}
+static void echo_drain(tp_stream_t *s)
+{
+    sctx_t *x = tp_stream_data(s);
+    size_t n = x->held;
+    x->held = 0;
+    if (n) tp_stream_consumed(s, n);
 }
 static void echo_fin(tp_stream_t *s)
 {
@@ -90,7 +107,7 @@ static void echo_close(tp_stream_t *s, int err)
 {
     free(tp_stream_data(s));
 }
-static const tp_stream_cb_t echo_cb = {echo_data, echo_fin, NULL, echo_close};
+static const tp_stream_cb_t echo_cb = {echo_data, echo_fin, echo_drain, echo_close};
 
 /* echo that answers echo_delay_ms after the bytes arrived (a server that computes a while) */
 typedef struct {

@@ -1,4 +1,4 @@
-/* Unit tests for the typed view of a node (src/view.h): decoding peers' announcements with
+/* Unit tests for the typed view of a node (src/core/view.h): decoding peers' announcements with
  * bounds, encoding this node's, the round trip, and the memory a node offers a group. */
 #include <stdarg.h>
 #include <stddef.h>

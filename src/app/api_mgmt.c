@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "api_openai.h"
+#include "httpd_guard.h"
 #include "util.h"
 
 static json_t *models_json(models_t *ms)
@@ -49,6 +50,19 @@ json_t *mgmt_status(mgmt_t *g)
     return st;
 }
 
+/* The invite token carries the mesh secret: whoever reads it can join the mesh. It is shown to
+ * clients on this machine only, and only when they name it by a loopback name (a web page that
+ * rebinds its own DNS name to 127.0.0.1 gets no secret either). */
+bool mgmt_may_see_secrets(httpd_peer_t peer, const char *host_header)
+{
+    return peer == HTTPD_PEER_LOOPBACK && guard_loopback_host_header(host_header);
+}
+
+static void hide_secrets(json_t *st)
+{
+    json_object_set_new(json_object_get(st, "node"), "token", json_null());
+}
+
 static void handle(httpd_req_t *req)
 {
     mgmt_t *g = req->server->data;
@@ -68,6 +82,7 @@ static void handle(httpd_req_t *req)
             httpd_respond_error(req, 500, "server_error", "internal_error", "out of memory");
             return;
         }
+        if (!mgmt_may_see_secrets(req->peer, httpd_header(req, "host"))) hide_secrets(st);
         httpd_respond_json(req, 200, st); /* takes the reference */
         return;
     }
@@ -89,7 +104,11 @@ int mgmt_start(mgmt_t *g, uv_loop_t *loop, const config_t *cfg, mesh_t *mesh, mo
         .max_body_bytes = 64 * 1024,
         .idle_timeout_ms = env_ms("MESH_LLM_HTTP_IDLE_MS", 60000),
         .read_timeout_ms = env_ms("MESH_LLM_HTTP_READ_MS", 30000),
+        .write_timeout_ms = env_ms("MESH_LLM_HTTP_WRITE_MS", 30000),
         .max_conns = 256,
+        .web_guard = true,
+        .allow_origins = (const char *const *)cfg->allow_origins,
+        .n_allow_origins = cfg->n_allow_origins,
         .handler = handle,
         .data = g,
     };

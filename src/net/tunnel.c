@@ -22,6 +22,7 @@ typedef struct {
     size_t got;        /* response bytes received */
     size_t unconsumed; /* written to the client, window not reopened yet */
     bool ended;
+    bool status_line_done; /* CORS headers (if any) go right after the status line */
     void (*on_fail)(httpd_req_t *req, void *data, const char *why);
     void *data;
 } fwd_t;
@@ -58,7 +59,22 @@ static void fwd_data(tp_stream_t *s, const uint8_t *p, size_t n)
         return;
     }
     f->got += n;
-    httpd_write(f->req, p, n);
+    if (!f->status_line_done && f->req->cors_origin) {
+        /* A web page of an allowed origin reads the answer: our CORS headers, not the host's
+         * (its API saw no Origin), after the status line. Only the first bytes are looked at. */
+        const uint8_t *nl = memchr(p, '\n', n);
+        size_t head = nl ? (size_t)(nl - p) + 1 : n;
+        httpd_write(f->req, p, head);
+        if (nl) {
+            char cors[384];
+            f->status_line_done = true;
+            if (httpd_cors_headers(f->req, cors, sizeof cors) > 0)
+                httpd_write(f->req, cors, strlen(cors));
+            httpd_write(f->req, p + head, n - head);
+        }
+    } else {
+        httpd_write(f->req, p, n);
+    }
     if (httpd_write_queue(f->req) > CLIENT_HIGH_WATER)
         f->unconsumed += n; /* reopened by fwd_client_drain */
     else
@@ -156,7 +172,6 @@ typedef struct {
     bool pipe_open, eof, reading_paused;
     buf_t line; /* the request line, until checked */
     bool line_done;
-    char *api_key;
 } srv_t;
 
 typedef struct {
@@ -170,7 +185,6 @@ static void srv_try_free(srv_t *t)
 {
     if (t->s || t->pipe_open) return;
     buf_free(&t->line);
-    free(t->api_key);
     free(t);
 }
 
@@ -223,8 +237,11 @@ static int api_send(srv_t *t, const void *p, size_t n, size_t stream_bytes)
     return rc;
 }
 
-/* The request line is checked (only /v1/ endpoints) and the node's API key added after it.
- * The requester's FIN is not passed on as a half-close: the request is delimited by its
+/* The first request line is checked (only /v1/ endpoints and /health) so that anything else is
+ * refused before the API sees it. Every request on the connection, pipelined ones included, is
+ * limited to the inference API by the API itself: the connection is served as HTTPD_PEER_TUNNEL.
+ * That is also what admits it without the node's API key (the mesh admitted the member). The
+ * requester's FIN is not passed on as a half-close: the request is delimited by its
  * Content-Length, and the API closes the connection after its answer (Connection: close). */
 static int forward_request_bytes(srv_t *t, const uint8_t *p, size_t n)
 {
@@ -238,15 +255,11 @@ static int forward_request_bytes(srv_t *t, const uint8_t *p, size_t n)
     }
     t->line_done = true;
     const char *l = t->line.data;
-    bool ok = (strncmp(l, "POST /v1/", 9) == 0 || strncmp(l, "GET /v1/", 8) == 0) &&
+    bool ok = (strncmp(l, "POST /v1/", 9) == 0 || strncmp(l, "GET /v1/", 8) == 0 ||
+               strncmp(l, "GET /health ", 12) == 0) &&
               t->line.len >= 2 && l[t->line.len - 2] == '\r';
     if (!ok) return -EPERM;
-    buf_t out;
-    buf_init(&out, LINE_MAX_BYTES + 512);
-    int rc = buf_append(&out, t->line.data, t->line.len);
-    if (rc == 0 && t->api_key) rc = buf_printf(&out, "Authorization: Bearer %s\r\n", t->api_key);
-    if (rc == 0) rc = api_send(t, out.data, out.len, take);
-    buf_free(&out);
+    int rc = api_send(t, t->line.data, t->line.len, take);
     if (rc == 0 && n > take) rc = api_send(t, p + take, n - take, n - take);
     return rc;
 }
@@ -338,6 +351,7 @@ void tunnel_http_serve(uv_loop_t *loop, tp_stream_t *s, json_t *frame, const uin
                        size_t rest_len, httpd_t *api, const char *api_key)
 {
     (void)frame;
+    (void)api_key; /* tunnelled requests are admitted as HTTPD_PEER_TUNNEL, not by the key */
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) != 0) {
         LOGW("tunnel", "cannot serve a tunnelled request: socketpair: %s", strerror(errno));
@@ -355,7 +369,6 @@ void tunnel_http_serve(uv_loop_t *loop, tp_stream_t *s, json_t *frame, const uin
     t->pipe.data = t;
     t->pipe_open = true;
     t->s = s;
-    t->api_key = api_key ? strdup(api_key) : NULL;
     buf_init(&t->line, LINE_MAX_BYTES);
     tp_stream_set_cb(s, &srv_cb, t);
     if (uv_pipe_open(&t->pipe, sv[0]) != 0) {
@@ -364,7 +377,7 @@ void tunnel_http_serve(uv_loop_t *loop, tp_stream_t *s, json_t *frame, const uin
         srv_fail(t);
         return;
     }
-    if (httpd_serve_fd(api, sv[1]) != 0) { /* takes sv[1], also on failure */
+    if (httpd_serve_fd(api, sv[1], HTTPD_PEER_TUNNEL) != 0) { /* takes sv[1], also on failure */
         srv_fail(t);
         return;
     }

@@ -8,13 +8,35 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "httpd_guard.h"
+#include "httpd_int.h"
 #include "log.h"
 #include "util.h"
 
 #define LINGER_MS 2000
+#define SHRINK_ABOVE (64u << 10) /* buffers larger than this are freed between requests */
+#define STAGING_KEEP (16u << 10) /* an emptied input buffer larger than this is freed */
+
+/* Request bytes buffered by every server of the process (see httpd_set_buffer_cap). The loop
+ * is single-threaded, as is every server on it. */
+static size_t g_buffered;
+static size_t g_buffer_cap = HTTPD_DEFAULT_BUFFER_CAP;
+
+void httpd_set_buffer_cap(size_t bytes)
+{
+    g_buffer_cap = bytes ? bytes : HTTPD_DEFAULT_BUFFER_CAP;
+}
+
+size_t httpd_buffered_bytes(void)
+{
+    return g_buffered;
+}
 
 typedef enum {
     CONN_IDLE,     /* waiting for the first byte of a request */
@@ -30,21 +52,34 @@ struct httpd_conn {
     httpd_t *server;
     httpd_conn_t *next, *prev;
     conn_state_t state;
+    httpd_peer_t peer;
     llhttp_t parser;
     llhttp_settings_t settings;
     buf_t url;
     buf_t hdr; /* "name\0value\0..." */
     buf_t body;
     buf_t path;
-    buf_t pending; /* bytes received while a request is being handled */
+    buf_t pending;    /* bytes received while a request is being handled */
+    size_t accounted; /* buffer bytes counted in g_buffered */
     bool last_was_value;
     bool headers_done;
     bool reading;
-    int parse_error_status; /* 413 when a limit was hit inside a callback */
-    size_t wq;              /* bytes queued for writing */
+    int parse_error_status; /* 413/414/431 when a limit was hit inside a callback */
+    /* A complete request that is answered here instead of by the handler (a limit that the
+     * upstream would enforce): status, code, message. */
+    int reject_status;
+    const char *reject_code;
+    char reject_msg[160];
+    size_t wq; /* bytes queued for writing */
+    /* Stalled-reader watch (while a request is handled): bytes handed to the kernel, how many
+     * of them the client had taken at the last check, and when that last grew. */
+    uint64_t handed;
+    uint64_t delivered_seen;
+    uint64_t progress_ms;
     bool above_high;
     bool end_pending; /* response complete once the queue drains */
     bool end_keep_alive;
+    bool reset_on_close; /* cut off: RST, the unread response is dropped */
     int handles_open;
     httpd_req_t req;
     bool req_live; /* req handed to the handler and not yet ended/aborted */
@@ -64,62 +99,39 @@ uint64_t httpd_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-const char *httpd_status_text(int status)
-{
-    switch (status) {
-    case 100:
-        return "Continue";
-    case 200:
-        return "OK";
-    case 201:
-        return "Created";
-    case 204:
-        return "No Content";
-    case 400:
-        return "Bad Request";
-    case 401:
-        return "Unauthorized";
-    case 403:
-        return "Forbidden";
-    case 404:
-        return "Not Found";
-    case 405:
-        return "Method Not Allowed";
-    case 408:
-        return "Request Timeout";
-    case 409:
-        return "Conflict";
-    case 411:
-        return "Length Required";
-    case 413:
-        return "Payload Too Large";
-    case 429:
-        return "Too Many Requests";
-    case 431:
-        return "Request Header Fields Too Large";
-    case 500:
-        return "Internal Server Error";
-    case 501:
-        return "Not Implemented";
-    case 502:
-        return "Bad Gateway";
-    case 503:
-        return "Service Unavailable";
-    case 504:
-        return "Gateway Timeout";
-    default:
-        return "Unknown";
-    }
-}
-
 static void conn_close(httpd_conn_t *c);
 static void conn_process(httpd_conn_t *c);
 static void conn_read_start(httpd_conn_t *c);
+
+/* ---- the global buffer account ---- */
+
+static size_t conn_footprint(const httpd_conn_t *c)
+{
+    return c->url.cap_alloc + c->hdr.cap_alloc + c->body.cap_alloc + c->path.cap_alloc +
+           c->pending.cap_alloc;
+}
+
+static void conn_account(httpd_conn_t *c)
+{
+    size_t now = conn_footprint(c);
+    g_buffered = g_buffered - c->accounted + now;
+    c->accounted = now;
+}
+
+/* Between requests: large buffers go back to the allocator (an idle keep-alive connection does
+ * not hold a body's worth of memory). */
+static void conn_shrink(httpd_conn_t *c)
+{
+    if (c->body.cap_alloc > SHRINK_ABOVE) buf_free(&c->body);
+    if (c->pending.len == 0 && c->pending.cap_alloc > SHRINK_ABOVE) buf_free(&c->pending);
+    conn_account(c);
+}
 
 static void on_conn_handle_closed(uv_handle_t *h)
 {
     httpd_conn_t *c = h->data;
     if (--c->handles_open > 0) return;
+    g_buffered -= c->accounted;
     buf_free(&c->url);
     buf_free(&c->hdr);
     buf_free(&c->body);
@@ -145,12 +157,66 @@ static void conn_close(httpd_conn_t *c)
     s->n_conns--;
     uv_timer_stop(&c->timer);
     uv_close((uv_handle_t *)&c->timer, on_conn_handle_closed);
-    uv_close((uv_handle_t *)&c->tcp, on_conn_handle_closed);
+    if (!c->reset_on_close || uv_tcp_close_reset(&c->tcp, on_conn_handle_closed) != 0)
+        uv_close((uv_handle_t *)&c->tcp, on_conn_handle_closed);
+}
+
+static void on_timer(uv_timer_t *t);
+
+static void timer_arm(httpd_conn_t *c, uint64_t ms)
+{
+    uv_timer_start(&c->timer, on_timer, ms, 0);
+}
+
+/* While a request is handled, the timer watches whether the client takes the response: the
+ * bytes it has taken are those handed to the kernel minus those still in the socket's send
+ * queue (SIOCOUTQ: unacknowledged for TCP, unread for a socketpair) — the kernel's buffers can
+ * hold a whole generation, so the node's own queue alone says nothing. A client that takes no
+ * bytes for write_timeout_ms while some wait is cut off (RST), which aborts its request: the
+ * proxy closes its upstream connection, so llama-server cancels the generation and frees the
+ * slot. Checked a few times per timeout, never per byte. */
+static uint64_t watch_period(const httpd_conn_t *c)
+{
+    uint64_t p = c->server->opts.write_timeout_ms / 4;
+    return p < 10 ? 10 : p;
+}
+
+static size_t kernel_unsent(httpd_conn_t *c)
+{
+    uv_os_fd_t fd;
+    int n = 0;
+    if (uv_fileno((uv_handle_t *)&c->tcp, &fd) != 0 || ioctl(fd, SIOCOUTQ, &n) != 0 || n < 0)
+        return 0;
+    return (size_t)n;
+}
+
+static void write_watch(httpd_conn_t *c)
+{
+    uint64_t now = uv_now(c->server->loop);
+    size_t unsent = kernel_unsent(c);
+    uint64_t delivered = c->handed - (unsent < c->handed ? unsent : c->handed);
+    if (unsent + c->wq == 0 || delivered != c->delivered_seen) {
+        c->delivered_seen = delivered;
+        c->progress_ms = now;
+    } else if (now - c->progress_ms >= c->server->opts.write_timeout_ms) {
+        LOGW("httpd",
+             "port %d: a client has taken none of its response for %llu ms (%zu bytes "
+             "waiting); closing its connection and cancelling its request",
+             c->server->port, (unsigned long long)(now - c->progress_ms), unsent + c->wq);
+        c->reset_on_close = true;
+        conn_close(c);
+        return;
+    }
+    timer_arm(c, watch_period(c));
 }
 
 static void on_timer(uv_timer_t *t)
 {
     httpd_conn_t *c = t->data;
+    if (c->state == CONN_HANDLING) {
+        write_watch(c);
+        return;
+    }
     if (c->state == CONN_READING) {
         /* Slow client: answer 408 and close. */
         LOGD("httpd", "request read timeout; closing connection");
@@ -167,11 +233,6 @@ static void on_timer(uv_timer_t *t)
     conn_close(c);
 }
 
-static void timer_arm(httpd_conn_t *c, uint64_t ms)
-{
-    uv_timer_start(&c->timer, on_timer, ms, 0);
-}
-
 static void on_shutdown(uv_shutdown_t *sh, int status)
 {
     (void)status;
@@ -182,7 +243,8 @@ static void on_write(uv_write_t *w, int status)
 {
     wreq_t *wr = (wreq_t *)w;
     httpd_conn_t *c = wr->c;
-    c->wq -= wr->len;
+    size_t len = wr->len;
+    c->wq -= len;
     free(wr);
     if (c->state == CONN_CLOSED) return;
     if (status < 0) {
@@ -190,6 +252,7 @@ static void on_write(uv_write_t *w, int status)
         conn_close(c);
         return;
     }
+    c->handed += len;
     if (c->req_live && c->above_high && c->wq < HTTPD_WRITE_LOW_WATER) {
         c->above_high = false;
         if (c->req.on_drain) c->req.on_drain(&c->req);
@@ -206,6 +269,7 @@ static void on_write(uv_write_t *w, int status)
             return;
         }
         c->state = CONN_IDLE;
+        conn_shrink(c);
         timer_arm(c, c->server->opts.idle_timeout_ms);
         conn_read_start(c);
         conn_process(c);
@@ -223,6 +287,7 @@ static int conn_write(httpd_conn_t *c, const void *data, size_t len)
         uv_buf_t b = uv_buf_init((char *)data, (unsigned)len);
         int n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
         if (n > 0) {
+            c->handed += (size_t)n;
             data = (const char *)data + n;
             len -= (size_t)n;
             if (len == 0) return 0;
@@ -274,6 +339,7 @@ static int cb_message_begin(llhttp_t *p)
     buf_reset(&c->body);
     c->last_was_value = false;
     c->headers_done = false;
+    c->reject_status = 0;
     return 0;
 }
 
@@ -283,12 +349,19 @@ static int limit_hit(httpd_conn_t *c, int status)
     return HPE_USER;
 }
 
+/* The request line and headers together exceed max_header_bytes: 414 while the URL is still
+ * arriving, 431 once headers are. */
+static int header_bytes_hit(httpd_conn_t *c)
+{
+    return limit_hit(c, c->hdr.len == 0 ? 414 : 431);
+}
+
 static int cb_url(llhttp_t *p, const char *at, size_t len)
 {
     httpd_conn_t *c = p->data;
     if (c->url.len + c->hdr.len + len > c->server->opts.max_header_bytes ||
         buf_append(&c->url, at, len))
-        return limit_hit(c, 413);
+        return header_bytes_hit(c);
     return 0;
 }
 
@@ -296,12 +369,12 @@ static int cb_header_field(llhttp_t *p, const char *at, size_t len)
 {
     httpd_conn_t *c = p->data;
     if (c->last_was_value) {
-        if (buf_append(&c->hdr, "", 1)) return limit_hit(c, 413);
+        if (buf_append(&c->hdr, "", 1)) return header_bytes_hit(c);
         c->last_was_value = false;
     }
     if (c->url.len + c->hdr.len + len > c->server->opts.max_header_bytes ||
         buf_append(&c->hdr, at, len))
-        return limit_hit(c, 413);
+        return limit_hit(c, 431);
     return 0;
 }
 
@@ -309,39 +382,73 @@ static int cb_header_value(llhttp_t *p, const char *at, size_t len)
 {
     httpd_conn_t *c = p->data;
     if (!c->last_was_value) {
-        if (buf_append(&c->hdr, "", 1)) return limit_hit(c, 413);
+        if (buf_append(&c->hdr, "", 1)) return limit_hit(c, 431);
         c->last_was_value = true;
     }
     if (c->url.len + c->hdr.len + len > c->server->opts.max_header_bytes ||
         buf_append(&c->hdr, at, len))
-        return limit_hit(c, 413);
+        return limit_hit(c, 431);
     return 0;
+}
+
+static void reject(httpd_conn_t *c, int status, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void reject(httpd_conn_t *c, int status, const char *code, const char *fmt, ...)
+{
+    c->reject_status = status;
+    c->reject_code = code;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->reject_msg, sizeof c->reject_msg, fmt, ap);
+    va_end(ap);
 }
 
 static int cb_headers_complete(llhttp_t *p)
 {
     httpd_conn_t *c = p->data;
-    if (c->last_was_value && buf_append(&c->hdr, "", 1)) return limit_hit(c, 413);
-    /* Index the "name\0value\0" pairs. */
+    const httpd_opts_t *o = &c->server->opts;
+    if (c->last_was_value && buf_append(&c->hdr, "", 1)) return limit_hit(c, 431);
+    /* Index the "name\0value\0" pairs; note a line the upstream would refuse. */
     httpd_req_t *r = &c->req;
     r->n_headers = 0;
     const char *q = c->hdr.data, *end = c->hdr.data ? c->hdr.data + c->hdr.len : NULL;
+    const char *long_name = NULL;
+    size_t long_len = 0;
     while (q && q < end) {
         const char *name = q;
-        q += strlen(q) + 1;
+        size_t nl = strlen(q);
+        q += nl + 1;
         if (q >= end) break;
         const char *value = q;
-        q += strlen(q) + 1;
+        size_t vl = strlen(q);
+        q += vl + 1;
         if (r->n_headers >= HTTPD_MAX_HEADERS) return limit_hit(c, 431);
+        if (!long_name && nl + vl + 4 > o->max_header_line) {
+            long_name = name;
+            long_len = nl + vl + 4;
+        }
         r->headers[r->n_headers].name = name;
         r->headers[r->n_headers].value = value;
         r->n_headers++;
     }
     c->headers_done = true;
-    if ((p->flags & F_CONTENT_LENGTH) && p->content_length > c->server->opts.max_body_bytes)
+    if ((p->flags & F_CONTENT_LENGTH) && p->content_length > o->max_body_bytes)
         return limit_hit(c, 413);
+    /* Limits that are not about memory: the request is read to its end and answered in turn,
+     * so the connection stays usable (unless the client said Connection: close). */
+    if (c->url.len > o->max_url_bytes)
+        reject(c, 414, "uri_too_long", "request URI is %zu bytes; at most %zu", c->url.len,
+               o->max_url_bytes);
+    else if (r->n_headers > o->max_header_count)
+        reject(c, 431, "too_many_headers", "%zu request headers; at most %zu", r->n_headers,
+               o->max_header_count);
+    else if (long_name)
+        reject(c, 431, "header_too_large",
+               "request header '%.40s' is %zu bytes; at most %zu per "
+               "header line",
+               long_name, long_len, o->max_header_line);
     const char *expect = httpd_header(r, "expect");
-    if (expect && strcasecmp(expect, "100-continue") == 0) {
+    if (!c->reject_status && expect && strcasecmp(expect, "100-continue") == 0) {
         static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
         conn_write(c, cont, sizeof cont - 1);
     }
@@ -365,7 +472,7 @@ static void respond_and_close(httpd_conn_t *c, int status, const char *code, con
 {
     char body[512];
     json_t *o = json_pack("{s:{s:s,s:s,s:s}}", "error", "message", msg, "type",
-                          "invalid_request_error", "code", code);
+                          status == 503 ? "server_error" : "invalid_request_error", "code", code);
     char *js = o ? json_dumps(o, JSON_COMPACT) : NULL;
     snprintf(body, sizeof body, "%s", js ? js : "{}");
     free(js);
@@ -373,8 +480,9 @@ static void respond_and_close(httpd_conn_t *c, int status, const char *code, con
     char head[256];
     int n = snprintf(head, sizeof head,
                      "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
-                     "Connection: close\r\n\r\n",
-                     status, httpd_status_text(status), strlen(body));
+                     "%sConnection: close\r\n\r\n",
+                     status, httpd_status_text(status), strlen(body),
+                     status == 503 ? "Retry-After: 1\r\n" : "");
     conn_write(c, head, (size_t)n);
     conn_write(c, body, strlen(body));
     c->state = CONN_HANDLING; /* stop parsing further input */
@@ -383,17 +491,33 @@ static void respond_and_close(httpd_conn_t *c, int status, const char *code, con
     conn_end_when_written(c);
 }
 
+/* ---- the web guard ---- */
+
+void httpd_local_host(const httpd_req_t *req, char *out, size_t outlen)
+{
+    out[0] = '\0';
+    if (req->peer == HTTPD_PEER_TUNNEL) return;
+    struct sockaddr_storage ss;
+    int len = sizeof ss;
+    if (uv_tcp_getsockname(&req->conn->tcp, (struct sockaddr *)&ss, &len) != 0) return;
+    if (ss.ss_family == AF_INET)
+        uv_ip4_name((struct sockaddr_in *)&ss, out, outlen);
+    else if (ss.ss_family == AF_INET6)
+        uv_ip6_name((struct sockaddr_in6 *)&ss, out, outlen);
+}
+
 static void dispatch(httpd_conn_t *c)
 {
     httpd_req_t *r = &c->req;
     llhttp_t *p = &c->parser;
-    uv_timer_stop(&c->timer);
     c->state = CONN_HANDLING;
     r->server = c->server;
     r->conn = c;
     r->data = NULL;
     r->on_abort = NULL;
     r->on_drain = NULL;
+    r->peer = c->peer;
+    r->cors_origin = NULL;
     r->method = llhttp_get_method(p);
     r->method_str = llhttp_method_name((llhttp_method_t)r->method);
     r->url = c->url.data ? c->url.data : "";
@@ -410,6 +534,15 @@ static void dispatch(httpd_conn_t *c)
     c->end_pending = false;
     c->above_high = false;
     c->req_live = true;
+    c->delivered_seen = UINT64_MAX; /* the first check counts as progress */
+    c->progress_ms = uv_now(c->server->loop);
+    timer_arm(c, watch_period(c));
+    if (c->reject_status) {
+        httpd_respond_error(r, c->reject_status, "invalid_request_error", c->reject_code, "%s",
+                            c->reject_msg);
+        return;
+    }
+    if (c->server->opts.web_guard && httpd_guard_answer(r)) return;
     c->server->opts.handler(r);
 }
 
@@ -426,9 +559,6 @@ static void conn_process(httpd_conn_t *c)
         llhttp_errno_t err = llhttp_execute(&c->parser, c->pending.data, n);
         if (err == HPE_OK) {
             buf_reset(&c->pending);
-            if (!c->headers_done && c->url.len + c->hdr.len > c->server->opts.max_header_bytes) {
-                respond_and_close(c, 413, "header_too_large", "request header too large");
-            }
             return;
         }
         if (err == HPE_PAUSED) {
@@ -448,22 +578,28 @@ static void conn_process(httpd_conn_t *c)
             buf_consume(&c->pending, used);
             continue;
         }
+        const httpd_opts_t *o = &c->server->opts;
+        char msg[128];
         if (c->parse_error_status == 413) {
-            char msg[128];
-            if (c->headers_done)
-                snprintf(msg, sizeof msg, "request body larger than the limit of %zu bytes",
-                         c->server->opts.max_body_bytes);
-            else
-                snprintf(msg, sizeof msg, "request header larger than the limit of %zu bytes",
-                         c->server->opts.max_header_bytes);
-            respond_and_close(c, 413, c->headers_done ? "body_too_large" : "header_too_large", msg);
+            snprintf(msg, sizeof msg, "request body larger than the limit of %zu bytes",
+                     o->max_body_bytes);
+            respond_and_close(c, 413, "body_too_large", msg);
+        } else if (c->parse_error_status == 414) {
+            snprintf(msg, sizeof msg, "request URI larger than the limit of %zu bytes",
+                     o->max_header_bytes);
+            respond_and_close(c, 414, "uri_too_long", msg);
         } else if (c->parse_error_status == 431) {
-            respond_and_close(c, 431, "too_many_headers", "too many request headers");
+            if (c->headers_done || c->req.n_headers >= HTTPD_MAX_HEADERS)
+                snprintf(msg, sizeof msg, "more than %d request headers", HTTPD_MAX_HEADERS);
+            else
+                snprintf(msg, sizeof msg, "request headers larger than the limit of %zu bytes",
+                         o->max_header_bytes);
+            respond_and_close(c, 431, "header_too_large", msg);
         } else {
-            char msg[256];
-            snprintf(msg, sizeof msg, "malformed HTTP request: %s",
+            char why[256];
+            snprintf(why, sizeof why, "malformed HTTP request: %s",
                      llhttp_get_error_reason(&c->parser));
-            respond_and_close(c, 400, "bad_request", msg);
+            respond_and_close(c, 400, "bad_request", why);
         }
         buf_reset(&c->pending);
         return;
@@ -488,18 +624,28 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *b)
     }
     if (c->state == CONN_LINGER || c->state == CONN_CLOSED) return; /* discard */
     size_t cap = c->server->opts.max_header_bytes + c->server->opts.max_body_bytes + 65536;
-    if (c->pending.len + (size_t)nread > cap) {
+    bool over_conn = c->pending.len + (size_t)nread > cap;
+    bool over_all = g_buffered + (size_t)nread > g_buffer_cap;
+    if (over_conn || over_all) {
         if (c->state == CONN_HANDLING) {
             uv_read_stop(st); /* a pipelining client far ahead of us: wait */
             c->reading = false;
-        } else {
+        } else if (over_conn) {
             respond_and_close(c, 413, "body_too_large", "request too large");
+        } else {
+            LOGW("httpd", "port %d: %zu bytes of requests buffered (cap %zu); answering 503",
+                 c->server->port, g_buffered, g_buffer_cap);
+            respond_and_close(c, 503, "server_busy",
+                              "the server is holding too much request data right now; retry "
+                              "shortly");
         }
         return;
     }
     buf_append(&c->pending, b->base, (size_t)nread);
-    if (c->state == CONN_HANDLING) return;
-    conn_process(c);
+    if (c->state != CONN_HANDLING) conn_process(c);
+    if (c->state == CONN_CLOSED) return;
+    if (c->pending.len == 0 && c->pending.cap_alloc > STAGING_KEEP) buf_free(&c->pending);
+    conn_account(c);
 }
 
 static void conn_read_start(httpd_conn_t *c)
@@ -510,7 +656,7 @@ static void conn_read_start(httpd_conn_t *c)
 }
 
 /* A connection object on s (counted, linked); its tcp handle is initialized but not yet open. */
-static httpd_conn_t *conn_new(httpd_t *s)
+static httpd_conn_t *conn_new(httpd_t *s, httpd_peer_t peer)
 {
     httpd_conn_t *c = calloc(1, sizeof *c);
     if (!c) return NULL;
@@ -521,6 +667,7 @@ static httpd_conn_t *conn_new(httpd_t *s)
     c->timer.data = c;
     c->server = s;
     c->state = CONN_IDLE;
+    c->peer = peer;
     buf_init(&c->url, s->opts.max_header_bytes + 1024);
     buf_init(&c->hdr, s->opts.max_header_bytes + 1024);
     buf_init(&c->body, s->opts.max_body_bytes);
@@ -558,25 +705,9 @@ static int conn_begin(httpd_conn_t *c)
     return 0;
 }
 
-static void on_connection(uv_stream_t *ls, int status)
+int httpd_serve_fd(httpd_t *s, uv_os_sock_t fd, httpd_peer_t peer)
 {
-    httpd_t *s = ls->data;
-    if (status < 0) {
-        LOGW("httpd", "accept error: %s", uv_strerror(status));
-        return;
-    }
-    httpd_conn_t *c = conn_new(s);
-    if (!c) return;
-    if (uv_accept(ls, (uv_stream_t *)&c->tcp) != 0) {
-        conn_close(c);
-        return;
-    }
-    conn_begin(c);
-}
-
-int httpd_serve_fd(httpd_t *s, uv_os_sock_t fd)
-{
-    httpd_conn_t *c = s->closing ? NULL : conn_new(s);
+    httpd_conn_t *c = s->closing ? NULL : conn_new(s, peer);
     if (!c) {
         close(fd);
         return s->closing ? -ESHUTDOWN : -ENOMEM;
@@ -595,35 +726,26 @@ int httpd_start(httpd_t *s, uv_loop_t *loop, const httpd_opts_t *opts)
     memset(s, 0, sizeof *s);
     s->loop = loop;
     s->opts = *opts;
-    if (!s->opts.max_header_bytes) s->opts.max_header_bytes = 64 * 1024;
-    if (!s->opts.max_body_bytes) s->opts.max_body_bytes = 8 * 1024 * 1024;
-    if (!s->opts.idle_timeout_ms) s->opts.idle_timeout_ms = 60000;
-    if (!s->opts.read_timeout_ms) s->opts.read_timeout_ms = 30000;
-    if (!s->opts.max_conns) s->opts.max_conns = 4096;
+    s->lfd = s->reserve_fd = -1;
+    httpd_opts_t *o = &s->opts;
+    if (!o->max_header_bytes) o->max_header_bytes = 64 * 1024;
+    if (!o->max_header_line) o->max_header_line = HTTPD_DEFAULT_MAX_HEADER_LINE;
+    if (!o->max_header_count) o->max_header_count = HTTPD_DEFAULT_MAX_HEADER_COUNT;
+    if (!o->max_url_bytes) o->max_url_bytes = HTTPD_DEFAULT_MAX_URL;
+    if (!o->max_body_bytes) o->max_body_bytes = 8 * 1024 * 1024;
+    if (!o->idle_timeout_ms) o->idle_timeout_ms = 60000;
+    if (!o->read_timeout_ms) o->read_timeout_ms = 30000;
+    if (!o->write_timeout_ms) o->write_timeout_ms = 30000;
+    if (!o->max_conns) o->max_conns = 4096;
     s->data = opts->data;
-    struct sockaddr_storage ss;
-    int rc = uv_ip4_addr(opts->host, opts->port, (struct sockaddr_in *)&ss);
-    if (rc) rc = uv_ip6_addr(opts->host, opts->port, (struct sockaddr_in6 *)&ss);
-    if (rc) return rc;
-    uv_tcp_init(loop, &s->listener);
-    s->listener.data = s;
-    rc = uv_tcp_bind(&s->listener, (struct sockaddr *)&ss, 0);
-    if (rc == 0) rc = uv_listen((uv_stream_t *)&s->listener, 1024, on_connection);
-    if (rc) {
-        uv_close((uv_handle_t *)&s->listener, NULL);
-        return rc;
-    }
-    int len = sizeof ss;
-    uv_tcp_getsockname(&s->listener, (struct sockaddr *)&ss, &len);
-    s->port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
-    return 0;
+    return httpd_listen_open(s, opts->host, opts->port);
 }
 
 void httpd_stop(httpd_t *s)
 {
     if (s->closing) return;
     s->closing = true;
-    uv_close((uv_handle_t *)&s->listener, NULL);
+    httpd_listen_close(s);
     while (s->conns)
         conn_close(s->conns);
 }
@@ -662,84 +784,4 @@ void httpd_abort(httpd_req_t *req)
     httpd_conn_t *c = req->conn;
     c->req_live = false;
     conn_close(c);
-}
-
-int httpd_respond(httpd_req_t *req, int status, const char *content_type, const char *body,
-                  size_t len, const char *extra_headers)
-{
-    char head[1024];
-    bool ka = req->keep_alive && !req->server->closing;
-    int n = snprintf(head, sizeof head,
-                     "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s%s\r\n",
-                     status, httpd_status_text(status), content_type, len,
-                     ka ? "Connection: keep-alive\r\n" : "Connection: close\r\n",
-                     extra_headers ? extra_headers : "");
-    if (n < 0 || (size_t)n >= sizeof head) return -EINVAL;
-    int rc = httpd_write(req, head, (size_t)n);
-    if (rc == 0 && len && req->method != HTTP_HEAD) rc = httpd_write(req, body, len);
-    httpd_end(req, ka);
-    return rc;
-}
-
-static int respond_error_v(httpd_req_t *req, int status, const char *extra, const char *type,
-                           const char *code, const char *fmt, va_list ap)
-    __attribute__((format(printf, 6, 0)));
-static int respond_error_v(httpd_req_t *req, int status, const char *extra, const char *type,
-                           const char *code, const char *fmt, va_list ap)
-{
-    char msg[1024];
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    json_t *o =
-        json_pack("{s:{s:s,s:s,s:s?}}", "error", "message", msg, "type", type, "code", code);
-    char *js = o ? json_dumps(o, JSON_COMPACT) : NULL;
-    json_decref(o);
-    int rc =
-        httpd_respond(req, status, "application/json", js ? js : "{}", js ? strlen(js) : 2, extra);
-    free(js);
-    return rc;
-}
-
-int httpd_respond_error(httpd_req_t *req, int status, const char *type, const char *code,
-                        const char *fmt, ...)
-{
-    const char *extra = NULL;
-    if (status == 503)
-        extra = "Retry-After: 1\r\n";
-    else if (status == 401)
-        extra = "WWW-Authenticate: Bearer\r\n";
-    va_list ap;
-    va_start(ap, fmt);
-    int rc = respond_error_v(req, status, extra, type, code, fmt, ap);
-    va_end(ap);
-    return rc;
-}
-
-static int respond_405(httpd_req_t *req, const char *extra, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int respond_405(httpd_req_t *req, const char *extra, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int rc =
-        respond_error_v(req, 405, extra, "invalid_request_error", "method_not_allowed", fmt, ap);
-    va_end(ap);
-    return rc;
-}
-
-int httpd_respond_405(httpd_req_t *req, const char *allow)
-{
-    char extra[64];
-    snprintf(extra, sizeof extra, "Allow: %s\r\n", allow);
-    return respond_405(req, extra, "method %s not allowed on %s; use %s", req->method_str,
-                       req->path, allow);
-}
-
-int httpd_respond_json(httpd_req_t *req, int status, json_t *o)
-{
-    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
-    json_decref(o);
-    if (!s) return httpd_respond_error(req, 500, "server_error", "internal", "out of memory");
-    int rc = httpd_respond(req, status, "application/json", s, strlen(s), NULL);
-    free(s);
-    return rc;
 }

@@ -22,6 +22,8 @@ const char *model_type_name(model_type_t t);
 #define CONFIG_MAX_MODELS 64
 #define MODEL_NAME_MAX 128
 #define CONFIG_MAX_JOIN 16
+#define CONFIG_MAX_ORIGINS 16
+#define CONFIG_SECRET_FILE_MAX 65536 /* --join @FILE, --api-key-file: larger files are refused */
 
 typedef struct {
     char *path;
@@ -57,6 +59,12 @@ typedef struct {
     uint64_t max_vram_bytes; /* --max-vram, 0 = detect */
     bool split;              /* --split: force split groups for this node's models */
     bool client;             /* --client: route only, serve nothing, lend nothing */
+    /* --allow-origin ORIGIN (repeatable): web pages of these origins may call the APIs. */
+    char *allow_origins[CONFIG_MAX_ORIGINS];
+    size_t n_allow_origins;
+    /* A secret was given on the command line (--join TOKEN, --api-key KEY), where every local
+     * user can read it (ps, /proc): config_log_warnings says so. */
+    bool join_in_argv, api_key_in_argv;
     char *notes; /* warnings found while parsing, one per line, for the log (skipped entries) */
 } config_t;
 
@@ -66,6 +74,9 @@ enum { CONFIG_OK = 0, CONFIG_EXIT = 1 };
  * or -EINVAL with a human message in err. */
 int config_parse(config_t *cfg, int argc, char **argv, char *err, size_t errlen);
 void config_free(config_t *cfg);
+/* Startup warnings about the configuration (stderr, through the log): --listen-all without an
+ * API key, secrets given in argv. */
+void config_log_warnings(const config_t *cfg);
 void config_usage(FILE *out);
 
 /* Parse a "PATH[:llm|:embedding|:reranking]" model argument. */

@@ -99,7 +99,7 @@ static void api_load(models_t *ms, httpd_req_t *req)
     if (!b) return;
     const char *name = NULL, *args = NULL, *backend = NULL;
     char *canon_args = NULL;
-    json_int_t ctx = -1;
+    json_int_t ctx = 0;
     json_error_t je;
     if (json_unpack_ex(b, &je, 0, "{s:s,s?I,s?s,s?s}", "model_name", &name, "ctx_size", &ctx,
                        "llamacpp_args", &args, "llamacpp_backend", &backend) != 0) {
@@ -124,9 +124,14 @@ static void api_load(models_t *ms, httpd_req_t *req)
         models_respond_bad(e, req);
         goto out;
     }
-    if (ctx != -1 && (ctx < 1 || ctx > (1 << 24))) {
+    /* ctx_size: absent = the default (--ctx-size, else the model's own); given, it is
+     * a number of tokens from 1 to 2^24, like --ctx-size (no sentinel values). */
+    bool has_ctx = json_is_integer(json_object_get(b, "ctx_size"));
+    if (has_ctx && (ctx < 1 || ctx > (1 << 24))) {
         httpd_respond_error(req, 400, "invalid_request_error", "invalid_ctx_size",
-                            "ctx_size must be between 1 and %d", 1 << 24);
+                            "ctx_size must be a number of tokens from 1 to %d, got %lld; leave "
+                            "it out to use the default (--ctx-size, else the model's own)",
+                            1 << 24, (long long)ctx);
         goto out;
     }
     if (args) {
@@ -151,7 +156,7 @@ static void api_load(models_t *ms, httpd_req_t *req)
         goto out;
     }
     /* Precedence: this request > CLI > built-in defaults. */
-    uint32_t want_ctx = ctx != -1 ? (uint32_t)ctx : ms->cfg->ctx_size;
+    uint32_t want_ctx = has_ctx ? (uint32_t)ctx : ms->cfg->ctx_size;
     const char *want_args = args ? args : ms->cfg->llamacpp_args;
     bool same = want_ctx == e->ctx_size &&
                 strcmp(want_args ? want_args : "", e->llamacpp_args ? e->llamacpp_args : "") == 0;

@@ -60,7 +60,12 @@ static void announce(void *data)
     for (size_t i = 0; i < n->cfg.n_requested; i++)
         LOGI("node", "model %s: no file here; asking the mesh for it (listed as requested)",
              n->cfg.requested[i]);
-    if (n->ms.n == 0 && n->cfg.n_requested == 0)
+    if (n->cfg.client)
+        LOGI("node", "client node: requests are routed to the mesh; this node serves no model");
+    else if (n->ms.n == 0 && n->cfg.n_requested == 0 && n->cfg.n_joins > 0)
+        LOGI("node", "no models given: the mesh may give this node one of its models, or it "
+                     "lends its memory to split models");
+    else if (n->ms.n == 0 && n->cfg.n_requested == 0)
         LOGI("node", "no models given: add --model PATH.gguf (or --models-dir DIR) to serve one");
     LOGI("node", "invite token (share it: mesh-llm --join TOKEN): %s", mesh_token(n->mesh));
     if (n->mgmt.started)
@@ -342,6 +347,7 @@ int main(int argc, char **argv)
         return 2;
     }
     log_init(n->cfg.log_format, n->cfg.verbose ? LOG_DEBUG : LOG_INFO);
+    config_log_warnings(&n->cfg);
     if (sodium_init() < 0) {
         LOGE("node", "libsodium failed to initialise");
         return 1;

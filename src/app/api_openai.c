@@ -114,7 +114,9 @@ static void handle_inference(api_t *api, httpd_req_t *req, mm_type_t needs)
     } else {
         e = models_find(api->ms, name);
     }
-    bool hop = httpd_header(req, "x-mesh-hop") != NULL;
+    /* A tunnelled request came through the mesh already, whatever its headers say: it is never
+     * forwarded again (a member cannot make this node relay for it). */
+    bool hop = req->peer == HTTPD_PEER_TUNNEL || httpd_header(req, "x-mesh-hop") != NULL;
     if (e && api->local_gate &&
         api->local_gate(api->remote_data, e->mm->name, (int)needs, req, hop))
         return;
@@ -141,6 +143,21 @@ static void handle_inference(api_t *api, httpd_req_t *req, mm_type_t needs)
     models_route(api->ms, e, req);
 }
 
+/* What a request may reach given where it comes from: a mesh member (through a tunnel) only the
+ * inference API, on every request of its connection, pipelined or not. */
+bool api_path_allowed(httpd_peer_t peer, const char *path)
+{
+    if (peer != HTTPD_PEER_TUNNEL) return true;
+    return strcmp(path, "/health") == 0 || strncmp(path, "/v1/", 4) == 0;
+}
+
+static bool key_ok(const api_t *api, const httpd_req_t *req)
+{
+    /* tunnelled requests were admitted by the mesh (and are limited to inference) */
+    return !api->cfg->api_key || req->peer == HTTPD_PEER_TUNNEL ||
+           api_key_ok(httpd_header(req, "authorization"), api->cfg->api_key);
+}
+
 static void api_handle(httpd_req_t *req)
 {
     api_t *api = req->server->data;
@@ -148,6 +165,15 @@ static void api_handle(httpd_req_t *req)
     bool is_get = req->method == HTTP_GET || req->method == HTTP_HEAD;
     bool is_post = req->method == HTTP_POST;
 
+    if (!api_path_allowed(req->peer, path)) {
+        LOGW("api", "refused a tunnelled %s %.80s from a mesh member: only /v1/* and /health",
+             req->method_str, path);
+        httpd_respond_error(req, 403, "invalid_request_error", "forbidden",
+                            "mesh members may only use the inference API (/v1/*, /health); %s is "
+                            "not part of it",
+                            path);
+        return;
+    }
     if (strcmp(path, "/health") == 0) {
         if (!is_get) {
             httpd_respond_405(req, "GET");
@@ -156,8 +182,7 @@ static void api_handle(httpd_req_t *req)
         return handle_health(api, req);
     }
     if (strncmp(path, "/api/v1/", 8) == 0 || strncmp(path, "/api/v0/", 8) == 0) {
-        if (api->cfg->api_key &&
-            !api_key_ok(httpd_header(req, "authorization"), api->cfg->api_key)) {
+        if (!key_ok(api, req)) {
             httpd_respond_error(req, 401, "invalid_request_error", "invalid_api_key",
                                 "missing or wrong API key; send 'Authorization: Bearer <key>'");
             return;
@@ -172,7 +197,7 @@ static void api_handle(httpd_req_t *req)
                             path);
         return;
     }
-    if (api->cfg->api_key && !api_key_ok(httpd_header(req, "authorization"), api->cfg->api_key)) {
+    if (!key_ok(api, req)) {
         httpd_respond_error(req, 401, "invalid_request_error", "invalid_api_key",
                             "missing or wrong API key; send 'Authorization: Bearer <key>'");
         return;
@@ -216,9 +241,17 @@ int api_start(api_t *api, uv_loop_t *loop, const config_t *cfg, models_t *ms)
         .max_body_bytes = cfg->max_body_bytes,
         .idle_timeout_ms = env_ms("MESH_LLM_HTTP_IDLE_MS", 60000),
         .read_timeout_ms = env_ms("MESH_LLM_HTTP_READ_MS", 30000),
+        .write_timeout_ms = env_ms("MESH_LLM_HTTP_WRITE_MS", 30000),
+        .web_guard = true,
+        .allow_origins = (const char *const *)cfg->allow_origins,
+        .n_allow_origins = cfg->n_allow_origins,
         .handler = api_handle,
         .data = api,
     };
+    /* MESH_LLM_HTTP_MAX_BUFFERED: bytes of requests all HTTP connections may buffer together */
+    uint64_t cap;
+    const char *ev = getenv("MESH_LLM_HTTP_MAX_BUFFERED");
+    httpd_set_buffer_cap(ev && parse_u64(ev, 4096, 1ull << 40, &cap) == 0 ? (size_t)cap : 0);
     int rc = httpd_start(&api->httpd, loop, &o);
     if (rc == 0) api->started = true;
     return rc;

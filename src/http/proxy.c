@@ -221,8 +221,13 @@ static int send_headers(proxy_t *p)
         if (q >= end) break;
         const char *value = q;
         q += strlen(q) + 1;
-        if (!is_hop_by_hop(name)) rc = buf_printf(&out, "%s: %s\r\n", name, value);
+        /* llama-server answers CORS for any Origin; the node decides (httpd_guard.h) */
+        if (!is_hop_by_hop(name) && strncasecmp(name, "access-control-", 15) != 0)
+            rc = buf_printf(&out, "%s: %s\r\n", name, value);
     }
+    char cors[384];
+    if (rc == 0 && httpd_cors_headers(p->req, cors, sizeof cors) > 0)
+        rc = buf_append(&out, cors, strlen(cors));
     if (rc == 0) rc = buf_printf(&out, "Connection: %s\r\n\r\n", ka ? "keep-alive" : "close");
     if (rc == 0) rc = httpd_write(p->req, out.data, out.len);
     buf_free(&out);

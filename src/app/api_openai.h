@@ -37,6 +37,10 @@ enum { API_MODEL_FOUND = 0, API_MODEL_ABSENT = 1 };
 int api_body_model(const char *body, size_t len, char *out, size_t outlen, char *err,
                    size_t errlen);
 
+/* Whether a request from peer may reach path: everything for local and network clients (the
+ * API key and the web guard apply), only /v1/... and /health for a mesh member's tunnel. */
+bool api_path_allowed(httpd_peer_t peer, const char *path);
+
 /* Constant-time check of an "Authorization: Bearer KEY" header value. */
 bool api_key_ok(const char *header, const char *key);
 

@@ -27,6 +27,9 @@ typedef struct {
 int mgmt_start(mgmt_t *g, uv_loop_t *loop, const config_t *cfg, mesh_t *mesh, models_t *ms,
                supervisor_t *sv);
 void mgmt_stop(mgmt_t *g);
+/* Whether a client may see the invite token (the mesh secret) in the status document: only one
+ * on this machine that names it by a loopback host (Host header). */
+bool mgmt_may_see_secrets(httpd_peer_t peer, const char *host_header);
 /* The whole status document (also what the console shows). */
 json_t *mgmt_status(mgmt_t *g);
 

@@ -1,0 +1,158 @@
+/* HTTP/1.1 server on libuv + llhttp: keep-alive, pipelining-safe, bounded headers and bodies,
+ * idle, slow-client and stalled-reader timeouts, a process-wide cap on buffered request bytes,
+ * raw (byte-for-byte) response writes with back-pressure, and an optional web guard (cross-site
+ * requests and CORS, see httpd_guard.h). */
+#ifndef MESH_HTTPD_H
+#define MESH_HTTPD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <jansson.h>
+#include <uv.h>
+
+#define HTTPD_MAX_HEADERS 128
+
+/* Limits of llama-server's HTTP parser (cpp-httplib 0.57.1 as built by the pinned llama.cpp:
+ * CPPHTTPLIB_HEADER_MAX_LENGTH 8192 per header line including CRLF, CPPHTTPLIB_HEADER_MAX_COUNT
+ * 100, CPPHTTPLIB_REQUEST_URI_MAX_LENGTH 32768). What the node accepts it can forward: a header
+ * line "Name: value\r\n" longer than this, more headers than this (the proxy adds Host,
+ * Content-Length and Connection), or a longer URI is answered here (431 / 414, OpenAI error
+ * shape) instead of by a bare 400 from llama-server. */
+#define HTTPD_DEFAULT_MAX_HEADER_LINE 8192
+#define HTTPD_DEFAULT_MAX_HEADER_COUNT 97
+#define HTTPD_DEFAULT_MAX_URL 32704
+
+typedef struct httpd httpd_t;
+typedef struct httpd_conn httpd_conn_t;
+typedef struct httpd_req httpd_req_t;
+
+typedef struct {
+    const char *name;
+    const char *value;
+} httpd_header_t;
+
+/* Who is at the other end of a connection. */
+typedef enum {
+    HTTPD_PEER_NETWORK = 0, /* a TCP client on another host */
+    HTTPD_PEER_LOOPBACK,    /* a TCP client on this host (127.0.0.0/8, ::1), or a local test */
+    HTTPD_PEER_TUNNEL,      /* a mesh member's request through a TUNNEL_HTTP stream */
+} httpd_peer_t;
+
+struct httpd_req {
+    void *data; /* the handler's */
+    httpd_t *server;
+    int method; /* llhttp_method_t */
+    const char *method_str;
+    const char *url;  /* as sent, NUL-terminated */
+    const char *path; /* url without the query string */
+    httpd_header_t headers[HTTPD_MAX_HEADERS];
+    size_t n_headers;
+    const char *body; /* NUL-terminated for convenience; body_len is authoritative */
+    size_t body_len;
+    bool keep_alive; /* the client allows keep-alive */
+    httpd_peer_t peer;
+    /* Set by the web guard when the request's Origin is one of the allowed ones: responses
+     * carry Access-Control-Allow-Origin with it (httpd_respond, the proxy, the tunnel). */
+    const char *cors_origin;
+    uint64_t start_ns;
+    /* Set by the handler when it keeps the request past the handler call. */
+    void (*on_abort)(httpd_req_t *req); /* client gone; req is invalid after this returns */
+    void (*on_drain)(httpd_req_t *req); /* write queue fell below the low-water mark */
+    httpd_conn_t *conn;
+};
+
+typedef void (*httpd_handler_cb)(httpd_req_t *req);
+
+typedef struct {
+    const char *host;
+    int port;                  /* 0 = any free port */
+    size_t max_header_bytes;   /* request line + headers; default 64 KiB */
+    size_t max_header_line;    /* one "Name: value\r\n"; default HTTPD_DEFAULT_MAX_HEADER_LINE */
+    size_t max_header_count;   /* default HTTPD_DEFAULT_MAX_HEADER_COUNT */
+    size_t max_url_bytes;      /* default HTTPD_DEFAULT_MAX_URL */
+    size_t max_body_bytes;     /* default 8 MiB */
+    uint64_t idle_timeout_ms;  /* keep-alive idle; default 60 s */
+    uint64_t read_timeout_ms;  /* whole request must arrive within this; default 30 s */
+    uint64_t write_timeout_ms; /* a client that takes no response bytes for this long is cut off
+                                  (its request aborted); default 30 s */
+    unsigned max_conns;        /* default 4096 */
+    /* The web guard (httpd_guard.h): state-changing requests must be JSON and not cross-site,
+     * CORS preflights are answered. Origins in allow_origins may call from web pages. */
+    bool web_guard;
+    const char *const *allow_origins;
+    size_t n_allow_origins;
+    httpd_handler_cb handler;
+    void *data;
+} httpd_opts_t;
+
+struct httpd {
+    uv_poll_t listener;
+    uv_timer_t accept_pause; /* out of file descriptors and nothing could be shed: wait */
+    int lfd;                 /* the listening socket */
+    int reserve_fd;          /* spent to refuse connections when out of file descriptors */
+    uint64_t emfile_logged_ms;
+    unsigned emfile_refused; /* since the last log line */
+    bool emfile_ever;
+    bool listening;
+    uv_loop_t *loop;
+    httpd_opts_t opts;
+    int port;
+    void *data;
+    httpd_conn_t *conns; /* linked list */
+    unsigned n_conns;
+    bool closing;
+};
+
+int httpd_start(httpd_t *s, uv_loop_t *loop, const httpd_opts_t *opts);
+/* Stop listening and close every connection (in-flight requests are aborted). */
+void httpd_stop(httpd_t *s);
+/* Serve an already-connected stream socket (e.g. one end of a socketpair) as if the listener
+ * had accepted it from `peer`; used by the tunnel (HTTPD_PEER_TUNNEL), tests and fuzzers. Takes
+ * ownership of fd, also on failure. Returns 0 or a negative errno. */
+int httpd_serve_fd(httpd_t *s, uv_os_sock_t fd, httpd_peer_t peer);
+
+/* The cap on request bytes buffered by every HTTP server of the process together (headers,
+ * bodies, pipelined input; default HTTPD_DEFAULT_BUFFER_CAP). A connection whose input would
+ * pass it is answered 503 (or, while its previous request is in flight, read later). */
+#define HTTPD_DEFAULT_BUFFER_CAP ((size_t)256 << 20)
+void httpd_set_buffer_cap(size_t bytes);
+size_t httpd_buffered_bytes(void);
+
+const char *httpd_header(const httpd_req_t *req, const char *name);
+
+/* Complete response with a body. Ends the request. */
+int httpd_respond(httpd_req_t *req, int status, const char *content_type, const char *body,
+                  size_t len, const char *extra_headers);
+/* OpenAI-shaped error: {"error":{"message","type","code"}}. Ends the request. */
+int httpd_respond_error(httpd_req_t *req, int status, const char *type, const char *code,
+                        const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+/* JSON response from o (the reference is stolen). Ends the request. */
+int httpd_respond_json(httpd_req_t *req, int status, json_t *o);
+/* 405 in the OpenAI error shape, with an Allow header. Ends the request. */
+int httpd_respond_405(httpd_req_t *req, const char *allow);
+
+/* Raw writes: the caller produces the status line, headers and body framing itself. */
+int httpd_write(httpd_req_t *req, const void *data, size_t len);
+size_t httpd_write_queue(const httpd_req_t *req);
+/* The response is complete. keep_alive=false closes the connection once written. */
+void httpd_end(httpd_req_t *req, bool keep_alive);
+/* Drop the connection now (response truncated); the handler gets no on_abort. */
+void httpd_abort(httpd_req_t *req);
+
+/* The header lines that let a web page of req->cors_origin read the response ("" when none):
+ * "Access-Control-Allow-Origin: ...\r\nVary: Origin\r\n". */
+int httpd_cors_headers(const httpd_req_t *req, char *out, size_t outlen);
+
+/* The address the client reached this server at, as an IP literal (no brackets), or "" when
+ * unknown (not a TCP connection). */
+void httpd_local_host(const httpd_req_t *req, char *out, size_t outlen);
+
+const char *httpd_status_text(int status);
+uint64_t httpd_now_ns(void);
+
+#define HTTPD_WRITE_HIGH_WATER (1u << 20)
+#define HTTPD_WRITE_LOW_WATER (256u << 10)
+
+#endif
