@@ -57,8 +57,8 @@ static char *try_dir(const char *dir, const char *name)
 {
     if (!dir || !*dir) return NULL;
     char p[PATH_MAX];
-    snprintf(p, sizeof p, "%s/%s", dir, name);
-    if (!is_exec(p)) return NULL;
+    int n = snprintf(p, sizeof p, "%s/%s", dir, name);
+    if (n < 0 || (size_t)n >= sizeof p || !is_exec(p)) return NULL;
     return realpath(p, NULL);
 }
 
