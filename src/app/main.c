@@ -12,11 +12,10 @@
 #include "identity.h"
 #include "mesh.h"
 #include "planner.h"
-#include "tunnel.h"
+#include "routing.h"
 #include "config.h"
-#include "devices.h"
-#include "ledger.h"
 #include "log.h"
+#include "offer.h"
 #include "supervisor.h"
 #include "util.h"
 
@@ -31,6 +30,7 @@ typedef struct {
     mgmt_t mgmt;
     planner_t plan;
     mesh_t *mesh;
+    routing_t route; /* requests to the mesh, the planner's gate, the rpc-server's guard */
     bool mesh_stopped, children_stopped;
     uv_signal_t sigint, sigterm;
     bool announced;
@@ -103,154 +103,33 @@ static void on_mesh_stopped(void *data)
 {
     node_t *n = data;
     n->mesh = NULL;
+    n->route.mesh = NULL;
     n->mesh_stopped = true;
     maybe_exit(n);
-}
-
-/* Memory this node offers: --max-vram; else the free memory of the accelerators the installed
- * llama-server reports (--list-devices); else (a CPU-only build) half of the available RAM. */
-static uint64_t offered_memory(const config_t *cfg, const char *llama_server)
-{
-    char b[32];
-    if (cfg->max_vram_bytes) {
-        LOGI("node", "offering %s of memory (--max-vram)",
-             ledger_fmt(cfg->max_vram_bytes, b, sizeof b));
-        return cfg->max_vram_bytes;
-    }
-    uint64_t dev = 0;
-    unsigned n_dev = 0;
-    int rc = devices_detect(llama_server, 15000, &dev, &n_dev);
-    if (rc == 0 && n_dev > 0 && dev > 0) {
-        LOGI("node", "offering %s of memory: free on %u device(s) llama-server reports",
-             ledger_fmt(dev, b, sizeof b), n_dev);
-        return dev;
-    }
-    if (rc != 0)
-        LOGW("node", "llama-server --list-devices failed (%s): offering half of the RAM",
-             strerror(-rc));
-    uint64_t avail = 0;
-    FILE *f = fopen("/proc/meminfo", "r");
-    if (f) {
-        char line[256];
-        while (fgets(line, sizeof line, f)) {
-            unsigned long long kb;
-            if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) {
-                avail = (uint64_t)kb * 1024;
-                break;
-            }
-        }
-        fclose(f);
-    }
-    if (!avail) avail = uv_get_free_memory();
-    LOGI("node", "offering %s of memory: half of the available RAM (no accelerator; --max-vram "
-                 "GB sets it)",
-         ledger_fmt(avail / 2, b, sizeof b));
-    return avail / 2;
-}
-
-/* ---- routing to the mesh: models this node does not have ---- */
-
-typedef struct {
-    node_t *n;
-    char model[MODEL_NAME_MAX];
-    char next[ID_HEX_LEN + 1]; /* where to retry once */
-} retry_t;
-
-static void forward_failed(httpd_req_t *req, void *data, const char *why)
-{
-    retry_t *r = data;
-    tp_conn_t *c = r->next[0] && r->n->mesh ? mesh_conn(r->n->mesh, r->next) : NULL;
-    if (c) {
-        LOGI("node", "model %s: host failed before answering (%s); retrying on %.12s", r->model,
-             why, r->next);
-        r->next[0] = '\0';
-        if (tunnel_http_forward(c, r->model, req, forward_failed, r) == 0) return;
-    }
-    httpd_respond_error(req, 503, "unavailable", "host_failed",
-                        "the node serving model '%s' failed before answering (%s); retry shortly",
-                        r->model, why);
-    free(r);
 }
 
 static bool route_remote(void *data, const char *model, int needs, httpd_req_t *req)
 {
     node_t *n = data;
-    if (!n->mesh) return false;
-    static uint64_t rotation;
-    static router_peer_t peers[1024]; /* one per live peer (GOSSIP_MAX_PEERS) */
-    size_t np = planner_route_facts(&n->plan, model, peers, sizeof peers / sizeof peers[0]);
-    char key[512];
-    router_request_t rq = {.needs = needs,
-                           .key = router_request_key(req->body, req->body_len, key, sizeof key),
-                           .rotation = rotation++};
-    router_result_t res;
-    router_route(peers, np, planner_requested(&n->plan, model), &rq, &res);
-    switch (res.verdict) {
-    case ROUTER_UNKNOWN:
-        return false;
-    case ROUTER_TYPE_MISMATCH:
-        httpd_respond_error(req, 400, "invalid_request_error", "model_type_mismatch",
-                            "model '%s' is a %s model and cannot serve %s", model, res.type,
-                            req->path);
-        return true;
-    case ROUTER_NO_FILE:
-        httpd_respond_error(req, 503, "unavailable", "model_unavailable",
-                            "model '%s' is in the mesh (status unloaded): requested, but no "
-                            "node has its file",
-                            model);
-        return true;
-    case ROUTER_UNAVAILABLE:
-        httpd_respond_error(req, 503, "unavailable", "model_unavailable",
-                            "model '%s' is in the mesh (status %s) but no node can serve it now",
-                            model, res.loading ? "loading" : "unloaded");
-        return true;
-    case ROUTER_FORWARD:
-        break;
-    }
-    for (size_t k = 0; k < res.n; k++) {
-        tp_conn_t *c = mesh_conn(n->mesh, peers[res.order[k]].id);
-        if (!c) continue; /* a dial started; try the next host */
-        retry_t *r = calloc(1, sizeof *r);
-        if (!r) break;
-        r->n = n;
-        snprintf(r->model, sizeof r->model, "%s", model);
-        if (res.n > 1)
-            snprintf(r->next, sizeof r->next, "%s", peers[res.order[(k + 1) % res.n]].id);
-        if (tunnel_http_forward(c, model, req, forward_failed, r) == 0) return true;
-        free(r);
-    }
-    httpd_respond_error(req, 503, "unavailable", "host_unreachable",
-                        "model '%s': its host%s cannot be reached right now; retry shortly", model,
-                        res.n > 1 ? "s" : "");
-    return true;
+    return routing_remote(&n->route, model, needs, req);
+}
+
+static bool local_gate(void *data, const char *model, int needs, httpd_req_t *req, bool hop)
+{
+    node_t *n = data;
+    return routing_local_gate(&n->route, model, needs, req, hop);
+}
+
+static int rpc_port(void *data, const char *peer_id, const char *model)
+{
+    node_t *n = data;
+    return routing_rpc_port(&n->route, peer_id, model);
 }
 
 static void list_remote(void *data, json_t *list)
 {
     node_t *n = data;
     planner_list_models(&n->plan, list);
-}
-
-/* A model this node has: serve it here, send it to its host, or hold it while the split here
- * starts. Returns true when the request was taken care of. */
-static bool local_gate(void *data, const char *model, int needs, httpd_req_t *req, bool hop)
-{
-    node_t *n = data;
-    switch (planner_route(&n->plan, model)) {
-    case PLAN_SERVE:
-        return false;
-    case PLAN_WAIT:
-        planner_park(&n->plan, model, req);
-        return true;
-    default:
-        break;
-    }
-    if (!hop && route_remote(n, model, needs, req)) return true;
-    httpd_respond_error(req, 503, "unavailable", "model_unavailable",
-                        "model '%s' is hosted by another node of the mesh, which is not ready "
-                        "yet; retry shortly",
-                        model);
-    return true;
 }
 
 static void mgmt_extra(void *data, json_t *st)
@@ -270,20 +149,6 @@ static void peers_changed(void *data)
 {
     node_t *n = data;
     if (!n->shutting_down) planner_kick(&n->plan);
-}
-
-static int rpc_port(void *data, const char *peer_id, const char *model)
-{
-    node_t *n = data;
-    sv_child_t *c = n->plan.rpc;
-    if (!planner_rpc_allowed(&n->plan, peer_id, model)) {
-        LOGW("node",
-             "refused an rpc tunnel from %.12s for '%.64s': it is not the host of a split "
-             "this node works for",
-             peer_id, model);
-        return -1;
-    }
-    return c && c->state == CHILD_READY ? c->port : -1;
 }
 
 static void models_changed(void *data)
@@ -397,9 +262,10 @@ int main(int argc, char **argv)
     n->ms.data = n;
     LOGI("node", "%zu known model(s); slots: %u llm, %u embedding, %u reranking", n->ms.n,
          n->cfg.max_loaded[0], n->cfg.max_loaded[1], n->cfg.max_loaded[2]);
-    uint64_t vram = n->cfg.client ? 0 : offered_memory(&n->cfg, n->sv.llama_server);
+    uint64_t vram = n->cfg.client ? 0 : offer_detect(&n->cfg, n->sv.llama_server);
     models_set_offer(&n->ms, vram);
     planner_init(&n->plan, n->loop, &n->cfg, &n->ms, &n->sv, vram);
+    n->route.plan = &n->plan;
 
     rc = api_start(&n->api, n->loop, &n->cfg, &n->ms);
     if (rc) {
@@ -464,6 +330,7 @@ int main(int argc, char **argv)
         return abort_startup(n);
     }
     n->mgmt.mesh = n->mesh;
+    n->route = (routing_t){.plan = &n->plan, .mesh = n->mesh};
     n->api.route_remote = route_remote;
     n->api.list_remote = list_remote;
     n->api.local_gate = local_gate;

@@ -1,0 +1,13 @@
+/* offer — how much memory this node offers the mesh: --max-vram; else the free memory of the
+ * accelerators the installed llama-server lists (base/devices.h); else, on a CPU-only build,
+ * half of the available RAM. Logs which. For startup only (it may run llama-server once). */
+#ifndef MESH_OFFER_H
+#define MESH_OFFER_H
+
+#include <stdint.h>
+
+#include "config.h"
+
+uint64_t offer_detect(const config_t *cfg, const char *llama_server);
+
+#endif

@@ -1,0 +1,118 @@
+/* routing — see routing.h. */
+#include "routing.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "router.h"
+#include "tunnel.h"
+
+typedef struct {
+    routing_t *rt;
+    char model[MODEL_NAME_MAX];
+    char next[ID_HEX_LEN + 1]; /* where to retry once */
+} retry_t;
+
+static void forward_failed(httpd_req_t *req, void *data, const char *why)
+{
+    retry_t *r = data;
+    tp_conn_t *c = r->next[0] && r->rt->mesh ? mesh_conn(r->rt->mesh, r->next) : NULL;
+    if (c) {
+        LOGI("node", "model %s: host failed before answering (%s); retrying on %.12s", r->model,
+             why, r->next);
+        r->next[0] = '\0';
+        if (tunnel_http_forward(c, r->model, req, forward_failed, r) == 0) return;
+    }
+    httpd_respond_error(req, 503, "unavailable", "host_failed",
+                        "the node serving model '%s' failed before answering (%s); retry shortly",
+                        r->model, why);
+    free(r);
+}
+
+bool routing_remote(routing_t *rt, const char *model, int needs, httpd_req_t *req)
+{
+    if (!rt->mesh) return false;
+    static uint64_t rotation;
+    static router_peer_t peers[1024]; /* one per live peer (GOSSIP_MAX_PEERS) */
+    size_t np = planner_route_facts(rt->plan, model, peers, sizeof peers / sizeof peers[0]);
+    char key[512];
+    router_request_t rq = {.needs = needs,
+                           .key = router_request_key(req->body, req->body_len, key, sizeof key),
+                           .rotation = rotation++};
+    router_result_t res;
+    router_route(peers, np, planner_requested(rt->plan, model), &rq, &res);
+    switch (res.verdict) {
+    case ROUTER_UNKNOWN:
+        return false;
+    case ROUTER_TYPE_MISMATCH:
+        httpd_respond_error(req, 400, "invalid_request_error", "model_type_mismatch",
+                            "model '%s' is a %s model and cannot serve %s", model, res.type,
+                            req->path);
+        return true;
+    case ROUTER_NO_FILE:
+        httpd_respond_error(req, 503, "unavailable", "model_unavailable",
+                            "model '%s' is in the mesh (status unloaded): requested, but no "
+                            "node has its file",
+                            model);
+        return true;
+    case ROUTER_UNAVAILABLE:
+        httpd_respond_error(req, 503, "unavailable", "model_unavailable",
+                            "model '%s' is in the mesh (status %s) but no node can serve it now",
+                            model, res.loading ? "loading" : "unloaded");
+        return true;
+    case ROUTER_FORWARD:
+        break;
+    }
+    for (size_t k = 0; k < res.n; k++) {
+        tp_conn_t *c = mesh_conn(rt->mesh, peers[res.order[k]].id);
+        if (!c) continue; /* a dial started; try the next host */
+        retry_t *r = calloc(1, sizeof *r);
+        if (!r) break;
+        r->rt = rt;
+        snprintf(r->model, sizeof r->model, "%s", model);
+        if (res.n > 1)
+            snprintf(r->next, sizeof r->next, "%s", peers[res.order[(k + 1) % res.n]].id);
+        if (tunnel_http_forward(c, model, req, forward_failed, r) == 0) return true;
+        free(r);
+    }
+    httpd_respond_error(req, 503, "unavailable", "host_unreachable",
+                        "model '%s': its host%s cannot be reached right now; retry shortly", model,
+                        res.n > 1 ? "s" : "");
+    return true;
+}
+
+/* A model this node has: serve it here, send it to its host, or hold it while the split here
+ * starts. Returns true when the request was taken care of. */
+bool routing_local_gate(routing_t *rt, const char *model, int needs, httpd_req_t *req, bool hop)
+{
+    switch (planner_route(rt->plan, model)) {
+    case PLAN_SERVE:
+        return false;
+    case PLAN_WAIT:
+        planner_park(rt->plan, model, req);
+        return true;
+    default:
+        break;
+    }
+    if (!hop && routing_remote(rt, model, needs, req)) return true;
+    httpd_respond_error(req, 503, "unavailable", "model_unavailable",
+                        "model '%s' is hosted by another node of the mesh, which is not ready "
+                        "yet; retry shortly",
+                        model);
+    return true;
+}
+
+int routing_rpc_port(routing_t *rt, const char *peer_id, const char *model)
+{
+    sv_child_t *c = rt->plan->rpc;
+    if (!planner_rpc_allowed(rt->plan, peer_id, model)) {
+        LOGW("node",
+             "refused an rpc tunnel from %.12s for '%.64s': it is not the host of a split "
+             "this node works for",
+             peer_id, model);
+        return -1;
+    }
+    return c && c->state == CHILD_READY ? c->port : -1;
+}

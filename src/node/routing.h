@@ -1,0 +1,30 @@
+/* routing — the driver of the router (core/router.h) and of the planner's gate: a request for
+ * a model this node does not serve goes through a TUNNEL_HTTP stream to the peer the router
+ * picks, retried once on the next candidate when the first fails before answering; a request
+ * for a model this node has is served here, parked while its split starts, or sent to the
+ * model's host. Also who may reach this node's rpc-server through TUNNEL_RPC. */
+#ifndef MESH_ROUTING_H
+#define MESH_ROUTING_H
+
+#include <stdbool.h>
+
+#include "httpd.h"
+#include "mesh.h"
+#include "planner.h"
+
+typedef struct {
+    planner_t *plan;
+    mesh_t *mesh; /* NULL before the mesh starts and once it stops */
+} routing_t;
+
+/* A model this node does not have: forward it, or answer (400/503). false: no node knows it
+ * (the caller answers 404). */
+bool routing_remote(routing_t *rt, const char *model, int needs, httpd_req_t *req);
+/* A model this node has: false when it is served here; true when the request was taken care
+ * of (parked, forwarded, or answered). hop: it came through a tunnel (never forwarded again). */
+bool routing_local_gate(routing_t *rt, const char *model, int needs, httpd_req_t *req, bool hop);
+/* The local rpc-server's port for a TUNNEL_RPC stream from peer_id for model; -1 refuses it (not
+ * the host of a split this node works for, or no rpc-server). */
+int routing_rpc_port(routing_t *rt, const char *peer_id, const char *model);
+
+#endif
