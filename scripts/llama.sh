@@ -48,7 +48,10 @@ gen=""; command -v ninja >/dev/null 2>&1 && gen="-G Ninja"
 # Native CPU code, but without ggml's AMX kernels: on CPUs with AMX they crash llama-server with
 # a segfault in ggml_backend_amx_mul_mat on small Q8_0 models (TinyStories-656K-Q8_0). Explicit
 # -mno-* flags win over -march=native whatever their order.
-noamx="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+case "$(uname -m)" in
+  x86_64 | i?86) noamx="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16" ;;
+  *) noamx="" ;; # the flags are x86-only; other CPUs have no AMX
+esac
 # shellcheck disable=SC2086
 cmake -S "$work/src" -B "$work/build" $gen -DCMAKE_BUILD_TYPE=Release -DGGML_RPC=ON \
   -DCMAKE_C_FLAGS="$noamx" -DCMAKE_CXX_FLAGS="$noamx" \
