@@ -1,0 +1,22 @@
+/* config_int — what config.c (the CLI parser) and config_secrets.c (secrets from files and the
+ * environment, allowed origins, startup warnings) share. Private to config. */
+#ifndef MESH_CONFIG_INT_H
+#define MESH_CONFIG_INT_H
+
+#include <stddef.h>
+
+#include "config.h"
+
+/* --join TOKEN | @FILE (tokens separated by whitespace) */
+int config_join_arg(config_t *cfg, const char *arg, char *err, size_t errlen);
+/* --api-key KEY (from says where it came from, for messages) */
+int config_set_api_key(config_t *cfg, const char *key, size_t len, const char *from, char *err,
+                       size_t errlen);
+/* --api-key-file FILE */
+int config_api_key_file(config_t *cfg, const char *path, char *err, size_t errlen);
+/* --allow-origin ORIGIN */
+int config_allow_origin(config_t *cfg, const char *arg, char *err, size_t errlen);
+/* MESH_LLM_JOIN and MESH_LLM_API_KEY, when the flags did not set them */
+int config_secrets_from_env(config_t *cfg, char *err, size_t errlen);
+
+#endif
