@@ -6,7 +6,8 @@ PKGS="build-essential cmake ninja-build pkg-config git ca-certificates \
 libuv1-dev libjansson-dev libngtcp2-dev libngtcp2-crypto-gnutls-dev \
 libgnutls28-dev libsodium-dev libcurl4-openssl-dev"
 if [ "${1:-build}" = test ]; then
-  PKGS="$PKGS libcmocka-dev python3 python3-pytest curl procps iproute2 clang libclang-rt-14-dev"
+  PKGS="$PKGS libcmocka-dev python3 python3-pytest curl procps iproute2 clang libclang-rt-14-dev \
+chromium prometheus"
 fi
 # npm fetches the pinned llama.cpp source; a Node.js from elsewhere (nodesource) is fine.
 command -v npm >/dev/null 2>&1 || PKGS="$PKGS nodejs npm"
@@ -38,4 +39,12 @@ if [ ! -f /usr/share/llhttp/llhttp.c ] && [ ! -f "$LLHTTP_DIR/usr/share/llhttp/l
   mkdir -p "$LLHTTP_DIR"
   dpkg -x "$tmp"/node-llhttp_*.deb "$LLHTTP_DIR"
   rm -rf "$tmp"
+fi
+# npm clients the integration tests drive (openai, @anthropic-ai/sdk, puppeteer-core): tests/js
+if [ "${1:-build}" = test ]; then
+  js="$(dirname "$0")/../tests/js"
+  if [ ! -d "$js/node_modules" ] || [ "$js/package-lock.json" -nt "$js/node_modules/.package-lock.json" ]; then
+    echo "mesh-llm setup: installing the test's npm packages into tests/js/node_modules" >&2
+    (cd "$js" && npm ci --no-audit --no-fund --loglevel=error >&2)
+  fi
 fi
