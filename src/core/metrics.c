@@ -288,7 +288,7 @@ static int per_model(buf_t *b, const metrics_t *m, const char *name, const char 
     for (size_t k = 0; rc == 0 && k < n_slots(m); k++) {
         size_t i = slot(m, k);
         long long v = vals ? (long long)vals[i * stride] : (long long)uvals[i * stride];
-        if (skip_zero && v == 0) continue;
+        if ((skip_zero || i == METRICS_MAX_MODELS) && v == 0) continue;
         rc = buf_printf(b, "%s{model=\"", name);
         if (rc == 0) rc = put_label(b, model_name(m, i));
         if (rc == 0) rc = buf_printf(b, "\"%s} %lld\n", extra_label ? extra_label : "", v);
