@@ -176,7 +176,7 @@ class Soak:
         except socket.timeout:
             return "hang", time.monotonic() - t
         except OSError as e:
-            return f"conn:{type(e).__name__}", time.monotonic() - t
+            return f"conn:{e}", time.monotonic() - t
         took = time.monotonic() - t
         if r.status != 200:
             try:
@@ -216,6 +216,10 @@ class Soak:
                 still_up = m.up
             if outcome.startswith("conn:") and not still_up:
                 outcome = "node_went_down"  # the node it talked to was the fault's victim
+            elif outcome.startswith("conn:"):  # a live node cut the answer off
+                self.violations.append(f"request to {m.name} for {model} (stream={stream}): "
+                                       f"{outcome} during {sorted(faults)}")
+                outcome = "closed"
             with self.lock:
                 self.results.append((model, outcome, took, tuple(sorted(faults)) or ("none",)))
             if outcome in ("hang", "truncated", "bad_body") or outcome.startswith("bad_error"):
