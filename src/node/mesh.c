@@ -71,6 +71,13 @@ void mesh_gossip_arm(mesh_t *m)
     gossip_arm(m);
 }
 
+void mesh_suspect(mesh_t *m, const char *peer_id)
+{
+    if (!m || !m->g || m->stopping) return;
+    gossip_suspect(m->g, peer_id, now_ms(m));
+    gossip_arm(m);
+}
+
 /* ---- outgoing messages: one stream each ---- */
 
 static void out_data(tp_stream_t *s, const uint8_t *p, size_t n)

@@ -66,5 +66,8 @@ const char *mesh_token(const mesh_t *m);
 int mesh_quic_port(const mesh_t *m);
 /* {"node":{…},"peers":[…]} (caller owns). */
 json_t *mesh_status(mesh_t *m);
+/* A tunnel stream to peer_id failed (reset, refused, cut before its answer): probe the peer now
+ * instead of waiting for its monitors (a live peer answers; a dead one is declared dead). */
+void mesh_suspect(mesh_t *m, const char *peer_id);
 
 #endif

@@ -770,6 +770,72 @@ static void test_sim_partition_heals(void **state)
     sim_free(s);
 }
 
+/* Four ring neighbours die at once: the last two are monitored by live nodes, the first two only
+ * by the dead — the live monitor pings the ones beyond its predecessors when it suspects them,
+ * so all four are declared dead within the bound of a single failure. */
+static void test_sim_adjacent_failures(void **state)
+{
+    sim_t *s = sim_new(100, 31, HB);
+    uint64_t T = s->cfg.heartbeat_ms, P = s->cfg.probe_ms, D = s->dmax, tk, worst = 0, bound;
+    unsigned v[4], i, k;
+    (void)state;
+    sim_boot(s);
+    sim_run_until(s, s->now + 2 * T);
+    v[0] = 17;
+    for (k = 1; k < 4; k++)
+        v[k] = ring_successor(s, v[k - 1], true);
+    tk = s->now;
+    for (k = 0; k < 4; k++)
+        node_kill(s, v[k]);
+    bound = T * 9 / 4 + 2 * P + 3 * D;
+    for (;;) {
+        bool all = true;
+        for (k = 0; k < 4; k++)
+            all &= all_see(s, v[k], GOSSIP_DEAD);
+        if (all || s->now > tk + 10 * T) break;
+        sim_run_until(s, s->now + 5);
+    }
+    for (i = 0; i < s->n; i++) {
+        if (!s->nodes[i].up) continue;
+        for (k = 0; k < 4; k++) {
+            assert_int_equal(state_of(s, i, v[k]), GOSSIP_DEAD);
+            if (s->dead_at[i][v[k]] - tk > worst) worst = s->dead_at[i][v[k]] - tk;
+        }
+    }
+    printf("[ gossip ] kill (4 adjacent ring nodes): worst detection %llu ms (single-failure "
+           "bound %llu ms)\n",
+           (unsigned long long)worst, (unsigned long long)bound);
+    assert_true(worst <= bound);
+    sim_run_until(s, s->now + 2 * T);
+    assert_true(converged(s));
+    sim_free(s);
+}
+
+/* gossip_suspect (a tunnel stream to the peer failed): a live peer answers the probe and stays;
+ * a dead one is declared dead within a probe time, long before its monitors would notice. */
+static void test_sim_suspect(void **state)
+{
+    sim_t *s = sim_new(20, 5, HB);
+    uint64_t P = s->cfg.probe_ms, D = s->dmax, t;
+    unsigned obs = 2, live = 9, gone = 12;
+    (void)state;
+    sim_boot(s);
+    sim_run_until(s, s->now + 2 * s->cfg.heartbeat_ms);
+    gossip_suspect(s->nodes[obs].g, s->nodes[live].id, s->now);
+    sim_run_until(s, s->now + P + 3 * D);
+    assert_int_equal(state_of(s, obs, live), GOSSIP_ALIVE);
+    node_kill(s, gone);
+    t = s->now;
+    gossip_suspect(s->nodes[obs].g, s->nodes[gone].id, s->now);
+    while (state_of(s, obs, gone) != GOSSIP_DEAD && s->now < t + 5 * s->cfg.heartbeat_ms)
+        sim_run_until(s, s->now + 5);
+    assert_int_equal(state_of(s, obs, gone), GOSSIP_DEAD);
+    printf("[ gossip ] suspected after a failed stream: declared dead in %llu ms (probe %llu)\n",
+           (unsigned long long)(s->dead_at[obs][gone] - t), (unsigned long long)P);
+    assert_true(s->dead_at[obs][gone] - t <= P + 2 * D);
+    sim_free(s);
+}
+
 /* A node cut off from everyone (messages to and from it dropped) is declared dead; both sides
  * refute when it comes back (dead_notice path end to end). */
 static void test_sim_dead_notice_rejoin(void **state)
@@ -2048,6 +2114,8 @@ int main(void)
         cmocka_unit_test(test_sim_dead_notice_rejoin),
         cmocka_unit_test(test_sim_lifecycle),
         cmocka_unit_test(test_sim_partition_heals),
+        cmocka_unit_test(test_sim_adjacent_failures),
+        cmocka_unit_test(test_sim_suspect),
         cmocka_unit_test(test_sim_hostile_member),
         cmocka_unit_test(test_sim_fast_restart),
     };
