@@ -47,6 +47,10 @@ json_t *mgmt_status(mgmt_t *g)
     json_object_set_new(node, "console_port", json_integer(g->httpd.port));
     json_object_set_new(st, "models", models_json(g->ms));
     json_object_set_new(st, "processes", processes_json(g->sv));
+    /* request bytes every HTTP connection of the node holds (capped by
+     * MESH_LLM_HTTP_MAX_BUFFERED) */
+    json_object_set_new(st, "http", json_pack("{s:I}", "buffered_bytes",
+                                              (json_int_t)httpd_buffered_bytes()));
     if (g->extra_status) g->extra_status(g->extra_data, st);
     return st;
 }
