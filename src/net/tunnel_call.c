@@ -41,9 +41,8 @@ static void call_close(tp_stream_t *s, int err)
 
 static const tp_stream_cb_t call_cb = {call_data, call_fin, NULL, call_close};
 
-int tunnel_call_open(tp_conn_t *conn, const char *model, const httpd_req_t *req,
-                     const char *body, size_t body_len, const tunnel_sink_t *sink, void *ud,
-                     tunnel_call_t **out)
+int tunnel_call_open(tp_conn_t *conn, const char *model, const httpd_req_t *req, const char *body,
+                     size_t body_len, const tunnel_sink_t *sink, void *ud, tunnel_call_t **out)
 {
     tunnel_call_t *c = calloc(1, sizeof *c);
     if (!c) return -ENOMEM;

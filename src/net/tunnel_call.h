@@ -27,9 +27,8 @@ typedef struct {
 } tunnel_sink_t;
 
 /* Returns 0 with *out set, or a negative errno (nothing sent, no callback will run). */
-int tunnel_call_open(tp_conn_t *conn, const char *model, const httpd_req_t *req,
-                     const char *body, size_t body_len, const tunnel_sink_t *sink, void *ud,
-                     tunnel_call_t **out);
+int tunnel_call_open(tp_conn_t *conn, const char *model, const httpd_req_t *req, const char *body,
+                     size_t body_len, const tunnel_sink_t *sink, void *ud, tunnel_call_t **out);
 void tunnel_call_consumed(tunnel_call_t *c, size_t n);
 /* Reset the stream (the host stops generating); no callback runs after this. */
 void tunnel_call_cancel(tunnel_call_t *c);

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "affinity.h"
 #include "log.h"
 #include "resume.h"
 #include "sse.h"
@@ -48,13 +49,13 @@ typedef struct {
     bool parse_fail; /* malformed response */
     buf_t hdr;       /* "name\0value\0" of the attempt's response headers */
     bool last_was_value;
-    buf_t raw;      /* MODE_WHOLE (and before the headers): the attempt's response bytes */
+    buf_t raw; /* MODE_WHOLE (and before the headers): the attempt's response bytes */
     size_t unconsumed;
     /* the client side */
-    bool client_started; /* a status line went to the client */
-    bool retried;        /* the one whole retry was used */
-    bool failed_over;    /* the one mid-stream continuation was used */
-    bool splicing;       /* the attempt is a continuation */
+    bool client_started;  /* a status line went to the client */
+    bool retried;         /* the one whole retry was used */
+    bool failed_over;     /* the one mid-stream continuation was used */
+    bool splicing;        /* the attempt is a continuation */
     size_t tokens_before; /* tokens of the first stream when it was cut */
     char *cont_body;      /* the continuation request */
     size_t cont_len;
@@ -184,10 +185,9 @@ static void stream_error(relay_t *r, const char *msg)
  * re-framed as chunked (the body is re-sent event by event). */
 static int send_sse_head(relay_t *r)
 {
-    static const char *const skip[] = {"connection",        "keep-alive",
-                                       "transfer-encoding", "content-length",
-                                       "trailer",           "upgrade",
-                                       "proxy-connection",  "te"};
+    static const char *const skip[] = {"connection",       "keep-alive", "transfer-encoding",
+                                       "content-length",   "trailer",    "upgrade",
+                                       "proxy-connection", "te"};
     buf_t *b = &r->scratch;
     buf_reset(b);
     int rc = buf_printf(b, "HTTP/1.1 200 OK\r\n");
@@ -300,7 +300,8 @@ static void on_event(void *ud, const char *event, const char *data, size_t len)
     }
     if (r->track.done) {
         if (r->splicing)
-            LOGI("relay", "model %s: stream %s completed on %.12s after the failover (%zu + %zu "
+            LOGI("relay",
+                 "model %s: stream %s completed on %.12s after the failover (%zu + %zu "
                  "tokens)",
                  r->model, r->track.id, r->hosts[r->cur].id, r->tokens_before,
                  r->track.n_tokens - r->tokens_before);
@@ -402,8 +403,9 @@ static void attempt_next(relay_t *r, const char *why)
         /* a stream is under way (a continuation failed): end it properly */
         if (r->splicing) g_stats.failovers_refused++;
         char msg[256];
-        snprintf(msg, sizeof msg, "the node serving model '%s' failed in the middle of the "
-                                  "stream and it could not be continued (%s)",
+        snprintf(msg, sizeof msg,
+                 "the node serving model '%s' failed in the middle of the "
+                 "stream and it could not be continued (%s)",
                  r->model, why);
         stream_error(r, msg);
         maybe_free(r);
@@ -452,7 +454,8 @@ static void failover(relay_t *r, const char *why)
                           reason, sizeof reason);
     }
     if (rc == RESUME_NOTHING_LEFT) {
-        LOGI("relay", "model %s: host %.12s died (%s) when the token budget was spent; ending "
+        LOGI("relay",
+             "model %s: host %.12s died (%s) when the token budget was spent; ending "
              "the stream",
              r->model, dead, why);
         g_stats.failovers_resumed++;
@@ -468,14 +471,16 @@ static void failover(relay_t *r, const char *why)
         r->failed_over = r->splicing = true;
         r->tokens_before = r->track.n_tokens;
         size_t to = next_host(r);
-        LOGW("relay", "model %s: host %.12s died mid-stream (%s) after %zu tokens; failover: "
+        LOGW("relay",
+             "model %s: host %.12s died mid-stream (%s) after %zu tokens; failover: "
              "continuing stream %s on %.12s",
              r->model, dead, why, r->track.n_tokens, r->track.id, r->hosts[to].id);
         if (try_other(r)) return;
         snprintf(reason, sizeof reason, "no other replica could be reached");
     }
     g_stats.failovers_refused++;
-    LOGW("relay", "model %s: host %.12s died mid-stream (%s) after %zu tokens; failover "
+    LOGW("relay",
+         "model %s: host %.12s died mid-stream (%s) after %zu tokens; failover "
          "impossible (%s): error event sent",
          r->model, dead, why, r->track.n_tokens, reason);
     char msg[512];
@@ -543,8 +548,7 @@ static void sink_data(void *ud, const uint8_t *p, size_t n)
         }
         if (parse(r, p, n) != 0) {
             LOGW("relay", "model %s: %s from %.12s (HTTP %d)", r->model,
-                 r->splicing && r->hdr_done ? "the continuation was refused"
-                                            : "malformed response",
+                 r->splicing && r->hdr_done ? "the continuation was refused" : "malformed response",
                  r->hosts[r->cur].id, r->status);
             cancel_call(r);
             attempt_next(r, r->splicing && r->hdr_done ? "the continuation was refused"
@@ -643,11 +647,11 @@ int relay_start(mesh_t *mesh, const char *model, httpd_req_t *req, const relay_h
     streamed = json_is_true(json_object_get(o, "stream"));
     json_decref(o);
     r->kind = kind;
-    r->mode = !streamed ? MODE_WHOLE
-              : kind >= 0 && resume_request_ok((resume_kind_t)kind, req->body, req->body_len,
-                                               NULL, 0)
-                  ? MODE_SSE
-                  : MODE_RAW;
+    r->mode =
+        !streamed ? MODE_WHOLE
+        : kind >= 0 && resume_request_ok((resume_kind_t)kind, req->body, req->body_len, NULL, 0)
+            ? MODE_SSE
+            : MODE_RAW;
     resume_track_init(&r->track, kind == RESUME_COMPLETION ? RESUME_COMPLETION : RESUME_CHAT);
     uv_timer_init(r->loop, &r->timer);
     r->timer.data = r;
@@ -669,6 +673,16 @@ int relay_start(mesh_t *mesh, const char *model, httpd_req_t *req, const relay_h
     return 0;
 }
 
+static affinity_t g_affinity;
+
+void relay_order_by_prefix(const httpd_req_t *req, const char *const *ids, size_t *order, size_t n)
+{
+    const char *ev = getenv("MESH_LLM_PREFIX_AFFINITY");
+    if (n < 2 || (ev && strcmp(ev, "0") == 0)) return;
+    uint64_t key = affinity_prefix_key(req->body, req->body_len);
+    if (key) affinity_pick(&g_affinity, key, ids, order, n);
+}
+
 void relay_stats(relay_stats_t *out)
 {
     *out = g_stats;
@@ -677,7 +691,9 @@ void relay_stats(relay_stats_t *out)
 json_t *relay_status_json(void)
 {
     relay_stats_t s = g_stats;
-    return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "routed_requests", (json_int_t)s.requests,
+    return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "prefix_affinity_hits",
+                     (json_int_t)g_affinity.hits, "prefix_affinity_misses",
+                     (json_int_t)g_affinity.misses, "routed_requests", (json_int_t)s.requests,
                      "first_byte_timeouts", (json_int_t)s.first_byte_timeouts, "retries",
                      (json_int_t)s.retries, "failovers", (json_int_t)s.failovers,
                      "failovers_resumed", (json_int_t)s.failovers_resumed, "failovers_refused",

@@ -53,6 +53,11 @@ typedef struct {
 int relay_start(mesh_t *mesh, const char *model, httpd_req_t *req, const relay_host_t *hosts,
                 size_t n);
 
+/* Prefix affinity (core/affinity.h) over the router's order: order[0..n) indexes ids; the host
+ * that served the request's prompt prefix before comes first. MESH_LLM_PREFIX_AFFINITY=0 turns
+ * it off (the router's own choice: stickiness key or rotation). */
+void relay_order_by_prefix(const httpd_req_t *req, const char *const *ids, size_t *order, size_t n);
+
 void relay_stats(relay_stats_t *out);
 json_t *relay_status_json(void);
 

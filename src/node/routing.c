@@ -67,6 +67,10 @@ bool routing_remote(routing_t *rt, const char *model, int needs, httpd_req_t *re
         break;
     }
     /* the relay (relay.h): first-byte deadline, one retry, streams continued elsewhere */
+    static const char *ids[sizeof peers / sizeof peers[0]];
+    for (size_t i = 0; i < np; i++)
+        ids[i] = peers[i].id;
+    relay_order_by_prefix(req, ids, res.order, res.n);
     relay_host_t hosts[RELAY_MAX_HOSTS];
     size_t nh = 0;
     for (size_t k = 0; k < res.n && nh < RELAY_MAX_HOSTS; k++, nh++) {
