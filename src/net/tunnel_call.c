@@ -2,8 +2,10 @@
 #include "tunnel_call.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 
+#include "meshstat.h"
 #include "tunnel.h"
 #include "util.h"
 #include "wire.h"
@@ -22,6 +24,7 @@ static void call_data(tp_stream_t *s, const uint8_t *p, size_t n)
         tp_stream_consumed(s, n);
         return;
     }
+    metrics_tunnel_bytes(meshstat(), false, n);
     c->sink->on_data(c->ud, p, n);
 }
 
@@ -41,13 +44,16 @@ static void call_close(tp_stream_t *s, int err)
 
 static const tp_stream_cb_t call_cb = {call_data, call_fin, NULL, call_close};
 
-int tunnel_call_open(tp_conn_t *conn, const char *model, const httpd_req_t *req, const char *body,
+int tunnel_call_open(tp_conn_t *conn, const char *model, httpd_req_t *req, const char *body,
                      size_t body_len, const tunnel_sink_t *sink, void *ud, tunnel_call_t **out)
 {
     tunnel_call_t *c = calloc(1, sizeof *c);
     if (!c) return -ENOMEM;
     c->sink = sink;
     c->ud = ud;
+    req->mesh.route = METRICS_ROUTE_TUNNEL;
+    snprintf(req->mesh.peer, sizeof req->mesh.peer, "%s", tp_conn_peer_id(conn));
+    req->mesh.dispatch_ns = httpd_now_ns();
     buf_t b;
     buf_init(&b, WIRE_MAX_FRAME + (64u << 20));
     json_t *fr = json_pack("{s:i,s:s}", "v", 1, "model", model);

@@ -5,7 +5,8 @@
  *
  * The request sent is the same as tunnel_http_forward's ([0x04][frame {"v":1,"model"}], then
  * HTTP/1.1 with Connection: close and X-Mesh-Hop: 1, then half-close), with the method, URL and
- * Content-Type of req and the given body (the original, or a continuation). */
+ * Content-Type of req and the given body (the original, or a continuation). The route is noted
+ * in req->mesh (peer, dispatch time) for tunnel_route_headers() and the metrics. */
 #ifndef MESH_TUNNEL_CALL_H
 #define MESH_TUNNEL_CALL_H
 
@@ -27,7 +28,7 @@ typedef struct {
 } tunnel_sink_t;
 
 /* Returns 0 with *out set, or a negative errno (nothing sent, no callback will run). */
-int tunnel_call_open(tp_conn_t *conn, const char *model, const httpd_req_t *req, const char *body,
+int tunnel_call_open(tp_conn_t *conn, const char *model, httpd_req_t *req, const char *body,
                      size_t body_len, const tunnel_sink_t *sink, void *ud, tunnel_call_t **out);
 void tunnel_call_consumed(tunnel_call_t *c, size_t n);
 /* Reset the stream (the host stops generating); no callback runs after this. */

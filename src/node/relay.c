@@ -12,6 +12,7 @@
 #include "log.h"
 #include "resume.h"
 #include "sse.h"
+#include "tunnel.h"
 #include "tunnel_call.h"
 #include "util.h"
 
@@ -115,17 +116,18 @@ static void cancel_call(relay_t *r)
 
 static void write_cors_after_status(relay_t *r, const char *p, size_t n)
 {
-    /* A web page of an allowed origin reads the answer: our CORS headers (the host's API saw no
-     * Origin) right after the status line. */
-    const char *nl = r->req->cors_origin ? memchr(p, '\n', n) : NULL;
+    /* After the status line: the route this node took and, for a web page of an allowed
+     * origin, our CORS headers (the host's API saw no Origin) — tunnel_route_headers(). */
+    const char *nl = memchr(p, '\n', n);
     if (!nl) {
         httpd_write(r->req, p, n);
         return;
     }
     size_t head = (size_t)(nl - p) + 1;
     httpd_write(r->req, p, head);
-    char cors[384];
-    if (httpd_cors_headers(r->req, cors, sizeof cors) > 0) httpd_write(r->req, cors, strlen(cors));
+    char extra[768];
+    if (tunnel_route_headers(r->req, extra, sizeof extra) > 0)
+        httpd_write(r->req, extra, strlen(extra));
     httpd_write(r->req, p + head, n - head);
 }
 
@@ -203,9 +205,9 @@ static int send_sse_head(relay_t *r)
             drop = strcasecmp(name, skip[i]) == 0;
         if (!drop) rc = buf_printf(b, "%s: %s\r\n", name, value);
     }
-    char cors[384];
-    if (rc == 0 && httpd_cors_headers(r->req, cors, sizeof cors) > 0)
-        rc = buf_append(b, cors, strlen(cors));
+    char extra[768];
+    if (rc == 0 && tunnel_route_headers(r->req, extra, sizeof extra) > 0)
+        rc = buf_append(b, extra, strlen(extra));
     if (rc == 0) rc = buf_printf(b, "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n");
     if (rc == 0) rc = httpd_write(r->req, b->data, b->len);
     r->client_started = true;
