@@ -401,6 +401,7 @@ static void attempt_next(relay_t *r, const char *why)
         return;
     }
     const char *failed = r->hosts[r->cur].id;
+    mesh_suspect(r->mesh, failed); /* check it now rather than at its monitors' next beat */
     if (r->client_started) {
         /* a stream is under way (a continuation failed): end it properly */
         if (r->splicing) g_stats.failovers_refused++;
@@ -443,6 +444,7 @@ static void failover(relay_t *r, const char *why)
     }
     g_stats.failovers++;
     const char *dead = r->hosts[r->cur].id;
+    mesh_suspect(r->mesh, dead);
     char reason[256] = "";
     int rc = -EINVAL;
     if (r->failed_over) {
