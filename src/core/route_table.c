@@ -12,7 +12,7 @@ const char *rt_role_name(rt_role_t r)
     return r == RT_ROLE_STANDBY ? "standby" : "client";
 }
 
-static bool status_of(const char *s, catalog_status_t *out)
+bool rt_status_of(const char *s, catalog_status_t *out)
 {
     for (int i = 0; s && i < 4; i++)
         if (strcmp(s, STATUS[i]) == 0) {
@@ -22,7 +22,7 @@ static bool status_of(const char *s, catalog_status_t *out)
     return false;
 }
 
-static bool type_of(const char *s, mm_type_t *out)
+bool rt_type_of(const char *s, mm_type_t *out)
 {
     for (int i = 0; s && i < MM_N_TYPES; i++)
         if (strcmp(s, mm_type_name((mm_type_t)i)) == 0) {
@@ -240,7 +240,7 @@ static void decode_models(const json_t *arr, rt_table_t *t)
         catalog_status_t st;
         const char *name = json_string_value(json_object_get(v, "name"));
         if (!json_is_object(v) ||
-            !status_of(json_string_value(json_object_get(v, "status")), &st)) {
+            !rt_status_of(json_string_value(json_object_get(v, "status")), &st)) {
             t->rejected++;
             continue;
         }
@@ -251,7 +251,7 @@ static void decode_models(const json_t *arr, rt_table_t *t)
         }
         json_t *type = json_object_get(v, "type");
         if (type) {
-            m->has_type = type_of(json_string_value(type), &m->type);
+            m->has_type = rt_type_of(json_string_value(type), &m->type);
             if (!m->has_type) t->rejected++;
         }
         json_t *hosts = json_object_get(v, "hosts");

@@ -95,6 +95,9 @@ typedef struct {
 } rt_table_t;
 
 const char *rt_role_name(rt_role_t r);
+/* "ready" | "loading" | "unloaded" | "needs_capacity" → status; false for another word. */
+bool rt_status_of(const char *s, catalog_status_t *out);
+bool rt_type_of(const char *s, mm_type_t *out);
 
 /* Frames. encode: a new object (NULL on no memory). decode: 0, -EINVAL (see above), -EPERM
  * (request id is not peer_id); out is fully written either way. */
