@@ -182,6 +182,13 @@ static void ck_data(tp_stream_t *s, const uint8_t *b, size_t n)
             return;
         }
         x->answered = true;
+        if (p->have_table) /* nodes gone from the table: their tunnels fail over now */
+            for (size_t i = 0; i < p->table->n_nodes; i++) {
+                tp_conn_t *c = rt_table_find_node(p->scratch, p->table->nodes[i].id) < 0
+                                   ? mesh_find_conn(p->mesh, p->table->nodes[i].id)
+                                   : NULL;
+                if (c) tp_conn_close(c, 0, "gone from the routing table");
+            }
         rt_table_t *t = p->table;
         p->table = p->scratch;
         p->scratch = t;

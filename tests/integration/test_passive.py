@@ -10,7 +10,7 @@ import pytest
 from conftest import model_path, wait_for
 
 MODEL = "stories260K"
-REFRESH_MS = 2000
+REFRESH_MS = 4000
 HB_MS = 1000
 IDLE_MS = 3000  # a killed host's connections end at the QUIC idle timeout
 ENV = {
