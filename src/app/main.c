@@ -32,7 +32,7 @@ typedef struct {
     mgmt_t mgmt;
     planner_t plan;
     mesh_t *mesh;
-    routing_t route; /* requests to the mesh, the planner's gate, the rpc-server's guard */
+    routing_t route;    /* requests to the mesh, the planner's gate, the rpc-server's guard */
     route_serve_t rs;   /* answers passive nodes' ROUTE_REQUESTs (active nodes) */
     passive_t *passive; /* a passive node's check-ins and routing (--client) */
     bool mesh_stopped, children_stopped;

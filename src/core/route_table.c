@@ -187,9 +187,9 @@ json_t *rt_table_encode(const rt_table_t *t)
         json_t *hosts = json_array();
         for (size_t k = 0; hosts && k < m->n_hosts; k++)
             if (m->hosts[k].node < t->n_nodes)
-                json_array_append_new(hosts, json_pack("{s:s,s:I}", "id",
-                                                       t->nodes[m->hosts[k].node].id, "load",
-                                                       (json_int_t)m->hosts[k].load));
+                json_array_append_new(hosts,
+                                      json_pack("{s:s,s:I}", "id", t->nodes[m->hosts[k].node].id,
+                                                "load", (json_int_t)m->hosts[k].load));
         json_t *o = json_pack("{s:s,s:s,s:o*}", "name", m->name, "status", STATUS[m->status],
                               "hosts", hosts);
         if (o && m->has_type) json_object_set_new(o, "type", json_string(mm_type_name(m->type)));
@@ -322,10 +322,9 @@ size_t rt_pick_hosts(const rt_table_t *t, const rt_model_t *m, const char *self_
         ids[k] = node;
     }
     if (n == 0 || max == 0) return 0;
-    uint64_t h = sticky && *sticky ? fnv1a(FNV_BASIS, sticky)
-                                   : mix(fnv1a(fnv1a(fnv1a(FNV_BASIS, self_id ? self_id : ""),
-                                                     "\n"),
-                                               m->name));
+    uint64_t h = sticky && *sticky
+                     ? fnv1a(FNV_BASIS, sticky)
+                     : mix(fnv1a(fnv1a(fnv1a(FNV_BASIS, self_id ? self_id : ""), "\n"), m->name));
     size_t first = (size_t)(h % n), out = 0, later[RT_MAX_HOSTS], n_later = 0;
     for (size_t k = 0; k < n; k++) {
         size_t node = ids[(first + k) % n];

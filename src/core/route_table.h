@@ -43,14 +43,14 @@
 #include "catalog.h"
 #include "mm.h"
 
-#define RT_MAX_NODES 128      /* active nodes in a table */
-#define RT_MAX_MODELS 128     /* catalog entries in a table */
-#define RT_MAX_HOSTS 32       /* hosts per model */
-#define RT_MAX_ADDRS 4        /* addresses per node */
-#define RT_ADDR_MAX 64        /* bytes including the NUL (TOKEN_ADDR_MAX) */
-#define RT_MAX_REQ_MODELS 64  /* a standby's models on disk */
-#define RT_MESH_ID_MAX 65     /* bytes including the NUL */
-#define RT_REFRESH_MS 30000   /* MESH_LLM_ROUTE_REFRESH_MS default */
+#define RT_MAX_NODES 128     /* active nodes in a table */
+#define RT_MAX_MODELS 128    /* catalog entries in a table */
+#define RT_MAX_HOSTS 32      /* hosts per model */
+#define RT_MAX_ADDRS 4       /* addresses per node */
+#define RT_ADDR_MAX 64       /* bytes including the NUL (TOKEN_ADDR_MAX) */
+#define RT_MAX_REQ_MODELS 64 /* a standby's models on disk */
+#define RT_MESH_ID_MAX 65    /* bytes including the NUL */
+#define RT_REFRESH_MS 30000  /* MESH_LLM_ROUTE_REFRESH_MS default */
 
 typedef enum { RT_ROLE_CLIENT = 0, RT_ROLE_STANDBY } rt_role_t;
 

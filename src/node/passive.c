@@ -31,7 +31,7 @@ typedef struct pv_req {
     int needs;
     char key[256];
     bool has_key;
-    unsigned tries;        /* hosts tried */
+    unsigned tries;         /* hosts tried */
     uint64_t dial_deadline; /* waiting for the connection to the current host */
     uint64_t deadline;      /* waiting for a table */
     struct pv_req *next;
@@ -399,12 +399,13 @@ static bool step(passive_t *p, pv_req_t *r)
         return true;
     }
     size_t order[RT_MAX_HOSTS];
-    size_t n = rt_pick_hosts(p->table, m, mesh_node_id(p->mesh), r->has_key ? r->key : NULL,
-                             is_bad, p, order, RT_MAX_HOSTS);
+    size_t n = rt_pick_hosts(p->table, m, mesh_node_id(p->mesh), r->has_key ? r->key : NULL, is_bad,
+                             p, order, RT_MAX_HOSTS);
     if (n == 0) {
         char msg[160];
-        snprintf(msg, sizeof msg, "in the mesh (status %s) but no node serves it now; retry "
-                                  "shortly",
+        snprintf(msg, sizeof msg,
+                 "in the mesh (status %s) but no node serves it now; retry "
+                 "shortly",
                  catalog_status_name(m->status));
         finish(r, 503, "unavailable", "model_unavailable", msg);
         return true;
@@ -602,10 +603,10 @@ void passive_list_models(passive_t *p, json_t *list)
     const rt_table_t *t = p->table;
     for (size_t i = 0; i < t->n_models; i++) {
         const rt_model_t *m = &t->models[i];
-        json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:s,s:o}", "id", m->name, "object", "model",
-                              "owned_by", "mesh-llm", "type",
-                              m->has_type ? mm_type_name(m->type) : "llm", "status",
-                              catalog_status_name(m->status), "hosts", host_ids(t, m));
+        json_t *o =
+            json_pack("{s:s,s:s,s:s,s:s,s:s,s:o}", "id", m->name, "object", "model", "owned_by",
+                      "mesh-llm", "type", m->has_type ? mm_type_name(m->type) : "llm", "status",
+                      catalog_status_name(m->status), "hosts", host_ids(t, m));
         if (o) json_array_append_new(list, o);
     }
 }
@@ -615,12 +616,12 @@ void passive_status(passive_t *p, json_t *st)
     json_t *fwd = json_object();
     for (size_t i = 0; fwd && i < p->n_fwd; i++)
         json_object_set_new(fwd, p->fwd[i].id, json_integer((json_int_t)p->fwd[i].n));
-    json_t *o = json_pack(
-        "{s:s,s:s?,s:I,s:I,s:I,s:I,s:I,s:I,s:o}", "role", rt_role_name(p->o.role), "checkin",
-        p->have_table ? p->checkin : NULL, "refresh_ms", (json_int_t)p->o.refresh_ms,
-        "table_age_ms", (json_int_t)(p->have_table ? now_ms(p) - p->table_at : 0), "active_nodes",
-        (json_int_t)(p->have_table ? p->table->n_nodes : 0), "checkins", (json_int_t)p->checkins,
-        "failed_rounds", (json_int_t)p->failures, "retries", (json_int_t)p->retries, "forwarded",
-        fwd);
+    json_t *o = json_pack("{s:s,s:s?,s:I,s:I,s:I,s:I,s:I,s:I,s:o}", "role", rt_role_name(p->o.role),
+                          "checkin", p->have_table ? p->checkin : NULL, "refresh_ms",
+                          (json_int_t)p->o.refresh_ms, "table_age_ms",
+                          (json_int_t)(p->have_table ? now_ms(p) - p->table_at : 0), "active_nodes",
+                          (json_int_t)(p->have_table ? p->table->n_nodes : 0), "checkins",
+                          (json_int_t)p->checkins, "failed_rounds", (json_int_t)p->failures,
+                          "retries", (json_int_t)p->retries, "forwarded", fwd);
     if (o) json_object_set_new(st, "route", o);
 }

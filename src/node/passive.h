@@ -30,15 +30,15 @@
 #include "mesh.h"
 #include "route_table.h"
 
-#define PV_MAX_TRIES 3      /* hosts tried per request */
-#define PV_MAX_PENDING 256  /* requests waiting for a table or a connection */
+#define PV_MAX_TRIES 3     /* hosts tried per request */
+#define PV_MAX_PENDING 256 /* requests waiting for a table or a connection */
 
 typedef struct passive passive_t;
 
 typedef struct {
     rt_role_t role;
-    uint64_t refresh_ms; /* 0: RT_REFRESH_MS */
-    uint64_t vram_bytes; /* a standby's memory */
+    uint64_t refresh_ms;       /* 0: RT_REFRESH_MS */
+    uint64_t vram_bytes;       /* a standby's memory */
     const char *const *models; /* a standby's models on disk (copied) */
     size_t n_models;
     const token_t *joins; /* --join tokens: the last check-in candidates (copied) */

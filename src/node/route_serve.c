@@ -202,11 +202,10 @@ void route_serve_status(route_serve_t *rs, json_t *st)
     for (size_t i = 0; a && i < rs->n_seen; i++) {
         const rs_passive_t *p = &rs->seen[i];
         if (now - p->last_ms > 2 * rs->refresh_ms) continue;
-        json_array_append_new(a, json_pack("{s:s,s:s,s:I,s:I,s:I}", "id", p->id, "role",
-                                           rt_role_name(p->role), "last_checkin",
-                                           (json_int_t)p->wall_s, "vram_bytes",
-                                           (json_int_t)p->vram_bytes, "models",
-                                           (json_int_t)p->n_models));
+        json_array_append_new(
+            a, json_pack("{s:s,s:s,s:I,s:I,s:I}", "id", p->id, "role", rt_role_name(p->role),
+                         "last_checkin", (json_int_t)p->wall_s, "vram_bytes",
+                         (json_int_t)p->vram_bytes, "models", (json_int_t)p->n_models));
     }
     json_object_set_new(st, "passive", a);
     json_t *stats = json_object_get(st, "stats");

@@ -2180,9 +2180,8 @@ static void test_sim_passive_scale(void **state)
         for (unsigned m = 0; m < NMODELS; m++) {
             const rt_table_t *t = ps->p[i].table;
             size_t order[1];
-            assert_int_equal(rt_pick_hosts(t, &t->models[m], ps->p[i].id, NULL, NULL, NULL,
-                                           order, 1),
-                             1);
+            assert_int_equal(
+                rt_pick_hosts(t, &t->models[m], ps->p[i].id, NULL, NULL, NULL, order, 1), 1);
             per_host[node_by_id(s, t->nodes[order[0]].id)]++;
         }
     for (unsigned a = 0; a < s->n; a++) {

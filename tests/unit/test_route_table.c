@@ -162,11 +162,11 @@ static void test_table_caps_and_validation(void **state)
     }
     mkid(id, 100000); /* not in nodes */
     json_array_append_new(hosts, json_pack("{s:s}", "id", id));
-    json_array_append_new(models, json_pack("{s:s,s:s,s:o}", "name", "m", "status", "ready",
-                                            "hosts", hosts));
+    json_array_append_new(
+        models, json_pack("{s:s,s:s,s:o}", "name", "m", "status", "ready", "hosts", hosts));
     json_array_append_new(models, json_pack("{s:s,s:s}", "name", "x", "status", "bogus"));
-    json_array_append_new(models, json_pack("{s:s,s:s,s:s}", "name", "y", "status", "loading",
-                                            "type", "nope"));
+    json_array_append_new(
+        models, json_pack("{s:s,s:s,s:s}", "name", "y", "status", "loading", "type", "nope"));
     for (unsigned i = 0; i < RT_MAX_MODELS + 3; i++) {
         char name[32];
         snprintf(name, sizeof name, "model-%u", i);
@@ -184,10 +184,10 @@ static void test_table_caps_and_validation(void **state)
     assert_null(rt_table_find_model(t, "x"));
     assert_false(rt_table_find_model(t, "y")->has_type);
     assert_int_equal(t->n_models, RT_MAX_MODELS);
-    size_t expect = 20 + 2                         /* nodes over the cap, bad id, duplicate */
-                    + RT_MAX_NODES * 2             /* addresses over the cap */
-                    + 5 + 1                        /* hosts over the cap, unknown host */
-                    + 1 + 1                        /* bad status, bad type */
+    size_t expect = 20 + 2             /* nodes over the cap, bad id, duplicate */
+                    + RT_MAX_NODES * 2 /* addresses over the cap */
+                    + 5 + 1            /* hosts over the cap, unknown host */
+                    + 1 + 1            /* bad status, bad type */
                     + (RT_MAX_MODELS + 3 + 2 - RT_MAX_MODELS); /* models over the cap */
     assert_int_equal(t->rejected, expect);
     json_decref(f);
