@@ -204,7 +204,12 @@ static void ck_data(tp_stream_t *s, const uint8_t *b, size_t n)
         p->state = PV_IDLE;
         p->ck = NULL;
         x->p = NULL;
-        uv_timer_start(&p->timer, round_cb, p->o.refresh_ms, 0);
+        /* a model still loading (or an empty mesh): look again within a second */
+        uint64_t next = p->o.refresh_ms;
+        for (size_t i = 0; i < p->table->n_models; i++)
+            if (p->table->models[i].status == CATALOG_LOADING) next = 1000;
+        if (p->table->n_models == 0) next = 1000;
+        uv_timer_start(&p->timer, round_cb, next < p->o.refresh_ms ? next : p->o.refresh_ms, 0);
         if (p->o.on_table) p->o.on_table(p->o.data, p->table);
         kick(p, 0); /* waiting requests */
     }
@@ -624,4 +629,15 @@ void passive_status(passive_t *p, json_t *st)
                           (json_int_t)p->checkins, "failed_rounds", (json_int_t)p->failures,
                           "retries", (json_int_t)p->retries, "forwarded", fwd);
     if (o) json_object_set_new(st, "route", o);
+    if (!p->have_table) return;
+    json_t *cat = json_array(); /* the mesh's catalog, as the table says */
+    for (size_t i = 0; cat && i < p->table->n_models; i++) {
+        const rt_model_t *m = &p->table->models[i];
+        json_t *e = json_pack("{s:s,s:s,s:s,s:o,s:o,s:[]}", "name", m->name, "status",
+                              catalog_status_name(m->status), "type",
+                              m->has_type ? mm_type_name(m->type) : "llm", "hosts",
+                              host_ids(p->table, m), "servers", host_ids(p->table, m), "holders");
+        if (e) json_array_append_new(cat, e);
+    }
+    json_object_set_new(st, "catalog", cat);
 }
