@@ -11,6 +11,7 @@
 #include "api_openai.h"
 #include "identity.h"
 #include "mesh.h"
+#include "meshstat.h"
 #include "planner.h"
 #include "routing.h"
 #include "config.h"
@@ -356,6 +357,7 @@ int main(int argc, char **argv)
         return abort_startup(n);
     }
     n->mgmt.mesh = n->mesh;
+    meshstat_set_node(mesh_node_id(n->mesh));
     n->rs.mesh = n->mesh;
     if (n->cfg.client) {
         passive_opts_t po = {.role = RT_ROLE_CLIENT,
