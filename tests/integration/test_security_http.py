@@ -299,8 +299,9 @@ def test_join_and_api_key_from_files(start_node, tmp_path):
     argv = " ".join(cmdline(b.pid))
     assert a.token not in argv and "file-key" not in argv
     auth = {"Authorization": "Bearer file-key"}
-    wait_for(lambda: any(p["id"] == a.id for p in
-                         http(b.console_port, "GET", "/api/status", headers=auth).json()["peers"]),
+    # b is a passive client: it joins a's mesh by checking in with a (no gossip)
+    wait_for(lambda: (http(b.console_port, "GET", "/api/status", headers=auth).json()
+                      .get("route", {}).get("checkin")) == a.id,
              timeout=30, what="b to join a's mesh")
     assert b.request("GET", "/v1/models").status == 401
     r = b.request("GET", "/v1/models", headers={"Authorization": "Bearer file-key"})
