@@ -55,10 +55,10 @@ typedef struct {
     const char *model; /* borrowed from a node's view */
     uint64_t rate;     /* sum of the nodes' request_rates, per minute */
     uint64_t last_unix;
-    size_t n_hosts;  /* nodes whose server for it runs (loading or ready) */
-    size_t n_ready;  /* of which ready */
-    bool requested;  /* in some node's requested_models */
-    bool loading;    /* some host is not ready yet */
+    size_t n_hosts; /* nodes whose server for it runs (loading or ready) */
+    size_t n_ready; /* of which ready */
+    bool requested; /* in some node's requested_models */
+    bool loading;   /* some host is not ready yet */
 } demand_sum_t;
 
 /* Sum nodes[0..n) (and self when not NULL) into out (max entries, one per model that some node

@@ -109,8 +109,8 @@ promo_demote_t promo_demote(const promo_demote_input_t *in)
     if (in->pinned || !in->replica || in->busy) return DEMOTE_KEEP;
     if (in->now_ms < in->serving_since_ms || in->now_ms - in->serving_since_ms < in->min_serve_ms)
         return DEMOTE_KEEP;
-    uint64_t since = in->last_request_ms > in->serving_since_ms ? in->last_request_ms
-                                                                : in->serving_since_ms;
+    uint64_t since =
+        in->last_request_ms > in->serving_since_ms ? in->last_request_ms : in->serving_since_ms;
     if (in->now_ms - since < in->idle_ms) return DEMOTE_KEEP;
     if (in->memory_wanted) return DEMOTE_MEMORY;
     bool kept = false;

@@ -51,10 +51,10 @@ typedef struct {
 
 typedef struct {
     const char *name;
-    size_t n_hosts;  /* nodes whose server for it runs */
-    bool loading;    /* one of them is not ready yet */
-    uint64_t rate;   /* requests per minute over the mesh */
-    bool requested;  /* some node asks for it */
+    size_t n_hosts;     /* nodes whose server for it runs */
+    bool loading;       /* one of them is not ready yet */
+    uint64_t rate;      /* requests per minute over the mesh */
+    bool requested;     /* some node asks for it */
     uint64_t last_unix; /* the mesh's last request (0 none) */
 } promo_model_t;
 
@@ -104,8 +104,8 @@ typedef struct {
     uint64_t idle_ms, min_serve_ms;
     const promo_host_t *others; /* the other ready hosts */
     size_t n_others;
-    uint64_t mesh_rate;  /* the model's requests per minute over the mesh */
-    bool memory_wanted;  /* see above */
+    uint64_t mesh_rate; /* the model's requests per minute over the mesh */
+    bool memory_wanted; /* see above */
 } promo_demote_input_t;
 
 typedef enum {

@@ -124,8 +124,8 @@ static void test_view_round_trip_and_sum(void **state)
     /* round trip: encode B's view, decode it again, equal */
     json_t *out = json_object();
     assert_int_equal(view_encode(&v[0], out), 0);
-    assert_int_equal(json_integer_value(json_object_get(json_object_get(out, "request_rates"), "X")),
-                     2);
+    assert_int_equal(
+        json_integer_value(json_object_get(json_object_get(out, "request_rates"), "X")), 2);
     assert_null(json_object_get(json_object_get(out, "last_request"), "X"));
     view_node_t again;
     assert_int_equal(view_decode(out, B, &again), 0);
@@ -277,8 +277,8 @@ static void test_promotion_remembers_active(void **state)
     (void)state;
     promo_disk_t disk[] = {{"M", 50}};
     promo_model_t m[] = {{.name = "M", .n_hosts = 1}};
-    promo_input_t in = {.free_bytes = 100, .disk = disk, .n_disk = 1, .models = m, .n_models = 1,
-                        .n_active = 1};
+    promo_input_t in = {
+        .free_bytes = 100, .disk = disk, .n_disk = 1, .models = m, .n_models = 1, .n_active = 1};
     promo_state_t st = {0};
     promo_result_t r;
     promo_decide(&in, &st, &r);
@@ -376,8 +376,8 @@ static void test_no_flap(void **state)
     /* and once it left, 4/min on B does not promote it again */
     promo_disk_t disk[] = {{"M", 50}};
     promo_model_t m[] = {{.name = "M", .n_hosts = 1, .rate = 4}};
-    promo_input_t pin = {.free_bytes = 100, .disk = disk, .n_disk = 1, .models = m, .n_models = 1,
-                         .n_active = 1};
+    promo_input_t pin = {
+        .free_bytes = 100, .disk = disk, .n_disk = 1, .models = m, .n_models = 1, .n_active = 1};
     promo_state_t st = {0};
     promo_result_t r;
     promo_decide(&pin, &st, &r);
