@@ -214,18 +214,19 @@ void pd_tick(planner_t *pl)
 void pd_status(planner_t *pl, json_t *node)
 {
     const demand_t *d = &pl->ms->demand;
-    json_t *rates = json_object(), *last = json_object();
+    json_t *rates = json_object(), *last = json_object(), *counts = json_object();
     for (size_t i = 0; i < d->n; i++) {
         json_object_set_new(rates, d->e[i].name, json_integer((json_int_t)d->e[i].rate));
+        json_object_set_new(counts, d->e[i].name, json_integer((json_int_t)d->e[i].count));
         json_object_set_new(last, d->e[i].name, json_integer((json_int_t)d->e[i].last_unix));
     }
     json_object_set_new(
         node, "demand",
-        json_pack("{s:o,s:o,s:I,s:b,s:I,s:I,s:I,s:I}", "request_rates", rates, "last_request", last,
-                  "window_ms", (json_int_t)d->window_ms, "standby", pl->allocating && pl->n == 0,
-                  "promotions", (json_int_t)pl->promotions, "demotions", (json_int_t)pl->demotions,
-                  "idle_unload_ms", (json_int_t)pl->idle_ms, "min_serve_ms",
-                  (json_int_t)pl->min_serve_ms));
+        json_pack("{s:o,s:o,s:o,s:I,s:b,s:I,s:I,s:I,s:I}", "request_rates", rates, "last_request",
+                  last, "window_counts", counts, "window_ms", (json_int_t)d->window_ms, "standby",
+                  pl->allocating && pl->n == 0, "promotions", (json_int_t)pl->promotions,
+                  "demotions", (json_int_t)pl->demotions, "idle_unload_ms", (json_int_t)pl->idle_ms,
+                  "min_serve_ms", (json_int_t)pl->min_serve_ms));
 }
 
 /* request_rate / last_request of each catalog model in /v1/models or /api/status entries. */
