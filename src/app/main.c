@@ -11,6 +11,7 @@
 #include "api_openai.h"
 #include "identity.h"
 #include "mesh.h"
+#include "meshstat.h"
 #include "planner.h"
 #include "routing.h"
 #include "config.h"
@@ -330,6 +331,7 @@ int main(int argc, char **argv)
         return abort_startup(n);
     }
     n->mgmt.mesh = n->mesh;
+    meshstat_set_node(mesh_node_id(n->mesh));
     n->route = (routing_t){.plan = &n->plan, .mesh = n->mesh};
     n->api.route_remote = route_remote;
     n->api.list_remote = list_remote;
