@@ -158,9 +158,8 @@ static bool key_ok(const api_t *api, const httpd_req_t *req)
            api_key_ok(httpd_header(req, "authorization"), api->cfg->api_key);
 }
 
-static void api_handle(httpd_req_t *req)
+static void dispatch(api_t *api, httpd_req_t *req)
 {
-    api_t *api = req->server->data;
     const char *path = req->path;
     bool is_get = req->method == HTTP_GET || req->method == HTTP_HEAD;
     bool is_post = req->method == HTTP_POST;
@@ -209,6 +208,10 @@ static void api_handle(httpd_req_t *req)
         }
         return handle_models(api, req);
     }
+    if (api->unavailable) { /* idle: not in a mesh yet */
+        httpd_respond_error(req, 503, "unavailable", "not_in_mesh", "%s", api->unavailable);
+        return;
+    }
     static const struct {
         const char *path;
         mm_type_t needs;
@@ -227,6 +230,18 @@ static void api_handle(httpd_req_t *req)
         }
     }
     httpd_respond_error(req, 404, "invalid_request_error", "not_found", "no endpoint at %s", path);
+}
+
+static void api_handle(httpd_req_t *req)
+{
+    dispatch(req->server->data, req);
+}
+
+void api_chat(api_t *api, httpd_req_t *req)
+{
+    static const char path[] = "/v1/chat/completions";
+    req->url = req->path = path; /* what the proxy and the tunnel forward */
+    dispatch(api, req);
 }
 
 int api_start(api_t *api, uv_loop_t *loop, const config_t *cfg, models_t *ms)

@@ -207,6 +207,18 @@ static int cb_message_complete(llhttp_t *ps)
     return 0;
 }
 
+/* Whether the upstream header `name` is one of opts.extra_headers (which replace it). */
+static bool is_extra(const proxy_t *p, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *q = p->opts.extra_headers; q && *q;) {
+        if (strncasecmp(q, name, n) == 0 && q[n] == ':') return true;
+        q = strstr(q, "\r\n");
+        if (q) q += 2;
+    }
+    return false;
+}
+
 static int send_headers(proxy_t *p)
 {
     buf_t out;
@@ -222,9 +234,12 @@ static int send_headers(proxy_t *p)
         const char *value = q;
         q += strlen(q) + 1;
         /* llama-server answers CORS for any Origin; the node decides (httpd_guard.h) */
-        if (!is_hop_by_hop(name) && strncasecmp(name, "access-control-", 15) != 0)
+        if (!is_hop_by_hop(name) && strncasecmp(name, "access-control-", 15) != 0 &&
+            !is_extra(p, name))
             rc = buf_printf(&out, "%s: %s\r\n", name, value);
     }
+    if (rc == 0 && p->opts.extra_headers)
+        rc = buf_append(&out, p->opts.extra_headers, strlen(p->opts.extra_headers));
     char cors[384];
     if (rc == 0 && httpd_cors_headers(p->req, cors, sizeof cors) > 0)
         rc = buf_append(&out, cors, strlen(cors));

@@ -195,6 +195,7 @@ static void dispatch(models_t *ms, model_entry_t *e, httpd_req_t *req)
     proxy_t *h = NULL;
     proxy_opts_t po = {
         .strip_authorization = ms->cfg->api_key != NULL,
+        .extra_headers = ms->node_header[0] ? ms->node_header : NULL,
         .on_done = on_flight_done,
         .data = f,
         .handle = &h,
