@@ -83,7 +83,9 @@ def test_headless_and_named_mesh(start_node, tmp_path):
         base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))["mesh"]
     c = start_node("--port", "0", "--join", b.token, env=ENV)
     wait_converged([b, c])
-    with open(os.path.join(c.env["MESH_LLM_HOME"], "last-mesh")) as f:
+    last = os.path.join(c.env["MESH_LLM_HOME"], "last-mesh")
+    wait_for(lambda: os.path.exists(last), timeout=10, what="last-mesh (written in the background)")
+    with open(last) as f:
         assert f.read().strip() == b.status()["node"]["mesh_id"]
     key = os.path.join(c.env["MESH_LLM_HOME"], "key")
     assert os.stat(key).st_mode & 0o777 == 0o600
