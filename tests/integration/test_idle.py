@@ -249,3 +249,19 @@ def test_cli_status_and_join(start_node):
     # status of a node with a model: its llama-server among the processes
     r = cli("status", *console, str(a.console_port), timeout=20)
     assert r.returncode == 0 and "llama-server" in r.stdout.split("processes (")[1], r.stdout
+
+
+def test_join_that_cannot_connect_is_told_and_bounded(start_node):
+    """A valid token whose node is gone: the join is accepted (202), /api/status says why it
+    has not worked yet, and `mesh-llm join` gives up after its --timeout with that reason."""
+    a = start_node("--port", "0", "--own-mesh", env=ENV)
+    token = a.token
+    assert a.stop() == 0
+    b = start_idle(start_node)
+    r = cli("join", token, "--console", str(b.console_port), "--timeout", "10", timeout=60)
+    assert r.returncode == 1, r
+    assert "not in the mesh after 10 s" in r.stderr, r.stderr
+    st = wait_for(lambda: (lambda n: n if n["join_error"] else None)(b.status()["node"]),
+                  timeout=20, what="the join error in the status")
+    assert st["state"] == "joining", st
+    assert "join attempt failed: " in r.stdout, r.stdout  # the CLI told why as it went
