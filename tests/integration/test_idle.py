@@ -82,8 +82,8 @@ def test_idle_node_answers_503_until_joined(start_node):
     assert r.json() == {"meshes": [], "reason": "public discovery (Nostr) is not built yet"}
     err = n.stderr()
     assert "idle: not in a mesh yet" in err and "mesh-llm join TOKEN" in err, err
-    # no QUIC endpoint, no children while idle
     assert n.llama_children() == {}
+    assert n.stop() == 0  # SIGTERM while idle: a clean exit
 
 
 def test_headless_idle_refused():
