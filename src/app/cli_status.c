@@ -119,10 +119,21 @@ static const char *error_message(const cli_http_t *h)
     return m ? m : "unexpected answer";
 }
 
+/* A string field for the terminal: peers' announcements are not trusted, so control bytes
+ * (escape sequences) are shown as '?' and long values cut (a ring of buffers: several per
+ * printf). */
 static const char *str(json_t *o, const char *key, const char *def)
 {
+    static char ring[16][256];
+    static unsigned next;
     const char *s = json_string_value(json_object_get(o, key));
-    return s ? s : def;
+    if (!s) return def;
+    char *out = ring[next++ % 16];
+    size_t i = 0;
+    for (; s[i] && i < sizeof ring[0] - 1; i++)
+        out[i] = (unsigned char)s[i] < 0x20 || s[i] == 0x7f ? '?' : s[i];
+    out[i] = '\0';
+    return out;
 }
 
 static void print_ids(json_t *arr)
@@ -134,7 +145,11 @@ static void print_ids(json_t *arr)
         return;
     }
     json_array_foreach(arr, i, v)
-        printf("%s%.12s", i ? ", " : "", json_string_value(v) ? json_string_value(v) : "?");
+    {
+        json_t *o = json_pack("{s:O}", "id", v);
+        printf("%s%.12s", i ? ", " : "", str(o, "id", "?"));
+        json_decref(o);
+    }
 }
 
 static void print_status(json_t *st)

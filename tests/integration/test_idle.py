@@ -133,10 +133,12 @@ def test_join_through_the_api_gets_a_model_and_serves(start_node, tmp_path):
     """A holds SMALL but offers too little memory to run it alone; B starts idle and joins via
     POST /api/join: the mesh gives B its part (allocation: split worker), and B's inference port
     answers a completion served by the split's host."""
-    vram = gb(0.6 * SMALL_SIZE)  # neither fits alone, together they do
-    a = start_node("--port", "0", "--model", model_path(SMALL), *SMALL_CTX, "--max-vram", vram,
-                   env=env_for(tmp_path, "a"))
-    b = start_idle(start_node, "--max-vram", vram, *SMALL_CTX, env=env_for(tmp_path, "b"))
+    # neither fits alone, together they do; A offers more, so A (which has the file) is the
+    # split's host whatever the node ids (equal offers are decided by id)
+    a = start_node("--port", "0", "--model", model_path(SMALL), *SMALL_CTX,
+                   "--max-vram", gb(0.65 * SMALL_SIZE), env=env_for(tmp_path, "a"))
+    b = start_idle(start_node, "--max-vram", gb(0.55 * SMALL_SIZE), *SMALL_CTX,
+                   env=env_for(tmp_path, "b"))
     r = join(b, a.token)
     assert r.status == 202, r
     body = r.json()
