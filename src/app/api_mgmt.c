@@ -1,4 +1,5 @@
 #include "api_mgmt.h"
+#include "api_metrics.h"
 
 #include <string.h>
 
@@ -75,8 +76,8 @@ static void hide_secrets(json_t *st)
 static void handle(httpd_req_t *req)
 {
     mgmt_t *g = req->server->data;
-    if (strncmp(req->path, "/api/", 5) == 0 && g->cfg->api_key &&
-        !api_key_ok(httpd_header(req, "authorization"), g->cfg->api_key)) {
+    if ((strncmp(req->path, "/api/", 5) == 0 || strcmp(req->path, "/metrics") == 0) &&
+        g->cfg->api_key && !api_key_ok(httpd_header(req, "authorization"), g->cfg->api_key)) {
         httpd_respond_error(req, 401, "invalid_request_error", "invalid_api_key",
                             "missing or wrong API key; send 'Authorization: Bearer <key>'");
         return;
@@ -96,6 +97,7 @@ static void handle(httpd_req_t *req)
         return;
     }
     if (mgmt_join_routes(g, req)) return;
+    if (api_metrics_handle(g, req)) return;
     httpd_respond_error(req, 404, "invalid_request_error", "not_found",
                         "no such endpoint on the management API (try GET /api/status)");
 }

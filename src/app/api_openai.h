@@ -43,10 +43,13 @@ int api_body_model(const char *body, size_t len, char *out, size_t outlen, char 
                    size_t errlen);
 
 /* Whether a request from peer may reach path: everything for local and network clients (the
- * API key and the web guard apply), only /v1/... and /health for a mesh member's tunnel. */
+ * API key and the web guard apply), only the model endpoints (api_routes.h), /v1/models and
+ * /health for a mesh member's tunnel. */
 bool api_path_allowed(httpd_peer_t peer, const char *path);
 
 /* Constant-time check of an "Authorization: Bearer KEY" header value. */
 bool api_key_ok(const char *header, const char *key);
+/* The same for an "x-api-key: KEY" header value (Anthropic clients). */
+bool api_x_api_key_ok(const char *header, const char *key);
 
 #endif

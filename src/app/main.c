@@ -14,6 +14,7 @@
 #include "identity.h"
 #include "join_policy.h"
 #include "mesh.h"
+#include "meshstat.h"
 #include "planner.h"
 #include "routing.h"
 #include "config.h"
@@ -227,8 +228,7 @@ static int enter_mesh(node_t *n, const token_t *joins, size_t n_joins, char *err
     n->api.remote_data = n;
     n->ms.on_change = models_changed;
     n->sv.on_change = sv_changed;
-    snprintf(n->ms.node_header, sizeof n->ms.node_header, "X-Mesh-Node: %s\r\n",
-             mesh_node_id(n->mesh));
+    meshstat_set_node(mesh_node_id(n->mesh)); /* X-Mesh-Node on proxied answers */
     /* without --model, a joining node is given its model by the mesh (allocation) */
     if (n_joins > 0 && !n->cfg.client && n->plan.n == 0) n->plan.allocating = true;
     planner_start(&n->plan, n->mesh);

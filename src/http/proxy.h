@@ -16,11 +16,8 @@ typedef struct proxy proxy_t;
 
 typedef struct {
     uint64_t connect_timeout_ms; /* default 5 s */
-    uint64_t idle_timeout_ms; /* no upstream bytes for this long → 504 / drop; default 10 min */
-    bool strip_authorization; /* drop the client's Authorization header (our API key) */
-    /* Header lines ("Name: value\r\n"…) added to the response (e.g. X-Mesh-Node); must stay
-     * valid until on_done. The upstream's own headers of those names are dropped. */
-    const char *extra_headers;
+    uint64_t idle_timeout_ms;    /* no upstream bytes for this long → 504 / drop; default 10 min */
+    bool strip_authorization;    /* drop the client's Authorization header (our API key) */
     /* Called once when the exchange is over, whatever the outcome (ok=false on any failure).
      * tail holds the last bytes of the response body (up to PROXY_TAIL_BYTES), for stats. */
     void (*on_done)(void *data, bool ok, int http_status, const char *tail, size_t tail_len);

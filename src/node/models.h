@@ -68,9 +68,6 @@ typedef struct models {
     char last_model[MODEL_NAME_MAX];
     char *last_stats_json; /* llama-server's "timings" object of that request */
     char *last_usage_json;
-    /* "X-Mesh-Node: <this node's id>\r\n", added to every response proxied from a local
-     * llama-server (so a client sees which node served it, also through the mesh); "" none. */
-    char node_header[96];
 } models_t;
 
 int models_init(models_t *ms, uv_loop_t *loop, const config_t *cfg, supervisor_t *sv, char *err,
