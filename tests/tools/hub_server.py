@@ -82,7 +82,7 @@ class Handler(BaseHTTPRequestHandler):
         parts = u.path.lstrip("/").split("/")
         if u.path == "/_control":
             with LOCK:
-                for k, v in urllib.parse.parse_qsl(u.query):
+                for k, v in urllib.parse.parse_qsl(u.query, keep_blank_values=True):
                     STATE[k] = v if k == "token" else int(v)
             return self.send_plain(200, "{}")
         if u.path == "/_stats":
