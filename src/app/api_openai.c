@@ -196,9 +196,8 @@ static bool key_ok(const api_t *api, const httpd_req_t *req)
            api_x_api_key_ok(httpd_header(req, "x-api-key"), api->cfg->api_key);
 }
 
-static void api_handle(httpd_req_t *req)
+static void dispatch(api_t *api, httpd_req_t *req)
 {
-    api_t *api = req->server->data;
     const char *path = req->path;
     bool is_get = req->method == HTTP_GET || req->method == HTTP_HEAD;
     bool is_post = req->method == HTTP_POST;
@@ -249,12 +248,28 @@ static void api_handle(httpd_req_t *req)
         }
         return handle_models(api, req);
     }
+    if (api->unavailable) { /* idle: not in a mesh yet */
+        httpd_respond_error(req, 503, "unavailable", "not_in_mesh", "%s", api->unavailable);
+        return;
+    }
     if (!is_post) {
         httpd_respond_405(req, "POST");
         return;
     }
     req->mesh.endpoint = route->label;
     handle_inference(api, req, route);
+}
+
+static void api_handle(httpd_req_t *req)
+{
+    dispatch(req->server->data, req);
+}
+
+void api_chat(api_t *api, httpd_req_t *req)
+{
+    static const char path[] = "/v1/chat/completions";
+    req->url = req->path = path; /* what the proxy and the tunnel forward */
+    dispatch(api, req);
 }
 
 int api_start(api_t *api, uv_loop_t *loop, const config_t *cfg, models_t *ms)

@@ -35,6 +35,8 @@ void config_usage(FILE *out)
         "mesh-llm " MESH_VERSION " — pool machines into one OpenAI-compatible LLM API\n"
         "\n"
         "Usage: mesh-llm [OPTIONS]\n"
+        "       mesh-llm status [--console PORT]       summary of the node running here\n"
+        "       mesh-llm join TOKEN [--console PORT]   make the node running here join a mesh\n"
         "\n"
         "Models:\n"
         "  --model PATH[:TYPE]      serve a GGUF model (repeatable). Its name is the file name\n"
@@ -58,6 +60,8 @@ void config_usage(FILE *out)
         "                           tried in order until one answers). The token holds the\n"
         "                           mesh secret: prefer --join @FILE (tokens read from FILE)\n"
         "                           or $MESH_LLM_JOIN, which other users cannot see in ps\n"
+        "  --own-mesh               form this node's own mesh (the one it created before, else\n"
+        "                           a new one) even without a model: others join its token\n"
         "  --mesh-name NAME         create a named mesh (its id is derived from NAME and this\n"
         "                           node's key, so it survives restarts)\n"
         "  --bind-port N            UDP port for QUIC between nodes (default any free)\n"
@@ -72,6 +76,9 @@ void config_usage(FILE *out)
         "  With --join, --model NAME for a model this node has no file of asks the mesh for it:\n"
         "  it is listed in the catalog as requested (models are not downloaded).\n"
         "  State (node key, mesh id) lives in $MESH_LLM_HOME (default ~/.mesh-llm).\n"
+        "  With none of --model, --models-dir, --join, --client, --own-mesh, --mesh-name the\n"
+        "  node starts idle: management API only, until a join (the console, POST /api/join,\n"
+        "  or 'mesh-llm join TOKEN').\n"
         "\n"
         "API:\n"
         "  --port N                 OpenAI API port on 127.0.0.1 (default 9337, 0 = any free)\n"
@@ -354,6 +361,7 @@ enum {
     OPT_CLIENT,
     OPT_ALLOW_ORIGIN,
     OPT_API_KEY_FILE,
+    OPT_OWN_MESH,
 };
 
 static int parse_port(const char *s, const char *flag, int *out, char *err, size_t errlen)
@@ -403,6 +411,7 @@ int config_parse(config_t *cfg, int argc, char **argv, char *err, size_t errlen)
         {"client", no_argument, NULL, OPT_CLIENT},
         {"allow-origin", required_argument, NULL, OPT_ALLOW_ORIGIN},
         {"api-key-file", required_argument, NULL, OPT_API_KEY_FILE},
+        {"own-mesh", no_argument, NULL, OPT_OWN_MESH},
         {NULL, 0, NULL, 0},
     };
     optind = 0; /* 0: glibc fully re-initialises (clustered short options) */
@@ -546,6 +555,9 @@ int config_parse(config_t *cfg, int argc, char **argv, char *err, size_t errlen)
         case OPT_SPLIT:
             cfg->split = true;
             break;
+        case OPT_OWN_MESH:
+            cfg->own_mesh = true;
+            break;
         case OPT_CLIENT:
             cfg->client = true;
             break;
@@ -584,6 +596,12 @@ int config_parse(config_t *cfg, int argc, char **argv, char *err, size_t errlen)
                  argv[optind]);
         rc = -EINVAL;
     }
+    if (rc == 0 && cfg->own_mesh && (cfg->n_joins > 0 || cfg->client)) {
+        snprintf(err, errlen,
+                 "--own-mesh forms this node's own mesh; it cannot be combined with %s",
+                 cfg->client ? "--client" : "--join");
+        rc = -EINVAL;
+    }
     if (rc == 0 && cfg->n_joins > 0 && cfg->mesh_name) {
         snprintf(err, errlen,
                  "--mesh-name names a mesh you create; it cannot be combined with --join");
@@ -613,8 +631,22 @@ int config_parse(config_t *cfg, int argc, char **argv, char *err, size_t errlen)
         snprintf(err, errlen, "--port and --console must differ (both %d)", cfg->port);
         rc = -EINVAL;
     }
+    if (rc == 0 && cfg->headless && config_idle(cfg)) {
+        snprintf(err, errlen,
+                 "--headless: with no --model, --models-dir, --join or --own-mesh the node starts "
+                 "idle and "
+                 "joins a mesh through its management API (POST /api/join, the console), which "
+                 "--headless turns off; give --join TOKEN or --model PATH, or drop --headless");
+        rc = -EINVAL;
+    }
     if (rc && !err[0]) snprintf(err, errlen, "%s", strerror(-rc));
     return rc < 0 ? rc : CONFIG_OK;
+}
+
+bool config_idle(const config_t *cfg)
+{
+    return cfg->n_models == 0 && cfg->n_requested == 0 && !cfg->models_dir && cfg->n_joins == 0 &&
+           !cfg->client && !cfg->mesh_name && !cfg->own_mesh;
 }
 
 void config_free(config_t *cfg)

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "gguf_info.h"
 #include "log.h"
@@ -274,6 +275,8 @@ void models_route(models_t *ms, model_entry_t *e, httpd_req_t *req)
         models_respond_bad(e, req);
         return;
     }
+    /* demand: every request this node's llama-server takes, direct or through a tunnel */
+    demand_record(&ms->demand, e->mm->name, models_now(ms), (uint64_t)time(NULL));
     mm_req_result_t r = mm_request_begin(&ms->mm, e->mm, models_now(ms));
     if (r == MM_SERVE_NOW) {
         dispatch(ms, e, req);
@@ -691,6 +694,7 @@ int models_init(models_t *ms, uv_loop_t *loop, const config_t *cfg, supervisor_t
     ms->cfg = cfg;
     ms->sv = sv;
     mm_init(&ms->mm, cfg->max_loaded);
+    demand_init(&ms->demand, env_ms("MESH_LLM_DEMAND_WINDOW_MS", DEMAND_WINDOW_MS));
     sv->data = ms;
     sv->on_ready = on_child_ready;
     sv->on_load_failed = on_child_load_failed;

@@ -9,6 +9,7 @@
 #include <uv.h>
 
 #include "config.h"
+#include "demand.h"
 #include "ledger.h"
 #include "httpd.h"
 #include "mm.h"
@@ -55,6 +56,7 @@ typedef struct models {
     supervisor_t *sv;
     mm_t mm;
     ledger_t ledger; /* this node's memory: what it offers, what each model and shard holds */
+    demand_t demand; /* requests per model this node served (models_route counts them) */
     model_entry_t entries[MM_MAX_MODELS];
     size_t n;
     bool running_actions;

@@ -15,6 +15,8 @@ from test_mesh import wait_converged
 MODEL = "stories260K"
 HB_MS = 400  # dead-peer detection ~2.25 heartbeats: the "within 2 s" bound below rests on it
 ENV = {"MESH_LLM_HEARTBEAT_MS": str(HB_MS)}
+# a passive client fetches its routing table every second, so it sees every replica at once
+CLIENT_ENV = dict(ENV, MESH_LLM_ROUTE_REFRESH_MS="1000")
 N_BEFORE_KILL = 20
 
 
@@ -145,8 +147,9 @@ def three_nodes(start_node, replicas=2):
     for _ in range(replicas - 1):
         hosts.append(start_node("--port", "0", "--model", model_path(MODEL), "--join", a.token,
                                 env=ENV))
-    c = start_node("--port", "0", "--client", "--join", a.token, env=ENV)
-    wait_converged(hosts + [c])
+    c = start_node("--port", "0", "--client", "--join", a.token, env=CLIENT_ENV)
+    if len(hosts) > 1:
+        wait_converged(hosts)  # a --client is passive: not a gossip member
     ready_everywhere([c])
     # the client's catalog lists every replica as a host before the test relies on it
     wait_for(lambda: sorted(next(m for m in c.status()["catalog"] if m["name"] == MODEL)["hosts"])
@@ -223,8 +226,8 @@ def test_first_byte_timeout_retries_on_other_host(start_node):
     env = dict(ENV, MESH_LLM_FIRST_BYTE_MS="1500", MESH_LLM_FIRST_BYTE_MS_PER_KB="0")
     a = start_node("--port", "0", "--model", model_path(MODEL), env=ENV)
     b = start_node("--port", "0", "--model", model_path(MODEL), "--join", a.token, env=ENV)
-    c = start_node("--port", "0", "--client", "--join", a.token, env=env)
-    wait_converged([a, b, c])
+    c = start_node("--port", "0", "--client", "--join", a.token, env=dict(env, **CLIENT_ENV))
+    wait_converged([a, b])  # a --client is passive: not a gossip member
     ready_everywhere([c])
     wait_for(lambda: sorted(next(m for m in c.status()["catalog"] if m["name"] == MODEL)["hosts"])
              == sorted([a.id, b.id]), timeout=30, what="both replicas listed as host")
