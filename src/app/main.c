@@ -9,6 +9,7 @@
 #include <uv.h>
 
 #include "api_mgmt.h"
+#include "cli_models.h"
 #include "api_openai.h"
 #include "cli_status.h"
 #include "identity.h"
@@ -358,6 +359,8 @@ int main(int argc, char **argv)
 {
     if (argc >= 2 && strcmp(argv[1], "--exec-child") == 0) return sv_exec_child_main(argc, argv);
     if (argc >= 2 && cli_is_command(argv[1])) return cli_main(argc, argv);
+    int cli_rc = cli_models_main(argc, argv);
+    if (cli_rc >= 0 || (cli_rc = cli_models_fetch_args(argc, argv)) != 0) return cli_rc;
 
     static node_t node;
     node_t *n = &node;
