@@ -66,8 +66,10 @@ static void hide_secrets(json_t *st)
 static void handle(httpd_req_t *req)
 {
     mgmt_t *g = req->server->data;
-    if (strncmp(req->path, "/api/", 5) == 0 && g->cfg->api_key &&
-        !api_key_ok(httpd_header(req, "authorization"), g->cfg->api_key)) {
+    const char *auth = httpd_header(req, "authorization");
+    if (strncmp(req->path, "/api/", 5) == 0 &&
+        (g->key_known ? !g->key_known(g->key_data, auth)
+                      : g->cfg->api_key && !api_key_ok(auth, g->cfg->api_key))) {
         httpd_respond_error(req, 401, "invalid_request_error", "invalid_api_key",
                             "missing or wrong API key; send 'Authorization: Bearer <key>'");
         return;

@@ -22,6 +22,9 @@ typedef struct {
     /* Adds the mesh plan and catalog to a status document. */
     void (*extra_status)(void *data, json_t *status);
     void *extra_data;
+    /* When set, replaces the --api-key check on /api/ (--api-keys: any configured key). */
+    bool (*key_known)(void *data, const char *authorization);
+    void *key_data;
 } mgmt_t;
 
 int mgmt_start(mgmt_t *g, uv_loop_t *loop, const config_t *cfg, mesh_t *mesh, models_t *ms,

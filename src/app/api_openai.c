@@ -92,6 +92,7 @@ static const char *endpoint_for(mm_type_t t)
 
 static void handle_inference(api_t *api, httpd_req_t *req, mm_type_t needs)
 {
+    if (api->admit && api->admit(api->admit_data, req, (int)needs)) return;
     char name[MODEL_NAME_MAX], err[512];
     int rc = api_body_model(req->body, req->body_len, name, sizeof name, err, sizeof err);
     if (rc < 0) {
@@ -143,6 +144,11 @@ static void handle_inference(api_t *api, httpd_req_t *req, mm_type_t needs)
     models_route(api->ms, e, req);
 }
 
+void api_inference(void *api, httpd_req_t *req, int needs)
+{
+    handle_inference(api, req, (mm_type_t)needs);
+}
+
 /* What a request may reach given where it comes from: a mesh member (through a tunnel) only the
  * inference API, on every request of its connection, pipelined or not. */
 bool api_path_allowed(httpd_peer_t peer, const char *path)
@@ -154,6 +160,9 @@ bool api_path_allowed(httpd_peer_t peer, const char *path)
 static bool key_ok(const api_t *api, const httpd_req_t *req)
 {
     /* tunnelled requests were admitted by the mesh (and are limited to inference) */
+    if (api->key_known)
+        return req->peer == HTTPD_PEER_TUNNEL ||
+               api->key_known(api->admit_data, httpd_header(req, "authorization"));
     return !api->cfg->api_key || req->peer == HTTPD_PEER_TUNNEL ||
            api_key_ok(httpd_header(req, "authorization"), api->cfg->api_key);
 }

@@ -7,6 +7,7 @@
 #include <sodium.h>
 #include <uv.h>
 
+#include "admission.h"
 #include "api_mgmt.h"
 #include "api_openai.h"
 #include "identity.h"
@@ -31,6 +32,7 @@ typedef struct {
     planner_t plan;
     mesh_t *mesh;
     routing_t route; /* requests to the mesh, the planner's gate, the rpc-server's guard */
+    admission_t adm; /* admission control, API keys, pins */
     bool mesh_stopped, children_stopped;
     uv_signal_t sigint, sigterm;
     bool announced;
@@ -136,6 +138,17 @@ static void mgmt_extra(void *data, json_t *st)
 {
     node_t *n = data;
     planner_status(&n->plan, st);
+    admission_status(&n->adm, st);
+}
+
+static bool admit(void *data, httpd_req_t *req, int needs)
+{
+    return admission_enter(data, req, needs);
+}
+
+static bool key_known(void *data, const char *authorization)
+{
+    return admission_key_of(data, authorization) >= 0;
 }
 
 static void sv_changed(supervisor_t *sv, sv_child_t *c)
@@ -175,6 +188,7 @@ static void on_signal(uv_signal_t *s, int signum)
     }
     n->shutting_down = true;
     LOGI("node", "%s received: shutting down", strsignal(signum));
+    admission_close(&n->adm);
     planner_stop(&n->plan);
     api_stop(&n->api);
     mgmt_stop(&n->mgmt);
@@ -254,6 +268,11 @@ int main(int argc, char **argv)
     n->sv.rpc_server = rpc_server;
     n->sv.on_all_stopped = on_all_stopped;
     rc = models_init(&n->ms, n->loop, &n->cfg, &n->sv, err, sizeof err);
+    if (rc) {
+        LOGE("node", "%s", err);
+        return 1;
+    }
+    rc = admission_init(&n->adm, n->loop, &n->cfg, &n->ms, err, sizeof err);
     if (rc) {
         LOGE("node", "%s", err);
         return 1;
@@ -339,6 +358,15 @@ int main(int argc, char **argv)
     n->sv.on_change = sv_changed;
     n->mgmt.extra_status = mgmt_extra;
     n->mgmt.extra_data = n;
+    n->adm.resume = api_inference;
+    n->adm.resume_data = &n->api;
+    n->api.admit = admit;
+    n->api.admit_data = &n->adm;
+    if (admission_has_keys(&n->adm)) {
+        n->api.key_known = key_known;
+        n->mgmt.key_known = key_known;
+        n->mgmt.key_data = &n->adm;
+    }
     planner_start(&n->plan, n->mesh);
 
     uv_signal_init(n->loop, &n->sigint);
@@ -348,6 +376,7 @@ int main(int argc, char **argv)
     uv_signal_start(&n->sigterm, on_signal, SIGTERM);
 
     models_preload(&n->ms);
+    admission_start(&n->adm);
 
     uv_run(n->loop, UV_RUN_DEFAULT);
     uv_walk(n->loop, close_walk_cb, NULL);

@@ -140,6 +140,13 @@ static void on_conn_handle_closed(uv_handle_t *h)
     free(c);
 }
 
+static void req_finished(httpd_req_t *r)
+{
+    void (*f)(httpd_req_t *) = r->on_finish;
+    r->on_finish = NULL;
+    if (f) f(r);
+}
+
 static void conn_close(httpd_conn_t *c)
 {
     if (c->state == CONN_CLOSED) return;
@@ -147,6 +154,7 @@ static void conn_close(httpd_conn_t *c)
     if (c->req_live) {
         c->req_live = false;
         if (c->req.on_abort) c->req.on_abort(&c->req);
+        req_finished(&c->req);
     }
     httpd_t *s = c->server;
     if (c->prev)
@@ -516,6 +524,9 @@ static void dispatch(httpd_conn_t *c)
     r->data = NULL;
     r->on_abort = NULL;
     r->on_drain = NULL;
+    r->on_finish = NULL;
+    r->finish_data = NULL;
+    r->tag = 0;
     r->peer = c->peer;
     r->cors_origin = NULL;
     r->method = llhttp_get_method(p);
@@ -776,12 +787,15 @@ void httpd_end(httpd_req_t *req, bool keep_alive)
     c->req_live = false;
     c->end_keep_alive = keep_alive && req->keep_alive && !c->server->closing;
     c->end_pending = true;
+    req_finished(req);
     conn_end_when_written(c);
 }
 
 void httpd_abort(httpd_req_t *req)
 {
     httpd_conn_t *c = req->conn;
+    bool live = c->req_live;
     c->req_live = false;
+    if (live) req_finished(req);
     conn_close(c);
 }
