@@ -455,8 +455,8 @@ int admission_init(admission_t *ad, uv_loop_t *loop, const config_t *cfg, models
         if (pinned[e->mm->type] > ms->mm.max_loaded[e->mm->type]) {
             snprintf(err, errlen,
                      "--pin: %u %s models pinned but only %u %s slot(s) (--max-loaded-models)",
-                     pinned[e->mm->type], mm_type_name(e->mm->type),
-                     ms->mm.max_loaded[e->mm->type], mm_type_name(e->mm->type));
+                     pinned[e->mm->type], mm_type_name(e->mm->type), ms->mm.max_loaded[e->mm->type],
+                     mm_type_name(e->mm->type));
             return -EINVAL;
         }
     }
@@ -496,26 +496,26 @@ void admission_status(admission_t *ad, json_t *st)
     json_t *models = json_object(), *keys = json_object();
     for (size_t i = 0; i < ad->a->n_models; i++) {
         const admit_model_t *m = &ad->a->models[i];
-        json_object_set_new(
-            models, m->name,
-            json_pack("{s:i,s:i,s:i,s:I,s:I,s:I,s:I,s:I,s:b}", "cap", (int)m->cap, "in_flight",
-                      (int)m->in_flight, "queued", (int)m->queued, "admitted",
-                      (json_int_t)m->admitted, "rejected", (json_int_t)m->rejected, "expired",
-                      (json_int_t)m->expired, "cancelled", (json_int_t)m->cancelled,
-                      "wait_ms_total", (json_int_t)m->wait_ms_total, "held", m->blocked));
+        json_object_set_new(models, m->name,
+                            json_pack("{s:i,s:i,s:i,s:I,s:I,s:I,s:I,s:I,s:b}", "cap", (int)m->cap,
+                                      "in_flight", (int)m->in_flight, "queued", (int)m->queued,
+                                      "admitted", (json_int_t)m->admitted, "rejected",
+                                      (json_int_t)m->rejected, "expired", (json_int_t)m->expired,
+                                      "cancelled", (json_int_t)m->cancelled, "wait_ms_total",
+                                      (json_int_t)m->wait_ms_total, "held", m->blocked));
     }
     for (size_t i = 0; i < ad->a->n_keys; i++) {
         const admit_key_t *k = &ad->a->keys[i];
-        json_object_set_new(
-            keys, k->name,
-            json_pack("{s:s,s:i,s:i,s:I,s:I,s:I}", "tier", ad->a->tiers[k->tier].name, "in_flight",
-                      (int)k->in_flight, "queued", (int)k->queued, "admitted",
-                      (json_int_t)k->admitted, "rejected", (json_int_t)k->rejected,
-                      "tokens_last_minute", (json_int_t)admit_key_tokens(ad->a, (int)i, now)));
+        json_object_set_new(keys, k->name,
+                            json_pack("{s:s,s:i,s:i,s:I,s:I,s:I}", "tier",
+                                      ad->a->tiers[k->tier].name, "in_flight", (int)k->in_flight,
+                                      "queued", (int)k->queued, "admitted", (json_int_t)k->admitted,
+                                      "rejected", (json_int_t)k->rejected, "tokens_last_minute",
+                                      (json_int_t)admit_key_tokens(ad->a, (int)i, now)));
     }
-    json_object_set_new(
-        st, "admission",
-        json_pack("{s:i,s:I,s:I,s:i,s:o,s:o}", "queue_len", (int)ad->a->queue_len, "queue_wait_ms",
-                  (json_int_t)ad->a->max_wait_ms, "switch_fair_ms", (json_int_t)ad->ms->mm.fair_ms,
-                  "model_switches", (int)ad->ms->mm.switches, "models", models, "keys", keys));
+    json_object_set_new(st, "admission",
+                        json_pack("{s:i,s:I,s:I,s:i,s:o,s:o}", "queue_len", (int)ad->a->queue_len,
+                                  "queue_wait_ms", (json_int_t)ad->a->max_wait_ms, "switch_fair_ms",
+                                  (json_int_t)ad->ms->mm.fair_ms, "model_switches",
+                                  (int)ad->ms->mm.switches, "models", models, "keys", keys));
 }

@@ -31,8 +31,8 @@ typedef struct {
     const config_t *cfg;
     models_t *ms;
     admit_t *a;
-    model_entry_t *local[ADMIT_MAX_MODELS]; /* admit model index -> local model, NULL: remote */
-    int remote;                             /* the admit model of requests routed elsewhere */
+    model_entry_t *local[ADMIT_MAX_MODELS];    /* admit model index -> local model, NULL: remote */
+    int remote;                                /* the admit model of requests routed elsewhere */
     unsigned char digests[ADMIT_MAX_KEYS][32]; /* key index -> digest of the secret */
     bool has_digest[ADMIT_MAX_KEYS];
     size_t n_secret_keys;
@@ -73,7 +73,7 @@ unsigned admission_parallel_of(const char *args, unsigned def);
 
 /* Parse a keys file (JSON or lines, README) into a; digests of the secrets go to digests
  * (by key index). Returns 0 or -EINVAL with err. */
-int admission_parse_keys(admit_t *a, char *text, unsigned char (*digests)[32], bool *has,
-                         char *err, size_t errlen);
+int admission_parse_keys(admit_t *a, char *text, unsigned char (*digests)[32], bool *has, char *err,
+                         size_t errlen);
 
 #endif

@@ -142,7 +142,8 @@ out:
         json_array_foreach(keys, i, kv)
         {
             json_t *s = json_object_get(kv, "key");
-            if (json_is_string(s)) sodium_memzero((char *)json_string_value(s), json_string_length(s));
+            if (json_is_string(s))
+                sodium_memzero((char *)json_string_value(s), json_string_length(s));
         }
     }
     json_decref(root);
@@ -167,8 +168,7 @@ static int parse_lines(admit_t *a, char *text, unsigned char (*digests)[32], boo
         int rc = 0;
         if (strcmp(w[0], "tier") == 0 && n >= 2) {
             uint64_t v[3] = {0, 0, 0};
-            static const char *names[3] = {"max_concurrent=", "queue_share=",
-                                           "tokens_per_minute="};
+            static const char *names[3] = {"max_concurrent=", "queue_share=", "tokens_per_minute="};
             for (int i = 2; i < n && !rc; i++) {
                 int j = 0;
                 while (j < 3 && strncmp(w[i], names[j], strlen(names[j])) != 0)
@@ -182,7 +182,8 @@ static int parse_lines(admit_t *a, char *text, unsigned char (*digests)[32], boo
         } else if (strcmp(w[0], "key") == 0 && n == 4) {
             rc = add_key(a, w[1], w[2], w[3], strlen(w[3]), digests, has, e2, sizeof e2);
         } else {
-            snprintf(e2, sizeof e2, "expected 'tier NAME [SETTING=N]...' or 'key NAME TIER SECRET'");
+            snprintf(e2, sizeof e2,
+                     "expected 'tier NAME [SETTING=N]...' or 'key NAME TIER SECRET'");
             rc = -EINVAL;
         }
         if (rc) {
@@ -193,8 +194,8 @@ static int parse_lines(admit_t *a, char *text, unsigned char (*digests)[32], boo
     return 0;
 }
 
-int admission_parse_keys(admit_t *a, char *text, unsigned char (*digests)[32], bool *has,
-                         char *err, size_t errlen)
+int admission_parse_keys(admit_t *a, char *text, unsigned char (*digests)[32], bool *has, char *err,
+                         size_t errlen)
 {
     const char *p = text;
     while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')

@@ -43,8 +43,8 @@ static void test_cap_queue_reject(void **state)
         unsigned cap, qlen, arrivals;
         unsigned go, queued, rejected;
     } rows[] = {
-        {2, 50, 100, 2, 50, 48}, {2, 50, 52, 2, 50, 0}, {1, 0, 3, 1, 0, 2},
-        {0, 5, 20, 20, 0, 0}, /* no cap: everything goes */
+        {2, 50, 100, 2, 50, 48}, {2, 50, 52, 2, 50, 0},
+        {1, 0, 3, 1, 0, 2},      {0, 5, 20, 20, 0, 0}, /* no cap: everything goes */
         {4, 1, 6, 4, 1, 1},
     };
     for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
