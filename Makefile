@@ -15,7 +15,7 @@ ARGS     ?=
 PYTEST_ARGS ?=
 GEN      := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 
-.PHONY: all deps deps-test llama build build-asan build-fuzz run test unit integration asan fuzz-smoke fuzz bench bench-model format clean
+.PHONY: all deps deps-test llama build build-asan build-fuzz run test unit integration asan fuzz-smoke fuzz soak bench bench-model format clean
 
 all: build
 
@@ -67,6 +67,13 @@ asan:
 fuzz-smoke: build-fuzz
 	@echo "== fuzz smoke (libFuzzer: seed corpora + bounded new inputs)"
 	@scripts/fuzz.sh smoke $(FUZZ)
+
+# chaos soak: faults under load over impaired links (tests/soak, tests/integration/soak.py)
+SOAK_SECONDS ?= 600
+soak: build
+	@echo "== chaos soak ($(SOAK_SECONDS) s)"
+	@SOAK_SECONDS=$(SOAK_SECONDS) MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" MESH_LLM_BIN=$(CURDIR)/$(BUILD)/mesh-llm \
+	  $(PYTHON) -m pytest -q -s -p no:cacheprovider tests/soak $(PYTEST_ARGS)
 
 fuzz: build-fuzz
 	@FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh long $(FUZZ)

@@ -1,4 +1,5 @@
 #include "api_mgmt.h"
+#include "api_metrics.h"
 
 #include <string.h>
 
@@ -67,8 +68,8 @@ static void handle(httpd_req_t *req)
 {
     mgmt_t *g = req->server->data;
     const char *auth = httpd_header(req, "authorization");
-    if (strncmp(req->path, "/api/", 5) == 0 &&
-        (g->key_known ? !g->key_known(g->key_data, auth)
+    if ((strncmp(req->path, "/api/", 5) == 0 || strcmp(req->path, "/metrics") == 0) &&
+        (g->key_known ? !g->key_known(g->key_data, req)
                       : g->cfg->api_key && !api_key_ok(auth, g->cfg->api_key))) {
         httpd_respond_error(req, 401, "invalid_request_error", "invalid_api_key",
                             "missing or wrong API key; send 'Authorization: Bearer <key>'");
@@ -88,6 +89,7 @@ static void handle(httpd_req_t *req)
         httpd_respond_json(req, 200, st); /* takes the reference */
         return;
     }
+    if (api_metrics_handle(g, req)) return;
     httpd_respond_error(req, 404, "invalid_request_error", "not_found",
                         "no such endpoint on the management API (try GET /api/status)");
 }

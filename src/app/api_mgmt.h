@@ -23,7 +23,7 @@ typedef struct {
     void (*extra_status)(void *data, json_t *status);
     void *extra_data;
     /* When set, replaces the --api-key check on /api/ (--api-keys: any configured key). */
-    bool (*key_known)(void *data, const char *authorization);
+    bool (*key_known)(void *data, const httpd_req_t *req);
     void *key_data;
 } mgmt_t;
 

@@ -10,6 +10,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "api_routes.h"
 #include "log.h"
 #include "util.h"
 
@@ -45,12 +46,24 @@ int api_body_model(const char *body, size_t len, char *out, size_t outlen, char 
     return rc;
 }
 
+static bool key_equal(const char *given, const char *key);
+
 bool api_key_ok(const char *header, const char *key)
 {
     if (!header || strncasecmp(header, "Bearer ", 7) != 0) return false;
     const char *given = header + 7;
     while (*given == ' ')
         given++;
+    return key_equal(given, key);
+}
+
+bool api_x_api_key_ok(const char *header, const char *key)
+{
+    return header && key_equal(header, key);
+}
+
+static bool key_equal(const char *given, const char *key)
+{
     size_t gl = strlen(given), kl = strlen(key);
     /* Compare fixed-size digests so neither length nor content leaks through timing. */
     unsigned char a[crypto_generichash_BYTES], b[crypto_generichash_BYTES];
@@ -85,14 +98,33 @@ static void handle_health(api_t *api, httpd_req_t *req)
 
 static const char *endpoint_for(mm_type_t t)
 {
-    return t == MM_EMBEDDING   ? "/v1/embeddings"
-           : t == MM_RERANKING ? "/v1/rerank"
-                               : "/v1/chat/completions or /v1/completions";
+    return t == MM_EMBEDDING ? "/v1/embeddings"
+           : t == MM_RERANKING
+               ? "/v1/rerank"
+               : "/v1/chat/completions, /v1/completions, /v1/messages or /v1/responses";
 }
 
-static void handle_inference(api_t *api, httpd_req_t *req, mm_type_t needs)
+/* With no "model" in the body, llama-server uses its only model; the node does the same with its
+ * only local model, or (serving none itself) with the mesh's only model. */
+static bool only_mesh_model(api_t *api, char *out, size_t outlen)
 {
-    if (api->admit && api->admit(api->admit_data, req, (int)needs)) return;
+    if (!api->list_remote) return false;
+    json_t *list = json_array();
+    if (!list) return false;
+    api->list_remote(api->remote_data, list);
+    const char *id = json_array_size(list) == 1
+                         ? json_string_value(json_object_get(json_array_get(list, 0), "id"))
+                         : NULL;
+    bool ok = id && strlen(id) < outlen;
+    if (ok) snprintf(out, outlen, "%s", id);
+    json_decref(list);
+    return ok;
+}
+
+static void handle_inference(api_t *api, httpd_req_t *req, const api_route_t *route)
+{
+    int needs = route->needs;
+    if (api->admit && api->admit(api->admit_data, req, needs)) return;
     char name[MODEL_NAME_MAX], err[512];
     int rc = api_body_model(req->body, req->body_len, name, sizeof name, err, sizeof err);
     if (rc < 0) {
@@ -103,6 +135,7 @@ static void handle_inference(api_t *api, httpd_req_t *req, mm_type_t needs)
     if (rc == API_MODEL_ABSENT) {
         if (api->ms->n != 1) {
             if (api->ms->n == 0 && api->route_remote) {
+                if (only_mesh_model(api, name, sizeof name)) goto named;
                 httpd_respond_error(req, 400, "invalid_request_error", "model_required",
                                     "'model' is required: this node serves no model itself");
                 return;
@@ -113,18 +146,20 @@ static void handle_inference(api_t *api, httpd_req_t *req, mm_type_t needs)
         }
         e = &api->ms->entries[0];
     } else {
+    named:
         e = models_find(api->ms, name);
     }
+    snprintf(req->mesh.model, sizeof req->mesh.model, "%s", e ? e->mm->name : name);
     /* A tunnelled request came through the mesh already, whatever its headers say: it is never
      * forwarded again (a member cannot make this node relay for it). */
     bool hop = req->peer == HTTPD_PEER_TUNNEL || httpd_header(req, "x-mesh-hop") != NULL;
-    if (e && api->local_gate &&
-        api->local_gate(api->remote_data, e->mm->name, (int)needs, req, hop))
+    if (e && api->local_gate && api->local_gate(api->remote_data, e->mm->name, needs, req, hop))
         return;
-    if (!e && api->route_remote && !hop &&
-        api->route_remote(api->remote_data, name, (int)needs, req))
+    if (!e && api->route_remote && !hop && api->route_remote(api->remote_data, name, needs, req))
         return;
     if (!e) {
+        /* a name no node knows is not a label of its own (bounded cardinality) */
+        snprintf(req->mesh.model, sizeof req->mesh.model, "_unknown");
         char avail[1024] = "";
         size_t off = 0;
         for (size_t i = 0; i < api->ms->n && off < sizeof avail - 1; i++)
@@ -135,7 +170,7 @@ static void handle_inference(api_t *api, httpd_req_t *req, mm_type_t needs)
                             avail[0] ? avail : "(none)");
         return;
     }
-    if (e->mm->type != needs) {
+    if (needs != API_NEEDS_ANY && e->mm->type != (mm_type_t)needs) {
         httpd_respond_error(req, 400, "invalid_request_error", "model_type_mismatch",
                             "model '%s' is a %s model and cannot serve %s; use %s", e->mm->name,
                             mm_type_name(e->mm->type), req->path, endpoint_for(e->mm->type));
@@ -146,25 +181,33 @@ static void handle_inference(api_t *api, httpd_req_t *req, mm_type_t needs)
 
 void api_inference(void *api, httpd_req_t *req, int needs)
 {
-    handle_inference(api, req, (mm_type_t)needs);
+    (void)needs;
+    const api_route_t *route = api_route_find(req->path);
+    if (route)
+        handle_inference(api, req, route);
+    else /* cannot happen: admission takes only routed requests */
+        httpd_respond_error(req, 404, "invalid_request_error", "not_found", "no endpoint at %s",
+                            req->path);
 }
 
 /* What a request may reach given where it comes from: a mesh member (through a tunnel) only the
- * inference API, on every request of its connection, pipelined or not. */
+ * model endpoints of api_routes.h, GET /v1/models and /health, on every request of its
+ * connection, pipelined or not. */
 bool api_path_allowed(httpd_peer_t peer, const char *path)
 {
     if (peer != HTTPD_PEER_TUNNEL) return true;
-    return strcmp(path, "/health") == 0 || strncmp(path, "/v1/", 4) == 0;
+    return api_route_find(path) || strcmp(path, "/health") == 0 || strcmp(path, "/v1/models") == 0;
 }
 
 static bool key_ok(const api_t *api, const httpd_req_t *req)
 {
-    /* tunnelled requests were admitted by the mesh (and are limited to inference) */
+    /* tunnelled requests were admitted by the mesh (and are limited to inference); Anthropic
+     * clients send the key as x-api-key */
     if (api->key_known)
-        return req->peer == HTTPD_PEER_TUNNEL ||
-               api->key_known(api->admit_data, httpd_header(req, "authorization"));
+        return req->peer == HTTPD_PEER_TUNNEL || api->key_known(api->admit_data, req);
     return !api->cfg->api_key || req->peer == HTTPD_PEER_TUNNEL ||
-           api_key_ok(httpd_header(req, "authorization"), api->cfg->api_key);
+           api_key_ok(httpd_header(req, "authorization"), api->cfg->api_key) ||
+           api_x_api_key_ok(httpd_header(req, "x-api-key"), api->cfg->api_key);
 }
 
 static void api_handle(httpd_req_t *req)
@@ -173,13 +216,14 @@ static void api_handle(httpd_req_t *req)
     const char *path = req->path;
     bool is_get = req->method == HTTP_GET || req->method == HTTP_HEAD;
     bool is_post = req->method == HTTP_POST;
+    req->error_shape = (int)api_route_err_shape(path);
 
     if (!api_path_allowed(req->peer, path)) {
-        LOGW("api", "refused a tunnelled %s %.80s from a mesh member: only /v1/* and /health",
+        LOGW("api", "refused a tunnelled %s %.80s from a mesh member: only the inference API",
              req->method_str, path);
         httpd_respond_error(req, 403, "invalid_request_error", "forbidden",
-                            "mesh members may only use the inference API (/v1/*, /health); %s is "
-                            "not part of it",
+                            "mesh members may only use the inference API (model endpoints, "
+                            "/v1/models, /health); %s is not part of it",
                             path);
         return;
     }
@@ -201,7 +245,8 @@ static void api_handle(httpd_req_t *req)
                                 path);
         return;
     }
-    if (strncmp(path, "/v1/", 4) != 0) {
+    const api_route_t *route = api_route_find(path);
+    if (!route && strcmp(path, "/v1/models") != 0) {
         httpd_respond_error(req, 404, "invalid_request_error", "not_found", "no endpoint at %s",
                             path);
         return;
@@ -211,31 +256,19 @@ static void api_handle(httpd_req_t *req)
                             "missing or wrong API key; send 'Authorization: Bearer <key>'");
         return;
     }
-    if (strcmp(path, "/v1/models") == 0) {
+    if (!route) { /* /v1/models */
         if (!is_get) {
             httpd_respond_405(req, "GET");
             return;
         }
         return handle_models(api, req);
     }
-    static const struct {
-        const char *path;
-        mm_type_t needs;
-    } post_routes[] = {
-        {"/v1/chat/completions", MM_LLM}, {"/v1/completions", MM_LLM},
-        {"/v1/embeddings", MM_EMBEDDING}, {"/v1/rerank", MM_RERANKING},
-        {"/v1/reranking", MM_RERANKING},
-    };
-    for (size_t i = 0; i < sizeof post_routes / sizeof post_routes[0]; i++) {
-        if (strcmp(path, post_routes[i].path) == 0) {
-            if (!is_post) {
-                httpd_respond_405(req, "POST");
-                return;
-            }
-            return handle_inference(api, req, post_routes[i].needs);
-        }
+    if (!is_post) {
+        httpd_respond_405(req, "POST");
+        return;
     }
-    httpd_respond_error(req, 404, "invalid_request_error", "not_found", "no endpoint at %s", path);
+    req->mesh.endpoint = route->label;
+    handle_inference(api, req, route);
 }
 
 int api_start(api_t *api, uv_loop_t *loop, const config_t *cfg, models_t *ms)

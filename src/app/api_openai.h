@@ -30,7 +30,7 @@ typedef struct {
      * served or routed (true: taken; it comes back through api_inference once admitted);
      * key_known, when set, replaces the --api-key check (--api-keys: any configured key). */
     bool (*admit)(void *data, httpd_req_t *req, int needs);
-    bool (*key_known)(void *data, const char *authorization);
+    bool (*key_known)(void *data, const httpd_req_t *req);
     void *admit_data;
 } api_t;
 
@@ -47,10 +47,13 @@ int api_body_model(const char *body, size_t len, char *out, size_t outlen, char 
                    size_t errlen);
 
 /* Whether a request from peer may reach path: everything for local and network clients (the
- * API key and the web guard apply), only /v1/... and /health for a mesh member's tunnel. */
+ * API key and the web guard apply), only the model endpoints (api_routes.h), /v1/models and
+ * /health for a mesh member's tunnel. */
 bool api_path_allowed(httpd_peer_t peer, const char *path);
 
 /* Constant-time check of an "Authorization: Bearer KEY" header value. */
 bool api_key_ok(const char *header, const char *key);
+/* The same for an "x-api-key: KEY" header value (Anthropic clients). */
+bool api_x_api_key_ok(const char *header, const char *key);
 
 #endif

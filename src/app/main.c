@@ -12,6 +12,7 @@
 #include "api_openai.h"
 #include "identity.h"
 #include "mesh.h"
+#include "meshstat.h"
 #include "planner.h"
 #include "routing.h"
 #include "config.h"
@@ -146,9 +147,9 @@ static bool admit(void *data, httpd_req_t *req, int needs)
     return admission_enter(data, req, needs);
 }
 
-static bool key_known(void *data, const char *authorization)
+static bool key_known(void *data, const httpd_req_t *req)
 {
-    return admission_key_of(data, authorization) >= 0;
+    return admission_req_key(data, req) >= 0;
 }
 
 static void sv_changed(supervisor_t *sv, sv_child_t *c)
@@ -349,6 +350,7 @@ int main(int argc, char **argv)
         return abort_startup(n);
     }
     n->mgmt.mesh = n->mesh;
+    meshstat_set_node(mesh_node_id(n->mesh));
     n->route = (routing_t){.plan = &n->plan, .mesh = n->mesh};
     n->api.route_remote = route_remote;
     n->api.list_remote = list_remote;

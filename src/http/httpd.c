@@ -17,6 +17,7 @@
 #include "httpd_guard.h"
 #include "httpd_int.h"
 #include "log.h"
+#include "meshstat.h"
 #include "util.h"
 
 #define LINGER_MS 2000
@@ -154,6 +155,7 @@ static void conn_close(httpd_conn_t *c)
     if (c->req_live) {
         c->req_live = false;
         if (c->req.on_abort) c->req.on_abort(&c->req);
+        meshstat_req_done(&c->req);
         req_finished(&c->req);
     }
     httpd_t *s = c->server;
@@ -529,6 +531,7 @@ static void dispatch(httpd_conn_t *c)
     r->tag = 0;
     r->peer = c->peer;
     r->cors_origin = NULL;
+    r->error_shape = 0;
     r->method = llhttp_get_method(p);
     r->method_str = llhttp_method_name((llhttp_method_t)r->method);
     r->url = c->url.data ? c->url.data : "";
@@ -542,6 +545,7 @@ static void dispatch(httpd_conn_t *c)
     r->body_len = c->body.len;
     r->keep_alive = llhttp_should_keep_alive(p);
     r->start_ns = httpd_now_ns();
+    metrics_req_init(&r->mesh, r->start_ns);
     c->end_pending = false;
     c->above_high = false;
     c->req_live = true;
@@ -772,6 +776,11 @@ int httpd_write(httpd_req_t *req, const void *data, size_t len)
 {
     httpd_conn_t *c = req->conn;
     if (!c->req_live) return -EPIPE;
+    if (!req->mesh.status && len >= 12 && memcmp(data, "HTTP/1.", 7) == 0) {
+        const char *d = (const char *)data + 9; /* "HTTP/1.1 200 ..." */
+        if (d[0] >= '1' && d[0] <= '5' && d[1] >= '0' && d[1] <= '9' && d[2] >= '0' && d[2] <= '9')
+            req->mesh.status = (d[0] - '0') * 100 + (d[1] - '0') * 10 + (d[2] - '0');
+    }
     return conn_write(c, data, len);
 }
 
@@ -785,6 +794,7 @@ void httpd_end(httpd_req_t *req, bool keep_alive)
     httpd_conn_t *c = req->conn;
     if (!c->req_live) return;
     c->req_live = false;
+    meshstat_req_done(req);
     c->end_keep_alive = keep_alive && req->keep_alive && !c->server->closing;
     c->end_pending = true;
     req_finished(req);
@@ -795,6 +805,7 @@ void httpd_abort(httpd_req_t *req)
 {
     httpd_conn_t *c = req->conn;
     bool live = c->req_live;
+    if (live) meshstat_req_done(req);
     c->req_live = false;
     if (live) req_finished(req);
     conn_close(c);

@@ -11,6 +11,8 @@
 #include <jansson.h>
 #include <uv.h>
 
+#include "metrics.h"
+
 #define HTTPD_MAX_HEADERS 128
 
 /* Limits of llama-server's HTTP parser (cpp-httplib 0.57.1 as built by the pinned llama.cpp:
@@ -55,7 +57,13 @@ struct httpd_req {
     /* Set by the web guard when the request's Origin is one of the allowed ones: responses
      * carry Access-Control-Allow-Origin with it (httpd_respond, the proxy, the tunnel). */
     const char *cors_origin;
+    /* Set by the handler: the shape of the node's own errors on this request (API_ERR_OPENAI
+     * or API_ERR_ANTHROPIC of api_routes.h; 0 is OpenAI). */
+    int error_shape;
     uint64_t start_ns;
+    /* What the node learns about the request as it handles it (model, route, timings, tokens):
+     * its response headers and metrics (meshstat.h). Counted when the response ends. */
+    metrics_req_t mesh;
     /* Set by the handler when it keeps the request past the handler call. */
     void (*on_abort)(httpd_req_t *req); /* client gone; req is invalid after this returns */
     void (*on_drain)(httpd_req_t *req); /* write queue fell below the low-water mark */

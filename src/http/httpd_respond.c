@@ -8,9 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api_routes.h"
 #include "httpd_guard.h"
 #include "httpd_int.h"
 #include "log.h"
+#include "meshstat.h"
 
 const char *httpd_status_text(int status)
 {
@@ -78,14 +80,16 @@ int httpd_cors_headers(const httpd_req_t *req, char *out, size_t outlen)
 int httpd_respond(httpd_req_t *req, int status, const char *content_type, const char *body,
                   size_t len, const char *extra_headers)
 {
-    char head[1536], cors[384];
+    char head[1792], cors[384], node[96] = "";
     bool ka = req->keep_alive && !req->server->closing;
     if (httpd_cors_headers(req, cors, sizeof cors) < 0) cors[0] = '\0';
+    if (req->mesh.model[0] && meshstat_node()[0]) /* a model request: who answered it */
+        snprintf(node, sizeof node, "X-Mesh-Node: %s\r\n", meshstat_node());
     int n = snprintf(head, sizeof head,
-                     "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s%s%s\r\n",
+                     "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s%s%s%s\r\n",
                      status, httpd_status_text(status), content_type, len,
                      ka ? "Connection: keep-alive\r\n" : "Connection: close\r\n",
-                     extra_headers ? extra_headers : "", cors);
+                     extra_headers ? extra_headers : "", node, cors);
     if (n < 0 || (size_t)n >= sizeof head) return -EINVAL;
     int rc = httpd_write(req, head, (size_t)n);
     if (rc == 0 && len && req->method != HTTP_HEAD) rc = httpd_write(req, body, len);
@@ -102,7 +106,10 @@ static int respond_error_v(httpd_req_t *req, int status, const char *extra, cons
     char msg[1024];
     vsnprintf(msg, sizeof msg, fmt, ap);
     json_t *o =
-        json_pack("{s:{s:s,s:s,s:s?}}", "error", "message", msg, "type", type, "code", code);
+        req->error_shape == API_ERR_ANTHROPIC
+            ? json_pack("{s:s,s:{s:s,s:s}}", "type", "error", "error", "type",
+                        api_anthropic_error_type(status), "message", msg)
+            : json_pack("{s:{s:s,s:s,s:s?}}", "error", "message", msg, "type", type, "code", code);
     char *js = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     int rc =

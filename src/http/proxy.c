@@ -9,6 +9,7 @@
 #include <strings.h>
 
 #include "log.h"
+#include "meshstat.h"
 #include "util.h"
 
 #define MAX_RESP_HEADER (64 * 1024)
@@ -60,18 +61,25 @@ static void on_handle_closed(uv_handle_t *h)
     free(p);
 }
 
+/* The last body bytes in order (lin holds PROXY_TAIL_BYTES); returns how many. */
+static size_t tail_copy(const proxy_t *p, char *lin)
+{
+    size_t n = p->resp_bytes < PROXY_TAIL_BYTES ? p->resp_bytes : PROXY_TAIL_BYTES;
+    size_t start = (p->tail_pos + PROXY_TAIL_BYTES - n) % PROXY_TAIL_BYTES;
+    size_t first = PROXY_TAIL_BYTES - start;
+    if (first > n) first = n;
+    memcpy(lin, p->tail + start, first);
+    memcpy(lin + first, p->tail, n - first);
+    return n;
+}
+
 static void report(proxy_t *p, bool ok, int status)
 {
     if (p->done_reported) return;
     p->done_reported = true;
     if (p->opts.on_done) {
         char lin[PROXY_TAIL_BYTES];
-        size_t n = p->resp_bytes < PROXY_TAIL_BYTES ? p->resp_bytes : PROXY_TAIL_BYTES;
-        size_t start = (p->tail_pos + PROXY_TAIL_BYTES - n) % PROXY_TAIL_BYTES;
-        size_t first = PROXY_TAIL_BYTES - start;
-        if (first > n) first = n;
-        memcpy(lin, p->tail + start, first);
-        memcpy(lin + first, p->tail, n - first);
+        size_t n = tail_copy(p, lin);
         p->opts.on_done(p->opts.data, ok, status, lin, n);
     }
 }
@@ -221,13 +229,24 @@ static int send_headers(proxy_t *p)
         if (q >= end) break;
         const char *value = q;
         q += strlen(q) + 1;
-        /* llama-server answers CORS for any Origin; the node decides (httpd_guard.h) */
-        if (!is_hop_by_hop(name) && strncasecmp(name, "access-control-", 15) != 0)
+        /* llama-server answers CORS for any Origin; the node decides (httpd_guard.h); the
+         * X-Mesh-* and Server-Timing headers are the node's */
+        if (!is_hop_by_hop(name) && strncasecmp(name, "access-control-", 15) != 0 &&
+            strncasecmp(name, "x-mesh-", 7) != 0 && strcasecmp(name, "server-timing") != 0)
             rc = buf_printf(&out, "%s: %s\r\n", name, value);
     }
     char cors[384];
     if (rc == 0 && httpd_cors_headers(p->req, cors, sizeof cors) > 0)
         rc = buf_append(&out, cors, strlen(cors));
+    /* who served it and where the time went; a tunnelled request gets its route from the
+     * node that forwarded it */
+    char mesh[512];
+    bool tunnelled = p->req->peer == HTTPD_PEER_TUNNEL;
+    p->req->mesh.head_ns = httpd_now_ns();
+    if (rc == 0 &&
+        metrics_resp_headers(&p->req->mesh, meshstat_node(), tunnelled ? NULL : "local",
+                             tunnelled ? 1 : 0, p->req->mesh.head_ns, mesh, sizeof mesh) > 0)
+        rc = buf_append(&out, mesh, strlen(mesh));
     if (rc == 0) rc = buf_printf(&out, "Connection: %s\r\n\r\n", ka ? "keep-alive" : "close");
     if (rc == 0) rc = httpd_write(p->req, out.data, out.len);
     buf_free(&out);
@@ -239,6 +258,9 @@ static void finish_ok(proxy_t *p)
 {
     if (p->req) {
         httpd_req_t *req = p->req;
+        char lin[PROXY_TAIL_BYTES]; /* token counts of the answer, for the metrics */
+        size_t n = tail_copy(p, lin);
+        if (p->status >= 200 && p->status < 300) metrics_parse_usage(lin, n, &req->mesh);
         req->on_abort = NULL;
         req->on_drain = NULL;
         req->data = NULL;
@@ -252,6 +274,7 @@ static void finish_ok(proxy_t *p)
 static void forward_body(proxy_t *p, const char *data, size_t len)
 {
     if (len && p->req) {
+        if (!p->req->mesh.first_body_ns) p->req->mesh.first_body_ns = httpd_now_ns();
         if (httpd_write(p->req, data, len) != 0) {
             proxy_fail(p, 502, "client_write_failed", "client write failed");
             return;
@@ -413,6 +436,7 @@ int proxy_forward(uv_loop_t *loop, httpd_req_t *req, uint16_t port, const proxy_
     if (!p->opts.idle_timeout_ms) p->opts.idle_timeout_ms = 600000;
     p->req = req;
     p->port = port;
+    req->mesh.dispatch_ns = httpd_now_ns();
     buf_init(&p->status_text, 1024);
     buf_init(&p->hdr, MAX_RESP_HEADER + 1024);
     llhttp_settings_init(&p->settings);

@@ -7,7 +7,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "api_routes.h"
 #include "log.h"
+#include "meshstat.h"
 #include "util.h"
 #include "wire.h"
 
@@ -51,6 +53,24 @@ static void fwd_client_drain(httpd_req_t *req)
     }
 }
 
+/* The headers this node adds to a tunnelled answer (CORS, route, hop timing). */
+static int route_headers(fwd_t *f, char *out, size_t outlen)
+{
+    httpd_req_t *req = f->req;
+    uint64_t now = httpd_now_ns();
+    if (!req->mesh.head_ns) req->mesh.head_ns = now;
+    char cors[384];
+    if (httpd_cors_headers(req, cors, sizeof cors) < 0) cors[0] = '\0';
+    double fb = req->mesh.dispatch_ns && now > req->mesh.dispatch_ns
+                    ? (double)(now - req->mesh.dispatch_ns) / 1e6
+                    : 0.0;
+    int k =
+        snprintf(out, outlen,
+                 "%sX-Mesh-Route: tunnel:%s\r\nServer-Timing: tunnel;dur=%.1f;desc=\"%.12s\"\r\n",
+                 cors, req->mesh.peer, fb, req->mesh.peer);
+    return k < 0 || (size_t)k >= outlen ? -ENOSPC : k;
+}
+
 static void fwd_data(tp_stream_t *s, const uint8_t *p, size_t n)
 {
     fwd_t *f = tp_stream_data(s);
@@ -59,17 +79,20 @@ static void fwd_data(tp_stream_t *s, const uint8_t *p, size_t n)
         return;
     }
     f->got += n;
-    if (!f->status_line_done && f->req->cors_origin) {
-        /* A web page of an allowed origin reads the answer: our CORS headers, not the host's
-         * (its API saw no Origin), after the status line. Only the first bytes are looked at. */
+    metrics_tunnel_bytes(meshstat(), false, n);
+    if (!f->status_line_done) {
+        /* After the status line: the route this node took (X-Mesh-Route, Server-Timing of the
+         * hop; the host's own X-Mesh-Node and timings follow in its headers) and, for a web
+         * page of an allowed origin, our CORS headers, not the host's (its API saw no Origin).
+         * Only the first bytes are looked at. */
         const uint8_t *nl = memchr(p, '\n', n);
         size_t head = nl ? (size_t)(nl - p) + 1 : n;
         httpd_write(f->req, p, head);
         if (nl) {
-            char cors[384];
+            char extra[768];
             f->status_line_done = true;
-            if (httpd_cors_headers(f->req, cors, sizeof cors) > 0)
-                httpd_write(f->req, cors, strlen(cors));
+            if (route_headers(f, extra, sizeof extra) > 0)
+                httpd_write(f->req, extra, strlen(extra));
             httpd_write(f->req, p + head, n - head);
         }
     } else {
@@ -127,6 +150,9 @@ int tunnel_http_forward(tp_conn_t *conn, const char *model, httpd_req_t *req,
     f->req = req;
     f->on_fail = on_fail;
     f->data = data;
+    req->mesh.route = METRICS_ROUTE_TUNNEL;
+    snprintf(req->mesh.peer, sizeof req->mesh.peer, "%s", tp_conn_peer_id(conn));
+    req->mesh.dispatch_ns = httpd_now_ns();
     buf_t b;
     buf_init(&b, WIRE_MAX_FRAME + (64u << 20));
     json_t *fr = json_pack("{s:i,s:s}", "v", 1, "model", model);
@@ -237,7 +263,8 @@ static int api_send(srv_t *t, const void *p, size_t n, size_t stream_bytes)
     return rc;
 }
 
-/* The first request line is checked (only /v1/ endpoints and /health) so that anything else is
+/* The first request line is checked (only the model endpoints of api_routes.h, GET /v1/models and
+ * GET /health) so that anything else is
  * refused before the API sees it. Every request on the connection, pipelined ones included, is
  * limited to the inference API by the API itself: the connection is served as HTTPD_PEER_TUNNEL.
  * That is also what admits it without the node's API key (the mesh admitted the member). The
@@ -255,9 +282,8 @@ static int forward_request_bytes(srv_t *t, const uint8_t *p, size_t n)
     }
     t->line_done = true;
     const char *l = t->line.data;
-    bool ok = (strncmp(l, "POST /v1/", 9) == 0 || strncmp(l, "GET /v1/", 8) == 0 ||
-               strncmp(l, "GET /health ", 12) == 0) &&
-              t->line.len >= 2 && l[t->line.len - 2] == '\r';
+    bool ok = t->line.len >= 2 && l[t->line.len - 2] == '\r' &&
+              api_route_tunnel_line_allowed(l, t->line.len - 2);
     if (!ok) return -EPERM;
     int rc = api_send(t, t->line.data, t->line.len, take);
     if (rc == 0 && n > take) rc = api_send(t, p + take, n - take, n - take);
@@ -313,6 +339,7 @@ static void pipe_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b)
         return;
     }
     if (!t->s) return;
+    metrics_tunnel_bytes(meshstat(), true, (uint64_t)n);
     int rc = tp_stream_write(t->s, b->base, (size_t)n);
     if (rc) { /* reading stops at the high-water mark: only the connection's cap gets here */
         LOGD("tunnel", "tunnelled answer cut: %s", strerror(-rc));

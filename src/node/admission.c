@@ -107,18 +107,30 @@ bool admission_has_keys(const admission_t *ad)
     return ad->n_secret_keys > 0;
 }
 
-int admission_key_of(const admission_t *ad, const char *authorization)
+static int key_of_secret(const admission_t *ad, const char *given)
 {
-    if (!authorization || strncasecmp(authorization, "Bearer ", 7) != 0) return -1;
-    const char *given = authorization + 7;
-    while (*given == ' ')
-        given++;
     unsigned char d[32];
     crypto_generichash(d, sizeof d, (const unsigned char *)given, strlen(given), NULL, 0);
     int found = -1;
     for (size_t i = 0; i < ad->a->n_keys; i++) /* every key compared: no early exit */
         if (ad->has_digest[i] && sodium_memcmp(d, ad->digests[i], sizeof d) == 0) found = (int)i;
     return found;
+}
+
+int admission_key_of(const admission_t *ad, const char *authorization)
+{
+    if (!authorization || strncasecmp(authorization, "Bearer ", 7) != 0) return -1;
+    const char *given = authorization + 7;
+    while (*given == ' ')
+        given++;
+    return key_of_secret(ad, given);
+}
+
+int admission_req_key(const admission_t *ad, const httpd_req_t *req)
+{
+    int k = admission_key_of(ad, httpd_header(req, "authorization"));
+    const char *x = httpd_header(req, "x-api-key");
+    return k >= 0 ? k : x ? key_of_secret(ad, x) : -1;
 }
 
 /* ---- tickets ---- */
@@ -368,7 +380,7 @@ bool admission_enter(admission_t *ad, httpd_req_t *req, int needs)
     }
     int key = 0;
     if (req->peer != HTTPD_PEER_TUNNEL && ad->n_secret_keys) {
-        key = admission_key_of(ad, httpd_header(req, "authorization"));
+        key = admission_req_key(ad, req);
         if (key < 0) key = 0;
     }
     uint64_t now = now_ms(ad), id;

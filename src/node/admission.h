@@ -58,6 +58,10 @@ bool admission_has_keys(const admission_t *ad);
 /* The key an "Authorization: Bearer KEY" header names: its index, or -1. Constant time per key. */
 int admission_key_of(const admission_t *ad, const char *authorization);
 
+/* The key of a request: "Authorization: Bearer KEY" or (Anthropic clients) "x-api-key: KEY";
+ * its index, or -1. */
+int admission_req_key(const admission_t *ad, const httpd_req_t *req);
+
 /* An inference request for `needs` (mm_type_t). true: admission took it (it was started through
  * resume, queued, or answered 429); false: not for admission (the caller goes on itself). */
 bool admission_enter(admission_t *ad, httpd_req_t *req, int needs);

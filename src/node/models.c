@@ -10,6 +10,7 @@
 
 #include "gguf_info.h"
 #include "log.h"
+#include "meshstat.h"
 #include "models_int.h"
 #include "proxy.h"
 #include "util.h"
@@ -156,6 +157,7 @@ static void on_flight_done(void *data, bool ok, int status, const char *tail, si
         }
     }
     if (f->e->child->in_flight) f->e->child->in_flight--;
+    metrics_in_flight_add(meshstat(), f->e->mm->name, -1);
     if (ms->on_flight_tail && f->tag) ms->on_flight_tail(ms->tail_data, f->tag, status, tail, len);
     if (ok && status == 200) {
         char *t = extract_object(tail, len, "timings");
@@ -195,6 +197,7 @@ static void dispatch(models_t *ms, model_entry_t *e, httpd_req_t *req)
     f->next = e->flights;
     e->flights = f;
     e->child->in_flight++; /* the supervisor watches a busy child for progress */
+    metrics_in_flight_add(meshstat(), e->mm->name, 1);
     proxy_t *h = NULL;
     proxy_opts_t po = {
         .strip_authorization = ms->cfg->api_key != NULL,
@@ -387,6 +390,7 @@ static void load_result(models_t *ms, model_entry_t *e, bool ok, mm_load_err_t w
              : m->attempt == 0        ? "; unloading every idle model and retrying once"
                                       : "");
     mm_load_done(&ms->mm, m, ok, why, now);
+    metrics_load_end(meshstat(), m->name, ok, httpd_now_ns());
     ms->state_changed = true;
     bool final = ms->mm.current != m;
     if (ok) {
@@ -443,6 +447,7 @@ static void load_begin(models_t *ms, model_entry_t *e)
     e->child->missing_file = false;
     e->child->last_error[0] = '\0';
     LOGI("models", "loading %s (%s)", e->mm->name, mm_type_name(e->mm->type));
+    metrics_load_begin(meshstat(), e->mm->name, httpd_now_ns());
     int rc = model_file_check_async(ms->loop, e->path, on_file_checked, e);
     if (rc) {
         snprintf(e->child->last_error, sizeof e->child->last_error, "%s", strerror(-rc));
@@ -573,6 +578,7 @@ void models_run(models_t *ms)
             case MM_ACT_UNLOAD:
                 ms->state_changed = true;
                 LOGI("models", "unloading %s", a.model->name);
+                metrics_unload(meshstat(), a.model->name);
                 sv_stop(e->child, UNLOAD_GRACE_MS);
                 break;
             case MM_ACT_SERVE:

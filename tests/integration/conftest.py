@@ -5,12 +5,14 @@ import queue
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "tests", "tools"))  # netimp.py
 MODELS = os.environ.get("MESH_LLM_TEST_MODELS", os.path.join(ROOT, "..", "shared", "models"))
 MESH_BIN = os.environ.get("MESH_LLM_BIN", os.path.join(ROOT, "build", "mesh-llm"))
 BIN_DIR = os.environ.get("MESH_LLM_BIN_DIR", "")
@@ -166,8 +168,8 @@ def read_response_from(sock, prefix, timeout):
 
 
 def http(port, method, path, body=None, headers=None, timeout=60.0, raw_body=None,
-         host="127.0.0.1"):
-    """One request on a fresh connection; returns Response."""
+         host="127.0.0.1", ns=None):
+    """One request on a fresh connection (from inside network namespace ns when given)."""
     if raw_body is None and body is not None:
         raw_body = json.dumps(body).encode() if not isinstance(body, (bytes, str)) else (
             body.encode() if isinstance(body, str) else body)
@@ -177,7 +179,12 @@ def http(port, method, path, body=None, headers=None, timeout=60.0, raw_body=Non
         h["Content-Length"] = str(len(raw_body))
     h.update(headers or {})
     req = f"{method} {path} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in h.items()) + "\r\n"
-    with socket.create_connection((host, port), timeout=timeout) as s:
+    if ns is not None:
+        from netimp import ns_connect
+        conn = ns_connect(ns, (host, port), timeout)
+    else:
+        conn = socket.create_connection((host, port), timeout=timeout)
+    with conn as s:
         s.sendall(req.encode() + (raw_body or b""))
         return read_response(s, timeout)
 
@@ -195,8 +202,11 @@ class Node:
     """A mesh-llm process started by a test; always cleaned up by pid."""
 
     def __init__(self, args, env=None, tmp_path=None, wait_ready=True, ready_timeout=60.0,
-                 prefix=None, host="127.0.0.1"):
+                 prefix=None, host="127.0.0.1", ns=None):
         self.host = host  # where its API and console are reached
+        self.ns = ns  # the network namespace it runs in, when a test made one
+        if ns is not None and prefix is None:
+            prefix = ["ip", "netns", "exec", ns]
         self.args = list(prefix or []) + [MESH_BIN] + list(args)
         if "--console" not in args and "--headless" not in args:
             self.args += ["--console", "0"]  # never the default 3131: tests run side by side
@@ -277,7 +287,8 @@ class Node:
         return None
 
     def status(self, timeout=10.0):
-        r = http(self.console_port, "GET", "/api/status", timeout=timeout, host=self.host)
+        r = http(self.console_port, "GET", "/api/status", timeout=timeout, host=self.host,
+                 ns=self.ns)
         assert r.status == 200, r
         return r.json()
 
@@ -286,6 +297,7 @@ class Node:
         return {p["id"]: p["state"] for p in self.status()["peers"]}
 
     def request(self, method, path, body=None, **kw):
+        kw.setdefault("ns", self.ns)
         return http(self.api_port, method, path, body, **kw)
 
     def complete(self, model, prompt="Once upon a time", max_tokens=8, **extra):

@@ -1,0 +1,14 @@
+/* api_metrics — GET /metrics on the console port: the Prometheus text exposition of the
+ * process's registry (meshstat.h), with the mesh's peers (state, RTT) read at scrape time. */
+#ifndef MESH_API_METRICS_H
+#define MESH_API_METRICS_H
+
+#include <stdbool.h>
+
+#include "api_mgmt.h"
+#include "httpd.h"
+
+/* Answers req and returns true when it is for /metrics. */
+bool api_metrics_handle(mgmt_t *g, httpd_req_t *req);
+
+#endif

@@ -1,0 +1,446 @@
+/* metrics — see metrics.h. */
+#include "metrics.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char *const ENDPOINTS[METRICS_N_ENDPOINTS] = {
+    "chat",     "completions", "responses",  "input_tokens",   "messages", "count_tokens", "infill",
+    "tokenize", "detokenize",  "embeddings", "apply_template", "rerank",   "other"};
+static const int CODES[METRICS_N_CODES - 1] = {200, 400, 401, 403, 404, 405, 408, 413,
+                                               415, 429, 431, 499, 500, 502, 503, 504};
+static const char *const ROUTES[2] = {"local", "tunnel"};
+
+/* seconds */
+static const double B_TTFT[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+                                1,     2.5,  5,     10,   30,  60,   120};
+static const double B_TOKEN[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                 0.1,    0.25,  0.5,    1,     2.5,  5};
+static const double B_WAIT[] = {0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120};
+static const double B_LOAD[] = {0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600};
+#define NB(a) (sizeof a / sizeof a[0])
+
+void metrics_init(metrics_t *m)
+{
+    memset(m, 0, sizeof *m);
+}
+
+void metrics_req_init(metrics_req_t *r, uint64_t start_ns)
+{
+    memset(r, 0, sizeof *r);
+    r->start_ns = start_ns;
+    r->tokens_in = r->tokens_out = -1;
+}
+
+/* The label slot of a model: its own while there is room, else the shared "_other". */
+static size_t model_idx(metrics_t *m, const char *name)
+{
+    for (size_t i = 0; i < m->n_models; i++)
+        if (strcmp(m->models[i], name) == 0) return i;
+    if (m->n_models == METRICS_MAX_MODELS || strlen(name) >= METRICS_MODEL_LEN)
+        return METRICS_MAX_MODELS;
+    snprintf(m->models[m->n_models], METRICS_MODEL_LEN, "%s", name);
+    return m->n_models++;
+}
+
+static size_t endpoint_idx(const char *label)
+{
+    for (size_t i = 0; label && i < METRICS_N_ENDPOINTS - 1; i++)
+        if (strcmp(ENDPOINTS[i], label) == 0) return i;
+    return METRICS_N_ENDPOINTS - 1;
+}
+
+static size_t code_idx(int status)
+{
+    for (size_t i = 0; i < METRICS_N_CODES - 1; i++)
+        if (CODES[i] == status) return i;
+    return METRICS_N_CODES - 1;
+}
+
+static void observe(metrics_hist_t *h, const double *bounds, size_t nb, double v)
+{
+    size_t i = 0;
+    while (i < nb && v > bounds[i])
+        i++;
+    h->counts[i]++;
+    h->sum += v;
+    h->count++;
+}
+
+static double secs(uint64_t ns)
+{
+    return (double)ns / 1e9;
+}
+
+void metrics_request_done(metrics_t *m, metrics_req_t *r, uint64_t now_ns)
+{
+    if (r->reported || !r->model[0]) return;
+    r->reported = true;
+    size_t mi = model_idx(m, r->model);
+    int status = r->status ? r->status : 499; /* cut off before any answer */
+    m->requests[mi][endpoint_idx(r->endpoint)][code_idx(status)]
+               [r->route == METRICS_ROUTE_TUNNEL]++;
+    if (r->tokens_in > 0) m->tokens[mi][0] += (uint64_t)r->tokens_in;
+    if (r->tokens_out > 0) m->tokens[mi][1] += (uint64_t)r->tokens_out;
+    if (status >= 200 && status < 300 && r->route == METRICS_ROUTE_LOCAL) {
+        uint64_t fb = r->first_body_ns ? r->first_body_ns : r->head_ns;
+        if (fb > r->start_ns) observe(&m->ttft[mi], B_TTFT, NB(B_TTFT), secs(fb - r->start_ns));
+        if (r->per_token_s > 0) observe(&m->per_token[mi], B_TOKEN, NB(B_TOKEN), r->per_token_s);
+    }
+    if (now_ns > r->start_ns)
+        observe(&m->duration[mi], B_TTFT, NB(B_TTFT), secs(now_ns - r->start_ns));
+}
+
+/* The last `"key":{...}` object of tail, parsed (NULL if none or cut). */
+static json_t *last_object(const char *tail, size_t len, const char *key)
+{
+    char needle[32];
+    int nl = snprintf(needle, sizeof needle, "\"%s\":", key);
+    const char *last = NULL;
+    for (const char *p = tail; p < tail + len;) {
+        const char *q = memmem(p, (size_t)(tail + len - p), needle, (size_t)nl);
+        if (!q) break;
+        last = q;
+        p = q + 1;
+    }
+    if (!last) return NULL;
+    const char *start = last + nl;
+    while (start < tail + len && *start == ' ')
+        start++;
+    json_error_t je;
+    json_t *o = json_loadb(start, (size_t)(tail + len - start), JSON_DISABLE_EOF_CHECK, &je);
+    if (o && !json_is_object(o)) {
+        json_decref(o);
+        o = NULL;
+    }
+    return o;
+}
+
+static int64_t int_of(json_t *o, const char *k)
+{
+    json_t *v = json_object_get(o, k);
+    return json_is_integer(v) ? (int64_t)json_integer_value(v) : -1;
+}
+
+bool metrics_parse_usage(const char *tail, size_t len, metrics_req_t *r)
+{
+    if (!tail || !len) return false;
+    bool found = false;
+    json_t *t = last_object(tail, len, "timings");
+    if (t) {
+        r->tokens_in = int_of(t, "prompt_n");
+        r->tokens_out = int_of(t, "predicted_n");
+        json_t *pt = json_object_get(t, "predicted_per_token_ms");
+        if (json_is_number(pt) && r->tokens_out > 0) r->per_token_s = json_number_value(pt) / 1e3;
+        json_decref(t);
+        found = r->tokens_in >= 0 || r->tokens_out >= 0;
+    }
+    if (found) return true;
+    json_t *u = last_object(tail, len, "usage");
+    if (!u) return false;
+    int64_t in = int_of(u, "prompt_tokens"), out = int_of(u, "completion_tokens");
+    if (in < 0) in = int_of(u, "input_tokens");
+    if (out < 0) out = int_of(u, "output_tokens");
+    json_decref(u);
+    if (in < 0 && out < 0) return false;
+    r->tokens_in = in;
+    r->tokens_out = out;
+    return true;
+}
+
+void metrics_in_flight_add(metrics_t *m, const char *model, int delta)
+{
+    m->in_flight[model_idx(m, model)] += delta;
+}
+
+void metrics_queue_depth_add(metrics_t *m, const char *model, int delta)
+{
+    m->queue_depth[model_idx(m, model)] += delta;
+}
+
+void metrics_queue_wait(metrics_t *m, const char *model, double seconds)
+{
+    observe(&m->queue_wait[model_idx(m, model)], B_WAIT, NB(B_WAIT), seconds);
+}
+
+void metrics_queue_rejected(metrics_t *m, const char *model)
+{
+    m->queue_rejected[model_idx(m, model)]++;
+}
+
+void metrics_load_begin(metrics_t *m, const char *model, uint64_t now_ns)
+{
+    m->load_started_ns[model_idx(m, model)] = now_ns ? now_ns : 1;
+}
+
+void metrics_load_end(metrics_t *m, const char *model, bool ok, uint64_t now_ns)
+{
+    size_t mi = model_idx(m, model);
+    m->loads[mi][ok ? 0 : 1]++;
+    uint64_t t0 = m->load_started_ns[mi];
+    if (ok && t0 && now_ns >= t0) observe(&m->load_time[mi], B_LOAD, NB(B_LOAD), secs(now_ns - t0));
+    m->load_started_ns[mi] = 0;
+}
+
+void metrics_unload(metrics_t *m, const char *model)
+{
+    m->unloads[model_idx(m, model)]++;
+}
+
+void metrics_set_peers(metrics_t *m, const metrics_peer_t *peers, size_t n)
+{
+    if (n > METRICS_MAX_PEERS) n = METRICS_MAX_PEERS;
+    memcpy(m->peers, peers, n * sizeof *peers);
+    for (size_t i = 0; i < n; i++) {
+        m->peers[i].id[METRICS_PEER_LEN - 1] = '\0';
+        m->peers[i].state[sizeof m->peers[i].state - 1] = '\0';
+    }
+    m->n_peers = n;
+}
+
+void metrics_tunnel_bytes(metrics_t *m, bool tx, uint64_t n)
+{
+    m->tunnel_bytes[tx ? 1 : 0] += n;
+}
+
+/* ---- rendering ---- */
+
+/* A label value escaped for the exposition format (\\, \", \n). */
+static int put_label(buf_t *b, const char *v)
+{
+    char tmp[2 * METRICS_MODEL_LEN + 8];
+    size_t o = 0;
+    for (const char *p = v; *p && o < sizeof tmp - 3; p++) {
+        if (*p == '\\' || *p == '"') {
+            tmp[o++] = '\\';
+            tmp[o++] = *p;
+        } else if (*p == '\n') {
+            tmp[o++] = '\\';
+            tmp[o++] = 'n';
+        } else {
+            tmp[o++] = *p;
+        }
+    }
+    return buf_append(b, tmp, o);
+}
+
+static const char *model_name(const metrics_t *m, size_t i)
+{
+    return i < METRICS_MAX_MODELS ? m->models[i] : "_other";
+}
+
+static size_t n_slots(const metrics_t *m)
+{
+    return m->n_models + 1; /* ... plus "_other" at METRICS_MAX_MODELS */
+}
+
+static size_t slot(const metrics_t *m, size_t k)
+{
+    return k < m->n_models ? k : METRICS_MAX_MODELS;
+}
+
+static int head(buf_t *b, const char *name, const char *type, const char *help)
+{
+    return buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static int hist(buf_t *b, const char *name, const char *model, const metrics_hist_t *h,
+                const double *bounds, size_t nb)
+{
+    int rc = 0;
+    uint64_t cum = 0;
+    for (size_t i = 0; rc == 0 && i <= nb; i++) {
+        cum += h->counts[i];
+        rc = buf_printf(b, "%s_bucket{model=\"", name);
+        if (rc == 0) rc = put_label(b, model);
+        if (rc == 0 && i < nb)
+            rc = buf_printf(b, "\",le=\"%g\"} %llu\n", bounds[i], (unsigned long long)cum);
+        if (rc == 0 && i == nb)
+            rc = buf_printf(b, "\",le=\"+Inf\"} %llu\n", (unsigned long long)cum);
+    }
+    if (rc == 0) rc = buf_printf(b, "%s_sum{model=\"", name);
+    if (rc == 0) rc = put_label(b, model);
+    if (rc == 0) rc = buf_printf(b, "\"} %.9g\n%s_count{model=\"", h->sum, name);
+    if (rc == 0) rc = put_label(b, model);
+    if (rc == 0) rc = buf_printf(b, "\"} %llu\n", (unsigned long long)h->count);
+    return rc;
+}
+
+static int hist_family(buf_t *b, const metrics_t *m, const char *name, const char *help,
+                       const metrics_hist_t *hs, const double *bounds, size_t nb)
+{
+    int rc = head(b, name, "histogram", help);
+    for (size_t k = 0; rc == 0 && k < n_slots(m); k++) {
+        size_t i = slot(m, k);
+        if (hs[i].count) rc = hist(b, name, model_name(m, i), &hs[i], bounds, nb);
+    }
+    return rc;
+}
+
+/* A per-model family of one number each; only models seen (and non-zero when skip_zero). */
+static int per_model(buf_t *b, const metrics_t *m, const char *name, const char *type,
+                     const char *help, const int64_t *vals, const uint64_t *uvals, size_t stride,
+                     const char *extra_label, bool skip_zero)
+{
+    int rc = head(b, name, type, help);
+    for (size_t k = 0; rc == 0 && k < n_slots(m); k++) {
+        size_t i = slot(m, k);
+        long long v = vals ? (long long)vals[i * stride] : (long long)uvals[i * stride];
+        if ((skip_zero || i == METRICS_MAX_MODELS) && v == 0) continue;
+        rc = buf_printf(b, "%s{model=\"", name);
+        if (rc == 0) rc = put_label(b, model_name(m, i));
+        if (rc == 0) rc = buf_printf(b, "\"%s} %lld\n", extra_label ? extra_label : "", v);
+    }
+    return rc;
+}
+
+int metrics_render(const metrics_t *m, const char *node_id, const char *version, buf_t *out)
+{
+    int rc = head(out, "mesh_llm_node_info", "gauge", "This node: its id and version (always 1).");
+    if (rc == 0) rc = buf_printf(out, "mesh_llm_node_info{id=\"");
+    if (rc == 0) rc = put_label(out, node_id ? node_id : "");
+    if (rc == 0) rc = buf_printf(out, "\",version=\"");
+    if (rc == 0) rc = put_label(out, version ? version : "");
+    if (rc == 0) rc = buf_printf(out, "\"} 1\n");
+
+    if (rc == 0)
+        rc = head(out, "mesh_llm_requests_total", "counter",
+                  "Inference requests finished, by model, endpoint, HTTP status and route "
+                  "(local: served by this node's llama-server; tunnel: forwarded to a peer). "
+                  "Status 499: the client went away first.");
+    for (size_t k = 0; rc == 0 && k < n_slots(m); k++) {
+        size_t i = slot(m, k);
+        for (size_t e = 0; rc == 0 && e < METRICS_N_ENDPOINTS; e++)
+            for (size_t c = 0; rc == 0 && c < METRICS_N_CODES; c++)
+                for (size_t r = 0; rc == 0 && r < 2; r++) {
+                    uint64_t v = m->requests[i][e][c][r];
+                    if (!v) continue;
+                    rc = buf_printf(out, "mesh_llm_requests_total{model=\"");
+                    if (rc == 0) rc = put_label(out, model_name(m, i));
+                    char code[8];
+                    if (c < METRICS_N_CODES - 1)
+                        snprintf(code, sizeof code, "%d", CODES[c]);
+                    else
+                        snprintf(code, sizeof code, "other");
+                    if (rc == 0)
+                        rc = buf_printf(out, "\",endpoint=\"%s\",code=\"%s\",route=\"%s\"} %llu\n",
+                                        ENDPOINTS[e], code, ROUTES[r], (unsigned long long)v);
+                }
+    }
+    if (rc == 0)
+        rc = per_model(out, m, "mesh_llm_prompt_tokens_total", "counter",
+                       "Prompt tokens processed by this node's model servers.", NULL,
+                       &m->tokens[0][0], 2, NULL, true);
+    if (rc == 0)
+        rc = per_model(out, m, "mesh_llm_completion_tokens_total", "counter",
+                       "Tokens generated by this node's model servers.", NULL, &m->tokens[0][1], 2,
+                       NULL, true);
+    if (rc == 0)
+        rc = hist_family(out, m, "mesh_llm_time_to_first_token_seconds",
+                         "Time from a request's arrival to the first byte of its answer's body "
+                         "(requests served here, successful).",
+                         m->ttft, B_TTFT, NB(B_TTFT));
+    if (rc == 0)
+        rc = hist_family(out, m, "mesh_llm_time_per_output_token_seconds",
+                         "Generation time per output token (llama-server timings).", m->per_token,
+                         B_TOKEN, NB(B_TOKEN));
+    if (rc == 0)
+        rc = hist_family(out, m, "mesh_llm_request_duration_seconds",
+                         "Time from a request's arrival to the end of its answer.", m->duration,
+                         B_TTFT, NB(B_TTFT));
+    if (rc == 0)
+        rc = per_model(out, m, "mesh_llm_requests_in_flight", "gauge",
+                       "Requests being answered by this node's model servers.", m->in_flight, NULL,
+                       1, NULL, false);
+    if (rc == 0)
+        rc = per_model(out, m, "mesh_llm_queue_depth", "gauge",
+                       "Requests waiting in the admission queue.", m->queue_depth, NULL, 1, NULL,
+                       false);
+    if (rc == 0)
+        rc = hist_family(out, m, "mesh_llm_queue_wait_seconds",
+                         "Time requests waited in the admission queue.", m->queue_wait, B_WAIT,
+                         NB(B_WAIT));
+    if (rc == 0)
+        rc = per_model(out, m, "mesh_llm_queue_rejected_total", "counter",
+                       "Requests refused by admission control (429).", NULL, m->queue_rejected, 1,
+                       NULL, true);
+    if (rc == 0)
+        rc = per_model(out, m, "mesh_llm_model_loads_total", "counter",
+                       "Model server starts, by result.", NULL, &m->loads[0][0], 2,
+                       ",result=\"ok\"", true);
+    for (size_t k = 0; rc == 0 && k < n_slots(m); k++) { /* same family, failed loads */
+        size_t i = slot(m, k);
+        if (!m->loads[i][1]) continue;
+        rc = buf_printf(out, "mesh_llm_model_loads_total{model=\"");
+        if (rc == 0) rc = put_label(out, model_name(m, i));
+        if (rc == 0)
+            rc =
+                buf_printf(out, "\",result=\"failed\"} %llu\n", (unsigned long long)m->loads[i][1]);
+    }
+    if (rc == 0)
+        rc = hist_family(out, m, "mesh_llm_model_load_seconds",
+                         "Time from a load's start to its server being ready.", m->load_time,
+                         B_LOAD, NB(B_LOAD));
+    if (rc == 0)
+        rc = per_model(out, m, "mesh_llm_model_unloads_total", "counter",
+                       "Model servers stopped by the model manager: evictions for another "
+                       "model, idle and explicit unloads.",
+                       NULL, m->unloads, 1, NULL, true);
+    if (rc == 0)
+        rc = head(out, "mesh_llm_peer_rtt_seconds", "gauge", "Round-trip time to each peer.");
+    for (size_t i = 0; rc == 0 && i < m->n_peers; i++) {
+        if (m->peers[i].rtt_s < 0) continue;
+        rc = buf_printf(out, "mesh_llm_peer_rtt_seconds{peer=\"");
+        if (rc == 0) rc = put_label(out, m->peers[i].id);
+        if (rc == 0) rc = buf_printf(out, "\"} %.6f\n", m->peers[i].rtt_s);
+    }
+    if (rc == 0)
+        rc = head(out, "mesh_llm_peer_state", "gauge",
+                  "Each known peer, labelled with its state (always 1).");
+    for (size_t i = 0; rc == 0 && i < m->n_peers; i++) {
+        rc = buf_printf(out, "mesh_llm_peer_state{peer=\"");
+        if (rc == 0) rc = put_label(out, m->peers[i].id);
+        if (rc == 0) rc = buf_printf(out, "\",state=\"");
+        if (rc == 0) rc = put_label(out, m->peers[i].state);
+        if (rc == 0) rc = buf_printf(out, "\"} 1\n");
+    }
+    if (rc == 0)
+        rc = head(out, "mesh_llm_tunnel_bytes_total", "counter",
+                  "Bytes of HTTP answers through TUNNEL_HTTP streams (rx: received for requests "
+                  "this node forwarded; tx: sent for requests it served).");
+    if (rc == 0)
+        rc = buf_printf(out,
+                        "mesh_llm_tunnel_bytes_total{direction=\"rx\"} %llu\n"
+                        "mesh_llm_tunnel_bytes_total{direction=\"tx\"} %llu\n",
+                        (unsigned long long)m->tunnel_bytes[0],
+                        (unsigned long long)m->tunnel_bytes[1]);
+    if (rc == 0)
+        rc = head(out, "mesh_llm_download_bytes_total", "counter",
+                  "Model bytes downloaded by this node.");
+    if (rc == 0)
+        rc = buf_printf(out, "mesh_llm_download_bytes_total %llu\n",
+                        (unsigned long long)m->download_bytes);
+    return rc ? -ENOSPC : 0;
+}
+
+static double ms_between(uint64_t a, uint64_t b)
+{
+    return a && b > a ? (double)(b - a) / 1e6 : 0.0;
+}
+
+int metrics_resp_headers(const metrics_req_t *r, const char *node_id, const char *route, int hops,
+                         uint64_t now_ns, char *out, size_t outlen)
+{
+    /* before dispatch: queue (admission), then the rest (waiting for the model's load) */
+    uint64_t before = r->dispatch_ns > r->start_ns ? r->dispatch_ns - r->start_ns : 0;
+    uint64_t load = before > r->queue_ns ? before - r->queue_ns : 0;
+    int n = snprintf(out, outlen,
+                     "X-Mesh-Node: %s\r\n%s%s%sServer-Timing: queue;dur=%.1f, load;dur=%.1f, "
+                     "fb;dur=%.1f, hops;desc=\"%d\"\r\n",
+                     node_id && node_id[0] ? node_id : "unknown", route ? "X-Mesh-Route: " : "",
+                     route ? route : "", route ? "\r\n" : "", (double)r->queue_ns / 1e6,
+                     (double)load / 1e6, ms_between(r->dispatch_ns, now_ns), hops);
+    return n < 0 || (size_t)n >= outlen ? -ENOSPC : n;
+}

@@ -1,0 +1,17 @@
+/* meshstat — the process's metrics registry (core/metrics.h) and this node's id, for the HTTP
+ * layer and the drivers above it: every finished model request is counted here, and proxied
+ * answers carry the node's X-Mesh-* and Server-Timing headers. */
+#ifndef MESH_MESHSTAT_H
+#define MESH_MESHSTAT_H
+
+#include "httpd.h"
+#include "metrics.h"
+
+metrics_t *meshstat(void);
+/* This node's id (hex), set once the mesh started; "" before. */
+void meshstat_set_node(const char *id);
+const char *meshstat_node(void);
+/* The request ended (answered, cut or abandoned): counted once if it named a model. */
+void meshstat_req_done(httpd_req_t *req);
+
+#endif

@@ -1,0 +1,192 @@
+"""The mesh over real network latency and loss: nodes in their own network namespaces, every packet
+between them delayed and dropped by mesh-netimp (tests/tools/netimp.c; the kernel's netem is not
+available on these machines)."""
+import json
+import os
+import subprocess
+import time
+
+import pytest
+
+from conftest import MESH_BIN, model_path, sse_events, wait_for
+from netimp import ImpairedNet, available
+from test_mesh import ENV, HB_MS, wait_converged
+from test_mesh_split import PROMPT, SMALL, SMALL_CTX, SMALL_SIZE, gb, models_dir, models_status
+
+NETIMP = os.path.join(os.path.dirname(MESH_BIN), "mesh-netimp")
+ENV_HB_S = HB_MS / 1000
+WHY_NOT = available()
+pytestmark = pytest.mark.skipif(WHY_NOT is not None, reason=f"impaired networks: {WHY_NOT}")
+
+ECHO = """
+import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("0.0.0.0", 9999))
+while True:
+    d, a = s.recvfrom(2048)
+    s.sendto(d, a)
+"""
+PING = """
+import json, socket, sys, time
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.settimeout(float(sys.argv[3]))
+got, rtts = 0, []
+for i in range(int(sys.argv[2])):
+    t = time.monotonic()
+    s.sendto(b"%d" % i, (sys.argv[1], 9999))
+    try:
+        while s.recvfrom(2048)[0] != b"%d" % i:
+            pass
+        got += 1
+        rtts.append((time.monotonic() - t) * 1000)
+    except socket.timeout:
+        pass
+print(json.dumps({"got": got, "rtts": rtts}))
+"""
+
+
+@pytest.fixture
+def impaired(tmp_path):
+    nets = []
+
+    def _make(n, seed=1):
+        net = ImpairedNet(n, NETIMP, seed=seed)
+        nets.append(net)
+        return net
+
+    yield _make
+    for net in nets:
+        net.close()
+
+
+def ping(net, src, dst, count, timeout=0.5):
+    r = subprocess.run(net.wrap(src, ["python3", "-c", PING, net.addr(dst), str(count),
+                                      str(timeout)]), capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_netimp_delays_drops_and_partitions(impaired):
+    net = impaired(2)
+    echo = subprocess.Popen(net.wrap(2, ["python3", "-c", ECHO]))
+    try:
+        wait_for(lambda: ping(net, 1, 2, 1, 0.2)["got"] == 1, timeout=20, what="echo reachable")
+        net.link(1, 2, rtt_ms=40)
+        r = ping(net, 1, 2, 5)
+        assert r["got"] == 5 and min(r["rtts"]) >= 40.0, r  # never faster than the delay set
+        # loss on both directions: a round trip survives with (1 - p)^2 = 0.49
+        net.link(1, 2, rtt_ms=0, loss=0.3)
+        r = ping(net, 1, 2, 300, timeout=0.2)
+        assert 110 <= r["got"] <= 185, r  # mean 147, +-5 sd
+        st = net.stats()
+        assert st[(1, 2)][1] > 0 and st[(2, 1)][1] > 0, st
+        # a partition drops everything; healing restores the link
+        net.link(1, 2, loss=0)
+        net.cut(1, 2)
+        assert ping(net, 1, 2, 5, timeout=0.2)["got"] == 0
+        net.heal(1, 2)
+        assert ping(net, 1, 2, 5)["got"] == 5
+        # with dup=1 every packet that passes is sent twice
+        passed0, _, dup0, _ = net.stats()[(1, 2)]
+        net.link(1, 2, dup=1.0)
+        assert ping(net, 1, 2, 10)["got"] == 10
+        passed1, _, dup1, _ = net.stats()[(1, 2)]
+        assert passed1 - passed0 >= 10 and dup1 - dup0 == passed1 - passed0
+    finally:
+        echo.kill()
+        echo.wait()
+
+
+def stream_text(node, model, max_tokens):
+    r = node.request("POST", "/v1/completions",
+                     {"model": model, "prompt": PROMPT, "max_tokens": max_tokens,
+                      "temperature": 0, "seed": 42, "stream": True}, timeout=120)
+    assert r.status == 200, r
+    ev = sse_events(r.body)
+    assert ev and ev[-1] == "[DONE]", ev[-3:]
+    return "".join(json.loads(e)["choices"][0]["text"] for e in ev[:-1])
+
+
+def test_join_stream_and_split_at_50ms_with_loss(impaired, start_node, tmp_path):
+    """50 ms RTT and 2 % loss on every link: a join, a routed stream, and a split whose greedy
+    text equals a solo node's."""
+    net = impaired(4)
+    net.link("*", "*", rtt_ms=50, loss=0.02)
+    env = lambda name: dict(ENV, LLAMA_CACHE=str(tmp_path / f"cache-{name}"))
+    # node 1 serves the model solo; node 2 joins with nothing and routes to it over the link
+    a = start_node("--port", "0", "--model", model_path(SMALL), env=env("a"), ns=net.ns(1))
+    b = start_node("--port", "0", "--max-vram", "0.000001", "--join", a.token, env=env("b"),
+                   ns=net.ns(2))
+    wait_converged([a, b], timeout=60)
+    want = stream_text(a, SMALL, 24)
+    assert len(want) > 20
+    wait_for(lambda: models_status(b).get(SMALL) == "ready", timeout=60, what="model seen by b")
+    assert stream_text(b, SMALL, 24) == want
+    assert net.stats()[(2, 1)][0] > 0  # the traffic really crossed the impaired link
+    # nodes 3 and 4 (a mesh of their own) are each too small for the model: they split it
+    vram = gb(0.6 * SMALL_SIZE)
+    c = start_node("--port", "0", "--model", model_path(SMALL), *SMALL_CTX, "--max-vram", vram,
+                   env=env("c"), ns=net.ns(3))
+    d = start_node("--port", "0", "--models-dir", models_dir(tmp_path, "d", SMALL), *SMALL_CTX,
+                   "--max-vram", vram, "--join", c.token, env=env("d"), ns=net.ns(4))
+    wait_converged([c, d], timeout=60)
+
+    def split_launched():
+        for n in (c, d):
+            for p in n.status()["plan"]:
+                if p["model"] == SMALL and p.get("role") == "host" and p.get("launched"):
+                    return n
+        return None
+
+    host = wait_for(split_launched, timeout=180, what="the split of c and d launched")
+    worker = d if host is c else c
+    # c and d are a mesh of their own: the split is the only server of the model there
+    for n in (c, d):
+        wait_for(lambda: models_status(n).get(SMALL) == "ready", timeout=60,
+                 what=f"the split model ready on {n.id[:8]}")
+        assert stream_text(n, SMALL, 24) == want
+    assert worker.status()["rpc_tunnel"]["worker_rx"] > 0
+
+
+def test_partition_one_of_five_then_heal(impaired, start_node, tmp_path):
+    """Node 2 (one of two replicas) is cut off from everyone for 20 s: requests through the others
+    keep being answered, nobody waits on the lost node, and after the heal the mesh is whole
+    again within three heartbeats."""
+    net = impaired(5)
+    net.link("*", "*", rtt_ms=10, loss=0.01)
+    env = lambda name: dict(ENV, LLAMA_CACHE=str(tmp_path / f"cache-{name}"))
+    a = start_node("--port", "0", "--model", model_path(SMALL), env=env("a"), ns=net.ns(1))
+    nodes = [a]
+    nodes.append(start_node("--port", "0", "--model", model_path(SMALL), "--join", a.token,
+                            env=env("b"), ns=net.ns(2)))
+    for i in (3, 4, 5):
+        nodes.append(start_node("--port", "0", "--max-vram", "0.000001", "--join", a.token,
+                                env=env(f"n{i}"), ns=net.ns(i)))
+    wait_converged(nodes, timeout=60)
+    lost, rest = nodes[1], [n for n in nodes if n is not nodes[1]]
+    for n in rest:
+        wait_for(lambda: models_status(n).get(SMALL) == "ready", timeout=60, what="model ready")
+
+    def ask(n):
+        t = time.monotonic()
+        r = n.complete(SMALL, max_tokens=8)
+        return r.status, time.monotonic() - t
+
+    net.isolate(2)
+    t_cut = time.monotonic()
+    answers = []
+    while time.monotonic() - t_cut < 20:
+        for n in rest[1:]:
+            answers.append(ask(n))
+    # every request was answered, none waited on the lost node longer than the bound
+    assert all(s == 200 for s, _ in answers), answers
+    assert max(d for _, d in answers) < 15, answers
+    for n in rest:
+        assert n.peer_states().get(lost.id) == "dead", n.id[:8]
+    net.heal(2, "*")
+    t_heal = time.monotonic()
+    wait_converged(nodes, timeout=60)
+    took = time.monotonic() - t_heal
+    assert took <= 3 * ENV_HB_S + 2.0, f"re-converged {took:.1f} s after the heal"
+    for n in nodes:
+        assert n.complete(SMALL).status == 200
