@@ -85,7 +85,7 @@ void config_usage(FILE *out)
         "  --api-keys FILE          API keys with names and tiers (concurrency, queue share,\n"
         "                           tokens per minute); see README 'Admission control'\n"
         "  --queue-len N            requests that may wait per model when its slots are busy\n"
-        "                           (default 64; more get 429; $MESH_LLM_QUEUE_WAIT_MS bounds\n"
+        "                           (default 256; more get 429; $MESH_LLM_QUEUE_WAIT_MS bounds\n"
         "                           the wait, default 30000)\n"
         "  --pin MODEL              keep MODEL loaded whatever the LRU says (repeatable)\n"
         "  --allow-origin ORIGIN    let web pages of ORIGIN (like http://localhost:5173) call\n"
@@ -381,7 +381,7 @@ int config_parse(config_t *cfg, int argc, char **argv, char *err, size_t errlen)
     cfg->max_body_bytes = DEFAULT_MAX_BODY;
     cfg->log_format = LOG_FORMAT_PRETTY;
     cfg->max_loaded[0] = cfg->max_loaded[1] = cfg->max_loaded[2] = 1;
-    cfg->queue_len = 64;
+    cfg->queue_len = 256;
     err[0] = '\0';
 
     static const struct option opts[] = {
