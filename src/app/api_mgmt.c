@@ -5,6 +5,7 @@
 
 #include "api_openai.h"
 #include "httpd_guard.h"
+#include "relay.h"
 #include "util.h"
 
 static json_t *models_json(models_t *ms)
@@ -47,6 +48,11 @@ json_t *mgmt_status(mgmt_t *g)
     json_object_set_new(node, "console_port", json_integer(g->httpd.port));
     json_object_set_new(st, "models", models_json(g->ms));
     json_object_set_new(st, "processes", processes_json(g->sv));
+    /* request bytes every HTTP connection of the node holds (capped by
+     * MESH_LLM_HTTP_MAX_BUFFERED) */
+    json_object_set_new(st, "http", json_pack("{s:I}", "buffered_bytes",
+                                              (json_int_t)httpd_buffered_bytes()));
+    json_object_set_new(st, "routing", relay_status_json());
     if (g->extra_status) g->extra_status(g->extra_data, st);
     return st;
 }

@@ -281,6 +281,7 @@ int api_start(api_t *api, uv_loop_t *loop, const config_t *cfg, models_t *ms)
         .host = cfg->listen_all ? "0.0.0.0" : "127.0.0.1",
         .port = cfg->port,
         .max_body_bytes = cfg->max_body_bytes,
+        .max_conns = cfg->max_connections,
         .idle_timeout_ms = env_ms("MESH_LLM_HTTP_IDLE_MS", 60000),
         .read_timeout_ms = env_ms("MESH_LLM_HTTP_READ_MS", 30000),
         .write_timeout_ms = env_ms("MESH_LLM_HTTP_WRITE_MS", 30000),

@@ -18,6 +18,8 @@
 #include "config.h"
 #include "log.h"
 #include "offer.h"
+#include "passive.h"
+#include "route_serve.h"
 #include "supervisor.h"
 #include "util.h"
 
@@ -32,8 +34,10 @@ typedef struct {
     mgmt_t mgmt;
     planner_t plan;
     mesh_t *mesh;
-    routing_t route; /* requests to the mesh, the planner's gate, the rpc-server's guard */
-    admission_t adm; /* admission control, API keys, pins */
+    routing_t route;    /* requests to the mesh, the planner's gate, the rpc-server's guard */
+    route_serve_t rs;   /* answers passive nodes' ROUTE_REQUESTs (active nodes) */
+    passive_t *passive; /* a passive node's check-ins and routing (--client) */
+    admission_t adm;    /* admission control, API keys, pins */
     bool mesh_stopped, children_stopped;
     uv_signal_t sigint, sigterm;
     bool announced;
@@ -107,6 +111,7 @@ static void on_mesh_stopped(void *data)
     node_t *n = data;
     n->mesh = NULL;
     n->route.mesh = NULL;
+    n->rs.mesh = NULL;
     n->mesh_stopped = true;
     maybe_exit(n);
 }
@@ -114,6 +119,7 @@ static void on_mesh_stopped(void *data)
 static bool route_remote(void *data, const char *model, int needs, httpd_req_t *req)
 {
     node_t *n = data;
+    if (n->passive) return passive_route(n->passive, model, needs, req);
     return routing_remote(&n->route, model, needs, req);
 }
 
@@ -132,13 +138,20 @@ static int rpc_port(void *data, const char *peer_id, const char *model)
 static void list_remote(void *data, json_t *list)
 {
     node_t *n = data;
-    planner_list_models(&n->plan, list);
+    if (n->passive)
+        passive_list_models(n->passive, list);
+    else
+        planner_list_models(&n->plan, list);
 }
 
 static void mgmt_extra(void *data, json_t *st)
 {
     node_t *n = data;
     planner_status(&n->plan, st);
+    if (n->passive)
+        passive_status(n->passive, st);
+    else
+        route_serve_status(&n->rs, st);
     admission_status(&n->adm, st);
 }
 
@@ -162,7 +175,14 @@ static void sv_changed(supervisor_t *sv, sv_child_t *c)
 static void peers_changed(void *data)
 {
     node_t *n = data;
+    route_serve_invalidate(&n->rs);
     if (!n->shutting_down) planner_kick(&n->plan);
+}
+
+static json_t *route_request(void *data, const char *peer_id, json_t *req)
+{
+    node_t *n = data;
+    return route_serve_answer(&n->rs, peer_id, req);
 }
 
 static void models_changed(void *data)
@@ -191,6 +211,7 @@ static void on_signal(uv_signal_t *s, int signum)
     LOGI("node", "%s received: shutting down", strsignal(signum));
     admission_close(&n->adm);
     planner_stop(&n->plan);
+    passive_stop(n->passive);
     api_stop(&n->api);
     mgmt_stop(&n->mgmt);
     if (n->mesh)
@@ -326,8 +347,13 @@ int main(int argc, char **argv)
         .fill_announcement = fill_announcement,
         .on_peers_changed = peers_changed,
         .rpc_port = rpc_port,
+        .passive = n->cfg.client,   /* seed 002: a client does not gossip */
+        .ephemeral = n->cfg.client, /* and writes nothing to $MESH_LLM_HOME */
+        .route_request = n->cfg.client ? NULL : route_request,
         .data = n,
     };
+    uint64_t refresh_ms = env_ms("MESH_LLM_ROUTE_REFRESH_MS", RT_REFRESH_MS);
+    route_serve_init(&n->rs, n->loop, &n->plan, refresh_ms);
     if (!n->cfg.headless) {
         rc = mgmt_start(&n->mgmt, n->loop, &n->cfg, NULL, &n->ms, &n->sv);
         if (rc) {
@@ -351,6 +377,17 @@ int main(int argc, char **argv)
     }
     n->mgmt.mesh = n->mesh;
     meshstat_set_node(mesh_node_id(n->mesh));
+    n->rs.mesh = n->mesh;
+    if (n->cfg.client) {
+        passive_opts_t po = {.role = RT_ROLE_CLIENT,
+                             .refresh_ms = refresh_ms,
+                             .joins = n->cfg.joins,
+                             .n_joins = n->cfg.n_joins};
+        if (passive_start(&n->passive, n->loop, n->mesh, &po) != 0) {
+            LOGE("node", "cannot start the passive driver (out of memory)");
+            return abort_startup(n);
+        }
+    }
     n->route = (routing_t){.plan = &n->plan, .mesh = n->mesh};
     n->api.route_remote = route_remote;
     n->api.list_remote = list_remote;
@@ -385,6 +422,7 @@ int main(int argc, char **argv)
     uv_run(n->loop, UV_RUN_DEFAULT);
     uv_loop_close(n->loop);
     models_free(&n->ms);
+    route_serve_free(&n->rs);
     sv_close(&n->sv);
     config_free(&n->cfg);
     return n->exit_code;

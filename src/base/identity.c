@@ -217,6 +217,13 @@ int identity_load(identity_t *id, const char *dir, uint64_t now_ms, char *err, s
     return load_incarnation(dir, now_ms, &id->incarnation);
 }
 
+void identity_ephemeral(identity_t *id, uint64_t now_ms)
+{
+    crypto_sign_keypair(id->pk, id->sk);
+    hex_encode(id->pk, sizeof id->pk, id->id);
+    id->incarnation = now_ms;
+}
+
 static bool is_lower_hex(const char *s, size_t n);
 
 /* A one-line state file ("value\n"): -ENOENT when absent, -EFBIG when too long for buf. */

@@ -59,6 +59,9 @@ int identity_home(char *out, size_t outlen);
  * Errors are described in err. */
 int identity_load(identity_t *id, const char *dir, uint64_t now_ms, char *err, size_t errlen);
 
+/* A fresh key held in memory only (a --client: nothing is written), incarnation now_ms. */
+void identity_ephemeral(identity_t *id, uint64_t now_ms);
+
 /* The credentials of a mesh this node creates: named (derived) or unnamed (persisted). */
 int identity_own_mesh(const identity_t *id, const char *dir, const char *mesh_name,
                       mesh_cred_t *out, char *err, size_t errlen);

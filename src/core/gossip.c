@@ -287,13 +287,38 @@ static uint64_t suspect_at(const gossip_t *g, const struct peer *p)
     return base + g->cfg.heartbeat_ms * 9 / 4;
 }
 
+/* Adjacent failures: when a monitored predecessor goes silent, the ones just beyond our two may
+ * have gone with it, and their own monitors may be the ones that died — so they are pinged now
+ * too, unless we heard from them lately (a failed probe declares them dead as a monitor would).
+ * Costs nothing in steady state: it happens only when a predecessor is suspected. */
+static void probe_beyond(gossip_t *g, uint64_t now)
+{
+    struct peer *pp[4];
+    size_t k = ring(g, -1, NULL, pp, 4);
+    for (size_t i = 2; i < k; i++)
+        if (!pp[i]->pub.probing && now >= suspect_at(g, pp[i]))
+            gsp_start_probe(g, pp[i], PR_SUSPECT, now);
+}
+
 static void update_preds(gossip_t *g, uint64_t now)
 {
     struct peer *pp[2];
     size_t k = ring(g, -1, NULL, pp, 2), i;
+    bool lost = false; /* a former predecessor is no longer alive: it died or left */
+    for (i = 0; i < 2; i++) {
+        const struct peer *o = g->pred[i][0] ? gsp_find(g, g->pred[i]) : NULL;
+        lost |= o && o->pub.state != GOSSIP_ALIVE;
+    }
     for (i = 0; i < k; i++)
-        if (strcmp(pp[i]->pub.id, g->pred[0]) && strcmp(pp[i]->pub.id, g->pred[1]))
-            pp[i]->watch_since = now;
+        if (strcmp(pp[i]->pub.id, g->pred[0]) && strcmp(pp[i]->pub.id, g->pred[1])) {
+            /* a newcomer is watched from now on; one that moves up because a predecessor died
+             * is probed at once if we have not heard from it lately (its monitors may have
+             * died in the same failure) */
+            if (lost && !pp[i]->pub.probing && now >= suspect_at(g, pp[i]))
+                gsp_start_probe(g, pp[i], PR_SUSPECT, now);
+            else
+                pp[i]->watch_since = now;
+        }
     for (i = 0; i < 2; i++)
         memcpy(g->pred[i], i < k ? pp[i]->pub.id : "", i < k ? GOSSIP_ID_LEN + 1 : 1);
 }
@@ -355,6 +380,12 @@ void gossip_tick(gossip_t *g, uint64_t now)
     if (g->left) return;
     for (i = 0; i < g->n; i++) {
         struct peer *p = g->v[i];
+        if (p->suspect_req) {
+            p->suspect_req = false;
+            if (p->pub.state == GOSSIP_ALIVE && !p->pub.probing)
+                gsp_start_probe(g, p, PR_SUSPECT, now);
+            continue;
+        }
         if (!p->pub.probing) continue;
         if (p->unreachable || now >= p->probe_start + probe) {
             probe_failed(g, p, now);
@@ -366,8 +397,10 @@ void gossip_tick(gossip_t *g, uint64_t now)
     update_preds(g, now);
     k = ring(g, -1, NULL, pp, 2);
     for (i = 0; i < k; i++)
-        if (!pp[i]->pub.probing && now >= suspect_at(g, pp[i]))
+        if (!pp[i]->pub.probing && now >= suspect_at(g, pp[i])) {
             gsp_start_probe(g, pp[i], PR_SUSPECT, now);
+            probe_beyond(g, now);
+        }
     if (now >= g->next_hb) {
         heartbeat(g, now);
         g->next_hb += g->cfg.heartbeat_ms;
@@ -383,6 +416,7 @@ uint64_t gossip_next_deadline(const gossip_t *g)
     if (g->left) return UINT64_MAX;
     for (i = 0; i < g->n; i++) {
         const struct peer *p = g->v[i];
+        if (p->suspect_req) return 0;
         if (!p->pub.probing) continue;
         if (p->unreachable) return 0;
         t = p->probe_start + (p->ping2_sent ? probe : probe / 2);
@@ -395,6 +429,13 @@ uint64_t gossip_next_deadline(const gossip_t *g)
 }
 
 /* Deferred to the next tick (due at once): the transport may call this from inside send(). */
+void gossip_suspect(gossip_t *g, const char *id, uint64_t now)
+{
+    struct peer *p = gmsg_valid_id(id) ? gsp_find(g, id) : NULL;
+    (void)now; /* deferred to the next tick (due at once): we may be inside send() */
+    if (p && !g->left && p->pub.state == GOSSIP_ALIVE && !p->pub.probing) p->suspect_req = true;
+}
+
 void gossip_unreachable(gossip_t *g, const char *id, uint64_t now)
 {
     struct peer *p = gmsg_valid_id(id) ? gsp_find(g, id) : NULL;

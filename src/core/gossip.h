@@ -215,6 +215,12 @@ void gossip_join(gossip_t *g, const char *peer_id, uint64_t now);
  * hello/leaving whose signature of the sender's own statement is wrong (stats.bad_sig). */
 int gossip_receive(gossip_t *g, const char *from, json_t *msg, uint64_t now);
 
+/* Local evidence that `id` may be gone (a tunnel stream to it failed, a dial to it failed):
+ * probe it now; a failed probe declares it dead and tells every live peer, as a monitor's does.
+ * Nothing happens if it is not alive or already probed. Deferred to the next tick (due at once),
+ * so it is safe to call from inside send(). */
+void gossip_suspect(gossip_t *g, const char *id, uint64_t now);
+
 /* The transport could not reach `id` (dial failed, connection lost): a probe in progress for it
  * fails at the next tick, which is due at once (gossip_next_deadline returns 0). Safe to call
  * from inside the send callback. Optional; probes also time out by themselves. */

@@ -700,8 +700,26 @@ static int conn_begin(httpd_conn_t *c)
 {
     httpd_t *s = c->server;
     if (s->n_conns > s->opts.max_conns) {
+        /* a clear answer, not a silent close (best effort: the socket's buffer is empty) */
+        static const char body[] =
+            "{\"error\":{\"message\":\"too many connections to this node; retry shortly\","
+            "\"type\":\"unavailable\",\"code\":\"too_many_connections\"}}";
+        char head[192];
+        int n = snprintf(head, sizeof head,
+                         "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+                         "Retry-After: 1\r\nConnection: close\r\nContent-Length: %zu\r\n\r\n",
+                         sizeof body - 1);
         LOGW("httpd", "too many connections (%u); refusing one", s->n_conns - 1);
-        conn_close(c);
+        uv_buf_t b[2] = {uv_buf_init(head, (unsigned)n),
+                         uv_buf_init((char *)body, sizeof body - 1)};
+        uv_try_write((uv_stream_t *)&c->tcp, b, 2);
+        /* a lingering close, so a request the client already sent does not turn into a reset
+         * that destroys the answer before it is read */
+        c->state = CONN_LINGER;
+        uv_shutdown_t *sh = malloc(sizeof *sh);
+        if (sh && uv_shutdown(sh, (uv_stream_t *)&c->tcp, on_shutdown) != 0) free(sh);
+        timer_arm(c, LINGER_MS);
+        conn_read_start(c);
         return -EMFILE;
     }
     uv_tcp_nodelay(&c->tcp, 1);

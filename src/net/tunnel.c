@@ -54,9 +54,8 @@ static void fwd_client_drain(httpd_req_t *req)
 }
 
 /* The headers this node adds to a tunnelled answer (CORS, route, hop timing). */
-static int route_headers(fwd_t *f, char *out, size_t outlen)
+int tunnel_route_headers(httpd_req_t *req, char *out, size_t outlen)
 {
-    httpd_req_t *req = f->req;
     uint64_t now = httpd_now_ns();
     if (!req->mesh.head_ns) req->mesh.head_ns = now;
     char cors[384];
@@ -91,7 +90,7 @@ static void fwd_data(tp_stream_t *s, const uint8_t *p, size_t n)
         if (nl) {
             char extra[768];
             f->status_line_done = true;
-            if (route_headers(f, extra, sizeof extra) > 0)
+            if (tunnel_route_headers(f->req, extra, sizeof extra) > 0)
                 httpd_write(f->req, extra, strlen(extra));
             httpd_write(f->req, p + head, n - head);
         }

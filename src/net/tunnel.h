@@ -33,6 +33,11 @@
 int tunnel_http_forward(tp_conn_t *conn, const char *model, httpd_req_t *req,
                         void (*on_fail)(httpd_req_t *req, void *data, const char *why), void *data);
 
+/* The headers a node adds after the status line of a tunnelled answer (CORS for an allowed
+ * origin, X-Mesh-Route, Server-Timing of the hop), from req->mesh. Returns the length or
+ * -ENOSPC. */
+int tunnel_route_headers(httpd_req_t *req, char *out, size_t outlen);
+
 /* Serve an incoming TUNNEL_HTTP stream whose frame has been read; `rest` holds the bytes that
  * followed the frame. api is this node's API server, which serves the stream as
  * HTTPD_PEER_TUNNEL: every request on it is limited to the inference API (api_routes.h) and

@@ -91,6 +91,8 @@ void config_usage(FILE *out)
         "  --allow-origin ORIGIN    let web pages of ORIGIN (like http://localhost:5173) call\n"
         "                           the APIs from a browser (repeatable; default: none)\n"
         "  --max-body-size BYTES    largest accepted request body (default 8M; K/M suffixes)\n"
+        "  --max-connections N      client connections the API holds at once (default 4096);\n"
+        "                           one more is answered 503 and closed\n"
         "\n"
         "Output:\n"
         "  --log-format pretty|json log style on stderr (default pretty)\n"
@@ -346,6 +348,7 @@ enum {
     OPT_BIN_DIR,
     OPT_API_KEY,
     OPT_MAX_BODY,
+    OPT_MAX_CONNS,
     OPT_LOG_FORMAT,
     OPT_VERSION,
     OPT_MAX_LOADED,
@@ -396,6 +399,7 @@ int config_parse(config_t *cfg, int argc, char **argv, char *err, size_t errlen)
         {"bin-dir", required_argument, NULL, OPT_BIN_DIR},
         {"api-key", required_argument, NULL, OPT_API_KEY},
         {"max-body-size", required_argument, NULL, OPT_MAX_BODY},
+        {"max-connections", required_argument, NULL, OPT_MAX_CONNS},
         {"log-format", required_argument, NULL, OPT_LOG_FORMAT},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
@@ -479,6 +483,19 @@ int config_parse(config_t *cfg, int argc, char **argv, char *err, size_t errlen)
                 rc = -EINVAL;
             }
             break;
+        case OPT_MAX_CONNS: {
+            char *end;
+            errno = 0;
+            unsigned long nc = strtoul(optarg, &end, 10);
+            if (errno || *end || end == optarg || nc < 1 || nc > 1000000) {
+                snprintf(err, errlen,
+                         "--max-connections needs a number from 1 to 1000000, got '%s'", optarg);
+                rc = -EINVAL;
+            } else {
+                cfg->max_connections = (unsigned)nc;
+            }
+            break;
+        }
         case OPT_LOG_FORMAT:
             if (strcmp(optarg, "pretty") == 0)
                 cfg->log_format = LOG_FORMAT_PRETTY;

@@ -49,6 +49,7 @@ typedef struct {
     char *bin_dir;
     char *api_key;
     size_t max_body_bytes;
+    unsigned max_connections; /* API client connections at once (0: httpd's default, 4096) */
     unsigned max_loaded[3]; /* --max-loaded-models LLM EMBEDDING RERANKING */
     log_format_t log_format;
     bool verbose;

@@ -71,6 +71,13 @@ void mesh_gossip_arm(mesh_t *m)
     gossip_arm(m);
 }
 
+void mesh_suspect(mesh_t *m, const char *peer_id)
+{
+    if (!m || !m->g || m->stopping) return;
+    gossip_suspect(m->g, peer_id, now_ms(m));
+    gossip_arm(m);
+}
+
 /* ---- outgoing messages: one stream each ---- */
 
 static void out_data(tp_stream_t *s, const uint8_t *p, size_t n)
@@ -256,7 +263,11 @@ static void in_data(tp_stream_t *s, const uint8_t *p, size_t n)
         n -= (size_t)used;
         if (!f) continue;
         int type = x->rd.type;
-        if (type == WIRE_GOSSIP || type == WIRE_PEER_DOWN || type == WIRE_PEER_LEAVING) {
+        if ((type == WIRE_GOSSIP || type == WIRE_PEER_DOWN || type == WIRE_PEER_LEAVING) &&
+            m->passive) {
+            m->msgs_bad++; /* a passive node takes no part in gossip */
+            LOGD("mesh", "gossip from %.12s ignored: this node is passive", x->from);
+        } else if (type == WIRE_GOSSIP || type == WIRE_PEER_DOWN || type == WIRE_PEER_LEAVING) {
             m->msgs_in++;
             if (m->g && !m->stopping) peer_heard(m, x->from, f, tp_stream_conn(s));
             if (m->g && !m->stopping && gossip_receive(m->g, x->from, f, now_ms(m)) != 0) {
@@ -271,6 +282,20 @@ static void in_data(tp_stream_t *s, const uint8_t *p, size_t n)
             tunnel_http_serve(m->loop, s, f, p, n, m->o.api, m->o.api_key);
             json_decref(f);
             return;
+        } else if (type == WIRE_ROUTE_REQUEST && m->o.route_request && !m->stopping) {
+            json_t *ans = m->o.route_request(m->o.data, x->from, f);
+            buf_t b;
+            buf_init(&b, WIRE_MAX_FRAME + 8);
+            int rc = ans ? wire_write(&b, -1, ans) : -EINVAL;
+            if (rc == 0) rc = tp_stream_write(s, b.data, b.len);
+            buf_free(&b);
+            json_decref(ans);
+            if (rc == 0) {
+                m->route_in++;
+                tp_stream_shutdown(s);
+            } else {
+                tp_stream_reset(s, 3);
+            }
         } else if (type == WIRE_TUNNEL_RPC && m->o.rpc_port && !m->stopping) {
             /* only the host of a plan this node works for reaches its rpc-server */
             const char *model = json_string_value(json_object_get(f, "model"));
@@ -414,6 +439,17 @@ static void gossip_timer_cb(uv_timer_t *t)
     gossip_arm(m);
 }
 
+gossip_t *mesh_gossip_new(mesh_t *m, uint64_t incarnation)
+{
+    gossip_cfg_t gcfg;
+    gossip_cfg_default(&gcfg, m->o.heartbeat_ms);
+    uint64_t probe = env_ms("MESH_LLM_PROBE_MS", 0);
+    if (probe) gcfg.probe_ms = probe;
+    gossip_io_t io = {m, g_send, g_event, g_random, g_sign, g_wall};
+    json_t *ann = build_announcement(m);
+    return ann ? gossip_new(m->id.id, incarnation, ann, &gcfg, &io, now_ms(m)) : NULL;
+}
+
 /* The mesh this joiner created in an earlier run (or names with --mesh-name): the merge rule's
  * candidate when its join target turns out to be in another mesh. Never creates one. */
 static bool load_own_mesh(mesh_t *m, const char *mesh_name)
@@ -433,8 +469,13 @@ int mesh_start(mesh_t **out, uv_loop_t *loop, const mesh_opts_t *opts, char *err
     int rc;
     snprintf(m->home, sizeof m->home, "%s", opts->home);
     uv_update_time(loop);
-    rc = identity_load(&m->id, m->home, (uint64_t)time(NULL) * 1000, err, errlen);
+    rc = 0;
+    if (opts->ephemeral)
+        identity_ephemeral(&m->id, (uint64_t)time(NULL) * 1000);
+    else
+        rc = identity_load(&m->id, m->home, (uint64_t)time(NULL) * 1000, err, errlen);
     if (rc) goto fail;
+    m->passive = opts->passive;
     if (opts->n_joins > 0) {
         m->n_joins = opts->n_joins < MESH_MAX_JOIN ? opts->n_joins : MESH_MAX_JOIN;
         memcpy(m->joins, opts->joins, sizeof m->joins[0] * m->n_joins);
@@ -446,7 +487,7 @@ int mesh_start(mesh_t **out, uv_loop_t *loop, const mesh_opts_t *opts, char *err
                 rc = -EINVAL;
                 goto fail;
             }
-        m->has_own = load_own_mesh(m, opts->mesh_name);
+        m->has_own = !opts->ephemeral && load_own_mesh(m, opts->mesh_name);
     } else {
         rc = identity_own_mesh(&m->id, m->home, opts->mesh_name, &m->cred, err, errlen);
         if (rc) goto fail;
@@ -478,13 +519,7 @@ int mesh_start(mesh_t **out, uv_loop_t *loop, const mesh_opts_t *opts, char *err
         snprintf(err, errlen, "cannot encode the invite token");
         goto fail_ep;
     }
-    gossip_cfg_t gcfg;
-    gossip_cfg_default(&gcfg, opts->heartbeat_ms);
-    uint64_t probe = env_ms("MESH_LLM_PROBE_MS", 0);
-    if (probe) gcfg.probe_ms = probe;
-    gossip_io_t io = {m, g_send, g_event, g_random, g_sign, g_wall};
-    json_t *ann = build_announcement(m);
-    m->g = ann ? gossip_new(m->id.id, m->id.incarnation, ann, &gcfg, &io, now_ms(m)) : NULL;
+    m->g = mesh_gossip_new(m, m->id.incarnation);
     if (!m->g) {
         snprintf(err, errlen, "cannot start gossip (out of memory)");
         rc = -ENOMEM;
@@ -498,7 +533,7 @@ int mesh_start(mesh_t **out, uv_loop_t *loop, const mesh_opts_t *opts, char *err
     gossip_arm(m);
     LOGI("mesh", "node %.16s… in mesh %s, QUIC on UDP %d (incarnation %llu)", m->id.id,
          m->cred.mesh_id, tp_endpoint_port(m->ep), (unsigned long long)m->id.incarnation);
-    if (m->n_joins) mesh_join_start(m);
+    if (m->n_joins && !m->passive) mesh_join_start(m);
     *out = m;
     return 0;
 fail_ep:
@@ -604,6 +639,9 @@ json_t *mesh_status(mesh_t *m)
         (json_int_t)ts->conns_refused, "quic_retries", (json_int_t)ts->retries_sent,
         "quic_bad_tokens", (json_int_t)ts->bad_tokens, "gossip_dropped",
         (json_int_t)m->msgs_dropped);
+    json_object_set_new(json_object_get(out, "node"), "passive", json_boolean(m->passive));
+    json_object_set_new(json_object_get(out, "stats"), "route_requests",
+                        json_integer((json_int_t)m->route_in));
     gossip_trust_stats(json_object_get(out, "stats"), gs);
     return out;
 }

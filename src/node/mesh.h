@@ -43,6 +43,13 @@ typedef struct {
     int (*rpc_port)(void *data, const char *peer_id, const char *model);
     /* A peer came up, changed its announcement, died or left. */
     void (*on_peers_changed)(void *data);
+    /* Passive mode (seed 002; mesh_passive.c): start without gossip — no join, no heartbeat,
+     * gossip from others ignored; the node only dials peers (mesh_conn) for ROUTE_REQUEST and
+     * tunnels. ephemeral: a fresh key in memory, nothing written to `home` (a --client). */
+    bool passive, ephemeral;
+    /* Answer of a ROUTE_REQUEST frame from `peer_id` (new reference; NULL resets the stream).
+     * NULL handler: route requests are refused (passive nodes). */
+    json_t *(*route_request)(void *data, const char *peer_id, json_t *req);
     void *data;
 } mesh_opts_t;
 
@@ -60,11 +67,29 @@ tp_conn_t *mesh_conn(mesh_t *m, const char *peer_id);
 /* Call fn for every live peer (its announcement may be NULL). */
 void mesh_foreach_peer(mesh_t *m, void (*fn)(void *data, const char *id, json_t *ann), void *data);
 
+/* Passive mode (mesh_passive.c). go_active: join gossip through the --join tokens (a promoted
+ * standby); go_passive: leave gossip (signed "leaving": peers drop this node at once) and stop
+ * gossiping, keeping the endpoint and its connections (a demoted node). Both are no-ops when
+ * already in that mode. */
+void mesh_go_active(mesh_t *m);
+void mesh_go_passive(mesh_t *m);
+bool mesh_is_passive(const mesh_t *m);
+/* Addresses to dial `peer_id` at (a passive node learns them from routing tables); at most
+ * 16, replacing the ones set before. Ignored for a peer gossip knows (its announcement's win). */
+void mesh_set_peer_addrs(mesh_t *m, const char *peer_id, const char *const *addrs, size_t n);
+/* The ready connection to a peer, or NULL (no dial). */
+tp_conn_t *mesh_find_conn(mesh_t *m, const char *peer_id);
+/* This node's own announcement (borrowed; NULL when passive) and addresses. */
+json_t *mesh_self_announcement(mesh_t *m);
+size_t mesh_own_addrs(const mesh_t *m, const char **out, size_t max);
 const char *mesh_node_id(const mesh_t *m);
 const char *mesh_id(const mesh_t *m);
 const char *mesh_token(const mesh_t *m);
 int mesh_quic_port(const mesh_t *m);
 /* {"node":{…},"peers":[…]} (caller owns). */
 json_t *mesh_status(mesh_t *m);
+/* A tunnel stream to peer_id failed (reset, refused, cut before its answer): probe the peer now
+ * instead of waiting for its monitors (a live peer answers; a dead one is declared dead). */
+void mesh_suspect(mesh_t *m, const char *peer_id);
 
 #endif

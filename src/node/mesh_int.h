@@ -74,7 +74,9 @@ struct mesh {
     bool join_refused;  /* the last join attempt failed on admission (another mesh's secret) */
     char join_err[160]; /* and why */
     bool stopping;
-    unsigned n_ready; /* ready connections */
+    bool passive;      /* no gossip (mesh_passive.c) */
+    uint64_t route_in; /* ROUTE_REQUEST streams answered */
+    unsigned n_ready;  /* ready connections */
     mesh_timing_t tm;
     int leave_streams;
     int handles_open;
@@ -92,6 +94,8 @@ mpeer_t *mesh_peer_get(mesh_t *m, const char *id, bool create);
 void mesh_queue_drop(mpeer_t *p);
 void mesh_flush_queue(mesh_t *m, mpeer_t *p);
 void mesh_gossip_arm(mesh_t *m);
+/* A gossip state machine for this node at `incarnation`, with its current announcement. */
+gossip_t *mesh_gossip_new(mesh_t *m, uint64_t incarnation);
 /* The current mesh changed (a merge): endpoint secret, token and announcement follow. */
 void mesh_set_cred(mesh_t *m, const mesh_cred_t *cred);
 

@@ -223,7 +223,7 @@ static void join_send(mesh_t *m)
 
 static void join_try(mesh_t *m)
 {
-    if (m->stopping || m->joined || m->join_idx >= m->n_joins) return;
+    if (m->stopping || m->joined || m->passive || m->join_idx >= m->n_joins) return;
     const token_t *t = &m->joins[m->join_idx];
     if (alone(m)) { /* nothing to lose: take the token's mesh */
         mesh_cred_t c;
@@ -300,7 +300,7 @@ void mesh_join_start(mesh_t *m)
  * when the peers come back (restarted on their address, or after a partition). */
 void mesh_peer_gone(mesh_t *m)
 {
-    if (!m->n_joins || m->stopping || gossip_alive_count(m->g) > 0 || m->joining ||
+    if (!m->n_joins || m->stopping || m->passive || gossip_alive_count(m->g) > 0 || m->joining ||
         uv_is_active((uv_handle_t *)&m->jtimer))
         return;
     uint64_t wait =

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "relay.h"
 #include "router.h"
 #include "tunnel.h"
 
@@ -65,6 +66,18 @@ bool routing_remote(routing_t *rt, const char *model, int needs, httpd_req_t *re
     case ROUTER_FORWARD:
         break;
     }
+    /* the relay (relay.h): first-byte deadline, one retry, streams continued elsewhere */
+    static const char *ids[sizeof peers / sizeof peers[0]];
+    for (size_t i = 0; i < np; i++)
+        ids[i] = peers[i].id;
+    relay_order_by_prefix(req, ids, res.order, res.n);
+    relay_host_t hosts[RELAY_MAX_HOSTS];
+    size_t nh = 0;
+    for (size_t k = 0; k < res.n && nh < RELAY_MAX_HOSTS; k++, nh++) {
+        snprintf(hosts[nh].id, sizeof hosts[nh].id, "%s", peers[res.order[k]].id);
+        hosts[nh].ready = peers[res.order[k]].ready;
+    }
+    if (relay_start(rt->mesh, model, req, hosts, nh) == 0) return true;
     for (size_t k = 0; k < res.n; k++) {
         tp_conn_t *c = mesh_conn(rt->mesh, peers[res.order[k]].id);
         if (!c) continue; /* a dial started; try the next host */

@@ -299,8 +299,9 @@ def test_join_and_api_key_from_files(start_node, tmp_path):
     argv = " ".join(cmdline(b.pid))
     assert a.token not in argv and "file-key" not in argv
     auth = {"Authorization": "Bearer file-key"}
-    wait_for(lambda: any(p["id"] == a.id for p in
-                         http(b.console_port, "GET", "/api/status", headers=auth).json()["peers"]),
+    # b is a passive client: it joins a's mesh by checking in with a (no gossip)
+    wait_for(lambda: (http(b.console_port, "GET", "/api/status", headers=auth).json()
+                      .get("route", {}).get("checkin")) == a.id,
              timeout=30, what="b to join a's mesh")
     assert b.request("GET", "/v1/models").status == 401
     r = b.request("GET", "/v1/models", headers={"Authorization": "Bearer file-key"})
@@ -343,25 +344,17 @@ def test_big_header_answered_by_the_node(start_node):
     assert n.complete(S).status == 200
 
 
-def rss(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    return 0
-
-
 def test_global_buffer_cap(start_node):
     n = start_node("--port", "0", "--model", model_path(S),
                    env={"MESH_LLM_HTTP_MAX_BUFFERED": str(3 << 20)})
     p = n.api_port
     big = 2 << 20
-    base = rss(n.pid)
     a = socket.create_connection(("127.0.0.1", p), timeout=30)
     a.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
               b"Content-Length: %d\r\n\r\n" % big + b" " * (big - 4096))
-    # wait (bounded) until the node holds a's bytes: its resident memory grew by them
-    wait_for(lambda: rss(n.pid) >= base + (3 << 19), timeout=30, what="a's body buffered")
+    # wait (bounded) until the node holds a's bytes
+    wait_for(lambda: n.status()["http"]["buffered_bytes"] >= big - 4096, timeout=30,
+             what="a's body buffered")
     r = raw(p, b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                b"Content-Length: %d\r\n\r\n" % big + b" " * big)
     e = error_of(r, 503, "server_busy")

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "gossip.h"
+#include "route_table.h"
 #include "gossip_msg.h"
 #include "identity.h"
 
@@ -767,6 +768,72 @@ static void test_sim_partition_heals(void **state)
            (unsigned long long)(t - th));
     sim_run_until(s, s->now + 2 * T);
     assert_true(converged(s));
+    sim_free(s);
+}
+
+/* Four ring neighbours die at once: the last two are monitored by live nodes, the first two only
+ * by the dead — the live monitor pings the ones beyond its predecessors when it suspects them,
+ * so all four are declared dead within the bound of a single failure. */
+static void test_sim_adjacent_failures(void **state)
+{
+    sim_t *s = sim_new(100, 31, HB);
+    uint64_t T = s->cfg.heartbeat_ms, P = s->cfg.probe_ms, D = s->dmax, tk, worst = 0, bound;
+    unsigned v[4], i, k;
+    (void)state;
+    sim_boot(s);
+    sim_run_until(s, s->now + 2 * T);
+    v[0] = 17;
+    for (k = 1; k < 4; k++)
+        v[k] = ring_successor(s, v[k - 1], true);
+    tk = s->now;
+    for (k = 0; k < 4; k++)
+        node_kill(s, v[k]);
+    bound = T * 9 / 4 + 2 * P + 3 * D;
+    for (;;) {
+        bool all = true;
+        for (k = 0; k < 4; k++)
+            all &= all_see(s, v[k], GOSSIP_DEAD);
+        if (all || s->now > tk + 10 * T) break;
+        sim_run_until(s, s->now + 5);
+    }
+    for (i = 0; i < s->n; i++) {
+        if (!s->nodes[i].up) continue;
+        for (k = 0; k < 4; k++) {
+            assert_int_equal(state_of(s, i, v[k]), GOSSIP_DEAD);
+            if (s->dead_at[i][v[k]] - tk > worst) worst = s->dead_at[i][v[k]] - tk;
+        }
+    }
+    printf("[ gossip ] kill (4 adjacent ring nodes): worst detection %llu ms (single-failure "
+           "bound %llu ms)\n",
+           (unsigned long long)worst, (unsigned long long)bound);
+    assert_true(worst <= bound);
+    sim_run_until(s, s->now + 2 * T);
+    assert_true(converged(s));
+    sim_free(s);
+}
+
+/* gossip_suspect (a tunnel stream to the peer failed): a live peer answers the probe and stays;
+ * a dead one is declared dead within a probe time, long before its monitors would notice. */
+static void test_sim_suspect(void **state)
+{
+    sim_t *s = sim_new(20, 5, HB);
+    uint64_t P = s->cfg.probe_ms, D = s->dmax, t;
+    unsigned obs = 2, live = 9, gone = 12;
+    (void)state;
+    sim_boot(s);
+    sim_run_until(s, s->now + 2 * s->cfg.heartbeat_ms);
+    gossip_suspect(s->nodes[obs].g, s->nodes[live].id, s->now);
+    sim_run_until(s, s->now + P + 3 * D);
+    assert_int_equal(state_of(s, obs, live), GOSSIP_ALIVE);
+    node_kill(s, gone);
+    t = s->now;
+    gossip_suspect(s->nodes[obs].g, s->nodes[gone].id, s->now);
+    while (state_of(s, obs, gone) != GOSSIP_DEAD && s->now < t + 5 * s->cfg.heartbeat_ms)
+        sim_run_until(s, s->now + 5);
+    assert_int_equal(state_of(s, obs, gone), GOSSIP_DEAD);
+    printf("[ gossip ] suspected after a failed stream: declared dead in %llu ms (probe %llu)\n",
+           (unsigned long long)(s->dead_at[obs][gone] - t), (unsigned long long)P);
+    assert_true(s->dead_at[obs][gone] - t <= P + 2 * D);
     sim_free(s);
 }
 
@@ -2032,6 +2099,196 @@ static void test_sim_fast_restart(void **state)
     sim_free(s);
 }
 
+/* =============================================================================================
+ * Passive nodes at scale (seed 002): 100 active gossiping nodes + 1000 passive nodes that never
+ * gossip. Time is scaled as the seeds' defaults: a heartbeat (60 s) is HB, a refresh period
+ * (30 s) HB / 2, a check-in attempt bound (5 s) HB / 12. A passive node checks in with the
+ * first node of rt_checkin_order over its last table that is up (a dead one costs the attempt
+ * bound); the answering node's table lists itself and the peers its gossip holds alive, and the
+ * hosts of 10 models (model k on active nodes 10k..10k+9).
+ * =========================================================================================== */
+
+#define NPASSIVE 1000
+#define NMODELS 10
+
+typedef struct {
+    char id[GOSSIP_ID_LEN + 1];
+    uint64_t next;     /* next check-in */
+    int with;          /* active node of its last check-in */
+    uint64_t since;    /* when a fresh table was last taken */
+    rt_table_t *table; /* shared table of the answering node (borrowed) */
+} pnode_t;
+
+typedef struct {
+    sim_t *s;
+    pnode_t p[NPASSIVE];
+    rt_table_t *tables[MAXN]; /* the table each active node answers with, rebuilt per slot */
+    uint64_t built[MAXN];
+    uint64_t checkins[MAXN];
+    uint64_t R, attempt;
+} psim_t;
+
+static rt_table_t *psim_table(psim_t *ps, unsigned a)
+{
+    sim_t *s = ps->s;
+    if (ps->tables[a] && ps->built[a] == s->now / 50) return ps->tables[a];
+    if (!ps->tables[a]) ps->tables[a] = malloc(sizeof(rt_table_t));
+    rt_table_t *t = ps->tables[a];
+    assert_non_null(t);
+    rt_table_init(t, "mesh");
+    rt_table_add_node(t, s->nodes[a].id, 0);
+    for (size_t i = 0; i < gossip_peer_count(s->nodes[a].g); i++) {
+        const gossip_peer_t *gp = gossip_peer_at(s->nodes[a].g, i);
+        if (gp->state == GOSSIP_ALIVE) rt_table_add_node(t, gp->id, 0);
+    }
+    for (unsigned m = 0; m < NMODELS; m++) {
+        char name[16];
+        snprintf(name, sizeof name, "model-%u", m);
+        rt_model_t *md = rt_table_add_model(t, name, CATALOG_READY);
+        for (unsigned h = m * 10; h < m * 10 + 10 && h < s->n; h++) {
+            int k = rt_table_find_node(t, s->nodes[h].id);
+            if (k >= 0) rt_model_add_host(md, (size_t)k, 0);
+        }
+    }
+    ps->built[a] = s->now / 50;
+    return t;
+}
+
+/* Passive check-ins due until time t (gossip runs in between). */
+static void psim_run_until(psim_t *ps, uint64_t t)
+{
+    sim_t *s = ps->s;
+    while (s->now < t) {
+        uint64_t step = s->now + 5 < t ? s->now + 5 : t;
+        sim_run_until(s, step);
+        for (unsigned i = 0; i < NPASSIVE; i++) {
+            pnode_t *p = &ps->p[i];
+            if (p->next > s->now) continue;
+            size_t order[RT_MAX_NODES];
+            size_t n = rt_checkin_order(p->table, p->id, order, RT_MAX_NODES);
+            uint64_t cost = 0;
+            int got = -1;
+            for (size_t k = 0; k < n && got < 0; k++) {
+                int a = node_by_id(s, p->table->nodes[order[k]].id);
+                if (a >= 0 && s->nodes[a].up)
+                    got = a;
+                else
+                    cost += ps->attempt; /* no answer within the attempt bound */
+            }
+            if (got < 0) { /* every node of the table is gone: the join token (node 1) */
+                got = 1;
+                assert_true(s->nodes[1].up);
+            }
+            ps->checkins[got]++;
+            p->with = got;
+            p->table = psim_table(ps, (unsigned)got);
+            p->since = s->now + cost;
+            p->next = s->now + cost + ps->R;
+        }
+    }
+}
+
+static void test_sim_passive_scale(void **state)
+{
+    (void)state;
+    sim_t *s = sim_new(100, 11, HB);
+    sim_boot(s);
+    psim_t *ps = calloc(1, sizeof *ps);
+    assert_non_null(ps);
+    ps->s = s;
+    ps->R = HB / 2;
+    ps->attempt = HB / 12;
+    uint64_t rng = 4242;
+    for (unsigned i = 0; i < NPASSIVE; i++) { /* they join through node 1's token */
+        pnode_t *p = &ps->p[i];
+        for (int w = 0; w < 4; w++)
+            snprintf(p->id + 16 * w, 17, "%016llx", (unsigned long long)splitmix(&rng));
+        p->table = psim_table(ps, 1);
+        p->next = s->now + splitmix(&rng) % ps->R; /* started at random moments */
+    }
+    psim_run_until(ps, s->now + 2 * HB); /* every passive node has a table from its own node */
+
+    /* steady state over 10 heartbeats (10 minutes at the seeds' numbers) */
+    uint64_t g0[MAXN], c0[MAXN], beats = 10;
+    for (unsigned a = 0; a < s->n; a++) {
+        g0[a] = gossip_stats(s->nodes[a].g)->sent + gossip_stats(s->nodes[a].g)->received;
+        c0[a] = ps->checkins[a];
+    }
+    psim_run_until(ps, s->now + beats * HB);
+    double gmax = 0, gsum = 0, cmax = 0, csum = 0, tmax = 0, cmin = 1e9;
+    for (unsigned a = 0; a < s->n; a++) {
+        double g = (double)(gossip_stats(s->nodes[a].g)->sent +
+                            gossip_stats(s->nodes[a].g)->received - g0[a]) /
+                   beats;
+        double c = 2.0 * (double)(ps->checkins[a] - c0[a]) / beats; /* request + answer */
+        gsum += g;
+        csum += c;
+        gmax = g > gmax ? g : gmax;
+        cmax = c > cmax ? c : cmax;
+        cmin = c < cmin ? c : cmin;
+        tmax = g + c > tmax ? g + c : tmax;
+    }
+    double cmean = csum / s->n, gmean = gsum / s->n;
+    printf("[ passive ] 100 active + %d passive: per active node per minute: gossip %.1f mean "
+           "(max %.1f), check-in messages %.1f mean (min %.1f, max %.1f), total max %.1f\n",
+           NPASSIVE, gmean, gmax, cmean, cmin, cmax, tmax);
+    /* gossip is what 100 nodes alone send (bound of the gossip tests: 2 × (3·fanout + 2) sent
+     * and received per heartbeat); check-ins: 2 × 1000 × 2 / 100 = 40 a minute on average */
+    double gbound = 2 * (3.0 * s->cfg.fanout + 2);
+    assert_true(gmax <= gbound);
+    assert_true(cmean > 39 && cmean < 41);
+    assert_true(cmax <= 2 * cmean);
+    assert_true(converged(s));
+
+    /* host choice: every passive node asks for every model once */
+    unsigned per_host[MAXN] = {0}, hmax = 0, hmin = UINT32_MAX;
+    for (unsigned i = 0; i < NPASSIVE; i++)
+        for (unsigned m = 0; m < NMODELS; m++) {
+            const rt_table_t *t = ps->p[i].table;
+            size_t order[1];
+            assert_int_equal(
+                rt_pick_hosts(t, &t->models[m], ps->p[i].id, NULL, NULL, NULL, order, 1), 1);
+            per_host[node_by_id(s, t->nodes[order[0]].id)]++;
+        }
+    for (unsigned a = 0; a < s->n; a++) {
+        hmax = per_host[a] > hmax ? per_host[a] : hmax;
+        hmin = per_host[a] < hmin ? per_host[a] : hmin;
+    }
+    printf("[ passive ] %d models x 10 hosts, %d passive nodes: requests per host min %u, max %u "
+           "(even: %d)\n",
+           NMODELS, NPASSIVE, hmin, hmax, NPASSIVE / 10);
+    assert_true(hmin >= 60 && hmax <= 140);
+
+    /* kill the node most passive nodes check in with: each of them has a fresh table from a
+     * live node within one refresh period (plus the attempt on the dead node) */
+    unsigned victim = 0;
+    for (unsigned a = 0; a < s->n; a++)
+        if (ps->checkins[a] > ps->checkins[victim] && a != 1) victim = a;
+    bool affected[NPASSIVE];
+    unsigned n_aff = 0;
+    for (unsigned i = 0; i < NPASSIVE; i++)
+        n_aff += affected[i] = ps->p[i].with == (int)victim;
+    uint64_t t_kill = s->now;
+    node_kill(s, victim);
+    psim_run_until(ps, t_kill + ps->R + ps->attempt + 1);
+    uint64_t worst = 0;
+    for (unsigned i = 0; i < NPASSIVE; i++) {
+        if (!affected[i]) continue;
+        assert_int_not_equal(ps->p[i].with, (int)victim);
+        assert_true(ps->p[i].since > t_kill);
+        worst = ps->p[i].since - t_kill > worst ? ps->p[i].since - t_kill : worst;
+    }
+    printf("[ passive ] killed the check-in node of %u passive nodes: all had a table from a live "
+           "node within %.2f refresh periods\n",
+           n_aff, (double)worst / (double)ps->R);
+    assert_true(n_aff > 0);
+    assert_true(worst <= ps->R + ps->attempt);
+    for (unsigned a = 0; a < MAXN; a++)
+        free(ps->tables[a]);
+    free(ps);
+    sim_free(s);
+}
+
 int main(void)
 {
     if (sodium_init() < 0) return 1;
@@ -2048,8 +2305,11 @@ int main(void)
         cmocka_unit_test(test_sim_dead_notice_rejoin),
         cmocka_unit_test(test_sim_lifecycle),
         cmocka_unit_test(test_sim_partition_heals),
+        cmocka_unit_test(test_sim_adjacent_failures),
+        cmocka_unit_test(test_sim_suspect),
         cmocka_unit_test(test_sim_hostile_member),
         cmocka_unit_test(test_sim_fast_restart),
+        cmocka_unit_test(test_sim_passive_scale),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,706 @@
+/* relay — see relay.h. */
+#include "relay.h"
+
+#include <errno.h>
+#include <llhttp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "affinity.h"
+#include "log.h"
+#include "resume.h"
+#include "sse.h"
+#include "tunnel.h"
+#include "tunnel_call.h"
+#include "util.h"
+
+#define CLIENT_HIGH_WATER (1u << 20)
+#define MAX_RESP_HEADER (64u * 1024)
+
+typedef enum {
+    MODE_WHOLE = 0, /* hold the response until complete; retry whole once */
+    MODE_RAW,       /* streamed, not continuable: bytes pass through once they come */
+    MODE_SSE,       /* streamed completion: parsed, continued on another replica */
+} mode_t_;
+
+typedef struct {
+    mesh_t *mesh;
+    uv_loop_t *loop;
+    httpd_req_t *req; /* NULL once the client is answered or gone */
+    char model[128];
+    relay_host_t hosts[RELAY_MAX_HOSTS];
+    size_t n_hosts;
+    bool tried[RELAY_MAX_HOSTS];
+    size_t cur;
+    mode_t_ mode;
+    int kind; /* resume_kind_t, for MODE_SSE */
+    tunnel_call_t *call;
+    uv_timer_t timer;
+    bool timer_open;
+    /* the attempt in progress */
+    llhttp_t parser;
+    llhttp_settings_t settings;
+    size_t got; /* response bytes of this attempt */
+    int status;
+    bool sse_resp;   /* the response is a 200 text/event-stream */
+    bool hdr_done;   /* its headers were parsed */
+    bool msg_done;   /* the whole response was parsed */
+    bool parse_fail; /* malformed response */
+    buf_t hdr;       /* "name\0value\0" of the attempt's response headers */
+    bool last_was_value;
+    buf_t raw; /* MODE_WHOLE (and before the headers): the attempt's response bytes */
+    size_t unconsumed;
+    /* the client side */
+    bool client_started;  /* a status line went to the client */
+    bool retried;         /* the one whole retry was used */
+    bool failed_over;     /* the one mid-stream continuation was used */
+    bool splicing;        /* the attempt is a continuation */
+    size_t tokens_before; /* tokens of the first stream when it was cut */
+    char *cont_body;      /* the continuation request */
+    size_t cont_len;
+    sse_parser_t sse;
+    resume_track_t track;
+    buf_t scratch;
+} relay_t;
+
+static relay_stats_t g_stats;
+
+static void attempt_next(relay_t *r, const char *why);
+static void sink_data(void *ud, const uint8_t *p, size_t n);
+static void sink_end(void *ud, int err, bool fin);
+static const tunnel_sink_t sink = {sink_data, sink_end};
+
+/* ---------- lifetime ---------- */
+
+static void on_timer_closed(uv_handle_t *h)
+{
+    relay_t *r = h->data;
+    buf_free(&r->hdr);
+    buf_free(&r->raw);
+    buf_free(&r->scratch);
+    sse_free(&r->sse);
+    resume_track_free(&r->track);
+    free(r->cont_body);
+    free(r);
+}
+
+static void maybe_free(relay_t *r)
+{
+    if (r->req || r->call || !r->timer_open) return;
+    r->timer_open = false;
+    uv_close((uv_handle_t *)&r->timer, on_timer_closed);
+}
+
+static void detach_client(relay_t *r)
+{
+    if (!r->req) return;
+    r->req->on_abort = NULL;
+    r->req->on_drain = NULL;
+    r->req->data = NULL;
+    r->req = NULL;
+}
+
+static void cancel_call(relay_t *r)
+{
+    uv_timer_stop(&r->timer);
+    if (r->call) {
+        tunnel_call_t *c = r->call;
+        r->call = NULL;
+        tunnel_call_cancel(c);
+    }
+}
+
+/* ---------- writing to the client ---------- */
+
+static void write_cors_after_status(relay_t *r, const char *p, size_t n)
+{
+    /* After the status line: the route this node took and, for a web page of an allowed
+     * origin, our CORS headers (the host's API saw no Origin) — tunnel_route_headers(). */
+    const char *nl = memchr(p, '\n', n);
+    if (!nl) {
+        httpd_write(r->req, p, n);
+        return;
+    }
+    size_t head = (size_t)(nl - p) + 1;
+    httpd_write(r->req, p, head);
+    char extra[768];
+    if (tunnel_route_headers(r->req, extra, sizeof extra) > 0)
+        httpd_write(r->req, extra, strlen(extra));
+    httpd_write(r->req, p + head, n - head);
+}
+
+static void chunk(relay_t *r, const char *p, size_t n)
+{
+    if (!r->req || !n) return;
+    char h[24];
+    int hl = snprintf(h, sizeof h, "%zx\r\n", n);
+    httpd_write(r->req, h, (size_t)hl);
+    httpd_write(r->req, p, n);
+    httpd_write(r->req, "\r\n", 2);
+}
+
+/* One SSE event as the client sees it (data lines split at newlines). */
+static void emit_event(relay_t *r, const char *event, const char *data, size_t len)
+{
+    buf_t *b = &r->scratch;
+    buf_reset(b);
+    int rc = 0;
+    if (event && event[0]) rc = buf_printf(b, "event: %s\n", event);
+    const char *p = data, *end = data + len;
+    do {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *le = nl ? nl : end;
+        if (rc == 0) rc = buf_append(b, "data: ", 6);
+        if (rc == 0) rc = buf_append(b, p, (size_t)(le - p));
+        if (rc == 0) rc = buf_append(b, "\n", 1);
+        p = nl ? nl + 1 : end;
+    } while (p < end);
+    if (rc == 0) rc = buf_append(b, "\n", 1);
+    if (rc == 0) chunk(r, b->data, b->len);
+}
+
+static void end_stream(relay_t *r)
+{
+    if (!r->req) return;
+    httpd_write(r->req, "0\r\n\r\n", 5);
+    httpd_req_t *req = r->req;
+    detach_client(r);
+    httpd_end(req, false);
+}
+
+static void stream_error(relay_t *r, const char *msg)
+{
+    if (!r->req) return;
+    json_t *e = json_pack("{s:{s:s,s:s,s:s}}", "error", "message", msg, "type", "upstream_error",
+                          "code", "host_failed");
+    char *s = e ? json_dumps(e, JSON_COMPACT) : NULL;
+    json_decref(e);
+    if (s) emit_event(r, NULL, s, strlen(s));
+    free(s);
+    emit_event(r, NULL, "[DONE]", 6);
+    end_stream(r);
+}
+
+/* The SSE response head for the client: the host's headers minus framing and hop-by-hop ones,
+ * re-framed as chunked (the body is re-sent event by event). */
+static int send_sse_head(relay_t *r)
+{
+    static const char *const skip[] = {"connection",       "keep-alive", "transfer-encoding",
+                                       "content-length",   "trailer",    "upgrade",
+                                       "proxy-connection", "te"};
+    buf_t *b = &r->scratch;
+    buf_reset(b);
+    int rc = buf_printf(b, "HTTP/1.1 200 OK\r\n");
+    const char *q = r->hdr.data, *end = r->hdr.data ? r->hdr.data + r->hdr.len : NULL;
+    while (rc == 0 && q && q < end) {
+        const char *name = q;
+        q += strlen(q) + 1;
+        if (q >= end) break;
+        const char *value = q;
+        q += strlen(q) + 1;
+        bool drop = strncasecmp(name, "access-control-", 15) == 0;
+        for (size_t i = 0; !drop && i < sizeof skip / sizeof skip[0]; i++)
+            drop = strcasecmp(name, skip[i]) == 0;
+        if (!drop) rc = buf_printf(b, "%s: %s\r\n", name, value);
+    }
+    char extra[768];
+    if (rc == 0 && tunnel_route_headers(r->req, extra, sizeof extra) > 0)
+        rc = buf_append(b, extra, strlen(extra));
+    if (rc == 0) rc = buf_printf(b, "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n");
+    if (rc == 0) rc = httpd_write(r->req, b->data, b->len);
+    r->client_started = true;
+    return rc;
+}
+
+/* ---------- response parsing ---------- */
+
+static int cb_header_field(llhttp_t *ps, const char *at, size_t len)
+{
+    relay_t *r = ps->data;
+    if (r->last_was_value) {
+        if (buf_append(&r->hdr, "", 1)) return HPE_USER;
+        r->last_was_value = false;
+    }
+    return buf_append(&r->hdr, at, len) ? HPE_USER : 0;
+}
+
+static int cb_header_value(llhttp_t *ps, const char *at, size_t len)
+{
+    relay_t *r = ps->data;
+    if (!r->last_was_value) {
+        if (buf_append(&r->hdr, "", 1)) return HPE_USER;
+        r->last_was_value = true;
+    }
+    return buf_append(&r->hdr, at, len) ? HPE_USER : 0;
+}
+
+static const char *hdr_get(relay_t *r, const char *want)
+{
+    const char *q = r->hdr.data, *end = r->hdr.data ? r->hdr.data + r->hdr.len : NULL;
+    while (q && q < end) {
+        const char *name = q;
+        q += strlen(q) + 1;
+        if (q >= end) break;
+        if (strcasecmp(name, want) == 0) return q;
+        q += strlen(q) + 1;
+    }
+    return NULL;
+}
+
+static int cb_headers_complete(llhttp_t *ps)
+{
+    relay_t *r = ps->data;
+    if (r->last_was_value && buf_append(&r->hdr, "", 1)) return HPE_USER;
+    r->status = ps->status_code;
+    if (r->status < 200) { /* interim */
+        buf_reset(&r->hdr);
+        r->last_was_value = false;
+        return 0;
+    }
+    r->hdr_done = true;
+    const char *ct = hdr_get(r, "content-type");
+    r->sse_resp = r->status == 200 && ct && strncasecmp(ct, "text/event-stream", 17) == 0;
+    if (r->mode != MODE_SSE) return 0;
+    if (r->splicing) {
+        if (!r->sse_resp) return HPE_USER; /* the continuation was refused */
+        g_stats.failovers_resumed++;
+    } else if (!r->sse_resp) {
+        r->mode = MODE_WHOLE; /* an error answer or not a stream: hold it (r->raw has it) */
+    } else if (send_sse_head(r) != 0) {
+        return HPE_USER;
+    }
+    return 0;
+}
+
+static int cb_message_complete(llhttp_t *ps)
+{
+    relay_t *r = ps->data;
+    if (r->status >= 200) r->msg_done = true;
+    return 0;
+}
+
+static void on_event(void *ud, const char *event, const char *data, size_t len)
+{
+    relay_t *r = ud;
+    if (!r->req) return;
+    if (!r->splicing) {
+        resume_track_event(&r->track, data, len);
+        emit_event(r, event, data, len);
+    } else {
+        buf_t out;
+        buf_init(&out, SSE_DEFAULT_MAX_EVENT + 4096);
+        int rc = resume_splice_event(&r->track, data, len, &out);
+        if (rc == 1) {
+            size_t before = r->track.n_tokens;
+            resume_track_event(&r->track, out.data, out.len);
+            g_stats.tokens_resumed += r->track.n_tokens - before;
+            emit_event(r, event, out.data, out.len);
+        }
+        buf_free(&out);
+    }
+    if (r->track.done) {
+        if (r->splicing)
+            LOGI("relay",
+                 "model %s: stream %s completed on %.12s after the failover (%zu + %zu "
+                 "tokens)",
+                 r->model, r->track.id, r->hosts[r->cur].id, r->tokens_before,
+                 r->track.n_tokens - r->tokens_before);
+        end_stream(r);
+    }
+}
+
+static int parse(relay_t *r, const uint8_t *p, size_t n)
+{
+    if (r->parse_fail || r->msg_done) return 0;
+    llhttp_errno_t err = llhttp_execute(&r->parser, (const char *)p, n);
+    if (err != HPE_OK) {
+        r->parse_fail = true;
+        return -EPROTO;
+    }
+    if (!r->hdr_done && r->hdr.len > MAX_RESP_HEADER) {
+        r->parse_fail = true;
+        return -E2BIG;
+    }
+    return 0;
+}
+
+static int cb_body(llhttp_t *ps, const char *at, size_t len)
+{
+    relay_t *r = ps->data;
+    if (r->mode == MODE_SSE && r->sse_resp && sse_feed(&r->sse, at, len, on_event, r) != 0)
+        return HPE_USER;
+    return 0;
+}
+
+/* ---------- attempts ---------- */
+
+static void on_first_byte_timeout(uv_timer_t *t)
+{
+    relay_t *r = t->data;
+    g_stats.first_byte_timeouts++;
+    LOGW("relay", "model %s: host %.12s sent no first byte in time; giving it up", r->model,
+         r->hosts[r->cur].id);
+    cancel_call(r);
+    attempt_next(r, "no answer within the first-byte deadline");
+}
+
+static int attempt_start(relay_t *r, size_t idx)
+{
+    tp_conn_t *c = r->mesh ? mesh_conn(r->mesh, r->hosts[idx].id) : NULL;
+    r->tried[idx] = true;
+    if (!c) return -ENOTCONN;
+    r->cur = idx;
+    r->got = 0;
+    r->status = 0;
+    r->sse_resp = r->hdr_done = r->msg_done = r->parse_fail = r->last_was_value = false;
+    r->unconsumed = 0;
+    buf_reset(&r->hdr);
+    buf_reset(&r->raw);
+    sse_free(&r->sse);
+    sse_init(&r->sse, 0);
+    llhttp_init(&r->parser, HTTP_RESPONSE, &r->settings);
+    r->parser.data = r;
+    const char *body = r->splicing ? r->cont_body : r->req->body;
+    size_t len = r->splicing ? r->cont_len : r->req->body_len;
+    int rc = tunnel_call_open(c, r->model, r->req, body, len, &sink, r, &r->call);
+    if (rc) return rc;
+    /* a host still loading the model holds the request until it is ready: no deadline */
+    if (r->hosts[idx].ready) {
+        uint64_t ms = resume_first_byte_ms(env_ms("MESH_LLM_FIRST_BYTE_MS", 30000),
+                                           env_ms("MESH_LLM_FIRST_BYTE_MS_PER_KB", 2000), len);
+        uv_timer_start(&r->timer, on_first_byte_timeout, ms, 0);
+    }
+    return 0;
+}
+
+/* The next untried host after cur (ring order), or n_hosts. */
+static size_t next_host(relay_t *r)
+{
+    for (size_t k = 1; k <= r->n_hosts; k++) {
+        size_t i = (r->cur + k) % r->n_hosts;
+        if (!r->tried[i]) return i;
+    }
+    return r->n_hosts;
+}
+
+static bool try_other(relay_t *r)
+{
+    for (size_t i = next_host(r); i < r->n_hosts; i = next_host(r)) {
+        if (attempt_start(r, i) == 0) return true;
+    }
+    return false;
+}
+
+/* The attempt failed before anything reached the client: once more on another host. */
+static void attempt_next(relay_t *r, const char *why)
+{
+    if (!r->req) {
+        maybe_free(r);
+        return;
+    }
+    const char *failed = r->hosts[r->cur].id;
+    mesh_suspect(r->mesh, failed); /* check it now rather than at its monitors' next beat */
+    if (r->client_started) {
+        /* a stream is under way (a continuation failed): end it properly */
+        if (r->splicing) g_stats.failovers_refused++;
+        char msg[256];
+        snprintf(msg, sizeof msg,
+                 "the node serving model '%s' failed in the middle of the "
+                 "stream and it could not be continued (%s)",
+                 r->model, why);
+        stream_error(r, msg);
+        maybe_free(r);
+        return;
+    }
+    if (!r->retried) {
+        r->retried = true;
+        size_t to = next_host(r);
+        if (to < r->n_hosts) {
+            LOGI("relay", "model %s: host %.12s failed (%s); retrying on %.12s", r->model, failed,
+                 why, r->hosts[to].id);
+            g_stats.retries++;
+        }
+        if (try_other(r)) return;
+    }
+    httpd_req_t *req = r->req;
+    detach_client(r);
+    httpd_respond_error(req, 503, "unavailable", "host_failed",
+                        "the node serving model '%s' failed before answering (%s); retry shortly",
+                        r->model, why);
+    maybe_free(r);
+}
+
+/* A streamed completion lost its host before "[DONE]": continue it elsewhere or end it with an
+ * error event. */
+static void failover(relay_t *r, const char *why)
+{
+    if (r->track.finished && !r->track.blocked) {
+        /* everything was said but "[DONE]" */
+        emit_event(r, NULL, "[DONE]", 6);
+        end_stream(r);
+        return;
+    }
+    g_stats.failovers++;
+    const char *dead = r->hosts[r->cur].id;
+    mesh_suspect(r->mesh, dead);
+    char reason[256] = "";
+    int rc = -EINVAL;
+    if (r->failed_over) {
+        snprintf(reason, sizeof reason, "the stream already failed over once");
+    } else if (next_host(r) >= r->n_hosts) {
+        snprintf(reason, sizeof reason, "no other replica serves model '%s'", r->model);
+    } else {
+        free(r->cont_body);
+        r->cont_body = NULL;
+        rc = resume_build(&r->track, r->req->body, r->req->body_len, &r->cont_body, &r->cont_len,
+                          reason, sizeof reason);
+    }
+    if (rc == RESUME_NOTHING_LEFT) {
+        LOGI("relay",
+             "model %s: host %.12s died (%s) when the token budget was spent; ending "
+             "the stream",
+             r->model, dead, why);
+        g_stats.failovers_resumed++;
+        buf_t last;
+        buf_init(&last, 1 << 16);
+        if (resume_length_chunk(&r->track, &last) == 0) emit_event(r, NULL, last.data, last.len);
+        buf_free(&last);
+        emit_event(r, NULL, "[DONE]", 6);
+        end_stream(r);
+        return;
+    }
+    if (rc == 0) {
+        r->failed_over = r->splicing = true;
+        r->tokens_before = r->track.n_tokens;
+        size_t to = next_host(r);
+        LOGW("relay",
+             "model %s: host %.12s died mid-stream (%s) after %zu tokens; failover: "
+             "continuing stream %s on %.12s",
+             r->model, dead, why, r->track.n_tokens, r->track.id, r->hosts[to].id);
+        if (try_other(r)) return;
+        snprintf(reason, sizeof reason, "no other replica could be reached");
+    }
+    g_stats.failovers_refused++;
+    LOGW("relay",
+         "model %s: host %.12s died mid-stream (%s) after %zu tokens; failover "
+         "impossible (%s): error event sent",
+         r->model, dead, why, r->track.n_tokens, reason);
+    char msg[512];
+    snprintf(msg, sizeof msg,
+             "the node serving model '%s' failed in the middle of the stream (%s) and it could "
+             "not be continued: %s",
+             r->model, why, reason);
+    stream_error(r, msg);
+}
+
+static void deliver_whole(relay_t *r)
+{
+    httpd_req_t *req = r->req;
+    write_cors_after_status(r, r->raw.data, r->raw.len);
+    detach_client(r);
+    httpd_end(req, false);
+}
+
+static void client_drain(httpd_req_t *req)
+{
+    relay_t *r = req->data;
+    if (r->call && r->unconsumed) {
+        tunnel_call_consumed(r->call, r->unconsumed);
+        r->unconsumed = 0;
+    }
+}
+
+static void client_abort(httpd_req_t *req)
+{
+    relay_t *r = req->data;
+    r->req = NULL;
+    cancel_call(r);
+    maybe_free(r);
+}
+
+static void sink_data(void *ud, const uint8_t *p, size_t n)
+{
+    relay_t *r = ud;
+    if (!r->got) uv_timer_stop(&r->timer);
+    r->got += n;
+    if (!r->req) { /* answered already (e.g. "[DONE]" seen): drain what is left */
+        tunnel_call_consumed(r->call, n);
+        return;
+    }
+    if (r->mode == MODE_RAW) {
+        if (!r->client_started) {
+            r->client_started = true;
+            write_cors_after_status(r, (const char *)p, n);
+        } else {
+            httpd_write(r->req, p, n);
+        }
+    } else {
+        bool hold = r->mode == MODE_WHOLE || !r->hdr_done;
+        if (hold && buf_append(&r->raw, p, n) != 0) {
+            /* too big to hold: pass it through from here on, without a retry */
+            if (r->mode == MODE_WHOLE || !r->sse_resp) {
+                r->mode = MODE_RAW;
+                r->client_started = true;
+                write_cors_after_status(r, r->raw.data, r->raw.len);
+                httpd_write(r->req, p, n);
+                buf_free(&r->raw);
+                tunnel_call_consumed(r->call, n);
+                return;
+            }
+        }
+        if (parse(r, p, n) != 0) {
+            LOGW("relay", "model %s: %s from %.12s (HTTP %d)", r->model,
+                 r->splicing && r->hdr_done ? "the continuation was refused" : "malformed response",
+                 r->hosts[r->cur].id, r->status);
+            cancel_call(r);
+            attempt_next(r, r->splicing && r->hdr_done ? "the continuation was refused"
+                                                       : "malformed response");
+            return;
+        }
+        if (r->mode == MODE_SSE && r->sse_resp) buf_free(&r->raw);
+        if (r->mode == MODE_WHOLE && r->msg_done) {
+            cancel_call(r);
+            deliver_whole(r);
+            maybe_free(r);
+            return;
+        }
+    }
+    if (r->req && httpd_write_queue(r->req) > CLIENT_HIGH_WATER)
+        r->unconsumed += n; /* reopened by client_drain */
+    else if (r->call)
+        tunnel_call_consumed(r->call, n);
+}
+
+static void sink_end(void *ud, int err, bool fin)
+{
+    relay_t *r = ud;
+    r->call = NULL;
+    uv_timer_stop(&r->timer);
+    if (!r->req) {
+        maybe_free(r);
+        return;
+    }
+    const char *why = err ? "the tunnel was reset or the host went away"
+                          : (fin ? "the host ended its answer early" : "the stream closed");
+    if (r->got == 0 && !r->client_started) {
+        attempt_next(r, err ? "the host closed the tunnel" : "empty answer");
+        return;
+    }
+    switch (r->mode) {
+    case MODE_RAW: {
+        httpd_req_t *req = r->req;
+        detach_client(r);
+        if (fin && !err)
+            httpd_end(req, false);
+        else
+            httpd_abort(req); /* cut mid-response: the client must see it */
+        break;
+    }
+    case MODE_WHOLE:
+        if (!r->msg_done && fin && !err && r->hdr_done && llhttp_finish(&r->parser) == HPE_OK)
+            r->msg_done = true; /* a response delimited by the end of the stream */
+        if (r->msg_done) {
+            deliver_whole(r);
+        } else if (r->client_started) {
+            httpd_req_t *req = r->req;
+            detach_client(r);
+            httpd_abort(req);
+        } else {
+            attempt_next(r, why);
+            return;
+        }
+        break;
+    case MODE_SSE:
+        if (!r->hdr_done || !r->sse_resp) {
+            attempt_next(r, why); /* a started stream ends with an error event there */
+            return;
+        }
+        failover(r, why);
+        return;
+    }
+    maybe_free(r);
+}
+
+int relay_start(mesh_t *mesh, const char *model, httpd_req_t *req, const relay_host_t *hosts,
+                size_t n)
+{
+    if (n == 0) return -ENOENT;
+    relay_t *r = calloc(1, sizeof *r);
+    if (!r) return -ENOMEM;
+    r->mesh = mesh;
+    r->loop = req->server->loop;
+    r->req = req;
+    snprintf(r->model, sizeof r->model, "%s", model);
+    r->n_hosts = n < RELAY_MAX_HOSTS ? n : RELAY_MAX_HOSTS;
+    memcpy(r->hosts, hosts, r->n_hosts * sizeof *hosts);
+    buf_init(&r->hdr, MAX_RESP_HEADER + 1024);
+    buf_init(&r->raw, RELAY_WHOLE_MAX);
+    buf_init(&r->scratch, SSE_DEFAULT_MAX_EVENT + 4096);
+    sse_init(&r->sse, 0);
+    llhttp_settings_init(&r->settings);
+    r->settings.on_header_field = cb_header_field;
+    r->settings.on_header_value = cb_header_value;
+    r->settings.on_headers_complete = cb_headers_complete;
+    r->settings.on_body = cb_body;
+    r->settings.on_message_complete = cb_message_complete;
+    int kind = resume_kind_for_path(req->path);
+    bool streamed = false;
+    json_t *o = json_loadb(req->body, req->body_len, 0, NULL);
+    streamed = json_is_true(json_object_get(o, "stream"));
+    json_decref(o);
+    r->kind = kind;
+    r->mode =
+        !streamed ? MODE_WHOLE
+        : kind >= 0 && resume_request_ok((resume_kind_t)kind, req->body, req->body_len, NULL, 0)
+            ? MODE_SSE
+            : MODE_RAW;
+    resume_track_init(&r->track, kind == RESUME_COMPLETION ? RESUME_COMPLETION : RESUME_CHAT);
+    uv_timer_init(r->loop, &r->timer);
+    r->timer.data = r;
+    r->timer_open = true;
+    g_stats.requests++;
+    int rc = -ENOTCONN;
+    for (size_t i = 0; i < r->n_hosts; i++) {
+        rc = attempt_start(r, i);
+        if (rc == 0) break;
+    }
+    if (rc) {
+        r->req = NULL; /* the caller answers */
+        maybe_free(r);
+        return rc;
+    }
+    req->data = r;
+    req->on_abort = client_abort;
+    req->on_drain = client_drain;
+    return 0;
+}
+
+static affinity_t g_affinity;
+
+void relay_order_by_prefix(const httpd_req_t *req, const char *const *ids, size_t *order, size_t n)
+{
+    const char *ev = getenv("MESH_LLM_PREFIX_AFFINITY");
+    if (n < 2 || (ev && strcmp(ev, "0") == 0)) return;
+    uint64_t key = affinity_prefix_key(req->body, req->body_len);
+    if (key) affinity_pick(&g_affinity, key, ids, order, n);
+}
+
+void relay_stats(relay_stats_t *out)
+{
+    *out = g_stats;
+}
+
+json_t *relay_status_json(void)
+{
+    relay_stats_t s = g_stats;
+    return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "prefix_affinity_hits",
+                     (json_int_t)g_affinity.hits, "prefix_affinity_misses",
+                     (json_int_t)g_affinity.misses, "routed_requests", (json_int_t)s.requests,
+                     "first_byte_timeouts", (json_int_t)s.first_byte_timeouts, "retries",
+                     (json_int_t)s.retries, "failovers", (json_int_t)s.failovers,
+                     "failovers_resumed", (json_int_t)s.failovers_resumed, "failovers_refused",
+                     (json_int_t)s.failovers_refused, "tokens_resumed",
+                     (json_int_t)s.tokens_resumed);
+}

@@ -1,0 +1,64 @@
+/* relay — a routed request's exchange with its host, with failure semantics (DESIGN §4 routing).
+ *
+ * routing.c picks the hosts (core/router.h); the relay sends the request through a
+ * TUNNEL_HTTP stream (net/tunnel_call.h) and answers the client:
+ *  - first byte: a ready host that sends nothing within resume_first_byte_ms(
+ *    MESH_LLM_FIRST_BYTE_MS [30000], MESH_LLM_FIRST_BYTE_MS_PER_KB [2000], body size) is given
+ *    up (its stream reset, so it stops) and the request goes to the next host, once; a host
+ *    that fails before answering is also retried once;
+ *  - a streamed /v1/chat/completions or /v1/completions (core/resume.h) is parsed event by
+ *    event (core/sse.h, bounded) and re-sent to the client as a chunked text/event-stream;
+ *    when its host dies before "[DONE]" the request goes to another replica with the text
+ *    generated so far appended and its events are spliced in with the first stream's id, once;
+ *    where that is impossible (no other replica, a tool call streamed, n > 1, ...) the client
+ *    gets an SSE error event and a proper end ("data: [DONE]", last chunk) — never a silent cut;
+ *  - other streamed responses pass through byte for byte (cut when the host dies);
+ *  - a response that is not streamed is held (up to RELAY_WHOLE_MAX) until complete, so a host
+ *    that dies in the middle costs one whole retry on another host instead of a broken answer.
+ * Counters: relay_status_json() (in /api/status under "routing"). */
+#ifndef MESH_RELAY_H
+#define MESH_RELAY_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "httpd.h"
+#include "identity.h"
+#include "mesh.h"
+
+#define RELAY_MAX_HOSTS 16
+#define RELAY_WHOLE_MAX (8u << 20)
+
+typedef struct {
+    char id[ID_HEX_LEN + 1];
+    bool ready; /* its llama-server answers: the first-byte deadline applies */
+} relay_host_t;
+
+typedef struct {
+    uint64_t requests;            /* routed through a relay */
+    uint64_t first_byte_timeouts; /* a host sent nothing in time */
+    uint64_t retries;             /* re-sent whole to another host (before the first byte or
+                                     a non-streamed answer cut in the middle) */
+    uint64_t failovers;           /* a stream whose host died mid-stream */
+    uint64_t failovers_resumed;   /* ... continued on another replica */
+    uint64_t failovers_refused;   /* ... ended with an error event instead */
+    uint64_t tokens_resumed;      /* content chunks received from continuations */
+} relay_stats_t;
+
+/* Send req to hosts[0] (then the others, in order, for retries). Returns 0 when the relay took
+ * the request (it answers it), or a negative errno when no host could be reached (req not
+ * answered). */
+int relay_start(mesh_t *mesh, const char *model, httpd_req_t *req, const relay_host_t *hosts,
+                size_t n);
+
+/* Prefix affinity (core/affinity.h) over the router's order: order[0..n) indexes ids; the host
+ * that served the request's prompt prefix before comes first. MESH_LLM_PREFIX_AFFINITY=0 turns
+ * it off (the router's own choice: stickiness key or rotation). */
+void relay_order_by_prefix(const httpd_req_t *req, const char *const *ids, size_t *order, size_t n);
+
+void relay_stats(relay_stats_t *out);
+json_t *relay_status_json(void);
+
+#endif

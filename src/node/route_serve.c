@@ -1,0 +1,216 @@
+/* route_serve — see route_serve.h. */
+#include "route_serve.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+#include "view.h"
+
+void route_serve_init(route_serve_t *rs, uv_loop_t *loop, planner_t *plan, uint64_t refresh_ms)
+{
+    memset(rs, 0, sizeof *rs);
+    rs->loop = loop;
+    rs->plan = plan;
+    rs->refresh_ms = refresh_ms ? refresh_ms : RT_REFRESH_MS;
+    rs->cache_ms = rs->refresh_ms / 4 < 1000 ? rs->refresh_ms / 4 : 1000;
+}
+
+void route_serve_free(route_serve_t *rs)
+{
+    json_decref(rs->cached);
+    free(rs->seen);
+    rs->cached = NULL;
+    rs->seen = NULL;
+    rs->n_seen = rs->cap_seen = 0;
+}
+
+void route_serve_invalidate(route_serve_t *rs)
+{
+    json_decref(rs->cached);
+    rs->cached = NULL;
+}
+
+/* ---- building the table ---- */
+
+typedef struct {
+    route_serve_t *rs;
+    rt_table_t *t;
+    json_t *anns[RT_MAX_NODES]; /* borrowed, by node index */
+} build_t;
+
+static void add_node(build_t *b, const char *id, json_t *ann, const char *const *addrs,
+                     size_t n_addrs)
+{
+    const char *role = json_string_value(json_object_get(ann, "role"));
+    if (!ann || (role && strcmp(role, "client") == 0)) return; /* clients are not active */
+    json_t *vram = json_object_get(ann, "vram_bytes");
+    int k = rt_table_add_node(b->t, id,
+                              json_is_integer(vram) && json_integer_value(vram) > 0
+                                  ? (uint64_t)json_integer_value(vram)
+                                  : 0);
+    if (k < 0) return;
+    b->anns[k] = ann;
+    for (size_t i = 0; i < n_addrs; i++)
+        rt_node_add_addr(&b->t->nodes[k], addrs[i]);
+}
+
+static void peer_cb(void *data, const char *id, json_t *ann)
+{
+    build_t *b = data;
+    const char *addrs[RT_MAX_ADDRS];
+    size_t n = 0, i;
+    json_t *v;
+    json_array_foreach(json_object_get(ann, "addrs"), i, v)
+    {
+        if (json_is_string(v) && n < RT_MAX_ADDRS) addrs[n++] = json_string_value(v);
+    }
+    add_node(b, id, ann, addrs, n);
+}
+
+/* requests per minute the node announces for model (request_rates), 0 unknown */
+static uint32_t load_of(json_t *ann, const char *model)
+{
+    json_t *r = json_object_get(json_object_get(ann, "request_rates"), model);
+    if (json_is_integer(r) && json_integer_value(r) > 0)
+        return json_integer_value(r) > UINT32_MAX ? UINT32_MAX : (uint32_t)json_integer_value(r);
+    if (json_is_real(r) && json_real_value(r) > 0 && json_real_value(r) < 4e9)
+        return (uint32_t)(json_real_value(r) + 0.5);
+    return 0;
+}
+
+int route_serve_build(route_serve_t *rs, rt_table_t *t)
+{
+    if (!rs->mesh) return -ENOTCONN;
+    rt_table_init(t, mesh_id(rs->mesh));
+    t->refresh_ms = rs->refresh_ms;
+    build_t *b = calloc(1, sizeof *b);
+    view_node_t *views = calloc(RT_MAX_NODES, sizeof *views);
+    json_t *list = json_array();
+    int rc = -ENOMEM;
+    if (!b || !views || !list) goto out;
+    b->rs = rs;
+    b->t = t;
+    json_t *self = mesh_self_announcement(rs->mesh);
+    const char *own[RT_MAX_ADDRS];
+    add_node(b, mesh_node_id(rs->mesh), self, own, mesh_own_addrs(rs->mesh, own, RT_MAX_ADDRS));
+    mesh_foreach_peer(rs->mesh, peer_cb, b);
+    for (size_t k = 0; k < t->n_nodes; k++) {
+        view_node_init(&views[k]);
+        if (view_decode(b->anns[k], t->nodes[k].id, &views[k]) != 0) view_node_free(&views[k]);
+    }
+    planner_list_models(rs->plan, list);
+    size_t i;
+    json_t *e;
+    json_array_foreach(list, i, e)
+    {
+        catalog_status_t st;
+        const char *name = json_string_value(json_object_get(e, "id"));
+        if (!rt_status_of(json_string_value(json_object_get(e, "status")), &st)) continue;
+        rt_model_t *m = rt_table_add_model(t, name, st);
+        if (!m) continue;
+        m->has_type = rt_type_of(json_string_value(json_object_get(e, "type")), &m->type);
+        for (size_t k = 0; k < t->n_nodes; k++) {
+            const view_serving_t *s = view_serving(&views[k], name);
+            if (s && s->http_ready) rt_model_add_host(m, k, load_of(b->anns[k], name));
+        }
+    }
+    for (size_t k = 0; k < t->n_nodes; k++)
+        view_node_free(&views[k]);
+    rc = 0;
+out:
+    json_decref(list);
+    free(views);
+    free(b);
+    return rc;
+}
+
+/* ---- check-ins ---- */
+
+static void remember(route_serve_t *rs, const rt_request_t *rq)
+{
+    uint64_t now = uv_now(rs->loop);
+    rs_passive_t *p = NULL;
+    for (size_t i = 0; i < rs->n_seen && !p; i++)
+        if (strcmp(rs->seen[i].id, rq->id) == 0) p = &rs->seen[i];
+    if (!p) {
+        /* forget those not seen for two refresh periods, then the oldest when full */
+        size_t w = 0;
+        for (size_t i = 0; i < rs->n_seen; i++)
+            if (now - rs->seen[i].last_ms <= 2 * rs->refresh_ms) rs->seen[w++] = rs->seen[i];
+        rs->n_seen = w;
+        if (rs->n_seen == RS_MAX_PASSIVE) {
+            size_t old = 0;
+            for (size_t i = 1; i < rs->n_seen; i++)
+                if (rs->seen[i].last_ms < rs->seen[old].last_ms) old = i;
+            rs->seen[old] = rs->seen[--rs->n_seen];
+        }
+        if (rs->n_seen == rs->cap_seen) {
+            size_t cap = rs->cap_seen ? rs->cap_seen * 2 : 64;
+            rs_passive_t *n = realloc(rs->seen, cap * sizeof *n);
+            if (!n) return;
+            rs->seen = n;
+            rs->cap_seen = cap;
+        }
+        p = &rs->seen[rs->n_seen++];
+        memset(p, 0, sizeof *p);
+        snprintf(p->id, sizeof p->id, "%s", rq->id);
+        LOGI("route", "passive node %.12s (%s) checked in", rq->id, rt_role_name(rq->role));
+    }
+    p->role = rq->role;
+    p->vram_bytes = rq->vram_bytes;
+    p->n_models = rq->n_models;
+    p->last_ms = now;
+    p->wall_s = (uint64_t)time(NULL);
+}
+
+json_t *route_serve_answer(route_serve_t *rs, const char *peer_id, json_t *req)
+{
+    rt_request_t *rq = malloc(sizeof *rq);
+    int rc = rq ? rt_request_decode(req, peer_id, rq) : -ENOMEM;
+    if (rc) {
+        rs->refused++;
+        LOGD("route", "route request from %.12s refused: %s", peer_id, strerror(-rc));
+        free(rq);
+        return NULL;
+    }
+    remember(rs, rq);
+    free(rq);
+    uint64_t now = uv_now(rs->loop);
+    if (!rs->cached || now - rs->built_at >= rs->cache_ms) {
+        rt_table_t *t = malloc(sizeof *t);
+        json_t *f = t && route_serve_build(rs, t) == 0 ? rt_table_encode(t) : NULL;
+        free(t);
+        if (!f) {
+            rs->refused++;
+            return NULL;
+        }
+        json_decref(rs->cached);
+        rs->cached = f;
+        rs->built_at = now;
+    }
+    rs->answered++;
+    return json_incref(rs->cached);
+}
+
+void route_serve_status(route_serve_t *rs, json_t *st)
+{
+    uint64_t now = uv_now(rs->loop);
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < rs->n_seen; i++) {
+        const rs_passive_t *p = &rs->seen[i];
+        if (now - p->last_ms > 2 * rs->refresh_ms) continue;
+        json_array_append_new(
+            a, json_pack("{s:s,s:s,s:I,s:I,s:I}", "id", p->id, "role", rt_role_name(p->role),
+                         "last_checkin", (json_int_t)p->wall_s, "vram_bytes",
+                         (json_int_t)p->vram_bytes, "models", (json_int_t)p->n_models));
+    }
+    json_object_set_new(st, "passive", a);
+    json_t *stats = json_object_get(st, "stats");
+    if (json_is_object(stats)) {
+        json_object_set_new(stats, "route_answered", json_integer((json_int_t)rs->answered));
+        json_object_set_new(stats, "route_refused", json_integer((json_int_t)rs->refused));
+    }
+}

@@ -1,0 +1,62 @@
+/* libFuzzer target: the ROUTE_REQUEST frames (src/core/route_table.h), both directions.
+ *
+ * Oracles besides the sanitizers: every list respects its cap; every host refers to a node of
+ * the table; what was decoded encodes and decodes again to the same table with nothing
+ * rejected; the host and check-in choices stay inside the table. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "route_table.h"
+
+#define CHECK(c)                                                                                   \
+    do {                                                                                           \
+        if (!(c)) abort();                                                                         \
+    } while (0)
+
+#define ID "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+static rt_table_t t, back;
+static rt_request_t rq, rq2;
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    json_t *f = json_loadb((const char *)data, size, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
+    if (!f) return 0;
+    if (rt_table_decode(f, &t) == 0) {
+        CHECK(t.n_nodes <= RT_MAX_NODES && t.n_models <= RT_MAX_MODELS);
+        for (size_t i = 0; i < t.n_models; i++) {
+            CHECK(t.models[i].n_hosts <= RT_MAX_HOSTS);
+            for (size_t k = 0; k < t.models[i].n_hosts; k++)
+                CHECK(t.models[i].hosts[k].node < t.n_nodes);
+            size_t order[RT_MAX_HOSTS];
+            size_t n = rt_pick_hosts(&t, &t.models[i], ID, NULL, NULL, NULL, order, RT_MAX_HOSTS);
+            CHECK(n == t.models[i].n_hosts);
+            for (size_t k = 0; k < n; k++)
+                CHECK(order[k] < t.n_nodes);
+        }
+        for (size_t i = 0; i < t.n_nodes; i++)
+            CHECK(t.nodes[i].n_addrs <= RT_MAX_ADDRS);
+        size_t order[RT_MAX_NODES];
+        size_t n = rt_checkin_order(&t, ID, order, RT_MAX_NODES);
+        CHECK(n <= t.n_nodes);
+        json_t *enc = rt_table_encode(&t);
+        CHECK(enc);
+        CHECK(rt_table_decode(enc, &back) == 0);
+        CHECK(back.rejected == 0 && back.n_nodes == t.n_nodes && back.n_models == t.n_models);
+        t.rejected = 0;
+        CHECK(memcmp(t.mesh_id, back.mesh_id, sizeof t.mesh_id) == 0);
+        json_decref(enc);
+    }
+    int rc = rt_request_decode(f, ID, &rq);
+    if (rc == 0) {
+        CHECK(rq.n_models <= RT_MAX_REQ_MODELS);
+        json_t *enc = rt_request_encode(&rq);
+        CHECK(enc && rt_request_decode(enc, ID, &rq2) == 0);
+        CHECK(rq2.rejected == 0 && rq2.n_models == rq.n_models && rq2.role == rq.role &&
+              rq2.vram_bytes == rq.vram_bytes);
+        json_decref(enc);
+    }
+    json_decref(f);
+    return 0;
+}

@@ -1,0 +1,250 @@
+"""Failure semantics of routed requests (README "Failure semantics"): a stream whose host is
+killed mid-stream continues on another replica as one well-formed stream; with no other replica
+it ends with an error event and [DONE]; a host that sends no first byte is given up and the
+request retried on another host."""
+import json
+import os
+import signal
+import socket
+import time
+import urllib.request
+
+from conftest import http, model_path, wait_for
+from test_mesh import wait_converged
+
+MODEL = "stories260K"
+HB_MS = 400  # dead-peer detection ~2.25 heartbeats: the "within 2 s" bound below rests on it
+ENV = {"MESH_LLM_HEARTBEAT_MS": str(HB_MS)}
+N_BEFORE_KILL = 20
+
+
+def ready_everywhere(nodes):
+    for n in nodes:
+        wait_for(lambda: any(m["id"] == MODEL and m["status"] == "ready"
+                             for m in n.request("GET", "/v1/models").json()["data"]),
+                 timeout=60, what=f"{MODEL} ready as seen from {n.id[:8]}")
+
+
+class Stream:
+    """A streamed request read event by event from a raw socket (chunked or close-delimited)."""
+
+    def __init__(self, port, path, body, timeout=60):
+        raw = json.dumps(body).encode()
+        self.s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.s.sendall((f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+                        f"Content-Type: application/json\r\nContent-Length: {len(raw)}\r\n\r\n")
+                       .encode() + raw)
+        self.buf = b""
+        while b"\r\n\r\n" not in self.buf:
+            c = self.s.recv(65536)
+            assert c, f"closed before headers: {self.buf!r}"
+            self.buf += c
+        head, self.buf = self.buf.split(b"\r\n\r\n", 1)
+        lines = head.decode("latin-1").split("\r\n")
+        self.status = int(lines[0].split()[1])
+        self.headers = {l.split(":", 1)[0].lower(): l.split(":", 1)[1].strip() for l in lines[1:]}
+        self.chunked = self.headers.get("transfer-encoding", "").lower() == "chunked"
+        self.body = b""
+        self.ended_properly = False  # last chunk (or a clean close for non-chunked)
+        self.eof = False
+
+    def _more(self):
+        c = self.s.recv(65536)
+        if not c:
+            self.eof = True
+            return False
+        self.buf += c
+        return True
+
+    def _pump(self):
+        """Move decoded body bytes from buf to body; False at the end of the stream."""
+        if not self.chunked:
+            self.body += self.buf
+            self.buf = b""
+            if not self._more():
+                self.ended_properly = True
+                return False
+            self.body += self.buf
+            self.buf = b""
+            return True
+        while True:
+            if b"\r\n" in self.buf:
+                size = int(self.buf.split(b"\r\n", 1)[0].split(b";")[0], 16)
+                line_len = self.buf.index(b"\r\n") + 2
+                if len(self.buf) >= line_len + size + 2:
+                    if size == 0:
+                        self.ended_properly = True
+                        return False
+                    self.body += self.buf[line_len:line_len + size]
+                    self.buf = self.buf[line_len + size + 2:]
+                    return True
+            if not self._more():
+                return False
+
+    def events(self):
+        """Yields each SSE data payload as it completes."""
+        while True:
+            while b"\n\n" in self.body:
+                block, self.body = self.body.split(b"\n\n", 1)
+                data = [l[6:] for l in block.decode().split("\n") if l.startswith("data: ")]
+                if data:
+                    yield "\n".join(data)
+            if not self._pump():
+                return
+
+    def close(self):
+        self.s.close()
+
+
+def slots_busy(node):
+    """Is the node's llama-server generating? (its /slots, asked directly)."""
+    _, port, _ = node.child_for(MODEL)
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/slots", timeout=5) as r:
+        return any(s.get("is_processing") for s in json.load(r))
+
+
+def text_of(ev, chat):
+    d = json.loads(ev)
+    c = d["choices"][0] if d.get("choices") else {}
+    return (c.get("delta", {}).get("content") if chat else c.get("text")) or ""
+
+
+def run_killed_stream(hosts, client, path, body, chat):
+    """Stream through client; after N_BEFORE_KILL content events, freeze and kill -9 the host
+    generating it. Returns (stream, events, text before the kill, killed node, kill time)."""
+    st = Stream(client.api_port, path, body)
+    assert st.status == 200, (st.status, st.buf)
+    evs, text, killed, t_kill, n = [], "", None, None, 0
+    for ev in st.events():
+        evs.append(ev)
+        if ev == "[DONE]":
+            for _ in st.events():  # only the end of the framing may follow
+                pass
+            break
+        t = text_of(ev, chat) if not ev.startswith('{"error"') else ""
+        text += t
+        n += 1 if t else 0
+        if killed is None and n == N_BEFORE_KILL:
+            before = text
+            for h in hosts:
+                if slots_busy(h):
+                    killed = h
+                    break
+            assert killed is not None, "no host was generating after N tokens"
+            pid, _, _ = killed.child_for(MODEL)
+            os.kill(pid, signal.SIGSTOP)  # generation stops here; the node dies next
+            killed.proc.send_signal(signal.SIGKILL)
+            t_kill = time.monotonic()
+    st.close()
+    return st, evs, before, killed, t_kill, text
+
+
+def three_nodes(start_node, replicas=2):
+    a = start_node("--port", "0", "--model", model_path(MODEL), env=ENV)
+    hosts = [a]
+    for _ in range(replicas - 1):
+        hosts.append(start_node("--port", "0", "--model", model_path(MODEL), "--join", a.token,
+                                env=ENV))
+    c = start_node("--port", "0", "--client", "--join", a.token, env=ENV)
+    wait_converged(hosts + [c])
+    ready_everywhere([c])
+    # the client's catalog lists every replica as a host before the test relies on it
+    wait_for(lambda: sorted(next(m for m in c.status()["catalog"] if m["name"] == MODEL)["hosts"])
+             == sorted(h.id for h in hosts), timeout=30, what="every replica listed as host")
+    return hosts, c
+
+
+def test_stream_continues_on_other_replica(start_node):
+    hosts, c = three_nodes(start_node)
+    prompt = "Once upon a time"
+    body = {"model": MODEL, "prompt": prompt, "max_tokens": 1500, "temperature": 0,
+            "stream": True, "ignore_eos": True}
+    # the uninterrupted greedy answer, from a host directly
+    ref_ev = [e for e in Stream(hosts[0].api_port, "/v1/completions", body).events()]
+    assert ref_ev[-1] == "[DONE]"
+    ref = "".join(text_of(e, False) for e in ref_ev[:-1])
+    st, evs, before, killed, t_kill, text = run_killed_stream(hosts, c, "/v1/completions", body,
+                                                              chat=False)
+    assert evs[-1] == "[DONE]" and st.ended_properly, evs[-3:]
+    assert not any(e.startswith('{"error"') for e in evs), [e for e in evs if "error" in e]
+    ids = {json.loads(e)["id"] for e in evs[:-1]}
+    assert len(ids) == 1, ids
+    created = {json.loads(e)["created"] for e in evs[:-1]}
+    assert len(created) == 1, created
+    assert text.startswith(before) and len(text) > len(before)
+    # the failover is in the client node's log and its counters
+    wait_for(lambda: "failover: continuing stream" in c.stderr(), timeout=5,
+             what="the failover logged")
+    routing = c.status()["routing"]
+    assert routing["failovers"] == 1 and routing["failovers_resumed"] == 1, routing
+    equal = text == ref
+    print(f"failover greedy equality: {'equal' if equal else 'different'}; "
+          f"{len(before)} chars before the kill, {len(text)} after, reference {len(ref)}; "
+          f"stream ended {time.monotonic() - t_kill:.2f}s after the kill")
+
+    # chat: the continuation is an assistant prefill, spliced into one stream
+    survivor = next(h for h in hosts if h is not killed)
+    killed2 = start_node("--port", "0", "--model", model_path(MODEL), "--join", survivor.token,
+                         env=ENV)
+    hosts2 = [survivor, killed2]
+    wait_for(lambda: sorted(next(m for m in c.status()["catalog"] if m["name"] == MODEL)
+                            ["hosts"]) == sorted(h.id for h in hosts2),
+             timeout=60, what="the new replica listed as host")
+    chat = {"model": MODEL, "stream": True, "max_tokens": 1500, "temperature": 0,
+            "ignore_eos": True, "messages": [{"role": "user", "content": "Tell me a story"}]}
+    st, evs, before, killed, _, text = run_killed_stream(hosts2, c, "/v1/chat/completions",
+                                                         chat, chat=True)
+    assert evs[-1] == "[DONE]" and st.ended_properly, evs[-3:]
+    assert not any(e.startswith('{"error"') for e in evs)
+    assert len({json.loads(e)["id"] for e in evs[:-1]}) == 1
+    assert text.startswith(before) and len(text) > len(before)
+    roles = [e for e in evs[:-1] if json.loads(e)["choices"]
+             and json.loads(e)["choices"][0].get("delta", {}).get("role")]
+    assert len(roles) <= 1, roles  # one opening chunk, not one per replica
+
+
+def test_one_replica_error_event_then_proper_end(start_node):
+    hosts, c = three_nodes(start_node, replicas=1)
+    body = {"model": MODEL, "prompt": "Once upon a time", "max_tokens": 1500, "temperature": 0,
+            "stream": True, "ignore_eos": True}
+    st, evs, before, killed, t_kill, text = run_killed_stream(hosts, c, "/v1/completions", body,
+                                                              chat=False)
+    took = time.monotonic() - t_kill
+    assert evs[-1] == "[DONE]" and st.ended_properly, evs[-3:]
+    err = json.loads(evs[-2])["error"]
+    assert err["code"] == "host_failed" and "no other replica" in err["message"], err
+    assert text.startswith(before)
+    print(f"one replica: error event and end {took:.2f}s after the kill")
+    assert took < 10.0, took  # not the 30 s QUIC idle timeout (measured: README)
+    assert c.status()["routing"]["failovers_refused"] == 1
+
+
+def test_first_byte_timeout_retries_on_other_host(start_node):
+    env = dict(ENV, MESH_LLM_FIRST_BYTE_MS="1500", MESH_LLM_FIRST_BYTE_MS_PER_KB="0")
+    a = start_node("--port", "0", "--model", model_path(MODEL), env=ENV)
+    b = start_node("--port", "0", "--model", model_path(MODEL), "--join", a.token, env=ENV)
+    c = start_node("--port", "0", "--client", "--join", a.token, env=env)
+    wait_converged([a, b, c])
+    ready_everywhere([c])
+    wait_for(lambda: sorted(next(m for m in c.status()["catalog"] if m["name"] == MODEL)["hosts"])
+             == sorted([a.id, b.id]), timeout=30, what="both replicas listed as host")
+    # a stuck host: its llama-server frozen (the node still accepts the tunnel and waits)
+    pid, _, _ = a.child_for(MODEL)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        body = {"model": MODEL, "prompt": "Once upon a time", "max_tokens": 8, "temperature": 0}
+        t0 = time.monotonic()
+        answers = []
+        for i in range(4):  # different prompts: the router spreads them, some pick the stuck host
+            r = c.request("POST", "/v1/completions", dict(body, prompt=f"Once upon a time {i}"),
+                          timeout=30)
+            answers.append(r.status)
+        took = time.monotonic() - t0
+        assert answers == [200] * 4, answers
+        st = c.status()["routing"]
+        assert st["first_byte_timeouts"] >= 1 and st["retries"] >= st["first_byte_timeouts"], st
+        assert "sent no first byte in time" in c.stderr()
+        print(f"4 requests with one stuck host: {took:.1f}s, "
+              f"{st['first_byte_timeouts']} first-byte timeouts")
+    finally:
+        os.kill(pid, signal.SIGCONT)

@@ -1,0 +1,148 @@
+"""Passive nodes (seed 002) with real processes: `--client` nodes check in with active nodes over
+ROUTE_REQUEST, never gossip, route their requests to a host picked by hash(own id + model), and
+survive the loss of a host within a refresh period."""
+import os
+import signal
+import time
+
+import pytest
+
+from conftest import model_path, wait_for
+
+MODEL = "stories260K"
+REFRESH_MS = 4000
+HB_MS = 1000
+IDLE_MS = 3000  # a killed host's connections end at the QUIC idle timeout
+ENV = {
+    "MESH_LLM_ROUTE_REFRESH_MS": str(REFRESH_MS),
+    "MESH_LLM_HEARTBEAT_MS": str(HB_MS),
+    "MESH_LLM_QUIC_IDLE_MS": str(IDLE_MS),
+}
+
+
+def home_of(node):
+    return node.env["MESH_LLM_HOME"]
+
+
+def start_client(start_node, token, headless=True):
+    args = ["--client", "--join", token, "--port", "0"]
+    if headless:
+        args.append("--headless")
+    return start_node(*args, env=ENV)
+
+
+def answers(node, **extra):
+    r = node.complete(MODEL, max_tokens=4, timeout=30, **extra)
+    if r.status != 200:
+        return None
+    return r.json()["choices"][0]["text"] is not None
+
+
+def ready_host(start_node, *extra):
+    n = start_node("--model", model_path(MODEL), "--port", "0", *extra, env=ENV)
+    wait_for(lambda: answers(n), timeout=60, what="the host to answer")
+    return n
+
+
+# --- the host choice, as src/core/route_table.c computes it (hash(own id + model) % hosts) ---
+M64 = (1 << 64) - 1
+
+
+def fnv1a(h, s):
+    for b in s.encode():
+        h = ((h ^ b) * 1099511628211) & M64
+    return h
+
+
+def mix(z):
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
+    return z ^ (z >> 31)
+
+
+def expected_host(client_id, model, host_ids):
+    hosts = sorted(host_ids)
+    h = mix(fnv1a(fnv1a(fnv1a(1469598103934665603, client_id), "\n"), model))
+    return hosts[h % len(hosts)]
+
+
+def test_thirty_clients_stay_out_of_gossip(start_node):
+    host = ready_host(start_node)
+    before = host.status()["stats"]
+    clients = [start_client(start_node, host.token) for _ in range(30)]
+    ids = {c.id for c in clients}
+    assert len(ids) == 30
+    for c in clients:
+        assert wait_for(lambda: answers(c), timeout=30, what=f"client {c.id[:8]} to answer")
+    st = wait_for(lambda: (lambda s: s if ids <= {p["id"] for p in s["passive"]} else None)(
+        host.status()), timeout=2 * REFRESH_MS / 1000 + 10, what="every client listed as passive")
+    passive = {p["id"]: p for p in st["passive"]}
+    for i in ids:
+        assert passive[i]["role"] == "client"
+        assert passive[i]["last_checkin"] > time.time() - 60
+    # not gossip members: not peers, no gossip traffic with them
+    assert not ids & {p["id"] for p in st["peers"]}
+    assert st["peers"] == []
+    assert st["stats"]["gossip_received"] == before["gossip_received"]
+    assert st["stats"]["gossip_sent"] == before["gossip_sent"]
+    assert st["stats"]["route_answered"] >= 30
+    # a client writes nothing to its state directory
+    for c in clients:
+        h = home_of(c)
+        assert not os.path.exists(h) or os.listdir(h) == [], os.listdir(h)
+    # a client lists the mesh's models from its table
+    m = clients[0].request("GET", "/v1/models").json()
+    (e,) = [x for x in m["data"] if x["id"] == MODEL]
+    assert e["status"] == "ready" and e["hosts"] == [host.id]
+
+
+def test_clients_spread_over_hosts_and_survive_a_host(start_node):
+    a = ready_host(start_node)
+    b = ready_host(start_node, "--join", a.token)
+    wait_for(lambda: {p["id"] for p in a.status()["peers"] if p["state"] == "alive"} == {b.id},
+             timeout=20, what="the hosts to see each other")
+    hosts = {a.id, b.id}
+    clients, expect = [], {}
+    # enough clients that both hosts are picked (decided by the hash; bounded)
+    while len(clients) < 6 or (set(expect.values()) != hosts and len(clients) < 20):
+        c = start_client(start_node, a.token, headless=False)
+        clients.append(c)
+        expect[c.id] = expected_host(c.id, MODEL, hosts)
+    assert set(expect.values()) == hosts
+    # the table lists both hosts before the clients are asked
+    for c in clients:
+        wait_for(lambda: next((len(x["hosts"]) == 2 for x in
+                               c.request("GET", "/v1/models").json()["data"]
+                               if x["id"] == MODEL), False),
+                 timeout=2 * REFRESH_MS / 1000 + 10, what="both hosts in the client's table")
+    for c in clients:
+        for _ in range(2):
+            assert answers(c)
+        fwd = c.status()["route"]["forwarded"]
+        assert fwd == {expect[c.id]: 2}, (c.id, fwd, expect[c.id])
+    # a sticky key wins over the node id: one user goes to one host from every client
+    users = {}
+    for c in clients[:4]:
+        before = dict(c.status()["route"]["forwarded"])
+        assert answers(c, user="alice")
+        after = c.status()["route"]["forwarded"]
+        (h,) = [k for k in after if after[k] != before.get(k, 0)]
+        users[c.id] = h
+    assert len(set(users.values())) == 1
+    # kill b: every client still gets answers (retry before the first byte, then new tables)
+    b.remember_children()
+    t0 = time.monotonic()
+    b.proc.send_signal(signal.SIGKILL)
+    b.proc.wait(timeout=10)
+    bound = REFRESH_MS / 1000 + IDLE_MS / 1000 + 10  # slack for a loaded machine
+    for c in clients:
+        assert wait_for(lambda: answers(c), timeout=bound, what=f"client {c.id[:8]} after the kill")
+    took = time.monotonic() - t0
+    print(f"every client answered {took:.1f} s after the host was killed")
+    # their next tables list only a
+    for c in clients:
+        wait_for(lambda: next((x["hosts"] == [a.id] for x in
+                               c.request("GET", "/v1/models").json()["data"]
+                               if x["id"] == MODEL), False),
+                 timeout=2 * REFRESH_MS / 1000 + 3 * HB_MS / 1000 + 10,
+                 what="the dead host gone from the client's table")

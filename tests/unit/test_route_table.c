@@ -1,0 +1,342 @@
+/* Unit tests for the ROUTE_REQUEST frames and the passive node's choices (src/core/route_table.h).
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "route_table.h"
+
+static void mkid(char out[65], unsigned i)
+{
+    snprintf(out, 65, "%064x", i);
+}
+
+static rt_table_t *new_table(void)
+{
+    rt_table_t *t = malloc(sizeof *t);
+    assert_non_null(t);
+    rt_table_init(t, "abc123");
+    return t;
+}
+
+static void test_request_roundtrip(void **state)
+{
+    (void)state;
+    rt_request_t rq, back;
+    memset(&rq, 0, sizeof rq);
+    mkid(rq.id, 7);
+    rq.role = RT_ROLE_STANDBY;
+    rq.vram_bytes = 123456789;
+    snprintf(rq.models[rq.n_models++], CATALOG_NAME_MAX, "qwen");
+    snprintf(rq.models[rq.n_models++], CATALOG_NAME_MAX, "glm");
+    json_t *f = rt_request_encode(&rq);
+    assert_non_null(f);
+    assert_int_equal(rt_request_decode(f, rq.id, &back), 0);
+    assert_string_equal(back.id, rq.id);
+    assert_int_equal(back.role, RT_ROLE_STANDBY);
+    assert_int_equal(back.vram_bytes, 123456789);
+    assert_int_equal(back.n_models, 2);
+    assert_string_equal(back.models[1], "glm");
+    assert_int_equal(back.rejected, 0);
+    /* the id must be the authenticated peer's */
+    char other[65];
+    mkid(other, 8);
+    assert_int_equal(rt_request_decode(f, other, &back), -EPERM);
+    json_decref(f);
+}
+
+static void test_request_invalid(void **state)
+{
+    (void)state;
+    char id[65];
+    mkid(id, 1);
+    rt_request_t out;
+    const char *bad[] = {
+        "[]",
+        "{\"type\":\"route_table\",\"id\":\"%s\",\"role\":\"client\"}",
+        "{\"type\":\"route_request\",\"role\":\"client\"}",
+        "{\"type\":\"route_request\",\"id\":\"%s\",\"role\":\"host\"}",
+        "{\"type\":\"route_request\",\"id\":\"%s\"}",
+        "{\"type\":\"route_request\",\"id\":\"XYZ\",\"role\":\"client\"}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char buf[512];
+        const char *at = strstr(bad[i], "%s");
+        if (at)
+            snprintf(buf, sizeof buf, "%.*s%s%s", (int)(at - bad[i]), bad[i], id, at + 2);
+        else
+            snprintf(buf, sizeof buf, "%s", bad[i]);
+        json_t *f = json_loads(buf, 0, NULL);
+        assert_non_null(f);
+        assert_int_equal(rt_request_decode(f, id, &out), -EINVAL);
+        json_decref(f);
+    }
+    /* wrong field types and bad names are skipped and counted, the rest is kept */
+    char buf[1024];
+    snprintf(buf, sizeof buf,
+             "{\"type\":\"route_request\",\"id\":\"%s\",\"role\":\"client\",\"vram_bytes\":-5,"
+             "\"models\":[\"a\",7,\"\",\"a\",\"b\\u0001\",\"c\"]}",
+             id);
+    json_t *f = json_loads(buf, 0, NULL);
+    assert_int_equal(rt_request_decode(f, id, &out), 0);
+    assert_int_equal(out.vram_bytes, 0);
+    assert_int_equal(out.n_models, 2);
+    assert_string_equal(out.models[1], "c");
+    assert_int_equal(out.rejected, 5);
+    json_decref(f);
+}
+
+static void test_table_roundtrip(void **state)
+{
+    (void)state;
+    rt_table_t *t = new_table(), *b = malloc(sizeof *b);
+    t->refresh_ms = 30000;
+    char id[65];
+    for (unsigned i = 0; i < 3; i++) {
+        mkid(id, i + 1);
+        int k = rt_table_add_node(t, id, (i + 1) * 1000);
+        assert_int_equal(k, (int)i);
+        assert_true(rt_node_add_addr(&t->nodes[k], "127.0.0.1:4000"));
+        assert_false(rt_node_add_addr(&t->nodes[k], "127.0.0.1:4000")); /* duplicate */
+    }
+    rt_model_t *m = rt_table_add_model(t, "qwen", CATALOG_READY);
+    m->has_type = true;
+    m->type = MM_EMBEDDING;
+    assert_true(rt_model_add_host(m, 0, 12));
+    assert_true(rt_model_add_host(m, 2, 0));
+    assert_false(rt_model_add_host(m, 2, 0));
+    assert_null(rt_table_add_model(t, "qwen", CATALOG_READY));
+    assert_non_null(rt_table_add_model(t, "big", CATALOG_NEEDS_CAPACITY));
+    json_t *f = rt_table_encode(t);
+    assert_int_equal(rt_table_decode(f, b), 0);
+    assert_int_equal(b->rejected, 0);
+    assert_string_equal(b->mesh_id, "abc123");
+    assert_int_equal(b->refresh_ms, 30000);
+    assert_int_equal(b->n_nodes, 3);
+    assert_int_equal(b->nodes[2].vram_bytes, 3000);
+    assert_string_equal(b->nodes[1].addrs[0], "127.0.0.1:4000");
+    assert_int_equal(b->n_models, 2);
+    const rt_model_t *q = rt_table_find_model(b, "qwen");
+    assert_non_null(q);
+    assert_int_equal(q->status, CATALOG_READY);
+    assert_true(q->has_type);
+    assert_int_equal(q->type, MM_EMBEDDING);
+    assert_int_equal(q->n_hosts, 2);
+    assert_int_equal(q->hosts[0].load, 12);
+    assert_string_equal(b->nodes[q->hosts[1].node].id, t->nodes[2].id);
+    assert_int_equal(rt_table_find_model(b, "big")->status, CATALOG_NEEDS_CAPACITY);
+    json_decref(f);
+    free(t);
+    free(b);
+}
+
+static void test_table_caps_and_validation(void **state)
+{
+    (void)state;
+    json_t *nodes = json_array(), *hosts = json_array(), *models = json_array();
+    char id[65];
+    for (unsigned i = 0; i < RT_MAX_NODES + 20; i++) {
+        mkid(id, i);
+        json_t *addrs = json_array();
+        for (int a = 0; a < RT_MAX_ADDRS + 2; a++) {
+            char s[32];
+            snprintf(s, sizeof s, "10.0.0.%d:1", a);
+            json_array_append_new(addrs, json_string(s));
+        }
+        json_array_append_new(nodes, json_pack("{s:s,s:o,s:I}", "id", id, "addrs", addrs,
+                                               "vram_bytes", (json_int_t)i));
+    }
+    json_array_append_new(nodes, json_pack("{s:s}", "id", "not-hex"));
+    mkid(id, 3);
+    json_array_append_new(nodes, json_pack("{s:s}", "id", id)); /* duplicate */
+    for (unsigned i = 0; i < RT_MAX_HOSTS + 5; i++) {
+        mkid(id, i);
+        json_array_append_new(hosts, json_pack("{s:s,s:i}", "id", id, "load", 1));
+    }
+    mkid(id, 100000); /* not in nodes */
+    json_array_append_new(hosts, json_pack("{s:s}", "id", id));
+    json_array_append_new(
+        models, json_pack("{s:s,s:s,s:o}", "name", "m", "status", "ready", "hosts", hosts));
+    json_array_append_new(models, json_pack("{s:s,s:s}", "name", "x", "status", "bogus"));
+    json_array_append_new(
+        models, json_pack("{s:s,s:s,s:s}", "name", "y", "status", "loading", "type", "nope"));
+    for (unsigned i = 0; i < RT_MAX_MODELS + 3; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "model-%u", i);
+        json_array_append_new(models, json_pack("{s:s,s:s}", "name", name, "status", "unloaded"));
+    }
+    json_t *f = json_pack("{s:s,s:s,s:o,s:o}", "type", "route_table", "mesh_id", "m1", "nodes",
+                          nodes, "models", models);
+    rt_table_t *t = new_table();
+    assert_int_equal(rt_table_decode(f, t), 0);
+    assert_int_equal(t->n_nodes, RT_MAX_NODES);
+    for (size_t i = 0; i < t->n_nodes; i++)
+        assert_int_equal(t->nodes[i].n_addrs, RT_MAX_ADDRS);
+    const rt_model_t *m = rt_table_find_model(t, "m");
+    assert_int_equal(m->n_hosts, RT_MAX_HOSTS);
+    assert_null(rt_table_find_model(t, "x"));
+    assert_false(rt_table_find_model(t, "y")->has_type);
+    assert_int_equal(t->n_models, RT_MAX_MODELS);
+    size_t expect = 20 + 2             /* nodes over the cap, bad id, duplicate */
+                    + RT_MAX_NODES * 2 /* addresses over the cap */
+                    + 5 + 1            /* hosts over the cap, unknown host */
+                    + 1 + 1            /* bad status, bad type */
+                    + (RT_MAX_MODELS + 3 + 2 - RT_MAX_MODELS); /* models over the cap */
+    assert_int_equal(t->rejected, expect);
+    json_decref(f);
+    /* not a table */
+    const char *bad[] = {"[]", "{\"type\":\"route_table\"}", "{\"mesh_id\":\"a\"}",
+                         "{\"type\":\"route_table\",\"mesh_id\":\"\"}",
+                         "{\"type\":\"route_table\",\"mesh_id\":\"a b\"}"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        json_t *j = json_loads(bad[i], 0, NULL);
+        assert_int_equal(rt_table_decode(j, t), -EINVAL);
+        json_decref(j);
+    }
+    free(t);
+}
+
+static bool skip_first(void *data, const char *id)
+{
+    return strcmp(id, (const char *)data) == 0;
+}
+
+static void test_pick_hosts(void **state)
+{
+    (void)state;
+    rt_table_t *t = new_table();
+    char id[65], self[65];
+    rt_model_t *m = rt_table_add_model(t, "qwen", CATALOG_READY);
+    for (unsigned i = 0; i < 4; i++) { /* added in reverse id order: picks sort by id */
+        mkid(id, 4 - i);
+        rt_model_add_host(m, (size_t)rt_table_add_node(t, id, 0), 0);
+    }
+    size_t order[8], again[8];
+    mkid(self, 99);
+    size_t n = rt_pick_hosts(t, m, self, NULL, NULL, NULL, order, 8);
+    assert_int_equal(n, 4);
+    /* a ring in id order from the first */
+    for (size_t k = 1; k < n; k++) {
+        unsigned a = (unsigned)strtoul(t->nodes[order[k - 1]].id + 56, NULL, 16);
+        unsigned b = (unsigned)strtoul(t->nodes[order[k]].id + 56, NULL, 16);
+        assert_int_equal(b, a % 4 + 1);
+    }
+    /* the same node picks the same host for the same model */
+    assert_int_equal(rt_pick_hosts(t, m, self, NULL, NULL, NULL, again, 8), 4);
+    assert_memory_equal(order, again, sizeof order[0] * 4);
+    /* a sticky key wins over the node id: the same key gives the same host from any node */
+    mkid(self, 1);
+    rt_pick_hosts(t, m, self, "user-42", NULL, NULL, order, 8);
+    mkid(self, 2);
+    rt_pick_hosts(t, m, self, "user-42", NULL, NULL, again, 8);
+    assert_int_equal(order[0], again[0]);
+    /* a host that just failed goes last */
+    char failed[65];
+    snprintf(failed, sizeof failed, "%s", t->nodes[order[0]].id);
+    n = rt_pick_hosts(t, m, self, "user-42", skip_first, failed, again, 8);
+    assert_int_equal(n, 4);
+    assert_string_equal(t->nodes[again[3]].id, failed);
+    assert_int_equal(again[0], order[1]);
+    /* max bounds the output */
+    assert_int_equal(rt_pick_hosts(t, m, self, NULL, NULL, NULL, order, 2), 2);
+    free(t);
+}
+
+/* 1000 passive nodes over 10 hosts: every host gets a fair share. */
+static void test_pick_spread(void **state)
+{
+    (void)state;
+    rt_table_t *t = new_table();
+    char id[65], self[65];
+    rt_model_t *m = rt_table_add_model(t, "qwen", CATALOG_READY);
+    for (unsigned i = 0; i < 10; i++) {
+        mkid(id, 1000 + i);
+        rt_model_add_host(m, (size_t)rt_table_add_node(t, id, 0), 0);
+    }
+    unsigned count[10] = {0};
+    for (unsigned c = 0; c < 1000; c++) {
+        size_t order[1];
+        mkid(self, 5000 + c * 7919);
+        assert_int_equal(rt_pick_hosts(t, m, self, NULL, NULL, NULL, order, 1), 1);
+        count[order[0]]++;
+    }
+    for (unsigned i = 0; i < 10; i++) {
+        assert_true(count[i] >= 60);
+        assert_true(count[i] <= 140);
+    }
+    free(t);
+}
+
+/* Check-in order: rendezvous hashing. Removing a node moves only the passive nodes that
+ * checked in with it. */
+static void test_checkin_order(void **state)
+{
+    (void)state;
+    rt_table_t *t = new_table(), *t2 = new_table();
+    char id[65], self[65];
+    for (unsigned i = 0; i < 20; i++) {
+        mkid(id, 300 + i);
+        rt_table_add_node(t, id, 0);
+        if (i != 5) rt_table_add_node(t2, id, 0);
+    }
+    unsigned per[20] = {0};
+    for (unsigned c = 0; c < 2000; c++) {
+        size_t o[RT_MAX_NODES], o2[RT_MAX_NODES];
+        mkid(self, 90000 + c);
+        size_t n = rt_checkin_order(t, self, o, RT_MAX_NODES);
+        assert_int_equal(n, 20);
+        assert_int_equal(rt_checkin_order(t2, self, o2, RT_MAX_NODES), 19);
+        /* scores descend */
+        for (size_t k = 1; k < n; k++)
+            assert_true(rt_score(self, t->nodes[o[k - 1]].id) >= rt_score(self, t->nodes[o[k]].id));
+        per[o[0]]++;
+        if (o[0] != 5)
+            assert_string_equal(t->nodes[o[0]].id, t2->nodes[o2[0]].id);
+        else /* its fallback is the next one of the full order */
+            assert_string_equal(t->nodes[o[1]].id, t2->nodes[o2[0]].id);
+        /* top-k with a small max is the prefix of the full order */
+        size_t top[3];
+        assert_int_equal(rt_checkin_order(t, self, top, 3), 3);
+        assert_memory_equal(top, o, sizeof top);
+    }
+    for (unsigned i = 0; i < 20; i++)
+        assert_true(per[i] >= 60 && per[i] <= 140);
+    /* a node never checks in with itself */
+    size_t o[RT_MAX_NODES];
+    assert_int_equal(rt_checkin_order(t, t->nodes[3].id, o, RT_MAX_NODES), 19);
+    for (size_t k = 0; k < 19; k++)
+        assert_int_not_equal(o[k], 3);
+    free(t);
+    free(t2);
+}
+
+static void test_sticky_key(void **state)
+{
+    (void)state;
+    char buf[64];
+    const char *b1 = "{\"user\":\"u1\",\"session_id\":\"s\",\"messages\":[{\"role\":\"user\"}]}";
+    assert_string_equal(rt_sticky_key(b1, strlen(b1), buf, sizeof buf), "u1");
+    const char *b2 = "{\"session_id\":\"s\"}";
+    assert_string_equal(rt_sticky_key(b2, strlen(b2), buf, sizeof buf), "s");
+    const char *b3 = "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}";
+    assert_null(rt_sticky_key(b3, strlen(b3), buf, sizeof buf));
+    assert_null(rt_sticky_key("nope", 4, buf, sizeof buf));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_request_roundtrip), cmocka_unit_test(test_request_invalid),
+        cmocka_unit_test(test_table_roundtrip),   cmocka_unit_test(test_table_caps_and_validation),
+        cmocka_unit_test(test_pick_hosts),        cmocka_unit_test(test_pick_spread),
+        cmocka_unit_test(test_checkin_order),     cmocka_unit_test(test_sticky_key),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
