@@ -82,8 +82,10 @@ static void hide_secrets(json_t *st)
 static void handle(httpd_req_t *req)
 {
     mgmt_t *g = req->server->data;
+    const char *auth = httpd_header(req, "authorization");
     if ((strncmp(req->path, "/api/", 5) == 0 || strcmp(req->path, "/metrics") == 0) &&
-        g->cfg->api_key && !api_key_ok(httpd_header(req, "authorization"), g->cfg->api_key)) {
+        (g->key_known ? !g->key_known(g->key_data, req)
+                      : g->cfg->api_key && !api_key_ok(auth, g->cfg->api_key))) {
         httpd_respond_error(req, 401, "invalid_request_error", "invalid_api_key",
                             "missing or wrong API key; send 'Authorization: Bearer <key>'");
         return;

@@ -30,6 +30,9 @@ typedef struct {
     int (*join)(void *data, const token_t *t, char *msg, size_t msglen);
     /* POST /api/chat: answered as POST /v1/chat/completions by the inference API. */
     void (*chat)(void *data, httpd_req_t *req);
+    /* When set, replaces the --api-key check on /api/ (--api-keys: any configured key). */
+    bool (*key_known)(void *data, const httpd_req_t *req);
+    void *key_data;
 } mgmt_t;
 
 #define MGMT_JOIN_MAX_BODY 16384 /* POST /api/join bodies: {"token": "..."} */

@@ -28,7 +28,16 @@ typedef struct {
     void *remote_data;
     /* Idle mode: the /v1 endpoints (but GET /v1/models) answer 503 with this message until a join. */
     const char *unavailable;
+    /* Admission control (node/admission.h): admit takes an inference request before it is
+     * served or routed (true: taken; it comes back through api_inference once admitted);
+     * key_known, when set, replaces the --api-key check (--api-keys: any configured key). */
+    bool (*admit)(void *data, httpd_req_t *req, int needs);
+    bool (*key_known)(void *data, const httpd_req_t *req);
+    void *admit_data;
 } api_t;
+
+/* Serve or route an inference request for `needs` (mm_type_t), admitted already. */
+void api_inference(void *api, httpd_req_t *req, int needs);
 
 int api_start(api_t *api, uv_loop_t *loop, const config_t *cfg, models_t *ms);
 void api_stop(api_t *api);

@@ -8,6 +8,7 @@
 #include <sodium.h>
 #include <uv.h>
 
+#include "admission.h"
 #include "api_mgmt.h"
 #include "cli_models.h"
 #include "api_openai.h"
@@ -40,6 +41,7 @@ typedef struct {
     routing_t route;    /* requests to the mesh, the planner's gate, the rpc-server's guard */
     route_serve_t rs;   /* answers passive nodes' ROUTE_REQUESTs (active nodes) */
     passive_t *passive; /* a passive node's check-ins and routing (--client) */
+    admission_t adm;    /* admission control, API keys, pins */
     bool mesh_stopped, children_stopped;
     uv_signal_t sigint, sigterm;
     bool announced;
@@ -178,6 +180,17 @@ static void mgmt_extra(void *data, json_t *st)
         passive_status(n->passive, st);
     else
         route_serve_status(&n->rs, st);
+    admission_status(&n->adm, st);
+}
+
+static bool admit(void *data, httpd_req_t *req, int needs)
+{
+    return admission_enter(data, req, needs);
+}
+
+static bool key_known(void *data, const httpd_req_t *req)
+{
+    return admission_req_key(data, req) >= 0;
 }
 
 static void sv_changed(supervisor_t *sv, sv_child_t *c)
@@ -332,6 +345,7 @@ static void on_signal(uv_signal_t *s, int signum)
     }
     n->shutting_down = true;
     LOGI("node", "%s received: shutting down", strsignal(signum));
+    admission_close(&n->adm);
     planner_stop(&n->plan);
     passive_stop(n->passive);
     api_stop(&n->api);
@@ -419,6 +433,11 @@ int main(int argc, char **argv)
         LOGE("node", "%s", err);
         return 1;
     }
+    rc = admission_init(&n->adm, n->loop, &n->cfg, &n->ms, err, sizeof err);
+    if (rc) {
+        LOGE("node", "%s", err);
+        return 1;
+    }
     n->ms.on_preload_done = announce;
     n->ms.data = n;
     LOGI("node", "%zu known model(s); slots: %u llm, %u embedding, %u reranking", n->ms.n,
@@ -489,6 +508,16 @@ int main(int argc, char **argv)
             return abort_startup(n);
         }
     }
+    /* admission control (node/admission.h): every inference request passes it, idle or not */
+    n->adm.resume = api_inference;
+    n->adm.resume_data = &n->api;
+    n->api.admit = admit;
+    n->api.admit_data = &n->adm;
+    if (admission_has_keys(&n->adm)) {
+        n->api.key_known = key_known;
+        n->mgmt.key_known = key_known;
+        n->mgmt.key_data = &n->adm;
+    }
 
     uv_signal_init(n->loop, &n->sigint);
     uv_signal_init(n->loop, &n->sigterm);
@@ -497,6 +526,7 @@ int main(int argc, char **argv)
     uv_signal_start(&n->sigterm, on_signal, SIGTERM);
 
     models_preload(&n->ms);
+    admission_start(&n->adm);
 
     uv_run(n->loop, UV_RUN_DEFAULT);
     uv_walk(n->loop, close_walk_cb, NULL);

@@ -89,6 +89,12 @@ void config_usage(FILE *out)
         "  --api-key-file FILE      require 'Authorization: Bearer KEY' on /v1/* and /api/*,\n"
         "                           KEY read from FILE (or $MESH_LLM_API_KEY; --api-key KEY\n"
         "                           also works but shows the key in ps)\n"
+        "  --api-keys FILE          API keys with names and tiers (concurrency, queue share,\n"
+        "                           tokens per minute); see README 'Admission control'\n"
+        "  --queue-len N            requests that may wait per model when its slots are busy\n"
+        "                           (default 256; more get 429; $MESH_LLM_QUEUE_WAIT_MS bounds\n"
+        "                           the wait, default 30000)\n"
+        "  --pin MODEL              keep MODEL loaded whatever the LRU says (repeatable)\n"
         "  --allow-origin ORIGIN    let web pages of ORIGIN (like http://localhost:5173) call\n"
         "                           the APIs from a browser (repeatable; default: none)\n"
         "  --max-body-size BYTES    largest accepted request body (default 8M; K/M suffixes)\n"
@@ -362,6 +368,9 @@ enum {
     OPT_ALLOW_ORIGIN,
     OPT_API_KEY_FILE,
     OPT_OWN_MESH,
+    OPT_API_KEYS,
+    OPT_QUEUE_LEN,
+    OPT_PIN,
 };
 
 static int parse_port(const char *s, const char *flag, int *out, char *err, size_t errlen)
@@ -383,6 +392,7 @@ int config_parse(config_t *cfg, int argc, char **argv, char *err, size_t errlen)
     cfg->max_body_bytes = DEFAULT_MAX_BODY;
     cfg->log_format = LOG_FORMAT_PRETTY;
     cfg->max_loaded[0] = cfg->max_loaded[1] = cfg->max_loaded[2] = 1;
+    cfg->queue_len = 256;
     err[0] = '\0';
 
     static const struct option opts[] = {
@@ -412,6 +422,9 @@ int config_parse(config_t *cfg, int argc, char **argv, char *err, size_t errlen)
         {"allow-origin", required_argument, NULL, OPT_ALLOW_ORIGIN},
         {"api-key-file", required_argument, NULL, OPT_API_KEY_FILE},
         {"own-mesh", no_argument, NULL, OPT_OWN_MESH},
+        {"api-keys", required_argument, NULL, OPT_API_KEYS},
+        {"queue-len", required_argument, NULL, OPT_QUEUE_LEN},
+        {"pin", required_argument, NULL, OPT_PIN},
         {NULL, 0, NULL, 0},
     };
     optind = 0; /* 0: glibc fully re-initialises (clustered short options) */
@@ -567,6 +580,28 @@ int config_parse(config_t *cfg, int argc, char **argv, char *err, size_t errlen)
         case OPT_API_KEY_FILE:
             rc = config_api_key_file(cfg, optarg, err, errlen);
             break;
+        case OPT_API_KEYS:
+            free(cfg->api_keys_file);
+            cfg->api_keys_file = strdup(optarg);
+            if (!cfg->api_keys_file) rc = -ENOMEM;
+            break;
+        case OPT_QUEUE_LEN:
+            if (parse_u64(optarg, 0, 4096, &v)) {
+                snprintf(err, errlen, "--queue-len takes 0-4096, got '%s'", optarg);
+                rc = -EINVAL;
+            } else {
+                cfg->queue_len = (unsigned)v;
+            }
+            break;
+        case OPT_PIN:
+            if (cfg->n_pins >= CONFIG_MAX_MODELS || !*optarg || strlen(optarg) >= MODEL_NAME_MAX) {
+                snprintf(err, errlen, "--pin takes a model name (at most %d pins)",
+                         CONFIG_MAX_MODELS);
+                rc = -EINVAL;
+            } else {
+                snprintf(cfg->pins[cfg->n_pins++], MODEL_NAME_MAX, "%s", optarg);
+            }
+            break;
         case 'v':
             cfg->verbose = true;
             break;
@@ -662,6 +697,7 @@ void config_free(config_t *cfg)
     for (size_t i = 0; i < cfg->n_allow_origins; i++)
         free(cfg->allow_origins[i]);
     free(cfg->mesh_name);
+    free(cfg->api_keys_file);
     sodium_memzero(cfg->joins, sizeof cfg->joins);
     memset(cfg, 0, sizeof *cfg);
 }

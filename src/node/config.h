@@ -67,6 +67,12 @@ typedef struct {
     /* A secret was given on the command line (--join TOKEN, --api-key KEY), where every local
      * user can read it (ps, /proc): config_log_warnings says so. */
     bool join_in_argv, api_key_in_argv;
+    /* Admission control (node/admission.h): --api-keys FILE (keys with tiers, read at startup),
+     * --queue-len N (per model, default 64), --pin MODEL (repeatable). */
+    char *api_keys_file;
+    unsigned queue_len;
+    char pins[CONFIG_MAX_MODELS][MODEL_NAME_MAX];
+    size_t n_pins;
     char *notes; /* warnings found while parsing, one per line, for the log (skipped entries) */
 } config_t;
 

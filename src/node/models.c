@@ -122,6 +122,7 @@ struct flight {
     models_t *ms;
     model_entry_t *e;
     proxy_t *proxy; /* valid until on_flight_done */
+    uint64_t tag;   /* the request's httpd tag */
     flight_t *next;
 };
 
@@ -158,6 +159,7 @@ static void on_flight_done(void *data, bool ok, int status, const char *tail, si
     }
     if (f->e->child->in_flight) f->e->child->in_flight--;
     metrics_in_flight_add(meshstat(), f->e->mm->name, -1);
+    if (ms->on_flight_tail && f->tag) ms->on_flight_tail(ms->tail_data, f->tag, status, tail, len);
     if (ok && status == 200) {
         char *t = extract_object(tail, len, "timings");
         if (t) {
@@ -192,6 +194,7 @@ static void dispatch(models_t *ms, model_entry_t *e, httpd_req_t *req)
     }
     f->ms = ms;
     f->e = e;
+    f->tag = req->tag;
     f->next = e->flights;
     e->flights = f;
     e->child->in_flight++; /* the supervisor watches a busy child for progress */
@@ -602,6 +605,11 @@ void models_run(models_t *ms)
                         httpd_respond_error(req, 404, "invalid_request_error",
                                             "model_file_not_found", "model '%s': file %s not found",
                                             a.model->name, e->path);
+                    else if (a.reason == MM_FAIL_PINNED)
+                        httpd_respond_error(req, 503, "unavailable", "slots_pinned",
+                                            "model '%s' cannot load: every %s slot holds a "
+                                            "pinned model (--pin)",
+                                            a.model->name, mm_type_name(a.model->type));
                     else if (a.status == 503)
                         httpd_respond_error(req, 503, "unavailable", "model_unloaded",
                                             "model '%s' was unloaded", a.model->name);
