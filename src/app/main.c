@@ -22,6 +22,7 @@
 #include "config.h"
 #include "log.h"
 #include "offer.h"
+#include "node_dl.h"
 #include "passive.h"
 #include "route_serve.h"
 #include "supervisor.h"
@@ -42,6 +43,7 @@ typedef struct {
     route_serve_t rs;   /* answers passive nodes' ROUTE_REQUESTs (active nodes) */
     passive_t *passive; /* a passive node's check-ins and routing (--client) */
     admission_t adm;    /* admission control, API keys, pins */
+    node_dl_t ndl;      /* model downloads (--model REF, the mesh's rule 4) */
     bool mesh_stopped, children_stopped;
     uv_signal_t sigint, sigterm;
     bool announced;
@@ -147,6 +149,7 @@ static void on_mesh_stopped(void *data)
 static bool route_remote(void *data, const char *model, int needs, httpd_req_t *req)
 {
     node_t *n = data;
+    if (node_dl_answer(&n->ndl, model, req)) return true;
     if (n->passive) return passive_route(n->passive, model, needs, req);
     return routing_remote(&n->route, model, needs, req);
 }
@@ -166,6 +169,7 @@ static int rpc_port(void *data, const char *peer_id, const char *model)
 static void list_remote(void *data, json_t *list)
 {
     node_t *n = data;
+    node_dl_list_models(&n->ndl, list);
     if (n->passive)
         passive_list_models(n->passive, list);
     else
@@ -181,6 +185,7 @@ static void mgmt_extra(void *data, json_t *st)
     else
         route_serve_status(&n->rs, st);
     admission_status(&n->adm, st);
+    node_dl_status(&n->ndl, st);
 }
 
 static bool admit(void *data, httpd_req_t *req, int needs)
@@ -224,6 +229,28 @@ static void fill_announcement(void *data, json_t *ann)
 {
     node_t *n = data;
     planner_fill_announcement(&n->plan, ann);
+    node_dl_fill_announcement(&n->ndl, ann);
+}
+
+static void dl_changed(void *data)
+{
+    node_t *n = data;
+    if (n->mesh && !n->shutting_down) mesh_announce_changed(n->mesh);
+}
+
+/* A download ended: its file joins the node's models and is served. */
+static void dl_done(void *data, const char *ref, const char *path, int rc, const char *err)
+{
+    node_t *n = data;
+    if (rc || n->shutting_down) return; /* node_dl logged why */
+    model_entry_t *e;
+    char msg[512];
+    if (models_add_file(&n->ms, path, &e, msg, sizeof msg) != 0) {
+        LOGE("node", "%s: %s", ref, msg);
+        return;
+    }
+    (void)err;
+    planner_add_model(&n->plan, e);
 }
 
 /* Into a mesh: the one connect → assign → serve flow, for --join (or a mesh of its own) at
@@ -347,6 +374,7 @@ static void on_signal(uv_signal_t *s, int signum)
     LOGI("node", "%s received: shutting down", strsignal(signum));
     admission_close(&n->adm);
     planner_stop(&n->plan);
+    node_dl_close(&n->ndl);
     passive_stop(n->passive);
     api_stop(&n->api);
     mgmt_stop(&n->mgmt);
@@ -374,7 +402,8 @@ int main(int argc, char **argv)
     if (argc >= 2 && strcmp(argv[1], "--exec-child") == 0) return sv_exec_child_main(argc, argv);
     if (argc >= 2 && cli_is_command(argv[1])) return cli_main(argc, argv);
     int cli_rc = cli_models_main(argc, argv);
-    if (cli_rc >= 0 || (cli_rc = cli_models_fetch_args(argc, argv)) != 0) return cli_rc;
+    if (cli_rc >= 0) return cli_rc;
+    node_dl_take_args(&argc, argv); /* --model REF: downloaded by the running node */
 
     static node_t node;
     node_t *n = &node;
@@ -468,7 +497,7 @@ int main(int argc, char **argv)
         LOGE("node", "cannot find a state directory: set MESH_LLM_HOME or HOME");
         return 1;
     }
-    n->idle = config_idle(&n->cfg);
+    n->idle = config_idle(&n->cfg) && node_dl_pending(NULL) == 0;
     if (!n->cfg.headless) {
         rc = mgmt_start(&n->mgmt, n->loop, &n->cfg, NULL, &n->ms, &n->sv);
         if (rc) {
@@ -527,6 +556,18 @@ int main(int argc, char **argv)
 
     models_preload(&n->ms);
     admission_start(&n->adm);
+    if (!n->cfg.client) {
+        rc = node_dl_init(&n->ndl, n->loop, n->cfg.models_dir);
+        if (rc) LOGW("node", "downloads disabled: %s", strerror(-rc));
+        n->ndl.on_done = dl_done;
+        n->ndl.on_change = dl_changed;
+        n->ndl.data = n;
+        const char *const *refs;
+        size_t nref = node_dl_pending(&refs);
+        for (size_t i = 0; i < nref && rc == 0; i++)
+            if (node_dl_start(&n->ndl, refs[i], err, sizeof err) != 0)
+                LOGE("node", "%s: %s", refs[i], err);
+    }
 
     uv_run(n->loop, UV_RUN_DEFAULT);
     uv_walk(n->loop, close_walk_cb, NULL);

@@ -721,6 +721,24 @@ int models_init(models_t *ms, uv_loop_t *loop, const config_t *cfg, supervisor_t
     return 0;
 }
 
+int models_add_file(models_t *ms, const char *path, model_entry_t **out, char *err, size_t errlen)
+{
+    config_model_t cm;
+    int rc = config_parse_model_arg(path, &cm, err, errlen);
+    if (rc) return rc;
+    model_entry_t *e = models_find(ms, cm.name);
+    if (e) {
+        free(cm.path);
+        *out = e;
+        return 0;
+    }
+    rc = add_entry(ms, &cm, false, err, errlen);
+    free(cm.path);
+    if (rc) return rc;
+    *out = &ms->entries[ms->n - 1];
+    return 0;
+}
+
 void models_preload(models_t *ms)
 {
     unsigned planned[MM_N_TYPES] = {0};

@@ -89,6 +89,9 @@ bool models_fits(const models_t *ms, const model_entry_t *e);
 /* "model 'X' needs N; this node offers M with F free…" for errors and logs. */
 void models_memory_msg(const models_t *ms, const model_entry_t *e, char *buf, size_t len);
 
+/* A model file that arrived while the node runs (a download): add it to the registry (not loaded;
+ * the caller loads it). An entry of that name already there is returned as is. */
+int models_add_file(models_t *ms, const char *path, model_entry_t **out, char *err, size_t errlen);
 /* Queue the preloads (models given with --model, while slots are free). */
 void models_preload(models_t *ms);
 void models_free(models_t *ms);

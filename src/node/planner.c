@@ -501,6 +501,38 @@ void planner_kick(planner_t *pl)
         uv_timer_start(&pl->timer, on_kick, KICK_DELAY_MS, 0);
 }
 
+/* e is this node's to serve (--model): loaded at startup when it fits alone, else started by
+ * the plan (as a split host) or not at all. Returns whether it may load now. */
+static bool explicit_model(planner_t *pl, model_entry_t *e)
+{
+    pmodel_t *pm = &pl->models[pl->n++];
+    snprintf(pm->name, sizeof pm->name, "%s", e->mm->name);
+    snprintf(pm->rule, sizeof pm->rule, "explicit");
+    pm->e = e;
+    pm->pl = pl;
+    pl->allocating = false;
+    if (pl->cfg->split || !models_fits(pl->ms, e)) {
+        e->preload = 0;
+        pm->st.load_when_replica = true;
+        return false;
+    }
+    return true;
+}
+
+void planner_add_model(planner_t *pl, model_entry_t *e)
+{
+    for (size_t i = 0; i < pl->n; i++)
+        if (strcmp(pl->models[i].name, e->mm->name) == 0) {
+            pl->models[i].e = e; /* the mesh gave it (rule 4): its file is here now */
+            if (models_fits(pl->ms, e)) models_load(pl->ms, e, false);
+            planner_kick(pl);
+            return;
+        }
+    if (pl->n >= PLAN_MAX_MODELS) return;
+    if (explicit_model(pl, e)) models_load(pl->ms, e, false);
+    if (pl->mesh) planner_kick(pl);
+}
+
 int planner_init(planner_t *pl, uv_loop_t *loop, const config_t *cfg, models_t *ms,
                  supervisor_t *sv, uint64_t vram)
 {
@@ -516,17 +548,7 @@ int planner_init(planner_t *pl, uv_loop_t *loop, const config_t *cfg, models_t *
     for (size_t i = 0; i < ms->n && pl->n < PLAN_MAX_MODELS; i++) {
         model_entry_t *e = &ms->entries[i];
         if (!e->preload) continue; /* --model: this node serves it */
-        pmodel_t *pm = &pl->models[pl->n++];
-        snprintf(pm->name, sizeof pm->name, "%s", e->mm->name);
-        snprintf(pm->rule, sizeof pm->rule, "explicit");
-        pm->e = e;
-        pm->pl = pl;
-        pl->allocating = false;
-        if (cfg->split || !models_fits(ms, e)) {
-            /* it cannot run here alone: the plan starts it (as a split host) or not at all */
-            e->preload = 0;
-            pm->st.load_when_replica = true;
-        }
+        explicit_model(pl, e);
     }
     for (size_t i = 0; i < PLAN_MAX_MODELS; i++)
         pl->models[i].pl = pl;

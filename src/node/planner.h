@@ -99,6 +99,9 @@ int planner_init(planner_t *pl, uv_loop_t *loop, const config_t *cfg, models_t *
 void planner_start(planner_t *pl, mesh_t *mesh);
 /* Something changed (peers, local models, children): re-decide soon. */
 void planner_kick(planner_t *pl);
+/* A model file arrived while the node runs (a --model REF download, or the model the mesh gave
+ * it): serve it like a --model file, or (given by the mesh) now with its file. */
+void planner_add_model(planner_t *pl, model_entry_t *e);
 void planner_stop(planner_t *pl);
 
 /* For the announcement: available_models, serving, role. */

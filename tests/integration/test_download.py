@@ -193,12 +193,59 @@ def test_models_list_and_search():
     assert names == ["bge-reranker-v2-m3-Q4_K_M"]
 
 
+def model_entry(node, name):
+    r = node.request("GET", "/v1/models")
+    assert r.status == 200, r
+    return next((m for m in r.json()["data"] if m["id"] == name), None)
+
+
 def test_node_serves_an_hf_reference(hub, tmp_path, start_node):
     home = tmp_path / "userhome"
     home.mkdir()
     n = start_node("--model", "hf://org/tiny-GGUF/stories260K.gguf", "--port", "0",
                    env={"HF_ENDPOINT": hub.url, "HOME": str(home)}, ready_timeout=120)
+    wait_for(lambda: (model_entry(n, "stories260K") or {}).get("status") == "ready", 120,
+             0.2, "the downloaded model to load")
     assert sha256(home / ".models" / "stories260K.gguf") == sha256(STORIES)
     r = n.complete("stories260K")
     assert r.status == 200, r.body
     assert r.json()["choices"][0]["text"]
+
+
+def test_node_downloads_in_the_background(hub, tmp_path, start_node):
+    """--model REF: the node is ready at once; while the (trickled) download runs /v1/models
+    shows it downloading with progress, a request gets 503 + Retry-After, /api/status shows the
+    bytes moving; then the model loads and serves."""
+    hub.control(trickle=200000)
+    home = tmp_path / "userhome"
+    home.mkdir()
+    n = start_node("--model", "hf://org/tiny-GGUF/stories260K.gguf", "--port", "0",
+                   env={"HF_ENDPOINT": hub.url, "HOME": str(home)}, ready_timeout=30)
+    size = os.path.getsize(STORIES)
+    m = wait_for(lambda: model_entry(n, "stories260K"), 10, 0.1, "the model in /v1/models")
+    assert m["status"] == "downloading", m
+    assert m["source"] == "hf://org/tiny-GGUF/stories260K.gguf"
+    r = n.complete("stories260K")
+    assert r.status == 503, r.body
+    assert r.json()["error"]["code"] == "model_downloading"
+    assert int(r.headers["retry-after"]) >= 1
+
+    def dl():
+        d = n.status().get("downloads") or []
+        return d[0] if d else None
+    first = wait_for(lambda: (lambda d: d if d and d["bytes"] > 0 else None)(dl()), 20, 0.1,
+                     "download bytes")
+    assert first["model"] == "stories260K" and first["ref"].startswith("hf://")
+    assert first["total"] == size
+    later = wait_for(lambda: (lambda d: d if d and d["bytes"] > first["bytes"] else None)(dl()),
+                     20, 0.1, "download bytes to move")
+    assert later["bytes"] <= size
+    m = model_entry(n, "stories260K")
+    assert m["status"] == "downloading" and 0 < m["progress"]["bytes"] <= size, m
+    assert m["progress"]["total"] == size
+    hub.control(trickle=0)
+    wait_for(lambda: (model_entry(n, "stories260K") or {}).get("status") == "ready", 120, 0.2,
+             "the downloaded model to load")
+    assert n.status().get("downloads") == []
+    r = n.complete("stories260K")
+    assert r.status == 200, r.body

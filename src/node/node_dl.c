@@ -1,0 +1,307 @@
+/* node_dl — see node_dl.h. */
+#include "node_dl.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "log.h"
+#include "model_fetch.h"
+#include "model_ref.h"
+#include "util.h"
+
+#define RETRY_AFTER_S 5
+
+static char g_refs[NODE_DL_MAX][NODE_DL_REF_MAX];
+static const char *g_ref_ptrs[NODE_DL_MAX];
+static size_t g_n_refs;
+
+static const char *models_dir_arg(int argc, char **argv)
+{
+    for (int i = 1; i + 1 < argc; i++)
+        if (strcmp(argv[i], "--models-dir") == 0) return argv[i + 1];
+    return NULL;
+}
+
+int node_dl_take_args(int *argc, char **argv)
+{
+    char dir[1024];
+    mf_default_dir(models_dir_arg(*argc, argv), dir, sizeof dir);
+    int taken = 0;
+    for (int i = 1; i + 1 < *argc;) {
+        if (strcmp(argv[i], "--model") != 0 && strcmp(argv[i], "-m") != 0) {
+            i++;
+            continue;
+        }
+        const char *arg = argv[i + 1];
+        model_ref_t r;
+        char err[512], path[2048];
+        struct stat st;
+        if (model_ref_parse(arg, &r, err, sizeof err) != 0 || !model_ref_remote(&r) ||
+            (r.kind == MODEL_REF_CATALOG && stat(arg, &st) == 0) ||
+            strlen(arg) >= NODE_DL_REF_MAX) {
+            i += 2;
+            continue;
+        }
+        if (mf_local_path(&r, dir, path, sizeof path) == 0 && stat(path, &st) == 0 &&
+            S_ISREG(st.st_mode)) {
+            char *p = strdup(path); /* on disk already: the file itself (lives until exit) */
+            if (p) argv[i + 1] = p;
+            i += 2;
+            continue;
+        }
+        if (g_n_refs >= NODE_DL_MAX) {
+            i += 2;
+            continue; /* config_parse reports it */
+        }
+        snprintf(g_refs[g_n_refs], NODE_DL_REF_MAX, "%s", arg);
+        g_ref_ptrs[g_n_refs] = g_refs[g_n_refs];
+        g_n_refs++;
+        taken++;
+        memmove(&argv[i], &argv[i + 2], (size_t)(*argc - i - 2) * sizeof *argv);
+        *argc -= 2;
+        argv[*argc] = NULL;
+    }
+    return taken;
+}
+
+size_t node_dl_pending(const char *const **refs)
+{
+    if (refs) *refs = g_ref_ptrs;
+    return g_n_refs;
+}
+
+static void log_progress(uv_timer_t *t)
+{
+    node_dl_t *nd = t->data;
+    dl_progress_t p[NODE_DL_MAX];
+    size_t n = dl_list(nd->d, p, NODE_DL_MAX);
+    for (size_t i = 0; i < n; i++) {
+        char line[700];
+        dl_format_progress(&p[i], false, line, sizeof line);
+        LOGI("download", "downloading %s", line);
+    }
+}
+
+int node_dl_init(node_dl_t *nd, uv_loop_t *loop, const char *models_dir)
+{
+    memset(nd, 0, sizeof *nd);
+    nd->loop = loop;
+    mf_default_dir(models_dir, nd->dir, sizeof nd->dir);
+    int rc = dl_init(&nd->d, loop);
+    if (rc) return rc;
+    uv_timer_init(loop, &nd->progress);
+    nd->progress.data = nd;
+    nd->timer_open = true;
+    return 0;
+}
+
+static bool any_active(const node_dl_t *nd)
+{
+    for (size_t i = 0; i < nd->n; i++)
+        if (nd->jobs[i].active) return true;
+    return false;
+}
+
+typedef struct {
+    node_dl_t *nd;
+    size_t idx;
+} ctx_t;
+
+static void fetched(void *data, int rc, const char *err, const char *path, bool already)
+{
+    ctx_t *c = data;
+    node_dl_t *nd = c->nd;
+    node_dl_job_t *j = &nd->jobs[c->idx];
+    free(c);
+    j->active = false;
+    if (!any_active(nd) && nd->timer_open) uv_timer_stop(&nd->progress);
+    if (rc) {
+        j->failed = true;
+        snprintf(j->err, sizeof j->err, "%s", err ? err : strerror(-rc));
+        if (rc != -ECANCELED) LOGE("download", "%s: %s", j->ref, j->err);
+    } else {
+        LOGI("download", "%s: %s %s", j->ref, already ? "already there:" : "downloaded to", path);
+        char name[NODE_DL_NAME_MAX];
+        if (model_name_from_path(path, name, sizeof name) == 0)
+            snprintf(j->name, sizeof j->name, "%s", name);
+    }
+    if (nd->on_done && rc != -ECANCELED) nd->on_done(nd->data, j->ref, path, rc, j->err);
+    if (nd->on_change && rc != -ECANCELED) nd->on_change(nd->data);
+}
+
+int node_dl_start(node_dl_t *nd, const char *ref, char *err, size_t errlen)
+{
+    if (strlen(ref) >= NODE_DL_REF_MAX) {
+        snprintf(err, errlen, "model reference too long");
+        return -ENAMETOOLONG;
+    }
+    for (size_t i = 0; i < nd->n; i++)
+        if (strcmp(nd->jobs[i].ref, ref) == 0 && nd->jobs[i].active) return 0;
+    size_t idx = nd->n;
+    for (size_t i = 0; i < nd->n; i++)
+        if (!nd->jobs[i].active && strcmp(nd->jobs[i].ref, ref) == 0) idx = i;
+    if (idx == nd->n) {
+        for (size_t i = 0; i < nd->n && idx == nd->n; i++)
+            if (!nd->jobs[i].active && nd->jobs[i].failed) idx = i;
+        if (idx == nd->n && nd->n >= NODE_DL_MAX) {
+            snprintf(err, errlen, "too many downloads (at most %d)", NODE_DL_MAX);
+            return -E2BIG;
+        }
+    }
+    node_dl_job_t *j = &nd->jobs[idx];
+    memset(j, 0, sizeof *j);
+    snprintf(j->ref, sizeof j->ref, "%s", ref);
+    model_ref_t r;
+    char path[2048];
+    int rc = model_ref_parse(ref, &r, err, errlen);
+    if (rc) return rc;
+    if (mf_local_path(&r, nd->dir, path, sizeof path) != 0 ||
+        model_name_from_path(path, j->name, sizeof j->name) != 0)
+        snprintf(j->name, sizeof j->name, "%s", ref); /* ORG/REPO:QUANT: known after listing */
+    ctx_t *c = malloc(sizeof *c);
+    if (!c) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    *c = (ctx_t){nd, idx};
+    j->active = true;
+    if (idx == nd->n) nd->n++;
+    rc = mf_fetch(nd->d, ref, nd->dir, fetched, c, err, errlen);
+    if (rc) {
+        j->active = false;
+        j->failed = true;
+        snprintf(j->err, sizeof j->err, "%s", err);
+        free(c);
+        return rc;
+    }
+    LOGI("download", "model %s: downloading %s into %s (the node serves it when it is there)",
+         j->name, ref, nd->dir);
+    uint64_t every = env_ms("MESH_LLM_PROGRESS_MS", 3000);
+    if (!uv_is_active((uv_handle_t *)&nd->progress))
+        uv_timer_start(&nd->progress, log_progress, every, every);
+    if (nd->on_change) nd->on_change(nd->data);
+    return 0;
+}
+
+void node_dl_close(node_dl_t *nd)
+{
+    if (!nd->d) return;
+    if (nd->timer_open) {
+        nd->timer_open = false;
+        uv_close((uv_handle_t *)&nd->progress, NULL);
+    }
+    dl_close(nd->d);
+    nd->d = NULL;
+}
+
+const node_dl_job_t *node_dl_find(node_dl_t *nd, const char *name)
+{
+    for (size_t i = 0; i < nd->n; i++) {
+        const node_dl_job_t *j = &nd->jobs[i];
+        if (j->active && (strcmp(j->name, name) == 0 || strcmp(j->ref, name) == 0)) return j;
+    }
+    return NULL;
+}
+
+void node_dl_progress(node_dl_t *nd, const node_dl_job_t *j, uint64_t *bytes, uint64_t *total,
+                      double *rate)
+{
+    *bytes = *total = 0;
+    *rate = 0;
+    if (!nd->d) return;
+    dl_progress_t p[NODE_DL_MAX];
+    size_t n = dl_list(nd->d, p, NODE_DL_MAX);
+    size_t rl = strlen(j->ref);
+    for (size_t i = 0; i < n; i++) {
+        /* the label is the ref, or "REF (part K of N)" */
+        if (strncmp(p[i].label, j->ref, rl) != 0 || (p[i].label[rl] && p[i].label[rl] != ' '))
+            continue;
+        *bytes += p[i].bytes;
+        *total += p[i].total;
+        *rate += p[i].rate;
+    }
+}
+
+bool node_dl_answer(node_dl_t *nd, const char *model, httpd_req_t *req)
+{
+    const node_dl_job_t *j = node_dl_find(nd, model);
+    if (!j) return false;
+    uint64_t b, t;
+    double rate;
+    node_dl_progress(nd, j, &b, &t, &rate);
+    char msg[900], pct[32] = "";
+    if (t) snprintf(pct, sizeof pct, " (%.1f%%)", 100.0 * (double)b / (double)t);
+    snprintf(msg, sizeof msg,
+             "model '%s' is downloading on this node (%llu of %llu bytes%s); retry later", j->name,
+             (unsigned long long)b, (unsigned long long)t, pct);
+    json_t *o = json_pack("{s:{s:s,s:s,s:s}}", "error", "message", msg, "type", "unavailable",
+                          "code", "model_downloading");
+    char *body = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    char extra[64];
+    snprintf(extra, sizeof extra, "Retry-After: %d\r\n", RETRY_AFTER_S);
+    if (body)
+        httpd_respond(req, 503, "application/json", body, strlen(body), extra);
+    else
+        httpd_respond_error(req, 500, "server_error", "out_of_memory", "out of memory");
+    free(body);
+    return true;
+}
+
+void node_dl_list_models(node_dl_t *nd, json_t *list)
+{
+    for (size_t i = 0; i < nd->n; i++) {
+        const node_dl_job_t *j = &nd->jobs[i];
+        if (!j->active) continue;
+        uint64_t b, t;
+        double rate;
+        node_dl_progress(nd, j, &b, &t, &rate);
+        json_array_append_new(list, json_pack("{s:s,s:s,s:s,s:s,s:{s:I,s:I},s:s}", "id", j->name,
+                                              "object", "model", "owned_by", "mesh-llm", "status",
+                                              "downloading", "progress", "bytes", (json_int_t)b,
+                                              "total", (json_int_t)t, "source", j->ref));
+    }
+}
+
+void node_dl_status(node_dl_t *nd, json_t *st)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < nd->n; i++) {
+        const node_dl_job_t *j = &nd->jobs[i];
+        if (!j->active) continue;
+        uint64_t b, t;
+        double rate;
+        node_dl_progress(nd, j, &b, &t, &rate);
+        json_array_append_new(a, json_pack("{s:s,s:s,s:I,s:I,s:f}", "model", j->name, "ref", j->ref,
+                                           "bytes", (json_int_t)b, "total", (json_int_t)t, "rate",
+                                           rate));
+    }
+    json_object_set_new(st, "downloads", a);
+}
+
+void node_dl_fill_announcement(node_dl_t *nd, json_t *ann)
+{
+    json_t *dls = json_array(), *src = json_object();
+    for (size_t i = 0; i < nd->n; i++) {
+        const node_dl_job_t *j = &nd->jobs[i];
+        if (j->failed) continue;
+        json_object_set_new(src, j->name, json_string(j->ref));
+        if (!j->active) continue;
+        uint64_t b, t;
+        double rate;
+        node_dl_progress(nd, j, &b, &t, &rate);
+        json_array_append_new(dls, json_pack("{s:s,s:I,s:I}", "model", j->name, "bytes",
+                                             (json_int_t)b, "total", (json_int_t)t));
+    }
+    if (json_array_size(dls))
+        json_object_set_new(ann, "downloading", dls);
+    else
+        json_decref(dls);
+    if (json_object_size(src))
+        json_object_set_new(ann, "model_source", src);
+    else
+        json_decref(src);
+}
