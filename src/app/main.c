@@ -559,6 +559,7 @@ int main(int argc, char **argv)
     if (!n->cfg.client) {
         rc = node_dl_init(&n->ndl, n->loop, n->cfg.models_dir);
         if (rc) LOGW("node", "downloads disabled: %s", strerror(-rc));
+        n->ndl.offer = n->vram;
         n->ndl.on_done = dl_done;
         n->ndl.on_change = dl_changed;
         n->ndl.data = n;

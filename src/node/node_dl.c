@@ -161,6 +161,18 @@ int node_dl_start(node_dl_t *nd, const char *ref, char *err, size_t errlen)
     if (mf_local_path(&r, nd->dir, path, sizeof path) != 0 ||
         model_name_from_path(path, j->name, sizeof j->name) != 0)
         snprintf(j->name, sizeof j->name, "%s", ref); /* ORG/REPO:QUANT: known after listing */
+    /* don't download what won't fit (seed 002): the ledger's 1.1 × size rule */
+    if (r.known && r.known->size && nd->offer && nd->offer < r.known->size + r.known->size / 10) {
+        snprintf(err, errlen,
+                 "not downloading %s: it needs %.1f GB to serve (1.1 x %.1f GB) and this node "
+                 "offers %.1f GB (--max-vram); run it on a bigger node or name a smaller model",
+                 ref, (double)(r.known->size + r.known->size / 10) / 1e9,
+                 (double)r.known->size / 1e9, (double)nd->offer / 1e9);
+        j->failed = true;
+        snprintf(j->err, sizeof j->err, "%s", err);
+        if (idx == nd->n) nd->n++;
+        return -EFBIG;
+    }
     ctx_t *c = malloc(sizeof *c);
     if (!c) {
         snprintf(err, errlen, "out of memory");
@@ -280,6 +292,12 @@ void node_dl_status(node_dl_t *nd, json_t *st)
                                            rate));
     }
     json_object_set_new(st, "downloads", a);
+    json_t *f = json_array();
+    for (size_t i = 0; i < nd->n; i++)
+        if (nd->jobs[i].failed)
+            json_array_append_new(f, json_pack("{s:s,s:s,s:s}", "model", nd->jobs[i].name, "ref",
+                                               nd->jobs[i].ref, "error", nd->jobs[i].err));
+    json_object_set_new(st, "download_errors", f);
 }
 
 void node_dl_fill_announcement(node_dl_t *nd, json_t *ann)

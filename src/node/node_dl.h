@@ -35,6 +35,8 @@ typedef struct node_dl {
     uv_timer_t progress;
     bool timer_open;
     char dir[1024];
+    uint64_t offer; /* the memory this node offers (0: unknown): a catalog model it cannot serve
+                       solo (offer < 1.1 × size) is not downloaded */
     node_dl_job_t jobs[NODE_DL_MAX];
     size_t n;
     /* a download finished: path is the (first part of the) file, or rc < 0 with err */

@@ -249,3 +249,20 @@ def test_node_downloads_in_the_background(hub, tmp_path, start_node):
     assert n.status().get("downloads") == []
     r = n.complete("stories260K")
     assert r.status == 200, r.body
+
+
+def test_node_too_small_refuses_to_download(hub, tmp_path, start_node):
+    """--model CATALOG_NAME on a node offering less than 1.1 x the model's size: nothing is
+    fetched, the log and /api/status say why, the node runs on."""
+    home = tmp_path / "userhome"
+    home.mkdir()
+    n = start_node("--model", "Qwen2.5-0.5B-Instruct-Q4_K_M", "--max-vram", "0.2", "--port", "0",
+                   env={"HF_ENDPOINT": hub.url, "HOME": str(home)}, ready_timeout=30)
+    errs = wait_for(lambda: n.status().get("download_errors"), 10, 0.1, "the refusal")
+    assert errs[0]["ref"] == "Qwen2.5-0.5B-Instruct-Q4_K_M"
+    assert "not downloading" in errs[0]["error"] and "--max-vram" in errs[0]["error"]
+    assert "not downloading Qwen2.5-0.5B-Instruct-Q4_K_M" in n.stderr()
+    assert n.status()["downloads"] == []
+    assert hub.stats()["cdn_bytes"] == 0
+    assert not (home / ".models").exists() or not any((home / ".models").iterdir())
+    assert n.request("GET", "/v1/models").status == 200
