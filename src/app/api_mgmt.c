@@ -1,10 +1,13 @@
 #include "api_mgmt.h"
+#include "api_events.h"
 #include "api_metrics.h"
+#include "console.h"
 
 #include <string.h>
 
 #include "api_openai.h"
 #include "httpd_guard.h"
+#include "meshstat.h"
 #include "relay.h"
 #include "util.h"
 
@@ -54,6 +57,8 @@ json_t *mgmt_status(mgmt_t *g)
                                               (json_int_t)httpd_buffered_bytes()));
     json_object_set_new(st, "routing", relay_status_json());
     if (g->extra_status) g->extra_status(g->extra_data, st);
+    json_object_set_new(st, "requests", reqlog_json(meshstat_reqlog())); /* newest first */
+    api_events_status(g, st);
     return st;
 }
 
@@ -95,6 +100,8 @@ static void handle(httpd_req_t *req)
         return;
     }
     if (api_metrics_handle(g, req)) return;
+    if (api_events_handle(g, req)) return;
+    if (console_handle(req)) return;
     httpd_respond_error(req, 404, "invalid_request_error", "not_found",
                         "no such endpoint on the management API (try GET /api/status)");
 }
@@ -128,6 +135,7 @@ int mgmt_start(mgmt_t *g, uv_loop_t *loop, const config_t *cfg, mesh_t *mesh, mo
 
 void mgmt_stop(mgmt_t *g)
 {
+    api_events_stop(g);
     if (g->started) httpd_stop(&g->httpd);
     g->started = false;
 }

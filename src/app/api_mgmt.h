@@ -22,6 +22,7 @@ typedef struct {
     /* Adds the mesh plan and catalog to a status document. */
     void (*extra_status)(void *data, json_t *status);
     void *extra_data;
+    struct events *events; /* GET /api/events (api_events.h), made by its first client */
 } mgmt_t;
 
 int mgmt_start(mgmt_t *g, uv_loop_t *loop, const config_t *cfg, mesh_t *mesh, models_t *ms,

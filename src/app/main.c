@@ -14,6 +14,7 @@
 #include "meshstat.h"
 #include "planner.h"
 #include "routing.h"
+#include "statgen.h"
 #include "config.h"
 #include "log.h"
 #include "offer.h"
@@ -154,6 +155,7 @@ static void mgmt_extra(void *data, json_t *st)
 
 static void sv_changed(supervisor_t *sv, sv_child_t *c)
 {
+    status_changed(); /* the events stream (api_events.h) */
     (void)sv;
     (void)c;
     if (!g_node->shutting_down) planner_kick(&g_node->plan);
@@ -161,6 +163,7 @@ static void sv_changed(supervisor_t *sv, sv_child_t *c)
 
 static void peers_changed(void *data)
 {
+    status_changed(); /* the events stream (api_events.h) */
     node_t *n = data;
     route_serve_invalidate(&n->rs);
     if (!n->shutting_down) planner_kick(&n->plan);
@@ -174,6 +177,7 @@ static json_t *route_request(void *data, const char *peer_id, json_t *req)
 
 static void models_changed(void *data)
 {
+    status_changed(); /* the events stream (api_events.h) */
     node_t *n = data;
     if (n->mesh && !n->shutting_down) mesh_announce_changed(n->mesh);
     if (!n->shutting_down) planner_kick(&n->plan);

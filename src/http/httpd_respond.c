@@ -97,6 +97,20 @@ int httpd_respond(httpd_req_t *req, int status, const char *content_type, const 
     return rc;
 }
 
+int httpd_stream_begin(httpd_req_t *req, int status, const char *content_type,
+                       const char *extra_headers)
+{
+    char head[1536], cors[384];
+    if (httpd_cors_headers(req, cors, sizeof cors) < 0) cors[0] = '\0';
+    int n = snprintf(head, sizeof head,
+                     "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nCache-Control: no-cache\r\n"
+                     "X-Accel-Buffering: no\r\n%s%sConnection: close\r\n\r\n",
+                     status, httpd_status_text(status), content_type,
+                     extra_headers ? extra_headers : "", cors);
+    if (n < 0 || (size_t)n >= sizeof head) return -EINVAL;
+    return httpd_write(req, head, (size_t)n);
+}
+
 static int respond_error_v(httpd_req_t *req, int status, const char *extra, const char *type,
                            const char *code, const char *fmt, va_list ap)
     __attribute__((format(printf, 6, 0)));
