@@ -135,8 +135,7 @@ static void on_change(void *data)
     if (!ev->clients || ev->dirty) return;
     ev->dirty = true;
     uint64_t gap = uv_now(ev->timer.loop) - ev->last_sent_ms;
-    uv_timer_start(&ev->timer, on_timer, gap >= EVENTS_MIN_GAP_MS ? 0 : EVENTS_MIN_GAP_MS - gap,
-                   0);
+    uv_timer_start(&ev->timer, on_timer, gap >= EVENTS_MIN_GAP_MS ? 0 : EVENTS_MIN_GAP_MS - gap, 0);
 }
 
 static struct events *events_get(mgmt_t *g)

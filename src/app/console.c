@@ -10,8 +10,8 @@
 #define CONSOLE_HEADERS                                                                            \
     "Cache-Control: no-cache\r\nX-Content-Type-Options: nosniff\r\n"                               \
     "X-Frame-Options: DENY\r\nReferrer-Policy: no-referrer\r\n"                                    \
-    "Content-Security-Policy: default-src 'self'; connect-src 'self' http://127.0.0.1:* "        \
-    "http://localhost:* http://[::1]:*; img-src 'self' data:; style-src 'self'; "                  \
+    "Content-Security-Policy: default-src 'self'; connect-src 'self' http://127.0.0.1:* "          \
+    "http://localhost:*; img-src 'self' data:; style-src 'self'; "                                 \
     "script-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'\r\n"
 
 typedef struct {

@@ -15,15 +15,15 @@
 #define REQLOG_MAX 200
 
 typedef struct {
-    uint64_t wall_ms;            /* unix time (ms) when the request ended */
+    uint64_t wall_ms; /* unix time (ms) when the request ended */
     char model[METRICS_MODEL_LEN];
     char node[METRICS_PEER_LEN]; /* the node that served it ("" unknown) */
     metrics_route_t route;
-    int status;           /* HTTP status sent; 499 when the client went away before any */
-    double ttft_ms;       /* request received -> first answer byte; < 0 unknown */
-    double duration_ms;   /* request received -> ended */
-    int64_t tokens_out;   /* -1 unknown */
-    double tokens_per_s;  /* generation speed; < 0 unknown */
+    int status;          /* HTTP status sent; 499 when the client went away before any */
+    double ttft_ms;      /* request received -> first answer byte; < 0 unknown */
+    double duration_ms;  /* request received -> ended */
+    int64_t tokens_out;  /* -1 unknown */
+    double tokens_per_s; /* generation speed; < 0 unknown */
 } reqlog_entry_t;
 
 typedef struct {

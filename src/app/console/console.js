@@ -136,13 +136,13 @@
           ? `${s.model} (${s.state})` : s.model)),
       });
     }
-    const W = 600, H = 360, cx = W / 2, cy = H / 2;
+    const W = 600, H = 360, cx = W / 2, cy = H / 2 - 14;
     const others = nodes.length - 1;
-    const r = Math.min(140, 60 + 20 * others);
+    /* this node in the middle, the others on an ellipse around it */
     const pos = nodes.map((n, i) => {
-      if (i === 0) return others ? [cx, cy] : [cx, cy];
-      const a = -Math.PI / 2 + (2 * Math.PI * (i - 1)) / others;
-      return [cx + 1.7 * r * Math.cos(a), cy + r * Math.sin(a)];
+      if (i === 0) return [cx, cy];
+      const a = (others === 1 ? 0 : -Math.PI / 2) + (2 * Math.PI * (i - 1)) / others;
+      return [cx + 220 * Math.cos(a), cy + 125 * Math.sin(a)];
     });
     svg.replaceChildren();
     const links = sv('g', { class: 'links' });
