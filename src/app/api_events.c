@@ -59,7 +59,7 @@ static void drop(struct events *ev, client_t *c, const char *why)
 /* Queue a frame for c, or drop c when that would pass its cap. */
 static void send_frame(struct events *ev, client_t *c, const char *frame, size_t len)
 {
-    if (httpd_write_queue(c->req) + len > ev->max_queue) {
+    if (httpd_unsent(c->req) + len > ev->max_queue) {
         drop(ev, c, "it is not reading (its unsent events passed the cap)");
         return;
     }

@@ -7,9 +7,9 @@
  * serialisation per snapshot is shared by every client (two when some may see the token and
  * some may not: the token is only for loopback clients, as in /api/status).
  *
- * Memory is bounded per client: a client whose unsent bytes (queued in the node, above what
- * its socket took) would pass EVENTS_MAX_QUEUE (MESH_LLM_EVENTS_MAX_QUEUE) is dropped, so a
- * client that does not read costs at most that much, never more. */
+ * Memory is bounded per client: a client whose untaken bytes (queued in the node plus those in
+ * its socket's send queue, httpd_unsent) would pass EVENTS_MAX_QUEUE (MESH_LLM_EVENTS_MAX_QUEUE)
+ * is dropped, so a client that does not read costs at most that much, never more. */
 #ifndef MESH_API_EVENTS_H
 #define MESH_API_EVENTS_H
 

@@ -152,6 +152,9 @@ int httpd_stream_begin(httpd_req_t *req, int status, const char *content_type,
 /* Raw writes: the caller produces the status line, headers and body framing itself. */
 int httpd_write(httpd_req_t *req, const void *data, size_t len);
 size_t httpd_write_queue(const httpd_req_t *req);
+/* Response bytes the client has not taken yet: those queued here plus those still in the
+ * socket's send queue (SIOCOUTQ: unsent or unacknowledged). What a long stream bounds. */
+size_t httpd_unsent(const httpd_req_t *req);
 /* The response is complete. keep_alive=false closes the connection once written. */
 void httpd_end(httpd_req_t *req, bool keep_alive);
 /* Drop the connection now (response truncated); the handler gets no on_abort. */

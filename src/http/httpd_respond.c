@@ -72,7 +72,10 @@ int httpd_cors_headers(const httpd_req_t *req, char *out, size_t outlen)
         if (outlen) out[0] = '\0';
         return 0;
     }
-    int n = snprintf(out, outlen, "Access-Control-Allow-Origin: %s\r\nVary: Origin\r\n",
+    /* a page of an allowed origin may read which node answered (the console's chat) */
+    int n = snprintf(out, outlen,
+                     "Access-Control-Allow-Origin: %s\r\nVary: Origin\r\n"
+                     "Access-Control-Expose-Headers: X-Mesh-Node, X-Mesh-Route\r\n",
                      req->cors_origin);
     return n < 0 || (size_t)n >= outlen ? -ENOSPC : n;
 }
