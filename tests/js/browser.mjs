@@ -1,5 +1,6 @@
 // A headless Chromium (Debian's /usr/bin/chromium, driven by puppeteer-core) that the
 // integration tests steer one JSON command per stdin line; one JSON answer per stdout line:
+//   {"cmd":"init","js":SRC}                         run SRC in every page before its scripts
 //   {"cmd":"open","url":U,"width":W,"height":H}     load U (viewport W x H)
 //   {"cmd":"wait","js":EXPR,"timeout":MS}           poll EXPR in the page until truthy → value
 //   {"cmd":"eval","js":EXPR}                        → value of EXPR in the page
@@ -20,13 +21,20 @@ const browser = await puppeteer.launch({
 });
 const page = await browser.newPage();
 const log = [];
-page.on('console', (m) => { if (m.type() === 'error') log.push(`console: ${m.text()}`); });
+page.on('console', (m) => {
+  // a failed fetch is logged below with its URL
+  if (m.type() === 'error' && !m.text().startsWith('Failed to load resource')) log.push(`console: ${m.text()}`);
+});
+page.on('response', (r) => { if (r.status() >= 400) log.push(`http ${r.status()}: ${new URL(r.url()).pathname}`); });
 page.on('pageerror', (e) => log.push(`exception: ${e.message}`));
 
 const say = (o) => process.stdout.write(JSON.stringify(o) + '\n');
 
 async function run(c) {
   switch (c.cmd) {
+    case 'init':
+      await page.evaluateOnNewDocument(c.js);
+      return null;
     case 'open':
       await page.setViewport({ width: c.width || 1200, height: c.height || 900 });
       await page.goto(c.url, { waitUntil: 'domcontentloaded', timeout: c.timeout || 30000 });

@@ -141,7 +141,7 @@
     /* this node in the middle, the others on an ellipse around it */
     const pos = nodes.map((n, i) => {
       if (i === 0) return [cx, cy];
-      const a = (others === 1 ? 0 : -Math.PI / 2) + (2 * Math.PI * (i - 1)) / others;
+      const a = (others === 1 ? 0 : -Math.PI / 2 + Math.PI / others) + (2 * Math.PI * (i - 1)) / others;
       return [cx + 220 * Math.cos(a), cy + 125 * Math.sin(a)];
     });
     svg.replaceChildren();
