@@ -15,7 +15,7 @@ ARGS     ?=
 PYTEST_ARGS ?=
 GEN      := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 
-.PHONY: all deps deps-test llama build build-asan build-fuzz run test unit integration asan fuzz-smoke fuzz soak bench bench-model bench-sse format clean
+.PHONY: all deps deps-test llama build build-asan build-fuzz run test unit integration asan fuzz-smoke fuzz soak bench bench-model bench-replicas bench-sse format clean
 
 all: build
 
@@ -95,8 +95,14 @@ bench: build llama bench-model
 	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/switch
 	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/prefix --mesh-llm $(BUILD)/mesh-llm
 	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/sse --mesh-llm $(BUILD)/mesh-llm
+	@$(MAKE) --no-print-directory bench-replicas
 	@$(BUILD)/mesh-bench-tunnel
 	@$(BUILD)/mesh-bench-gossip
+
+# one model on one node vs two (llama-server -t 1 each), 8 streams through a client node
+bench-replicas: build llama bench-model
+	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/replicas --mesh-llm $(BUILD)/mesh-llm
+	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/replicas --mesh-llm $(BUILD)/mesh-llm --model $(BENCH_MODEL) --tokens 32 --rounds 1
 
 # 50 console clients on /api/events of a 10-node mesh: node CPU and RSS
 bench-sse: build llama

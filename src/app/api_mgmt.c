@@ -44,19 +44,28 @@ static json_t *processes_json(supervisor_t *sv)
 
 json_t *mgmt_status(mgmt_t *g)
 {
-    json_t *st = mesh_status(g->mesh);
+    json_t *st = g->mesh ? mesh_status(g->mesh) : mgmt_idle_status(g);
     if (!st) return NULL;
     json_t *node = json_object_get(st, "node");
     json_object_set_new(node, "api_port", json_integer(g->api_port));
     json_object_set_new(node, "console_port", json_integer(g->httpd.port));
+    if (g->mesh) {
+        json_object_set_new(node, "state",
+                            json_string(mesh_joined(g->mesh) ? "member" : "joining"));
+        json_object_set_new(node, "join_error", json_string(mesh_join_error(g->mesh)));
+    }
     json_object_set_new(st, "models", models_json(g->ms));
     json_object_set_new(st, "processes", processes_json(g->sv));
     /* request bytes every HTTP connection of the node holds (capped by
      * MESH_LLM_HTTP_MAX_BUFFERED) */
-    json_object_set_new(st, "http", json_pack("{s:I}", "buffered_bytes",
-                                              (json_int_t)httpd_buffered_bytes()));
+    json_object_set_new(st, "http",
+                        json_pack("{s:I}", "buffered_bytes", (json_int_t)httpd_buffered_bytes()));
     json_object_set_new(st, "routing", relay_status_json());
-    if (g->extra_status) g->extra_status(g->extra_data, st);
+    if (g->extra_status && g->mesh) g->extra_status(g->extra_data, st);
+    if (!g->mesh) {
+        json_object_set_new(st, "catalog", json_array());
+        json_object_set_new(st, "plan", json_array());
+    }
     json_object_set_new(st, "requests", reqlog_json(meshstat_reqlog())); /* newest first */
     api_events_status(g, st);
     return st;
@@ -78,9 +87,10 @@ static void hide_secrets(json_t *st)
 static void handle(httpd_req_t *req)
 {
     mgmt_t *g = req->server->data;
+    const char *auth = httpd_header(req, "authorization");
     if ((strncmp(req->path, "/api/", 5) == 0 || strcmp(req->path, "/metrics") == 0) &&
-        g->cfg->api_key &&
-        !api_key_ok(httpd_header(req, "authorization"), g->cfg->api_key)) {
+        (g->key_known ? !g->key_known(g->key_data, req)
+                      : g->cfg->api_key && !api_key_ok(auth, g->cfg->api_key))) {
         httpd_respond_error(req, 401, "invalid_request_error", "invalid_api_key",
                             "missing or wrong API key; send 'Authorization: Bearer <key>'");
         return;
@@ -99,6 +109,7 @@ static void handle(httpd_req_t *req)
         httpd_respond_json(req, 200, st); /* takes the reference */
         return;
     }
+    if (mgmt_join_routes(g, req)) return;
     if (api_metrics_handle(g, req)) return;
     if (api_events_handle(g, req)) return;
     if (console_handle(req)) return;
@@ -117,7 +128,7 @@ int mgmt_start(mgmt_t *g, uv_loop_t *loop, const config_t *cfg, mesh_t *mesh, mo
     httpd_opts_t o = {
         .host = cfg->listen_all ? "0.0.0.0" : "127.0.0.1",
         .port = cfg->console_port,
-        .max_body_bytes = 64 * 1024,
+        .max_body_bytes = 1024 * 1024, /* POST /api/chat bodies (conversations) */
         .idle_timeout_ms = env_ms("MESH_LLM_HTTP_IDLE_MS", 60000),
         .read_timeout_ms = env_ms("MESH_LLM_HTTP_READ_MS", 30000),
         .write_timeout_ms = env_ms("MESH_LLM_HTTP_WRITE_MS", 30000),

@@ -124,6 +124,7 @@ static bool only_mesh_model(api_t *api, char *out, size_t outlen)
 static void handle_inference(api_t *api, httpd_req_t *req, const api_route_t *route)
 {
     int needs = route->needs;
+    if (api->admit && api->admit(api->admit_data, req, needs)) return;
     char name[MODEL_NAME_MAX], err[512];
     int rc = api_body_model(req->body, req->body_len, name, sizeof name, err, sizeof err);
     if (rc < 0) {
@@ -178,6 +179,17 @@ static void handle_inference(api_t *api, httpd_req_t *req, const api_route_t *ro
     models_route(api->ms, e, req);
 }
 
+void api_inference(void *api, httpd_req_t *req, int needs)
+{
+    (void)needs;
+    const api_route_t *route = api_route_find(req->path);
+    if (route)
+        handle_inference(api, req, route);
+    else /* cannot happen: admission takes only routed requests */
+        httpd_respond_error(req, 404, "invalid_request_error", "not_found", "no endpoint at %s",
+                            req->path);
+}
+
 /* What a request may reach given where it comes from: a mesh member (through a tunnel) only the
  * model endpoints of api_routes.h, GET /v1/models and /health, on every request of its
  * connection, pipelined or not. */
@@ -191,14 +203,15 @@ static bool key_ok(const api_t *api, const httpd_req_t *req)
 {
     /* tunnelled requests were admitted by the mesh (and are limited to inference); Anthropic
      * clients send the key as x-api-key */
+    if (api->key_known)
+        return req->peer == HTTPD_PEER_TUNNEL || api->key_known(api->admit_data, req);
     return !api->cfg->api_key || req->peer == HTTPD_PEER_TUNNEL ||
            api_key_ok(httpd_header(req, "authorization"), api->cfg->api_key) ||
            api_x_api_key_ok(httpd_header(req, "x-api-key"), api->cfg->api_key);
 }
 
-static void api_handle(httpd_req_t *req)
+static void dispatch(api_t *api, httpd_req_t *req)
 {
-    api_t *api = req->server->data;
     const char *path = req->path;
     bool is_get = req->method == HTTP_GET || req->method == HTTP_HEAD;
     bool is_post = req->method == HTTP_POST;
@@ -249,12 +262,28 @@ static void api_handle(httpd_req_t *req)
         }
         return handle_models(api, req);
     }
+    if (api->unavailable) { /* idle: not in a mesh yet */
+        httpd_respond_error(req, 503, "unavailable", "not_in_mesh", "%s", api->unavailable);
+        return;
+    }
     if (!is_post) {
         httpd_respond_405(req, "POST");
         return;
     }
     req->mesh.endpoint = route->label;
     handle_inference(api, req, route);
+}
+
+static void api_handle(httpd_req_t *req)
+{
+    dispatch(req->server->data, req);
+}
+
+void api_chat(api_t *api, httpd_req_t *req)
+{
+    static const char path[] = "/v1/chat/completions";
+    req->url = req->path = path; /* what the proxy and the tunnel forward */
+    dispatch(api, req);
 }
 
 int api_start(api_t *api, uv_loop_t *loop, const config_t *cfg, models_t *ms)

@@ -26,10 +26,24 @@ typedef struct {
      * serve it here. hop: the request came through the mesh already. */
     bool (*local_gate)(void *data, const char *model, int needs, httpd_req_t *req, bool hop);
     void *remote_data;
+    /* Idle mode: the /v1 endpoints (but GET /v1/models) answer 503 with this message until a join. */
+    const char *unavailable;
+    /* Admission control (node/admission.h): admit takes an inference request before it is
+     * served or routed (true: taken; it comes back through api_inference once admitted);
+     * key_known, when set, replaces the --api-key check (--api-keys: any configured key). */
+    bool (*admit)(void *data, httpd_req_t *req, int needs);
+    bool (*key_known)(void *data, const httpd_req_t *req);
+    void *admit_data;
 } api_t;
+
+/* Serve or route an inference request for `needs` (mm_type_t), admitted already. */
+void api_inference(void *api, httpd_req_t *req, int needs);
 
 int api_start(api_t *api, uv_loop_t *loop, const config_t *cfg, models_t *ms);
 void api_stop(api_t *api);
+/* A request that came to another server (the console's POST /api/chat) answered as
+ * POST /v1/chat/completions: the same checks, routing and byte-for-byte proxying. */
+void api_chat(api_t *api, httpd_req_t *req);
 
 enum { API_MODEL_FOUND = 0, API_MODEL_ABSENT = 1 };
 /* Validate a request body (a JSON object) and read its "model". Returns API_MODEL_FOUND with

@@ -4,12 +4,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sodium.h>
 #include <uv.h>
 
+#include "admission.h"
 #include "api_mgmt.h"
+#include "cli_models.h"
 #include "api_openai.h"
+#include "cli_status.h"
 #include "identity.h"
+#include "join_policy.h"
 #include "mesh.h"
 #include "meshstat.h"
 #include "planner.h"
@@ -37,20 +42,44 @@ typedef struct {
     routing_t route;    /* requests to the mesh, the planner's gate, the rpc-server's guard */
     route_serve_t rs;   /* answers passive nodes' ROUTE_REQUESTs (active nodes) */
     passive_t *passive; /* a passive node's check-ins and routing (--client) */
+    admission_t adm;    /* admission control, API keys, pins */
     bool mesh_stopped, children_stopped;
     uv_signal_t sigint, sigterm;
     bool announced;
     bool shutting_down;
     int exit_code;
+    char home[4096];
+    uint64_t vram;
+    bool idle; /* no mesh yet: waiting for POST /api/join */
+    bool joined_at_runtime;
+    char idle_id[ID_HEX_LEN + 1];
+    char idle_msg[160]; /* the inference API's 503 while idle */
 } node_t;
 
 static node_t *g_node;
+
+static void announce_idle(node_t *n)
+{
+    const char *host = n->cfg.listen_all ? "0.0.0.0" : "127.0.0.1";
+    LOGI("node",
+         "idle: not in a mesh yet. Join one: open http://127.0.0.1:%d in a browser, run "
+         "'mesh-llm join TOKEN --console %d', or POST http://127.0.0.1:%d/api/join "
+         "{\"token\": \"...\"}. Until then the OpenAI API at http://%s:%d/v1 answers 503",
+         n->mgmt.httpd.port, n->mgmt.httpd.port, n->mgmt.httpd.port, host, n->api.httpd.port);
+    printf("mesh-llm idle api=%d console=%d id=%s\n", n->api.httpd.port, n->mgmt.httpd.port,
+           n->idle_id);
+    fflush(stdout);
+}
 
 static void announce(void *data)
 {
     node_t *n = data;
     if (n->announced || n->shutting_down) return;
     n->announced = true;
+    if (n->idle) {
+        announce_idle(n);
+        return;
+    }
     char names[1024] = "";
     size_t off = 0, ready = 0;
     for (size_t i = 0; i < n->ms.n && off < sizeof names - 1; i++) {
@@ -68,7 +97,8 @@ static void announce(void *data)
              n->cfg.requested[i]);
     if (n->cfg.client)
         LOGI("node", "client node: requests are routed to the mesh; this node serves no model");
-    else if (n->ms.n == 0 && n->cfg.n_requested == 0 && n->cfg.n_joins > 0)
+    else if (n->ms.n == 0 && n->cfg.n_requested == 0 &&
+             (n->cfg.n_joins > 0 || n->joined_at_runtime))
         LOGI("node", "no models given: the mesh may give this node one of its models, or it "
                      "lends its memory to split models");
     else if (n->ms.n == 0 && n->cfg.n_requested == 0)
@@ -151,6 +181,17 @@ static void mgmt_extra(void *data, json_t *st)
         passive_status(n->passive, st);
     else
         route_serve_status(&n->rs, st);
+    admission_status(&n->adm, st);
+}
+
+static bool admit(void *data, httpd_req_t *req, int needs)
+{
+    return admission_enter(data, req, needs);
+}
+
+static bool key_known(void *data, const httpd_req_t *req)
+{
+    return admission_req_key(data, req) >= 0;
 }
 
 static void sv_changed(supervisor_t *sv, sv_child_t *c)
@@ -189,6 +230,114 @@ static void fill_announcement(void *data, json_t *ann)
     planner_fill_announcement(&n->plan, ann);
 }
 
+/* Into a mesh: the one connect → assign → serve flow, for --join (or a mesh of its own) at
+ * startup and for POST /api/join on an idle node. */
+static int enter_mesh(node_t *n, const token_t *joins, size_t n_joins, char *err, size_t errlen)
+{
+    mesh_opts_t mo = {
+        .home = n->home,
+        .bind_port = n->cfg.bind_port,
+        .joins = joins,
+        .n_joins = n_joins,
+        .mesh_name = n->cfg.mesh_name,
+        .vram_bytes = n->vram,
+        .role = n->cfg.client ? "client"
+                : n->ms.n > 0 ? "host"
+                              : "worker",
+        .api_port = n->api.httpd.port,
+        .api = &n->api.httpd,
+        .api_key = n->cfg.api_key,
+        .console_port = n->mgmt.started ? n->mgmt.httpd.port : 0,
+        .heartbeat_ms = env_ms("MESH_LLM_HEARTBEAT_MS", 60000),
+        .fill_announcement = fill_announcement,
+        .on_peers_changed = peers_changed,
+        .rpc_port = rpc_port,
+        .passive = n->cfg.client,   /* seed 002: a client does not gossip */
+        .ephemeral = n->cfg.client, /* and writes nothing to $MESH_LLM_HOME */
+        .route_request = n->cfg.client ? NULL : route_request,
+        .data = n,
+    };
+    uint64_t refresh_ms = env_ms("MESH_LLM_ROUTE_REFRESH_MS", RT_REFRESH_MS);
+    route_serve_init(&n->rs, n->loop, &n->plan, refresh_ms);
+    int rc = mesh_start(&n->mesh, n->loop, &mo, err, errlen);
+    if (rc) return rc;
+    n->rs.mesh = n->mesh;
+    if (n->cfg.client) {
+        passive_opts_t po = {
+            .role = RT_ROLE_CLIENT, .refresh_ms = refresh_ms, .joins = joins, .n_joins = n_joins};
+        if (passive_start(&n->passive, n->loop, n->mesh, &po) != 0) {
+            snprintf(err, errlen, "cannot start the passive driver (out of memory)");
+            return -ENOMEM;
+        }
+    }
+    n->idle = false;
+    n->api.unavailable = NULL;
+    n->mgmt.mesh = n->mesh;
+    n->route = (routing_t){.plan = &n->plan, .mesh = n->mesh};
+    n->api.route_remote = route_remote;
+    n->api.list_remote = list_remote;
+    n->api.local_gate = local_gate;
+    n->api.remote_data = n;
+    n->ms.on_change = models_changed;
+    n->sv.on_change = sv_changed;
+    meshstat_set_node(mesh_node_id(n->mesh)); /* X-Mesh-Node on proxied answers */
+    /* without --model, a joining node is given its model by the mesh (allocation) */
+    if (n_joins > 0 && !n->cfg.client && n->plan.n == 0) n->plan.allocating = true;
+    planner_start(&n->plan, n->mesh);
+    return 0;
+}
+
+/* POST /api/join (api_mgmt_join.c): the decision is join_policy's, the flow enter_mesh's. */
+static int on_join(void *data, const token_t *t, char *msg, size_t msglen)
+{
+    node_t *n = data;
+    if (n->shutting_down) {
+        snprintf(msg, msglen, "the node is shutting down");
+        return 503;
+    }
+    const char *cur = n->mesh ? mesh_id(n->mesh) : NULL;
+    join_decision_t d =
+        join_decide(n->mesh ? mesh_node_id(n->mesh) : n->idle_id, cur, t->id, t->mesh_id);
+    if (d == JOIN_OWN_TOKEN) {
+        snprintf(msg, msglen,
+                 "this is this node's own invite token: give the token of a node "
+                 "in the mesh you want to join");
+    } else if (d == JOIN_ALREADY) {
+        snprintf(msg, msglen, "this node is already %s mesh %s: nothing to do",
+                 mesh_joined(n->mesh) ? "in" : "joining", cur);
+    } else if (d == JOIN_OTHER_MESH) {
+        snprintf(msg, msglen,
+                 "this node is already %s mesh %s, not the token's mesh %s; it cannot leave a "
+                 "mesh while running: restart it with --join TOKEN (or with no arguments to be "
+                 "idle again)",
+                 mesh_joined(n->mesh) ? "in" : "joining", cur, t->mesh_id);
+    } else {
+        char err[512];
+        int rc = enter_mesh(n, t, 1, err, sizeof err);
+        if (rc) {
+            LOGE("node", "cannot join: %s", err);
+            snprintf(msg, msglen, "cannot join: %s", err);
+            return 500;
+        }
+        n->joined_at_runtime = true;
+        LOGI("node", "joining mesh %s through %.12s (asked through the management API)", t->mesh_id,
+             t->id);
+        snprintf(msg, msglen,
+                 "joining mesh %s through %s (%s); follow GET /api/status: node.state goes "
+                 "from joining to member, then the mesh gives this node its part",
+                 t->mesh_id, t->id, t->addrs[0]);
+        n->announced = false;
+        announce(n); /* the ready line, with this node's invite token */
+    }
+    return join_http_status(d);
+}
+
+static void on_chat(void *data, httpd_req_t *req)
+{
+    node_t *n = data;
+    api_chat(&n->api, req);
+}
+
 static void on_signal(uv_signal_t *s, int signum)
 {
     node_t *n = s->data;
@@ -200,6 +349,7 @@ static void on_signal(uv_signal_t *s, int signum)
     }
     n->shutting_down = true;
     LOGI("node", "%s received: shutting down", strsignal(signum));
+    admission_close(&n->adm);
     planner_stop(&n->plan);
     passive_stop(n->passive);
     api_stop(&n->api);
@@ -226,6 +376,9 @@ static int abort_startup(node_t *n)
 int main(int argc, char **argv)
 {
     if (argc >= 2 && strcmp(argv[1], "--exec-child") == 0) return sv_exec_child_main(argc, argv);
+    if (argc >= 2 && cli_is_command(argv[1])) return cli_main(argc, argv);
+    int cli_rc = cli_models_main(argc, argv);
+    if (cli_rc >= 0 || (cli_rc = cli_models_fetch_args(argc, argv)) != 0) return cli_rc;
 
     static node_t node;
     node_t *n = &node;
@@ -284,11 +437,17 @@ int main(int argc, char **argv)
         LOGE("node", "%s", err);
         return 1;
     }
+    rc = admission_init(&n->adm, n->loop, &n->cfg, &n->ms, err, sizeof err);
+    if (rc) {
+        LOGE("node", "%s", err);
+        return 1;
+    }
     n->ms.on_preload_done = announce;
     n->ms.data = n;
     LOGI("node", "%zu known model(s); slots: %u llm, %u embedding, %u reranking", n->ms.n,
          n->cfg.max_loaded[0], n->cfg.max_loaded[1], n->cfg.max_loaded[2]);
     uint64_t vram = n->cfg.client ? 0 : offer_detect(&n->cfg, n->sv.llama_server);
+    n->vram = vram;
     models_set_offer(&n->ms, vram);
     planner_init(&n->plan, n->loop, &n->cfg, &n->ms, &n->sv, vram);
     n->route.plan = &n->plan;
@@ -309,36 +468,11 @@ int main(int argc, char **argv)
     LOGI("node", "API listening on %s:%d", n->cfg.listen_all ? "0.0.0.0" : "127.0.0.1",
          n->api.httpd.port);
 
-    char home[4096];
-    if (identity_home(home, sizeof home) != 0) {
+    if (identity_home(n->home, sizeof n->home) != 0) {
         LOGE("node", "cannot find a state directory: set MESH_LLM_HOME or HOME");
         return 1;
     }
-    mesh_opts_t mo = {
-        .home = home,
-        .bind_port = n->cfg.bind_port,
-        .joins = n->cfg.joins,
-        .n_joins = n->cfg.n_joins,
-        .mesh_name = n->cfg.mesh_name,
-        .vram_bytes = vram,
-        .role = n->cfg.client ? "client"
-                : n->ms.n > 0 ? "host"
-                              : "worker",
-        .api_port = n->api.httpd.port,
-        .api = &n->api.httpd,
-        .api_key = n->cfg.api_key,
-        .console_port = 0,
-        .heartbeat_ms = env_ms("MESH_LLM_HEARTBEAT_MS", 60000),
-        .fill_announcement = fill_announcement,
-        .on_peers_changed = peers_changed,
-        .rpc_port = rpc_port,
-        .passive = n->cfg.client,   /* seed 002: a client does not gossip */
-        .ephemeral = n->cfg.client, /* and writes nothing to $MESH_LLM_HOME */
-        .route_request = n->cfg.client ? NULL : route_request,
-        .data = n,
-    };
-    uint64_t refresh_ms = env_ms("MESH_LLM_ROUTE_REFRESH_MS", RT_REFRESH_MS);
-    route_serve_init(&n->rs, n->loop, &n->plan, refresh_ms);
+    n->idle = config_idle(&n->cfg);
     if (!n->cfg.headless) {
         rc = mgmt_start(&n->mgmt, n->loop, &n->cfg, NULL, &n->ms, &n->sv);
         if (rc) {
@@ -353,36 +487,41 @@ int main(int argc, char **argv)
             return abort_startup(n);
         }
         n->mgmt.api_port = n->api.httpd.port;
-        mo.console_port = n->mgmt.httpd.port;
     }
-    rc = mesh_start(&n->mesh, n->loop, &mo, err, sizeof err);
-    if (rc) {
-        LOGE("node", "%s", err);
-        return abort_startup(n);
-    }
-    n->mgmt.mesh = n->mesh;
-    meshstat_set_node(mesh_node_id(n->mesh));
-    n->rs.mesh = n->mesh;
-    if (n->cfg.client) {
-        passive_opts_t po = {.role = RT_ROLE_CLIENT,
-                             .refresh_ms = refresh_ms,
-                             .joins = n->cfg.joins,
-                             .n_joins = n->cfg.n_joins};
-        if (passive_start(&n->passive, n->loop, n->mesh, &po) != 0) {
-            LOGE("node", "cannot start the passive driver (out of memory)");
+    n->mgmt.extra_status = mgmt_extra;
+    n->mgmt.extra_data = n;
+    n->mgmt.join = on_join;
+    n->mgmt.chat = on_chat;
+    if (n->idle) {
+        identity_t id;
+        rc = identity_load(&id, n->home, (uint64_t)time(NULL) * 1000, err, sizeof err);
+        if (rc) {
+            LOGE("node", "%s", err);
+            return abort_startup(n);
+        }
+        snprintf(n->idle_id, sizeof n->idle_id, "%s", id.id);
+        sodium_memzero(&id, sizeof id);
+        n->mgmt.idle_id = n->idle_id;
+        snprintf(n->idle_msg, sizeof n->idle_msg,
+                 "not in a mesh yet: join one at http://127.0.0.1:%d", n->mgmt.httpd.port);
+        n->api.unavailable = n->idle_msg;
+    } else {
+        rc = enter_mesh(n, n->cfg.joins, n->cfg.n_joins, err, sizeof err);
+        if (rc) {
+            LOGE("node", "%s", err);
             return abort_startup(n);
         }
     }
-    n->route = (routing_t){.plan = &n->plan, .mesh = n->mesh};
-    n->api.route_remote = route_remote;
-    n->api.list_remote = list_remote;
-    n->api.local_gate = local_gate;
-    n->api.remote_data = n;
-    n->ms.on_change = models_changed;
-    n->sv.on_change = sv_changed;
-    n->mgmt.extra_status = mgmt_extra;
-    n->mgmt.extra_data = n;
-    planner_start(&n->plan, n->mesh);
+    /* admission control (node/admission.h): every inference request passes it, idle or not */
+    n->adm.resume = api_inference;
+    n->adm.resume_data = &n->api;
+    n->api.admit = admit;
+    n->api.admit_data = &n->adm;
+    if (admission_has_keys(&n->adm)) {
+        n->api.key_known = key_known;
+        n->mgmt.key_known = key_known;
+        n->mgmt.key_data = &n->adm;
+    }
 
     uv_signal_init(n->loop, &n->sigint);
     uv_signal_init(n->loop, &n->sigterm);
@@ -391,6 +530,7 @@ int main(int argc, char **argv)
     uv_signal_start(&n->sigterm, on_signal, SIGTERM);
 
     models_preload(&n->ms);
+    admission_start(&n->adm);
 
     uv_run(n->loop, UV_RUN_DEFAULT);
     uv_walk(n->loop, close_walk_cb, NULL);

@@ -117,10 +117,11 @@ bool mm_next_action(mm_t *mm, mm_action_t *out)
     return true;
 }
 
-static void enqueue(mm_t *mm, mm_model_t *m)
+static void enqueue(mm_t *mm, mm_model_t *m, uint64_t now)
 {
     if (m->queued || mm->current == m || m->state == MM_LOADING || mm->qlen >= MM_MAX_MODELS)
         return;
+    m->wait_since = now;
     mm->queue[mm->qlen++] = m;
     m->queued = true;
 }
@@ -150,6 +151,19 @@ static bool idle(const mm_model_t *m)
     return m->state == MM_LOADED && m->in_flight == 0 && m->waiters == 0 && !m->unload_pending;
 }
 
+/* Pending requests protect a loaded model while the load waiting for a slot is within its
+ * fairness bound. */
+static bool protect(const mm_t *mm, uint64_t now)
+{
+    return mm->current && mm->fair_ms && now < mm->current->wait_since + mm->fair_ms;
+}
+
+/* May leave to make room for the current load. */
+static bool evictable(const mm_t *mm, const mm_model_t *m, uint64_t now)
+{
+    return idle(m) && !m->pinned && !(m->pending && protect(mm, now));
+}
+
 static void start_unload(mm_t *mm, mm_model_t *m)
 {
     m->state = MM_UNLOADING;
@@ -175,7 +189,7 @@ static void fail_waiters(mm_t *mm, mm_model_t *m, int status)
 
 /* Memory for m: idle models of any type leave, least recently used first, until m fits with
  * what stays; busy ones are waited for. 1: fits now, 0: wait, -1: can never fit. */
-static int make_memory(mm_t *mm, mm_model_t *m)
+static int make_memory(mm_t *mm, mm_model_t *m, uint64_t now)
 {
     if (!mm->ledger || !m->bytes) return 1;
     uint64_t budget = model_budget(mm);
@@ -193,7 +207,7 @@ static int make_memory(mm_t *mm, mm_model_t *m)
         mm_model_t *victim = NULL;
         for (size_t i = 0; i < mm->n_models; i++) {
             mm_model_t *x = &mm->models[i];
-            if (x == m || !idle(x) || !x->bytes) continue;
+            if (x == m || !evictable(mm, x, now) || !x->bytes) continue;
             if (!victim || x->last_use < victim->last_use ||
                 (x->last_use == victim->last_use && strcmp(x->name, victim->name) < 0))
                 victim = x;
@@ -206,13 +220,14 @@ static int make_memory(mm_t *mm, mm_model_t *m)
     return leaving ? 0 : 1;
 }
 
-/* Make room for mm->current. Returns true when the load may start now. */
-static bool make_room(mm_t *mm, mm_model_t *m)
+/* Make room for mm->current. Returns 1 when the load may start now, 0 to wait, -1 when pinned
+ * models hold every slot of its type. */
+static int make_room(mm_t *mm, mm_model_t *m, uint64_t now)
 {
     bool ready = true;
     if (mm->drain_all) {
         for (size_t i = 0; i < mm->n_models; i++)
-            if (mm->models[i].state == MM_UNLOADING) return false;
+            if (mm->models[i].state == MM_UNLOADING) return 0;
         mm->drain_all = false;
     }
     /* A device that holds one model at a time: its holder goes, whatever its type. */
@@ -225,31 +240,34 @@ static bool make_room(mm_t *mm, mm_model_t *m)
         }
     }
     /* Slots of m's type: models that will still be there once in-progress unloads finish. */
-    unsigned staying = 0, leaving = 0;
+    unsigned staying = 0, leaving = 0, pinned = 0;
     for (size_t i = 0; i < mm->n_models; i++) {
         mm_model_t *x = &mm->models[i];
         if (x == m || x->type != m->type || x->state == MM_UNLOADED) continue;
+        if (x->pinned && x->state != MM_UNLOADING) pinned++;
         /* NPU holders leave before m loads (rule above), so they free their slot too */
         if (x->state == MM_UNLOADING || ((m->device & MM_DEV_NPU) && (x->device & MM_DEV_NPU)))
             leaving++;
         else
             staying++;
     }
+    if (pinned >= mm->max_loaded[m->type]) return -1;
     while (staying >= mm->max_loaded[m->type]) {
         mm_model_t *victim = NULL;
         for (size_t i = 0; i < mm->n_models; i++) {
             mm_model_t *x = &mm->models[i];
-            if (x == m || x->type != m->type || !idle(x)) continue;
+            if (x == m || x->type != m->type || !evictable(mm, x, now)) continue;
             if (!victim || x->last_use < victim->last_use ||
                 (x->last_use == victim->last_use && strcmp(x->name, victim->name) < 0))
                 victim = x;
         }
-        if (!victim) return false; /* every candidate is busy: wait until one is idle */
+        if (!victim) return 0; /* every candidate is busy: wait until one is idle */
         start_unload(mm, victim);
+        mm->switches++;
         staying--;
         leaving++;
     }
-    return ready && leaving == 0;
+    return ready && leaving == 0 ? 1 : 0;
 }
 
 static void step(mm_t *mm, uint64_t now)
@@ -284,7 +302,15 @@ static void step(mm_t *mm, uint64_t now)
             mm->current = NULL;
             continue;
         }
-        if (!make_room(mm, m) || make_memory(mm, m) != 1) return;
+        int room = make_room(mm, m, now);
+        if (room < 0) {
+            push_r(mm, MM_ACT_FAIL, m, m->waiters, 503, MM_FAIL_PINNED);
+            m->waiters = 0;
+            m->unload_pending = m->reload = false;
+            mm->current = NULL;
+            continue;
+        }
+        if (room == 0 || make_memory(mm, m, now) != 1) return;
         m->state = MM_LOADING;
         hold(mm, m, true);
         m->last_use = now;
@@ -292,6 +318,43 @@ static void step(mm_t *mm, uint64_t now)
         push(mm, MM_ACT_LOAD, m, 0, 0);
         return;
     }
+}
+
+void mm_set_fair_ms(mm_t *mm, uint64_t fair_ms)
+{
+    mm->fair_ms = fair_ms;
+}
+
+void mm_set_pending(mm_t *mm, mm_model_t *m, unsigned pending, uint64_t now)
+{
+    bool less = pending < m->pending;
+    m->pending = pending;
+    if (less) step(mm, now);
+}
+
+void mm_set_pinned(mm_t *mm, mm_model_t *m, bool pinned)
+{
+    (void)mm;
+    m->pinned = pinned;
+}
+
+bool mm_hold(const mm_t *mm, const mm_model_t *m, uint64_t now)
+{
+    const mm_model_t *c = mm->current;
+    return c && !mm->current_started && c != m && c->type == m->type && !m->pinned &&
+           m->state == MM_LOADED && mm->fair_ms && now >= c->wait_since + mm->fair_ms;
+}
+
+uint64_t mm_deadline(const mm_t *mm)
+{
+    const mm_model_t *c = mm->current;
+    if (!c || mm->current_started || !mm->fair_ms) return UINT64_MAX;
+    return c->wait_since + mm->fair_ms;
+}
+
+void mm_tick(mm_t *mm, uint64_t now)
+{
+    step(mm, now);
 }
 
 mm_req_result_t mm_request_begin(mm_t *mm, mm_model_t *m, uint64_t now)
@@ -302,7 +365,7 @@ mm_req_result_t mm_request_begin(mm_t *mm, mm_model_t *m, uint64_t now)
         return MM_SERVE_NOW;
     }
     m->waiters++;
-    if (m->state == MM_UNLOADED) enqueue(mm, m);
+    if (m->state == MM_UNLOADED) enqueue(mm, m, now);
     step(mm, now);
     return MM_WAIT;
 }
@@ -326,7 +389,7 @@ void mm_load(mm_t *mm, mm_model_t *m, uint64_t now)
         return; /* loaded or on its way: nothing to do */
     }
     if (m->state == MM_UNLOADED)
-        enqueue(mm, m);
+        enqueue(mm, m, now);
     else
         m->reload = true; /* unloading or unload pending: come back afterwards */
     step(mm, now);
@@ -340,7 +403,7 @@ void mm_reload(mm_t *mm, mm_model_t *m, uint64_t now)
     } else if (m->state == MM_UNLOADING) {
         m->reload = true;
     } else {
-        enqueue(mm, m);
+        enqueue(mm, m, now);
     }
     step(mm, now);
 }
@@ -383,7 +446,7 @@ void mm_load_done(mm_t *mm, mm_model_t *m, bool ok, mm_load_err_t why, uint64_t 
         /* The nuclear option: free everything that can be freed, then try once more. */
         m->attempt = 1;
         for (size_t i = 0; i < mm->n_models; i++)
-            if (idle(&mm->models[i])) start_unload(mm, &mm->models[i]);
+            if (idle(&mm->models[i]) && !mm->models[i].pinned) start_unload(mm, &mm->models[i]);
         mm->drain_all = true;
     } else {
         fail_waiters(mm, m, 500);
@@ -401,7 +464,7 @@ void mm_unload_done(mm_t *mm, mm_model_t *m, uint64_t now)
     m->in_flight = 0;
     if (m->waiters || m->reload) {
         m->reload = false;
-        enqueue(mm, m);
+        enqueue(mm, m, now);
     }
     step(mm, now);
 }

@@ -31,6 +31,16 @@
  *  - an explicit unload waits for in-flight requests to end; requests arriving meanwhile wait
  *    for a reload. Unloading a model that is only queued drops the load and fails its waiting
  *    requests with 503.
+ *  - anti-thrash: requests queued for a model outside mm (admission control, mm_set_pending)
+ *    keep a loaded model from being evicted while the load that wants its slot has waited less
+ *    than fair_ms (mm_set_fair_ms): the loaded model's queued requests are served before the
+ *    switch, so an interleaved A B C A B C costs 2 switches, not 5. Once a load has waited
+ *    fair_ms, pending requests no longer protect the models of its type, and mm_hold() tells
+ *    the admission driver to start no new request on them so they drain and the load goes on
+ *    (no request waits much more than fair_ms plus the requests in flight for fairness).
+ *  - a pinned model (mm_set_pinned, --pin) is never evicted to make room (explicit unloads
+ *    still apply); a load whose type's slots are all held by pinned models fails with 503
+ *    (reason MM_FAIL_PINNED) instead of waiting forever.
  */
 #ifndef MESH_MM_H
 #define MESH_MM_H
@@ -69,6 +79,9 @@ typedef struct {
     bool reload;         /* load again once unloaded (new options) */
     unsigned attempt;    /* 0 = first try of the current load, 1 = the retry */
     uint64_t bytes;      /* memory it holds when loaded (0: unknown, not accounted) */
+    unsigned pending;    /* requests queued for it outside mm (admission), see anti-thrash */
+    bool pinned;         /* never evicted to make room */
+    uint64_t wait_since; /* when its load was queued (fairness) */
     void *data;          /* the driver's */
 } mm_model_t;
 
@@ -80,7 +93,7 @@ typedef enum {
     MM_ACT_FAIL,   /* fail `count` waiting requests with `status` (404 missing file, 500 load) */
 } mm_action_kind_t;
 
-typedef enum { MM_FAIL_LOAD = 0, MM_FAIL_MEMORY = 1 } mm_fail_reason_t;
+typedef enum { MM_FAIL_LOAD = 0, MM_FAIL_MEMORY = 1, MM_FAIL_PINNED = 2 } mm_fail_reason_t;
 
 typedef struct {
     mm_action_kind_t kind;
@@ -102,6 +115,8 @@ typedef struct {
     bool current_started; /* MM_ACT_LOAD issued for current */
     bool drain_all;       /* retry after a failed load: wait until every unload finished */
     ledger_t *ledger;     /* the node's memory account (NULL: memory is not accounted) */
+    uint64_t fair_ms;     /* anti-thrash bound (0: pending requests never protect a model) */
+    unsigned switches;    /* loads that evicted a model of the same type to make room */
     mm_action_t actions[MM_MAX_ACTIONS];
     size_t act_head, act_len;
 } mm_t;
@@ -146,6 +161,16 @@ void mm_unload_done(mm_t *mm, mm_model_t *m, uint64_t now);
 
 /* Next action to execute, or false when there is none. */
 bool mm_next_action(mm_t *mm, mm_action_t *out);
+
+/* Anti-thrash (see the rules): the bound, and how many requests wait for m outside mm. */
+void mm_set_fair_ms(mm_t *mm, uint64_t fair_ms);
+void mm_set_pending(mm_t *mm, mm_model_t *m, unsigned pending, uint64_t now);
+void mm_set_pinned(mm_t *mm, mm_model_t *m, bool pinned);
+/* Whether new requests for the loaded model m should wait (a switch is overdue). */
+bool mm_hold(const mm_t *mm, const mm_model_t *m, uint64_t now);
+/* When the waiting load's fairness bound runs out (UINT64_MAX: none); call mm_tick then. */
+uint64_t mm_deadline(const mm_t *mm);
+void mm_tick(mm_t *mm, uint64_t now);
 
 unsigned mm_count_loaded(const mm_t *mm, mm_type_t type); /* LOADED + LOADING + UNLOADING */
 const char *mm_type_name(mm_type_t t);

@@ -47,6 +47,7 @@ void view_node_free(view_node_t *n)
     free(n->serving);
     free(n->requested);
     free(n->plans);
+    free(n->demand);
     view_node_init(n);
 }
 
@@ -98,6 +99,19 @@ bool view_add_requested(view_node_t *n, const char *name)
         return false;
     strcpy(n->requested[n->n_requested++], name);
     return true;
+}
+
+view_demand_t *view_add_demand(view_node_t *n, const char *model)
+{
+    for (size_t i = 0; i < n->n_demand; i++)
+        if (strcmp(n->demand[i].model, model) == 0) return &n->demand[i];
+    if (!name_ok(model, CATALOG_NAME_MAX) ||
+        !grow((void **)&n->demand, n->n_demand, &n->cap_dm_, sizeof *n->demand))
+        return NULL;
+    view_demand_t *d = &n->demand[n->n_demand++];
+    memset(d, 0, sizeof *d);
+    strcpy(d->model, model);
+    return d;
 }
 
 view_plan_t *view_add_plan(view_node_t *n, view_serving_t *s, const char *id)
@@ -250,6 +264,7 @@ static int decode_serving(view_node_t *n, const json_t *ann)
         s->http_ready = get_bool(v, "http_ready", rej);
         s->is_host = get_bool(v, "is_host", rej);
         s->split = get_bool(v, "split", rej);
+        s->pinned = get_bool(v, "pinned", rej);
         s->bytes = get_u64(v, "bytes", rej);
         json_t *plan = json_object_get(v, "plan");
         if (plan) decode_plan(n, s, plan);
@@ -261,6 +276,41 @@ static int decode_serving(view_node_t *n, const json_t *ann)
             else
                 (*rej)++;
         }
+    }
+    return 0;
+}
+
+/* request_rates / last_request: {model: non-negative integer}, at most VIEW_MAX_LIST models
+ * (the first ones in the object's order); the rest and bad entries count as rejected. */
+static int decode_demand(view_node_t *n, const json_t *ann, const char *key)
+{
+    size_t *rej = &n->rejected;
+    json_t *o = json_object_get(ann, key);
+    if (!o) return 0;
+    if (!json_is_object(o)) {
+        (*rej)++;
+        return 0;
+    }
+    bool rates = strcmp(key, "request_rates") == 0;
+    const char *k;
+    json_t *v;
+    json_object_foreach(o, k, v)
+    {
+        json_int_t i = json_integer_value(v);
+        if (!json_is_integer(v) || i < 0 || !name_ok(k, CATALOG_NAME_MAX)) {
+            (*rej)++;
+            continue;
+        }
+        if (!view_demand(n, k) && n->n_demand >= VIEW_MAX_LIST) {
+            (*rej)++;
+            continue;
+        }
+        view_demand_t *d = view_add_demand(n, k);
+        if (!d) return -ENOMEM;
+        if (rates)
+            d->rate = (uint64_t)i;
+        else
+            d->last_unix = (uint64_t)i;
     }
     return 0;
 }
@@ -303,6 +353,9 @@ int view_decode(const json_t *ann, const char *id, view_node_t *out)
             goto nomem;
     }
     if (decode_serving(out, ann) != 0) goto nomem;
+    if (decode_demand(out, ann, "request_rates") != 0 ||
+        decode_demand(out, ann, "last_request") != 0)
+        goto nomem;
     return 0;
 nomem:
     view_node_free(out);
@@ -334,6 +387,7 @@ static json_t *encode_serving(const view_serving_t *s)
     if (state) json_object_set_new(o, "state", json_string(state));
     if (s->plan) json_object_set_new(o, "plan", encode_plan(s->plan));
     if (s->plan_ready[0]) json_object_set_new(o, "plan_ready", json_string(s->plan_ready));
+    if (s->pinned) json_object_set_new(o, "pinned", json_true());
     return o;
 }
 
@@ -341,7 +395,15 @@ int view_encode(const view_node_t *n, json_t *ann)
 {
     static const char *const node_roles[] = {"worker", "host", "client"};
     json_t *av = json_array(), *rq = json_array(), *sv = json_array();
-    if (!av || !rq || !sv) goto nomem;
+    json_t *rr = json_object(), *lr = json_object();
+    if (!av || !rq || !sv || !rr || !lr) goto nomem;
+    for (size_t i = 0; i < n->n_demand; i++) {
+        const view_demand_t *d = &n->demand[i];
+        if (json_object_set_new(rr, d->model, json_integer((json_int_t)d->rate)) != 0) goto nomem;
+        if (d->last_unix &&
+            json_object_set_new(lr, d->model, json_integer((json_int_t)d->last_unix)) != 0)
+            goto nomem;
+    }
     for (size_t i = 0; i < n->n_available; i++) {
         const view_avail_t *a = &n->available[i];
         json_t *o = json_pack("{s:s,s:I,s:I}", "name", a->name, "size_bytes",
@@ -359,6 +421,8 @@ int view_encode(const view_node_t *n, json_t *ann)
     int rc = json_object_set_new(ann, "available_models", av);
     rc |= json_object_set_new(ann, "requested_models", rq);
     rc |= json_object_set_new(ann, "serving", sv);
+    rc |= json_object_set_new(ann, "request_rates", rr);
+    rc |= json_object_set_new(ann, "last_request", lr);
     if (rc) return -ENOMEM;
     json_object_set_new(ann, "role", json_string(node_roles[n->role % 3]));
     json_object_set_new(ann, "vram_bytes", json_integer((json_int_t)n->vram_bytes));
@@ -371,6 +435,8 @@ nomem:
     json_decref(av);
     json_decref(rq);
     json_decref(sv);
+    json_decref(rr);
+    json_decref(lr);
     return -ENOMEM;
 }
 
@@ -395,6 +461,13 @@ bool view_requested(const view_node_t *n, const char *name)
     for (size_t i = 0; i < n->n_requested; i++)
         if (strcmp(n->requested[i], name) == 0) return true;
     return false;
+}
+
+const view_demand_t *view_demand(const view_node_t *n, const char *model)
+{
+    for (size_t i = 0; i < n->n_demand; i++)
+        if (strcmp(n->demand[i].model, model) == 0) return &n->demand[i];
+    return NULL;
 }
 
 uint64_t view_offer_for(const view_node_t *n, const char *model)
@@ -428,7 +501,7 @@ bool view_serving_equal(const view_node_t *a, const view_node_t *b)
         const view_serving_t *x = &a->serving[i], *y = &b->serving[i];
         if (strcmp(x->model, y->model) != 0 || x->member != y->member || x->role != y->role ||
             x->state != y->state || x->http_ready != y->http_ready || x->is_host != y->is_host ||
-            x->split != y->split || x->bytes != y->bytes ||
+            x->split != y->split || x->pinned != y->pinned || x->bytes != y->bytes ||
             strcmp(x->plan_ready, y->plan_ready) != 0 || !plan_equal(x->plan, y->plan))
             return false;
     }
@@ -440,8 +513,13 @@ bool view_node_equal(const view_node_t *a, const view_node_t *b)
     if (strcmp(a->id, b->id) != 0 || a->role != b->role || a->vram_bytes != b->vram_bytes ||
         a->has_free != b->has_free || (a->has_free && a->free_bytes != b->free_bytes) ||
         a->n_available != b->n_available || a->n_requested != b->n_requested ||
-        !view_serving_equal(a, b))
+        a->n_demand != b->n_demand || !view_serving_equal(a, b))
         return false;
+    for (size_t i = 0; i < a->n_demand; i++) {
+        const view_demand_t *x = &a->demand[i], *y = &b->demand[i];
+        if (strcmp(x->model, y->model) != 0 || x->rate != y->rate || x->last_unix != y->last_unix)
+            return false;
+    }
     for (size_t i = 0; i < a->n_available; i++) {
         const view_avail_t *x = &a->available[i], *y = &b->available[i];
         if (strcmp(x->name, y->name) != 0 || x->size_bytes != y->size_bytes ||

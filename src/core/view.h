@@ -10,7 +10,10 @@
  *   available_models [{name, size_bytes, need_bytes, type}],
  *   serving [{model, member, role, state, http_ready, is_host, split, bytes,
  *             plan {id, ngl, workers [{id, first, end, output, weight}]}, plan_ready}],
- *   requested_models [name].
+ *   requested_models [name],
+ *   request_rates {model: requests per minute}, last_request {model: unix s} (demand.h; one
+ *   list of view_demand_t per node, keyed by model; a serving entry may say pinned: true when
+ *   the node serves the model because its operator asked (--model): never unloaded for idleness).
  *
  * Decoding never trusts the sender:
  *  - the node id is the mesh's (authenticated) id, 64 lowercase hex; the announcement is an
@@ -81,10 +84,17 @@ typedef struct {
 
 typedef struct {
     char model[CATALOG_NAME_MAX];
+    uint64_t rate;      /* request_rates: per minute */
+    uint64_t last_unix; /* last_request: unix seconds (0 absent) */
+} view_demand_t;
+
+typedef struct {
+    char model[CATALOG_NAME_MAX];
     bool member; /* in the model's group (false: loaded on demand outside any plan) */
     view_serve_role_t role;
     view_state_t state;
     bool http_ready, is_host, split;
+    bool pinned;                       /* --model on that node: never unloaded for idleness */
     uint64_t bytes;                    /* memory the node holds for the model */
     const view_plan_t *plan;           /* a split host's plan (in the node's plans), or NULL */
     char plan_ready[VIEW_PLAN_ID_MAX]; /* a worker: ready for this plan id ("" none) */
@@ -104,8 +114,10 @@ typedef struct {
     size_t n_requested;
     view_plan_t *plans; /* storage of the serving entries' plans */
     size_t n_plans;
+    view_demand_t *demand; /* request_rates and last_request, merged per model */
+    size_t n_demand;
     size_t rejected; /* skipped entries and ignored fields while decoding */
-    size_t cap_av_, cap_sv_, cap_rq_;
+    size_t cap_av_, cap_sv_, cap_rq_, cap_dm_;
 } view_node_t;
 
 void view_node_init(view_node_t *n);
@@ -116,6 +128,8 @@ void view_node_free(view_node_t *n); /* leaves it empty (initialised) */
 view_avail_t *view_add_available(view_node_t *n, const char *name);
 view_serving_t *view_add_serving(view_node_t *n, const char *model);
 bool view_add_requested(view_node_t *n, const char *name);
+/* The demand entry for model (found or added, zeroed when new). */
+view_demand_t *view_add_demand(view_node_t *n, const char *model);
 /* Give s (an entry of n) an empty plan with this id (catalog_name_valid, < VIEW_PLAN_ID_MAX). */
 view_plan_t *view_add_plan(view_node_t *n, view_serving_t *s, const char *id);
 
@@ -123,13 +137,14 @@ view_plan_t *view_add_plan(view_node_t *n, view_serving_t *s, const char *id);
  * initialised either way (view_node_free it). */
 int view_decode(const json_t *ann, const char *id, view_node_t *out);
 /* Set the announcement's model fields (role, vram_bytes, free_bytes, available_models,
- * requested_models, serving) from n. 0, -ENOMEM. */
+ * requested_models, serving, request_rates, last_request) from n. 0, -ENOMEM. */
 int view_encode(const view_node_t *n, json_t *ann);
 
 /* The first serving entry / available model with this name, or NULL. */
 const view_serving_t *view_serving(const view_node_t *n, const char *model);
 const view_avail_t *view_available(const view_node_t *n, const char *name);
 bool view_requested(const view_node_t *n, const char *name);
+const view_demand_t *view_demand(const view_node_t *n, const char *model);
 /* The memory n offers model's group: free + what it holds for the model, capped at vram_bytes;
  * vram_bytes when free_bytes was not announced. */
 uint64_t view_offer_for(const view_node_t *n, const char *model);

@@ -141,6 +141,13 @@ static void on_conn_handle_closed(uv_handle_t *h)
     free(c);
 }
 
+static void req_finished(httpd_req_t *r)
+{
+    void (*f)(httpd_req_t *) = r->on_finish;
+    r->on_finish = NULL;
+    if (f) f(r);
+}
+
 static void conn_close(httpd_conn_t *c)
 {
     if (c->state == CONN_CLOSED) return;
@@ -149,6 +156,7 @@ static void conn_close(httpd_conn_t *c)
         c->req_live = false;
         if (c->req.on_abort) c->req.on_abort(&c->req);
         meshstat_req_done(&c->req);
+        req_finished(&c->req);
     }
     httpd_t *s = c->server;
     if (c->prev)
@@ -518,6 +526,9 @@ static void dispatch(httpd_conn_t *c)
     r->data = NULL;
     r->on_abort = NULL;
     r->on_drain = NULL;
+    r->on_finish = NULL;
+    r->finish_data = NULL;
+    r->tag = 0;
     r->peer = c->peer;
     r->cors_origin = NULL;
     r->error_shape = 0;
@@ -809,13 +820,16 @@ void httpd_end(httpd_req_t *req, bool keep_alive)
     meshstat_req_done(req);
     c->end_keep_alive = keep_alive && req->keep_alive && !c->server->closing;
     c->end_pending = true;
+    req_finished(req);
     conn_end_when_written(c);
 }
 
 void httpd_abort(httpd_req_t *req)
 {
     httpd_conn_t *c = req->conn;
-    if (c->req_live) meshstat_req_done(req);
+    bool live = c->req_live;
+    if (live) meshstat_req_done(req);
     c->req_live = false;
+    if (live) req_finished(req);
     conn_close(c);
 }

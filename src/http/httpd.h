@@ -67,6 +67,11 @@ struct httpd_req {
     /* Set by the handler when it keeps the request past the handler call. */
     void (*on_abort)(httpd_req_t *req); /* client gone; req is invalid after this returns */
     void (*on_drain)(httpd_req_t *req); /* write queue fell below the low-water mark */
+    /* Set by whoever wants to know when the request's life ends, whatever ends it (a response
+     * completed, httpd_abort, the client gone): called once, after on_abort if that ran. */
+    void (*on_finish)(httpd_req_t *req);
+    void *finish_data;
+    uint64_t tag; /* the handler's id for the request (admission control); 0: none */
     httpd_conn_t *conn;
 };
 

@@ -35,6 +35,8 @@ void config_usage(FILE *out)
         "mesh-llm " MESH_VERSION " — pool machines into one OpenAI-compatible LLM API\n"
         "\n"
         "Usage: mesh-llm [OPTIONS]\n"
+        "       mesh-llm status [--console PORT]       summary of the node running here\n"
+        "       mesh-llm join TOKEN [--console PORT]   make the node running here join a mesh\n"
         "\n"
         "Models:\n"
         "  --model PATH[:TYPE]      serve a GGUF model (repeatable). Its name is the file name\n"
@@ -58,6 +60,8 @@ void config_usage(FILE *out)
         "                           tried in order until one answers). The token holds the\n"
         "                           mesh secret: prefer --join @FILE (tokens read from FILE)\n"
         "                           or $MESH_LLM_JOIN, which other users cannot see in ps\n"
+        "  --own-mesh               form this node's own mesh (the one it created before, else\n"
+        "                           a new one) even without a model: others join its token\n"
         "  --mesh-name NAME         create a named mesh (its id is derived from NAME and this\n"
         "                           node's key, so it survives restarts)\n"
         "  --bind-port N            UDP port for QUIC between nodes (default any free)\n"
@@ -72,6 +76,9 @@ void config_usage(FILE *out)
         "  With --join, --model NAME for a model this node has no file of asks the mesh for it:\n"
         "  it is listed in the catalog as requested (models are not downloaded).\n"
         "  State (node key, mesh id) lives in $MESH_LLM_HOME (default ~/.mesh-llm).\n"
+        "  With none of --model, --models-dir, --join, --client, --own-mesh, --mesh-name the\n"
+        "  node starts idle: management API only, until a join (the console, POST /api/join,\n"
+        "  or 'mesh-llm join TOKEN').\n"
         "\n"
         "API:\n"
         "  --port N                 OpenAI API port on 127.0.0.1 (default 9337, 0 = any free)\n"
@@ -82,6 +89,12 @@ void config_usage(FILE *out)
         "  --api-key-file FILE      require 'Authorization: Bearer KEY' on /v1/* and /api/*,\n"
         "                           KEY read from FILE (or $MESH_LLM_API_KEY; --api-key KEY\n"
         "                           also works but shows the key in ps)\n"
+        "  --api-keys FILE          API keys with names and tiers (concurrency, queue share,\n"
+        "                           tokens per minute); see README 'Admission control'\n"
+        "  --queue-len N            requests that may wait per model when its slots are busy\n"
+        "                           (default 256; more get 429; $MESH_LLM_QUEUE_WAIT_MS bounds\n"
+        "                           the wait, default 30000)\n"
+        "  --pin MODEL              keep MODEL loaded whatever the LRU says (repeatable)\n"
         "  --allow-origin ORIGIN    let web pages of ORIGIN (like http://localhost:5173) call\n"
         "                           the APIs from a browser (repeatable; default: none)\n"
         "  --max-body-size BYTES    largest accepted request body (default 8M; K/M suffixes)\n"
@@ -354,6 +367,10 @@ enum {
     OPT_CLIENT,
     OPT_ALLOW_ORIGIN,
     OPT_API_KEY_FILE,
+    OPT_OWN_MESH,
+    OPT_API_KEYS,
+    OPT_QUEUE_LEN,
+    OPT_PIN,
 };
 
 static int parse_port(const char *s, const char *flag, int *out, char *err, size_t errlen)
@@ -375,6 +392,7 @@ int config_parse(config_t *cfg, int argc, char **argv, char *err, size_t errlen)
     cfg->max_body_bytes = DEFAULT_MAX_BODY;
     cfg->log_format = LOG_FORMAT_PRETTY;
     cfg->max_loaded[0] = cfg->max_loaded[1] = cfg->max_loaded[2] = 1;
+    cfg->queue_len = 256;
     err[0] = '\0';
 
     static const struct option opts[] = {
@@ -403,6 +421,10 @@ int config_parse(config_t *cfg, int argc, char **argv, char *err, size_t errlen)
         {"client", no_argument, NULL, OPT_CLIENT},
         {"allow-origin", required_argument, NULL, OPT_ALLOW_ORIGIN},
         {"api-key-file", required_argument, NULL, OPT_API_KEY_FILE},
+        {"own-mesh", no_argument, NULL, OPT_OWN_MESH},
+        {"api-keys", required_argument, NULL, OPT_API_KEYS},
+        {"queue-len", required_argument, NULL, OPT_QUEUE_LEN},
+        {"pin", required_argument, NULL, OPT_PIN},
         {NULL, 0, NULL, 0},
     };
     optind = 0; /* 0: glibc fully re-initialises (clustered short options) */
@@ -546,6 +568,9 @@ int config_parse(config_t *cfg, int argc, char **argv, char *err, size_t errlen)
         case OPT_SPLIT:
             cfg->split = true;
             break;
+        case OPT_OWN_MESH:
+            cfg->own_mesh = true;
+            break;
         case OPT_CLIENT:
             cfg->client = true;
             break;
@@ -554,6 +579,28 @@ int config_parse(config_t *cfg, int argc, char **argv, char *err, size_t errlen)
             break;
         case OPT_API_KEY_FILE:
             rc = config_api_key_file(cfg, optarg, err, errlen);
+            break;
+        case OPT_API_KEYS:
+            free(cfg->api_keys_file);
+            cfg->api_keys_file = strdup(optarg);
+            if (!cfg->api_keys_file) rc = -ENOMEM;
+            break;
+        case OPT_QUEUE_LEN:
+            if (parse_u64(optarg, 0, 4096, &v)) {
+                snprintf(err, errlen, "--queue-len takes 0-4096, got '%s'", optarg);
+                rc = -EINVAL;
+            } else {
+                cfg->queue_len = (unsigned)v;
+            }
+            break;
+        case OPT_PIN:
+            if (cfg->n_pins >= CONFIG_MAX_MODELS || !*optarg || strlen(optarg) >= MODEL_NAME_MAX) {
+                snprintf(err, errlen, "--pin takes a model name (at most %d pins)",
+                         CONFIG_MAX_MODELS);
+                rc = -EINVAL;
+            } else {
+                snprintf(cfg->pins[cfg->n_pins++], MODEL_NAME_MAX, "%s", optarg);
+            }
             break;
         case 'v':
             cfg->verbose = true;
@@ -582,6 +629,12 @@ int config_parse(config_t *cfg, int argc, char **argv, char *err, size_t errlen)
     if (rc == 0 && optind < argc) {
         snprintf(err, errlen, "unexpected argument '%s' (models are given with --model PATH)",
                  argv[optind]);
+        rc = -EINVAL;
+    }
+    if (rc == 0 && cfg->own_mesh && (cfg->n_joins > 0 || cfg->client)) {
+        snprintf(err, errlen,
+                 "--own-mesh forms this node's own mesh; it cannot be combined with %s",
+                 cfg->client ? "--client" : "--join");
         rc = -EINVAL;
     }
     if (rc == 0 && cfg->n_joins > 0 && cfg->mesh_name) {
@@ -613,8 +666,22 @@ int config_parse(config_t *cfg, int argc, char **argv, char *err, size_t errlen)
         snprintf(err, errlen, "--port and --console must differ (both %d)", cfg->port);
         rc = -EINVAL;
     }
+    if (rc == 0 && cfg->headless && config_idle(cfg)) {
+        snprintf(err, errlen,
+                 "--headless: with no --model, --models-dir, --join or --own-mesh the node starts "
+                 "idle and "
+                 "joins a mesh through its management API (POST /api/join, the console), which "
+                 "--headless turns off; give --join TOKEN or --model PATH, or drop --headless");
+        rc = -EINVAL;
+    }
     if (rc && !err[0]) snprintf(err, errlen, "%s", strerror(-rc));
     return rc < 0 ? rc : CONFIG_OK;
+}
+
+bool config_idle(const config_t *cfg)
+{
+    return cfg->n_models == 0 && cfg->n_requested == 0 && !cfg->models_dir && cfg->n_joins == 0 &&
+           !cfg->client && !cfg->mesh_name && !cfg->own_mesh;
 }
 
 void config_free(config_t *cfg)
@@ -630,6 +697,7 @@ void config_free(config_t *cfg)
     for (size_t i = 0; i < cfg->n_allow_origins; i++)
         free(cfg->allow_origins[i]);
     free(cfg->mesh_name);
+    free(cfg->api_keys_file);
     sodium_memzero(cfg->joins, sizeof cfg->joins);
     memset(cfg, 0, sizeof *cfg);
 }

@@ -60,12 +60,19 @@ typedef struct {
     uint64_t max_vram_bytes; /* --max-vram, 0 = detect */
     bool split;              /* --split: force split groups for this node's models */
     bool client;             /* --client: route only, serve nothing, lend nothing */
+    bool own_mesh;           /* --own-mesh: form its own mesh even without a model (not idle) */
     /* --allow-origin ORIGIN (repeatable): web pages of these origins may call the APIs. */
     char *allow_origins[CONFIG_MAX_ORIGINS];
     size_t n_allow_origins;
     /* A secret was given on the command line (--join TOKEN, --api-key KEY), where every local
      * user can read it (ps, /proc): config_log_warnings says so. */
     bool join_in_argv, api_key_in_argv;
+    /* Admission control (node/admission.h): --api-keys FILE (keys with tiers, read at startup),
+     * --queue-len N (per model, default 64), --pin MODEL (repeatable). */
+    char *api_keys_file;
+    unsigned queue_len;
+    char pins[CONFIG_MAX_MODELS][MODEL_NAME_MAX];
+    size_t n_pins;
     char *notes; /* warnings found while parsing, one per line, for the log (skipped entries) */
 } config_t;
 
@@ -79,6 +86,10 @@ void config_free(config_t *cfg);
  * API key, secrets given in argv. */
 void config_log_warnings(const config_t *cfg);
 void config_usage(FILE *out);
+/* Idle mode: nothing on the command line puts the node in a mesh or gives it a model (no
+ * --model, --models-dir, --join, --client, --own-mesh, --mesh-name). The node then runs its
+ * management API only and waits for POST /api/join. */
+bool config_idle(const config_t *cfg);
 
 /* Parse a "PATH[:llm|:embedding|:reranking]" model argument. */
 int config_parse_model_arg(const char *arg, config_model_t *out, char *err, size_t errlen);

@@ -86,6 +86,10 @@ const char *mesh_node_id(const mesh_t *m);
 const char *mesh_id(const mesh_t *m);
 const char *mesh_token(const mesh_t *m);
 int mesh_quic_port(const mesh_t *m);
+/* In the mesh: joined through a token, or never asked to join (a mesh of its own). */
+bool mesh_joined(const mesh_t *m);
+/* Why the last join attempt failed ("" when none failed, or once joined). */
+const char *mesh_join_error(const mesh_t *m);
 /* {"node":{…},"peers":[…]} (caller owns). */
 json_t *mesh_status(mesh_t *m);
 /* A tunnel stream to peer_id failed (reset, refused, cut before its answer): probe the peer now

@@ -182,6 +182,7 @@ static void join_done(mesh_t *m)
     m->joining = false;
     m->joined = true;
     m->join_rounds = 0;
+    m->join_err[0] = '\0';
     uv_timer_stop(&m->jtimer);
     LOGI("mesh", "joined mesh %s through %.12s", m->cred.mesh_id, t->id);
     identity_save_last_mesh(m->loop, m->home, m->cred.mesh_id);
@@ -288,6 +289,16 @@ static void join_failed_cb(uv_timer_t *t)
              (double)wait / 1000);
     m->join_rounds++;
     uv_timer_start(&m->jtimer, join_round_cb, wait, 0);
+}
+
+bool mesh_joined(const mesh_t *m)
+{
+    return m->n_joins == 0 || m->joined;
+}
+
+const char *mesh_join_error(const mesh_t *m)
+{
+    return m->joined ? "" : m->join_err;
 }
 
 void mesh_join_start(mesh_t *m)

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "gguf_info.h"
 #include "log.h"
@@ -121,6 +122,7 @@ struct flight {
     models_t *ms;
     model_entry_t *e;
     proxy_t *proxy; /* valid until on_flight_done */
+    uint64_t tag;   /* the request's httpd tag */
     flight_t *next;
 };
 
@@ -157,6 +159,7 @@ static void on_flight_done(void *data, bool ok, int status, const char *tail, si
     }
     if (f->e->child->in_flight) f->e->child->in_flight--;
     metrics_in_flight_add(meshstat(), f->e->mm->name, -1);
+    if (ms->on_flight_tail && f->tag) ms->on_flight_tail(ms->tail_data, f->tag, status, tail, len);
     if (ok && status == 200) {
         char *t = extract_object(tail, len, "timings");
         if (t) {
@@ -191,6 +194,7 @@ static void dispatch(models_t *ms, model_entry_t *e, httpd_req_t *req)
     }
     f->ms = ms;
     f->e = e;
+    f->tag = req->tag;
     f->next = e->flights;
     e->flights = f;
     e->child->in_flight++; /* the supervisor watches a busy child for progress */
@@ -274,6 +278,8 @@ void models_route(models_t *ms, model_entry_t *e, httpd_req_t *req)
         models_respond_bad(e, req);
         return;
     }
+    /* demand: every request this node's llama-server takes, direct or through a tunnel */
+    demand_record(&ms->demand, e->mm->name, models_now(ms), (uint64_t)time(NULL));
     mm_req_result_t r = mm_request_begin(&ms->mm, e->mm, models_now(ms));
     if (r == MM_SERVE_NOW) {
         dispatch(ms, e, req);
@@ -599,6 +605,11 @@ void models_run(models_t *ms)
                         httpd_respond_error(req, 404, "invalid_request_error",
                                             "model_file_not_found", "model '%s': file %s not found",
                                             a.model->name, e->path);
+                    else if (a.reason == MM_FAIL_PINNED)
+                        httpd_respond_error(req, 503, "unavailable", "slots_pinned",
+                                            "model '%s' cannot load: every %s slot holds a "
+                                            "pinned model (--pin)",
+                                            a.model->name, mm_type_name(a.model->type));
                     else if (a.status == 503)
                         httpd_respond_error(req, 503, "unavailable", "model_unloaded",
                                             "model '%s' was unloaded", a.model->name);
@@ -691,6 +702,7 @@ int models_init(models_t *ms, uv_loop_t *loop, const config_t *cfg, supervisor_t
     ms->cfg = cfg;
     ms->sv = sv;
     mm_init(&ms->mm, cfg->max_loaded);
+    demand_init(&ms->demand, env_ms("MESH_LLM_DEMAND_WINDOW_MS", DEMAND_WINDOW_MS));
     sv->data = ms;
     sv->on_ready = on_child_ready;
     sv->on_load_failed = on_child_load_failed;

@@ -9,6 +9,7 @@
 #include <uv.h>
 
 #include "config.h"
+#include "demand.h"
 #include "ledger.h"
 #include "httpd.h"
 #include "mm.h"
@@ -55,6 +56,7 @@ typedef struct models {
     supervisor_t *sv;
     mm_t mm;
     ledger_t ledger; /* this node's memory: what it offers, what each model and shard holds */
+    demand_t demand; /* requests per model this node served (models_route counts them) */
     model_entry_t entries[MM_MAX_MODELS];
     size_t n;
     bool running_actions;
@@ -68,6 +70,10 @@ typedef struct models {
     char last_model[MODEL_NAME_MAX];
     char *last_stats_json; /* llama-server's "timings" object of that request */
     char *last_usage_json;
+    /* A proxied request ended: the last bytes of its response (admission counts tokens);
+     * tag is the request's httpd tag. */
+    void (*on_flight_tail)(void *data, uint64_t tag, int status, const char *tail, size_t len);
+    void *tail_data;
 } models_t;
 
 int models_init(models_t *ms, uv_loop_t *loop, const config_t *cfg, supervisor_t *sv, char *err,

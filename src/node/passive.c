@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "relay.h"
 #include "tunnel.h"
 #include "util.h"
 #include "wire.h"
@@ -436,6 +437,22 @@ static bool step(passive_t *p, pv_req_t *r)
     }
     unpark(p, r);
     r->dial_deadline = 0;
+    /* the relay (relay.h) gives passive nodes the same failure semantics as active ones:
+     * first-byte deadline, one retry, streams continued on another replica */
+    relay_host_t hosts[RELAY_MAX_HOSTS];
+    size_t nh = 0;
+    for (size_t k = 0; k < n && nh < RELAY_MAX_HOSTS; k++) {
+        const rt_node_t *h = &p->table->nodes[order[k]];
+        if (k > 0 && is_bad(p, h->id)) continue;
+        set_node_addrs(p, h);
+        snprintf(hosts[nh].id, sizeof hosts[nh].id, "%s", h->id);
+        hosts[nh++].ready = m->status == CATALOG_READY;
+    }
+    if (relay_start(p->mesh, r->model, r->req, hosts, nh) == 0) {
+        count_forward(p, host->id);
+        free(r);
+        return true;
+    }
     if (tunnel_http_forward(c, r->model, r->req, forward_failed, r) == 0) {
         count_forward(p, host->id);
         return true;

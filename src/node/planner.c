@@ -153,6 +153,10 @@ bool planner_rpc_allowed(planner_t *pl, const char *peer_id, const char *model)
 static void allocate(planner_t *pl, const peers_t *P)
 {
     if (!pl->allocating || pl->n > 0 || !pl->mesh) return;
+    if (pl->standby) { /* demoted: only promotion gives it a model again */
+        pd_promote(pl, P);
+        return;
+    }
     catalog_avail_t *disk = calloc(pl->ms->n + 1, sizeof *disk);
     if (!disk) return;
     for (size_t i = 0; i < pl->ms->n; i++) {
@@ -183,7 +187,11 @@ static void allocate(planner_t *pl, const peers_t *P)
              "the mesh lists it as requested; this node stands by (put %s.gguf in "
              "~/.models or --models-dir to serve it)",
              res.model, res.model);
-    if (res.kind != PP_ALLOC_TAKE) return;
+    if (res.kind != PP_ALLOC_TAKE) {
+        /* standing by (or every peer gone): the promotion rules may still want this node */
+        if (res.kind != PP_ALLOC_LATER || P->n == 0) pd_promote(pl, P);
+        return;
+    }
     pmodel_t *pm = &pl->models[pl->n++];
     memset(pm, 0, sizeof *pm);
     pm->pl = pl;
@@ -482,6 +490,7 @@ static void on_kick(uv_timer_t *t)
 static void on_tick(uv_timer_t *t)
 {
     planner_t *pl = t->data;
+    pd_tick(pl);
     if (pl->waiting || (pl->allocating && pl->n == 0)) replan(pl);
 }
 
@@ -502,6 +511,7 @@ int planner_init(planner_t *pl, uv_loop_t *loop, const config_t *cfg, models_t *
     pl->sv = sv;
     pl->vram = cfg->client ? 0 : vram;
     pl->wait_ms = env_ms("MESH_LLM_PLAN_WAIT_MS", 30000);
+    pd_init(pl);
     pl->allocating = cfg->n_joins > 0 && !cfg->client;
     for (size_t i = 0; i < ms->n && pl->n < PLAN_MAX_MODELS; i++) {
         model_entry_t *e = &ms->entries[i];

@@ -33,6 +33,7 @@
 #include "mesh.h"
 #include "models.h"
 #include "plan_policy.h"
+#include "promote.h"
 #include "router.h"
 #include "supervisor.h"
 #include "view.h"
@@ -84,6 +85,12 @@ struct planner {
     pwait_t *waiting;
     uint64_t wait_ms;
     bool stopping;
+    /* demand, promotion, idle unload (planner_demand.c) */
+    promo_state_t promo;
+    bool standby; /* demoted: only the promotion rules give it a model again */
+    uint64_t serving_since_ms, last_demote_check_ms;
+    uint64_t idle_ms, min_serve_ms;
+    uint64_t promotions, demotions;
 };
 
 int planner_init(planner_t *pl, uv_loop_t *loop, const config_t *cfg, models_t *ms,

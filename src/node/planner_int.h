@@ -39,4 +39,12 @@ typedef struct {
 int cnodes_build(planner_t *pl, const peers_t *P, bool skip_self, cnodes_t *c);
 void cnodes_free(cnodes_t *c);
 
+/* planner_demand.c */
+void pd_init(planner_t *pl);
+void pd_tick(planner_t *pl);
+bool pd_promote(planner_t *pl, const peers_t *P); /* a standby took a model */
+void pd_fill_self(planner_t *pl, view_node_t *n);
+void pd_status(planner_t *pl, json_t *node);
+void pd_annotate(planner_t *pl, const peers_t *P, json_t *entry, const char *model);
+
 #endif

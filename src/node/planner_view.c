@@ -173,6 +173,7 @@ static int self_serving(planner_t *pl, view_node_t *n)
         s->http_ready = host && strcmp(st, "ready") == 0;
         s->is_host = host;
         s->split = pl->cfg->split;
+        s->pinned = strcmp(pm->rule, "explicit") == 0;
         s->bytes = ledger_held_for(&pl->ms->ledger, pm->name);
         if (pm->st.role == ELECTION_HOST && pm->st.n_workers) {
             view_plan_t *p = view_add_plan(n, s, pm->st.plan_id);
@@ -231,6 +232,7 @@ int self_view(planner_t *pl, view_node_t *n)
         if (!pl->cfg->models[i].from_dir) view_add_requested(n, pl->cfg->models[i].name);
     for (size_t i = 0; i < pl->cfg->n_requested; i++)
         view_add_requested(n, pl->cfg->requested[i]);
+    pd_fill_self(pl, n);
     return self_serving(pl, n);
 }
 
@@ -351,6 +353,7 @@ void planner_list_models(planner_t *pl, json_t *list)
         json_object_set_new(o, "hosts", ids_json(e->hosts, e->n_hosts));
         json_object_set_new(o, "nodes", json_integer((json_int_t)e->n_holders));
         json_object_set_new(o, "requested", json_boolean(e->requested));
+        pd_annotate(pl, &P, o, e->name);
     }
     catalog_free(&cat);
     cnodes_free(&cn);
@@ -395,6 +398,7 @@ void planner_status(planner_t *pl, json_t *st)
                              "holders", ids_json(e->holders, e->n_holders), "servers",
                              ids_json(e->servers, e->n_servers), "hosts",
                              ids_json(e->hosts, e->n_hosts), "requested", e->requested));
+            pd_annotate(pl, &P, json_array_get(a, json_array_size(a) - 1), e->name);
         }
         json_object_set_new(st, "catalog", a);
         catalog_free(&cat);
@@ -450,5 +454,6 @@ void planner_status(planner_t *pl, json_t *st)
                             pl->allocating ? json_pack("{s:s,s:s}", "rule", pl->alloc.rule, "model",
                                                        pl->n ? pl->models[0].name : "")
                                            : json_null());
+        pd_status(pl, node);
     }
 }

@@ -56,6 +56,9 @@ typedef struct {
     bool client_started;  /* a status line went to the client */
     bool retried;         /* the one whole retry was used */
     bool failed_over;     /* the one mid-stream continuation was used */
+    bool dial_waited;     /* the one wait for a retry host's connection was used */
+    size_t wait_idx;      /* the host whose connection the retry waits for */
+    uint64_t wait_until;  /* ... until then (loop time, ms) */
     bool splicing;        /* the attempt is a continuation */
     size_t tokens_before; /* tokens of the first stream when it was cut */
     char *cont_body;      /* the continuation request */
@@ -68,6 +71,7 @@ typedef struct {
 static relay_stats_t g_stats;
 
 static void attempt_next(relay_t *r, const char *why);
+static bool try_other(relay_t *r);
 static void sink_data(void *ud, const uint8_t *p, size_t n);
 static void sink_end(void *ud, int err, bool fin);
 static const tunnel_sink_t sink = {sink_data, sink_end};
@@ -385,12 +389,33 @@ static size_t next_host(relay_t *r)
     return r->n_hosts;
 }
 
+/* Waiting for the connection to a host the retry goes to (mesh_conn started a dial). */
+static void on_dial_wait(uv_timer_t *t)
+{
+    relay_t *r = t->data;
+    size_t i = r->wait_idx;
+    bool connected = r->mesh && mesh_conn(r->mesh, r->hosts[i].id);
+    if (!connected && uv_now(r->loop) < r->wait_until) return; /* the repeat timer polls on */
+    uv_timer_stop(&r->timer);
+    if (connected && attempt_start(r, i) == 0) return;
+    if (!try_other(r)) attempt_next(r, "no other host could be reached in time");
+}
+
 static bool try_other(relay_t *r)
 {
+    size_t dialling = r->n_hosts;
     for (size_t i = next_host(r); i < r->n_hosts; i = next_host(r)) {
-        if (attempt_start(r, i) == 0) return true;
+        int rc = attempt_start(r, i);
+        if (rc == 0) return true;
+        if (rc == -ENOTCONN && dialling == r->n_hosts) dialling = i;
     }
-    return false;
+    if (dialling == r->n_hosts || r->dial_waited) return false;
+    /* no connection to any other host yet, but a dial is under way: wait for it, bounded */
+    r->dial_waited = true;
+    r->wait_idx = dialling;
+    r->wait_until = uv_now(r->loop) + env_ms("MESH_LLM_RETRY_DIAL_MS", 5000);
+    uv_timer_start(&r->timer, on_dial_wait, 20, 20);
+    return true;
 }
 
 /* The attempt failed before anything reached the client: once more on another host. */
@@ -562,6 +587,15 @@ static void sink_data(void *ud, const uint8_t *p, size_t n)
         if (r->mode == MODE_SSE && r->sse_resp) buf_free(&r->raw);
         if (r->mode == MODE_WHOLE && r->msg_done) {
             cancel_call(r);
+            /* the host could not serve it (its llama-server died, hangs or restarts): that is
+             * a failure before the answer, so another replica gets the request, once */
+            if ((r->status == 502 || r->status == 503) && !r->retried && !r->client_started &&
+                next_host(r) < r->n_hosts) {
+                char why[64];
+                snprintf(why, sizeof why, "it answered HTTP %d", r->status);
+                attempt_next(r, why);
+                return;
+            }
             deliver_whole(r);
             maybe_free(r);
             return;

@@ -254,7 +254,8 @@ def test_unknown_failure_unloads_idle_models_and_retries_once(start_node, models
 def test_corrupt_state_file_refuses_to_start(tmp_path, name, content):
     home = tmp_path / "home"
     env = dict(os.environ, MESH_LLM_HOME=str(home))
-    args = [MESH_BIN, "--port", "0", "--console", "0"] + (["--bin-dir", BIN_DIR] if BIN_DIR else [])
+    args = [MESH_BIN, "--port", "0", "--console", "0", "--own-mesh"] + (
+        ["--bin-dir", BIN_DIR] if BIN_DIR else [])
     # a first start creates the mesh; its token is what the operator handed out
     p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     try:

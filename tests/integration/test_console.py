@@ -10,6 +10,7 @@ import time
 import pytest
 
 from conftest import ROOT, http, model_path, wait_for
+from test_idle import start_idle
 from test_mesh import DEAD_BOUND_S, ENV
 
 A_MODEL = "stories260K"
@@ -87,14 +88,11 @@ def node_states_js():
 
 
 def test_console_mesh_chat_and_death(start_node, browser, tmp_path):
-    # The console's node: a fixed console port so the page's origin can be allowed on the
-    # inference port (the chat goes there when the node has no /api/chat).
-    cport = free_port()
-    origin = f"http://127.0.0.1:{cport}"
-    a = start_node("--port", "0", "--console", str(cport), "--allow-origin", origin,
-                   "--model", model_path(A_MODEL), env=ENV)
+    a = start_node("--port", "0", "--model", model_path(A_MODEL), env=ENV)
     b = start_node("--port", "0", "--model", model_path(B_MODEL), "--join", a.token, env=ENV)
     c = start_node("--port", "0", "--model", model_path(A_MODEL), "--join", b.token, env=ENV)
+    cport = a.console_port
+    origin = f"http://127.0.0.1:{cport}"
 
     r = http(cport, "GET", "/")
     assert r.status == 200 and r.headers["content-type"].startswith("text/html"), r
@@ -156,16 +154,15 @@ def test_console_mesh_chat_and_death(start_node, browser, tmp_path):
     overflow = browser.do("eval", js="document.documentElement.scrollWidth")
     assert overflow <= 390, f"page is {overflow}px wide at a 390px viewport"
     browser.shot("phone")
-    # no script errors, no failed requests (but the first chat's try of /api/chat on a node
-    # that does not have it yet)
-    errors = [e for e in browser.do("log") if e != "http 404: /api/chat"]
+    # no script errors, no failed requests
+    errors = browser.do("log")
     assert errors == [], errors
 
 
 def test_console_falls_back_to_polling(start_node, browser):
     # the event stream fails at once (a stand-in EventSource that errors): the page polls
     # /api/status and still follows the mesh
-    a = start_node("--port", "0", env=ENV)
+    a = start_node("--port", "0", "--own-mesh", env=ENV)
     browser.do("init", js="window.EventSource = class { constructor() { setTimeout(() =>"
                           " this.onerror && this.onerror(new Event('error')), 0); } close() {} };")
     browser.do("open", url=f"http://127.0.0.1:{a.console_port}/")
@@ -176,3 +173,39 @@ def test_console_falls_back_to_polling(start_node, browser):
     browser.wait(f"{node_states_js()}[{json.dumps(b.id)}] === 'alive'", timeout=30,
                  what="a peer that joined later, through polling")
     assert browser.do("eval", js="document.getElementById('conn').dataset.mode") == "polling"
+
+
+def test_console_idle_node_joins_from_the_form(start_node, browser):
+    # a mesh of two nodes with a model each; a third node starts idle (too little memory to be
+    # given a model) and is joined from its console's form
+    a = start_node("--port", "0", "--model", model_path(A_MODEL), env=ENV)
+    b = start_node("--port", "0", "--model", model_path(B_MODEL), "--join", a.token, env=ENV)
+    i = start_idle(start_node, "--max-vram", "0.001")
+    r = i.request("POST", "/v1/completions", {"model": A_MODEL, "prompt": "x", "max_tokens": 2})
+    assert r.status == 503, r  # idle: not in a mesh yet
+    browser.do("open", url=f"http://127.0.0.1:{i.console_port}/")
+    browser.wait("document.getElementById('conn').dataset.mode === 'live' &&"
+                 f" document.getElementById('self-id').textContent === {json.dumps(i.id)}",
+                 timeout=20, what="the idle node's page")
+    assert browser.do("eval", js=f"{node_states_js()}") == {i.id: "self"}
+    browser.shot("idle")
+    browser.do("eval", js=f"(() => {{ document.getElementById('join-token').value ="
+                          f" {json.dumps(a.token)}; return true; }})()")
+    browser.do("click", selector="#join-send")
+    browser.wait("document.getElementById('join-result').dataset.ok === '1'", timeout=20,
+                 what="the join accepted")
+    browser.wait(f"(() => {{ const s = {node_states_js()};"
+                 f" return s[{json.dumps(a.id)}] === 'alive' && s[{json.dumps(b.id)}] === 'alive'; }})()",
+                 timeout=60, what="the mesh on the page")
+    ready = ("(() => { const st = m => { const r = document.querySelector("
+             "`#catalog tr[data-model=\"${m}\"] .status`); return r && r.textContent; };"
+             f" return st({json.dumps(A_MODEL)}) === 'ready' && st({json.dumps(B_MODEL)}) === 'ready'; }})()")
+    browser.wait(ready, timeout=60, what="both models ready on the joined node's page")
+    browser.shot("joined")
+    # the inference port answers now, through the mesh
+    wait_for(lambda: i.request("POST", "/v1/completions",
+                               {"model": B_MODEL, "prompt": "Once", "max_tokens": 4}).status == 200,
+             timeout=60, what="the joined node's inference port to answer")
+    r = i.complete(A_MODEL, max_tokens=4)
+    assert r.status == 200 and r.headers["x-mesh-node"] == a.id, r
+    assert browser.do("log") == []

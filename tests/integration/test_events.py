@@ -79,7 +79,7 @@ def peer_state(st, pid):
 def test_events_snapshot_at_once_and_on_change(start_node):
     # a long period: only the change notification can bring a change within a second
     env = dict(ENV, MESH_LLM_EVENTS_MS="30000")
-    a = start_node("--port", "0", env=env)
+    a = start_node("--port", "0", "--own-mesh", env=env)
     ev = EventStream(a.console_port).start()
     wait_for(lambda: ev.events, timeout=10, what="the snapshot sent on connect")
     head = ev.head.decode()
@@ -130,7 +130,7 @@ def test_events_client_that_never_reads_is_dropped(start_node):
     # snapshots 10 times a second; the stalled-reader timeout far away, so only the per-client
     # queue cap can drop the client
     env = dict(ENV, MESH_LLM_EVENTS_MS="100", MESH_LLM_HTTP_WRITE_MS="600000")
-    a = start_node("--port", "0", env=env)
+    a = start_node("--port", "0", "--own-mesh", env=env)
     reader = EventStream(a.console_port).start()
     wait_for(lambda: reader.events, timeout=10, what="a reading client's first snapshot")
     rss0 = rss_kb(a.pid)

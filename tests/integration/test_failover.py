@@ -15,6 +15,8 @@ from test_mesh import wait_converged
 MODEL = "stories260K"
 HB_MS = 400  # dead-peer detection ~2.25 heartbeats: the "within 2 s" bound below rests on it
 ENV = {"MESH_LLM_HEARTBEAT_MS": str(HB_MS)}
+# a passive client fetches its routing table every second, so it sees every replica at once
+CLIENT_ENV = dict(ENV, MESH_LLM_ROUTE_REFRESH_MS="1000")
 N_BEFORE_KILL = 20
 
 
@@ -145,8 +147,9 @@ def three_nodes(start_node, replicas=2):
     for _ in range(replicas - 1):
         hosts.append(start_node("--port", "0", "--model", model_path(MODEL), "--join", a.token,
                                 env=ENV))
-    c = start_node("--port", "0", "--client", "--join", a.token, env=ENV)
-    wait_converged(hosts + [c])
+    c = start_node("--port", "0", "--client", "--join", a.token, env=CLIENT_ENV)
+    if len(hosts) > 1:
+        wait_converged(hosts)  # a --client is passive: not a gossip member
     ready_everywhere([c])
     # the client's catalog lists every replica as a host before the test relies on it
     wait_for(lambda: sorted(next(m for m in c.status()["catalog"] if m["name"] == MODEL)["hosts"])
@@ -223,24 +226,36 @@ def test_first_byte_timeout_retries_on_other_host(start_node):
     env = dict(ENV, MESH_LLM_FIRST_BYTE_MS="1500", MESH_LLM_FIRST_BYTE_MS_PER_KB="0")
     a = start_node("--port", "0", "--model", model_path(MODEL), env=ENV)
     b = start_node("--port", "0", "--model", model_path(MODEL), "--join", a.token, env=ENV)
-    c = start_node("--port", "0", "--client", "--join", a.token, env=env)
-    wait_converged([a, b, c])
+    wait_converged([a, b])
+    ready_everywhere([a, b])
+    wait_for(lambda: sorted(next(m for m in a.status()["catalog"] if m["name"] == MODEL)["hosts"])
+             == sorted([a.id, b.id]), timeout=30, what="both replicas ready")
+    # the client's first table has both hosts; no check-in during the test (a check-in that
+    # fails would close the stuck host's connection: a second way out, not the one tested)
+    c = start_node("--port", "0", "--client", "--join", a.token,
+                   env=dict(env, MESH_LLM_ROUTE_REFRESH_MS="120000"))
     ready_everywhere([c])
     wait_for(lambda: sorted(next(m for m in c.status()["catalog"] if m["name"] == MODEL)["hosts"])
              == sorted([a.id, b.id]), timeout=30, what="both replicas listed as host")
-    # a stuck host: its llama-server frozen (the node still accepts the tunnel and waits)
-    pid, _, _ = a.child_for(MODEL)
+    body = {"model": MODEL, "prompt": "Once upon a time", "max_tokens": 8, "temperature": 0}
+    # a passive client sends a model's requests to the host hash(its id + model) names first:
+    # find out which, then freeze that host node: a stuck peer (its connection stays up, its
+    # tunnel streams open, and nothing ever comes back)
+    r = c.request("POST", "/v1/completions", body, timeout=30)
+    assert r.status == 200, r
+    stuck = {a.id: a, b.id: b}[r.headers["x-mesh-node"]]
+    pid = stuck.pid
     os.kill(pid, signal.SIGSTOP)
     try:
-        body = {"model": MODEL, "prompt": "Once upon a time", "max_tokens": 8, "temperature": 0}
         t0 = time.monotonic()
         answers = []
-        for i in range(4):  # different prompts: the router spreads them, some pick the stuck host
+        for i in range(4):
             r = c.request("POST", "/v1/completions", dict(body, prompt=f"Once upon a time {i}"),
                           timeout=30)
-            answers.append(r.status)
+            answers.append((r.status, r.headers.get("x-mesh-node")))
         took = time.monotonic() - t0
-        assert answers == [200] * 4, answers
+        other = b.id if stuck is a else a.id
+        assert answers == [(200, other)] * 4, answers
         st = c.status()["routing"]
         assert st["first_byte_timeouts"] >= 1 and st["retries"] >= st["first_byte_timeouts"], st
         assert "sent no first byte in time" in c.stderr()

@@ -25,7 +25,7 @@ TEST_PEER = os.path.join(os.path.dirname(MESH_BIN), "mesh-test-peer")
 
 def chain(start_node, n, **kw):
     """n nodes, each joining through the previous one's token."""
-    nodes = [start_node("--port", "0", env=ENV, **kw)]
+    nodes = [start_node("--port", "0", "--own-mesh", env=ENV, **kw)]
     for _ in range(n - 1):
         nodes.append(start_node("--port", "0", "--join", nodes[-1].token, env=ENV, **kw))
     return nodes
@@ -83,7 +83,9 @@ def test_headless_and_named_mesh(start_node, tmp_path):
         base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))["mesh"]
     c = start_node("--port", "0", "--join", b.token, env=ENV)
     wait_converged([b, c])
-    with open(os.path.join(c.env["MESH_LLM_HOME"], "last-mesh")) as f:
+    last = os.path.join(c.env["MESH_LLM_HOME"], "last-mesh")
+    wait_for(lambda: os.path.exists(last), timeout=10, what="last-mesh (written in the background)")
+    with open(last) as f:
         assert f.read().strip() == b.status()["node"]["mesh_id"]
     key = os.path.join(c.env["MESH_LLM_HOME"], "key")
     assert os.stat(key).st_mode & 0o777 == 0o600
@@ -241,7 +243,7 @@ def test_partition_with_netns(start_node):
 def test_key_readable_by_others_refused(tmp_path):
     home = tmp_path / "home"
     env = dict(os.environ, MESH_LLM_HOME=str(home))
-    args = [MESH_BIN, "--port", "0", "--console", "0"]
+    args = [MESH_BIN, "--port", "0", "--console", "0", "--own-mesh"]
     p = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     try:
         assert p.stdout.readline().startswith(b"mesh-llm ready ")  # creates the key

@@ -107,7 +107,7 @@ def test_rejoin_after_a_long_outage(start_node):
     model, fails two join rounds (its backoff has grown to the cap): A serves B's model within
     2 heartbeats of being ready again."""
     port = free_udp_port()
-    a_args = ("--port", "0", "--bind-port", str(port))
+    a_args = ("--port", "0", "--bind-port", str(port), "--own-mesh")
     a = start_node(*a_args, env=ENV)
     b = start_node("--port", "0", "--model", model_path(MODEL), "--join", a.token, env=ENV)
     wait_for(lambda: serves(a, MODEL), timeout=30, what="A to serve B's model")
@@ -129,7 +129,7 @@ def test_two_node_mesh_heals_when_its_creator_restarts(start_node, sig):
     """A created the mesh; B joined it and serves the model. A restarts: A answers for B's
     model again."""
     port = free_udp_port()
-    a_args = ("--port", "0", "--bind-port", str(port))
+    a_args = ("--port", "0", "--bind-port", str(port), "--own-mesh")
     a = start_node(*a_args, env=ENV)
     b = start_node("--port", "0", "--model", model_path(MODEL), "--join", a.token, env=ENV)
     wait_for(lambda: serves(a, MODEL), timeout=30, what="A to serve B's model")
@@ -144,7 +144,7 @@ def test_two_node_mesh_heals_when_its_creator_restarts(start_node, sig):
 def test_restarted_joiner_served_again(start_node):
     """The other way round: the model's host B (which dialled A) is killed and restarted: A's
     connection to B's former process must not keep swallowing A's messages."""
-    a = start_node("--port", "0", env=ENV)
+    a = start_node("--port", "0", "--own-mesh", env=ENV)
     port = free_udp_port()
     b_args = ("--port", "0", "--bind-port", str(port), "--model", model_path(MODEL), "--join",
               a.token)
@@ -161,7 +161,7 @@ def test_restarted_joiner_served_again(start_node):
 def solo_then_stopped(start_node, *extra):
     """A node run alone once (it creates its mesh), then stopped: (node, its token, its port)."""
     port = free_udp_port()
-    n = start_node("--port", "0", "--bind-port", str(port), *extra, env=ENV)
+    n = start_node("--port", "0", "--bind-port", str(port), "--own-mesh", *extra, env=ENV)
     token = n.token
     assert n.stop() == 0
     return n, token, port
@@ -196,8 +196,8 @@ def test_cross_join_merges_into_the_larger_mesh(start_node):
 def test_cross_join_with_members(start_node):
     """Each creator has a member. The winning mesh's member follows its creator into the merged
     mesh; the losing mesh's member stays in its mesh (its creator moved away from it)."""
-    p = start_node("--port", "0", "--bind-port", str(free_udp_port()), env=ENV)
-    q = start_node("--port", "0", "--bind-port", str(free_udp_port()), env=ENV)
+    p = start_node("--port", "0", "--bind-port", str(free_udp_port()), "--own-mesh", env=ENV)
+    q = start_node("--port", "0", "--bind-port", str(free_udp_port()), "--own-mesh", env=ENV)
     p1 = start_node("--port", "0", "--join", p.token, env=ENV)
     q1 = start_node("--port", "0", "--join", q.token, env=ENV)
     wait_for(lambda: in_one_mesh([p, p1]), timeout=20, what="P's mesh")

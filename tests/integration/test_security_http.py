@@ -182,7 +182,7 @@ def test_allowed_origin_gets_cors(start_node):
 
 
 def test_cross_site_on_console_port(start_node):
-    n = start_node("--port", "0")
+    n = start_node("--port", "0", "--own-mesh")
     p = n.console_port
     error_of(post_raw(p, "/api/status", b"{}", {"Content-Type": "text/plain", "Origin": EVIL}),
              403, "cross_site_request")
@@ -255,7 +255,7 @@ def fetch_from(ns, url, headers=None):
 
 def test_listen_all_warns_and_hides_the_token_from_the_network(start_node, netns):
     ns, addr = netns
-    n = start_node("--port", "0", "--listen-all")
+    n = start_node("--port", "0", "--own-mesh", "--listen-all")
     err = n.stderr()
     assert "--listen-all without an API key" in err and "NETWORK" in err
     local = n.status()["node"]
@@ -277,7 +277,8 @@ def test_listen_all_warns_and_hides_the_token_from_the_network(start_node, netns
 
 
 def test_no_warning_with_api_key_from_env(start_node, tmp_path):
-    n = start_node("--port", "0", "--listen-all", env={"MESH_LLM_API_KEY": "k3y-from-env"})
+    n = start_node("--port", "0", "--own-mesh", "--listen-all",
+                   env={"MESH_LLM_API_KEY": "k3y-from-env"})
     assert "--listen-all without an API key" not in n.stderr()
     assert "k3y-from-env" not in " ".join(cmdline(n.pid))
     assert n.request("GET", "/v1/models").status == 401
@@ -290,7 +291,7 @@ def test_no_warning_with_api_key_from_env(start_node, tmp_path):
 # ---------------------------------------------------------------------------------------------
 
 def test_join_and_api_key_from_files(start_node, tmp_path):
-    a = start_node("--port", "0")
+    a = start_node("--port", "0", "--own-mesh")
     tok = tmp_path / "token"
     tok.write_text(a.token + "\n")
     key = tmp_path / "key"
@@ -433,7 +434,7 @@ def test_ctx_size_rule(start_node, tmp_path):
 
 def test_fd_limit_logged_once(start_node):
     limit = 64
-    n = start_node("--port", "0", prefix=["prlimit", f"--nofile={limit}:{limit}"])
+    n = start_node("--port", "0", "--own-mesh", prefix=["prlimit", f"--nofile={limit}:{limit}"])
     socks = []
     try:
         refused = None

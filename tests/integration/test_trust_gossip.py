@@ -116,7 +116,7 @@ def test_restart_within_half_a_second_never_declared_dead(start_node):
     hb = 500
     env = {"MESH_LLM_HEARTBEAT_MS": str(hb)}
     port = str(free_udp_port())
-    a = start_node("--port", "0", env=env)
+    a = start_node("--port", "0", "--own-mesh", env=env)
     b = start_node("--port", "0", "--bind-port", port, "--join", a.token, env=env)
     c = start_node("--port", "0", "--join", a.token, env=env)
     wait_converged([a, b, c])

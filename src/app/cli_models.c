@@ -1,0 +1,337 @@
+/* cli_models — see cli_models.h. */
+#include "cli_models.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "download.h"
+#include "log.h"
+#include "model_fetch.h"
+#include "model_ref.h"
+#include "util.h"
+
+typedef struct {
+    uv_loop_t loop;
+    dl_t *d;
+    uv_timer_t progress;
+    uv_signal_t sigint, sigterm;
+    bool tty, drew, interrupted;
+    int rc;
+    char path[2048];
+    bool already;
+    char err[1024];
+} run_t;
+
+static void progress_cb(uv_timer_t *t)
+{
+    run_t *r = t->data;
+    dl_progress_t p[4];
+    size_t n = dl_list(r->d, p, 4);
+    for (size_t i = 0; i < n; i++) {
+        char line[600];
+        dl_format_progress(&p[i], r->tty, line, sizeof line);
+        if (r->tty) {
+            fprintf(stderr, "\r%-100.100s", line);
+            r->drew = true;
+        } else {
+            fprintf(stderr, "downloading %s\n", line);
+        }
+    }
+    fflush(stderr);
+}
+
+static void stop_handles(run_t *r)
+{
+    uv_timer_stop(&r->progress);
+    uv_close((uv_handle_t *)&r->progress, NULL);
+    uv_close((uv_handle_t *)&r->sigint, NULL);
+    uv_close((uv_handle_t *)&r->sigterm, NULL);
+}
+
+static void fetched(void *data, int rc, const char *err, const char *path, bool already)
+{
+    run_t *r = data;
+    if (r->tty && r->drew) fprintf(stderr, "\n");
+    r->rc = rc;
+    r->already = already;
+    if (path) snprintf(r->path, sizeof r->path, "%s", path);
+    if (err) snprintf(r->err, sizeof r->err, "%s", err);
+    if (!r->interrupted) {
+        stop_handles(r);
+        dl_close(r->d);
+    }
+}
+
+static void signal_cb(uv_signal_t *s, int signum)
+{
+    run_t *r = s->data;
+    if (r->interrupted) return;
+    r->interrupted = true;
+    stop_handles(r);
+    dl_close(r->d); /* fetched() runs with -ECANCELED */
+}
+
+/* Fetch ref into dir on a loop of its own. Returns 0, 1 (failed) or 130 (interrupted). */
+static int run_fetch(const char *ref, const char *dir, char *path, size_t pathlen, bool *already)
+{
+    run_t *r = calloc(1, sizeof *r);
+    if (!r) return 1;
+    uv_loop_init(&r->loop);
+    int rc = dl_init(&r->d, &r->loop);
+    if (rc) {
+        fprintf(stderr, "mesh-llm: cannot start the downloader: %s\n", strerror(-rc));
+        free(r);
+        return 1;
+    }
+    r->tty = isatty(STDERR_FILENO);
+    uv_timer_init(&r->loop, &r->progress);
+    r->progress.data = r;
+    uint64_t every = env_ms("MESH_LLM_PROGRESS_MS", r->tty ? 250 : 3000);
+    uv_timer_start(&r->progress, progress_cb, every, every);
+    uv_signal_init(&r->loop, &r->sigint);
+    uv_signal_init(&r->loop, &r->sigterm);
+    r->sigint.data = r->sigterm.data = r;
+    uv_signal_start(&r->sigint, signal_cb, SIGINT);
+    uv_signal_start(&r->sigterm, signal_cb, SIGTERM);
+    char err[1024];
+    rc = mf_fetch(r->d, ref, dir, fetched, r, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "mesh-llm: %s\n", err);
+        stop_handles(r);
+        dl_close(r->d);
+        uv_run(&r->loop, UV_RUN_DEFAULT);
+        uv_loop_close(&r->loop);
+        free(r);
+        return 1;
+    }
+    uv_run(&r->loop, UV_RUN_DEFAULT);
+    uv_loop_close(&r->loop);
+    int out;
+    if (r->interrupted) {
+        fprintf(stderr,
+                "mesh-llm: interrupted: the partial download is kept (*.part in %s); "
+                "run the same command again to resume\n",
+                dir);
+        out = 130;
+    } else if (r->rc) {
+        fprintf(stderr, "mesh-llm: download failed: %s\n", r->err);
+        out = 1;
+    } else {
+        snprintf(path, pathlen, "%s", r->path);
+        *already = r->already;
+        out = 0;
+    }
+    free(r);
+    return out;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+
+static const char *models_dir_arg(int argc, char **argv)
+{
+    const char *dir = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--models-dir") == 0 && i + 1 < argc && !dir) dir = argv[i + 1];
+        if (strncmp(argv[i], "--models-dir=", 13) == 0 && !dir) dir = argv[i] + 13;
+    }
+    return dir;
+}
+
+static uint64_t memory_offered(int argc, char **argv)
+{
+    for (int i = 1; i + 1 < argc; i++)
+        if (strcmp(argv[i], "--max-vram") == 0) return (uint64_t)(atof(argv[i + 1]) * 1e9);
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    return pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : 0;
+}
+
+static bool on_disk(const known_model_t *k, const char *dir)
+{
+    char p[2048];
+    struct stat st;
+    snprintf(p, sizeof p, "%s/%s", dir, model_ref_basename(k->file));
+    return stat(p, &st) == 0;
+}
+
+static void list_catalog(const char *filter, const char *dir, uint64_t mem)
+{
+    printf("%-30s %-10s %9s %8s  %-5s %-7s %s\n", "NAME", "TYPE", "SIZE", "CONTEXT", "FITS",
+           "ON DISK", "REPOSITORY");
+    int shown = 0;
+    for (size_t i = 0; i < known_models_n; i++) {
+        const known_model_t *k = &known_models[i];
+        if (filter && !known_model_matches(k, filter)) continue;
+        printf("%-30s %-10s %6.1f GB %8u  %-5s %-7s %s%s\n", k->name, known_type_name(k->type),
+               k->size / 1e9, k->ctx, k->min_memory <= mem ? "yes" : "no",
+               on_disk(k, dir) ? "yes" : "-", k->repo,
+               k == known_model_default() ? "  (default)" : "");
+        shown++;
+    }
+    if (filter && !shown)
+        printf("(nothing in the catalog matches '%s'; any GGUF on the hub can be named as "
+               "ORG/REPO:QUANT or hf://ORG/REPO/FILE.gguf)\n",
+               filter);
+    printf("memory this node offers: %.1f GB; models directory: %s\n", mem / 1e9, dir);
+}
+
+static int list_installed(const char *dir)
+{
+    DIR *dp = opendir(dir);
+    if (!dp) {
+        printf("no models in %s (%s)\n", dir, strerror(errno));
+        return 0;
+    }
+    struct dirent *de;
+    int n = 0;
+    while ((de = readdir(dp))) {
+        size_t l = strlen(de->d_name);
+        bool gguf = l > 5 && strcasecmp(de->d_name + l - 5, ".gguf") == 0;
+        bool part = l > 10 && strcasecmp(de->d_name + l - 10, ".gguf.part") == 0;
+        if (!gguf && !part) continue;
+        char p[2048];
+        struct stat st;
+        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+        if (stat(p, &st) != 0) continue;
+        printf("%-50s %9.1f MB%s\n", de->d_name, st.st_size / 1e6,
+               part ? "  (partial download: 'mesh-llm download' resumes it)" : "");
+        n++;
+    }
+    closedir(dp);
+    if (!n) printf("no models in %s\n", dir);
+    return 0;
+}
+
+static int remove_model(const char *name, const char *dir)
+{
+    if (strchr(name, '/') || strcmp(name, "..") == 0 || strcmp(name, ".") == 0) {
+        fprintf(stderr, "mesh-llm: models rm takes a name from 'mesh-llm models installed'\n");
+        return 2;
+    }
+    const known_model_t *k = known_model_find(name);
+    char file[MODEL_REF_FILE_MAX];
+    size_t l = strlen(name);
+    if (k)
+        snprintf(file, sizeof file, "%s", model_ref_basename(k->file));
+    else
+        snprintf(file, sizeof file, "%s%s", name,
+                 l > 5 && strcasecmp(name + l - 5, ".gguf") == 0 ? "" : ".gguf");
+    unsigned idx, n = 1;
+    bool split = model_ref_split(file, &idx, &n, NULL);
+    int removed = 0;
+    for (unsigned i = 1; i <= (split ? n : 1); i++) {
+        char f[MODEL_REF_FILE_MAX], p[2048], pp[2100];
+        if (split)
+            model_ref_split_part(file, i, f, sizeof f);
+        else
+            snprintf(f, sizeof f, "%s", file);
+        snprintf(p, sizeof p, "%s/%s", dir, f);
+        snprintf(pp, sizeof pp, "%s.part", p);
+        if (unlink(p) == 0) {
+            printf("removed %s\n", p);
+            removed++;
+        }
+        if (unlink(pp) == 0) {
+            printf("removed %s\n", pp);
+            removed++;
+        }
+    }
+    if (!removed) {
+        fprintf(stderr, "mesh-llm: no model '%s' in %s (see 'mesh-llm models installed')\n", name,
+                dir);
+        return 1;
+    }
+    return 0;
+}
+
+static int usage(void)
+{
+    fprintf(stderr, "usage: mesh-llm download REF [--models-dir DIR]\n"
+                    "       mesh-llm models list|installed [--models-dir DIR]\n"
+                    "       mesh-llm models search TEXT\n"
+                    "       mesh-llm models rm NAME [--models-dir DIR]\n"
+                    "REF: a catalog name (mesh-llm models list), hf://ORG/REPO/FILE.gguf[@REV], "
+                    "ORG/REPO:QUANT, or an https:// URL of a GGUF\n");
+    return 2;
+}
+
+int cli_models_main(int argc, char **argv)
+{
+    if (argc < 2 || (strcmp(argv[1], "download") != 0 && strcmp(argv[1], "models") != 0)) return -1;
+    char dir[1024];
+    mf_default_dir(models_dir_arg(argc, argv), dir, sizeof dir);
+    /* the positional arguments, without the options */
+    const char *pos[4] = {0};
+    int np = 0;
+    for (int i = 2; i < argc; i++) {
+        if (strcmp(argv[i], "--models-dir") == 0 || strcmp(argv[i], "--max-vram") == 0) {
+            i++;
+            continue;
+        }
+        if (strncmp(argv[i], "--", 2) == 0) continue;
+        if (np < 4) pos[np++] = argv[i];
+    }
+    if (strcmp(argv[1], "download") == 0) {
+        if (np != 1) return usage();
+        if (sodium_init() < 0) return 1;
+        log_init(LOG_FORMAT_PRETTY, LOG_INFO);
+        char path[2048];
+        bool already = false;
+        int rc = run_fetch(pos[0], dir, path, sizeof path, &already);
+        if (rc) return rc;
+        if (already)
+            printf("%s: already there: %s\n", pos[0], path);
+        else
+            printf("%s: downloaded to %s\n", pos[0], path);
+        return 0;
+    }
+    const char *sub = np > 0 ? pos[0] : "list";
+    if (strcmp(sub, "list") == 0) {
+        list_catalog(NULL, dir, memory_offered(argc, argv));
+        return 0;
+    }
+    if (strcmp(sub, "search") == 0 && np == 2) {
+        list_catalog(pos[1], dir, memory_offered(argc, argv));
+        return 0;
+    }
+    if (strcmp(sub, "installed") == 0) return list_installed(dir);
+    if (strcmp(sub, "rm") == 0 && np == 2) return remove_model(pos[1], dir);
+    return usage();
+}
+
+int cli_models_fetch_args(int argc, char **argv)
+{
+    char dir[1024];
+    mf_default_dir(models_dir_arg(argc, argv), dir, sizeof dir);
+    bool inited = false;
+    for (int i = 1; i + 1 < argc; i++) {
+        if (strcmp(argv[i], "--model") != 0 && strcmp(argv[i], "-m") != 0) continue;
+        const char *arg = argv[i + 1];
+        model_ref_t r;
+        char err[512];
+        if (model_ref_parse(arg, &r, err, sizeof err) != 0 || !model_ref_remote(&r)) continue;
+        /* a catalog name that is also a file here stays a file */
+        struct stat st;
+        if (r.kind == MODEL_REF_CATALOG && stat(arg, &st) == 0) continue;
+        if (!inited) {
+            if (sodium_init() < 0) return 1;
+            log_init(LOG_FORMAT_PRETTY, LOG_INFO);
+            inited = true;
+        }
+        char path[2048];
+        bool already = false;
+        int rc = run_fetch(arg, dir, path, sizeof path, &already);
+        if (rc) return rc;
+        fprintf(stderr, "mesh-llm: %s: %s %s\n", arg, already ? "already there:" : "downloaded to",
+                path);
+        argv[i + 1] = strdup(path);
+        if (!argv[i + 1]) return 1;
+    }
+    return 0;
+}

@@ -1,0 +1,899 @@
+/* download — see download.h. */
+#include "download.h"
+
+#include <ctype.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sodium.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "model_ref.h"
+#include "util.h"
+
+#define DL_MAX_REDIRECTS 10
+#define DL_MAX_WAITERS 16
+#define DL_ERR_MAX 1024
+
+typedef struct {
+    dl_done_fn cb;
+    void *data;
+} waiter_t;
+
+typedef struct xfer xfer_t;
+
+typedef struct job {
+    struct job *next;
+    dl_t *d;
+    char url0[MODEL_REF_URL_MAX]; /* the first URL (retries start there again) */
+    char url[MODEL_REF_URL_MAX];  /* the URL of the current request */
+    char *dest, *part, *label;
+    char want_sha[65];   /* expected, "" to take the server's */
+    char linked_sha[65]; /* from X-Linked-ETag */
+    char etag_sha[65];   /* from an ETag that is a sha256 */
+    int fd;
+    uint64_t bytes; /* on disk in .part, all hashed */
+    uint64_t total; /* 0 unknown */
+    crypto_hash_sha256_state st;
+    unsigned redirects, attempts;
+    uint64_t bytes_at_attempt;
+    CURL *easy;
+    struct curl_slist *hdrs;
+    long status;
+    uint64_t range_start, range_total; /* from Content-Range */
+    bool body_ok;                      /* the current response's body goes into the file */
+    char fatal[DL_ERR_MAX];
+    uv_timer_t retry;
+    bool retry_inited;
+    uv_work_t work;
+    bool hashing;
+    int work_rc;
+    uint64_t rate_t, rate_b;
+    double rate;
+    waiter_t waiters[DL_MAX_WAITERS];
+    size_t n_waiters;
+    /* an in-memory fetch instead of a file */
+    bool mem;
+    buf_t body;
+    dl_fetch_fn fetch_cb;
+    void *fetch_data;
+} job_t;
+
+struct dl {
+    uv_loop_t *loop;
+    CURLM *multi;
+    uv_timer_t timer;
+    char hub[512];
+    char hub_origin[512]; /* scheme://host:port of the hub */
+    char *token;
+    job_t *jobs;
+    bool closing;
+    unsigned handles; /* open uv handles + pending work */
+};
+
+typedef struct {
+    uv_poll_t poll;
+    curl_socket_t fd;
+    dl_t *d;
+} sock_t;
+
+static void maybe_free(dl_t *d);
+static void begin(job_t *j);
+
+/* ---------------------------------------------------------------------------------------- */
+
+static int origin_of(const char *url, char *out, size_t len)
+{
+    CURLU *u = curl_url();
+    char *scheme = NULL, *host = NULL, *port = NULL;
+    int rc = -EINVAL;
+    if (!u || curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK) goto out;
+    if (curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
+        curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK ||
+        curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) != CURLUE_OK)
+        goto out;
+    snprintf(out, len, "%s://%s:%s", scheme, host, port);
+    for (char *p = out; *p; p++)
+        *p = (char)tolower((unsigned char)*p);
+    rc = 0;
+out:
+    curl_free(scheme);
+    curl_free(host);
+    curl_free(port);
+    curl_url_cleanup(u);
+    return rc;
+}
+
+static void close_cb(uv_handle_t *h)
+{
+    dl_t *d = h->data;
+    d->handles--;
+    maybe_free(d);
+}
+
+static void poll_closed(uv_handle_t *h)
+{
+    sock_t *s = (sock_t *)h; /* poll is its first member */
+    dl_t *d = s->d;
+    free(s);
+    d->handles--;
+    maybe_free(d);
+}
+
+static void check_done(dl_t *d);
+
+static void poll_cb(uv_poll_t *h, int status, int events)
+{
+    sock_t *s = (sock_t *)h;
+    dl_t *d = s->d;
+    int flags = 0;
+    if (status < 0) flags = CURL_CSELECT_ERR;
+    if (events & UV_READABLE) flags |= CURL_CSELECT_IN;
+    if (events & UV_WRITABLE) flags |= CURL_CSELECT_OUT;
+    int running;
+    curl_multi_socket_action(d->multi, s->fd, flags, &running);
+    check_done(d);
+}
+
+static int socket_cb(CURL *e, curl_socket_t fd, int what, void *userp, void *socketp)
+{
+    dl_t *d = userp;
+    sock_t *s = socketp;
+    if (what == CURL_POLL_REMOVE) {
+        if (s) {
+            uv_poll_stop(&s->poll);
+            d->handles++;
+            uv_close((uv_handle_t *)&s->poll, poll_closed);
+            curl_multi_assign(d->multi, fd, NULL);
+        }
+        return 0;
+    }
+    if (!s) {
+        s = calloc(1, sizeof *s);
+        if (!s) return -1;
+        s->fd = fd;
+        s->d = d;
+        if (uv_poll_init_socket(d->loop, &s->poll, fd) != 0) {
+            free(s);
+            return -1;
+        }
+        curl_multi_assign(d->multi, fd, s);
+    }
+    int ev = 0;
+    if (what == CURL_POLL_IN || what == CURL_POLL_INOUT) ev |= UV_READABLE;
+    if (what == CURL_POLL_OUT || what == CURL_POLL_INOUT) ev |= UV_WRITABLE;
+    uv_poll_start(&s->poll, ev, poll_cb);
+    return 0;
+}
+
+static void timer_cb(uv_timer_t *t)
+{
+    dl_t *d = t->data;
+    int running;
+    curl_multi_socket_action(d->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+    check_done(d);
+}
+
+static int multi_timer_cb(CURLM *m, long timeout_ms, void *userp)
+{
+    dl_t *d = userp;
+    if (timeout_ms < 0)
+        uv_timer_stop(&d->timer);
+    else
+        uv_timer_start(&d->timer, timer_cb, (uint64_t)timeout_ms, 0);
+    return 0;
+}
+
+int dl_init(dl_t **out, uv_loop_t *loop)
+{
+    static bool global;
+    if (!global) {
+        if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) return -EIO;
+        global = true;
+    }
+    dl_t *d = calloc(1, sizeof *d);
+    if (!d) return -ENOMEM;
+    d->loop = loop;
+    const char *ep = getenv("HF_ENDPOINT");
+    snprintf(d->hub, sizeof d->hub, "%s", ep && *ep ? ep : "https://huggingface.co");
+    size_t n = strlen(d->hub);
+    while (n > 0 && d->hub[n - 1] == '/')
+        d->hub[--n] = 0;
+    if (origin_of(d->hub, d->hub_origin, sizeof d->hub_origin) != 0) {
+        LOGW("download", "HF_ENDPOINT=%s is not a URL; using https://huggingface.co", d->hub);
+        snprintf(d->hub, sizeof d->hub, "https://huggingface.co");
+        origin_of(d->hub, d->hub_origin, sizeof d->hub_origin);
+    }
+    const char *tok = getenv("HF_TOKEN");
+    if (tok && *tok) d->token = strdup(tok);
+    d->multi = curl_multi_init();
+    if (!d->multi) {
+        free(d->token);
+        free(d);
+        return -ENOMEM;
+    }
+    curl_multi_setopt(d->multi, CURLMOPT_SOCKETFUNCTION, socket_cb);
+    curl_multi_setopt(d->multi, CURLMOPT_SOCKETDATA, d);
+    curl_multi_setopt(d->multi, CURLMOPT_TIMERFUNCTION, multi_timer_cb);
+    curl_multi_setopt(d->multi, CURLMOPT_TIMERDATA, d);
+    uv_timer_init(loop, &d->timer);
+    d->timer.data = d;
+    *out = d;
+    return 0;
+}
+
+const char *dl_hub(const dl_t *d)
+{
+    return d->hub;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+
+static void job_free(job_t *j)
+{
+    if (j->fd >= 0) close(j->fd);
+    if (j->hdrs) curl_slist_free_all(j->hdrs);
+    buf_free(&j->body);
+    free(j->dest);
+    free(j->part);
+    free(j->label);
+    free(j);
+}
+
+static void unlink_job(job_t *j)
+{
+    for (job_t **pp = &j->d->jobs; *pp; pp = &(*pp)->next)
+        if (*pp == j) {
+            *pp = j->next;
+            break;
+        }
+}
+
+static void retry_closed(uv_handle_t *h)
+{
+    job_t *j = h->data;
+    dl_t *d = j->d;
+    job_free(j);
+    d->handles--;
+    maybe_free(d);
+}
+
+/* The job ends: tell everyone, free it (after its timer closed). rc 0: success. */
+static void finish(job_t *j, int rc, const char *err)
+{
+    dl_t *d = j->d;
+    unlink_job(j);
+    if (j->easy) {
+        curl_multi_remove_handle(d->multi, j->easy);
+        curl_easy_cleanup(j->easy);
+        j->easy = NULL;
+    }
+    if (j->mem) {
+        const char *b = j->body.data ? j->body.data : ""; /* buf_t keeps it NUL-terminated */
+        j->fetch_cb(j->fetch_data, rc, err, j->status, b, j->body.len);
+    } else {
+        if (rc != 0 && j->fd >= 0) {
+            struct stat st;
+            if (fstat(j->fd, &st) == 0 && st.st_size == 0) unlink(j->part);
+        }
+        for (size_t i = 0; i < j->n_waiters; i++)
+            j->waiters[i].cb(j->waiters[i].data, rc, err, rc == 0 ? j->dest : NULL);
+    }
+    if (j->retry_inited) {
+        j->retry.data = j;
+        d->handles++;
+        uv_close((uv_handle_t *)&j->retry, retry_closed);
+    } else {
+        job_free(j);
+        maybe_free(d);
+    }
+}
+
+static void maybe_free(dl_t *d)
+{
+    if (!d->closing || d->handles > 0 || d->jobs) return;
+    if (d->multi) {
+        curl_multi_cleanup(d->multi);
+        d->multi = NULL;
+        if (d->handles > 0) return;
+    }
+    free(d->token);
+    free(d);
+}
+
+void dl_close(dl_t *d)
+{
+    if (!d || d->closing) return;
+    d->closing = true;
+    while (d->jobs) {
+        job_t *j = d->jobs;
+        if (j->hashing) { /* the thread pool finishes first; after_hash ends it */
+            unlink_job(j);
+            continue;
+        }
+        finish(j, -ECANCELED, "download cancelled (the .part file is kept for a resume)");
+    }
+    d->handles++;
+    uv_close((uv_handle_t *)&d->timer, close_cb);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+
+static void set_fatal(job_t *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void set_fatal(job_t *j, const char *fmt, ...)
+{
+    if (j->fatal[0]) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(j->fatal, sizeof j->fatal, fmt, ap);
+    va_end(ap);
+}
+
+static void take_sha(const char *v, size_t n, char out[65])
+{
+    while (n > 0 && isspace((unsigned char)v[n - 1]))
+        n--;
+    if (n >= 2 && v[0] == 'W' && v[1] == '/') v += 2, n -= 2;
+    if (n >= 2 && v[0] == '"' && v[n - 1] == '"') v++, n -= 2;
+    char tmp[65];
+    if (n != 64) return;
+    memcpy(tmp, v, 64);
+    tmp[64] = 0;
+    if (!model_ref_is_sha256(tmp)) return;
+    for (int i = 0; i < 64; i++)
+        tmp[i] = (char)tolower((unsigned char)tmp[i]);
+    memcpy(out, tmp, 65);
+}
+
+static bool header_is(const char *line, size_t n, const char *name, const char **val, size_t *vn)
+{
+    size_t k = strlen(name);
+    if (n <= k || line[k] != ':' || strncasecmp(line, name, k) != 0) return false;
+    const char *v = line + k + 1;
+    size_t left = n - k - 1;
+    while (left > 0 && (*v == ' ' || *v == '\t'))
+        v++, left--;
+    while (left > 0 && (v[left - 1] == '\r' || v[left - 1] == '\n'))
+        left--;
+    *val = v;
+    *vn = left;
+    return true;
+}
+
+/* The headers of a 2xx response are complete: decide where the body goes. */
+static bool body_start(job_t *j)
+{
+    if (j->mem) return true;
+    if (j->status == 206) {
+        if (j->range_start != j->bytes) {
+            set_fatal(j, "%s: the server resumed at byte %llu, not %llu", j->label,
+                      (unsigned long long)j->range_start, (unsigned long long)j->bytes);
+            return false;
+        }
+        j->total = j->range_total;
+    } else {
+        curl_off_t cl = -1;
+        curl_easy_getinfo(j->easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &cl);
+        if (j->bytes > 0) { /* the server ignored the Range: start again */
+            if (ftruncate(j->fd, 0) != 0 || lseek(j->fd, 0, SEEK_SET) != 0) {
+                set_fatal(j, "%s: cannot truncate %s: %s", j->label, j->part, strerror(errno));
+                return false;
+            }
+            j->bytes = 0;
+            crypto_hash_sha256_init(&j->st);
+        }
+        j->total = cl > 0 ? (uint64_t)cl : 0;
+    }
+    if (j->total > 0 && j->total > j->bytes) {
+        struct statvfs vs;
+        char *dir = strdup(j->part);
+        if (!dir) return false;
+        char *slash = strrchr(dir, '/');
+        if (slash) *slash = 0;
+        int rc = statvfs(slash ? (*dir ? dir : "/") : ".", &vs);
+        free(dir);
+        uint64_t need = j->total - j->bytes;
+        uint64_t avail = (uint64_t)vs.f_bavail * vs.f_frsize;
+        if (rc == 0 && avail < need) {
+            set_fatal(j,
+                      "not enough disk space for %s: it needs %.1f MB more, %.1f MB are free "
+                      "where %s goes",
+                      j->label, need / 1e6, avail / 1e6, j->dest);
+            return false;
+        }
+    }
+    return true;
+}
+
+static size_t header_cb(char *line, size_t size, size_t nitems, void *userp)
+{
+    job_t *j = userp;
+    size_t n = size * nitems;
+    if (n >= 5 && strncmp(line, "HTTP/", 5) == 0) {
+        const char *sp = memchr(line, ' ', n);
+        j->status = sp ? strtol(sp + 1, NULL, 10) : 0;
+        j->body_ok = false;
+        j->range_start = j->range_total = 0;
+        return n;
+    }
+    const char *v;
+    size_t vn;
+    if (header_is(line, n, "x-linked-etag", &v, &vn)) {
+        take_sha(v, vn, j->linked_sha);
+    } else if (header_is(line, n, "etag", &v, &vn)) {
+        take_sha(v, vn, j->etag_sha);
+    } else if (header_is(line, n, "content-range", &v, &vn)) {
+        char tmp[128];
+        snprintf(tmp, sizeof tmp, "%.*s", (int)(vn < 127 ? vn : 127), v);
+        unsigned long long a, b, t;
+        if (sscanf(tmp, "bytes %llu-%llu/%llu", &a, &b, &t) == 3) {
+            j->range_start = a;
+            j->range_total = t;
+        } else if (sscanf(tmp, "bytes */%llu", &t) == 1) {
+            j->range_total = t;
+        }
+    } else if (n <= 2 && (line[0] == '\r' || line[0] == '\n')) {
+        if (j->status >= 200 && j->status < 300) {
+            if (!body_start(j)) return 0;
+            j->body_ok = true;
+        }
+    }
+    return n;
+}
+
+static size_t write_cb(char *p, size_t size, size_t nmemb, void *userp)
+{
+    job_t *j = userp;
+    size_t n = size * nmemb;
+    if (!j->body_ok) return n; /* a redirect's or an error's body */
+    if (j->mem) return buf_append(&j->body, p, n) == 0 ? n : 0;
+    if (j->total > 0 && j->bytes + n > j->total) {
+        set_fatal(j, "%s: the server sent more than the %llu bytes it announced", j->label,
+                  (unsigned long long)j->total);
+        return 0;
+    }
+    size_t off = 0;
+    while (off < n) {
+        ssize_t w = write(j->fd, p + off, n - off);
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0) {
+            int e = errno;
+            /* drop what was written of this chunk, so the part stays hashed exactly */
+            if (off > 0 && ftruncate(j->fd, (off_t)j->bytes) == 0)
+                lseek(j->fd, (off_t)j->bytes, SEEK_SET);
+            set_fatal(j, "%s: writing %s: %s%s", j->label, j->part, strerror(e),
+                      e == ENOSPC ? " (the disk is full; the partial file is kept: free space "
+                                    "and run again to resume)"
+                                  : "");
+            return 0;
+        }
+        off += (size_t)w;
+    }
+    crypto_hash_sha256_update(&j->st, (const unsigned char *)p, n);
+    j->bytes += n;
+    return n;
+}
+
+static void retry_cb(uv_timer_t *t)
+{
+    job_t *j = t->data;
+    begin(j);
+}
+
+static void schedule_retry(job_t *j, const char *why)
+{
+    if (j->bytes > j->bytes_at_attempt) j->attempts = 0; /* progress was made */
+    j->bytes_at_attempt = j->bytes;
+    unsigned max = (unsigned)env_ms("MESH_LLM_DL_RETRIES", 5);
+    if (j->attempts >= max) {
+        char err[DL_ERR_MAX];
+        snprintf(err, sizeof err, "%s: %s (gave up after %u retries; the .part file is kept)",
+                 j->label, why, max);
+        finish(j, -EIO, err);
+        return;
+    }
+    uint64_t delay = backoff_ms(j->attempts, env_ms("MESH_LLM_DL_BACKOFF_MS", 500), 8000);
+    j->attempts++;
+    LOGW("download", "%s: %s; retrying in %llu ms from byte %llu", j->label, why,
+         (unsigned long long)delay, (unsigned long long)j->bytes);
+    if (!j->retry_inited) {
+        uv_timer_init(j->d->loop, &j->retry);
+        j->retry_inited = true;
+    }
+    j->retry.data = j;
+    snprintf(j->url, sizeof j->url, "%s", j->url0);
+    j->redirects = 0;
+    uv_timer_start(&j->retry, retry_cb, delay, 0);
+}
+
+static void complete(job_t *j)
+{
+    unsigned char h[crypto_hash_sha256_BYTES];
+    crypto_hash_sha256_final(&j->st, h);
+    char got[65];
+    sodium_bin2hex(got, sizeof got, h, sizeof h);
+    const char *want = j->want_sha[0]     ? j->want_sha
+                       : j->linked_sha[0] ? j->linked_sha
+                                          : j->etag_sha;
+    char err[DL_ERR_MAX];
+    if (j->total > 0 && j->bytes != j->total) {
+        unlink(j->part);
+        snprintf(err, sizeof err, "%s: got %llu bytes, expected %llu; the partial file was deleted",
+                 j->label, (unsigned long long)j->bytes, (unsigned long long)j->total);
+        finish(j, -EIO, err);
+        return;
+    }
+    if (want[0] && strcmp(want, got) != 0) {
+        unlink(j->part);
+        snprintf(err, sizeof err,
+                 "%s: sha256 mismatch: expected %s, got %s; the downloaded file was deleted",
+                 j->label, want, got);
+        finish(j, -EBADMSG, err);
+        return;
+    }
+    if (!want[0])
+        LOGW("download", "%s: no sha256 known for it; only its size was checked", j->label);
+    if (fsync(j->fd) != 0 || rename(j->part, j->dest) != 0) {
+        snprintf(err, sizeof err, "%s: cannot move %s into place: %s", j->label, j->part,
+                 strerror(errno));
+        finish(j, -EIO, err);
+        return;
+    }
+    LOGI("download", "%s: %llu bytes, sha256 %s, saved as %s", j->label,
+         (unsigned long long)j->bytes, got, j->dest);
+    finish(j, 0, NULL);
+}
+
+static void transfer_done(job_t *j, CURLcode res)
+{
+    dl_t *d = j->d;
+    char *redirect = NULL;
+    curl_easy_getinfo(j->easy, CURLINFO_REDIRECT_URL, &redirect);
+    char next[MODEL_REF_URL_MAX] = "";
+    if (redirect) snprintf(next, sizeof next, "%s", redirect);
+    long status = j->status;
+    char cerr[CURL_ERROR_SIZE + 1];
+    snprintf(cerr, sizeof cerr, "%s", curl_easy_strerror(res));
+    curl_multi_remove_handle(d->multi, j->easy);
+    curl_easy_cleanup(j->easy);
+    j->easy = NULL;
+    char err[DL_ERR_MAX];
+    if (j->fatal[0]) {
+        finish(j, -EIO, j->fatal);
+        return;
+    }
+    if (res == CURLE_OK && status >= 300 && status < 400 && next[0]) {
+        if (++j->redirects > DL_MAX_REDIRECTS) {
+            snprintf(err, sizeof err, "%s: too many redirects", j->label);
+            finish(j, -ELOOP, err);
+            return;
+        }
+        snprintf(j->url, sizeof j->url, "%s", next);
+        begin(j);
+        return;
+    }
+    if (res == CURLE_OK && status == 416 && !j->mem && j->bytes > 0 &&
+        (j->range_total == 0 || j->range_total == j->bytes)) {
+        j->total = j->bytes; /* the part was complete already */
+        complete(j);
+        return;
+    }
+    if (res == CURLE_OK && (status == 401 || status == 403)) {
+        snprintf(err, sizeof err, "%.200s: access denied (HTTP %ld) by %.400s. %s", j->label,
+                 status, j->url,
+                 d->token ? "HF_TOKEN was sent but not accepted: check that it can read this "
+                            "repository (gated models need their licence accepted on the hub)"
+                          : "The repository is gated or private: set HF_TOKEN to a Hugging "
+                            "Face access token that can read it");
+        finish(j, -EACCES, err);
+        return;
+    }
+    if (res == CURLE_OK && status == 404) {
+        snprintf(err, sizeof err,
+                 "%.200s: not found (HTTP 404) at %.400s: check the organisation, "
+                 "repository and file name",
+                 j->label, j->url);
+        finish(j, -ENOENT, err);
+        return;
+    }
+    if (res == CURLE_OK && status >= 200 && status < 300) {
+        if (j->mem) {
+            finish(j, 0, NULL);
+            return;
+        }
+        if (j->total > 0 && j->bytes < j->total) {
+            schedule_retry(j, "the connection ended early");
+            return;
+        }
+        complete(j);
+        return;
+    }
+    if (res == CURLE_OK && status >= 400 && status < 500 && status != 408 && status != 429) {
+        snprintf(err, sizeof err, "%.200s: HTTP %ld from %.400s", j->label, status, j->url);
+        finish(j, -EIO, err);
+        return;
+    }
+    char why[512];
+    if (res == CURLE_OK)
+        snprintf(why, sizeof why, "HTTP %ld from %.400s", status, j->url);
+    else
+        snprintf(why, sizeof why, "%s", cerr);
+    schedule_retry(j, why);
+}
+
+static void check_done(dl_t *d)
+{
+    CURLMsg *m;
+    int left;
+    while (d->multi && (m = curl_multi_info_read(d->multi, &left))) {
+        if (m->msg != CURLMSG_DONE) continue;
+        job_t *j = NULL;
+        curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&j);
+        transfer_done(j, m->data.result);
+    }
+}
+
+static void begin(job_t *j)
+{
+    dl_t *d = j->d;
+    char err[DL_ERR_MAX];
+    j->easy = curl_easy_init();
+    if (!j->easy) {
+        snprintf(err, sizeof err, "%s: out of memory", j->label);
+        finish(j, -ENOMEM, err);
+        return;
+    }
+    j->status = 0;
+    j->body_ok = false;
+    if (j->hdrs) curl_slist_free_all(j->hdrs);
+    j->hdrs = NULL;
+    char origin[512];
+    if (d->token && origin_of(j->url, origin, sizeof origin) == 0 &&
+        strcmp(origin, d->hub_origin) == 0) {
+        char auth[4200];
+        snprintf(auth, sizeof auth, "Authorization: Bearer %s", d->token);
+        j->hdrs = curl_slist_append(NULL, auth);
+        sodium_memzero(auth, sizeof auth);
+    }
+    CURL *e = j->easy;
+    curl_easy_setopt(e, CURLOPT_URL, j->url);
+    curl_easy_setopt(e, CURLOPT_PRIVATE, (char *)j);
+    curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, header_cb);
+    curl_easy_setopt(e, CURLOPT_HEADERDATA, j);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, write_cb);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, j);
+    curl_easy_setopt(e, CURLOPT_USERAGENT, "mesh-llm/" MESH_VERSION);
+    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT, 30L);
+    curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME,
+                     (long)(env_ms("MESH_LLM_DL_STALL_MS", 60000) + 999) / 1000);
+    curl_easy_setopt(e, CURLOPT_BUFFERSIZE, 256L * 1024);
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    if (j->hdrs) curl_easy_setopt(e, CURLOPT_HTTPHEADER, j->hdrs);
+    /* CURLOPT_RANGE rather than RESUME_FROM: the hub answers a ranged request with a 302 (no
+     * Content-Range), which curl's resume check would call an error; the 206 is checked in
+     * body_start instead. */
+    char range[32];
+    snprintf(range, sizeof range, "%llu-", (unsigned long long)j->bytes);
+    if (!j->mem && j->bytes > 0) curl_easy_setopt(e, CURLOPT_RANGE, range);
+    if (curl_multi_add_handle(d->multi, e) != CURLM_OK) {
+        curl_easy_cleanup(e);
+        j->easy = NULL;
+        snprintf(err, sizeof err, "%s: cannot start the transfer", j->label);
+        finish(j, -EIO, err);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------- */
+
+static void hash_work(uv_work_t *w)
+{
+    job_t *j = w->data;
+    unsigned char *buf = malloc(1 << 20);
+    if (!buf) {
+        j->work_rc = -ENOMEM;
+        return;
+    }
+    uint64_t off = 0;
+    while (off < j->bytes) {
+        size_t want = j->bytes - off < (1u << 20) ? (size_t)(j->bytes - off) : (1u << 20);
+        ssize_t r = pread(j->fd, buf, want, (off_t)off);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            j->work_rc = r < 0 ? -errno : -EIO;
+            break;
+        }
+        crypto_hash_sha256_update(&j->st, buf, (size_t)r);
+        off += (uint64_t)r;
+    }
+    free(buf);
+}
+
+static void after_hash(uv_work_t *w, int status)
+{
+    job_t *j = w->data;
+    dl_t *d = j->d;
+    j->hashing = false;
+    d->handles--;
+    if (d->closing) {
+        j->next = d->jobs; /* dl_close took it off the list */
+        d->jobs = j;
+        finish(j, -ECANCELED, "download cancelled (the .part file is kept for a resume)");
+        return;
+    }
+    if (j->work_rc) {
+        char err[DL_ERR_MAX];
+        snprintf(err, sizeof err, "%s: reading %s: %s", j->label, j->part, strerror(-j->work_rc));
+        finish(j, j->work_rc, err);
+        return;
+    }
+    LOGI("download", "%s: resuming at byte %llu", j->label, (unsigned long long)j->bytes);
+    begin(j);
+}
+
+static int mkdir_parents(const char *path)
+{
+    char *p = strdup(path);
+    if (!p) return -ENOMEM;
+    for (char *s = strchr(p + 1, '/'); s; s = strchr(s + 1, '/')) {
+        *s = 0;
+        if (mkdir(p, 0755) != 0 && errno != EEXIST) {
+            int e = -errno;
+            free(p);
+            return e;
+        }
+        *s = '/';
+    }
+    free(p);
+    return 0;
+}
+
+static job_t *job_new(dl_t *d, const char *url, const char *label)
+{
+    job_t *j = calloc(1, sizeof *j);
+    if (!j) return NULL;
+    j->d = d;
+    j->fd = -1;
+    snprintf(j->url0, sizeof j->url0, "%s", url);
+    snprintf(j->url, sizeof j->url, "%s", url);
+    j->label = strdup(label ? label : url);
+    buf_init(&j->body, 0);
+    crypto_hash_sha256_init(&j->st);
+    j->rate_t = uv_now(d->loop);
+    if (!j->label) {
+        free(j);
+        return NULL;
+    }
+    return j;
+}
+
+int dl_fetch(dl_t *d, const char *url, size_t max_bytes, dl_fetch_fn cb, void *data)
+{
+    if (d->closing) return -ECANCELED;
+    if (strlen(url) >= MODEL_REF_URL_MAX) return -ENAMETOOLONG;
+    job_t *j = job_new(d, url, url);
+    if (!j) return -ENOMEM;
+    j->mem = true;
+    buf_init(&j->body, max_bytes + 1);
+    j->fetch_cb = cb;
+    j->fetch_data = data;
+    j->next = d->jobs;
+    d->jobs = j;
+    begin(j);
+    return 0;
+}
+
+int dl_start(dl_t *d, const dl_req_t *req, dl_done_fn cb, void *data)
+{
+    if (d->closing) return -ECANCELED;
+    if (strlen(req->url) >= MODEL_REF_URL_MAX) return -ENAMETOOLONG;
+    for (job_t *j = d->jobs; j; j = j->next) {
+        if (!j->mem && strcmp(j->dest, req->dest) == 0) {
+            if (j->n_waiters >= DL_MAX_WAITERS) return -EBUSY;
+            j->waiters[j->n_waiters++] = (waiter_t){cb, data};
+            return 0;
+        }
+    }
+    job_t *j = job_new(d, req->url, req->label);
+    if (!j) return -ENOMEM;
+    j->dest = strdup(req->dest);
+    size_t pl = strlen(req->dest) + 6;
+    j->part = malloc(pl);
+    if (!j->dest || !j->part) {
+        job_free(j);
+        return -ENOMEM;
+    }
+    snprintf(j->part, pl, "%s.part", req->dest);
+    if (req->sha256 && *req->sha256) take_sha(req->sha256, strlen(req->sha256), j->want_sha);
+    int rc = mkdir_parents(j->dest);
+    if (rc == 0) {
+        j->fd = open(j->part, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        if (j->fd < 0) rc = -errno;
+    }
+    if (rc == 0 && flock(j->fd, LOCK_EX | LOCK_NB) != 0)
+        rc = errno == EWOULDBLOCK ? -EBUSY : -errno;
+    struct stat st;
+    if (rc == 0 && fstat(j->fd, &st) != 0) rc = -errno;
+    if (rc) {
+        job_free(j);
+        return rc;
+    }
+    j->bytes = (uint64_t)st.st_size;
+    j->bytes_at_attempt = j->bytes;
+    j->waiters[j->n_waiters++] = (waiter_t){cb, data};
+    j->next = d->jobs;
+    d->jobs = j;
+    if (j->bytes > 0) {
+        j->work.data = j;
+        j->hashing = true;
+        d->handles++;
+        uv_queue_work(d->loop, &j->work, hash_work, after_hash);
+    } else {
+        begin(j);
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+
+size_t dl_list(dl_t *d, dl_progress_t *out, size_t max)
+{
+    size_t n = 0;
+    if (!d) return 0;
+    uint64_t now = uv_now(d->loop);
+    for (job_t *j = d->jobs; j && n < max; j = j->next) {
+        if (j->mem) continue;
+        if (now - j->rate_t >= 1000) {
+            double dt = (double)(now - j->rate_t) / 1000.0;
+            double r = j->bytes >= j->rate_b ? (double)(j->bytes - j->rate_b) / dt : 0;
+            j->rate = j->rate > 0 ? 0.5 * j->rate + 0.5 * r : r;
+            j->rate_t = now;
+            j->rate_b = j->bytes;
+        }
+        dl_progress_t *p = &out[n++];
+        snprintf(p->label, sizeof p->label, "%s", j->label);
+        snprintf(p->dest, sizeof p->dest, "%s", j->dest);
+        p->bytes = j->bytes;
+        p->total = j->total;
+        p->rate = j->rate;
+    }
+    return n;
+}
+
+void dl_format_progress(const dl_progress_t *p, bool bar, char *buf, size_t len)
+{
+    char pct[16] = "", eta[32] = "", bars[40] = "";
+    if (p->total > 0) {
+        double f = (double)p->bytes / (double)p->total;
+        snprintf(pct, sizeof pct, " %5.1f%%", f * 100);
+        if (bar) {
+            int w = 24, k = (int)(f * w);
+            bars[0] = ' ';
+            bars[1] = '[';
+            for (int i = 0; i < w; i++)
+                bars[2 + i] = i < k ? '#' : '.';
+            bars[2 + w] = ']';
+            bars[3 + w] = 0;
+        }
+        if (p->rate > 1) {
+            double s = (double)(p->total - p->bytes) / p->rate;
+            if (s < 3600)
+                snprintf(eta, sizeof eta, "  ETA %dm%02ds", (int)s / 60, (int)s % 60);
+            else
+                snprintf(eta, sizeof eta, "  ETA %dh%02dm", (int)s / 3600, ((int)s % 3600) / 60);
+        }
+    }
+    snprintf(buf, len, "%s%s  %.1f / %.1f MB%s  %.1f MB/s%s", p->label, bars, p->bytes / 1e6,
+             p->total / 1e6, pct, p->rate / 1e6, eta);
+}

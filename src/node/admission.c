@@ -1,0 +1,533 @@
+/* admission — see admission.h. */
+#include "admission.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "models_int.h"
+#include "util.h"
+
+#define KEYS_FILE_MAX 65536
+#define DEFAULT_PARALLEL 4 /* llama-server's -np -1 (auto) */
+#define HELD_POLL_MS 100   /* a model held for a switch: look again this soon */
+
+struct ticket {
+    admission_t *ad;
+    uint64_t id;
+    httpd_req_t *req; /* NULL once finished */
+    int needs;
+    int model, key;
+    bool started, done;
+    ticket_t *next;
+};
+
+static uint64_t now_ms(admission_t *ad)
+{
+    return uv_now(ad->loop);
+}
+
+static uint64_t env_ms0(const char *name, uint64_t def)
+{
+    uint64_t v;
+    const char *s = getenv(name);
+    return s && parse_u64(s, 0, 86400000ULL, &v) == 0 ? v : def;
+}
+
+unsigned admission_parallel_of(const char *args, unsigned def)
+{
+    if (!args) return def;
+    char *copy = strdup(args);
+    if (!copy) return def;
+    unsigned found = 0;
+    char *save = NULL;
+    for (char *t = strtok_r(copy, " \t\n", &save); t; t = strtok_r(NULL, " \t\n", &save)) {
+        const char *val = NULL;
+        if (strcmp(t, "-np") == 0 || strcmp(t, "--parallel") == 0)
+            val = strtok_r(NULL, " \t\n", &save);
+        else if (strncmp(t, "--parallel=", 11) == 0)
+            val = t + 11;
+        uint64_t v;
+        if (val && parse_u64(val, 1, 4096, &v) == 0) found = (unsigned)v;
+    }
+    free(copy);
+    return found ? found : def;
+}
+
+static unsigned cap_of(const model_entry_t *e)
+{
+    return admission_parallel_of(e->llamacpp_args, DEFAULT_PARALLEL);
+}
+
+/* ---- keys ---- */
+
+static int read_keys_file(const char *path, char **out, char *err, size_t errlen)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        snprintf(err, errlen, "--api-keys %s: %s", path, strerror(errno));
+        if (fd >= 0) close(fd);
+        return -EINVAL;
+    }
+    if (st.st_mode & (S_IROTH | S_IWOTH)) {
+        snprintf(err, errlen,
+                 "--api-keys %s: the file is readable or writable by every user of this machine "
+                 "and holds secrets; chmod 600 it",
+                 path);
+        close(fd);
+        return -EINVAL;
+    }
+    char *buf = malloc(KEYS_FILE_MAX + 1);
+    ssize_t n = buf ? read(fd, buf, KEYS_FILE_MAX + 1) : -1;
+    close(fd);
+    if (!buf || n < 0 || n > KEYS_FILE_MAX) {
+        snprintf(err, errlen, "--api-keys %s: %s", path,
+                 n > KEYS_FILE_MAX ? "larger than 64 KiB" : "cannot read it");
+        if (buf) sodium_memzero(buf, KEYS_FILE_MAX + 1);
+        free(buf);
+        return -EINVAL;
+    }
+    buf[n] = '\0';
+    if (st.st_mode & S_IRGRP)
+        LOGW("admission", "--api-keys %s can be read by the file's group; chmod 600 it", path);
+    *out = buf;
+    return 0;
+}
+
+bool admission_has_keys(const admission_t *ad)
+{
+    return ad->n_secret_keys > 0;
+}
+
+static int key_of_secret(const admission_t *ad, const char *given)
+{
+    unsigned char d[32];
+    crypto_generichash(d, sizeof d, (const unsigned char *)given, strlen(given), NULL, 0);
+    int found = -1;
+    for (size_t i = 0; i < ad->a->n_keys; i++) /* every key compared: no early exit */
+        if (ad->has_digest[i] && sodium_memcmp(d, ad->digests[i], sizeof d) == 0) found = (int)i;
+    return found;
+}
+
+int admission_key_of(const admission_t *ad, const char *authorization)
+{
+    if (!authorization || strncasecmp(authorization, "Bearer ", 7) != 0) return -1;
+    const char *given = authorization + 7;
+    while (*given == ' ')
+        given++;
+    return key_of_secret(ad, given);
+}
+
+int admission_req_key(const admission_t *ad, const httpd_req_t *req)
+{
+    int k = admission_key_of(ad, httpd_header(req, "authorization"));
+    const char *x = httpd_header(req, "x-api-key");
+    return k >= 0 ? k : x ? key_of_secret(ad, x) : -1;
+}
+
+/* ---- tickets ---- */
+
+static void schedule(admission_t *ad);
+
+static ticket_t *ticket_find(admission_t *ad, uint64_t id)
+{
+    for (ticket_t *t = ad->tickets; t; t = t->next)
+        if (t->id == id) return t;
+    return NULL;
+}
+
+static void ticket_free(admission_t *ad, ticket_t *t)
+{
+    for (ticket_t **pp = &ad->tickets; *pp; pp = &(*pp)->next) {
+        if (*pp == t) {
+            *pp = t->next;
+            break;
+        }
+    }
+    ad->n_tickets--;
+    free(t);
+}
+
+static void kick(admission_t *ad)
+{
+    ad->kick = true;
+    schedule(ad);
+}
+
+/* Tell mm how many requests wait here for each local model (anti-thrash). */
+static void sync_pending(admission_t *ad)
+{
+    uint64_t now = now_ms(ad);
+    for (size_t i = 0; i < ad->a->n_models; i++)
+        if (ad->local[i])
+            mm_set_pending(&ad->ms->mm, ad->local[i]->mm, ad->a->models[i].queued, now);
+    models_run(ad->ms);
+}
+
+static void on_req_finish(httpd_req_t *req)
+{
+    ticket_t *t = req->finish_data;
+    t->done = true;
+    t->req = NULL;
+    kick(t->ad); /* the slot frees on the next loop turn, after the request's own cleanup */
+}
+
+static void on_queued_abort(httpd_req_t *req)
+{
+    ticket_t *t = req->data;
+    admission_t *ad = t->ad;
+    admit_release(ad->a, t->id, now_ms(ad));
+    LOGD("admission", "a queued request for %s left the queue (client gone)",
+         ad->a->models[t->model].name);
+    ticket_free(ad, t);
+    sync_pending(ad);
+    schedule(ad);
+}
+
+static void start(admission_t *ad, ticket_t *t)
+{
+    httpd_req_t *req = t->req;
+    LOGD("admission", "start %llu model %s key %s", (unsigned long long)t->id,
+         ad->a->models[t->model].name, ad->a->keys[t->key].name);
+    t->started = true;
+    req->data = NULL;
+    req->on_abort = NULL;
+    req->tag = t->id;
+    req->on_finish = on_req_finish;
+    req->finish_data = t;
+    ad->resume(ad->resume_data, req, t->needs);
+}
+
+static void respond_429(httpd_req_t *req, const admit_t *a, int model, int key, admit_why_t why,
+                        unsigned retry_s, uint64_t waited_ms)
+{
+    char msg[512];
+    const char *m = a->models[model].name;
+    switch (why) {
+    case ADMIT_WHY_QUEUE_FULL:
+        snprintf(msg, sizeof msg,
+                 "model '%s' is busy: %u requests in flight and %u waiting (the queue holds %u); "
+                 "retry after %u s",
+                 m, a->models[model].in_flight, a->models[model].queued, a->queue_len, retry_s);
+        break;
+    case ADMIT_WHY_KEY_QUEUE_FULL:
+        snprintf(msg, sizeof msg,
+                 "key '%s' (tier %s) already has its share of the queue of model '%s' waiting; "
+                 "retry after %u s",
+                 a->keys[key].name, a->tiers[a->keys[key].tier].name, m, retry_s);
+        break;
+    case ADMIT_WHY_TPM:
+        snprintf(msg, sizeof msg,
+                 "key '%s' (tier %s) used its %llu tokens per minute; retry after %u s",
+                 a->keys[key].name, a->tiers[a->keys[key].tier].name,
+                 (unsigned long long)a->tiers[a->keys[key].tier].tpm, retry_s);
+        break;
+    case ADMIT_WHY_QUEUE_TIMEOUT:
+        snprintf(msg, sizeof msg,
+                 "model '%s' stayed busy: the request waited %llu ms in the queue without a "
+                 "slot (MESH_LLM_QUEUE_WAIT_MS); retry after %u s",
+                 m, (unsigned long long)waited_ms, retry_s);
+        break;
+    default:
+        snprintf(msg, sizeof msg, "too many requests waiting on this node; retry after %u s",
+                 retry_s);
+        break;
+    }
+    json_t *o = json_pack("{s:{s:s,s:s,s:s}}", "error", "message", msg, "type", "rate_limit_error",
+                          "code", admit_why_code(why));
+    char *body = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    char extra[64];
+    snprintf(extra, sizeof extra, "Retry-After: %u\r\n", retry_s);
+    if (body)
+        httpd_respond(req, 429, "application/json", body, strlen(body), extra);
+    else
+        httpd_respond_error(req, 500, "server_error", "out_of_memory", "out of memory");
+    free(body);
+}
+
+/* ---- the loop: deadlines, releases, starts ---- */
+
+static void process(admission_t *ad)
+{
+    if (ad->closing) return;
+    uint64_t now = now_ms(ad);
+    ad->kick = false;
+    for (ticket_t *t = ad->tickets, *nx; t; t = nx) {
+        nx = t->next;
+        if (!t->done) continue;
+        admit_release(ad->a, t->id, now);
+        ticket_free(ad, t);
+    }
+    if (mm_deadline(&ad->ms->mm) <= now) {
+        mm_tick(&ad->ms->mm, now);
+        models_run(ad->ms);
+    }
+    for (size_t i = 0; i < ad->a->n_models; i++)
+        if (ad->local[i])
+            admit_set_blocked(ad->a, (int)i, mm_hold(&ad->ms->mm, ad->local[i]->mm, now));
+    admit_action_t act;
+    while (admit_next(ad->a, now, &act)) {
+        ticket_t *t = ticket_find(ad, act.id);
+        if (!t || !t->req) { /* cannot happen: queued tickets hold their request */
+            admit_release(ad->a, act.id, now);
+            if (t) ticket_free(ad, t);
+            continue;
+        }
+        if (act.kind == ADMIT_ACT_EXPIRE) {
+            httpd_req_t *req = t->req;
+            req->data = NULL;
+            req->on_abort = NULL;
+            ticket_free(ad, t);
+            respond_429(req, ad->a, act.model, act.key, ADMIT_WHY_QUEUE_TIMEOUT, act.retry_after_s,
+                        act.waited_ms);
+            continue;
+        }
+        start(ad, t); /* mm counts it before the pending count drops (sync_pending below) */
+    }
+    sync_pending(ad);
+    schedule(ad);
+}
+
+static void on_timer(uv_timer_t *h)
+{
+    process(h->data);
+}
+
+static void schedule(admission_t *ad)
+{
+    if (!ad->timer_init || ad->closing) return;
+    uint64_t now = now_ms(ad), due = UINT64_MAX;
+    if (ad->kick) {
+        due = now;
+    } else {
+        due = admit_deadline(ad->a);
+        uint64_t d = mm_deadline(&ad->ms->mm);
+        if (d < due) due = d;
+        for (size_t i = 0; i < ad->a->n_models; i++) /* held for a switch: look again soon */
+            if (ad->a->models[i].blocked && ad->a->models[i].queued && now + HELD_POLL_MS < due)
+                due = now + HELD_POLL_MS;
+    }
+    if (due == UINT64_MAX) {
+        uv_timer_stop(&ad->timer);
+        return;
+    }
+    uv_timer_start(&ad->timer, on_timer, due > now ? due - now : 0, 0);
+}
+
+/* ---- entry ---- */
+
+static void on_flight_tail(void *data, uint64_t tag, int status, const char *tail, size_t len)
+{
+    admission_t *ad = data;
+    ticket_t *t = ticket_find(ad, tag);
+    if (!t || status != 200 || !tail) return;
+    /* the last "completion_tokens": N of the response (usage of a reply or of a stream's end) */
+    static const char needle[] = "\"completion_tokens\":";
+    const char *last = NULL;
+    for (const char *p = tail; p < tail + len;) {
+        const char *q = memmem(p, (size_t)(tail + len - p), needle, sizeof needle - 1);
+        if (!q) break;
+        last = q;
+        p = q + 1;
+    }
+    if (!last) return;
+    unsigned long long n = strtoull(last + sizeof needle - 1, NULL, 10);
+    admit_tokens(ad->a, t->key, n, now_ms(ad));
+}
+
+static int body_model(const httpd_req_t *req, char *out, size_t outlen)
+{
+    json_error_t je;
+    json_t *root = json_loadb(req->body, req->body_len, 0, &je);
+    json_t *m = json_is_object(root) ? json_object_get(root, "model") : NULL;
+    int rc = -ENOENT;
+    if (json_is_string(m) && json_string_length(m) < outlen) {
+        snprintf(out, outlen, "%s", json_string_value(m));
+        rc = 0;
+    } else if (json_is_object(root) && !m) {
+        rc = -ENODATA;
+    }
+    json_decref(root);
+    return rc;
+}
+
+bool admission_enter(admission_t *ad, httpd_req_t *req, int needs)
+{
+    if (req->tag || ad->closing) return false; /* admitted already */
+    char name[MODEL_NAME_MAX];
+    int rc = body_model(req, name, sizeof name);
+    model_entry_t *e = NULL;
+    if (rc == 0)
+        e = models_find(ad->ms, name);
+    else if (rc == -ENODATA && ad->ms->n == 1)
+        e = &ad->ms->entries[0];
+    else
+        return false; /* a bad body: the API answers it */
+    int model = ad->remote;
+    if (e) {
+        model = admit_model(ad->a, e->mm->name, cap_of(e));
+        if (model < 0) return false;
+        ad->local[model] = e;
+    }
+    int key = 0;
+    if (req->peer != HTTPD_PEER_TUNNEL && ad->n_secret_keys) {
+        key = admission_req_key(ad, req);
+        if (key < 0) key = 0;
+    }
+    uint64_t now = now_ms(ad), id;
+    admit_reject_t rej;
+    admit_verdict_t v = admit_try(ad->a, model, key, now, &id, &rej);
+    if (v == ADMIT_REJECT) {
+        respond_429(req, ad->a, model, key, rej.why, rej.retry_after_s, 0);
+        return true;
+    }
+    ticket_t *t = calloc(1, sizeof *t);
+    if (!t) {
+        admit_release(ad->a, id, now);
+        httpd_respond_error(req, 503, "unavailable", "out_of_memory", "out of memory");
+        return true;
+    }
+    t->ad = ad;
+    t->id = id;
+    t->req = req;
+    t->needs = needs;
+    t->model = model;
+    t->key = key;
+    t->next = ad->tickets;
+    ad->tickets = t;
+    ad->n_tickets++;
+    if (v == ADMIT_GO) {
+        start(ad, t);
+        return true;
+    }
+    req->data = t;
+    req->on_abort = on_queued_abort;
+    sync_pending(ad);
+    schedule(ad);
+    return true;
+}
+
+/* ---- setup ---- */
+
+int admission_init(admission_t *ad, uv_loop_t *loop, const config_t *cfg, models_t *ms, char *err,
+                   size_t errlen)
+{
+    memset(ad, 0, sizeof *ad);
+    ad->loop = loop;
+    ad->cfg = cfg;
+    ad->ms = ms;
+    ad->a = calloc(1, sizeof *ad->a);
+    if (!ad->a) return -ENOMEM;
+    admit_init(ad->a, cfg->queue_len, env_ms0("MESH_LLM_QUEUE_WAIT_MS", 30000));
+    mm_set_fair_ms(&ms->mm, env_ms0("MESH_LLM_SWITCH_FAIR_MS", 10000));
+    ad->remote = admit_model(ad->a, "(routed to the mesh)", 0);
+    if (cfg->api_keys_file) {
+        char *text = NULL;
+        int rc = read_keys_file(cfg->api_keys_file, &text, err, errlen);
+        if (rc) return rc;
+        char e2[256];
+        rc = admission_parse_keys(ad->a, text, ad->digests, ad->has_digest, e2, sizeof e2);
+        sodium_memzero(text, strlen(text));
+        free(text);
+        if (rc) {
+            snprintf(err, errlen, "--api-keys %s: %s", cfg->api_keys_file, e2);
+            return rc;
+        }
+    }
+    if (cfg->api_key) {
+        int k = admit_add_key(ad->a, "api-key", 0);
+        if (k < 0) {
+            snprintf(err, errlen, "too many API keys");
+            return -EINVAL;
+        }
+        crypto_generichash(ad->digests[k], 32, (const unsigned char *)cfg->api_key,
+                           strlen(cfg->api_key), NULL, 0);
+        ad->has_digest[k] = true;
+    }
+    for (size_t i = 0; i < ad->a->n_keys; i++)
+        ad->n_secret_keys += ad->has_digest[i];
+    unsigned pinned[MM_N_TYPES] = {0};
+    for (size_t i = 0; i < cfg->n_pins; i++) {
+        model_entry_t *e = models_find(ms, cfg->pins[i]);
+        if (!e) {
+            snprintf(err, errlen, "--pin %s: no such model on this node", cfg->pins[i]);
+            return -EINVAL;
+        }
+        if (!e->mm->pinned) pinned[e->mm->type]++;
+        mm_set_pinned(&ms->mm, e->mm, true);
+        if (pinned[e->mm->type] > ms->mm.max_loaded[e->mm->type]) {
+            snprintf(err, errlen,
+                     "--pin: %u %s models pinned but only %u %s slot(s) (--max-loaded-models)",
+                     pinned[e->mm->type], mm_type_name(e->mm->type), ms->mm.max_loaded[e->mm->type],
+                     mm_type_name(e->mm->type));
+            return -EINVAL;
+        }
+    }
+    for (size_t i = 0; i < ms->n; i++) {
+        int m = admit_model(ad->a, ms->entries[i].mm->name, cap_of(&ms->entries[i]));
+        if (m >= 0) ad->local[m] = &ms->entries[i];
+    }
+    ms->on_flight_tail = on_flight_tail;
+    ms->tail_data = ad;
+    uv_timer_init(loop, &ad->timer);
+    ad->timer.data = ad;
+    ad->timer_init = true;
+    LOGI("admission",
+         "queue %u per model, wait %llu ms, %zu API key(s) in %zu tier(s), switch fairness %llu "
+         "ms, %zu pinned",
+         ad->a->queue_len, (unsigned long long)ad->a->max_wait_ms, ad->n_secret_keys,
+         ad->a->n_tiers, (unsigned long long)ms->mm.fair_ms, cfg->n_pins);
+    return 0;
+}
+
+void admission_start(admission_t *ad)
+{
+    for (size_t i = 0; i < ad->ms->n; i++)
+        if (ad->ms->entries[i].mm->pinned) models_load(ad->ms, &ad->ms->entries[i], false);
+}
+
+void admission_close(admission_t *ad)
+{
+    ad->closing = true;
+    if (ad->timer_init) uv_timer_stop(&ad->timer);
+}
+
+void admission_status(admission_t *ad, json_t *st)
+{
+    if (!ad->a) return;
+    uint64_t now = now_ms(ad);
+    json_t *models = json_object(), *keys = json_object();
+    for (size_t i = 0; i < ad->a->n_models; i++) {
+        const admit_model_t *m = &ad->a->models[i];
+        json_object_set_new(models, m->name,
+                            json_pack("{s:i,s:i,s:i,s:I,s:I,s:I,s:I,s:I,s:b}", "cap", (int)m->cap,
+                                      "in_flight", (int)m->in_flight, "queued", (int)m->queued,
+                                      "admitted", (json_int_t)m->admitted, "rejected",
+                                      (json_int_t)m->rejected, "expired", (json_int_t)m->expired,
+                                      "cancelled", (json_int_t)m->cancelled, "wait_ms_total",
+                                      (json_int_t)m->wait_ms_total, "held", m->blocked));
+    }
+    for (size_t i = 0; i < ad->a->n_keys; i++) {
+        const admit_key_t *k = &ad->a->keys[i];
+        json_object_set_new(keys, k->name,
+                            json_pack("{s:s,s:i,s:i,s:I,s:I,s:I}", "tier",
+                                      ad->a->tiers[k->tier].name, "in_flight", (int)k->in_flight,
+                                      "queued", (int)k->queued, "admitted", (json_int_t)k->admitted,
+                                      "rejected", (json_int_t)k->rejected, "tokens_last_minute",
+                                      (json_int_t)admit_key_tokens(ad->a, (int)i, now)));
+    }
+    json_object_set_new(st, "admission",
+                        json_pack("{s:i,s:I,s:I,s:i,s:o,s:o}", "queue_len", (int)ad->a->queue_len,
+                                  "queue_wait_ms", (json_int_t)ad->a->max_wait_ms, "switch_fair_ms",
+                                  (json_int_t)ad->ms->mm.fair_ms, "model_switches",
+                                  (int)ad->ms->mm.switches, "models", models, "keys", keys));
+}

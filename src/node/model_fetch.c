@@ -1,0 +1,210 @@
+/* model_fetch — see model_fetch.h. */
+#include "model_fetch.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "log.h"
+
+#define MF_LIST_MAX (4u << 20)
+#define MF_FILES_MAX 4096
+
+typedef struct {
+    dl_t *d;
+    model_ref_t r;
+    char ref[512];
+    char dir[1024];
+    char url_base[MODEL_REF_URL_MAX]; /* URL kind: the URL with its file name cut off */
+    unsigned part, nparts;
+    char first[2048];
+    bool fetched;
+    mf_done_fn cb;
+    void *data;
+} mf_t;
+
+void mf_default_dir(const char *models_dir, char *out, size_t len)
+{
+    const char *home = getenv("HOME");
+    if (models_dir && *models_dir)
+        snprintf(out, len, "%s", models_dir);
+    else
+        snprintf(out, len, "%s/.models", home && *home ? home : ".");
+}
+
+int mf_local_path(const model_ref_t *r, const char *dir, char *out, size_t len)
+{
+    if (!r->file[0]) return -EINVAL;
+    int w = snprintf(out, len, "%s/%s", dir, model_ref_basename(r->file));
+    return w < 0 || (size_t)w >= len ? -ENAMETOOLONG : 0;
+}
+
+static void next_part(mf_t *m);
+
+static void end(mf_t *m, int rc, const char *err)
+{
+    m->cb(m->data, rc, err, rc == 0 ? m->first : NULL, rc == 0 && !m->fetched);
+    free(m);
+}
+
+static void part_done(void *data, int rc, const char *err, const char *path)
+{
+    mf_t *m = data;
+    if (rc) {
+        end(m, rc, err);
+        return;
+    }
+    m->fetched = true;
+    m->part++;
+    next_part(m);
+}
+
+static void next_part(mf_t *m)
+{
+    char err[1024];
+    while (m->part <= m->nparts) {
+        char file[MODEL_REF_FILE_MAX], dest[2048], url[MODEL_REF_URL_MAX], label[700];
+        snprintf(file, sizeof file, "%s", m->r.file);
+        if (m->nparts > 1 && model_ref_split_part(m->r.file, m->part, file, sizeof file) != 0) {
+            end(m, -EINVAL, "bad split file name");
+            return;
+        }
+        snprintf(dest, sizeof dest, "%s/%s", m->dir, model_ref_basename(file));
+        if (m->part == 1) snprintf(m->first, sizeof m->first, "%s", dest);
+        struct stat st;
+        if (stat(dest, &st) == 0 && S_ISREG(st.st_mode)) {
+            m->part++;
+            continue;
+        }
+        int rc;
+        if (m->r.kind == MODEL_REF_URL)
+            rc = m->nparts > 1 ? (snprintf(url, sizeof url, "%s%s", m->url_base,
+                                           model_ref_basename(file)) >= (int)sizeof url
+                                      ? -ENAMETOOLONG
+                                      : 0)
+                               : (snprintf(url, sizeof url, "%s", m->r.url), 0);
+        else
+            rc = model_ref_hf_url(dl_hub(m->d), m->r.repo, m->r.rev, file, url, sizeof url);
+        if (rc) {
+            end(m, rc, "URL too long");
+            return;
+        }
+        if (m->nparts > 1)
+            snprintf(label, sizeof label, "%s (part %u of %u)", m->ref, m->part, m->nparts);
+        else
+            snprintf(label, sizeof label, "%s", m->ref);
+        dl_req_t req = {.url = url, .dest = dest, .label = label};
+        if (m->r.known && m->nparts <= 1) req.sha256 = m->r.known->sha256;
+        rc = dl_start(m->d, &req, part_done, m);
+        if (rc) {
+            snprintf(err, sizeof err, "%.300s: cannot download into %.400s: %s", m->ref, dest,
+                     rc == -EBUSY ? "another mesh-llm is downloading it (its .part is locked)"
+                                  : strerror(-rc));
+            end(m, rc, err);
+        }
+        return;
+    }
+    end(m, 0, NULL);
+}
+
+static void have_file(mf_t *m)
+{
+    unsigned idx = 1, n = 1;
+    if (model_ref_split(model_ref_basename(m->r.file), &idx, &n, NULL) && idx == 1 && n > 1)
+        m->nparts = n;
+    else
+        m->nparts = 1;
+    if (m->r.kind == MODEL_REF_URL) {
+        const char *q = strpbrk(m->r.url, "?#");
+        size_t end_at = q ? (size_t)(q - m->r.url) : strlen(m->r.url);
+        size_t cut = end_at - strlen(m->r.file);
+        snprintf(m->url_base, sizeof m->url_base, "%.*s", (int)cut, m->r.url);
+    }
+    m->part = 1;
+    next_part(m);
+}
+
+static void listing_done(void *data, int rc, const char *err, long status, const char *body,
+                         size_t len)
+{
+    mf_t *m = data;
+    char msg[1024];
+    if (rc) {
+        snprintf(msg, sizeof msg, "%s: listing the repository: %s", m->ref, err);
+        end(m, rc, msg);
+        return;
+    }
+    json_error_t je;
+    json_t *root = json_loadb(body, len, 0, &je);
+    json_t *sib = json_object_get(root, "siblings");
+    const char **files = NULL;
+    size_t n = 0;
+    if (json_is_array(sib) && json_array_size(sib) <= MF_FILES_MAX) {
+        files = calloc(json_array_size(sib) + 1, sizeof *files);
+        size_t i;
+        json_t *v;
+        json_array_foreach(sib, i, v)
+        {
+            const char *f = json_string_value(json_object_get(v, "rfilename"));
+            if (f && files) files[n++] = f;
+        }
+    }
+    int pick = files ? model_ref_pick_quant(files, n, m->r.quant) : -1;
+    if (pick >= 0) snprintf(m->r.file, sizeof m->r.file, "%s", files[pick]);
+    free(files);
+    bool listed = json_is_array(sib);
+    json_decref(root);
+    if (!listed) {
+        snprintf(msg, sizeof msg, "%s: the hub's file listing is not what was expected", m->ref);
+        end(m, -EPROTO, msg);
+        return;
+    }
+    if (pick < 0) {
+        snprintf(msg, sizeof msg, "%s: the repository %s has no GGUF file of quantization %s",
+                 m->ref, m->r.repo, m->r.quant);
+        end(m, -ENOENT, msg);
+        return;
+    }
+    LOGI("download", "%s: %s", m->ref, m->r.file);
+    have_file(m);
+}
+
+int mf_fetch(dl_t *d, const char *ref, const char *dir, mf_done_fn cb, void *data, char *err,
+             size_t errlen)
+{
+    mf_t *m = calloc(1, sizeof *m);
+    if (!m) return -ENOMEM;
+    int rc = model_ref_parse(ref, &m->r, err, errlen);
+    if (rc == 0 && !model_ref_remote(&m->r)) {
+        snprintf(err, errlen,
+                 "'%s' is not something to download: give a catalog name (mesh-llm models "
+                 "list), hf://ORG/REPO/FILE.gguf, ORG/REPO:QUANT or an https:// URL",
+                 ref);
+        rc = -EINVAL;
+    }
+    if (rc) {
+        free(m);
+        return rc;
+    }
+    m->d = d;
+    snprintf(m->ref, sizeof m->ref, "%s", ref);
+    snprintf(m->dir, sizeof m->dir, "%s", dir);
+    m->cb = cb;
+    m->data = data;
+    if (m->r.kind == MODEL_REF_HF_QUANT) {
+        char url[MODEL_REF_URL_MAX];
+        snprintf(url, sizeof url, "%s/api/models/%s", dl_hub(d), m->r.repo);
+        rc = dl_fetch(d, url, MF_LIST_MAX, listing_done, m);
+        if (rc) {
+            snprintf(err, errlen, "%s: %s", ref, strerror(-rc));
+            free(m);
+        }
+        return rc;
+    }
+    have_file(m);
+    return 0;
+}

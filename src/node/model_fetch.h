@@ -1,0 +1,24 @@
+/* model_fetch — from a model reference to a local file: resolves catalog names, hf:// refs,
+ * ORG/REPO:QUANT (via the hub's /api/models listing) and URLs, and downloads every part of the
+ * file into the models directory with the downloader (download.h). */
+#ifndef MESH_MODEL_FETCH_H
+#define MESH_MODEL_FETCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "download.h"
+#include "model_ref.h"
+
+/* path: the (first part of the) file on disk; already: it was there before. */
+typedef void (*mf_done_fn)(void *data, int rc, const char *err, const char *path, bool already);
+
+/* The default models directory: the first --models-dir, else ~/.models. */
+void mf_default_dir(const char *models_dir, char *out, size_t len);
+/* Start fetching ref into dir. Returns 0 (cb runs later) or a negative errno with err set. */
+int mf_fetch(dl_t *d, const char *ref, const char *dir, mf_done_fn cb, void *data, char *err,
+             size_t errlen);
+/* Where a reference's file lives in dir when it needs no listing (catalog, hf file, URL). */
+int mf_local_path(const model_ref_t *r, const char *dir, char *out, size_t len);
+
+#endif

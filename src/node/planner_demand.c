@@ -1,0 +1,242 @@
+/* planner_demand — the driver of demand, promotion and idle unload (decisions: demand.c,
+ * promote.c). See planner.h.
+ *
+ * - Demand: models_route counts every request this node's llama-servers take (models.c); the
+ *   planner's tick closes the windows and re-announces when a rate changed, so the mesh sees
+ *   request_rates / last_request at most once per window per node.
+ * - Promotion: a node without --model that stands by (allocation found nothing for it, or it
+ *   was demoted) asks promo_decide on every re-plan; a choice becomes its model like an
+ *   allocation (the policy then elects and loads it).
+ * - Demotion: once a second, a model the mesh gave this node (not --model) that it serves as a
+ *   solo replica is checked with promo_demote; a demoted model's llama-server is unloaded, its
+ *   ledger entries cleared, and the node stands by again (the next re-plan stops an rpc-server
+ *   no plan needs).
+ * Timers: MESH_LLM_IDLE_UNLOAD_MS (30 min), MESH_LLM_MIN_SERVE_MS (5 min). */
+#include "planner_int.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+#include "promote.h"
+#include "tunnel_rpc.h"
+#include "util.h"
+
+#define DEMOTE_CHECK_MS 1000
+#define MAX_SUMS (CATALOG_MAX_NODE_MODELS * 4)
+
+static uint64_t now_ms(planner_t *pl)
+{
+    return uv_now(pl->loop);
+}
+
+void pd_init(planner_t *pl)
+{
+    pl->idle_ms = env_ms("MESH_LLM_IDLE_UNLOAD_MS", PROMO_IDLE_MS);
+    pl->min_serve_ms = env_ms("MESH_LLM_MIN_SERVE_MS", PROMO_MIN_SERVE_MS);
+}
+
+void pd_fill_self(planner_t *pl, view_node_t *n)
+{
+    const demand_t *d = &pl->ms->demand;
+    for (size_t i = 0; i < d->n; i++) {
+        view_demand_t *v = view_add_demand(n, d->e[i].name);
+        if (!v) continue;
+        v->rate = d->e[i].rate;
+        v->last_unix = d->e[i].last_unix;
+    }
+}
+
+/* The mesh's per-model sums: the peers' views and this node's. */
+static size_t mesh_sums(planner_t *pl, const peers_t *P, view_node_t *self, demand_sum_t *s)
+{
+    view_node_init(self);
+    bool ok = self_view(pl, self) == 0;
+    return demand_sum(P->v, P->n, ok ? self : NULL, s, MAX_SUMS);
+}
+
+static void take(planner_t *pl, const char *model, const char *rule)
+{
+    pmodel_t *pm = &pl->models[pl->n++];
+    memset(pm, 0, sizeof *pm);
+    pm->pl = pl;
+    snprintf(pm->name, sizeof pm->name, "%s", model);
+    snprintf(pm->rule, sizeof pm->rule, "%s", rule);
+    pm->e = models_find(pl->ms, model);
+    pm->st.load_when_replica = true;
+    pl->serving_since_ms = now_ms(pl);
+}
+
+bool pd_promote(planner_t *pl, const peers_t *P)
+{
+    if (pl->n > 0 || !pl->allocating || (P->n == 0 && !pl->promo.seen_active)) return false;
+    static demand_sum_t sums[MAX_SUMS];
+    static promo_model_t models[MAX_SUMS];
+    promo_disk_t disk[MM_MAX_MODELS];
+    view_node_t self;
+    size_t ns = mesh_sums(pl, P, &self, sums);
+    size_t nd = 0;
+    for (size_t i = 0; i < pl->ms->n && nd < MM_MAX_MODELS; i++) {
+        model_entry_t *e = &pl->ms->entries[i];
+        if (e->bad) continue;
+        disk[nd++] =
+            (promo_disk_t){.name = e->mm->name, .need_bytes = models_need_bytes(pl->ms, e)};
+    }
+    promo_input_t in = {.free_bytes = ledger_free(&pl->ms->ledger),
+                        .disk = disk,
+                        .n_disk = nd,
+                        .models = models,
+                        .n_models = promo_models_from_sums(sums, ns, models, MAX_SUMS),
+                        .n_active = P->n};
+    promo_result_t r;
+    promo_decide(&in, &pl->promo, &r);
+    bool took = false;
+    if (r.reason != PROMO_NONE) {
+        const demand_sum_t *s = demand_sum_find(sums, ns, r.model);
+        char rule[32];
+        snprintf(rule, sizeof rule, "promoted_%s", promo_reason_name(r.reason));
+        LOGI("planner",
+             "standby → serving %s (%s: %zu host(s), %llu request(s)/min in the mesh, %zu "
+             "active node(s) seen)",
+             r.model, promo_reason_name(r.reason), s ? s->n_hosts : 0,
+             (unsigned long long)(s ? s->rate : 0), P->n);
+        take(pl, r.model, rule);
+        snprintf(pl->alloc.rule, sizeof pl->alloc.rule, "%s", rule);
+        pl->standby = false;
+        pl->promotions++;
+        took = true;
+    }
+    view_node_free(&self);
+    return took;
+}
+
+/* A model on this node's disk that is wanted (requested or asked for), has no host, and does
+ * not fit beside pm. */
+static bool memory_wanted(planner_t *pl, const pmodel_t *pm, const demand_sum_t *s, size_t ns)
+{
+    uint64_t free_b = ledger_free(&pl->ms->ledger);
+    uint64_t held = ledger_held_for(&pl->ms->ledger, pm->name);
+    for (size_t i = 0; i < pl->ms->n; i++) {
+        model_entry_t *e = &pl->ms->entries[i];
+        if (e == pm->e || e->bad) continue;
+        const demand_sum_t *m = demand_sum_find(s, ns, e->mm->name);
+        if (!m || m->n_hosts > 0 || !(m->requested || m->rate > 0)) continue;
+        uint64_t need = models_need_bytes(pl->ms, e);
+        if (need > free_b && need <= free_b + held) return true;
+    }
+    return false;
+}
+
+static void demote(planner_t *pl, pmodel_t *pm, promo_demote_t why)
+{
+    LOGI("planner", "model %s: %s; unloading it and standing by", pm->name,
+         why == DEMOTE_MEMORY ? "idle, and its memory is wanted by a model without a host"
+                              : "idle, and another host keeps serving it");
+    for (size_t i = 0; i < PLAN_MAX_WORKERS; i++)
+        if (pm->fwd[i]) tunnel_rpc_close(pm->fwd[i]);
+    for (size_t i = 0; i < pm->n_retired; i++)
+        tunnel_rpc_close(pm->retired[i]);
+    if (pm->e) {
+        if (pm->e->mesh_args) models_set_mesh_args(pl->ms, pm->e, NULL);
+        models_set_host_share(pl->ms, pm->e, 0);
+        models_unload(pl->ms, pm->e);
+    }
+    ledger_clear(&pl->ms->ledger, pm->name, LEDGER_WORKER);
+    memset(pm, 0, sizeof *pm);
+    pm->pl = pl;
+    pl->n = 0;
+    pl->standby = true;
+    pl->serving_since_ms = 0;
+    pl->demotions++;
+    snprintf(pl->alloc.rule, sizeof pl->alloc.rule, "standby");
+}
+
+static void check_demote(planner_t *pl)
+{
+    if (!pl->allocating || pl->n != 1 || !pl->mesh) return;
+    pmodel_t *pm = &pl->models[0];
+    model_entry_t *e = pm->e;
+    if (!e || pm->seeding) return;
+    peers_t P;
+    if (peers_get(pl, &P) != 0) return;
+    static demand_sum_t sums[MAX_SUMS];
+    view_node_t self;
+    size_t ns = mesh_sums(pl, &P, &self, sums);
+    promo_host_t others[CATALOG_MAX_NODES];
+    size_t no = 0;
+    for (size_t i = 0; i < P.n && no < CATALOG_MAX_NODES; i++) {
+        const view_serving_t *s = view_serving(&P.v[i], pm->name);
+        if (s && s->is_host && s->http_ready)
+            others[no++] = (promo_host_t){.id = P.v[i].id, .pinned = s->pinned};
+    }
+    const demand_entry_t *d = demand_find(&pl->ms->demand, pm->name);
+    const demand_sum_t *m = demand_sum_find(sums, ns, pm->name);
+    const char *status = models_status(e);
+    promo_demote_input_t in = {
+        .id = pl->id,
+        .pinned = strcmp(pm->rule, "explicit") == 0,
+        .replica = pm->st.role == ELECTION_REPLICA && pm->st.mode == ELECTION_SOLO,
+        .busy = e->mm->in_flight > 0 || e->waiting != NULL || strcmp(status, "loading") == 0,
+        .now_ms = now_ms(pl),
+        .serving_since_ms = pl->serving_since_ms,
+        .last_request_ms = d ? d->last_ms : 0,
+        .idle_ms = pl->idle_ms,
+        .min_serve_ms = pl->min_serve_ms,
+        .others = others,
+        .n_others = no,
+        .mesh_rate = m ? m->rate : 0,
+        .memory_wanted = memory_wanted(pl, pm, sums, ns),
+    };
+    promo_demote_t why = promo_demote(&in);
+    view_node_free(&self);
+    peers_free(&P);
+    if (why == DEMOTE_KEEP) return;
+    demote(pl, pm, why);
+    planner_kick(pl);
+}
+
+void pd_tick(planner_t *pl)
+{
+    uint64_t now = now_ms(pl);
+    if (pl->n > 0 && !pl->serving_since_ms) pl->serving_since_ms = now;
+    if (demand_tick(&pl->ms->demand, now) && pl->mesh) {
+        mesh_announce_changed(pl->mesh); /* the new rates */
+        planner_kick(pl);
+    }
+    if (now - pl->last_demote_check_ms >= DEMOTE_CHECK_MS) {
+        pl->last_demote_check_ms = now;
+        check_demote(pl);
+    }
+}
+
+/* node.demand in /api/status: this node's counts and its standby state. */
+void pd_status(planner_t *pl, json_t *node)
+{
+    const demand_t *d = &pl->ms->demand;
+    json_t *rates = json_object(), *last = json_object(), *counts = json_object();
+    for (size_t i = 0; i < d->n; i++) {
+        json_object_set_new(rates, d->e[i].name, json_integer((json_int_t)d->e[i].rate));
+        json_object_set_new(counts, d->e[i].name, json_integer((json_int_t)d->e[i].count));
+        json_object_set_new(last, d->e[i].name, json_integer((json_int_t)d->e[i].last_unix));
+    }
+    json_object_set_new(
+        node, "demand",
+        json_pack("{s:o,s:o,s:o,s:I,s:b,s:I,s:I,s:I,s:I}", "request_rates", rates, "last_request",
+                  last, "window_counts", counts, "window_ms", (json_int_t)d->window_ms, "standby",
+                  pl->allocating && pl->n == 0, "promotions", (json_int_t)pl->promotions,
+                  "demotions", (json_int_t)pl->demotions, "idle_unload_ms", (json_int_t)pl->idle_ms,
+                  "min_serve_ms", (json_int_t)pl->min_serve_ms));
+}
+
+/* request_rate / last_request of each catalog model in /v1/models or /api/status entries. */
+void pd_annotate(planner_t *pl, const peers_t *P, json_t *entry, const char *model)
+{
+    static demand_sum_t sums[MAX_SUMS];
+    view_node_t self;
+    size_t ns = mesh_sums(pl, P, &self, sums);
+    const demand_sum_t *s = demand_sum_find(sums, ns, model);
+    json_object_set_new(entry, "request_rate", json_integer(s ? (json_int_t)s->rate : 0));
+    json_object_set_new(entry, "last_request", json_integer(s ? (json_int_t)s->last_unix : 0));
+    view_node_free(&self);
+}

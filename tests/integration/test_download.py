@@ -1,0 +1,204 @@
+"""Model downloads from a fake Hugging Face hub (tests/tools/hub_server.py): resume after a cut,
+hash mismatch, 404/401, SIGTERM then resume, a full disk, ORG/REPO:QUANT, "already there", and a
+node serving an hf:// reference."""
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import urllib.request
+
+import pytest
+
+from conftest import MESH_BIN, MODELS, ROOT, wait_for
+
+STORIES = os.path.join(MODELS, "stories260K.gguf")
+TINY = os.path.join(MODELS, "TinyStories-656K-Q8_0.gguf")
+CHUNK = 256 * 1024  # the fake CDN's write size
+
+
+def sha256(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+class Hub:
+    def __init__(self, tmp_path):
+        self.root = tmp_path / "hubroot"
+        repo = self.root / "org" / "tiny-GGUF"
+        repo.mkdir(parents=True)
+        shutil.copy(STORIES, repo / "stories260K.gguf")
+        shutil.copy(TINY, repo / "TinyStories-656K-Q8_0.gguf")
+        self.proc = subprocess.Popen(
+            [sys.executable, os.path.join(ROOT, "tests", "tools", "hub_server.py"),
+             "--root", str(self.root)], stdout=subprocess.PIPE)
+        line = self.proc.stdout.readline().decode()
+        ports = dict(kv.split("=") for kv in line.split())
+        self.url = f"http://127.0.0.1:{ports['hub']}"
+
+    def get(self, path):
+        with urllib.request.urlopen(self.url + path, timeout=10) as r:
+            return json.loads(r.read() or b"{}")
+
+    def control(self, **kw):
+        self.get("/_control?" + "&".join(f"{k}={v}" for k, v in kw.items()))
+
+    def stats(self):
+        return self.get("/_stats")
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait(timeout=10)
+
+
+@pytest.fixture
+def hub(tmp_path):
+    h = Hub(tmp_path)
+    yield h
+    h.stop()
+
+
+def run_download(hub, ref, models_dir, env=None, timeout=60):
+    e = dict(os.environ, HF_ENDPOINT=hub.url, MESH_LLM_DL_BACKOFF_MS="50")
+    e.pop("HF_TOKEN", None)
+    e.update(env or {})
+    return subprocess.run([MESH_BIN, "download", ref, "--models-dir", str(models_dir)],
+                          capture_output=True, text=True, env=e, timeout=timeout)
+
+
+def test_download_resumes_after_a_cut(hub, tmp_path):
+    hub.control(cut=300000)
+    d = tmp_path / "models"
+    r = run_download(hub, "hf://org/tiny-GGUF/stories260K.gguf", d)
+    assert r.returncode == 0, r.stderr
+    assert sha256(d / "stories260K.gguf") == sha256(STORIES)
+    assert not (d / "stories260K.gguf.part").exists()
+    size = os.path.getsize(STORIES)
+    st = hub.stats()
+    assert st["cdn_bytes"] <= size + CHUNK, st["cdn_bytes"]
+    ranges = [q[3] for q in st["requests"] if q[2].startswith("/cdn/")]
+    assert ranges == ["", "bytes=300000-"], ranges
+
+
+def test_download_hash_mismatch_leaves_nothing(hub, tmp_path):
+    hub.control(wrong=1)
+    d = tmp_path / "models"
+    r = run_download(hub, "hf://org/tiny-GGUF/stories260K.gguf", d)
+    assert r.returncode == 1
+    assert "sha256 mismatch" in r.stderr and sha256(STORIES) in r.stderr, r.stderr
+    assert "deleted" in r.stderr
+    assert os.listdir(d) == []
+
+
+def test_download_404_and_401(hub, tmp_path):
+    d = tmp_path / "models"
+    r = run_download(hub, "hf://org/tiny-GGUF/missing.gguf", d)
+    assert r.returncode == 1
+    assert "hf://org/tiny-GGUF/missing.gguf: not found (HTTP 404)" in r.stderr, r.stderr
+    hub.control(token="sekrit")
+    r = run_download(hub, "hf://org/tiny-GGUF/stories260K.gguf", d)
+    assert r.returncode == 1
+    assert "hf://org/tiny-GGUF/stories260K.gguf: access denied (HTTP 401)" in r.stderr
+    assert "set HF_TOKEN" in r.stderr, r.stderr
+    r = run_download(hub, "hf://org/tiny-GGUF/stories260K.gguf", d, env={"HF_TOKEN": "wrong"})
+    assert r.returncode == 1 and "HF_TOKEN was sent but not accepted" in r.stderr, r.stderr
+    assert not os.path.exists(d / "stories260K.gguf")
+    r = run_download(hub, "hf://org/tiny-GGUF/stories260K.gguf", d, env={"HF_TOKEN": "sekrit"})
+    assert r.returncode == 0, r.stderr
+    assert sha256(d / "stories260K.gguf") == sha256(STORIES)
+    # the bearer token went to the hub only, never to the CDN it redirected to
+    assert hub.stats()["cdn_auth"] == []
+
+
+def test_download_sigterm_keeps_part_and_next_run_resumes(hub, tmp_path):
+    hub.control(trickle=100000)
+    d = tmp_path / "models"
+    part = d / "stories260K.gguf.part"
+    e = dict(os.environ, HF_ENDPOINT=hub.url, MESH_LLM_PROGRESS_MS="100")
+    p = subprocess.Popen([MESH_BIN, "download", "hf://org/tiny-GGUF/stories260K.gguf",
+                          "--models-dir", str(d)], stderr=subprocess.PIPE, text=True, env=e)
+    try:
+        wait_for(lambda: part.exists() and part.stat().st_size >= 100000, timeout=30,
+                 what="some bytes in the .part file")
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 130, err
+    assert "partial download is kept" in err
+    assert "downloading hf://org/tiny-GGUF/stories260K.gguf" in err  # plain progress lines
+    kept = part.stat().st_size
+    assert 0 < kept < os.path.getsize(STORIES)
+    assert not (d / "stories260K.gguf").exists()
+    hub.control(trickle=0)
+    r = run_download(hub, "hf://org/tiny-GGUF/stories260K.gguf", d)
+    assert r.returncode == 0, r.stderr
+    assert f"resuming at byte {kept}" in r.stderr
+    assert sha256(d / "stories260K.gguf") == sha256(STORIES)
+    ranges = [q[3] for q in hub.stats()["requests"] if q[2].startswith("/cdn/")]
+    assert ranges[-1] == f"bytes={kept}-"
+
+
+def test_download_full_disk(hub, tmp_path):
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    m = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)],
+                       capture_output=True, text=True)
+    if m.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs: {m.stderr.strip()}")
+    try:
+        r = run_download(hub, "hf://org/tiny-GGUF/stories260K.gguf", mnt)
+        assert r.returncode == 1
+        assert "not enough disk space for hf://org/tiny-GGUF/stories260K.gguf" in r.stderr, r.stderr
+        assert os.listdir(mnt) == []
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False)
+
+
+def test_download_quant_pick_and_already_there(hub, tmp_path):
+    d = tmp_path / "models"
+    r = run_download(hub, "org/tiny-GGUF:Q8_0", d)
+    assert r.returncode == 0, r.stderr
+    assert f"downloaded to {d}/TinyStories-656K-Q8_0.gguf" in r.stdout
+    assert sha256(d / "TinyStories-656K-Q8_0.gguf") == sha256(TINY)
+    n = len(hub.stats()["requests"])
+    r = run_download(hub, "hf://org/tiny-GGUF/TinyStories-656K-Q8_0.gguf", d)
+    assert r.returncode == 0
+    assert "already there" in r.stdout
+    assert len(hub.stats()["requests"]) == n + 1  # the /_stats call only: nothing downloaded
+    r = run_download(hub, "org/tiny-GGUF:Q2_K", d)
+    assert r.returncode == 1 and "no GGUF file of quantization Q2_K" in r.stderr, r.stderr
+    inst = subprocess.run([MESH_BIN, "models", "installed", "--models-dir", str(d)],
+                          capture_output=True, text=True)
+    assert "TinyStories-656K-Q8_0.gguf" in inst.stdout
+    rm = subprocess.run([MESH_BIN, "models", "rm", "TinyStories-656K-Q8_0", "--models-dir",
+                         str(d)], capture_output=True, text=True)
+    assert rm.returncode == 0 and not (d / "TinyStories-656K-Q8_0.gguf").exists()
+
+
+def test_models_list_and_search():
+    r = subprocess.run([MESH_BIN, "models", "list", "--max-vram", "1.5"], capture_output=True,
+                       text=True)
+    assert r.returncode == 0
+    rows = {l.split()[0]: l for l in r.stdout.splitlines()[1:] if l and not l.startswith("memory")}
+    assert len(rows) >= 10
+    assert rows["Qwen2.5-0.5B-Instruct-Q4_K_M"].split()[5] == "yes"  # FITS in 1.5 GB
+    assert rows["Qwen2.5-7B-Instruct-Q4_K_M"].split()[5] == "no"
+    r = subprocess.run([MESH_BIN, "models", "search", "rerank"], capture_output=True, text=True)
+    names = [l.split()[0] for l in r.stdout.splitlines()[1:] if l and not l.startswith("memory")]
+    assert names == ["bge-reranker-v2-m3-Q4_K_M"]
+
+
+def test_node_serves_an_hf_reference(hub, tmp_path, start_node):
+    home = tmp_path / "userhome"
+    home.mkdir()
+    n = start_node("--model", "hf://org/tiny-GGUF/stories260K.gguf", "--port", "0",
+                   env={"HF_ENDPOINT": hub.url, "HOME": str(home)}, ready_timeout=120)
+    assert sha256(home / ".models" / "stories260K.gguf") == sha256(STORIES)
+    r = n.complete("stories260K")
+    assert r.status == 200, r.body
+    assert r.json()["choices"][0]["text"]
