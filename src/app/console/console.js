@@ -136,13 +136,18 @@
           ? `${s.model} (${s.state})` : s.model)),
       });
     }
-    const W = 600, H = 360, cx = W / 2, cy = H / 2 - 14;
+    /* a phone-width panel gets a tall drawing, a wide one a wide drawing */
+    const narrow = svg.clientWidth > 0 && svg.clientWidth < 500;
+    const [W, H, rx, ry] = narrow ? [360, 460, 115, 165] : [600, 360, 220, 125];
+    svg.setAttribute('viewBox', `0 0 ${W} ${H}`);
+    const cx = W / 2, cy = H / 2 - 14;
     const others = nodes.length - 1;
     /* this node in the middle, the others on an ellipse around it */
     const pos = nodes.map((n, i) => {
       if (i === 0) return [cx, cy];
-      const a = (others === 1 ? 0 : -Math.PI / 2 + Math.PI / others) + (2 * Math.PI * (i - 1)) / others;
-      return [cx + 220 * Math.cos(a), cy + 125 * Math.sin(a)];
+      const start = narrow ? -Math.PI / 2 : others === 1 ? 0 : -Math.PI / 2 + Math.PI / others;
+      const a = start + (2 * Math.PI * (i - 1)) / others;
+      return [cx + rx * Math.cos(a), cy + ry * Math.sin(a)];
     });
     svg.replaceChildren();
     const links = sv('g', { class: 'links' });
