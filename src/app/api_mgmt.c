@@ -1,10 +1,13 @@
 #include "api_mgmt.h"
+#include "api_events.h"
 #include "api_metrics.h"
+#include "console.h"
 
 #include <string.h>
 
 #include "api_openai.h"
 #include "httpd_guard.h"
+#include "meshstat.h"
 #include "relay.h"
 #include "util.h"
 
@@ -63,6 +66,8 @@ json_t *mgmt_status(mgmt_t *g)
         json_object_set_new(st, "catalog", json_array());
         json_object_set_new(st, "plan", json_array());
     }
+    json_object_set_new(st, "requests", reqlog_json(meshstat_reqlog())); /* newest first */
+    api_events_status(g, st);
     return st;
 }
 
@@ -106,6 +111,8 @@ static void handle(httpd_req_t *req)
     }
     if (mgmt_join_routes(g, req)) return;
     if (api_metrics_handle(g, req)) return;
+    if (api_events_handle(g, req)) return;
+    if (console_handle(req)) return;
     httpd_respond_error(req, 404, "invalid_request_error", "not_found",
                         "no such endpoint on the management API (try GET /api/status)");
 }
@@ -139,6 +146,7 @@ int mgmt_start(mgmt_t *g, uv_loop_t *loop, const config_t *cfg, mesh_t *mesh, mo
 
 void mgmt_stop(mgmt_t *g)
 {
+    api_events_stop(g);
     if (g->started) httpd_stop(&g->httpd);
     g->started = false;
 }

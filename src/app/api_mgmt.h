@@ -23,6 +23,7 @@ typedef struct {
     /* Adds the mesh plan and catalog to a status document. */
     void (*extra_status)(void *data, json_t *status);
     void *extra_data;
+    struct events *events; /* GET /api/events (api_events.h), made by its first client */
     /* Idle mode (mesh NULL): this node's id for the status document. */
     const char *idle_id;
     /* POST /api/join with a decoded token: returns the HTTP status (join_policy.h) and says in

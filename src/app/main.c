@@ -19,6 +19,7 @@
 #include "meshstat.h"
 #include "planner.h"
 #include "routing.h"
+#include "statgen.h"
 #include "config.h"
 #include "log.h"
 #include "offer.h"
@@ -200,6 +201,7 @@ static bool key_known(void *data, const httpd_req_t *req)
 
 static void sv_changed(supervisor_t *sv, sv_child_t *c)
 {
+    status_changed(); /* the events stream (api_events.h) */
     (void)sv;
     (void)c;
     if (!g_node->shutting_down) planner_kick(&g_node->plan);
@@ -207,6 +209,7 @@ static void sv_changed(supervisor_t *sv, sv_child_t *c)
 
 static void peers_changed(void *data)
 {
+    status_changed(); /* the events stream (api_events.h) */
     node_t *n = data;
     route_serve_invalidate(&n->rs);
     if (!n->shutting_down) planner_kick(&n->plan);
@@ -220,6 +223,7 @@ static json_t *route_request(void *data, const char *peer_id, json_t *req)
 
 static void models_changed(void *data)
 {
+    status_changed(); /* the events stream (api_events.h) */
     node_t *n = data;
     if (n->mesh && !n->shutting_down) mesh_announce_changed(n->mesh);
     if (!n->shutting_down) planner_kick(&n->plan);

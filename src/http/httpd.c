@@ -807,6 +807,11 @@ size_t httpd_write_queue(const httpd_req_t *req)
     return req->conn->wq;
 }
 
+size_t httpd_unsent(const httpd_req_t *req)
+{
+    return req->conn->wq + kernel_unsent(req->conn);
+}
+
 void httpd_end(httpd_req_t *req, bool keep_alive)
 {
     httpd_conn_t *c = req->conn;

@@ -146,9 +146,20 @@ int httpd_respond_json(httpd_req_t *req, int status, json_t *o);
 /* 405 in the OpenAI error shape, with an Allow header. Ends the request. */
 int httpd_respond_405(httpd_req_t *req, const char *allow);
 
+/* Begin a response whose length is not known (a stream: Server-Sent Events): the status line,
+ * Content-Type, Cache-Control: no-cache, X-Accel-Buffering: no, extra_headers, the CORS headers
+ * and Connection: close, without Content-Length; the body is what follows through httpd_write
+ * until httpd_end(req, false) or httpd_abort. The caller keeps req (on_abort) and bounds what it
+ * queues (httpd_write_queue). */
+int httpd_stream_begin(httpd_req_t *req, int status, const char *content_type,
+                       const char *extra_headers);
+
 /* Raw writes: the caller produces the status line, headers and body framing itself. */
 int httpd_write(httpd_req_t *req, const void *data, size_t len);
 size_t httpd_write_queue(const httpd_req_t *req);
+/* Response bytes the client has not taken yet: those queued here plus those still in the
+ * socket's send queue (SIOCOUTQ: unsent or unacknowledged). What a long stream bounds. */
+size_t httpd_unsent(const httpd_req_t *req);
 /* The response is complete. keep_alive=false closes the connection once written. */
 void httpd_end(httpd_req_t *req, bool keep_alive);
 /* Drop the connection now (response truncated); the handler gets no on_abort. */

@@ -72,7 +72,10 @@ int httpd_cors_headers(const httpd_req_t *req, char *out, size_t outlen)
         if (outlen) out[0] = '\0';
         return 0;
     }
-    int n = snprintf(out, outlen, "Access-Control-Allow-Origin: %s\r\nVary: Origin\r\n",
+    /* a page of an allowed origin may read which node answered (the console's chat) */
+    int n = snprintf(out, outlen,
+                     "Access-Control-Allow-Origin: %s\r\nVary: Origin\r\n"
+                     "Access-Control-Expose-Headers: X-Mesh-Node, X-Mesh-Route\r\n",
                      req->cors_origin);
     return n < 0 || (size_t)n >= outlen ? -ENOSPC : n;
 }
@@ -95,6 +98,20 @@ int httpd_respond(httpd_req_t *req, int status, const char *content_type, const 
     if (rc == 0 && len && req->method != HTTP_HEAD) rc = httpd_write(req, body, len);
     httpd_end(req, ka);
     return rc;
+}
+
+int httpd_stream_begin(httpd_req_t *req, int status, const char *content_type,
+                       const char *extra_headers)
+{
+    char head[1536], cors[384];
+    if (httpd_cors_headers(req, cors, sizeof cors) < 0) cors[0] = '\0';
+    int n = snprintf(head, sizeof head,
+                     "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nCache-Control: no-cache\r\n"
+                     "X-Accel-Buffering: no\r\n%s%sConnection: close\r\n\r\n",
+                     status, httpd_status_text(status), content_type,
+                     extra_headers ? extra_headers : "", cors);
+    if (n < 0 || (size_t)n >= sizeof head) return -EINVAL;
+    return httpd_write(req, head, (size_t)n);
 }
 
 static int respond_error_v(httpd_req_t *req, int status, const char *extra, const char *type,

@@ -2,9 +2,13 @@
 #include "meshstat.h"
 
 #include <stdio.h>
+#include <time.h>
+
+#include "statgen.h"
 
 static metrics_t g_metrics;
 static char g_node[METRICS_PEER_LEN];
+static reqlog_t g_reqlog;
 
 metrics_t *meshstat(void)
 {
@@ -21,7 +25,22 @@ const char *meshstat_node(void)
     return g_node;
 }
 
+const reqlog_t *meshstat_reqlog(void)
+{
+    return &g_reqlog;
+}
+
 void meshstat_req_done(httpd_req_t *req)
 {
-    metrics_request_done(&g_metrics, &req->mesh, httpd_now_ns());
+    bool first = !req->mesh.reported;
+    uint64_t now = httpd_now_ns();
+    metrics_request_done(&g_metrics, &req->mesh, now);
+    reqlog_entry_t e;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t wall_ms = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+    if (first && reqlog_entry_from(&e, &req->mesh, g_node, now, wall_ms) == 0) {
+        reqlog_add(&g_reqlog, &e);
+        status_changed(); /* the request log is part of the status */
+    }
 }

@@ -6,12 +6,16 @@
 
 #include "httpd.h"
 #include "metrics.h"
+#include "reqlog.h"
 
 metrics_t *meshstat(void);
 /* This node's id (hex), set once the mesh started; "" before. */
 void meshstat_set_node(const char *id);
 const char *meshstat_node(void);
-/* The request ended (answered, cut or abandoned): counted once if it named a model. */
+/* The last model requests through this node (filled by meshstat_req_done). */
+const reqlog_t *meshstat_reqlog(void);
+/* The request ended (answered, cut or abandoned): counted once and logged if it named a
+ * model. */
 void meshstat_req_done(httpd_req_t *req);
 
 #endif

@@ -1,6 +1,7 @@
 #include "proxy.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <llhttp.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -33,6 +34,8 @@ struct proxy {
     bool reading;
     bool closing;
     bool done_reported;
+    bool sse_chunked; /* a chunked text/event-stream answer: a cut can still end it properly */
+    bool in_chunk;    /* inside a chunk's data (from llhttp's chunk callbacks) */
     int status;
     int handles_open;
     size_t resp_bytes;
@@ -99,16 +102,56 @@ static void proxy_close(proxy_t *p)
     uv_close((uv_handle_t *)&p->tcp, on_handle_closed);
 }
 
-/* Fail the exchange: answer the client if nothing was sent yet, else cut the connection. */
+/* The last n raw bytes sent to the client end with `want`. */
+static bool tail_ends_with(const proxy_t *p, const char *want)
+{
+    size_t n = strlen(want);
+    if (p->resp_bytes < n) return false;
+    for (size_t i = 0; i < n; i++)
+        if (p->tail[(p->tail_pos + PROXY_TAIL_BYTES - n + i) % PROXY_TAIL_BYTES] != want[i])
+            return false;
+    return true;
+}
+
+/* A streamed answer cut by the model server between two events: end it properly with an error
+ * event, "[DONE]" and the last chunk, so the client can tell it from a short answer. */
+static bool end_stream_with_error(proxy_t *p, const char *code, const char *why)
+{
+    if (!p->sse_chunked || p->in_chunk || !tail_ends_with(p, "\n\n\r\n")) return false;
+    json_t *e = json_pack("{s:{s:s,s:s,s:s}}", "error", "message", why, "type", "upstream_error",
+                          "code", code);
+    char *js = e ? json_dumps(e, JSON_COMPACT) : NULL;
+    json_decref(e);
+    if (!js) return false;
+    buf_t out;
+    buf_init(&out, 8192);
+    int rc = buf_printf(&out, "%zx\r\ndata: %s\n\n\r\n", strlen(js) + 8, js);
+    free(js);
+    if (rc == 0) rc = buf_printf(&out, "e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n");
+    if (rc == 0) rc = httpd_write(p->req, out.data, out.len);
+    buf_free(&out);
+    if (rc) return false;
+    httpd_end(p->req, false);
+    return true;
+}
+
+/* Fail the exchange: answer the client if nothing was sent yet; end a stream cut between two
+ * events with an error event; else cut the connection. */
 static void proxy_fail(proxy_t *p, int status, const char *code, const char *why)
 {
     if (p->req) {
         httpd_req_t *req = p->req;
-        p->req->on_abort = NULL;
-        if (!p->headers_sent)
+        req->on_abort = NULL;
+        req->on_drain = NULL;
+        req->data = NULL;
+        if (!p->headers_sent) {
             httpd_respond_error(req, status, "upstream_error", code, "%s", why);
-        else
+        } else if (end_stream_with_error(p, code, why)) {
+            LOGW("proxy", "stream cut by the model server (%s): ended with an error event", why);
+        } else {
             httpd_abort(req);
+        }
+        p->req = NULL;
     }
     report(p, false, status);
     proxy_close(p);
@@ -198,7 +241,32 @@ static int cb_headers_complete(llhttp_t *ps)
     p->status = ps->status_code;
     if (p->status < 200) return 0; /* 1xx interim: not forwarded */
     p->needs_eof = llhttp_message_needs_eof(ps);
+    const char *q = p->hdr.data, *end = p->hdr.data ? p->hdr.data + p->hdr.len : NULL;
+    bool sse = false;
+    while (q && q < end) { /* "name\0value\0..." */
+        const char *name = q;
+        q += strlen(q) + 1;
+        if (q >= end) break;
+        if (strcasecmp(name, "content-type") == 0 && strncasecmp(q, "text/event-stream", 17) == 0)
+            sse = true;
+        q += strlen(q) + 1;
+    }
+    p->sse_chunked = sse && (ps->flags & F_CHUNKED);
     return HPE_PAUSED;
+}
+
+static int cb_chunk_header(llhttp_t *ps)
+{
+    proxy_t *p = ps->data;
+    p->in_chunk = ps->content_length > 0;
+    return 0;
+}
+
+static int cb_chunk_complete(llhttp_t *ps)
+{
+    proxy_t *p = ps->data;
+    p->in_chunk = false;
+    return 0;
 }
 
 static int cb_message_complete(llhttp_t *ps)
@@ -445,6 +513,8 @@ int proxy_forward(uv_loop_t *loop, httpd_req_t *req, uint16_t port, const proxy_
     p->settings.on_header_value = cb_header_value;
     p->settings.on_headers_complete = cb_headers_complete;
     p->settings.on_message_complete = cb_message_complete;
+    p->settings.on_chunk_header = cb_chunk_header;
+    p->settings.on_chunk_complete = cb_chunk_complete;
     llhttp_init(&p->parser, HTTP_RESPONSE, &p->settings);
     p->parser.data = p;
     uv_tcp_init(loop, &p->tcp);

@@ -48,6 +48,7 @@ class Member:
 
     def __init__(self, soak, idx, args, name):
         self.soak, self.idx, self.args, self.name = soak, idx, list(args), name
+        self.passive = "--client" in args  # seed 002: not a gossip member, checks in instead
         self.dir = soak.tmp / name
         self.dir.mkdir()
         self.home = self.dir / "home"
@@ -64,7 +65,8 @@ class Member:
         self.runs += 1
         d = self.dir / f"run{self.runs}"
         d.mkdir()
-        env = dict(ENV, MESH_LLM_HOME=str(self.home), LLAMA_CACHE=str(self.dir / "llama-cache"))
+        env = dict(ENV, MESH_LLM_HOME=str(self.home), LLAMA_CACHE=str(self.dir / "llama-cache"),
+                   MESH_LLM_ROUTE_REFRESH_MS=str(2 * HB_MS))
         args = ["--port", "0", *self.args]
         for t in join_tokens:
             args += ["--join", t]
@@ -145,11 +147,13 @@ class Soak:
         """Every live member sees every other live member alive and the same catalog, with every
         model ready."""
         live = members or [m for m in self.members if m.up]
+        active = [m for m in live if not m.passive]
         catalogs = []
         for m in live:
-            st = self.peer_states(m)
-            if st is None or any(st.get(o.id) != "alive" for o in live if o is not m):
-                return False
+            if not m.passive:
+                st = self.peer_states(m)
+                if st is None or any(st.get(o.id) != "alive" for o in active if o is not m):
+                    return False
             cat = self.model_statuses(m)
             if cat is None or any(cat.get(x) != "ready" for x in MODELS):
                 return False
@@ -239,12 +243,21 @@ class Soak:
     def watch(self, victim, kind, t_fault, want, sink):
         """Time until every other live member sees the victim in state `want`."""
         def seen():
-            others = [m for m in self.members if m.up and m is not victim]
+            others = [m for m in self.members if m.up and m is not victim and not m.passive]
             for o in others:
                 st = self.peer_states(o)
                 if st is None or st.get(victim_id) != want:
                     return False
             return True
+        if victim.passive:
+            # a passive node is in nobody's peer list: nothing to detect; it is back when its
+            # routing table shows every model ready again
+            if want == "alive":
+                def seen():
+                    cat = self.model_statuses(victim)
+                    return cat is not None and all(cat.get(x) == "ready" for x in MODELS)
+            else:
+                return
         victim_id = victim.node.id
         deadline = t_fault + 30
         while time.monotonic() < deadline and not self.stop.is_set():
@@ -363,13 +376,13 @@ class Soak:
 
     def check_no_resurrection(self):
         """A node that is gone stays dead everywhere (stale gossip never brings it back)."""
-        victim = self.members[5]  # a client: the catalog does not need it
+        victim = self.members[1]  # a replica of a model the first member also serves
         victim.up = False
         victim.node.proc.kill()
         victim.node.proc.wait(timeout=10)
-        others = [m for m in self.members if m.up]
+        others = [m for m in self.members if m.up and not m.passive]
         self.wait(lambda: all((self.peer_states(o) or {}).get(victim.id) == "dead" for o in others),
-                  30, "the removed client to be dead everywhere")
+                  30, "the removed node to be dead everywhere")
         end = time.monotonic() + 4 * HB_MS / 1000
         while time.monotonic() < end:
             for o in others:

@@ -263,3 +263,32 @@ def test_first_byte_timeout_retries_on_other_host(start_node):
               f"{st['first_byte_timeouts']} first-byte timeouts")
     finally:
         os.kill(pid, signal.SIGCONT)
+
+
+def test_local_child_killed_mid_stream_error_event(start_node):
+    """A stream served by the node's own llama-server, which dies mid-stream: the client gets an
+    error event, "[DONE]" and the last chunk — never a silent cut."""
+    n = start_node("--port", "0", "--model", model_path(MODEL), env=ENV)
+    body = {"model": MODEL, "prompt": "Once upon a time", "max_tokens": 4000, "stream": True,
+            "temperature": 0}
+    st = Stream(n.api_port, "/v1/completions", body)
+    assert st.status == 200 and st.chunked, (st.status, st.headers)
+    evs, killed = [], False
+    for ev in st.events():
+        evs.append(ev)
+        if not killed and len(evs) >= N_BEFORE_KILL:
+            pid, _, _ = n.child_for(MODEL)
+            os.kill(pid, signal.SIGSTOP)  # stop between two events, then kill
+            os.kill(pid, signal.SIGKILL)
+            killed = True
+        if ev == "[DONE]":
+            for _ in st.events():
+                pass
+            break
+    st.close()
+    assert killed and evs[-1] == "[DONE]" and st.ended_properly, evs[-3:]
+    err = json.loads(evs[-2])["error"]
+    assert err["code"] == "upstream_closed", err
+    assert "stream cut by the model server" in n.stderr()
+    # and the node serves again (the child is restarted)
+    wait_for(lambda: n.complete(MODEL).status == 200, timeout=60, what="serving again")
