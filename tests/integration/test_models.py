@@ -63,8 +63,10 @@ def test_stream_is_never_evicted(start_node, models_dir):
     """One llm slot: a long stream on A keeps streaming to its end while B's load waits."""
     import json
     import socket
+    # one compute thread: two threads that wait for each other at every step crawl when the
+    # machine is oversubscribed (a busy CI box), which would stretch the stream to minutes
     n = start_node("--port", "0", "--models-dir", str(models_dir), "--ctx-size", "8192",
-                   "--llamacpp-args", "--parallel 1")
+                   "--llamacpp-args", "--parallel 1 --threads 1")
     assert chat(n, S).status == 200
     _, port, _ = n.child_for(S)
     body = json.dumps({"model": S, "prompt": "Once upon a time", "max_tokens": 1900,
