@@ -117,7 +117,8 @@ static bool tail_ends_with(const proxy_t *p, const char *want)
  * event, "[DONE]" and the last chunk, so the client can tell it from a short answer. */
 static bool end_stream_with_error(proxy_t *p, const char *code, const char *why)
 {
-    if (!p->sse_chunked || p->in_chunk || !tail_ends_with(p, "\n\n\r\n")) return false;
+    if (!p->sse_chunked || p->in_chunk) return false;
+    if (p->resp_bytes > 0 && !tail_ends_with(p, "\n\n\r\n")) return false; /* mid-event */
     json_t *e = json_pack("{s:{s:s,s:s,s:s}}", "error", "message", why, "type", "upstream_error",
                           "code", code);
     char *js = e ? json_dumps(e, JSON_COMPACT) : NULL;

@@ -16,6 +16,9 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "tools"))  # netimp.py
 MODELS = os.environ.get("MESH_LLM_TEST_MODELS", os.path.join(ROOT, "..", "shared", "models"))
 MESH_BIN = os.environ.get("MESH_LLM_BIN", os.path.join(ROOT, "build", "mesh-llm"))
 BIN_DIR = os.environ.get("MESH_LLM_BIN_DIR", "")
+# an ASan+UBSan build (make asan): its shadow memory and freed-memory quarantine make resident
+# memory figures meaningless, so memory bounds are checked on the release build only
+SANITIZED = "asan" in os.path.basename(os.path.dirname(os.path.abspath(MESH_BIN)))
 
 
 def model_path(name):

@@ -5,7 +5,7 @@ import resource
 import select
 import socket
 
-from conftest import model_path, read_response, wait_for
+from conftest import SANITIZED, model_path, read_response, wait_for
 
 MODEL = "stories260K"
 
@@ -45,7 +45,7 @@ def test_thousand_connections_then_503(start_node):
         rss = rss_bytes(n.pid)
         print(f"\n1000 client connections (900 idle keep-alive, 100 streaming): node RSS "
               f"{rss / 2**20:.1f} MiB")
-        assert rss < 50 * 2**20, rss
+        assert SANITIZED or rss < 50 * 2**20, rss
         # the 1001st: a clear 503, then closed — also when the client sent its request first
         for send_first in (False, True):
             extra = socket.create_connection(("127.0.0.1", n.api_port), timeout=30)

@@ -6,7 +6,7 @@ import socket
 import threading
 import time
 
-from conftest import http, model_path, wait_for
+from conftest import SANITIZED, http, model_path, wait_for
 from test_mesh import ENV
 
 A_MODEL = "stories260K"
@@ -148,7 +148,7 @@ def test_events_client_that_never_reads_is_dropped(start_node):
     print(f"RSS before {rss0} kB, peak {peak[0]} kB, after drop {rss_kb(a.pid)} kB")
     # what it could hold: its capped queue (256 KiB) and a snapshot in flight, with slack for
     # the allocator
-    assert peak[0] - rss0 < 4096, f"RSS grew by {peak[0] - rss0} kB"
+    assert SANITIZED or peak[0] - rss0 < 4096, f"RSS grew by {peak[0] - rss0} kB"
     # the reading client keeps getting snapshots
     n = len(reader.events)
     wait_for(lambda: len(reader.events) > n + 5, timeout=10, what="more snapshots after the drop")
