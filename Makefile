@@ -2,7 +2,7 @@
 #   make            build build/mesh-llm (installs missing Debian packages)
 #   make llama      build (once) or locate the pinned llama.cpp binaries
 #   make run        start a node serving MODEL=path/to/model.gguf (default: first ~/.models/*.gguf)
-#   make test       unit tests, integration tests, unit tests again under ASan+UBSan, fuzz smoke
+#   make test       unit, integration, 60 s chaos soak, the same under ASan+UBSan, fuzz smoke
 #   make fuzz       every libFuzzer target for FUZZ_SECONDS each (tests/fuzz/README.md)
 #   make bench      benchmarks against plain llama.cpp
 PYTHON   ?= /usr/bin/python3
@@ -15,7 +15,7 @@ ARGS     ?=
 PYTEST_ARGS ?=
 GEN      := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 
-.PHONY: all deps deps-test llama build build-asan build-fuzz run test unit integration asan fuzz-smoke fuzz soak bench bench-model bench-replicas bench-sse format clean
+.PHONY: all deps deps-test llama build build-asan build-fuzz run test unit integration asan fuzz-smoke fuzz soak soak-smoke bench bench-model bench-replicas bench-tunnel-impaired bench-sse format clean
 
 all: build
 
@@ -75,6 +75,15 @@ soak: build
 	@SOAK_SECONDS=$(SOAK_SECONDS) MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" MESH_LLM_BIN=$(CURDIR)/$(BUILD)/mesh-llm \
 	  $(PYTHON) -m pytest -q -s -p no:cacheprovider tests/soak $(PYTEST_ARGS)
 
+# the 60-second chaos soak, part of make test: the release build, then the ASan build
+soak-smoke:
+	@echo "== chaos soak, 60 s (release build)"
+	@SOAK_SECONDS=60 MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" MESH_LLM_BIN=$(CURDIR)/$(BUILD)/mesh-llm \
+	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/soak
+	@echo "== chaos soak, 60 s (ASan+UBSan build)"
+	@SOAK_SECONDS=60 MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" MESH_LLM_BIN=$(CURDIR)/$(ASAN)/mesh-llm \
+	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/soak
+
 fuzz: build-fuzz
 	@FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh long $(FUZZ)
 
@@ -97,12 +106,17 @@ bench: build llama bench-model
 	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/sse --mesh-llm $(BUILD)/mesh-llm
 	@$(MAKE) --no-print-directory bench-replicas
 	@$(BUILD)/mesh-bench-tunnel
+	@$(MAKE) --no-print-directory bench-tunnel-impaired
 	@$(BUILD)/mesh-bench-gossip
 
 # one model on one node vs two (llama-server -t 1 each), 8 streams through a client node
 bench-replicas: build llama bench-model
 	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/replicas --mesh-llm $(BUILD)/mesh-llm
 	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/replicas --mesh-llm $(BUILD)/mesh-llm --model $(BENCH_MODEL) --tokens 32 --rounds 1
+
+# the QUIC tunnel vs TCP across one impaired link (RTT 1-50 ms, loss 0-3 %), mesh-netimp
+bench-tunnel-impaired: build
+	@$(PYTHON) bench/tunnel-impaired --build $(BUILD)
 
 # 50 console clients on /api/events of a 10-node mesh: node CPU and RSS
 bench-sse: build llama

@@ -1,5 +1,9 @@
 /* bench/tunnel — the mesh transport against plain TCP, in the same run, on loopback.
  *
+ * Or across an impaired link (bench/tunnel-impaired): BENCH_SERVER_NETNS / BENCH_CLIENT_NETNS
+ * name the network namespaces (ip netns) the two processes enter after the fork, and
+ * BENCH_SERVER_ADDR the server's address in its namespace (default 127.0.0.1).
+ *
  * Two processes (one per core): a server and a client. Over one QUIC stream of the real
  * transport module (ngtcp2 + GnuTLS, admitted connection), then over one plain TCP connection:
  *   bulk:      the client sends BULK_MB MiB, the server consumes it and answers when all arrived;
@@ -20,6 +24,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -36,6 +42,8 @@ static size_t bulk_bytes = (size_t)512 << 20;
 static int rounds = 2000;
 static int peers = 100;
 
+static const char *srv_addr = "127.0.0.1"; /* the server's address (and the client's target) */
+static const char *cl_bind = "127.0.0.1";  /* the client's bind address: any inside a netns */
 static uv_loop_t *loop;
 static identity_t me;
 static uint8_t secret[32];
@@ -250,9 +258,10 @@ static int server(int wfd, int rfd)
     loop = uv_default_loop();
     tp_endpoint_t *ep;
     tp_callbacks_t cb = {NULL, srv_on_ready, NULL, srv_on_stream};
-    if (tp_endpoint_new(&ep, loop, &me, secret, "127.0.0.1", 0, NULL, &cb) != 0) return 1;
+    if (tp_endpoint_new(&ep, loop, &me, secret, srv_addr, 0, NULL, &cb) != 0) return 1;
     int lfd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    if (inet_pton(AF_INET, srv_addr, &sa.sin_addr) != 1) return 1;
     socklen_t sl = sizeof sa;
     if (bind(lfd, (struct sockaddr *)&sa, sizeof sa) || listen(lfd, 8) ||
         getsockname(lfd, (struct sockaddr *)&sa, &sl))
@@ -325,9 +334,8 @@ static double tcp_bulk(int port)
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     if (fd < 0) return 0;
     tcp_opts(fd);
-    struct sockaddr_in sa = {.sin_family = AF_INET,
-                             .sin_port = htons((uint16_t)port),
-                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, srv_addr, &sa.sin_addr);
     double gbps = 0;
     if (connect(fd, (struct sockaddr *)&sa, sizeof sa)) goto out;
     uint64_t t0 = now_ns();
@@ -372,9 +380,8 @@ static int tcp_pingpong(int port, uint64_t *lat)
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     if (fd < 0) return 0;
     tcp_opts(fd);
-    struct sockaddr_in sa = {.sin_family = AF_INET,
-                             .sin_port = htons((uint16_t)port),
-                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, srv_addr, &sa.sin_addr);
     int done = 0;
     if (connect(fd, (struct sockaddr *)&sa, sizeof sa)) goto out;
     uint8_t b[PING];
@@ -410,9 +417,9 @@ static int client(int rfd, int wfd)
     hex_encode(cid.pk, 32, cid.id);
     tp_endpoint_t *ep;
     tp_callbacks_t cb = {NULL, cl_on_ready, NULL, NULL};
-    if (tp_endpoint_new(&ep, loop, &cid, secret, "127.0.0.1", 0, NULL, &cb) != 0) return 1;
+    if (tp_endpoint_new(&ep, loop, &cid, secret, cl_bind, 0, NULL, &cb) != 0) return 1;
     struct sockaddr_in sa;
-    uv_ip4_addr("127.0.0.1", ports[0], &sa);
+    uv_ip4_addr(srv_addr, ports[0], &sa);
     tp_dial(ep, me.id, (struct sockaddr *)&sa, NULL);
     run_until(&cl_ready, 10000);
     if (!cl_ready) {
@@ -472,7 +479,7 @@ static int client(int rfd, int wfd)
     for (int i = 0; i < peers; i++) {
         crypto_sign_keypair(ids[i].pk, ids[i].sk);
         hex_encode(ids[i].pk, 32, ids[i].id);
-        if (tp_endpoint_new(&eps[i], loop, &ids[i], secret, "127.0.0.1", 0, NULL, &cb) == 0)
+        if (tp_endpoint_new(&eps[i], loop, &ids[i], secret, cl_bind, 0, NULL, &cb) == 0)
             tp_dial(eps[i], me.id, (struct sockaddr *)&sa, NULL);
     }
     /* keep the client side turning while the server counts */
@@ -520,13 +527,31 @@ static int client(int rfd, int wfd)
             bulk_bytes >> 20, rounds, PING, n_ok, quic_gbps, tcp_gbps,
             tcp_gbps > 0 ? quic_gbps / tcp_gbps : 0, q50, t50, q50 - t50, q99, t99, rtt_conn,
             after - before, n_ok);
-    printf("BENCH tunnel quic_gbps=%.2f tcp_gbps=%.2f bulk_ratio=%.3f quic_rtt_p50_us=%.1f "
+    printf("BENCH tunnel quic_gbps=%.4f tcp_gbps=%.4f bulk_ratio=%.3f quic_rtt_p50_us=%.1f "
            "tcp_rtt_p50_us=%.1f added_rtt_p50_us=%.1f quic_rtt_p99_us=%.1f "
            "rss_per_idle_peer_kb=%.1f\n",
            quic_gbps, tcp_gbps, tcp_gbps > 0 ? quic_gbps / tcp_gbps : 0, q50, t50, q50 - t50, q99,
            per_peer);
     fflush(stdout);
     _exit(quic_gbps > 0 && tcp_gbps > 0 ? 0 : 1);
+}
+
+/* enter the network namespace named by the environment variable var, if set; 0 ok */
+static int enter_netns(const char *var)
+{
+    const char *name = getenv(var);
+    if (!name || !*name) return 0;
+    char path[256];
+    snprintf(path, sizeof path, "/run/netns/%s", name);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || setns(fd, CLONE_NEWNET) != 0) {
+        fprintf(stderr, "bench/tunnel: cannot enter network namespace %s: %s\n", name,
+                strerror(errno));
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    close(fd);
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -536,7 +561,10 @@ int main(int argc, char **argv)
     if ((e = getenv("BENCH_BULK_MB"))) bulk_bytes = (size_t)atol(e) << 20;
     if ((e = getenv("BENCH_ROUNDS"))) rounds = atoi(e);
     if ((e = getenv("BENCH_PEERS"))) peers = atoi(e);
+    if ((e = getenv("BENCH_SERVER_ADDR"))) srv_addr = e;
+    if ((e = getenv("BENCH_CLIENT_NETNS")) && *e) cl_bind = "0.0.0.0";
     if (rounds < 10) rounds = 10;
+    if (peers < 0) peers = 0;
     crypto_sign_keypair(me.pk, me.sk);
     hex_encode(me.pk, 32, me.id);
     randombytes_buf(secret, sizeof secret);
@@ -549,6 +577,7 @@ int main(int argc, char **argv)
     if (pid == 0) {
         close(to_client[1]);
         close(to_server[0]);
+        if (enter_netns("BENCH_CLIENT_NETNS")) _exit(1);
         return client(to_client[0], to_server[1]);
     }
     close(to_client[0]);
@@ -556,6 +585,7 @@ int main(int argc, char **argv)
     /* the server also exits when the client is gone (its control pipe hangs up); the
      * alarm is only a last resort should a wait above still be unbounded */
     alarm(300);
+    if (enter_netns("BENCH_SERVER_NETNS")) return 1;
     server(to_client[1], to_server[0]);
     int st = 0;
     waitpid(pid, &st, 0);

@@ -494,6 +494,7 @@ static void settings_params(tp_endpoint_t *ep, ngtcp2_settings *st, ngtcp2_trans
     st->initial_ts = tpi_now_ns();
     st->handshake_timeout = ep->cfg.handshake_timeout_ms * NGTCP2_MILLISECONDS;
     st->max_tx_udp_payload_size = MAX_PKT;
+    st->cc_algo = (ngtcp2_cc_algo)ep->cfg.cc_algo;
     st->max_window = 64 * ep->cfg.stream_window;
     st->max_stream_window = 4 * ep->cfg.stream_window;
     /* an owed ACK rides on the very next packet: when to send is decided by our scheduler

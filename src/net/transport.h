@@ -97,6 +97,9 @@ typedef struct {
     /* Retry (address validation) for new connections while this many are unadmitted:
      * default 16 (MESH_LLM_QUIC_RETRY_AFTER); 0 = always. */
     size_t retry_after;
+    /* congestion control: NGTCP2_CC_ALGO_* value; default BBRv2 (MESH_LLM_QUIC_CC =
+     * reno|cubic|bbr|bbr2) */
+    int cc_algo;
 } tp_config_t;
 
 void tp_config_default(tp_config_t *cfg);
