@@ -15,7 +15,7 @@ ARGS     ?=
 PYTEST_ARGS ?=
 GEN      := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 
-.PHONY: all deps deps-test llama build build-asan build-fuzz run test unit integration asan fuzz-smoke fuzz soak soak-smoke bench bench-model bench-replicas bench-tunnel-impaired bench-sse format clean
+.PHONY: all deps deps-test llama build build-asan build-fuzz run test unit integration soak-smoke asan fuzz-smoke fuzz soak soak-smoke bench bench-model bench-replicas bench-tunnel-impaired bench-sse format clean
 
 all: build
 
@@ -46,7 +46,7 @@ run: build
 test: deps-test llama
 	@[ -f $(BUILD)/CMakeCache.txt ] && grep -q 'CMOCKA_FOUND:INTERNAL=1' $(BUILD)/CMakeCache.txt || cmake -S . -B $(BUILD) $(GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMESH_TESTS=ON >/dev/null
 	@$(MAKE) --no-print-directory build build-asan
-	@$(MAKE) --no-print-directory unit integration asan fuzz-smoke
+	@$(MAKE) --no-print-directory unit integration soak-smoke asan fuzz-smoke
 
 unit:
 	@echo "== unit tests"
