@@ -252,6 +252,7 @@ void cnodes_free(cnodes_t *c)
     free(c->av);
     free(c->sv);
     free(c->rq);
+    free(c->rq_size);
     view_node_free(&c->self);
     memset(c, 0, sizeof *c);
 }
@@ -275,6 +276,7 @@ int cnodes_build(planner_t *pl, const peers_t *P, bool skip_self, cnodes_t *c)
     c->av = pc.av;
     c->sv = pc.sv;
     c->rq = pc.rq;
+    c->rq_size = pc.rq_size;
     c->n = pc.n;
     return 0;
 }
