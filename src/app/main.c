@@ -232,8 +232,7 @@ static void models_changed(void *data)
 static void fill_announcement(void *data, json_t *ann)
 {
     node_t *n = data;
-    planner_fill_announcement(&n->plan, ann);
-    node_dl_fill_announcement(&n->ndl, ann);
+    planner_fill_announcement(&n->plan, ann); /* node_dl's fields come through its view */
 }
 
 static void dl_changed(void *data)
@@ -246,7 +245,11 @@ static void dl_changed(void *data)
 static void dl_done(void *data, const char *ref, const char *path, int rc, const char *err)
 {
     node_t *n = data;
-    if (rc || n->shutting_down) return; /* node_dl logged why */
+    if (n->shutting_down) return;
+    if (rc) { /* node_dl logged why */
+        planner_download_failed(&n->plan, ref);
+        return;
+    }
     model_entry_t *e;
     char msg[512];
     if (models_add_file(&n->ms, path, &e, msg, sizeof msg) != 0) {
@@ -567,6 +570,7 @@ int main(int argc, char **argv)
         n->ndl.on_done = dl_done;
         n->ndl.on_change = dl_changed;
         n->ndl.data = n;
+        if (rc == 0) n->plan.dl = &n->ndl;
         const char *const *refs;
         size_t nref = node_dl_pending(&refs);
         for (size_t i = 0; i < nref && rc == 0; i++)

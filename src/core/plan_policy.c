@@ -357,8 +357,13 @@ void pp_allocate(const pp_alloc_input_t *in, pp_alloc_state_t *st, uint64_t now_
     }
     n_src = n_fetch = 0;
     for (size_t i = 0; i < in->n_peers; i++) {
-        for (size_t k = 0; k < in->peers[i].n_sources; k++)
-            src[n_src++] = in->peers[i].sources[k].model;
+        for (size_t k = 0; k < in->peers[i].n_sources; k++) {
+            const char *m = in->peers[i].sources[k].model;
+            bool failed = false;
+            for (size_t f = 0; f < in->n_failed && !failed; f++)
+                failed = strcmp(in->failed[f], m) == 0;
+            if (!failed) src[n_src++] = m;
+        }
         for (size_t k = 0; k < in->peers[i].n_downloads; k++)
             fetch[n_fetch++] = in->peers[i].downloads[k].model;
     }
@@ -398,8 +403,10 @@ void pp_allocate(const pp_alloc_input_t *in, pp_alloc_state_t *st, uint64_t now_
     for (size_t i = 0; i < in->n_disk; i++)
         if (strcmp(in->disk[i].name, res.model) == 0) out->has_file = true;
     const view_source_t *vs = NULL;
-    for (size_t i = 0; i < in->n_peers && !vs && !out->has_file; i++)
+    for (size_t i = 0; i < in->n_peers && !vs && !out->has_file && res.download; i++)
         vs = view_source(&in->peers[i], res.model);
+    for (size_t f = 0; vs && f < in->n_failed; f++)
+        if (strcmp(in->failed[f], res.model) == 0) vs = NULL;
     if (res.rule == ALLOC_RULE_NONE)
         out->kind = PP_ALLOC_NONE;
     else if (!out->has_file && vs && in->can_download &&

@@ -178,7 +178,9 @@ typedef struct {
     size_t n_requested;
     const view_node_t *peers;
     size_t n_peers;
-    bool can_download; /* this node has a downloader (rule 4) */
+    bool can_download;         /* this node has a downloader (rule 4) */
+    const char *const *failed; /* models whose download failed here: not downloaded again */
+    size_t n_failed;
 } pp_alloc_input_t;
 
 typedef enum {

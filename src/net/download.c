@@ -52,6 +52,9 @@ typedef struct job {
     uint64_t range_start, range_total; /* from Content-Range */
     bool body_ok;                      /* the current response's body goes into the file */
     char fatal[DL_ERR_MAX];
+    int fatal_rc; /* with fatal: the error (-EIO unless said) */
+    uint64_t max_bytes;
+    uint64_t *size_out;
     uv_timer_t retry;
     bool retry_inited;
     uv_work_t work;
@@ -393,6 +396,13 @@ static bool body_start(job_t *j)
         }
         j->total = cl > 0 ? (uint64_t)cl : 0;
     }
+    if (j->total > 0 && j->size_out) *j->size_out = j->total;
+    if (j->total > 0 && j->max_bytes && j->total > j->max_bytes) {
+        set_fatal(j, "%s: the file is %.1f MB, more than the %.1f MB allowed", j->label,
+                  j->total / 1e6, j->max_bytes / 1e6);
+        j->fatal_rc = -EFBIG;
+        return false;
+    }
     if (j->total > 0 && j->total > j->bytes) {
         struct statvfs vs;
         char *dir = strdup(j->part);
@@ -459,6 +469,11 @@ static size_t write_cb(char *p, size_t size, size_t nmemb, void *userp)
     if (j->total > 0 && j->bytes + n > j->total) {
         set_fatal(j, "%s: the server sent more than the %llu bytes it announced", j->label,
                   (unsigned long long)j->total);
+        return 0;
+    }
+    if (j->max_bytes && j->bytes + n > j->max_bytes) { /* no size announced */
+        set_fatal(j, "%s: the file is more than the %.1f MB allowed", j->label, j->max_bytes / 1e6);
+        j->fatal_rc = -EFBIG;
         return 0;
     }
     size_t off = 0;
@@ -568,7 +583,7 @@ static void transfer_done(job_t *j, CURLcode res)
     j->easy = NULL;
     char err[DL_ERR_MAX];
     if (j->fatal[0]) {
-        finish(j, -EIO, j->fatal);
+        finish(j, j->fatal_rc ? j->fatal_rc : -EIO, j->fatal);
         return;
     }
     if (res == CURLE_OK && status >= 300 && status < 400 && next[0]) {
@@ -815,6 +830,8 @@ int dl_start(dl_t *d, const dl_req_t *req, dl_done_fn cb, void *data)
         return -ENOMEM;
     }
     snprintf(j->part, pl, "%s.part", req->dest);
+    j->max_bytes = req->max_bytes;
+    j->size_out = req->size_out;
     if (req->sha256 && *req->sha256) take_sha(req->sha256, strlen(req->sha256), j->want_sha);
     int rc = mkdir_parents(j->dest);
     if (rc == 0) {

@@ -26,6 +26,8 @@ typedef struct {
     const char *dest;   /* the final path (its directory is created) */
     const char *sha256; /* expected hex sha256, or NULL/"" to take the server's */
     const char *label;  /* the reference the user gave, for messages */
+    uint64_t max_bytes; /* refuse a larger file (-EFBIG, nothing written) before its body; 0 any */
+    uint64_t *size_out; /* optional: set to the file's size as soon as the server tells it */
 } dl_req_t;
 
 typedef struct {

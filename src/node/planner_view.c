@@ -232,6 +232,7 @@ int self_view(planner_t *pl, view_node_t *n)
         if (!pl->cfg->models[i].from_dir) view_add_requested(n, pl->cfg->models[i].name);
     for (size_t i = 0; i < pl->cfg->n_requested; i++)
         view_add_requested(n, pl->cfg->requested[i]);
+    node_dl_fill_view(pl->dl, n); /* model_source, downloading, refs asked for */
     pd_fill_self(pl, n);
     return self_serving(pl, n);
 }
@@ -328,6 +329,29 @@ static int catalog_now(planner_t *pl, peers_t *P, cnodes_t *cn, catalog_t *cat)
     return rc;
 }
 
+/* A node of the mesh (this one included) downloading model, with its id; NULL when none. */
+static const view_download_t *mesh_download(const peers_t *P, const view_node_t *self,
+                                            const char *model, const char **who)
+{
+    const view_download_t *d = view_download(self, model);
+    *who = self->id;
+    for (size_t i = 0; i < P->n && !d; i++) {
+        d = view_download(&P->v[i], model);
+        *who = P->v[i].id;
+    }
+    return d;
+}
+
+/* {node, bytes, total} of a download of model somewhere in the mesh, or NULL. */
+static json_t *download_json(const peers_t *P, const view_node_t *self, const char *model)
+{
+    const char *who;
+    const view_download_t *d = mesh_download(P, self, model, &who);
+    return d ? json_pack("{s:s,s:I,s:I}", "node", who, "bytes", (json_int_t)d->bytes, "total",
+                         (json_int_t)d->total)
+             : NULL;
+}
+
 void planner_list_models(planner_t *pl, json_t *list)
 {
     peers_t P;
@@ -352,6 +376,11 @@ void planner_list_models(planner_t *pl, json_t *list)
             json_array_append_new(list, o);
         }
         json_object_set_new(o, "status", json_string(entry_status(pl, &P, &cat, e)));
+        json_t *dl = e->status == CATALOG_READY ? NULL : download_json(&P, &cn.self, e->name);
+        if (dl) { /* being downloaded somewhere in the mesh: that is what it waits for */
+            json_object_set_new(o, "status", json_string("downloading"));
+            json_object_set_new(o, "progress", dl);
+        }
         json_object_set_new(o, "hosts", ids_json(e->hosts, e->n_hosts));
         json_object_set_new(o, "nodes", json_integer((json_int_t)e->n_holders));
         json_object_set_new(o, "requested", json_boolean(e->requested));
@@ -400,7 +429,10 @@ void planner_status(planner_t *pl, json_t *st)
                              "holders", ids_json(e->holders, e->n_holders), "servers",
                              ids_json(e->servers, e->n_servers), "hosts",
                              ids_json(e->hosts, e->n_hosts), "requested", e->requested));
-            pd_annotate(pl, &P, json_array_get(a, json_array_size(a) - 1), e->name);
+            json_t *o = json_array_get(a, json_array_size(a) - 1);
+            pd_annotate(pl, &P, o, e->name);
+            json_t *dl = download_json(&P, &cn.self, e->name);
+            if (dl) json_object_set_new(o, "downloading", dl);
         }
         json_object_set_new(st, "catalog", a);
         catalog_free(&cat);

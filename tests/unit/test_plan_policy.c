@@ -468,6 +468,13 @@ static void test_allocation_download(void **state)
     assert_string_equal(r.ref, "hf://org/tiny-GGUF/tiny.gguf");
     assert_int_equal(r.size_bytes, 1000);
     assert_false(r.has_file);
+    /* its download failed here before: not chosen again */
+    const char *failed[] = {"tiny"};
+    in.failed = failed;
+    in.n_failed = 1;
+    pp_allocate(&in, &st, 5000, &r);
+    assert_int_equal(r.kind, PP_ALLOC_NONE);
+    in.n_failed = 0;
     /* too small to serve it alone (1.1 x 1000 > 1050): never downloaded */
     in.free_bytes = 1050;
     pp_allocate(&in, &st, 5001, &r);

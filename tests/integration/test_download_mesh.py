@@ -1,0 +1,73 @@
+"""Downloads decided by the mesh (allocation rule 4 "download and serve"), with the fake hub of
+test_download.py: a node too small for the model it asks for refuses to download it and says why,
+announces where it comes from (model_source); a joiner with room downloads it from that source,
+the whole mesh sees it `downloading` with progress, then the joiner serves it to the asker."""
+import os
+
+from conftest import wait_for
+from test_download import STORIES, hub, sha256  # noqa: F401 (hub is a fixture)
+from test_mesh import ENV, wait_converged
+
+REF = "hf://org/tiny-GGUF/stories260K.gguf"
+NAME = "stories260K"
+
+
+def listed(node, name):
+    r = node.request("GET", "/v1/models")
+    assert r.status == 200, r
+    return next((m for m in r.json()["data"] if m["id"] == name), None)
+
+
+def test_joiner_downloads_and_serves_what_a_small_node_asks_for(hub, tmp_path, start_node):
+    home_a, home_b = tmp_path / "home_a", tmp_path / "home_b"
+    home_a.mkdir()
+    home_b.mkdir()
+    size = os.path.getsize(STORIES)
+    # A offers 1 MB: serving the 1.19 MB model needs 1.1 x that. It learns the size from the
+    # hub's answer and refuses before writing anything.
+    a = start_node("--port", "0", "--model", REF, "--max-vram", "0.001",
+                   env=dict(ENV, HF_ENDPOINT=hub.url, HOME=str(home_a)), ready_timeout=30)
+    errs = wait_for(lambda: a.status().get("download_errors"), 20, 0.1, "A's refusal")
+    assert errs[0]["ref"] == REF, errs
+    assert "not downloading" in errs[0]["error"] and "--max-vram" in errs[0]["error"], errs
+    assert "not downloading " + REF in a.stderr()
+    assert a.status()["downloads"] == []
+    assert not (home_a / ".models").exists() or list((home_a / ".models").iterdir()) == []
+    # the mesh lists it as requested, with its size (from the hub) and nobody downloading it
+    m = wait_for(lambda: listed(a, NAME), 10, 0.1, "the requested model in /v1/models")
+    assert m["requested"] is True and m["size"] == size and m["status"] != "downloading", m
+
+    # B joins with room and no model: rule 4 gives it the model, fetched from A's model_source.
+    # The hub trickles so the download is seen in progress across the mesh.
+    hub.control(trickle=150000)
+    b = start_node("--port", "0", "--join", a.token,
+                   env=dict(ENV, HF_ENDPOINT=hub.url, HOME=str(home_b), MESH_LLM_PROGRESS_MS="500"),
+                   ready_timeout=30)
+    wait_converged([a, b])
+
+    def downloading_on_a():
+        e = listed(a, NAME)
+        return e if e and e["status"] == "downloading" and e["progress"]["bytes"] > 0 else None
+    e = wait_for(downloading_on_a, 30, 0.1, "A to see B downloading the model")
+    assert e["progress"]["node"] == b.id and e["progress"]["total"] == size, e
+    assert 0 < e["progress"]["bytes"] <= size
+    st = b.status()
+    assert st["node"]["assignment"] == {"rule": "download_and_serve", "model": NAME}, st["node"]
+    assert [d["ref"] for d in st["downloads"]] == [REF], st["downloads"]
+    # a request at B meanwhile: 503 + Retry-After, never a hang
+    r = b.complete(NAME)
+    assert r.status == 503 and int(r.headers["retry-after"]) >= 1, r
+    hub.control(trickle=0)
+
+    # B serves it; A's request goes to B
+    wait_for(lambda: (listed(a, NAME) or {}).get("status") == "ready", 120, 0.2,
+             "the model ready in A's catalog")
+    assert listed(a, NAME)["hosts"] == [b.id]
+    assert sha256(home_b / ".models" / "stories260K.gguf") == sha256(STORIES)
+    r = a.complete(NAME)
+    assert r.status == 200, r
+    assert r.headers.get("x-mesh-node") == b.id, r.headers
+    assert r.json()["choices"][0]["text"]
+    # A still has no copy: it never downloaded what it cannot serve
+    assert not (home_a / ".models" / "stories260K.gguf").exists()
+    assert "download_and_serve" in b.stderr()
