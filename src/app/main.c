@@ -260,6 +260,21 @@ static void dl_done(void *data, const char *ref, const char *path, int rc, const
     planner_add_model(&n->plan, e);
 }
 
+/* POST /api/v1/load {"model_name": REF} (models_api.c): a reference's model when it is here,
+ * else its download (node_dl). */
+static int load_ref(void *data, const char *ref, char *name, size_t len, httpd_req_t *req)
+{
+    node_t *n = data;
+    if (node_dl_ref_name(&n->ndl, ref, name, len) != 0) {
+        if (!strstr(ref, "://")) return -1;     /* a name: 404 */
+        node_dl_answer_load(&n->ndl, ref, req); /* a broken URL or hf:// ref: 400 saying why */
+        return 1;
+    }
+    if (models_find(&n->ms, name)) return 0;
+    node_dl_answer_load(&n->ndl, ref, req);
+    return 1;
+}
+
 /* Into a mesh: the one connect → assign → serve flow, for --join (or a mesh of its own) at
  * startup and for POST /api/join on an idle node. */
 static int enter_mesh(node_t *n, const token_t *joins, size_t n_joins, char *err, size_t errlen)
@@ -570,7 +585,11 @@ int main(int argc, char **argv)
         n->ndl.on_done = dl_done;
         n->ndl.on_change = dl_changed;
         n->ndl.data = n;
-        if (rc == 0) n->plan.dl = &n->ndl;
+        if (rc == 0) {
+            n->plan.dl = &n->ndl;
+            n->ms.load_ref = load_ref;
+            n->ms.load_ref_data = n;
+        }
         const char *const *refs;
         size_t nref = node_dl_pending(&refs);
         for (size_t i = 0; i < nref && rc == 0; i++)

@@ -312,6 +312,62 @@ bool node_dl_answer(node_dl_t *nd, const char *model, httpd_req_t *req)
     return true;
 }
 
+int node_dl_ref_name(node_dl_t *nd, const char *ref, char *name, size_t len)
+{
+    model_ref_t r;
+    char err[64], path[2048];
+    if (model_ref_parse(ref, &r, err, sizeof err) != 0 || !model_ref_remote(&r)) return -EINVAL;
+    const node_dl_job_t *j = node_dl_job(nd, ref);
+    if (j && !j->active && !j->failed) {
+        snprintf(name, len, "%s", j->name);
+        return 0;
+    }
+    if (mf_local_path(&r, nd->dir, path, sizeof path) != 0 ||
+        model_name_from_path(path, name, len) != 0)
+        snprintf(name, len, "%s", ref);
+    return 0;
+}
+
+void node_dl_answer_load(node_dl_t *nd, const char *ref, httpd_req_t *req)
+{
+    char err[600];
+    if (!nd->d) {
+        httpd_respond_error(req, 503, "unavailable", "downloads_disabled",
+                            "model '%s' is not on this node and it cannot download models", ref);
+        return;
+    }
+    int rc = start(nd, ref, true, true, err, sizeof err);
+    if (rc == -EFBIG) {
+        httpd_respond_error(req, 400, "invalid_request_error", "model_too_large", "%s", err);
+        return;
+    }
+    if (rc == -E2BIG || rc == -ENOMEM) {
+        httpd_respond_error(req, 503, "unavailable", "busy", "%s", err);
+        return;
+    }
+    if (rc) {
+        httpd_respond_error(req, 400, "invalid_request_error", "invalid_model_reference", "%s",
+                            err);
+        return;
+    }
+    const node_dl_job_t *j = node_dl_job(nd, ref);
+    uint64_t b = 0, t = 0;
+    double rate;
+    if (j) node_dl_progress(nd, j, &b, &t, &rate);
+    char msg[900];
+    snprintf(msg, sizeof msg,
+             "downloading %s; this node loads model '%s' when the file is there (GET /v1/models "
+             "shows its status and progress)",
+             ref, j ? j->name : ref);
+    json_t *o = json_pack("{s:s,s:s,s:s,s:{s:I,s:I},s:s}", "status", "downloading", "model",
+                          j ? j->name : ref, "ref", ref, "progress", "bytes", (json_int_t)b,
+                          "total", (json_int_t)t, "message", msg);
+    if (o)
+        httpd_respond_json(req, 202, o);
+    else
+        httpd_respond_error(req, 500, "server_error", "out_of_memory", "out of memory");
+}
+
 void node_dl_list_models(node_dl_t *nd, json_t *list)
 {
     for (size_t i = 0; i < nd->n; i++) {

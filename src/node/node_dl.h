@@ -83,6 +83,16 @@ void node_dl_progress(node_dl_t *nd, const node_dl_job_t *j, uint64_t *bytes, ui
 /* A request for a model being downloaded: 503 + Retry-After (model_downloading); true if
  * answered. */
 bool node_dl_answer(node_dl_t *nd, const char *model, httpd_req_t *req);
+/* The model name a remote reference gives (a finished job's name for its ref, else from the
+ * reference's file name; ORG/REPO:QUANT before its listing: the ref itself). 0, or -EINVAL
+ * when ref is not a remote model reference. */
+int node_dl_ref_name(node_dl_t *nd, const char *ref, char *name, size_t len);
+/* POST /api/v1/load of a reference whose model is not on this node: start its download (for the
+ * operator, as --model REF) and answer 202 {status: "downloading", model, ref, progress {bytes,
+ * total}, message}; the node loads the model when the file is there. A reference too big for
+ * this node: 400 model_too_large; a bad one: 400 invalid_model_reference; too many downloads:
+ * 503. */
+void node_dl_answer_load(node_dl_t *nd, const char *ref, httpd_req_t *req);
 /* Append {id, object, status: "downloading", progress {bytes,total}, source} to a /v1/models
  * list. */
 void node_dl_list_models(node_dl_t *nd, json_t *list);

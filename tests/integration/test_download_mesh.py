@@ -71,3 +71,48 @@ def test_joiner_downloads_and_serves_what_a_small_node_asks_for(hub, tmp_path, s
     # A still has no copy: it never downloaded what it cannot serve
     assert not (home_a / ".models" / "stories260K.gguf").exists()
     assert "download_and_serve" in b.stderr()
+
+
+def test_load_api_with_a_reference_downloads_then_loads(hub, tmp_path, start_node):
+    """POST /api/v1/load {"model_name": hf://…}: 202 with the download's progress, then the model
+    loads and answers; a second load of the same ref loads the model by its name; bad refs and a
+    model too big for the node are clear 400s; a ref the hub does not have ends in
+    download_errors naming the ref."""
+    from conftest import model_path
+    home = tmp_path / "userhome"
+    home.mkdir()
+    n = start_node("--model", model_path("stories260K"), "--port", "0", "--max-vram", "1",
+                   env={"HF_ENDPOINT": hub.url, "HOME": str(home)}, ready_timeout=60)
+    tiny_ref = "hf://org/tiny-GGUF/TinyStories-656K-Q8_0.gguf"
+    tiny = "TinyStories-656K-Q8_0"
+    r = n.request("POST", "/api/v1/load", {"model_name": tiny_ref})
+    assert r.status == 202, r
+    b = r.json()
+    assert b["status"] == "downloading" and b["model"] == tiny and b["ref"] == tiny_ref, b
+    assert "progress" in b and tiny in b["message"], b
+    wait_for(lambda: (listed(n, tiny) or {}).get("status") == "ready", 120, 0.2,
+             "the downloaded model to load")
+    r = n.complete(tiny)
+    assert r.status == 200, r
+    assert r.json()["choices"][0]["text"]
+    # again: the model is here now, the load answers like any load
+    r = n.request("POST", "/api/v1/load", {"model_name": tiny_ref})
+    assert r.status == 200 and "already loaded" in r.json()["message"], r
+    # errors, in the OpenAI shape
+    r = n.request("POST", "/api/v1/load", {"model_name": "hf://org"})
+    assert r.status == 400 and r.json()["error"]["code"] == "invalid_model_reference", r
+    assert "hf://org" in r.json()["error"]["message"], r
+    r = n.request("POST", "/api/v1/load", {"model_name": "no-such-model"})
+    assert r.status == 404 and r.json()["error"]["code"] == "model_not_found", r
+    r = n.request("POST", "/api/v1/load", {"model_name": "Qwen2.5-7B-Instruct-Q4_K_M"})
+    assert r.status == 400, r
+    err = r.json()["error"]
+    assert err["code"] == "model_too_large" and "--max-vram" in err["message"], err
+    r = n.request("POST", "/api/v1/load", {"model_name": "hf://org/tiny-GGUF/missing.gguf"})
+    assert r.status == 202, r
+    e = wait_for(lambda: next((x for x in n.status()["download_errors"]
+                               if x["ref"] == "hf://org/tiny-GGUF/missing.gguf"), None),
+                 30, 0.1, "the failed download in /api/status")
+    assert "not found (HTTP 404)" in e["error"], e
+    assert hub.stats()["cdn_bytes"] == os.path.getsize(
+        os.path.join(os.path.dirname(STORIES), "TinyStories-656K-Q8_0.gguf"))
