@@ -116,3 +116,49 @@ def test_load_api_with_a_reference_downloads_then_loads(hub, tmp_path, start_nod
     assert "not found (HTTP 404)" in e["error"], e
     assert hub.stats()["cdn_bytes"] == os.path.getsize(
         os.path.join(os.path.dirname(STORIES), "TinyStories-656K-Q8_0.gguf"))
+
+
+def test_node_sigterm_mid_download_then_restart_resumes(hub, tmp_path, start_node):
+    """A node stopped (SIGTERM) while it downloads keeps the .part; started again with the same
+    --model REF it resumes with a Range request from there, and the hub sends no more than the
+    file once plus one chunk of the fake CDN."""
+    from test_download import CHUNK
+    home = tmp_path / "userhome"
+    home.mkdir()
+    part = home / ".models" / "stories260K.gguf.part"
+    env = {"HF_ENDPOINT": hub.url, "HOME": str(home)}
+    hub.control(trickle=100000)
+    n = start_node("--model", REF, "--port", "0", env=env, ready_timeout=30)
+    wait_for(lambda: part.exists() and part.stat().st_size >= 100000, 30, 0.05,
+             "some bytes in the .part file")
+    assert n.stop() == 0, n.stderr()
+    kept = part.stat().st_size
+    size = os.path.getsize(STORIES)
+    assert 0 < kept < size
+    assert not (home / ".models" / "stories260K.gguf").exists()
+    hub.control(trickle=0)
+    n2 = start_node("--model", REF, "--port", "0", env=env, ready_timeout=30)
+    wait_for(lambda: (listed(n2, NAME) or {}).get("status") == "ready", 120, 0.2,
+             "the resumed model to load")
+    assert sha256(home / ".models" / "stories260K.gguf") == sha256(STORIES)
+    ranges = [q[3] for q in hub.stats()["requests"] if q[2].startswith("/cdn/")]
+    assert ranges[-1] != "" and int(ranges[-1][len("bytes="):-1]) >= kept, ranges
+    assert hub.stats()["cdn_bytes"] <= size + CHUNK
+    assert n2.complete(NAME).status == 200
+
+
+def test_node_wrong_content_leaves_no_file_and_no_model(hub, tmp_path, start_node):
+    """The hub serves bytes that do not match its hash: the node deletes the part, says so in
+    /api/status download_errors, and the model is not in the mesh's catalog."""
+    home = tmp_path / "userhome"
+    home.mkdir()
+    hub.control(wrong=1)
+    n = start_node("--model", REF, "--port", "0",
+                   env={"HF_ENDPOINT": hub.url, "HOME": str(home),
+                        "MESH_LLM_DL_BACKOFF_MS": "50"}, ready_timeout=30)
+    e = wait_for(lambda: n.status().get("download_errors"), 60, 0.1, "the hash mismatch")
+    assert e[0]["ref"] == REF and "sha256 mismatch" in e[0]["error"], e
+    assert listed(n, NAME) is None
+    assert NAME not in [c["name"] for c in n.status().get("catalog", [])]
+    assert not (home / ".models").exists() or list((home / ".models").iterdir()) == []
+    assert n.complete(NAME).status == 404
