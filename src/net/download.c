@@ -24,6 +24,8 @@
 #define DL_MAX_REDIRECTS 10
 #define DL_MAX_WAITERS 16
 #define DL_ERR_MAX 1024
+#define HASH_STEP (8u << 20)  /* bytes hashed per thread-pool step, and per writeback start */
+#define HASH_BUF (256u << 10) /* read buffer of a hash step (the thread pool's memory) */
 
 typedef struct {
     dl_done_fn cb;
@@ -42,8 +44,8 @@ typedef struct job {
     char linked_sha[65]; /* from X-Linked-ETag */
     char etag_sha[65];   /* from an ETag that is a sha256 */
     int fd;
-    uint64_t bytes; /* on disk in .part, all hashed */
-    uint64_t total; /* 0 unknown */
+    uint64_t bytes;       /* on disk in .part, all hashed */
+    uint64_t total;       /* 0 unknown */
     struct sha256_ctx st; /* nettle: SHA-NI when the CPU has it (libsodium's is 5x slower) */
     unsigned redirects, attempts;
     uint64_t bytes_at_attempt;
@@ -59,7 +61,13 @@ typedef struct job {
     uv_timer_t retry;
     bool retry_inited;
     uv_work_t work;
-    bool hashing;
+    bool hashing;    /* a hash step runs on the thread pool: [hashed, hash_to) */
+    uint64_t hashed; /* bytes of the part hashed: the thread pool follows the writes */
+    uint64_t hash_to;
+    uint64_t synced; /* bytes whose writeback was started (the final fsync is then short) */
+    bool resuming;   /* hashing the part found at the start, then the transfer begins */
+    bool finishing;  /* the transfer ended: complete once the hash has caught up */
+    bool rehash;     /* the part was truncated while a step ran: hash again from 0 */
     int work_rc;
     uint64_t rate_t, rate_b;
     double rate;
@@ -321,6 +329,11 @@ void dl_close(dl_t *d)
     while (d->jobs) {
         job_t *j = d->jobs;
         if (j->hashing) { /* the thread pool finishes first; after_hash ends it */
+            if (j->easy) {
+                curl_multi_remove_handle(d->multi, j->easy);
+                curl_easy_cleanup(j->easy);
+                j->easy = NULL;
+            }
             unlink_job(j);
             continue;
         }
@@ -392,8 +405,13 @@ static bool body_start(job_t *j)
                 set_fatal(j, "%s: cannot truncate %s: %s", j->label, j->part, strerror(errno));
                 return false;
             }
-            j->bytes = 0;
-            sha256_init(&j->st);
+            j->bytes = j->synced = 0;
+            if (j->hashing) { /* the step in flight read the old bytes: after_hash restarts */
+                j->rehash = true;
+            } else {
+                sha256_init(&j->st);
+                j->hashed = 0;
+            }
         }
         j->total = cl > 0 ? (uint64_t)cl : 0;
     }
@@ -461,6 +479,21 @@ static size_t header_cb(char *line, size_t size, size_t nitems, void *userp)
     return n;
 }
 
+static void queue_hash(job_t *j);
+static void complete(job_t *j);
+
+/* New bytes in the part: hashed on the thread pool in steps (the loop only writes), their
+ * writeback started so the final fsync has little left to do. */
+static void written(job_t *j)
+{
+    if (!j->hashing && j->bytes - j->hashed >= HASH_STEP) queue_hash(j);
+    if (j->bytes - j->synced >= HASH_STEP) {
+        sync_file_range(j->fd, (off_t)j->synced, (off_t)(j->bytes - j->synced),
+                        SYNC_FILE_RANGE_WRITE);
+        j->synced = j->bytes;
+    }
+}
+
 static size_t write_cb(char *p, size_t size, size_t nmemb, void *userp)
 {
     job_t *j = userp;
@@ -494,9 +527,21 @@ static size_t write_cb(char *p, size_t size, size_t nmemb, void *userp)
         }
         off += (size_t)w;
     }
-    sha256_update(&j->st, n, (const uint8_t *)p);
     j->bytes += n;
+    written(j);
     return n;
+}
+
+/* The transfer has every byte: complete once the thread pool has hashed them all. */
+static void complete_when_hashed(job_t *j)
+{
+    j->finishing = true;
+    if (j->hashing) return; /* after_hash comes back */
+    if (j->hashed < j->bytes) {
+        queue_hash(j);
+        return;
+    }
+    complete(j);
 }
 
 static void retry_cb(uv_timer_t *t)
@@ -600,7 +645,7 @@ static void transfer_done(job_t *j, CURLcode res)
     if (res == CURLE_OK && status == 416 && !j->mem && j->bytes > 0 &&
         (j->range_total == 0 || j->range_total == j->bytes)) {
         j->total = j->bytes; /* the part was complete already */
-        complete(j);
+        complete_when_hashed(j);
         return;
     }
     if (res == CURLE_OK && (status == 401 || status == 403)) {
@@ -630,7 +675,7 @@ static void transfer_done(job_t *j, CURLcode res)
             schedule_retry(j, "the connection ended early");
             return;
         }
-        complete(j);
+        complete_when_hashed(j);
         return;
     }
     if (res == CURLE_OK && status >= 400 && status < 500 && status != 408 && status != 429) {
@@ -716,14 +761,14 @@ static void begin(job_t *j)
 static void hash_work(uv_work_t *w)
 {
     job_t *j = w->data;
-    unsigned char *buf = malloc(1 << 20);
+    unsigned char *buf = malloc(HASH_BUF);
     if (!buf) {
         j->work_rc = -ENOMEM;
         return;
     }
-    uint64_t off = 0;
-    while (off < j->bytes) {
-        size_t want = j->bytes - off < (1u << 20) ? (size_t)(j->bytes - off) : (1u << 20);
+    uint64_t off = j->hashed;
+    while (off < j->hash_to) {
+        size_t want = j->hash_to - off < HASH_BUF ? (size_t)(j->hash_to - off) : HASH_BUF;
         ssize_t r = pread(j->fd, buf, want, (off_t)off);
         if (r < 0 && errno == EINTR) continue;
         if (r <= 0) {
@@ -748,14 +793,37 @@ static void after_hash(uv_work_t *w, int status)
         finish(j, -ECANCELED, "download cancelled (the .part file is kept for a resume)");
         return;
     }
-    if (j->work_rc) {
+    if (j->rehash) { /* truncated meanwhile: what was read is stale */
+        j->rehash = false;
+        j->work_rc = 0;
+        j->hashed = 0;
+        sha256_init(&j->st);
+    } else if (j->work_rc) {
         char err[DL_ERR_MAX];
         snprintf(err, sizeof err, "%s: reading %s: %s", j->label, j->part, strerror(-j->work_rc));
         finish(j, j->work_rc, err);
         return;
+    } else {
+        j->hashed = j->hash_to;
     }
-    LOGI("download", "%s: resuming at byte %llu", j->label, (unsigned long long)j->bytes);
-    begin(j);
+    if (j->resuming) {
+        j->resuming = false;
+        LOGI("download", "%s: resuming at byte %llu", j->label, (unsigned long long)j->bytes);
+        begin(j);
+    } else if (j->finishing) {
+        complete_when_hashed(j);
+    } else {
+        written(j);
+    }
+}
+
+static void queue_hash(job_t *j)
+{
+    j->hash_to = j->bytes;
+    j->work.data = j;
+    j->hashing = true;
+    j->d->handles++;
+    uv_queue_work(j->d->loop, &j->work, hash_work, after_hash);
 }
 
 static int mkdir_parents(const char *path)
@@ -852,11 +920,10 @@ int dl_start(dl_t *d, const dl_req_t *req, dl_done_fn cb, void *data)
     j->waiters[j->n_waiters++] = (waiter_t){cb, data};
     j->next = d->jobs;
     d->jobs = j;
+    j->synced = j->bytes;
     if (j->bytes > 0) {
-        j->work.data = j;
-        j->hashing = true;
-        d->handles++;
-        uv_queue_work(d->loop, &j->work, hash_work, after_hash);
+        j->resuming = true;
+        queue_hash(j);
     } else {
         begin(j);
     }
