@@ -1,11 +1,10 @@
-/* download — see download.h. */
-#include "download.h"
+/* download — see download.h. The per-file state machine: requests, redirects, resume, writes,
+ * hashing on the thread pool, checks, retries; dl_curl.c drives curl on the loop. */
+#include "dl_int.h"
 
 #include <ctype.h>
-#include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <nettle/sha2.h>
 #include <sodium.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -21,232 +20,7 @@
 #include "model_ref.h"
 #include "util.h"
 
-#define DL_MAX_REDIRECTS 10
-#define DL_MAX_WAITERS 16
-#define DL_ERR_MAX 1024
-#define HASH_STEP (8u << 20)  /* bytes hashed per thread-pool step, and per writeback start */
-#define HASH_BUF (256u << 10) /* read buffer of a hash step (the thread pool's memory) */
-
-typedef struct {
-    dl_done_fn cb;
-    void *data;
-} waiter_t;
-
-typedef struct xfer xfer_t;
-
-typedef struct job {
-    struct job *next;
-    dl_t *d;
-    char url0[MODEL_REF_URL_MAX]; /* the first URL (retries start there again) */
-    char url[MODEL_REF_URL_MAX];  /* the URL of the current request */
-    char *dest, *part, *label;
-    char want_sha[65];   /* expected, "" to take the server's */
-    char linked_sha[65]; /* from X-Linked-ETag */
-    char etag_sha[65];   /* from an ETag that is a sha256 */
-    int fd;
-    uint64_t bytes;       /* on disk in .part, all hashed */
-    uint64_t total;       /* 0 unknown */
-    struct sha256_ctx st; /* nettle: SHA-NI when the CPU has it (libsodium's is 5x slower) */
-    unsigned redirects, attempts;
-    uint64_t bytes_at_attempt;
-    CURL *easy;
-    struct curl_slist *hdrs;
-    long status;
-    uint64_t range_start, range_total; /* from Content-Range */
-    bool body_ok;                      /* the current response's body goes into the file */
-    char fatal[DL_ERR_MAX];
-    int fatal_rc; /* with fatal: the error (-EIO unless said) */
-    uint64_t max_bytes;
-    uint64_t *size_out;
-    uv_timer_t retry;
-    bool retry_inited;
-    uv_work_t work;
-    bool hashing;    /* a hash step runs on the thread pool: [hashed, hash_to) */
-    uint64_t hashed; /* bytes of the part hashed: the thread pool follows the writes */
-    uint64_t hash_to;
-    uint64_t synced; /* bytes whose writeback was started (the final fsync is then short) */
-    bool resuming;   /* hashing the part found at the start, then the transfer begins */
-    bool finishing;  /* the transfer ended: complete once the hash has caught up */
-    bool rehash;     /* the part was truncated while a step ran: hash again from 0 */
-    int work_rc;
-    uint64_t rate_t, rate_b;
-    double rate;
-    waiter_t waiters[DL_MAX_WAITERS];
-    size_t n_waiters;
-    /* an in-memory fetch instead of a file */
-    bool mem;
-    buf_t body;
-    dl_fetch_fn fetch_cb;
-    void *fetch_data;
-} job_t;
-
-struct dl {
-    uv_loop_t *loop;
-    CURLM *multi;
-    uv_timer_t timer;
-    char hub[512];
-    char hub_origin[512]; /* scheme://host:port of the hub */
-    char *token;
-    job_t *jobs;
-    bool closing;
-    unsigned handles; /* open uv handles + pending work */
-};
-
-typedef struct {
-    uv_poll_t poll;
-    curl_socket_t fd;
-    dl_t *d;
-} sock_t;
-
-static void maybe_free(dl_t *d);
 static void begin(job_t *j);
-
-/* ---------------------------------------------------------------------------------------- */
-
-static int origin_of(const char *url, char *out, size_t len)
-{
-    CURLU *u = curl_url();
-    char *scheme = NULL, *host = NULL, *port = NULL;
-    int rc = -EINVAL;
-    if (!u || curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK) goto out;
-    if (curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
-        curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK ||
-        curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) != CURLUE_OK)
-        goto out;
-    snprintf(out, len, "%s://%s:%s", scheme, host, port);
-    for (char *p = out; *p; p++)
-        *p = (char)tolower((unsigned char)*p);
-    rc = 0;
-out:
-    curl_free(scheme);
-    curl_free(host);
-    curl_free(port);
-    curl_url_cleanup(u);
-    return rc;
-}
-
-static void close_cb(uv_handle_t *h)
-{
-    dl_t *d = h->data;
-    d->handles--;
-    maybe_free(d);
-}
-
-static void poll_closed(uv_handle_t *h)
-{
-    sock_t *s = (sock_t *)h; /* poll is its first member */
-    dl_t *d = s->d;
-    free(s);
-    d->handles--;
-    maybe_free(d);
-}
-
-static void check_done(dl_t *d);
-
-static void poll_cb(uv_poll_t *h, int status, int events)
-{
-    sock_t *s = (sock_t *)h;
-    dl_t *d = s->d;
-    int flags = 0;
-    if (status < 0) flags = CURL_CSELECT_ERR;
-    if (events & UV_READABLE) flags |= CURL_CSELECT_IN;
-    if (events & UV_WRITABLE) flags |= CURL_CSELECT_OUT;
-    int running;
-    curl_multi_socket_action(d->multi, s->fd, flags, &running);
-    check_done(d);
-}
-
-static int socket_cb(CURL *e, curl_socket_t fd, int what, void *userp, void *socketp)
-{
-    dl_t *d = userp;
-    sock_t *s = socketp;
-    if (what == CURL_POLL_REMOVE) {
-        if (s) {
-            uv_poll_stop(&s->poll);
-            d->handles++;
-            uv_close((uv_handle_t *)&s->poll, poll_closed);
-            curl_multi_assign(d->multi, fd, NULL);
-        }
-        return 0;
-    }
-    if (!s) {
-        s = calloc(1, sizeof *s);
-        if (!s) return -1;
-        s->fd = fd;
-        s->d = d;
-        if (uv_poll_init_socket(d->loop, &s->poll, fd) != 0) {
-            free(s);
-            return -1;
-        }
-        curl_multi_assign(d->multi, fd, s);
-    }
-    int ev = 0;
-    if (what == CURL_POLL_IN || what == CURL_POLL_INOUT) ev |= UV_READABLE;
-    if (what == CURL_POLL_OUT || what == CURL_POLL_INOUT) ev |= UV_WRITABLE;
-    uv_poll_start(&s->poll, ev, poll_cb);
-    return 0;
-}
-
-static void timer_cb(uv_timer_t *t)
-{
-    dl_t *d = t->data;
-    int running;
-    curl_multi_socket_action(d->multi, CURL_SOCKET_TIMEOUT, 0, &running);
-    check_done(d);
-}
-
-static int multi_timer_cb(CURLM *m, long timeout_ms, void *userp)
-{
-    dl_t *d = userp;
-    if (timeout_ms < 0)
-        uv_timer_stop(&d->timer);
-    else
-        uv_timer_start(&d->timer, timer_cb, (uint64_t)timeout_ms, 0);
-    return 0;
-}
-
-int dl_init(dl_t **out, uv_loop_t *loop)
-{
-    static bool global;
-    if (!global) {
-        if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) return -EIO;
-        global = true;
-    }
-    dl_t *d = calloc(1, sizeof *d);
-    if (!d) return -ENOMEM;
-    d->loop = loop;
-    const char *ep = getenv("HF_ENDPOINT");
-    snprintf(d->hub, sizeof d->hub, "%s", ep && *ep ? ep : "https://huggingface.co");
-    size_t n = strlen(d->hub);
-    while (n > 0 && d->hub[n - 1] == '/')
-        d->hub[--n] = 0;
-    if (origin_of(d->hub, d->hub_origin, sizeof d->hub_origin) != 0) {
-        LOGW("download", "HF_ENDPOINT=%s is not a URL; using https://huggingface.co", d->hub);
-        snprintf(d->hub, sizeof d->hub, "https://huggingface.co");
-        origin_of(d->hub, d->hub_origin, sizeof d->hub_origin);
-    }
-    const char *tok = getenv("HF_TOKEN");
-    if (tok && *tok) d->token = strdup(tok);
-    d->multi = curl_multi_init();
-    if (!d->multi) {
-        free(d->token);
-        free(d);
-        return -ENOMEM;
-    }
-    curl_multi_setopt(d->multi, CURLMOPT_SOCKETFUNCTION, socket_cb);
-    curl_multi_setopt(d->multi, CURLMOPT_SOCKETDATA, d);
-    curl_multi_setopt(d->multi, CURLMOPT_TIMERFUNCTION, multi_timer_cb);
-    curl_multi_setopt(d->multi, CURLMOPT_TIMERDATA, d);
-    uv_timer_init(loop, &d->timer);
-    d->timer.data = d;
-    *out = d;
-    return 0;
-}
-
-const char *dl_hub(const dl_t *d)
-{
-    return d->hub;
-}
 
 /* ---------------------------------------------------------------------------------------- */
 
@@ -276,7 +50,7 @@ static void retry_closed(uv_handle_t *h)
     dl_t *d = j->d;
     job_free(j);
     d->handles--;
-    maybe_free(d);
+    dl_maybe_free(d);
 }
 
 /* The job ends: tell everyone, free it (after its timer closed). rc 0: success. */
@@ -306,20 +80,8 @@ static void finish(job_t *j, int rc, const char *err)
         uv_close((uv_handle_t *)&j->retry, retry_closed);
     } else {
         job_free(j);
-        maybe_free(d);
+        dl_maybe_free(d);
     }
-}
-
-static void maybe_free(dl_t *d)
-{
-    if (!d->closing || d->handles > 0 || d->jobs) return;
-    if (d->multi) {
-        curl_multi_cleanup(d->multi);
-        d->multi = NULL;
-        if (d->handles > 0) return;
-    }
-    free(d->token);
-    free(d);
 }
 
 void dl_close(dl_t *d)
@@ -340,7 +102,7 @@ void dl_close(dl_t *d)
         finish(j, -ECANCELED, "download cancelled (the .part file is kept for a resume)");
     }
     d->handles++;
-    uv_close((uv_handle_t *)&d->timer, close_cb);
+    uv_close((uv_handle_t *)&d->timer, dl_timer_closed);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -614,7 +376,7 @@ static void complete(job_t *j)
     finish(j, 0, NULL);
 }
 
-static void transfer_done(job_t *j, CURLcode res)
+void dl_transfer_done(job_t *j, CURLcode res)
 {
     dl_t *d = j->d;
     char *redirect = NULL;
@@ -691,18 +453,6 @@ static void transfer_done(job_t *j, CURLcode res)
     schedule_retry(j, why);
 }
 
-static void check_done(dl_t *d)
-{
-    CURLMsg *m;
-    int left;
-    while (d->multi && (m = curl_multi_info_read(d->multi, &left))) {
-        if (m->msg != CURLMSG_DONE) continue;
-        job_t *j = NULL;
-        curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&j);
-        transfer_done(j, m->data.result);
-    }
-}
-
 static void begin(job_t *j)
 {
     dl_t *d = j->d;
@@ -718,7 +468,7 @@ static void begin(job_t *j)
     if (j->hdrs) curl_slist_free_all(j->hdrs);
     j->hdrs = NULL;
     char origin[512];
-    if (d->token && origin_of(j->url, origin, sizeof origin) == 0 &&
+    if (d->token && dl_origin_of(j->url, origin, sizeof origin) == 0 &&
         strcmp(origin, d->hub_origin) == 0) {
         char auth[4200];
         snprintf(auth, sizeof auth, "Authorization: Bearer %s", d->token);
