@@ -15,7 +15,7 @@ ARGS     ?=
 PYTEST_ARGS ?=
 GEN      := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 
-.PHONY: all deps deps-test llama build build-asan build-fuzz run test unit integration asan fuzz-smoke fuzz soak bench bench-model bench-replicas bench-sse format clean
+.PHONY: all deps deps-test llama build build-asan build-fuzz run test unit integration asan fuzz-smoke fuzz soak bench bench-model bench-replicas bench-sse bench-download format clean
 
 all: build
 
@@ -96,6 +96,7 @@ bench: build llama bench-model
 	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/prefix --mesh-llm $(BUILD)/mesh-llm
 	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/sse --mesh-llm $(BUILD)/mesh-llm
 	@$(MAKE) --no-print-directory bench-replicas
+	@$(MAKE) --no-print-directory bench-download
 	@$(BUILD)/mesh-bench-tunnel
 	@$(BUILD)/mesh-bench-gossip
 
@@ -107,6 +108,10 @@ bench-replicas: build llama bench-model
 # 50 console clients on /api/events of a 10-node mesh: node CPU and RSS
 bench-sse: build llama
 	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/sse --mesh-llm $(BUILD)/mesh-llm
+
+# mesh-llm's downloader (CLI and a node's /api/v1/load) vs curl -o, 128 MiB from a local server
+bench-download: build llama
+	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/download --mesh-llm $(BUILD)/mesh-llm
 
 format:
 	@clang-format -i src/*/*.c src/*/*.h tests/unit/*.c tests/fuzz/*.c

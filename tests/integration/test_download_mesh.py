@@ -47,10 +47,14 @@ def test_joiner_downloads_and_serves_what_a_small_node_asks_for(hub, tmp_path, s
 
     def downloading_on_a():
         e = listed(a, NAME)
-        return e if e and e["status"] == "downloading" and e["progress"]["bytes"] > 0 else None
-    e = wait_for(downloading_on_a, 30, 0.1, "A to see B downloading the model")
+        if not e or e["status"] != "downloading" or e["progress"]["bytes"] == 0:
+            return None
+        cat = {c["name"]: c for c in a.status()["catalog"]}
+        return (e, cat[NAME]) if "downloading" in cat[NAME] else None
+    e, c = wait_for(downloading_on_a, 30, 0.1, "A to see B downloading the model")
     assert e["progress"]["node"] == b.id and e["progress"]["total"] == size, e
     assert 0 < e["progress"]["bytes"] <= size
+    assert c["downloading"]["node"] == b.id and c["downloading"]["total"] == size, c
     st = b.status()
     assert st["node"]["assignment"] == {"rule": "download_and_serve", "model": NAME}, st["node"]
     assert [d["ref"] for d in st["downloads"]] == [REF], st["downloads"]
