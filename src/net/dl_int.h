@@ -16,8 +16,8 @@
 #define DL_MAX_REDIRECTS 10
 #define DL_MAX_WAITERS 16
 #define DL_ERR_MAX 1024
-#define HASH_STEP (8u << 20)  /* bytes hashed per thread-pool step, and per writeback start */
-#define HASH_BUF (256u << 10) /* read buffer of a hash step (the thread pool's memory) */
+#define HASH_STEP (8u << 20) /* bytes hashed per thread-pool step, and per writeback start */
+#define HASH_BUF (64u << 10) /* read buffer of a hash step (the thread pool's memory) */
 
 typedef struct {
     dl_done_fn cb;

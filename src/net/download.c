@@ -246,9 +246,16 @@ static void complete(job_t *j);
 
 /* New bytes in the part: hashed on the thread pool in steps (the loop only writes), their
  * writeback started so the final fsync has little left to do. */
+/* The sha256 the file must have ("" when neither the caller nor the server says: then nothing
+ * is hashed, only the size is checked). */
+static const char *want_sha(const job_t *j)
+{
+    return j->want_sha[0] ? j->want_sha : j->linked_sha[0] ? j->linked_sha : j->etag_sha;
+}
+
 static void written(job_t *j)
 {
-    if (!j->hashing && j->bytes - j->hashed >= HASH_STEP) queue_hash(j);
+    if (want_sha(j)[0] && !j->hashing && j->bytes - j->hashed >= HASH_STEP) queue_hash(j);
     if (j->bytes - j->synced >= HASH_STEP) {
         sync_file_range(j->fd, (off_t)j->synced, (off_t)(j->bytes - j->synced),
                         SYNC_FILE_RANGE_WRITE);
@@ -299,7 +306,7 @@ static void complete_when_hashed(job_t *j)
 {
     j->finishing = true;
     if (j->hashing) return; /* after_hash comes back */
-    if (j->hashed < j->bytes) {
+    if (want_sha(j)[0] && j->hashed < j->bytes) {
         queue_hash(j);
         return;
     }
@@ -340,14 +347,13 @@ static void schedule_retry(job_t *j, const char *why)
 
 static void complete(job_t *j)
 {
-    unsigned char h[SHA256_DIGEST_SIZE];
-    sha256_digest(&j->st, sizeof h, h);
-    char got[65];
-    sodium_bin2hex(got, sizeof got, h, sizeof h);
-    const char *want = j->want_sha[0]     ? j->want_sha
-                       : j->linked_sha[0] ? j->linked_sha
-                                          : j->etag_sha;
-    char err[DL_ERR_MAX];
+    const char *want = want_sha(j);
+    char got[65] = "", err[DL_ERR_MAX];
+    if (want[0]) {
+        unsigned char h[SHA256_DIGEST_SIZE];
+        sha256_digest(&j->st, sizeof h, h);
+        sodium_bin2hex(got, sizeof got, h, sizeof h);
+    }
     if (j->total > 0 && j->bytes != j->total) {
         unlink(j->part);
         snprintf(err, sizeof err, "%s: got %llu bytes, expected %llu; the partial file was deleted",
@@ -371,8 +377,8 @@ static void complete(job_t *j)
         finish(j, -EIO, err);
         return;
     }
-    LOGI("download", "%s: %llu bytes, sha256 %s, saved as %s", j->label,
-         (unsigned long long)j->bytes, got, j->dest);
+    LOGI("download", "%s: %llu bytes%s%s, saved as %s", j->label, (unsigned long long)j->bytes,
+         got[0] ? ", sha256 " : "", got, j->dest);
     finish(j, 0, NULL);
 }
 
@@ -511,11 +517,7 @@ static void begin(job_t *j)
 static void hash_work(uv_work_t *w)
 {
     job_t *j = w->data;
-    unsigned char *buf = malloc(HASH_BUF);
-    if (!buf) {
-        j->work_rc = -ENOMEM;
-        return;
-    }
+    unsigned char buf[HASH_BUF]; /* on the worker's stack: no malloc arena for the thread */
     uint64_t off = j->hashed;
     while (off < j->hash_to) {
         size_t want = j->hash_to - off < HASH_BUF ? (size_t)(j->hash_to - off) : HASH_BUF;
@@ -528,7 +530,6 @@ static void hash_work(uv_work_t *w)
         sha256_update(&j->st, (size_t)r, buf);
         off += (uint64_t)r;
     }
-    free(buf);
 }
 
 static void after_hash(uv_work_t *w, int status)
