@@ -293,11 +293,17 @@ bool node_dl_answer(node_dl_t *nd, const char *model, httpd_req_t *req)
     uint64_t b, t;
     double rate;
     node_dl_progress(nd, j, &b, &t, &rate);
+    node_dl_respond_downloading(req, j->name, "this node", b, t);
+    return true;
+}
+
+void node_dl_respond_downloading(httpd_req_t *req, const char *model, const char *where, uint64_t b,
+                                 uint64_t t)
+{
     char msg[900], pct[32] = "";
     if (t) snprintf(pct, sizeof pct, " (%.1f%%)", 100.0 * (double)b / (double)t);
-    snprintf(msg, sizeof msg,
-             "model '%s' is downloading on this node (%llu of %llu bytes%s); retry later", j->name,
-             (unsigned long long)b, (unsigned long long)t, pct);
+    snprintf(msg, sizeof msg, "model '%s' is downloading on %s (%llu of %llu bytes%s); retry later",
+             model, where, (unsigned long long)b, (unsigned long long)t, pct);
     json_t *o = json_pack("{s:{s:s,s:s,s:s}}", "error", "message", msg, "type", "unavailable",
                           "code", "model_downloading");
     char *body = o ? json_dumps(o, JSON_COMPACT) : NULL;
@@ -309,7 +315,6 @@ bool node_dl_answer(node_dl_t *nd, const char *model, httpd_req_t *req)
     else
         httpd_respond_error(req, 500, "server_error", "out_of_memory", "out of memory");
     free(body);
-    return true;
 }
 
 int node_dl_ref_name(node_dl_t *nd, const char *ref, char *name, size_t len)

@@ -83,6 +83,9 @@ void node_dl_progress(node_dl_t *nd, const node_dl_job_t *j, uint64_t *bytes, ui
 /* A request for a model being downloaded: 503 + Retry-After (model_downloading); true if
  * answered. */
 bool node_dl_answer(node_dl_t *nd, const char *model, httpd_req_t *req);
+/* That 503 for a model downloading on `where` ("this node", "node ID"). */
+void node_dl_respond_downloading(httpd_req_t *req, const char *model, const char *where, uint64_t b,
+                                 uint64_t t);
 /* The model name a remote reference gives (a finished job's name for its ref, else from the
  * reference's file name; ORG/REPO:QUANT before its listing: the ref itself). 0, or -EINVAL
  * when ref is not a remote model reference. */

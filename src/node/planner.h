@@ -111,6 +111,9 @@ void planner_add_model(planner_t *pl, model_entry_t *e);
 /* A download ended without a file (ref, the model it was for): a model the mesh gave this node
  * (rule 4) is given up and not chosen again from the mesh's sources. */
 void planner_download_failed(planner_t *pl, const char *ref);
+/* A peer announces it is downloading model: its id (who) and progress. */
+bool planner_downloading(planner_t *pl, const char *model, char *who, size_t len, uint64_t *bytes,
+                         uint64_t *total);
 void planner_stop(planner_t *pl);
 
 /* For the announcement: available_models, serving, role. */

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "model_ref.h"
 #include "tunnel_rpc.h"
 
 /* ---- the mesh as seen from here ---- */
@@ -207,6 +208,22 @@ static int self_serving(planner_t *pl, view_node_t *n)
     return 0;
 }
 
+/* A file on disk that is a catalog model's (same file name): its source is the catalog name,
+ * so any node can fetch the same file (rule 4). */
+static void catalog_sources(planner_t *pl, view_node_t *n)
+{
+    for (size_t i = 0; i < pl->ms->n; i++) {
+        const model_entry_t *e = &pl->ms->entries[i];
+        const known_model_t *k = known_model_find(e->mm->name);
+        if (!k || view_source(n, e->mm->name)) continue;
+        const char *file = model_ref_basename(k->file);
+        size_t len = strlen(e->mm->name);
+        if (strncmp(file, e->mm->name, len) != 0 || strcmp(file + len, ".gguf") != 0) continue;
+        view_source_t *src = view_add_source(n, e->mm->name, k->name);
+        if (src) src->size_bytes = e->size;
+    }
+}
+
 int self_view(planner_t *pl, view_node_t *n)
 {
     view_node_init(n);
@@ -233,6 +250,7 @@ int self_view(planner_t *pl, view_node_t *n)
     for (size_t i = 0; i < pl->cfg->n_requested; i++)
         view_add_requested(n, pl->cfg->requested[i]);
     node_dl_fill_view(pl->dl, n); /* model_source, downloading, refs asked for */
+    catalog_sources(pl, n);
     pd_fill_self(pl, n);
     return self_serving(pl, n);
 }
@@ -340,6 +358,24 @@ static const view_download_t *mesh_download(const peers_t *P, const view_node_t 
         *who = P->v[i].id;
     }
     return d;
+}
+
+bool planner_downloading(planner_t *pl, const char *model, char *who, size_t len, uint64_t *bytes,
+                         uint64_t *total)
+{
+    peers_t P;
+    if (peers_get(pl, &P) != 0) return false;
+    view_node_t self;
+    view_node_init(&self); /* peers only: this node's own download answers before routing */
+    const char *id;
+    const view_download_t *d = mesh_download(&P, &self, model, &id);
+    if (d) {
+        snprintf(who, len, "%s", id);
+        *bytes = d->bytes;
+        *total = d->total;
+    }
+    peers_free(&P);
+    return d != NULL;
 }
 
 /* {node, bytes, total} of a download of model somewhere in the mesh, or NULL. */

@@ -39,7 +39,7 @@ def test_joiner_downloads_and_serves_what_a_small_node_asks_for(hub, tmp_path, s
 
     # B joins with room and no model: rule 4 gives it the model, fetched from A's model_source.
     # The hub trickles so the download is seen in progress across the mesh.
-    hub.control(trickle=150000)
+    hub.control(trickle=100000)  # 12 s for the file: the checks below run while it trickles
     b = start_node("--port", "0", "--join", a.token,
                    env=dict(ENV, HF_ENDPOINT=hub.url, HOME=str(home_b), MESH_LLM_PROGRESS_MS="500"),
                    ready_timeout=30)
@@ -58,9 +58,12 @@ def test_joiner_downloads_and_serves_what_a_small_node_asks_for(hub, tmp_path, s
     st = b.status()
     assert st["node"]["assignment"] == {"rule": "download_and_serve", "model": NAME}, st["node"]
     assert [d["ref"] for d in st["downloads"]] == [REF], st["downloads"]
-    # a request at B meanwhile: 503 + Retry-After, never a hang
-    r = b.complete(NAME)
-    assert r.status == 503 and int(r.headers["retry-after"]) >= 1, r
+    # a request meanwhile, at B or at A: 503 + Retry-After saying where it downloads
+    for n, where in ((b, "this node"), (a, "node " + b.id[:12])):
+        r = n.complete(NAME)
+        assert r.status == 503 and int(r.headers["retry-after"]) >= 1, r
+        err = r.json()["error"]
+        assert err["code"] == "model_downloading" and where in err["message"], err
     hub.control(trickle=0)
 
     # B serves it; A's request goes to B
@@ -166,3 +169,36 @@ def test_node_wrong_content_leaves_no_file_and_no_model(hub, tmp_path, start_nod
     assert NAME not in [c["name"] for c in n.status().get("catalog", [])]
     assert not (home / ".models").exists() or list((home / ".models").iterdir()) == []
     assert n.complete(NAME).status == 404
+
+
+def test_catalog_file_on_disk_is_announced_and_fetched_by_a_joiner(hub, tmp_path, start_node):
+    """A node holding a catalog model's file (same file name) announces the catalog name as its
+    model_source; a joiner with room and no file downloads it from the hub by that name (rule 5
+    "biggest" with a download: another replica) and serves it."""
+    import shutil
+    qfile = "qwen2.5-0.5b-instruct-q4_k_m.gguf"
+    qname = "qwen2.5-0.5b-instruct-q4_k_m"
+    repo = hub.root / "Qwen" / "Qwen2.5-0.5B-Instruct-GGUF"
+    repo.mkdir(parents=True)
+    shutil.copy(STORIES, repo / qfile)  # the fake hub's copy: a tiny model under that name
+    mine = tmp_path / "a_models"
+    mine.mkdir()
+    shutil.copy(STORIES, mine / qfile)
+    home_b = tmp_path / "home_b"
+    home_b.mkdir()
+    a = start_node("--port", "0", "--model", str(mine / qfile), env=ENV, ready_timeout=60)
+    b = start_node("--port", "0", "--join", a.token,
+                   env=dict(ENV, HF_ENDPOINT=hub.url, HOME=str(home_b)), ready_timeout=30)
+    wait_converged([a, b])
+    peer_a = next(p for p in b.status()["peers"] if p["id"] == a.id)
+    assert peer_a["model_source"] == {
+        qname: {"ref": "Qwen2.5-0.5B-Instruct-Q4_K_M", "size_bytes": os.path.getsize(STORIES)}
+    }, peer_a
+    wait_for(lambda: (home_b / ".models" / qfile).exists(), 60, 0.1, "B to download the file")
+    assert sha256(home_b / ".models" / qfile) == sha256(STORIES)
+    wait_for(lambda: b.id in ((listed(a, qname) or {}).get("hosts") or []), 60, 0.2,
+             "B to serve the model as another replica")
+    st = b.status()["node"]["assignment"]
+    assert st == {"rule": "biggest", "model": qname}, st
+    r = b.complete(qname)
+    assert r.status == 200, r
