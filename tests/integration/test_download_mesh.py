@@ -202,3 +202,35 @@ def test_catalog_file_on_disk_is_announced_and_fetched_by_a_joiner(hub, tmp_path
     assert st == {"rule": "biggest", "model": qname}, st
     r = b.complete(qname)
     assert r.status == 200, r
+
+
+def test_failed_mesh_download_is_given_up(hub, tmp_path, start_node):
+    """The source a small node announces is gone from the hub: the joiner's download fails with
+    a 404, it gives the model up (stands by) and does not try it again, while a node that joins
+    after the file is back downloads and serves it."""
+    home_a, home_b, home_c = (tmp_path / h for h in ("home_a", "home_b", "home_c"))
+    for h in (home_a, home_b, home_c):
+        h.mkdir()
+    a = start_node("--port", "0", "--model", REF, "--max-vram", "0.001",
+                   env=dict(ENV, HF_ENDPOINT=hub.url, HOME=str(home_a)), ready_timeout=30)
+    wait_for(lambda: a.status().get("download_errors"), 20, 0.1, "A's refusal")
+    hosted = hub.root / "org" / "tiny-GGUF" / "stories260K.gguf"
+    os.rename(hosted, hosted.with_suffix(".away"))
+    b = start_node("--port", "0", "--join", a.token,
+                   env=dict(ENV, HF_ENDPOINT=hub.url, HOME=str(home_b)), ready_timeout=30)
+    wait_for(lambda: "its download failed; this node gives it up" in b.stderr(), 60, 0.1,
+             "B to give the model up")
+    errs = b.status()["download_errors"]
+    assert errs and errs[0]["ref"] == REF and "not found (HTTP 404)" in errs[0]["error"], errs
+    asks = lambda: sum(1 for q in hub.stats()["requests"] if "stories260K.gguf" in q[2])
+    before = asks()
+    os.rename(hosted.with_suffix(".away"), hosted)
+    c = start_node("--port", "0", "--join", a.token,
+                   env=dict(ENV, HF_ENDPOINT=hub.url, HOME=str(home_c)), ready_timeout=30)
+    wait_for(lambda: c.id in ((listed(a, NAME) or {}).get("hosts") or []), 120, 0.2,
+             "C to download and serve the model")
+    # C asked the hub for it (its 302 and the CDN's answer); B, ticking every 250 ms all along,
+    # never asked again
+    assert asks() == before + 2, hub.stats()["requests"]
+    assert b.status()["node"]["assignment"]["rule"] == "standby"
+    assert not (home_b / ".models" / "stories260K.gguf").exists()
