@@ -15,7 +15,7 @@ ARGS     ?=
 PYTEST_ARGS ?=
 GEN      := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 
-.PHONY: all deps deps-test llama build build-asan build-fuzz run test unit integration asan fuzz-smoke fuzz soak bench bench-model bench-replicas bench-sse bench-download format clean
+.PHONY: all deps deps-test llama build build-asan build-fuzz run test unit integration asan fuzz-smoke fuzz soak bench bench-model bench-replicas bench-sse format clean
 
 all: build
 
@@ -110,6 +110,7 @@ bench-sse: build llama
 	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/sse --mesh-llm $(BUILD)/mesh-llm
 
 # mesh-llm's downloader (CLI and a node's /api/v1/load) vs curl -o, 128 MiB from a local server
+.PHONY: bench-download
 bench-download: build llama
 	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/download --mesh-llm $(BUILD)/mesh-llm
 
