@@ -15,9 +15,12 @@
 
 #define RETRY_AFTER_S 5
 
-static char g_refs[NODE_DL_MAX][NODE_DL_REF_MAX];
+/* From argv (node_dl_take_args, before config_parse) to the running node (node_dl_init). */
+static char g_refs[NODE_DL_MAX][NODE_DL_REF_MAX]; /* to download */
 static const char *g_ref_ptrs[NODE_DL_MAX];
 static size_t g_n_refs;
+static char g_present[NODE_DL_MAX][NODE_DL_REF_MAX]; /* on disk already: announced as sources */
+static size_t g_n_present;
 
 static const char *models_dir_arg(int argc, char **argv)
 {
@@ -50,6 +53,8 @@ int node_dl_take_args(int *argc, char **argv)
             S_ISREG(st.st_mode)) {
             char *p = strdup(path); /* on disk already: the file itself (lives until exit) */
             if (p) argv[i + 1] = p;
+            if (g_n_present < NODE_DL_MAX)
+                snprintf(g_present[g_n_present++], NODE_DL_REF_MAX, "%s", arg);
             i += 2;
             continue;
         }
@@ -98,6 +103,21 @@ int node_dl_init(node_dl_t *nd, uv_loop_t *loop, const char *models_dir)
     uv_timer_init(loop, &nd->progress);
     nd->progress.data = nd;
     nd->timer_open = true;
+    /* --model REF whose file was there: a finished job, so its source is announced */
+    for (size_t i = 0; i < g_n_present && nd->n < NODE_DL_MAX; i++) {
+        node_dl_job_t *j = &nd->jobs[nd->n];
+        model_ref_t r;
+        char err[64], path[2048];
+        struct stat st;
+        if (model_ref_parse(g_present[i], &r, err, sizeof err) != 0 ||
+            mf_local_path(&r, nd->dir, path, sizeof path) != 0 || stat(path, &st) != 0 ||
+            model_name_from_path(path, j->name, sizeof j->name) != 0)
+            continue;
+        snprintf(j->ref, sizeof j->ref, "%s", g_present[i]);
+        j->asked = true;
+        j->size = (uint64_t)st.st_size;
+        nd->n++;
+    }
     return 0;
 }
 

@@ -152,6 +152,16 @@ def test_node_sigterm_mid_download_then_restart_resumes(hub, tmp_path, start_nod
     assert ranges[-1] != "" and int(ranges[-1][len("bytes="):-1]) >= kept, ranges
     assert hub.stats()["cdn_bytes"] <= size + CHUNK
     assert n2.complete(NAME).status == 200
+    # started a third time, the file is there: nothing is fetched, and a joiner sees where the
+    # model comes from (its model_source)
+    n2.stop()
+    n3 = start_node("--model", REF, "--port", "0", env=env, ready_timeout=30)
+    assert "downloading" not in n3.stderr()
+    j = start_node("--port", "0", "--join", n3.token, "--max-vram", "0.0001", env=ENV,
+                   ready_timeout=30)
+    wait_converged([n3, j])
+    peer = next(p for p in j.status()["peers"] if p["id"] == n3.id)
+    assert peer["model_source"] == {NAME: {"ref": REF, "size_bytes": size}}, peer
 
 
 def test_node_wrong_content_leaves_no_file_and_no_model(hub, tmp_path, start_node):
