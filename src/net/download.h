@@ -3,9 +3,9 @@
  * a Range request after any failure, hashed (SHA-256, on the thread pool, following the writes)
  * when a hash is expected (given, or the hub's X-Linked-ETag / an ETag that is a sha256),
  * checked against the expected size and hash and only then renamed into place (a file nobody
- * gives a hash for has only its size checked). HF_TOKEN is sent as a bearer token to the hub's host only (redirects are followed here,
- * not by curl, so a redirect to a CDN never carries it). One download per file: a second asker
- * waits for the first. */
+ * gives a hash for has only its size checked). HF_TOKEN is sent as a bearer token to the hub's host
+ * only (redirects are followed here, not by curl, so a redirect to a CDN never carries it). One
+ * download per file: a second asker waits for the first. */
 #ifndef MESH_DOWNLOAD_H
 #define MESH_DOWNLOAD_H
 
