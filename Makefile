@@ -105,6 +105,7 @@ bench: build llama bench-model
 	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/prefix --mesh-llm $(BUILD)/mesh-llm
 	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/sse --mesh-llm $(BUILD)/mesh-llm
 	@$(MAKE) --no-print-directory bench-replicas
+	@$(MAKE) --no-print-directory bench-download
 	@$(BUILD)/mesh-bench-tunnel
 	@$(MAKE) --no-print-directory bench-tunnel-impaired
 	@$(BUILD)/mesh-bench-gossip
@@ -121,6 +122,11 @@ bench-tunnel-impaired: build
 # 50 console clients on /api/events of a 10-node mesh: node CPU and RSS
 bench-sse: build llama
 	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/sse --mesh-llm $(BUILD)/mesh-llm
+
+# mesh-llm's downloader (CLI and a node's /api/v1/load) vs curl -o, 128 MiB from a local server
+.PHONY: bench-download
+bench-download: build llama
+	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/download --mesh-llm $(BUILD)/mesh-llm
 
 format:
 	@clang-format -i src/*/*.c src/*/*.h tests/unit/*.c tests/fuzz/*.c

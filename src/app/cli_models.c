@@ -304,34 +304,3 @@ int cli_models_main(int argc, char **argv)
     if (strcmp(sub, "rm") == 0 && np == 2) return remove_model(pos[1], dir);
     return usage();
 }
-
-int cli_models_fetch_args(int argc, char **argv)
-{
-    char dir[1024];
-    mf_default_dir(models_dir_arg(argc, argv), dir, sizeof dir);
-    bool inited = false;
-    for (int i = 1; i + 1 < argc; i++) {
-        if (strcmp(argv[i], "--model") != 0 && strcmp(argv[i], "-m") != 0) continue;
-        const char *arg = argv[i + 1];
-        model_ref_t r;
-        char err[512];
-        if (model_ref_parse(arg, &r, err, sizeof err) != 0 || !model_ref_remote(&r)) continue;
-        /* a catalog name that is also a file here stays a file */
-        struct stat st;
-        if (r.kind == MODEL_REF_CATALOG && stat(arg, &st) == 0) continue;
-        if (!inited) {
-            if (sodium_init() < 0) return 1;
-            log_init(LOG_FORMAT_PRETTY, LOG_INFO);
-            inited = true;
-        }
-        char path[2048];
-        bool already = false;
-        int rc = run_fetch(arg, dir, path, sizeof path, &already);
-        if (rc) return rc;
-        fprintf(stderr, "mesh-llm: %s: %s %s\n", arg, already ? "already there:" : "downloaded to",
-                path);
-        argv[i + 1] = strdup(path);
-        if (!argv[i + 1]) return 1;
-    }
-    return 0;
-}

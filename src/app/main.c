@@ -232,8 +232,7 @@ static void models_changed(void *data)
 static void fill_announcement(void *data, json_t *ann)
 {
     node_t *n = data;
-    planner_fill_announcement(&n->plan, ann);
-    node_dl_fill_announcement(&n->ndl, ann);
+    planner_fill_announcement(&n->plan, ann); /* node_dl's fields come through its view */
 }
 
 static void dl_changed(void *data)
@@ -246,7 +245,11 @@ static void dl_changed(void *data)
 static void dl_done(void *data, const char *ref, const char *path, int rc, const char *err)
 {
     node_t *n = data;
-    if (rc || n->shutting_down) return; /* node_dl logged why */
+    if (n->shutting_down) return;
+    if (rc) { /* node_dl logged why */
+        planner_download_failed(&n->plan, ref);
+        return;
+    }
     model_entry_t *e;
     char msg[512];
     if (models_add_file(&n->ms, path, &e, msg, sizeof msg) != 0) {
@@ -255,6 +258,21 @@ static void dl_done(void *data, const char *ref, const char *path, int rc, const
     }
     (void)err;
     planner_add_model(&n->plan, e);
+}
+
+/* POST /api/v1/load {"model_name": REF} (models_api.c): a reference's model when it is here,
+ * else its download (node_dl). */
+static int load_ref(void *data, const char *ref, char *name, size_t len, httpd_req_t *req)
+{
+    node_t *n = data;
+    if (node_dl_ref_name(&n->ndl, ref, name, len) != 0) {
+        if (!strstr(ref, "://")) return -1;     /* a name: 404 */
+        node_dl_answer_load(&n->ndl, ref, req); /* a broken URL or hf:// ref: 400 saying why */
+        return 1;
+    }
+    if (models_find(&n->ms, name)) return 0;
+    node_dl_answer_load(&n->ndl, ref, req);
+    return 1;
 }
 
 /* Into a mesh: the one connect → assign → serve flow, for --join (or a mesh of its own) at
@@ -567,6 +585,11 @@ int main(int argc, char **argv)
         n->ndl.on_done = dl_done;
         n->ndl.on_change = dl_changed;
         n->ndl.data = n;
+        if (rc == 0) {
+            n->plan.dl = &n->ndl;
+            n->ms.load_ref = load_ref;
+            n->ms.load_ref_data = n;
+        }
         const char *const *refs;
         size_t nref = node_dl_pending(&refs);
         for (size_t i = 0; i < nref && rc == 0; i++)

@@ -41,11 +41,16 @@ static bool on_disk(const alloc_self_t *self, const char *name)
     return false;
 }
 
+static bool in_list(const char *const *list, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (list[i] && strcmp(list[i], name) == 0) return true;
+    return false;
+}
+
 static bool listed(const alloc_self_t *self, const char *name)
 {
-    for (size_t i = 0; i < self->n_models; i++)
-        if (strcmp(self->models[i], name) == 0) return true;
-    return false;
+    return in_list(self->models, self->n_models, name);
 }
 
 static uint64_t entry_need(const catalog_entry_t *e)
@@ -61,17 +66,19 @@ static bool rule_applies(alloc_rule_t rule, const cand_t *c, const alloc_self_t 
     uint64_t vram = self->vram_bytes;
     bool served = e->n_servers > 0;
     bool split = served && e->max_server_vram < need;
-    bool dl = !self->no_download;
+    bool unserved = !served && !in_list(self->fetching, self->n_fetching, e->name);
+    bool dl =
+        !self->no_download && (!self->sources || in_list(self->sources, self->n_sources, e->name));
     bool get = c->disk || dl;
     switch (rule) {
     case ALLOC_RULE_CANT_RUN_WITHOUT_ME:
         return split && e->servers_vram < need && vram >= need - e->servers_vram && get;
     case ALLOC_RULE_UNSERVED:
-        return !served && c->disk && vram >= need;
+        return unserved && c->disk && vram >= need;
     case ALLOC_RULE_BENEFITS:
         return split && c->disk;
     case ALLOC_RULE_DOWNLOAD:
-        return !c->disk && dl && ((!served && vram >= need) || split);
+        return !c->disk && dl && ((unserved && vram >= need) || split);
     case ALLOC_RULE_BIGGEST:
         return served && get && (split || vram >= need);
     default:
@@ -123,7 +130,8 @@ int alloc_choose(const alloc_self_t *self, const catalog_node_t *nodes, size_t n
     if (!out) return -EINVAL;
     memset(out, 0, sizeof *out);
     if (!self || !catalog_id_valid(self->id) || (!nodes && n_nodes) ||
-        (!self->disk && self->n_disk) || (!self->models && self->n_models))
+        (!self->disk && self->n_disk) || (!self->models && self->n_models) ||
+        (!self->fetching && self->n_fetching) || (!self->sources && self->n_sources))
         return -EINVAL;
     if (self->n_disk > ALLOC_MAX_MODELS || self->n_models > ALLOC_MAX_MODELS) return -E2BIG;
     for (size_t i = 0; i < self->n_models; i++)

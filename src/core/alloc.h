@@ -14,7 +14,9 @@
  *   servers = nodes serving m (loading or ready), sv = their memory, max = the largest;
  *   solo    = servers ≥ 1 and max ≥ need (someone serves it alone);
  *   split   = servers ≥ 1 and max < need (a split group, complete or not);
- *   disk    = m is among this node's files; get = disk, or downloading is allowed.
+ *   disk    = m is among this node's files; get = disk, or downloading is allowed (and, when
+ *             sources are given, m is among them);
+ *   fetching = another node is downloading m: it is not unserved (rules 2 and 4 skip it).
  *
  * Rules, in priority order (seed 000 wording quoted):
  *   1 CANT_RUN_WITHOUT_ME "Model that can't run without this node. A model needs tensor split
@@ -78,6 +80,13 @@ typedef struct {
     const char *const *models; /* --model names, in order; none = let the mesh choose */
     size_t n_models;
     bool no_download; /* never choose a model that is not on disk (except an explicit one) */
+    /* With sources != NULL, only these models can be downloaded (some node announces where to
+     * fetch them: model_source); NULL: any. */
+    const char *const *sources;
+    size_t n_sources;
+    /* Models another node is downloading now: not "unserved" (rules 2 and 4 leave them to it). */
+    const char *const *fetching;
+    size_t n_fetching;
 } alloc_self_t;
 
 typedef struct {

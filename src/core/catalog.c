@@ -140,7 +140,10 @@ static size_t collect(const live_t *live, size_t n_live, ref_t *refs, size_t *re
         }
         for (size_t i = 0; i < nr; i++) {
             if (!take(n->requested[i], rejected)) continue;
-            refs[k++] = (ref_t){.name = n->requested[i], .rank = (uint32_t)r, .kind = K_REQ};
+            refs[k++] = (ref_t){.name = n->requested[i],
+                                .rank = (uint32_t)r,
+                                .kind = K_REQ,
+                                .size = n->requested_size ? n->requested_size[i] : 0};
         }
     }
     return k;
@@ -163,7 +166,7 @@ static void fill_entry(catalog_entry_t *e, const ref_t *refs, size_t a, size_t b
     for (size_t i = a; i < b; i++) {
         const ref_t *r = &refs[i];
         if (r->kind == K_REQ) e->requested = true;
-        if (r->kind != K_HOLD && r->kind != K_NAME) continue;
+        if (r->kind != K_HOLD && r->kind != K_NAME && !(r->kind == K_REQ && r->size)) continue;
         if (!sized || r->size > e->size_bytes) {
             e->size_bytes = r->size;
             e->type = r->type;

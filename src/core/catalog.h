@@ -14,8 +14,9 @@
  *    hosts) and what it requested (names only).
  *
  * Entry fields:
- *  - size_bytes: the largest size any live node reports for the name (0 = unknown: only
- *    requested or served, nobody reports the file); type: the type reported with that size
+ *  - size_bytes: the largest size any live node reports for the name, from a file on disk or
+ *    a requested model's known size (0 = unknown: only requested or served, nobody reports a
+ *    size); type: the type reported with that size
  *    (ties: the lowest mm_type_t), MM_LLM when unknown;
  *  - holders: live non-client nodes with the file; servers: live non-client nodes that list it
  *    in serving (loading or ready); hosts: servers that flag is_host; all sorted by id, each
@@ -85,6 +86,8 @@ typedef struct {
     size_t n_serving;
     const char *const *requested; /* --model names (wanted, maybe not on disk) */
     size_t n_requested;
+    const uint64_t *requested_size; /* per requested name, its size when the node knows it (its
+                                       model_source); NULL or 0: unknown */
 } catalog_node_t;
 
 typedef enum {

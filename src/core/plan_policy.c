@@ -290,6 +290,7 @@ void pp_cnodes_free(pp_cnodes_t *c)
     free(c->av);
     free(c->sv);
     free(c->rq);
+    free(c->rq_size);
     memset(c, 0, sizeof *c);
 }
 
@@ -308,20 +309,23 @@ int pp_cnodes_build(const view_node_t *v, size_t n, const view_node_t *self, pp_
     c->av = calloc(n_av + 1, sizeof *c->av);
     c->sv = calloc(n_sv + 1, sizeof *c->sv);
     c->rq = calloc(n_rq + 1, sizeof *c->rq);
-    if (!c->nodes || !c->av || !c->sv || !c->rq) {
+    c->rq_size = calloc(n_rq + 1, sizeof *c->rq_size);
+    if (!c->nodes || !c->av || !c->sv || !c->rq || !c->rq_size) {
         pp_cnodes_free(c);
         return -ENOMEM;
     }
     catalog_avail_t *av = c->av;
     catalog_serving_t *sv = c->sv;
     const char **rq = c->rq;
+    uint64_t *rqs = c->rq_size;
     for (size_t i = 0; i <= n; i++) {
         const view_node_t *x = i < n ? &v[i] : self;
         if (!x) break;
-        view_to_catalog(x, &c->nodes[c->n++], av, sv, rq);
+        view_to_catalog_sized(x, &c->nodes[c->n++], av, sv, rq, rqs);
         av += x->n_available;
         sv += x->n_serving;
         rq += x->n_requested;
+        rqs += x->n_requested;
     }
     return 0;
 }
@@ -338,13 +342,42 @@ void pp_allocate(const pp_alloc_input_t *in, pp_alloc_state_t *st, uint64_t now_
     if (now_ms - st->first_peer_ms < PP_ALLOC_SETTLE_MS) return; /* the tick comes back */
     pp_cnodes_t cn;
     if (pp_cnodes_build(in->peers, in->n_peers, NULL, &cn) != 0) return;
+    /* what the peers say can be fetched, and what they are fetching */
+    size_t n_src = 0, n_fetch = 0;
+    for (size_t i = 0; i < in->n_peers; i++) {
+        n_src += in->peers[i].n_sources;
+        n_fetch += in->peers[i].n_downloads;
+    }
+    const char **src = calloc(n_src + 1, sizeof *src), **fetch = calloc(n_fetch + 1, sizeof *fetch);
+    if (!src || !fetch) {
+        free(src);
+        free(fetch);
+        pp_cnodes_free(&cn);
+        return;
+    }
+    n_src = n_fetch = 0;
+    for (size_t i = 0; i < in->n_peers; i++) {
+        for (size_t k = 0; k < in->peers[i].n_sources; k++) {
+            const char *m = in->peers[i].sources[k].model;
+            bool failed = false;
+            for (size_t f = 0; f < in->n_failed && !failed; f++)
+                failed = strcmp(in->failed[f], m) == 0;
+            if (!failed) src[n_src++] = m;
+        }
+        for (size_t k = 0; k < in->peers[i].n_downloads; k++)
+            fetch[n_fetch++] = in->peers[i].downloads[k].model;
+    }
     alloc_self_t self = {.id = in->id,
                          .vram_bytes = in->free_bytes,
                          .disk = in->disk,
                          .n_disk = in->n_disk,
                          .models = in->requested,
                          .n_models = in->n_requested, /* --model NAME without a file */
-                         .no_download = true};
+                         .no_download = !in->can_download,
+                         .sources = src,
+                         .n_sources = n_src,
+                         .fetching = fetch,
+                         .n_fetching = n_fetch};
     alloc_result_t res;
     int rc = alloc_choose(&self, cn.nodes, cn.n, &res);
     if (rc == 0 && res.rule == ALLOC_RULE_NONE) {
@@ -352,21 +385,35 @@ void pp_allocate(const pp_alloc_input_t *in, pp_alloc_state_t *st, uint64_t now_
          * without the file: the weights then come through the tunnel. */
         alloc_result_t r2;
         self.no_download = false;
+        self.sources = NULL;
+        self.n_sources = 0;
         if (alloc_choose(&self, cn.nodes, cn.n, &r2) == 0 &&
             r2.rule == ALLOC_RULE_CANT_RUN_WITHOUT_ME)
             res = r2;
     }
+    free(src);
+    free(fetch);
     pp_cnodes_free(&cn);
     if (rc != 0) return;
     out->rule = alloc_rule_name(res.rule);
+    out->size_bytes = res.size_bytes;
     out->changed = strcmp(st->rule, out->rule) != 0;
     snprintf(st->rule, sizeof st->rule, "%s", out->rule);
     snprintf(out->model, sizeof out->model, "%s", res.model);
     for (size_t i = 0; i < in->n_disk; i++)
         if (strcmp(in->disk[i].name, res.model) == 0) out->has_file = true;
+    const view_source_t *vs = NULL;
+    for (size_t i = 0; i < in->n_peers && !vs && !out->has_file && res.download; i++)
+        vs = view_source(&in->peers[i], res.model);
+    for (size_t f = 0; vs && f < in->n_failed; f++)
+        if (strcmp(in->failed[f], res.model) == 0) vs = NULL;
     if (res.rule == ALLOC_RULE_NONE)
         out->kind = PP_ALLOC_NONE;
-    else if (!out->has_file && res.rule != ALLOC_RULE_CANT_RUN_WITHOUT_ME)
+    else if (!out->has_file && vs && in->can_download &&
+             res.rule != ALLOC_RULE_CANT_RUN_WITHOUT_ME) {
+        out->kind = PP_ALLOC_DOWNLOAD;
+        snprintf(out->ref, sizeof out->ref, "%s", vs->ref);
+    } else if (!out->has_file && res.rule != ALLOC_RULE_CANT_RUN_WITHOUT_ME)
         out->kind = PP_ALLOC_MISSING;
     else
         out->kind = PP_ALLOC_TAKE;

@@ -31,8 +31,11 @@
  * peer's announced plan names this node (a host still running an old plan keeps it).
  *
  * Allocation (pp_allocate, a node without --model): once it has peers for ALLOC_SETTLE_MS, the
- * first call chooses with alloc.c from its files on disk; when no rule applies, it may still
- * join a split group without the file (cant_run_without_me). */
+ * first call chooses with alloc.c from its files on disk and, when it can download, the models
+ * some peer announces a model_source for (rule 4 "download and serve": DOWNLOAD with that ref;
+ * models a peer is downloading already are left to it); when no rule applies, it may still
+ * join a split group without the file (cant_run_without_me: the weights come through the
+ * tunnel). */
 #ifndef MESH_PLAN_POLICY_H
 #define MESH_PLAN_POLICY_H
 
@@ -154,6 +157,7 @@ typedef struct {
     catalog_avail_t *av;
     catalog_serving_t *sv;
     const char **rq;
+    uint64_t *rq_size; /* requested models' sizes from their model_source (0 unknown) */
     size_t n;
 } pp_cnodes_t;
 int pp_cnodes_build(const view_node_t *v, size_t n, const view_node_t *self, pp_cnodes_t *c);
@@ -174,6 +178,9 @@ typedef struct {
     size_t n_requested;
     const view_node_t *peers;
     size_t n_peers;
+    bool can_download;         /* this node has a downloader (rule 4) */
+    const char *const *failed; /* models whose download failed here: not downloaded again */
+    size_t n_failed;
 } pp_alloc_input_t;
 
 typedef enum {
@@ -181,6 +188,7 @@ typedef enum {
     PP_ALLOC_NONE,      /* standby: nothing needs this node */
     PP_ALLOC_MISSING,   /* the mesh wants a model this node does not have */
     PP_ALLOC_TAKE,      /* serve `model` */
+    PP_ALLOC_DOWNLOAD,  /* download `model` from `ref`, then serve it */
 } pp_alloc_kind_t;
 
 typedef struct {
@@ -189,6 +197,8 @@ typedef struct {
     char model[CATALOG_NAME_MAX];
     const char *rule;
     bool has_file;
+    char ref[VIEW_REF_MAX]; /* DOWNLOAD: the model_source a peer announces */
+    uint64_t size_bytes;    /* the catalog's size (0 unknown) */
 } pp_alloc_result_t;
 
 void pp_allocate(const pp_alloc_input_t *in, pp_alloc_state_t *st, uint64_t now_ms,

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model_ref.h"
+
 /* ---- words ---- */
 
 static const char *const SERVE_ROLES[] = {NULL, "replica", "host", "worker", "idle", "waiting"};
@@ -48,6 +50,8 @@ void view_node_free(view_node_t *n)
     free(n->requested);
     free(n->plans);
     free(n->demand);
+    free(n->sources);
+    free(n->downloads);
     view_node_init(n);
 }
 
@@ -109,6 +113,42 @@ view_demand_t *view_add_demand(view_node_t *n, const char *model)
         !grow((void **)&n->demand, n->n_demand, &n->cap_dm_, sizeof *n->demand))
         return NULL;
     view_demand_t *d = &n->demand[n->n_demand++];
+    memset(d, 0, sizeof *d);
+    strcpy(d->model, model);
+    return d;
+}
+
+/* A model_source ref: bounded, no control characters, and a remote model reference (never a
+ * path on the receiver's disk). */
+static bool ref_ok(const char *ref)
+{
+    model_ref_t r;
+    char err[8];
+    return name_ok(ref, VIEW_REF_MAX) && model_ref_parse(ref, &r, err, sizeof err) == 0 &&
+           model_ref_remote(&r);
+}
+
+view_source_t *view_add_source(view_node_t *n, const char *model, const char *ref)
+{
+    if (!ref_ok(ref)) return NULL;
+    for (size_t i = 0; i < n->n_sources; i++)
+        if (strcmp(n->sources[i].model, model) == 0) return &n->sources[i];
+    if (!name_ok(model, CATALOG_NAME_MAX) ||
+        !grow((void **)&n->sources, n->n_sources, &n->cap_src_, sizeof *n->sources))
+        return NULL;
+    view_source_t *src = &n->sources[n->n_sources++];
+    memset(src, 0, sizeof *src);
+    strcpy(src->model, model);
+    strcpy(src->ref, ref);
+    return src;
+}
+
+view_download_t *view_add_download(view_node_t *n, const char *model)
+{
+    if (!name_ok(model, CATALOG_NAME_MAX) ||
+        !grow((void **)&n->downloads, n->n_downloads, &n->cap_dl_, sizeof *n->downloads))
+        return NULL;
+    view_download_t *d = &n->downloads[n->n_downloads++];
     memset(d, 0, sizeof *d);
     strcpy(d->model, model);
     return d;
@@ -315,6 +355,58 @@ static int decode_demand(view_node_t *n, const json_t *ann, const char *key)
     return 0;
 }
 
+/* model_source: {model: {ref, size_bytes}}, at most VIEW_MAX_LIST models. */
+static int decode_sources(view_node_t *n, const json_t *ann)
+{
+    size_t *rej = &n->rejected;
+    json_t *o = json_object_get(ann, "model_source");
+    if (!o) return 0;
+    if (!json_is_object(o)) {
+        (*rej)++;
+        return 0;
+    }
+    const char *k;
+    json_t *v;
+    json_object_foreach(o, k, v)
+    {
+        const char *ref = json_name(json_object_get(v, "ref"), VIEW_REF_MAX);
+        if (!json_is_object(v) || !name_ok(k, CATALOG_NAME_MAX) || !ref || !ref_ok(ref) ||
+            n->n_sources >= VIEW_MAX_LIST) {
+            (*rej)++;
+            continue;
+        }
+        view_source_t *src = view_add_source(n, k, ref);
+        if (!src) return -ENOMEM;
+        src->size_bytes = get_u64(v, "size_bytes", rej);
+    }
+    return 0;
+}
+
+/* downloading: [{model, bytes, total}] */
+static int decode_downloads(view_node_t *n, const json_t *ann)
+{
+    size_t *rej = &n->rejected;
+    json_t *arr;
+    size_t cnt = get_list(ann, "downloading", &arr, rej);
+    for (size_t i = 0; i < cnt; i++) {
+        json_t *v = json_array_get(arr, i);
+        const char *model = json_name(json_object_get(v, "model"), CATALOG_NAME_MAX);
+        uint64_t bytes = 0, total = 0;
+        size_t bad = 0;
+        get_uint(v, "bytes", UINT64_MAX, &bytes, &bad);
+        get_uint(v, "total", UINT64_MAX, &total, &bad);
+        if (!model || bad || (total && bytes > total) || view_download(n, model)) {
+            (*rej)++;
+            continue;
+        }
+        view_download_t *d = view_add_download(n, model);
+        if (!d) return -ENOMEM;
+        d->bytes = bytes;
+        d->total = total;
+    }
+    return 0;
+}
+
 int view_decode(const json_t *ann, const char *id, view_node_t *out)
 {
     view_node_init(out);
@@ -356,6 +448,7 @@ int view_decode(const json_t *ann, const char *id, view_node_t *out)
     if (decode_demand(out, ann, "request_rates") != 0 ||
         decode_demand(out, ann, "last_request") != 0)
         goto nomem;
+    if (decode_sources(out, ann) != 0 || decode_downloads(out, ann) != 0) goto nomem;
     return 0;
 nomem:
     view_node_free(out);
@@ -391,6 +484,44 @@ static json_t *encode_serving(const view_serving_t *s)
     return o;
 }
 
+/* model_source and downloading, set only when n has any (removed otherwise). */
+static int encode_fetching(const view_node_t *n, json_t *ann)
+{
+    json_t *src = json_object(), *dls = json_array();
+    if (!src || !dls) goto nomem;
+    for (size_t i = 0; i < n->n_sources; i++) {
+        const view_source_t *x = &n->sources[i];
+        json_t *o = json_pack("{s:s}", "ref", x->ref);
+        if (o && x->size_bytes)
+            json_object_set_new(o, "size_bytes", json_integer((json_int_t)x->size_bytes));
+        if (!o || json_object_set_new(src, x->model, o) != 0) goto nomem;
+    }
+    for (size_t i = 0; i < n->n_downloads; i++) {
+        const view_download_t *d = &n->downloads[i];
+        json_t *o = json_pack("{s:s,s:I,s:I}", "model", d->model, "bytes", (json_int_t)d->bytes,
+                              "total", (json_int_t)d->total);
+        if (!o || json_array_append_new(dls, o) != 0) goto nomem;
+    }
+    int rc = 0;
+    if (n->n_sources)
+        rc |= json_object_set_new(ann, "model_source", src);
+    else {
+        json_decref(src);
+        json_object_del(ann, "model_source");
+    }
+    if (n->n_downloads)
+        rc |= json_object_set_new(ann, "downloading", dls);
+    else {
+        json_decref(dls);
+        json_object_del(ann, "downloading");
+    }
+    return rc ? -ENOMEM : 0;
+nomem:
+    json_decref(src);
+    json_decref(dls);
+    return -ENOMEM;
+}
+
 int view_encode(const view_node_t *n, json_t *ann)
 {
     static const char *const node_roles[] = {"worker", "host", "client"};
@@ -423,7 +554,7 @@ int view_encode(const view_node_t *n, json_t *ann)
     rc |= json_object_set_new(ann, "serving", sv);
     rc |= json_object_set_new(ann, "request_rates", rr);
     rc |= json_object_set_new(ann, "last_request", lr);
-    if (rc) return -ENOMEM;
+    if (rc || encode_fetching(n, ann) != 0) return -ENOMEM;
     json_object_set_new(ann, "role", json_string(node_roles[n->role % 3]));
     json_object_set_new(ann, "vram_bytes", json_integer((json_int_t)n->vram_bytes));
     if (n->has_free)
@@ -470,6 +601,20 @@ const view_demand_t *view_demand(const view_node_t *n, const char *model)
     return NULL;
 }
 
+const view_source_t *view_source(const view_node_t *n, const char *model)
+{
+    for (size_t i = 0; i < n->n_sources; i++)
+        if (strcmp(n->sources[i].model, model) == 0) return &n->sources[i];
+    return NULL;
+}
+
+const view_download_t *view_download(const view_node_t *n, const char *model)
+{
+    for (size_t i = 0; i < n->n_downloads; i++)
+        if (strcmp(n->downloads[i].model, model) == 0) return &n->downloads[i];
+    return NULL;
+}
+
 uint64_t view_offer_for(const view_node_t *n, const char *model)
 {
     if (!n->has_free) return n->vram_bytes;
@@ -513,8 +658,20 @@ bool view_node_equal(const view_node_t *a, const view_node_t *b)
     if (strcmp(a->id, b->id) != 0 || a->role != b->role || a->vram_bytes != b->vram_bytes ||
         a->has_free != b->has_free || (a->has_free && a->free_bytes != b->free_bytes) ||
         a->n_available != b->n_available || a->n_requested != b->n_requested ||
-        a->n_demand != b->n_demand || !view_serving_equal(a, b))
+        a->n_demand != b->n_demand || a->n_sources != b->n_sources ||
+        a->n_downloads != b->n_downloads || !view_serving_equal(a, b))
         return false;
+    for (size_t i = 0; i < a->n_sources; i++) {
+        const view_source_t *x = &a->sources[i], *y = &b->sources[i];
+        if (strcmp(x->model, y->model) != 0 || strcmp(x->ref, y->ref) != 0 ||
+            x->size_bytes != y->size_bytes)
+            return false;
+    }
+    for (size_t i = 0; i < a->n_downloads; i++) {
+        const view_download_t *x = &a->downloads[i], *y = &b->downloads[i];
+        if (strcmp(x->model, y->model) != 0 || x->bytes != y->bytes || x->total != y->total)
+            return false;
+    }
     for (size_t i = 0; i < a->n_demand; i++) {
         const view_demand_t *x = &a->demand[i], *y = &b->demand[i];
         if (strcmp(x->model, y->model) != 0 || x->rate != y->rate || x->last_unix != y->last_unix)
@@ -533,6 +690,17 @@ bool view_node_equal(const view_node_t *a, const view_node_t *b)
 }
 
 /* ---- catalog input ---- */
+
+void view_to_catalog_sized(const view_node_t *n, catalog_node_t *cn, catalog_avail_t *av,
+                           catalog_serving_t *sv, const char **rq, uint64_t *rq_size)
+{
+    view_to_catalog(n, cn, av, sv, rq);
+    for (size_t i = 0; i < n->n_requested; i++) {
+        const view_source_t *src = view_source(n, n->requested[i]);
+        rq_size[i] = src ? src->size_bytes : 0;
+    }
+    cn->requested_size = rq_size;
+}
 
 void view_to_catalog(const view_node_t *n, catalog_node_t *cn, catalog_avail_t *av,
                      catalog_serving_t *sv, const char **rq)

@@ -13,7 +13,11 @@
  *   requested_models [name],
  *   request_rates {model: requests per minute}, last_request {model: unix s} (demand.h; one
  *   list of view_demand_t per node, keyed by model; a serving entry may say pinned: true when
- *   the node serves the model because its operator asked (--model): never unloaded for idleness).
+ *   the node serves the model because its operator asked (--model): never unloaded for idleness),
+ *   model_source {model: {ref, size_bytes}} (where any node can fetch the model's file: a
+ *   catalog name, hf://…, ORG/REPO:QUANT or an https:// URL — model_ref.h; size_bytes 0 or
+ *   absent: unknown), downloading [{model, bytes, total}] (downloads in progress on the node;
+ *   total 0: unknown).
  *
  * Decoding never trusts the sender:
  *  - the node id is the mesh's (authenticated) id, 64 lowercase hex; the announcement is an
@@ -25,6 +29,8 @@
  *  - lists keep at most VIEW_MAX_LIST entries, at most VIEW_MAX_PLANS serving entries carry a
  *    plan; a plan with more than VIEW_MAX_PLAN_WORKERS workers is dropped whole (a truncated
  *    plan would misstate who holds which layers);
+ *  - a model_source ref is 1..VIEW_REF_MAX-1 bytes and parses as a remote model reference
+ *    (never a path on the receiver's disk); a download's bytes never exceed a known total;
  *  - an entry without its name is skipped; a field of the wrong type is treated as absent;
  *    every skipped entry, dropped list element and ignored field counts once in `rejected`. */
 #ifndef MESH_VIEW_H
@@ -42,6 +48,7 @@
 #define VIEW_MAX_PLANS 16                     /* serving entries with a plan, per node */
 #define VIEW_MAX_PLAN_WORKERS 16
 #define VIEW_PLAN_ID_MAX 48 /* bytes including the NUL */
+#define VIEW_REF_MAX 512    /* model_source ref, bytes including the NUL */
 
 typedef enum {
     VIEW_SERVE_NONE = 0, /* absent or unknown */
@@ -90,6 +97,17 @@ typedef struct {
 
 typedef struct {
     char model[CATALOG_NAME_MAX];
+    char ref[VIEW_REF_MAX]; /* a remote model reference (model_ref.h) */
+    uint64_t size_bytes;    /* 0 unknown */
+} view_source_t;
+
+typedef struct {
+    char model[CATALOG_NAME_MAX];
+    uint64_t bytes, total; /* total 0 unknown; bytes <= total when known */
+} view_download_t;
+
+typedef struct {
+    char model[CATALOG_NAME_MAX];
     bool member; /* in the model's group (false: loaded on demand outside any plan) */
     view_serve_role_t role;
     view_state_t state;
@@ -116,8 +134,12 @@ typedef struct {
     size_t n_plans;
     view_demand_t *demand; /* request_rates and last_request, merged per model */
     size_t n_demand;
+    view_source_t *sources; /* model_source */
+    size_t n_sources;
+    view_download_t *downloads; /* downloading */
+    size_t n_downloads;
     size_t rejected; /* skipped entries and ignored fields while decoding */
-    size_t cap_av_, cap_sv_, cap_rq_, cap_dm_;
+    size_t cap_av_, cap_sv_, cap_rq_, cap_dm_, cap_src_, cap_dl_;
 } view_node_t;
 
 void view_node_init(view_node_t *n);
@@ -130,6 +152,11 @@ view_serving_t *view_add_serving(view_node_t *n, const char *model);
 bool view_add_requested(view_node_t *n, const char *name);
 /* The demand entry for model (found or added, zeroed when new). */
 view_demand_t *view_add_demand(view_node_t *n, const char *model);
+/* The source entry for model (found or added, zeroed when new); NULL also for a ref that is not
+ * a valid remote model reference (the entry is then not added). */
+view_source_t *view_add_source(view_node_t *n, const char *model, const char *ref);
+/* A download entry (added, zeroed). */
+view_download_t *view_add_download(view_node_t *n, const char *model);
 /* Give s (an entry of n) an empty plan with this id (catalog_name_valid, < VIEW_PLAN_ID_MAX). */
 view_plan_t *view_add_plan(view_node_t *n, view_serving_t *s, const char *id);
 
@@ -137,7 +164,8 @@ view_plan_t *view_add_plan(view_node_t *n, view_serving_t *s, const char *id);
  * initialised either way (view_node_free it). */
 int view_decode(const json_t *ann, const char *id, view_node_t *out);
 /* Set the announcement's model fields (role, vram_bytes, free_bytes, available_models,
- * requested_models, serving, request_rates, last_request) from n. 0, -ENOMEM. */
+ * requested_models, serving, request_rates, last_request, model_source, downloading) from n;
+ * model_source / downloading are left out when empty. 0, -ENOMEM. */
 int view_encode(const view_node_t *n, json_t *ann);
 
 /* The first serving entry / available model with this name, or NULL. */
@@ -145,6 +173,8 @@ const view_serving_t *view_serving(const view_node_t *n, const char *model);
 const view_avail_t *view_available(const view_node_t *n, const char *name);
 bool view_requested(const view_node_t *n, const char *name);
 const view_demand_t *view_demand(const view_node_t *n, const char *model);
+const view_source_t *view_source(const view_node_t *n, const char *model);
+const view_download_t *view_download(const view_node_t *n, const char *model);
 /* The memory n offers model's group: free + what it holds for the model, capped at vram_bytes;
  * vram_bytes when free_bytes was not announced. */
 uint64_t view_offer_for(const view_node_t *n, const char *model);
@@ -156,6 +186,10 @@ bool view_node_equal(const view_node_t *a, const view_node_t *b);
 /* Catalog input for n (alive). av, sv, rq have room for n's lists; strings are borrowed from n. */
 void view_to_catalog(const view_node_t *n, catalog_node_t *cn, catalog_avail_t *av,
                      catalog_serving_t *sv, const char **rq);
+/* The same, with each requested model's size from its model_source (rq_size has room for
+ * n_requested; 0 unknown). */
+void view_to_catalog_sized(const view_node_t *n, catalog_node_t *cn, catalog_avail_t *av,
+                           catalog_serving_t *sv, const char **rq, uint64_t *rq_size);
 
 const char *view_serve_role_name(view_serve_role_t r); /* NULL for NONE */
 const char *view_state_name(view_state_t s);           /* NULL for NONE */

@@ -1,8 +1,8 @@
-/* download — see download.h. */
-#include "download.h"
+/* download — see download.h. The per-file state machine: requests, redirects, resume, writes,
+ * hashing on the thread pool, checks, retries; dl_curl.c drives curl on the loop. */
+#include "dl_int.h"
 
 #include <ctype.h>
-#include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sodium.h>
@@ -20,221 +20,7 @@
 #include "model_ref.h"
 #include "util.h"
 
-#define DL_MAX_REDIRECTS 10
-#define DL_MAX_WAITERS 16
-#define DL_ERR_MAX 1024
-
-typedef struct {
-    dl_done_fn cb;
-    void *data;
-} waiter_t;
-
-typedef struct xfer xfer_t;
-
-typedef struct job {
-    struct job *next;
-    dl_t *d;
-    char url0[MODEL_REF_URL_MAX]; /* the first URL (retries start there again) */
-    char url[MODEL_REF_URL_MAX];  /* the URL of the current request */
-    char *dest, *part, *label;
-    char want_sha[65];   /* expected, "" to take the server's */
-    char linked_sha[65]; /* from X-Linked-ETag */
-    char etag_sha[65];   /* from an ETag that is a sha256 */
-    int fd;
-    uint64_t bytes; /* on disk in .part, all hashed */
-    uint64_t total; /* 0 unknown */
-    crypto_hash_sha256_state st;
-    unsigned redirects, attempts;
-    uint64_t bytes_at_attempt;
-    CURL *easy;
-    struct curl_slist *hdrs;
-    long status;
-    uint64_t range_start, range_total; /* from Content-Range */
-    bool body_ok;                      /* the current response's body goes into the file */
-    char fatal[DL_ERR_MAX];
-    uv_timer_t retry;
-    bool retry_inited;
-    uv_work_t work;
-    bool hashing;
-    int work_rc;
-    uint64_t rate_t, rate_b;
-    double rate;
-    waiter_t waiters[DL_MAX_WAITERS];
-    size_t n_waiters;
-    /* an in-memory fetch instead of a file */
-    bool mem;
-    buf_t body;
-    dl_fetch_fn fetch_cb;
-    void *fetch_data;
-} job_t;
-
-struct dl {
-    uv_loop_t *loop;
-    CURLM *multi;
-    uv_timer_t timer;
-    char hub[512];
-    char hub_origin[512]; /* scheme://host:port of the hub */
-    char *token;
-    job_t *jobs;
-    bool closing;
-    unsigned handles; /* open uv handles + pending work */
-};
-
-typedef struct {
-    uv_poll_t poll;
-    curl_socket_t fd;
-    dl_t *d;
-} sock_t;
-
-static void maybe_free(dl_t *d);
 static void begin(job_t *j);
-
-/* ---------------------------------------------------------------------------------------- */
-
-static int origin_of(const char *url, char *out, size_t len)
-{
-    CURLU *u = curl_url();
-    char *scheme = NULL, *host = NULL, *port = NULL;
-    int rc = -EINVAL;
-    if (!u || curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK) goto out;
-    if (curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
-        curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK ||
-        curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) != CURLUE_OK)
-        goto out;
-    snprintf(out, len, "%s://%s:%s", scheme, host, port);
-    for (char *p = out; *p; p++)
-        *p = (char)tolower((unsigned char)*p);
-    rc = 0;
-out:
-    curl_free(scheme);
-    curl_free(host);
-    curl_free(port);
-    curl_url_cleanup(u);
-    return rc;
-}
-
-static void close_cb(uv_handle_t *h)
-{
-    dl_t *d = h->data;
-    d->handles--;
-    maybe_free(d);
-}
-
-static void poll_closed(uv_handle_t *h)
-{
-    sock_t *s = (sock_t *)h; /* poll is its first member */
-    dl_t *d = s->d;
-    free(s);
-    d->handles--;
-    maybe_free(d);
-}
-
-static void check_done(dl_t *d);
-
-static void poll_cb(uv_poll_t *h, int status, int events)
-{
-    sock_t *s = (sock_t *)h;
-    dl_t *d = s->d;
-    int flags = 0;
-    if (status < 0) flags = CURL_CSELECT_ERR;
-    if (events & UV_READABLE) flags |= CURL_CSELECT_IN;
-    if (events & UV_WRITABLE) flags |= CURL_CSELECT_OUT;
-    int running;
-    curl_multi_socket_action(d->multi, s->fd, flags, &running);
-    check_done(d);
-}
-
-static int socket_cb(CURL *e, curl_socket_t fd, int what, void *userp, void *socketp)
-{
-    dl_t *d = userp;
-    sock_t *s = socketp;
-    if (what == CURL_POLL_REMOVE) {
-        if (s) {
-            uv_poll_stop(&s->poll);
-            d->handles++;
-            uv_close((uv_handle_t *)&s->poll, poll_closed);
-            curl_multi_assign(d->multi, fd, NULL);
-        }
-        return 0;
-    }
-    if (!s) {
-        s = calloc(1, sizeof *s);
-        if (!s) return -1;
-        s->fd = fd;
-        s->d = d;
-        if (uv_poll_init_socket(d->loop, &s->poll, fd) != 0) {
-            free(s);
-            return -1;
-        }
-        curl_multi_assign(d->multi, fd, s);
-    }
-    int ev = 0;
-    if (what == CURL_POLL_IN || what == CURL_POLL_INOUT) ev |= UV_READABLE;
-    if (what == CURL_POLL_OUT || what == CURL_POLL_INOUT) ev |= UV_WRITABLE;
-    uv_poll_start(&s->poll, ev, poll_cb);
-    return 0;
-}
-
-static void timer_cb(uv_timer_t *t)
-{
-    dl_t *d = t->data;
-    int running;
-    curl_multi_socket_action(d->multi, CURL_SOCKET_TIMEOUT, 0, &running);
-    check_done(d);
-}
-
-static int multi_timer_cb(CURLM *m, long timeout_ms, void *userp)
-{
-    dl_t *d = userp;
-    if (timeout_ms < 0)
-        uv_timer_stop(&d->timer);
-    else
-        uv_timer_start(&d->timer, timer_cb, (uint64_t)timeout_ms, 0);
-    return 0;
-}
-
-int dl_init(dl_t **out, uv_loop_t *loop)
-{
-    static bool global;
-    if (!global) {
-        if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) return -EIO;
-        global = true;
-    }
-    dl_t *d = calloc(1, sizeof *d);
-    if (!d) return -ENOMEM;
-    d->loop = loop;
-    const char *ep = getenv("HF_ENDPOINT");
-    snprintf(d->hub, sizeof d->hub, "%s", ep && *ep ? ep : "https://huggingface.co");
-    size_t n = strlen(d->hub);
-    while (n > 0 && d->hub[n - 1] == '/')
-        d->hub[--n] = 0;
-    if (origin_of(d->hub, d->hub_origin, sizeof d->hub_origin) != 0) {
-        LOGW("download", "HF_ENDPOINT=%s is not a URL; using https://huggingface.co", d->hub);
-        snprintf(d->hub, sizeof d->hub, "https://huggingface.co");
-        origin_of(d->hub, d->hub_origin, sizeof d->hub_origin);
-    }
-    const char *tok = getenv("HF_TOKEN");
-    if (tok && *tok) d->token = strdup(tok);
-    d->multi = curl_multi_init();
-    if (!d->multi) {
-        free(d->token);
-        free(d);
-        return -ENOMEM;
-    }
-    curl_multi_setopt(d->multi, CURLMOPT_SOCKETFUNCTION, socket_cb);
-    curl_multi_setopt(d->multi, CURLMOPT_SOCKETDATA, d);
-    curl_multi_setopt(d->multi, CURLMOPT_TIMERFUNCTION, multi_timer_cb);
-    curl_multi_setopt(d->multi, CURLMOPT_TIMERDATA, d);
-    uv_timer_init(loop, &d->timer);
-    d->timer.data = d;
-    *out = d;
-    return 0;
-}
-
-const char *dl_hub(const dl_t *d)
-{
-    return d->hub;
-}
 
 /* ---------------------------------------------------------------------------------------- */
 
@@ -264,7 +50,7 @@ static void retry_closed(uv_handle_t *h)
     dl_t *d = j->d;
     job_free(j);
     d->handles--;
-    maybe_free(d);
+    dl_maybe_free(d);
 }
 
 /* The job ends: tell everyone, free it (after its timer closed). rc 0: success. */
@@ -294,20 +80,8 @@ static void finish(job_t *j, int rc, const char *err)
         uv_close((uv_handle_t *)&j->retry, retry_closed);
     } else {
         job_free(j);
-        maybe_free(d);
+        dl_maybe_free(d);
     }
-}
-
-static void maybe_free(dl_t *d)
-{
-    if (!d->closing || d->handles > 0 || d->jobs) return;
-    if (d->multi) {
-        curl_multi_cleanup(d->multi);
-        d->multi = NULL;
-        if (d->handles > 0) return;
-    }
-    free(d->token);
-    free(d);
 }
 
 void dl_close(dl_t *d)
@@ -317,13 +91,18 @@ void dl_close(dl_t *d)
     while (d->jobs) {
         job_t *j = d->jobs;
         if (j->hashing) { /* the thread pool finishes first; after_hash ends it */
+            if (j->easy) {
+                curl_multi_remove_handle(d->multi, j->easy);
+                curl_easy_cleanup(j->easy);
+                j->easy = NULL;
+            }
             unlink_job(j);
             continue;
         }
         finish(j, -ECANCELED, "download cancelled (the .part file is kept for a resume)");
     }
     d->handles++;
-    uv_close((uv_handle_t *)&d->timer, close_cb);
+    uv_close((uv_handle_t *)&d->timer, dl_timer_closed);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -388,10 +167,22 @@ static bool body_start(job_t *j)
                 set_fatal(j, "%s: cannot truncate %s: %s", j->label, j->part, strerror(errno));
                 return false;
             }
-            j->bytes = 0;
-            crypto_hash_sha256_init(&j->st);
+            j->bytes = j->synced = 0;
+            if (j->hashing) { /* the step in flight read the old bytes: after_hash restarts */
+                j->rehash = true;
+            } else {
+                sha256_init(&j->st);
+                j->hashed = 0;
+            }
         }
         j->total = cl > 0 ? (uint64_t)cl : 0;
+    }
+    if (j->total > 0 && j->size_out) *j->size_out = j->total;
+    if (j->total > 0 && j->max_bytes && j->total > j->max_bytes) {
+        set_fatal(j, "%s: the file is %.1f MB, more than the %.1f MB allowed", j->label,
+                  j->total / 1e6, j->max_bytes / 1e6);
+        j->fatal_rc = -EFBIG;
+        return false;
     }
     if (j->total > 0 && j->total > j->bytes) {
         struct statvfs vs;
@@ -450,6 +241,28 @@ static size_t header_cb(char *line, size_t size, size_t nitems, void *userp)
     return n;
 }
 
+static void queue_hash(job_t *j);
+static void complete(job_t *j);
+
+/* New bytes in the part: hashed on the thread pool in steps (the loop only writes), their
+ * writeback started so the final fsync has little left to do. */
+/* The sha256 the file must have ("" when neither the caller nor the server says: then nothing
+ * is hashed, only the size is checked). */
+static const char *want_sha(const job_t *j)
+{
+    return j->want_sha[0] ? j->want_sha : j->linked_sha[0] ? j->linked_sha : j->etag_sha;
+}
+
+static void written(job_t *j)
+{
+    if (want_sha(j)[0] && !j->hashing && j->bytes - j->hashed >= HASH_STEP) queue_hash(j);
+    if (j->bytes - j->synced >= HASH_STEP) {
+        sync_file_range(j->fd, (off_t)j->synced, (off_t)(j->bytes - j->synced),
+                        SYNC_FILE_RANGE_WRITE);
+        j->synced = j->bytes;
+    }
+}
+
 static size_t write_cb(char *p, size_t size, size_t nmemb, void *userp)
 {
     job_t *j = userp;
@@ -459,6 +272,11 @@ static size_t write_cb(char *p, size_t size, size_t nmemb, void *userp)
     if (j->total > 0 && j->bytes + n > j->total) {
         set_fatal(j, "%s: the server sent more than the %llu bytes it announced", j->label,
                   (unsigned long long)j->total);
+        return 0;
+    }
+    if (j->max_bytes && j->bytes + n > j->max_bytes) { /* no size announced */
+        set_fatal(j, "%s: the file is more than the %.1f MB allowed", j->label, j->max_bytes / 1e6);
+        j->fatal_rc = -EFBIG;
         return 0;
     }
     size_t off = 0;
@@ -478,9 +296,21 @@ static size_t write_cb(char *p, size_t size, size_t nmemb, void *userp)
         }
         off += (size_t)w;
     }
-    crypto_hash_sha256_update(&j->st, (const unsigned char *)p, n);
     j->bytes += n;
+    written(j);
     return n;
+}
+
+/* The transfer has every byte: complete once the thread pool has hashed them all. */
+static void complete_when_hashed(job_t *j)
+{
+    j->finishing = true;
+    if (j->hashing) return; /* after_hash comes back */
+    if (want_sha(j)[0] && j->hashed < j->bytes) {
+        queue_hash(j);
+        return;
+    }
+    complete(j);
 }
 
 static void retry_cb(uv_timer_t *t)
@@ -517,14 +347,13 @@ static void schedule_retry(job_t *j, const char *why)
 
 static void complete(job_t *j)
 {
-    unsigned char h[crypto_hash_sha256_BYTES];
-    crypto_hash_sha256_final(&j->st, h);
-    char got[65];
-    sodium_bin2hex(got, sizeof got, h, sizeof h);
-    const char *want = j->want_sha[0]     ? j->want_sha
-                       : j->linked_sha[0] ? j->linked_sha
-                                          : j->etag_sha;
-    char err[DL_ERR_MAX];
+    const char *want = want_sha(j);
+    char got[65] = "", err[DL_ERR_MAX];
+    if (want[0]) {
+        unsigned char h[SHA256_DIGEST_SIZE];
+        sha256_digest(&j->st, sizeof h, h);
+        sodium_bin2hex(got, sizeof got, h, sizeof h);
+    }
     if (j->total > 0 && j->bytes != j->total) {
         unlink(j->part);
         snprintf(err, sizeof err, "%s: got %llu bytes, expected %llu; the partial file was deleted",
@@ -548,12 +377,12 @@ static void complete(job_t *j)
         finish(j, -EIO, err);
         return;
     }
-    LOGI("download", "%s: %llu bytes, sha256 %s, saved as %s", j->label,
-         (unsigned long long)j->bytes, got, j->dest);
+    LOGI("download", "%s: %llu bytes%s%s, saved as %s", j->label, (unsigned long long)j->bytes,
+         got[0] ? ", sha256 " : "", got, j->dest);
     finish(j, 0, NULL);
 }
 
-static void transfer_done(job_t *j, CURLcode res)
+void dl_transfer_done(job_t *j, CURLcode res)
 {
     dl_t *d = j->d;
     char *redirect = NULL;
@@ -568,7 +397,7 @@ static void transfer_done(job_t *j, CURLcode res)
     j->easy = NULL;
     char err[DL_ERR_MAX];
     if (j->fatal[0]) {
-        finish(j, -EIO, j->fatal);
+        finish(j, j->fatal_rc ? j->fatal_rc : -EIO, j->fatal);
         return;
     }
     if (res == CURLE_OK && status >= 300 && status < 400 && next[0]) {
@@ -584,7 +413,7 @@ static void transfer_done(job_t *j, CURLcode res)
     if (res == CURLE_OK && status == 416 && !j->mem && j->bytes > 0 &&
         (j->range_total == 0 || j->range_total == j->bytes)) {
         j->total = j->bytes; /* the part was complete already */
-        complete(j);
+        complete_when_hashed(j);
         return;
     }
     if (res == CURLE_OK && (status == 401 || status == 403)) {
@@ -614,7 +443,7 @@ static void transfer_done(job_t *j, CURLcode res)
             schedule_retry(j, "the connection ended early");
             return;
         }
-        complete(j);
+        complete_when_hashed(j);
         return;
     }
     if (res == CURLE_OK && status >= 400 && status < 500 && status != 408 && status != 429) {
@@ -628,18 +457,6 @@ static void transfer_done(job_t *j, CURLcode res)
     else
         snprintf(why, sizeof why, "%s", cerr);
     schedule_retry(j, why);
-}
-
-static void check_done(dl_t *d)
-{
-    CURLMsg *m;
-    int left;
-    while (d->multi && (m = curl_multi_info_read(d->multi, &left))) {
-        if (m->msg != CURLMSG_DONE) continue;
-        job_t *j = NULL;
-        curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&j);
-        transfer_done(j, m->data.result);
-    }
 }
 
 static void begin(job_t *j)
@@ -657,7 +474,7 @@ static void begin(job_t *j)
     if (j->hdrs) curl_slist_free_all(j->hdrs);
     j->hdrs = NULL;
     char origin[512];
-    if (d->token && origin_of(j->url, origin, sizeof origin) == 0 &&
+    if (d->token && dl_origin_of(j->url, origin, sizeof origin) == 0 &&
         strcmp(origin, d->hub_origin) == 0) {
         char auth[4200];
         snprintf(auth, sizeof auth, "Authorization: Bearer %s", d->token);
@@ -700,24 +517,19 @@ static void begin(job_t *j)
 static void hash_work(uv_work_t *w)
 {
     job_t *j = w->data;
-    unsigned char *buf = malloc(1 << 20);
-    if (!buf) {
-        j->work_rc = -ENOMEM;
-        return;
-    }
-    uint64_t off = 0;
-    while (off < j->bytes) {
-        size_t want = j->bytes - off < (1u << 20) ? (size_t)(j->bytes - off) : (1u << 20);
+    unsigned char buf[HASH_BUF]; /* on the worker's stack: no malloc arena for the thread */
+    uint64_t off = j->hashed;
+    while (off < j->hash_to) {
+        size_t want = j->hash_to - off < HASH_BUF ? (size_t)(j->hash_to - off) : HASH_BUF;
         ssize_t r = pread(j->fd, buf, want, (off_t)off);
         if (r < 0 && errno == EINTR) continue;
         if (r <= 0) {
             j->work_rc = r < 0 ? -errno : -EIO;
             break;
         }
-        crypto_hash_sha256_update(&j->st, buf, (size_t)r);
+        sha256_update(&j->st, (size_t)r, buf);
         off += (uint64_t)r;
     }
-    free(buf);
 }
 
 static void after_hash(uv_work_t *w, int status)
@@ -732,14 +544,37 @@ static void after_hash(uv_work_t *w, int status)
         finish(j, -ECANCELED, "download cancelled (the .part file is kept for a resume)");
         return;
     }
-    if (j->work_rc) {
+    if (j->rehash) { /* truncated meanwhile: what was read is stale */
+        j->rehash = false;
+        j->work_rc = 0;
+        j->hashed = 0;
+        sha256_init(&j->st);
+    } else if (j->work_rc) {
         char err[DL_ERR_MAX];
         snprintf(err, sizeof err, "%s: reading %s: %s", j->label, j->part, strerror(-j->work_rc));
         finish(j, j->work_rc, err);
         return;
+    } else {
+        j->hashed = j->hash_to;
     }
-    LOGI("download", "%s: resuming at byte %llu", j->label, (unsigned long long)j->bytes);
-    begin(j);
+    if (j->resuming) {
+        j->resuming = false;
+        LOGI("download", "%s: resuming at byte %llu", j->label, (unsigned long long)j->bytes);
+        begin(j);
+    } else if (j->finishing) {
+        complete_when_hashed(j);
+    } else {
+        written(j);
+    }
+}
+
+static void queue_hash(job_t *j)
+{
+    j->hash_to = j->bytes;
+    j->work.data = j;
+    j->hashing = true;
+    j->d->handles++;
+    uv_queue_work(j->d->loop, &j->work, hash_work, after_hash);
 }
 
 static int mkdir_parents(const char *path)
@@ -769,7 +604,7 @@ static job_t *job_new(dl_t *d, const char *url, const char *label)
     snprintf(j->url, sizeof j->url, "%s", url);
     j->label = strdup(label ? label : url);
     buf_init(&j->body, 0);
-    crypto_hash_sha256_init(&j->st);
+    sha256_init(&j->st);
     j->rate_t = uv_now(d->loop);
     if (!j->label) {
         free(j);
@@ -815,6 +650,8 @@ int dl_start(dl_t *d, const dl_req_t *req, dl_done_fn cb, void *data)
         return -ENOMEM;
     }
     snprintf(j->part, pl, "%s.part", req->dest);
+    j->max_bytes = req->max_bytes;
+    j->size_out = req->size_out;
     if (req->sha256 && *req->sha256) take_sha(req->sha256, strlen(req->sha256), j->want_sha);
     int rc = mkdir_parents(j->dest);
     if (rc == 0) {
@@ -834,11 +671,10 @@ int dl_start(dl_t *d, const dl_req_t *req, dl_done_fn cb, void *data)
     j->waiters[j->n_waiters++] = (waiter_t){cb, data};
     j->next = d->jobs;
     d->jobs = j;
+    j->synced = j->bytes;
     if (j->bytes > 0) {
-        j->work.data = j;
-        j->hashing = true;
-        d->handles++;
-        uv_queue_work(d->loop, &j->work, hash_work, after_hash);
+        j->resuming = true;
+        queue_hash(j);
     } else {
         begin(j);
     }

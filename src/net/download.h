@@ -1,10 +1,11 @@
 /* download — HTTP(S) downloads of model files on the libuv loop (libcurl multi driven by
  * uv_poll + uv_timer; nothing blocks the loop). Each file is written to FILE.part, resumed with
- * a Range request after any failure, hashed (SHA-256) while it is written, checked against the
- * expected size and hash (given, or the hub's X-Linked-ETag / ETag) and only then renamed into
- * place. HF_TOKEN is sent as a bearer token to the hub's host only (redirects are followed here,
- * not by curl, so a redirect to a CDN never carries it). One download per file: a second asker
- * waits for the first. */
+ * a Range request after any failure, hashed (SHA-256, on the thread pool, following the writes)
+ * when a hash is expected (given, or the hub's X-Linked-ETag / an ETag that is a sha256),
+ * checked against the expected size and hash and only then renamed into place (a file nobody
+ * gives a hash for has only its size checked). HF_TOKEN is sent as a bearer token to the hub's host
+ * only (redirects are followed here, not by curl, so a redirect to a CDN never carries it). One
+ * download per file: a second asker waits for the first. */
 #ifndef MESH_DOWNLOAD_H
 #define MESH_DOWNLOAD_H
 
@@ -26,6 +27,8 @@ typedef struct {
     const char *dest;   /* the final path (its directory is created) */
     const char *sha256; /* expected hex sha256, or NULL/"" to take the server's */
     const char *label;  /* the reference the user gave, for messages */
+    uint64_t max_bytes; /* refuse a larger file (-EFBIG, nothing written) before its body; 0 any */
+    uint64_t *size_out; /* optional: set to the file's size as soon as the server tells it */
 } dl_req_t;
 
 typedef struct {

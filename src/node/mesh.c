@@ -623,6 +623,10 @@ json_t *mesh_status(mesh_t *m)
                               ann_get(p, "available_models", json_array()), "rtt_ms",
                               c ? json_real(tp_conn_rtt_ms(c)) : json_null(), "incarnation",
                               (json_int_t)p->inc, "last_seen", last_seen, "connected", c != NULL);
+        if (o) { /* where its models come from, what it downloads (view.h decodes them) */
+            json_object_set_new(o, "model_source", ann_get(p, "model_source", json_object()));
+            json_object_set_new(o, "downloading", ann_get(p, "downloading", json_array()));
+        }
         if (o) json_array_append_new(peers, o);
     }
     const gossip_stats_t *gs = gossip_stats(m->g);

@@ -23,6 +23,7 @@ typedef struct {
     unsigned part, nparts;
     char first[2048];
     bool fetched;
+    mf_opts_t o;
     mf_done_fn cb;
     void *data;
 } mf_t;
@@ -97,7 +98,11 @@ static void next_part(mf_t *m)
             snprintf(label, sizeof label, "%s (part %u of %u)", m->ref, m->part, m->nparts);
         else
             snprintf(label, sizeof label, "%s", m->ref);
-        dl_req_t req = {.url = url, .dest = dest, .label = label};
+        dl_req_t req = {.url = url,
+                        .dest = dest,
+                        .label = label,
+                        .max_bytes = m->o.max_bytes,
+                        .size_out = m->o.size_out};
         if (m->r.known && m->nparts <= 1) req.sha256 = m->r.known->sha256;
         rc = dl_start(m->d, &req, part_done, m);
         if (rc) {
@@ -176,8 +181,15 @@ static void listing_done(void *data, int rc, const char *err, long status, const
 int mf_fetch(dl_t *d, const char *ref, const char *dir, mf_done_fn cb, void *data, char *err,
              size_t errlen)
 {
+    return mf_fetch_opts(d, ref, dir, NULL, cb, data, err, errlen);
+}
+
+int mf_fetch_opts(dl_t *d, const char *ref, const char *dir, const mf_opts_t *o, mf_done_fn cb,
+                  void *data, char *err, size_t errlen)
+{
     mf_t *m = calloc(1, sizeof *m);
     if (!m) return -ENOMEM;
+    if (o) m->o = *o;
     int rc = model_ref_parse(ref, &m->r, err, errlen);
     if (rc == 0 && !model_ref_remote(&m->r)) {
         snprintf(err, errlen,

@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "download.h"
 #include "model_ref.h"
@@ -18,6 +19,14 @@ void mf_default_dir(const char *models_dir, char *out, size_t len);
 /* Start fetching ref into dir. Returns 0 (cb runs later) or a negative errno with err set. */
 int mf_fetch(dl_t *d, const char *ref, const char *dir, mf_done_fn cb, void *data, char *err,
              size_t errlen);
+/* Limits of a fetch: max_bytes refuses (-EFBIG, nothing written) a file (each part of a split
+ * one) larger than that; *size_out gets a file's size as soon as the server tells it. */
+typedef struct {
+    uint64_t max_bytes;
+    uint64_t *size_out;
+} mf_opts_t;
+int mf_fetch_opts(dl_t *d, const char *ref, const char *dir, const mf_opts_t *o, mf_done_fn cb,
+                  void *data, char *err, size_t errlen);
 /* Where a reference's file lives in dir when it needs no listing (catalog, hf file, URL). */
 int mf_local_path(const model_ref_t *r, const char *dir, char *out, size_t len);
 

@@ -74,6 +74,11 @@ typedef struct models {
      * tag is the request's httpd tag. */
     void (*on_flight_tail)(void *data, uint64_t tag, int status, const char *tail, size_t len);
     void *tail_data;
+    /* /api/v1/load of a name no model has: a model reference (catalog name, hf://…,
+     * ORG/REPO:QUANT, URL)? Returns -1 (not one: 404 as before), 0 (its model is name: load
+     * it) or 1 (answered: its download started, or a clear error). NULL: no downloads. */
+    int (*load_ref)(void *data, const char *ref, char *name, size_t len, httpd_req_t *req);
+    void *load_ref_data;
 } models_t;
 
 int models_init(models_t *ms, uv_loop_t *loop, const config_t *cfg, supervisor_t *sv, char *err,

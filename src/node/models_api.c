@@ -110,6 +110,12 @@ static void api_load(models_t *ms, httpd_req_t *req)
         goto out;
     }
     model_entry_t *e = models_find(ms, name);
+    char resolved[MODEL_NAME_MAX];
+    if (!e && ms->load_ref) { /* a reference: downloaded first (202), or its model's name */
+        int r = ms->load_ref(ms->load_ref_data, name, resolved, sizeof resolved, req);
+        if (r > 0) goto out;
+        if (r == 0) e = models_find(ms, name = resolved);
+    }
     if (!e) {
         httpd_respond_error(req, 404, "invalid_request_error", "model_not_found",
                             "model '%s' is not known to this node", name);

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "ledger.h"
 #include "log.h"
 #include "model_fetch.h"
 #include "model_ref.h"
@@ -14,9 +15,12 @@
 
 #define RETRY_AFTER_S 5
 
-static char g_refs[NODE_DL_MAX][NODE_DL_REF_MAX];
+/* From argv (node_dl_take_args, before config_parse) to the running node (node_dl_init). */
+static char g_refs[NODE_DL_MAX][NODE_DL_REF_MAX]; /* to download */
 static const char *g_ref_ptrs[NODE_DL_MAX];
 static size_t g_n_refs;
+static char g_present[NODE_DL_MAX][NODE_DL_REF_MAX]; /* on disk already: announced as sources */
+static size_t g_n_present;
 
 static const char *models_dir_arg(int argc, char **argv)
 {
@@ -49,6 +53,8 @@ int node_dl_take_args(int *argc, char **argv)
             S_ISREG(st.st_mode)) {
             char *p = strdup(path); /* on disk already: the file itself (lives until exit) */
             if (p) argv[i + 1] = p;
+            if (g_n_present < NODE_DL_MAX)
+                snprintf(g_present[g_n_present++], NODE_DL_REF_MAX, "%s", arg);
             i += 2;
             continue;
         }
@@ -83,6 +89,8 @@ static void log_progress(uv_timer_t *t)
         dl_format_progress(&p[i], false, line, sizeof line);
         LOGI("download", "downloading %s", line);
     }
+    /* the mesh sees the progress too (the announcement's downloading entries) */
+    if (n && nd->on_change) nd->on_change(nd->data);
 }
 
 int node_dl_init(node_dl_t *nd, uv_loop_t *loop, const char *models_dir)
@@ -95,6 +103,21 @@ int node_dl_init(node_dl_t *nd, uv_loop_t *loop, const char *models_dir)
     uv_timer_init(loop, &nd->progress);
     nd->progress.data = nd;
     nd->timer_open = true;
+    /* --model REF whose file was there: a finished job, so its source is announced */
+    for (size_t i = 0; i < g_n_present && nd->n < NODE_DL_MAX; i++) {
+        node_dl_job_t *j = &nd->jobs[nd->n];
+        model_ref_t r;
+        char err[64], path[2048];
+        struct stat st;
+        if (model_ref_parse(g_present[i], &r, err, sizeof err) != 0 ||
+            mf_local_path(&r, nd->dir, path, sizeof path) != 0 || stat(path, &st) != 0 ||
+            model_name_from_path(path, j->name, sizeof j->name) != 0)
+            continue;
+        snprintf(j->ref, sizeof j->ref, "%s", g_present[i]);
+        j->asked = true;
+        j->size = (uint64_t)st.st_size;
+        nd->n++;
+    }
     return 0;
 }
 
@@ -110,6 +133,22 @@ typedef struct {
     size_t idx;
 } ctx_t;
 
+/* 1.1 x size: what serving a model of this size needs (the ledger's rule). */
+static uint64_t serve_need(uint64_t size)
+{
+    return size + size / 10;
+}
+
+static void refuse_msg(const node_dl_job_t *j, uint64_t offer, char *err, size_t errlen)
+{
+    char need[32], size[32], off[32];
+    snprintf(err, errlen,
+             "not downloading %s: it needs %s to serve (1.1 x %s) and this node offers %s "
+             "(--max-vram); run it on a bigger node or name a smaller model",
+             j->ref, ledger_fmt(serve_need(j->size), need, sizeof need),
+             ledger_fmt(j->size, size, sizeof size), ledger_fmt(offer, off, sizeof off));
+}
+
 static void fetched(void *data, int rc, const char *err, const char *path, bool already)
 {
     ctx_t *c = data;
@@ -118,7 +157,14 @@ static void fetched(void *data, int rc, const char *err, const char *path, bool 
     free(c);
     j->active = false;
     if (!any_active(nd) && nd->timer_open) uv_timer_stop(&nd->progress);
-    if (rc) {
+    if (rc == -EFBIG && j->limit) {
+        j->failed = j->too_big = true;
+        if (!j->size) j->size = j->limit + 1; /* more than the limit, exact size unknown */
+        char msg[sizeof j->err];
+        refuse_msg(j, nd->offer, msg, sizeof msg);
+        memcpy(j->err, msg, sizeof msg);
+        LOGW("download", "%s", j->err);
+    } else if (rc) {
         j->failed = true;
         snprintf(j->err, sizeof j->err, "%s", err ? err : strerror(-rc));
         if (rc != -ECANCELED) LOGE("download", "%s: %s", j->ref, j->err);
@@ -127,12 +173,14 @@ static void fetched(void *data, int rc, const char *err, const char *path, bool 
         char name[NODE_DL_NAME_MAX];
         if (model_name_from_path(path, name, sizeof name) == 0)
             snprintf(j->name, sizeof j->name, "%s", name);
+        struct stat st;
+        if (!j->size && stat(path, &st) == 0) j->size = (uint64_t)st.st_size;
     }
     if (nd->on_done && rc != -ECANCELED) nd->on_done(nd->data, j->ref, path, rc, j->err);
     if (nd->on_change && rc != -ECANCELED) nd->on_change(nd->data);
 }
 
-int node_dl_start(node_dl_t *nd, const char *ref, char *err, size_t errlen)
+static int start(node_dl_t *nd, const char *ref, bool asked, bool solo, char *err, size_t errlen)
 {
     if (strlen(ref) >= NODE_DL_REF_MAX) {
         snprintf(err, errlen, "model reference too long");
@@ -152,8 +200,10 @@ int node_dl_start(node_dl_t *nd, const char *ref, char *err, size_t errlen)
         }
     }
     node_dl_job_t *j = &nd->jobs[idx];
+    bool was_asked = idx < nd->n && j->asked;
     memset(j, 0, sizeof *j);
     snprintf(j->ref, sizeof j->ref, "%s", ref);
+    j->asked = asked || was_asked;
     model_ref_t r;
     char path[2048];
     int rc = model_ref_parse(ref, &r, err, errlen);
@@ -161,16 +211,16 @@ int node_dl_start(node_dl_t *nd, const char *ref, char *err, size_t errlen)
     if (mf_local_path(&r, nd->dir, path, sizeof path) != 0 ||
         model_name_from_path(path, j->name, sizeof j->name) != 0)
         snprintf(j->name, sizeof j->name, "%s", ref); /* ORG/REPO:QUANT: known after listing */
-    /* don't download what won't fit (seed 002): the ledger's 1.1 × size rule */
-    if (r.known && r.known->size && nd->offer && nd->offer < r.known->size + r.known->size / 10) {
-        snprintf(err, errlen,
-                 "not downloading %s: it needs %.1f GB to serve (1.1 x %.1f GB) and this node "
-                 "offers %.1f GB (--max-vram); run it on a bigger node or name a smaller model",
-                 ref, (double)(r.known->size + r.known->size / 10) / 1e9,
-                 (double)r.known->size / 1e9, (double)nd->offer / 1e9);
-        j->failed = true;
+    if (r.known) j->size = r.known->size;
+    /* don't download what won't fit (seed 002): the ledger's 1.1 x size rule */
+    if (solo && nd->offer) j->limit = nd->offer - nd->offer / 11; /* 1.1 x limit <= offer */
+    if (j->limit && j->size && j->size > j->limit) {
+        refuse_msg(j, nd->offer, err, errlen);
+        j->failed = j->too_big = true;
         snprintf(j->err, sizeof j->err, "%s", err);
         if (idx == nd->n) nd->n++;
+        LOGW("download", "%s", err);
+        if (nd->on_change) nd->on_change(nd->data);
         return -EFBIG;
     }
     ctx_t *c = malloc(sizeof *c);
@@ -181,7 +231,8 @@ int node_dl_start(node_dl_t *nd, const char *ref, char *err, size_t errlen)
     *c = (ctx_t){nd, idx};
     j->active = true;
     if (idx == nd->n) nd->n++;
-    rc = mf_fetch(nd->d, ref, nd->dir, fetched, c, err, errlen);
+    mf_opts_t o = {.max_bytes = j->limit, .size_out = &j->size};
+    rc = mf_fetch_opts(nd->d, ref, nd->dir, &o, fetched, c, err, errlen);
     if (rc) {
         j->active = false;
         j->failed = true;
@@ -189,13 +240,31 @@ int node_dl_start(node_dl_t *nd, const char *ref, char *err, size_t errlen)
         free(c);
         return rc;
     }
-    LOGI("download", "model %s: downloading %s into %s (the node serves it when it is there)",
-         j->name, ref, nd->dir);
+    LOGI("download", "model %s: downloading %s into %s (%s)", j->name, ref, nd->dir,
+         asked ? "the node serves it when it is there"
+               : "the mesh gives this node the model: download and serve");
     uint64_t every = env_ms("MESH_LLM_PROGRESS_MS", 3000);
     if (!uv_is_active((uv_handle_t *)&nd->progress))
         uv_timer_start(&nd->progress, log_progress, every, every);
     if (nd->on_change) nd->on_change(nd->data);
     return 0;
+}
+
+int node_dl_start(node_dl_t *nd, const char *ref, char *err, size_t errlen)
+{
+    return start(nd, ref, true, true, err, errlen);
+}
+
+int node_dl_start_mesh(node_dl_t *nd, const char *ref, bool solo, char *err, size_t errlen)
+{
+    return start(nd, ref, false, solo, err, errlen);
+}
+
+const node_dl_job_t *node_dl_job(const node_dl_t *nd, const char *ref)
+{
+    for (size_t i = 0; i < nd->n; i++)
+        if (strcmp(nd->jobs[i].ref, ref) == 0) return &nd->jobs[i];
+    return NULL;
 }
 
 void node_dl_close(node_dl_t *nd)
@@ -244,11 +313,17 @@ bool node_dl_answer(node_dl_t *nd, const char *model, httpd_req_t *req)
     uint64_t b, t;
     double rate;
     node_dl_progress(nd, j, &b, &t, &rate);
+    node_dl_respond_downloading(req, j->name, "this node", b, t);
+    return true;
+}
+
+void node_dl_respond_downloading(httpd_req_t *req, const char *model, const char *where, uint64_t b,
+                                 uint64_t t)
+{
     char msg[900], pct[32] = "";
     if (t) snprintf(pct, sizeof pct, " (%.1f%%)", 100.0 * (double)b / (double)t);
-    snprintf(msg, sizeof msg,
-             "model '%s' is downloading on this node (%llu of %llu bytes%s); retry later", j->name,
-             (unsigned long long)b, (unsigned long long)t, pct);
+    snprintf(msg, sizeof msg, "model '%s' is downloading on %s (%llu of %llu bytes%s); retry later",
+             model, where, (unsigned long long)b, (unsigned long long)t, pct);
     json_t *o = json_pack("{s:{s:s,s:s,s:s}}", "error", "message", msg, "type", "unavailable",
                           "code", "model_downloading");
     char *body = o ? json_dumps(o, JSON_COMPACT) : NULL;
@@ -260,7 +335,62 @@ bool node_dl_answer(node_dl_t *nd, const char *model, httpd_req_t *req)
     else
         httpd_respond_error(req, 500, "server_error", "out_of_memory", "out of memory");
     free(body);
-    return true;
+}
+
+int node_dl_ref_name(node_dl_t *nd, const char *ref, char *name, size_t len)
+{
+    model_ref_t r;
+    char err[64], path[2048];
+    if (model_ref_parse(ref, &r, err, sizeof err) != 0 || !model_ref_remote(&r)) return -EINVAL;
+    const node_dl_job_t *j = node_dl_job(nd, ref);
+    if (j && !j->active && !j->failed) {
+        snprintf(name, len, "%s", j->name);
+        return 0;
+    }
+    if (mf_local_path(&r, nd->dir, path, sizeof path) != 0 ||
+        model_name_from_path(path, name, len) != 0)
+        snprintf(name, len, "%s", ref);
+    return 0;
+}
+
+void node_dl_answer_load(node_dl_t *nd, const char *ref, httpd_req_t *req)
+{
+    char err[600];
+    if (!nd->d) {
+        httpd_respond_error(req, 503, "unavailable", "downloads_disabled",
+                            "model '%s' is not on this node and it cannot download models", ref);
+        return;
+    }
+    int rc = start(nd, ref, true, true, err, sizeof err);
+    if (rc == -EFBIG) {
+        httpd_respond_error(req, 400, "invalid_request_error", "model_too_large", "%s", err);
+        return;
+    }
+    if (rc == -E2BIG || rc == -ENOMEM) {
+        httpd_respond_error(req, 503, "unavailable", "busy", "%s", err);
+        return;
+    }
+    if (rc) {
+        httpd_respond_error(req, 400, "invalid_request_error", "invalid_model_reference", "%s",
+                            err);
+        return;
+    }
+    const node_dl_job_t *j = node_dl_job(nd, ref);
+    uint64_t b = 0, t = 0;
+    double rate;
+    if (j) node_dl_progress(nd, j, &b, &t, &rate);
+    char msg[900];
+    snprintf(msg, sizeof msg,
+             "downloading %s; this node loads model '%s' when the file is there (GET /v1/models "
+             "shows its status and progress)",
+             ref, j ? j->name : ref);
+    json_t *o = json_pack("{s:s,s:s,s:s,s:{s:I,s:I},s:s}", "status", "downloading", "model",
+                          j ? j->name : ref, "ref", ref, "progress", "bytes", (json_int_t)b,
+                          "total", (json_int_t)t, "message", msg);
+    if (o)
+        httpd_respond_json(req, 202, o);
+    else
+        httpd_respond_error(req, 500, "server_error", "out_of_memory", "out of memory");
 }
 
 void node_dl_list_models(node_dl_t *nd, json_t *list)
@@ -300,26 +430,26 @@ void node_dl_status(node_dl_t *nd, json_t *st)
     json_object_set_new(st, "download_errors", f);
 }
 
-void node_dl_fill_announcement(node_dl_t *nd, json_t *ann)
+void node_dl_fill_view(node_dl_t *nd, view_node_t *n)
 {
-    json_t *dls = json_array(), *src = json_object();
+    if (!nd || !nd->d) return;
     for (size_t i = 0; i < nd->n; i++) {
-        const node_dl_job_t *j = &nd->jobs[i];
-        if (j->failed) continue;
-        json_object_set_new(src, j->name, json_string(j->ref));
-        if (!j->active) continue;
-        uint64_t b, t;
+        node_dl_job_t *j = &nd->jobs[i];
+        if (j->failed && !j->too_big) continue;
+        uint64_t b = 0, t = 0;
         double rate;
-        node_dl_progress(nd, j, &b, &t, &rate);
-        json_array_append_new(dls, json_pack("{s:s,s:I,s:I}", "model", j->name, "bytes",
-                                             (json_int_t)b, "total", (json_int_t)t));
+        if (j->active) {
+            node_dl_progress(nd, j, &b, &t, &rate);
+            if (t && !j->size) j->size = t;
+        }
+        view_source_t *src = view_add_source(n, j->name, j->ref);
+        if (src) src->size_bytes = j->size;
+        if (j->asked && (j->active || j->too_big) && !view_requested(n, j->name))
+            view_add_requested(n, j->name);
+        view_download_t *d = j->active ? view_add_download(n, j->name) : NULL;
+        if (d) {
+            d->total = t;
+            d->bytes = t && b > t ? t : b;
+        }
     }
-    if (json_array_size(dls))
-        json_object_set_new(ann, "downloading", dls);
-    else
-        json_decref(dls);
-    if (json_object_size(src))
-        json_object_set_new(ann, "model_source", src);
-    else
-        json_decref(src);
 }

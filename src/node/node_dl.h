@@ -6,7 +6,15 @@
  * and when the file is in place on_done adds it to the node's models. While it downloads, the
  * model is listed in /v1/models with status "downloading" and progress, requests for it get 503
  * + Retry-After (code model_downloading), /api/status shows `downloads`, and the announcement
- * carries `downloading {model, bytes, total}` and `model_source` (the ref). */
+ * carries `downloading {model, bytes, total}` and `model_source` (the ref and size; view.h).
+ *
+ * Don't download what won't fit (seed 002): a download the node's operator asked for, or one the
+ * mesh gives it to serve alone, is refused when serving it would need more than this node offers
+ * (1.1 x its size > offer): at once for a catalog name (its size is known), else as soon as the
+ * server says the size (nothing is written). The refusal is logged and shown in /api/status
+ * `download_errors`; an asked-for model is then announced as requested with its source and size,
+ * so a bigger node of the mesh can download and serve it (allocation rule 4). A split worker's
+ * download (the mesh needs the file, not a solo fit) has no such limit. */
 #ifndef MESH_NODE_DL_H
 #define MESH_NODE_DL_H
 
@@ -17,6 +25,7 @@
 
 #include "download.h"
 #include "httpd.h"
+#include "view.h"
 
 #define NODE_DL_MAX 8
 #define NODE_DL_REF_MAX 512
@@ -26,7 +35,11 @@ typedef struct {
     char ref[NODE_DL_REF_MAX];
     char name[NODE_DL_NAME_MAX]; /* the model name the file will have */
     bool active, failed;
-    char err[256];
+    bool asked;     /* the operator asked (--model, /api/v1/load), not the mesh: requested */
+    bool too_big;   /* refused: serving it would need more than this node offers */
+    uint64_t size;  /* the file's size once known (catalog, the server), else 0 */
+    uint64_t limit; /* refuse a file larger than this (0: none) */
+    char err[512];
 } node_dl_job_t;
 
 typedef struct node_dl {
@@ -53,8 +66,14 @@ int node_dl_take_args(int *argc, char **argv);
 size_t node_dl_pending(const char *const **refs);
 
 int node_dl_init(node_dl_t *nd, uv_loop_t *loop, const char *models_dir);
-/* Start downloading ref (a second start of the same ref is a no-op). 0 or -errno (err set). */
+/* Start downloading ref for the operator (a second start of the same ref is a no-op). 0 or
+ * -errno (err set; -EFBIG: too big for this node). */
 int node_dl_start(node_dl_t *nd, const char *ref, char *err, size_t errlen);
+/* The same for the mesh (allocation rule 4): not announced as requested; solo: the node will
+ * serve it alone, so it must fit (a split worker's file need not). */
+int node_dl_start_mesh(node_dl_t *nd, const char *ref, bool solo, char *err, size_t errlen);
+/* The job (active or ended) for ref, or NULL. */
+const node_dl_job_t *node_dl_job(const node_dl_t *nd, const char *ref);
 void node_dl_close(node_dl_t *nd);
 /* The active job downloading model `name` (its model name or its ref), or NULL. */
 const node_dl_job_t *node_dl_find(node_dl_t *nd, const char *name);
@@ -64,13 +83,27 @@ void node_dl_progress(node_dl_t *nd, const node_dl_job_t *j, uint64_t *bytes, ui
 /* A request for a model being downloaded: 503 + Retry-After (model_downloading); true if
  * answered. */
 bool node_dl_answer(node_dl_t *nd, const char *model, httpd_req_t *req);
+/* That 503 for a model downloading on `where` ("this node", "node ID"). */
+void node_dl_respond_downloading(httpd_req_t *req, const char *model, const char *where, uint64_t b,
+                                 uint64_t t);
+/* The model name a remote reference gives (a finished job's name for its ref, else from the
+ * reference's file name; ORG/REPO:QUANT before its listing: the ref itself). 0, or -EINVAL
+ * when ref is not a remote model reference. */
+int node_dl_ref_name(node_dl_t *nd, const char *ref, char *name, size_t len);
+/* POST /api/v1/load of a reference whose model is not on this node: start its download (for the
+ * operator, as --model REF) and answer 202 {status: "downloading", model, ref, progress {bytes,
+ * total}, message}; the node loads the model when the file is there. A reference too big for
+ * this node: 400 model_too_large; a bad one: 400 invalid_model_reference; too many downloads:
+ * 503. */
+void node_dl_answer_load(node_dl_t *nd, const char *ref, httpd_req_t *req);
 /* Append {id, object, status: "downloading", progress {bytes,total}, source} to a /v1/models
  * list. */
 void node_dl_list_models(node_dl_t *nd, json_t *list);
 /* /api/status: "downloads": [{model, ref, bytes, total, rate}] */
 void node_dl_status(node_dl_t *nd, json_t *st);
-/* The announcement: "downloading": [{model, bytes, total}] and "model_source": {model: ref}
- * (for models being downloaded or downloaded by this node). */
-void node_dl_fill_announcement(node_dl_t *nd, json_t *ann);
+/* This node's view (what it announces): model_source for every model it downloads, downloaded
+ * or refused as too big; downloading for the active ones; requested for the asked-for ones not
+ * on disk (active or refused). */
+void node_dl_fill_view(node_dl_t *nd, view_node_t *n);
 
 #endif

@@ -167,6 +167,9 @@ static void allocate(planner_t *pl, const peers_t *P)
     const char *rq[CONFIG_MAX_MODELS];
     for (size_t i = 0; i < pl->cfg->n_requested; i++)
         rq[i] = pl->cfg->requested[i];
+    const char *failed[PLAN_MAX_MODELS];
+    for (size_t i = 0; i < pl->n_dl_failed; i++)
+        failed[i] = pl->dl_failed[i];
     pp_alloc_input_t in = {.id = pl->id,
                            .free_bytes = ledger_free(&pl->ms->ledger),
                            .disk = disk,
@@ -174,7 +177,10 @@ static void allocate(planner_t *pl, const peers_t *P)
                            .requested = rq,
                            .n_requested = pl->cfg->n_requested,
                            .peers = P->v,
-                           .n_peers = P->n};
+                           .n_peers = P->n,
+                           .can_download = pl->dl != NULL && pl->dl->d != NULL,
+                           .failed = failed,
+                           .n_failed = pl->n_dl_failed};
     pp_alloc_result_t res;
     pp_allocate(&in, &pl->alloc, now_ms(pl), &res);
     free(disk);
@@ -183,11 +189,22 @@ static void allocate(planner_t *pl, const peers_t *P)
                         "standing by as a worker");
     if (res.kind == PP_ALLOC_MISSING && res.changed)
         LOGW("planner",
-             "model %s is not on this node's disk and mesh-llm does not download models: "
-             "the mesh lists it as requested; this node stands by (put %s.gguf in "
+             "model %s is not on this node's disk and no node of the mesh says where to "
+             "download it: the mesh lists it as requested; this node stands by (put %s.gguf in "
              "~/.models or --models-dir to serve it)",
              res.model, res.model);
-    if (res.kind != PP_ALLOC_TAKE) {
+    if (res.kind == PP_ALLOC_DOWNLOAD) {
+        /* rule 4: download and serve. Solo unless the plan makes it a split worker. */
+        uint64_t free_b = ledger_free(&pl->ms->ledger);
+        bool solo = res.size_bytes && free_b >= res.size_bytes + res.size_bytes / 10;
+        char err[512];
+        if (node_dl_start_mesh(pl->dl, res.ref, solo, err, sizeof err) != 0) {
+            LOGW("planner", "model %s: cannot download %s: %s", res.model, res.ref, err);
+            if (pl->n_dl_failed < PLAN_MAX_MODELS)
+                snprintf(pl->dl_failed[pl->n_dl_failed++], MODEL_NAME_MAX, "%s", res.model);
+            return;
+        }
+    } else if (res.kind != PP_ALLOC_TAKE) {
         /* standing by (or every peer gone): the promotion rules may still want this node */
         if (res.kind != PP_ALLOC_LATER || P->n == 0) pd_promote(pl, P);
         return;
@@ -199,8 +216,28 @@ static void allocate(planner_t *pl, const peers_t *P)
     snprintf(pm->rule, sizeof pm->rule, "%s", res.rule);
     pm->e = models_find(pl->ms, res.model);
     pm->st.load_when_replica = true;
+    pm->dl = res.kind == PP_ALLOC_DOWNLOAD;
+    if (pm->dl) snprintf(pm->dl_ref, sizeof pm->dl_ref, "%s", res.ref);
     LOGI("planner", "the mesh gives this node model %s (rule: %s)%s", res.model, res.rule,
-         pm->e ? "" : "; its weights will come from the host through the tunnel");
+         pm->e    ? ""
+         : pm->dl ? "; downloading it, then serving it"
+                  : "; its weights will come from the host through the tunnel");
+}
+
+void planner_download_failed(planner_t *pl, const char *ref)
+{
+    /* the allocation gives a node one model: it is models[0] */
+    pmodel_t *pm = &pl->models[0];
+    if (pl->n != 1 || !pm->dl || pm->e || strcmp(pm->dl_ref, ref) != 0) return;
+    LOGW("planner", "model %s: its download failed; this node gives it up and stands by", pm->name);
+    if (pl->n_dl_failed < PLAN_MAX_MODELS)
+        snprintf(pl->dl_failed[pl->n_dl_failed++], MODEL_NAME_MAX, "%s", pm->name);
+    ledger_clear(&pl->ms->ledger, pm->name, LEDGER_WORKER);
+    memset(pm, 0, sizeof *pm);
+    pm->pl = pl;
+    pl->n = 0;
+    snprintf(pl->alloc.rule, sizeof pl->alloc.rule, "standby");
+    planner_kick(pl);
 }
 
 /* ---- executing the policy's actions ---- */

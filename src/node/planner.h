@@ -32,6 +32,7 @@
 #include "httpd.h"
 #include "mesh.h"
 #include "models.h"
+#include "node_dl.h"
 #include "plan_policy.h"
 #include "promote.h"
 #include "router.h"
@@ -51,6 +52,8 @@ typedef struct {
     char name[MODEL_NAME_MAX];
     model_entry_t *e; /* this node's copy, NULL when it has no file (split worker only) */
     char rule[32];    /* why it serves it: explicit or an allocation rule */
+    bool dl;          /* rule 4: being downloaded (dl_ref) for the mesh */
+    char dl_ref[NODE_DL_REF_MAX];
     pp_state_t st;
     /* host */
     rpc_fwd_t *fwd[PLAN_MAX_WORKERS]; /* local port → each worker's rpc-server */
@@ -77,6 +80,9 @@ struct planner {
     size_t n;
     bool allocating; /* no --model: the mesh chooses */
     pp_alloc_state_t alloc;
+    node_dl_t *dl; /* downloads (rule 4 "download and serve"); NULL: none */
+    char dl_failed[PLAN_MAX_MODELS][MODEL_NAME_MAX]; /* models whose mesh download failed here */
+    size_t n_dl_failed;
     sv_child_t *rpc;
     uv_timer_t timer, tick;
     bool timer_open;
@@ -102,6 +108,12 @@ void planner_kick(planner_t *pl);
 /* A model file arrived while the node runs (a --model REF download, or the model the mesh gave
  * it): serve it like a --model file, or (given by the mesh) now with its file. */
 void planner_add_model(planner_t *pl, model_entry_t *e);
+/* A download ended without a file (ref, the model it was for): a model the mesh gave this node
+ * (rule 4) is given up and not chosen again from the mesh's sources. */
+void planner_download_failed(planner_t *pl, const char *ref);
+/* A peer announces it is downloading model: its id (who) and progress. */
+bool planner_downloading(planner_t *pl, const char *model, char *who, size_t len, uint64_t *bytes,
+                         uint64_t *total);
 void planner_stop(planner_t *pl);
 
 /* For the announcement: available_models, serving, role. */

@@ -32,7 +32,8 @@ typedef struct {
     catalog_node_t *nodes;
     catalog_avail_t *av;
     catalog_serving_t *sv;
-    const char **rq; /* requested_models names */
+    const char **rq;   /* requested_models names */
+    uint64_t *rq_size; /* and their sizes from model_source (0 unknown) */
     view_node_t self;
     size_t n;
 } cnodes_t;

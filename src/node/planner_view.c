@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "model_ref.h"
 #include "tunnel_rpc.h"
 
 /* ---- the mesh as seen from here ---- */
@@ -207,6 +208,22 @@ static int self_serving(planner_t *pl, view_node_t *n)
     return 0;
 }
 
+/* A file on disk that is a catalog model's (same file name): its source is the catalog name,
+ * so any node can fetch the same file (rule 4). */
+static void catalog_sources(planner_t *pl, view_node_t *n)
+{
+    for (size_t i = 0; i < pl->ms->n; i++) {
+        const model_entry_t *e = &pl->ms->entries[i];
+        const known_model_t *k = known_model_find(e->mm->name);
+        if (!k || view_source(n, e->mm->name)) continue;
+        const char *file = model_ref_basename(k->file);
+        size_t len = strlen(e->mm->name);
+        if (strncmp(file, e->mm->name, len) != 0 || strcmp(file + len, ".gguf") != 0) continue;
+        view_source_t *src = view_add_source(n, e->mm->name, k->name);
+        if (src) src->size_bytes = e->size;
+    }
+}
+
 int self_view(planner_t *pl, view_node_t *n)
 {
     view_node_init(n);
@@ -232,6 +249,8 @@ int self_view(planner_t *pl, view_node_t *n)
         if (!pl->cfg->models[i].from_dir) view_add_requested(n, pl->cfg->models[i].name);
     for (size_t i = 0; i < pl->cfg->n_requested; i++)
         view_add_requested(n, pl->cfg->requested[i]);
+    node_dl_fill_view(pl->dl, n); /* model_source, downloading, refs asked for */
+    catalog_sources(pl, n);
     pd_fill_self(pl, n);
     return self_serving(pl, n);
 }
@@ -252,6 +271,7 @@ void cnodes_free(cnodes_t *c)
     free(c->av);
     free(c->sv);
     free(c->rq);
+    free(c->rq_size);
     view_node_free(&c->self);
     memset(c, 0, sizeof *c);
 }
@@ -275,6 +295,7 @@ int cnodes_build(planner_t *pl, const peers_t *P, bool skip_self, cnodes_t *c)
     c->av = pc.av;
     c->sv = pc.sv;
     c->rq = pc.rq;
+    c->rq_size = pc.rq_size;
     c->n = pc.n;
     return 0;
 }
@@ -326,6 +347,47 @@ static int catalog_now(planner_t *pl, peers_t *P, cnodes_t *cn, catalog_t *cat)
     return rc;
 }
 
+/* A node of the mesh (this one included) downloading model, with its id; NULL when none. */
+static const view_download_t *mesh_download(const peers_t *P, const view_node_t *self,
+                                            const char *model, const char **who)
+{
+    const view_download_t *d = view_download(self, model);
+    *who = self->id;
+    for (size_t i = 0; i < P->n && !d; i++) {
+        d = view_download(&P->v[i], model);
+        *who = P->v[i].id;
+    }
+    return d;
+}
+
+bool planner_downloading(planner_t *pl, const char *model, char *who, size_t len, uint64_t *bytes,
+                         uint64_t *total)
+{
+    peers_t P;
+    if (peers_get(pl, &P) != 0) return false;
+    view_node_t self;
+    view_node_init(&self); /* peers only: this node's own download answers before routing */
+    const char *id;
+    const view_download_t *d = mesh_download(&P, &self, model, &id);
+    if (d) {
+        snprintf(who, len, "%s", id);
+        *bytes = d->bytes;
+        *total = d->total;
+    }
+    peers_free(&P);
+    return d != NULL;
+}
+
+/* {node, bytes, total} of a download of model somewhere in the mesh, or NULL. */
+static json_t *download_json(const peers_t *P, const view_node_t *self, const char *model)
+{
+    const char *who;
+    const view_download_t *d = mesh_download(P, self, model, &who);
+    return d ? json_pack("{s:s,s:I,s:I}", "node", who, "bytes", (json_int_t)d->bytes, "total",
+                         (json_int_t)d->total)
+             : NULL;
+}
+
 void planner_list_models(planner_t *pl, json_t *list)
 {
     peers_t P;
@@ -350,6 +412,11 @@ void planner_list_models(planner_t *pl, json_t *list)
             json_array_append_new(list, o);
         }
         json_object_set_new(o, "status", json_string(entry_status(pl, &P, &cat, e)));
+        json_t *dl = e->status == CATALOG_READY ? NULL : download_json(&P, &cn.self, e->name);
+        if (dl) { /* being downloaded somewhere in the mesh: that is what it waits for */
+            json_object_set_new(o, "status", json_string("downloading"));
+            json_object_set_new(o, "progress", dl);
+        }
         json_object_set_new(o, "hosts", ids_json(e->hosts, e->n_hosts));
         json_object_set_new(o, "nodes", json_integer((json_int_t)e->n_holders));
         json_object_set_new(o, "requested", json_boolean(e->requested));
@@ -398,7 +465,10 @@ void planner_status(planner_t *pl, json_t *st)
                              "holders", ids_json(e->holders, e->n_holders), "servers",
                              ids_json(e->servers, e->n_servers), "hosts",
                              ids_json(e->hosts, e->n_hosts), "requested", e->requested));
-            pd_annotate(pl, &P, json_array_get(a, json_array_size(a) - 1), e->name);
+            json_t *o = json_array_get(a, json_array_size(a) - 1);
+            pd_annotate(pl, &P, o, e->name);
+            json_t *dl = download_json(&P, &cn.self, e->name);
+            if (dl) json_object_set_new(o, "downloading", dl);
         }
         json_object_set_new(st, "catalog", a);
         catalog_free(&cat);

@@ -44,6 +44,14 @@ bool routing_remote(routing_t *rt, const char *model, int needs, httpd_req_t *re
                            .rotation = rotation++};
     router_result_t res;
     router_route(peers, np, planner_requested(rt->plan, model), &rq, &res);
+    char who[80], where[96];
+    uint64_t b, t;
+    if ((res.verdict == ROUTER_NO_FILE || res.verdict == ROUTER_UNAVAILABLE) &&
+        planner_downloading(rt->plan, model, who, sizeof who, &b, &t)) {
+        snprintf(where, sizeof where, "node %.12s of the mesh", who);
+        node_dl_respond_downloading(req, model, where, b, t); /* 503 + Retry-After */
+        return true;
+    }
     switch (res.verdict) {
     case ROUTER_UNKNOWN:
         return false;

@@ -266,3 +266,60 @@ def test_node_too_small_refuses_to_download(hub, tmp_path, start_node):
     assert hub.stats()["cdn_bytes"] == 0
     assert not (home / ".models").exists() or not any((home / ".models").iterdir())
     assert n.request("GET", "/v1/models").status == 200
+
+
+BIG_MB = 24  # several of the downloader's 8 MiB hash steps
+
+
+@pytest.fixture
+def big(hub):
+    """A deterministic 24 MiB file in the fake hub (org/big-GGUF/big.gguf)."""
+    import random
+    d = hub.root / "org" / "big-GGUF"
+    d.mkdir(parents=True)
+    rnd = random.Random(14)
+    with open(d / "big.gguf", "wb") as f:
+        for _ in range(BIG_MB):
+            f.write(rnd.randbytes(1 << 20))
+    return d / "big.gguf"
+
+
+def test_download_big_file_cut_then_resumed(hub, big, tmp_path):
+    """A file hashed in several thread-pool steps while it is written, cut after 12 MiB (a part
+    bigger than one step, hashed again at the resume): the result matches the hub's hash, and
+    the hub sent no more than the file plus one chunk."""
+    hub.control(cut=12 << 20)
+    d = tmp_path / "models"
+    r = run_download(hub, "hf://org/big-GGUF/big.gguf", d)
+    assert r.returncode == 0, r.stderr
+    assert sha256(d / "big.gguf") == sha256(big)
+    assert hub.stats()["cdn_bytes"] <= os.path.getsize(big) + CHUNK
+    # stopped at the cut by an outside hand this time: the next run hashes the part, resumes
+    part = d / "big2.gguf.part"
+    with open(big, "rb") as src, open(part, "wb") as dst:
+        dst.write(src.read(17 << 20))
+    shutil.copy(big, big.parent / "big2.gguf")
+    r = run_download(hub, "hf://org/big-GGUF/big2.gguf", d)
+    assert r.returncode == 0, r.stderr
+    assert f"resuming at byte {17 << 20}" in r.stderr
+    assert sha256(d / "big2.gguf") == sha256(big)
+
+
+def test_download_big_file_server_ignores_range(hub, big, tmp_path):
+    """The CDN answers a resume with the whole file (200): the part is truncated and hashed
+    again from its start, even with a hash step running; the file is right."""
+    hub.control(cut=10 << 20, norange=1)
+    d = tmp_path / "models"
+    r = run_download(hub, "hf://org/big-GGUF/big.gguf", d)
+    assert r.returncode == 0, r.stderr
+    assert sha256(d / "big.gguf") == sha256(big)
+    ranges = [q[3] for q in hub.stats()["requests"] if q[2].startswith("/cdn/")]
+    assert ranges == ["", f"bytes={10 << 20}-"], ranges
+
+
+def test_download_big_file_wrong_content(hub, big, tmp_path):
+    hub.control(wrong=1)
+    d = tmp_path / "models"
+    r = run_download(hub, "hf://org/big-GGUF/big.gguf", d)
+    assert r.returncode == 1 and "sha256 mismatch" in r.stderr, r.stderr
+    assert os.listdir(d) == []

@@ -95,7 +95,7 @@ def test_requested_model_in_catalog(start_node):
         assert "Wanted-Model-7B" in err["message"] and "requested" in err["message"], err
         # the rest of the mesh is unaffected: A's model answers through B too
         assert n.complete(A_MODEL).status == 200
-    wait_for(lambda: "does not download" in b.stderr(), timeout=20,
+    wait_for(lambda: "says where to download it" in b.stderr(), timeout=20,
              what="B to say why it stands by")
     b.stop()
     wait_for(lambda: "Wanted-Model-7B" not in listed(a), timeout=20,

@@ -11,6 +11,7 @@ Faults, set with GET /_control?KEY=VALUE on the hub port (or flags):
   wrong=1     the CDN serves wrong bytes (the announced sha256 stays the real one)
   trickle=BPS the CDN sends at most BPS bytes per second (0: off)
   token=T     the hub answers 401 unless "Authorization: Bearer T"
+  norange=1   the CDN ignores Range requests (answers 200 with the whole file)
 GET /_stats: {"cdn_bytes": body bytes the CDN sent, "cdn_auth": Authorization headers the CDN saw,
 "requests": [[port, method, path, range]...]}.
 """
@@ -24,7 +25,7 @@ import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-STATE = {"cut": 0, "wrong": 0, "trickle": 0, "token": "", "cdn_bytes": 0, "cdn_auth": [],
+STATE = {"cut": 0, "wrong": 0, "trickle": 0, "norange": 0, "token": "", "cdn_bytes": 0, "cdn_auth": [],
          "requests": []}
 LOCK = threading.Lock()
 SHA = {}
@@ -126,7 +127,7 @@ class Handler(BaseHTTPRequestHandler):
             return self.send_plain(404, "NoSuchKey")
         size = os.path.getsize(full)
         start = 0
-        rng = self.headers.get("Range")
+        rng = None if STATE["norange"] else self.headers.get("Range")
         if rng and rng.startswith("bytes="):
             a = rng[6:].split("-")[0]
             start = int(a) if a else 0

@@ -20,8 +20,10 @@
 
 /* ------------------------------------------------------------------------------------------
  * Node specs (as in test_catalog.c): "<tag> [vram=GB] [disk=NAME:GB[:e|:r],…]
- * [serve=NAME[:ready][:host],…] [req=NAME,…] [client] [dead] [nodl]". For the joining node,
- * req= lists its --model names and nodl forbids downloads.
+ * [serve=NAME[:ready][:host],…] [req=NAME[:GB],…] [client] [dead] [nodl] [src=NAME,…]
+ * [fetch=NAME,…]". For the joining node, req= lists its --model names, nodl forbids downloads,
+ * src= restricts downloads to models with an announced source and fetch= names the models other
+ * nodes are downloading.
  * ---------------------------------------------------------------------------------------- */
 
 typedef struct {
@@ -29,8 +31,12 @@ typedef struct {
     catalog_avail_t avail[MAXN][MAXL];
     catalog_serving_t serv[MAXN][MAXL];
     const char *req[MAXN][MAXL];
+    uint64_t reqsize[MAXN][MAXL];
     char ids[MAXN][CATALOG_ID_LEN + 1];
     bool nodl[MAXN];
+    const char *src[MAXN][MAXL], *fetch[MAXN][MAXL];
+    size_t n_src[MAXN], n_fetch[MAXN];
+    bool has_src[MAXN];
     char pool[4096];
     size_t used, n;
 } fx_t;
@@ -61,6 +67,7 @@ static void fx_add(fx_t *f, const char *spec)
     n->available = f->avail[k];
     n->serving = f->serv[k];
     n->requested = f->req[k];
+    n->requested_size = f->reqsize[k];
     while ((tok = strtok_r(NULL, " ", &save))) {
         char *val = strchr(tok, '=');
         if (val) *val++ = '\0';
@@ -91,7 +98,13 @@ static void fx_add(fx_t *f, const char *spec)
                         if (strcmp(fl, "host") == 0) v->is_host = true;
                     }
                 } else if (strcmp(tok, "req") == 0) {
+                    f->reqsize[k][n->n_requested] = f1 ? strtoull(f1, NULL, 10) * G : 0;
                     f->req[k][n->n_requested++] = name;
+                } else if (strcmp(tok, "src") == 0) {
+                    f->has_src[k] = true;
+                    f->src[k][f->n_src[k]++] = name;
+                } else if (strcmp(tok, "fetch") == 0) {
+                    f->fetch[k][f->n_fetch[k]++] = name;
                 } else {
                     fail_msg("bad spec key %s", tok);
                 }
@@ -115,7 +128,11 @@ static int choose(const char *self_spec, const char *const *others, alloc_result
                          .n_disk = f.nodes[k].n_available,
                          .models = f.req[k],
                          .n_models = f.nodes[k].n_requested,
-                         .no_download = f.nodl[k]};
+                         .no_download = f.nodl[k],
+                         .sources = f.has_src[k] ? f.src[k] : NULL,
+                         .n_sources = f.n_src[k],
+                         .fetching = f.fetch[k],
+                         .n_fetching = f.n_fetch[k]};
     return alloc_choose(&self, f.nodes, k, out);
 }
 
@@ -216,6 +233,24 @@ static const acase_t cases[] = {
     {"4: beats becoming another replica (rule 5)",
      "a vram=12 disk=Q:10", "b vram=24 disk=S:4,Q:10 serve=Q:ready:host",
      "download_and_serve S dl"},
+    {"4: only models with an announced source",
+     "a vram=8 src=S", "b vram=24 disk=S:4,T:5,Q:10 serve=Q:ready:host",
+     "download_and_serve S dl"},
+    {"4: no source for anything it could serve: standby",
+     "a vram=8 src=Q", "b vram=24 disk=S:4,T:5,Q:10 serve=Q:ready:host",
+     "standby"},
+    {"4: a model another node is downloading is left to it",
+     "a vram=8 fetch=T", "b vram=24 disk=S:4,T:5,Q:10 serve=Q:ready:host",
+     "download_and_serve S dl"},
+    {"4: a model requested with a known size (its source's), nobody has it",
+     "a vram=8", "b vram=1 req=NEW:4",
+     "download_and_serve NEW dl"},
+    {"4: the same, too big for me alone: never downloaded",
+     "a vram=4", "b vram=1 req=NEW:4",
+     "standby"},
+    {"2: a model another node is downloading is not unserved",
+     "a vram=8 disk=S:4 fetch=S", "",
+     "standby"},
     {"4: never downloads what does not fit alone (seed 002)",
      "a vram=4", "b vram=24 disk=S:4,Q:10 serve=Q:ready:host",
      "standby"},
@@ -434,7 +469,8 @@ static void elect(mesh_t *m, const char *model, election_mode_t mode, const char
         if (catalog_has_id(e->servers, e->n_servers, m->f.ids[i]))
             nodes[n++] =
                 (election_node_t){m->f.ids[i], m->f.nodes[i].vram_bytes, (int32_t)(10 * i), false};
-    election_input_t in = {.model_bytes = e->size_bytes, .n_layers = 32, .nodes = nodes, .n_nodes = n};
+    election_input_t in = {
+        .model_bytes = e->size_bytes, .n_layers = 32, .nodes = nodes, .n_nodes = n};
     election_plan_t p;
     assert_int_equal(election_run(&in, &p), 0);
     char got[MAXN + 1];

@@ -441,6 +441,59 @@ static void test_allocation(void **state)
     view_node_free(&peers[0]);
 }
 
+/* Rule 4: a peer requests a model it cannot serve and announces where to fetch it; a joiner with
+ * room and a downloader downloads it; one that cannot download, or is too small, or sees another
+ * peer downloading it already, does not. */
+static void test_allocation_download(void **state)
+{
+    (void)state;
+    view_node_t peers[2];
+    view_node_init(&peers[0]);
+    snprintf(peers[0].id, sizeof peers[0].id, "%s", B);
+    peers[0].vram_bytes = 100;
+    assert_true(view_add_requested(&peers[0], "tiny"));
+    view_source_t *src = view_add_source(&peers[0], "tiny", "hf://org/tiny-GGUF/tiny.gguf");
+    assert_non_null(src);
+    src->size_bytes = 1000;
+    pp_alloc_input_t in = {.id = A, .free_bytes = 2000, .peers = peers, .n_peers = 1};
+    pp_alloc_state_t st = {.first_peer_ms = 1};
+    pp_alloc_result_t r;
+    pp_allocate(&in, &st, 5000, &r);
+    assert_int_equal(r.kind, PP_ALLOC_NONE); /* no downloader */
+    in.can_download = true;
+    pp_allocate(&in, &st, 5000, &r);
+    assert_int_equal(r.kind, PP_ALLOC_DOWNLOAD);
+    assert_string_equal(r.model, "tiny");
+    assert_string_equal(r.rule, "download_and_serve");
+    assert_string_equal(r.ref, "hf://org/tiny-GGUF/tiny.gguf");
+    assert_int_equal(r.size_bytes, 1000);
+    assert_false(r.has_file);
+    /* its download failed here before: not chosen again */
+    const char *failed[] = {"tiny"};
+    in.failed = failed;
+    in.n_failed = 1;
+    pp_allocate(&in, &st, 5000, &r);
+    assert_int_equal(r.kind, PP_ALLOC_NONE);
+    in.n_failed = 0;
+    /* too small to serve it alone (1.1 x 1000 > 1050): never downloaded */
+    in.free_bytes = 1050;
+    pp_allocate(&in, &st, 5001, &r);
+    assert_int_equal(r.kind, PP_ALLOC_NONE);
+    /* another peer downloads it already */
+    in.free_bytes = 2000;
+    view_node_init(&peers[1]);
+    snprintf(peers[1].id, sizeof peers[1].id, "%s", C);
+    peers[1].vram_bytes = 5000;
+    view_download_t *d = view_add_download(&peers[1], "tiny");
+    assert_non_null(d);
+    d->bytes = 10;
+    in.n_peers = 2;
+    pp_allocate(&in, &st, 5002, &r);
+    assert_int_equal(r.kind, PP_ALLOC_NONE);
+    view_node_free(&peers[0]);
+    view_node_free(&peers[1]);
+}
+
 static int teardown(void **state)
 {
     (void)state;
@@ -452,6 +505,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_join_solo, teardown),
+        cmocka_unit_test(test_allocation_download),
         cmocka_unit_test_teardown(test_split_forms_dies_returns, teardown),
         cmocka_unit_test_teardown(test_memory_drops_to_split, teardown),
         cmocka_unit_test_teardown(test_group_change_restarts_host, teardown),

@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "view.h"
@@ -427,6 +428,88 @@ static void test_round_trip(void **state)
     }
 }
 
+/* ---- model_source and downloading ---- */
+
+static void test_sources_and_downloads(void **state)
+{
+    (void)state;
+    /* valid entries are kept; a path, a bare name, a control character, an overlong ref, a wrong
+     * type, bytes above a known total and a duplicate download are rejected, one count each */
+    char longref[VIEW_REF_MAX + 40] = "hf://org/repo/";
+    memset(longref + strlen(longref), 'x', VIEW_REF_MAX);
+    strcpy(longref + VIEW_REF_MAX + 14, ".gguf");
+    static char text[4096];
+    int w = snprintf(text, sizeof text,
+                     "{\"model_source\":{\"tiny\":{\"ref\":\"hf://org/tiny-GGUF/tiny.gguf\","
+                     "\"size_bytes\":1234},\"qwen\":{\"ref\":\"Qwen2.5-0.5B-Instruct-Q4_K_M\"},"
+                     "\"u\":{\"ref\":\"https://example.org/m.gguf\",\"size_bytes\":-1},"
+                     "\"p\":{\"ref\":\"/etc/passwd\"},\"n\":{\"ref\":\"justaname\"},"
+                     "\"c\":{\"ref\":\"hf://org/r/a\\u0001.gguf\"},\"l\":{\"ref\":\"%s\"},"
+                     "\"s\":\"hf://org/r/x.gguf\"},"
+                     "\"downloading\":[{\"model\":\"tiny\",\"bytes\":10,\"total\":1234},"
+                     "{\"model\":\"qwen\",\"bytes\":5},{\"model\":\"x\",\"bytes\":9,"
+                     "\"total\":8},{\"model\":\"tiny\",\"bytes\":1,\"total\":2},"
+                     "{\"bytes\":1}]}",
+                     longref);
+    assert_true(w > 0 && (size_t)w < sizeof text);
+    json_t *j = parse(text);
+    view_node_t n, back;
+    assert_int_equal(view_decode(j, ID_A, &n), 0);
+    assert_int_equal(n.n_sources, 3);
+    const view_source_t *s = view_source(&n, "tiny");
+    assert_non_null(s);
+    assert_string_equal(s->ref, "hf://org/tiny-GGUF/tiny.gguf");
+    assert_int_equal(s->size_bytes, 1234);
+    assert_int_equal(view_source(&n, "qwen")->size_bytes, 0);
+    assert_int_equal(view_source(&n, "u")->size_bytes, 0); /* a negative size is ignored */
+    assert_null(view_source(&n, "p"));
+    assert_null(view_source(&n, "n"));
+    assert_int_equal(n.n_downloads, 2);
+    assert_int_equal(view_download(&n, "tiny")->bytes, 10);
+    assert_int_equal(view_download(&n, "tiny")->total, 1234);
+    assert_int_equal(view_download(&n, "qwen")->total, 0);
+    assert_null(view_download(&n, "x"));
+    /* u's size, p, n, c, l, s; x, the second tiny, the nameless one */
+    assert_int_equal(n.rejected, 9);
+    /* round trip */
+    json_t *out = json_object();
+    assert_int_equal(view_encode(&n, out), 0);
+    assert_int_equal(view_decode(out, ID_A, &back), 0);
+    assert_int_equal(back.rejected, 0);
+    assert_true(view_node_equal(&n, &back));
+    view_download_t *d = (view_download_t *)view_download(&back, "tiny");
+    d->bytes++;
+    assert_false(view_node_equal(&n, &back));
+    view_node_free(&back);
+    /* none left: the keys disappear from the announcement */
+    view_node_t empty;
+    view_node_init(&empty);
+    assert_int_equal(view_encode(&empty, out), 0);
+    assert_null(json_object_get(out, "model_source"));
+    assert_null(json_object_get(out, "downloading"));
+    /* building refuses a local path */
+    assert_null(view_add_source(&empty, "m", "./m.gguf"));
+    assert_non_null(view_add_source(&empty, "m", "org/repo:Q4_K_M"));
+    /* the catalog learns a requested model's size from its source */
+    assert_true(view_add_requested(&empty, "m"));
+    view_add_source(&empty, "m", "org/repo:Q4_K_M")->size_bytes = 77;
+    memcpy(empty.id, ID_B, sizeof empty.id);
+    catalog_node_t cn;
+    const char *rq[1];
+    uint64_t rqs[1];
+    view_to_catalog_sized(&empty, &cn, NULL, NULL, rq, rqs);
+    catalog_t cat;
+    assert_int_equal(catalog_build(&cn, 1, &cat), 0);
+    assert_int_equal(catalog_find(&cat, "m")->size_bytes, 77);
+    assert_true(catalog_find(&cat, "m")->requested);
+    assert_int_equal(catalog_find(&cat, "m")->n_holders, 0);
+    catalog_free(&cat);
+    view_node_free(&empty);
+    json_decref(out);
+    json_decref(j);
+    view_node_free(&n);
+}
+
 /* ---- the memory a node offers a group ---- */
 
 static void test_offer(void **state)
@@ -464,6 +547,7 @@ int main(void)
         cmocka_unit_test(test_plan_bounds),
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_offer),
+        cmocka_unit_test(test_sources_and_downloads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
