@@ -23,11 +23,11 @@ int listing_to_event(const mesh_listing_t *l, int64_t now_s, int64_t ttl_s, nost
         json_array_append_new(models,
                               json_pack("{s:s,s:s,s:b}", "name", l->models[i].name, "status",
                                         l->models[i].status, "served", l->models[i].served));
-    json_t *c =
-        json_pack("{s:i,s:s,s:s,s:s,s:I,s:I,s:I,s:o,s:s,s:s}", "v", 1, "name", l->name, "mesh_id",
-                  l->mesh_id, "region", l->region, "node_count", (json_int_t)l->node_count,
-                  "mem_total", (json_int_t)l->mem_total, "mem_free", (json_int_t)l->mem_free,
-                  "models", models, "version", l->version, "token", l->token);
+    json_t *c = json_pack("{s:i,s:s,s:s,s:s,s:I,s:I,s:I,s:o,s:s,s:s,s:s}", "v", 1, "name", l->name,
+                          "mesh_id", l->mesh_id, "region", l->region, "node_count",
+                          (json_int_t)l->node_count, "mem_total", (json_int_t)l->mem_total,
+                          "mem_free", (json_int_t)l->mem_free, "models", models, "version",
+                          l->version, "token", l->token, "node", l->node);
     char *s = c ? json_dumps(c, JSON_COMPACT) : NULL;
     json_decref(c);
     if (!rc) rc = s ? nostr_event_set_content(ev, s) : -ENOMEM;
@@ -90,8 +90,9 @@ int listing_from_event(const nostr_event_t *ev, int64_t now_s, mesh_listing_t *l
     if (!get_str(c, "name", l->name, sizeof l->name) ||
         !get_str(c, "region", l->region, sizeof l->region) ||
         !get_str(c, "version", l->version, sizeof l->version) ||
-        !get_str(c, "token", l->token, sizeof l->token))
-        FAIL(-EINVAL, "name, region, version or token missing or too long");
+        !get_str(c, "token", l->token, sizeof l->token) ||
+        !get_str(c, "node", l->node, sizeof l->node))
+        FAIL(-EINVAL, "name, region, version, token or node missing or too long");
     if (!get_u64(c, "node_count", 1000000, &nodes) ||
         !get_u64(c, "mem_total", UINT64_MAX >> 1, &l->mem_total) ||
         !get_u64(c, "mem_free", UINT64_MAX >> 1, &l->mem_free))

@@ -4,9 +4,10 @@
  * which is the mesh id. Tags: ["d", mesh id], ["t", "mesh-llm"] (what discovery filters on),
  * ["region", R] when set, ["expiration", unix s] (NIP-40). Content: a JSON object
  *   {"v":1,"name","mesh_id","region","node_count","mem_total","mem_free",
- *    "models":[{"name","status","served"}],"version","token"}
+ *    "models":[{"name","status","served"}],"version","token","node"}
  * with mem_* in bytes, status ready|loading|unloaded|on_disk|needs_capacity, token the mesh's
- * invite token (its mesh must be the listing's).
+ * invite token (its mesh must be the listing's), node the publishing node's id (the watchdog's
+ * one-publisher rule).
  *
  * listing_from_event checks all of it; a listing set keeps the newest live listing per mesh. */
 #ifndef MESH_LISTING_H
@@ -22,7 +23,7 @@
 #define LISTING_KIND 31990
 #define LISTING_TAG "mesh-llm"
 #define LISTING_MAX_MODELS 16
-#define LISTING_NAME_MAX 64
+#define LISTING_NAME_MAX 128
 #define LISTING_REGION_MAX 32
 #define LISTING_MODEL_MAX 128
 #define LISTING_VERSION_MAX 32
@@ -39,6 +40,7 @@ typedef struct {
     char region[LISTING_REGION_MAX + 1];
     char version[LISTING_VERSION_MAX + 1];
     char token[TOKEN_MAX_LEN + 1];
+    char node[ID_HEX_LEN + 1]; /* the publishing node */
     uint32_t node_count;
     uint64_t mem_total, mem_free;
     listing_model_t models[LISTING_MAX_MODELS];

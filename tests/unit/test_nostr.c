@@ -216,6 +216,7 @@ static void make_listing(mesh_listing_t *l, const char *mesh, const char *region
     snprintf(l->name, sizeof l->name, "demo");
     snprintf(l->region, sizeof l->region, "%s", region);
     snprintf(l->version, sizeof l->version, "0.1.0");
+    memset(l->node, 'a', 64);
     l->node_count = 2;
     l->mem_total = 16ull << 30;
     l->mem_free = 8ull << 30;

@@ -1,0 +1,58 @@
+/* nostr_app — public discovery wired into the node (issue 16): the Nostr key, the discovery
+ * subscription, publishing and its watchdog, --auto, GET /api/discover.
+ *
+ * Relays are contacted only when something asks for them: --publish or --auto at startup, or
+ * the first GET /api/discover. */
+#ifndef MESH_NOSTR_APP_H
+#define MESH_NOSTR_APP_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <uv.h>
+
+#include "config.h"
+#include "discovery.h"
+#include "httpd.h"
+#include "publisher.h"
+
+typedef struct {
+    uv_loop_t *loop;
+    const config_t *cfg;
+    const char *home;
+    discovery_t *disc;
+    const char *relays[CONFIG_MAX_RELAYS];
+    char relay_buf[2048];
+    size_t n_relays;
+    uint8_t sk[32], pk[32];
+    bool have_key;
+    publisher_t pub;
+    planner_t *plan;
+    mesh_t *mesh;
+    /* --auto: join(t) enters the mesh of token t, or a new mesh of this node's own (t NULL). */
+    int (*join)(void *data, const token_t *t, char *err, size_t errlen);
+    void *join_data;
+    bool auto_pending;
+    uv_timer_t auto_timer;
+    bool auto_timer_open;
+    uint64_t auto_deadline;
+    char auto_note[512]; /* what --auto decided, for the status */
+} nostr_app_t;
+
+/* Load the Nostr key and start discovery when --publish or --auto ask for it. */
+int nostr_app_init(nostr_app_t *na, uv_loop_t *loop, const config_t *cfg, const char *home,
+                   char *err, size_t errlen);
+/* The node is in a mesh now: publish (--publish) and watch the listing. */
+void nostr_app_in_mesh(nostr_app_t *na, planner_t *plan, mesh_t *mesh);
+/* --auto: wait for the relays (bounded), pick the best mesh, join it through join(). */
+void nostr_app_auto(nostr_app_t *na);
+/* GET /api/discover[?region=R&model=M] */
+void nostr_app_discover(nostr_app_t *na, httpd_req_t *req);
+/* "nostr": {...} in the status document. */
+json_t *nostr_app_status(nostr_app_t *na);
+void nostr_app_stop(nostr_app_t *na);
+
+/* A query parameter of a URL (plain characters only: letters, digits, . _ - :), "" when absent
+ * or not plain. */
+void nostr_app_query(const char *url, const char *name, char *out, size_t outlen);
+
+#endif
