@@ -274,6 +274,7 @@ static int enter_mesh(node_t *n, const token_t *joins, size_t n_joins, char *err
         .joins = joins,
         .n_joins = n_joins,
         .mesh_name = n->cfg.mesh_name,
+        .name_key = n->nostr.have_key ? n->nostr.pk : NULL,
         .vram_bytes = n->vram,
         .role = n->cfg.client ? "client"
                 : n->ms.n > 0 ? "host"

@@ -48,10 +48,12 @@ int nostr_app_init(nostr_app_t *na, uv_loop_t *loop, const config_t *cfg, const 
     na->n_relays =
         nostr_pool_relays((const char *const *)cfg->nostr_relays, cfg->n_nostr_relays,
                           na->relay_buf, sizeof na->relay_buf, na->relays, CONFIG_MAX_RELAYS);
-    if (!cfg->publish && !cfg->auto_join) return 0;
+    if (!cfg->publish && !cfg->auto_join && !cfg->mesh_name) return 0;
+    /* the key signs listings, and a named mesh's id derives from it */
     int rc = nostr_key_load(home, na->sk, na->pk, err, errlen);
     if (rc) return rc;
     na->have_key = true;
+    if (!cfg->publish && !cfg->auto_join) return 0;
     if (na->n_relays == 0) {
         snprintf(err, errlen,
                  "%s needs Nostr relays, and none are configured ($MESH_LLM_NOSTR_RELAYS is "

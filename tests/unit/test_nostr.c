@@ -352,6 +352,27 @@ static void test_auto_rank(void **state)
     assert_int_equal(order[1], 2);
 }
 
+/* A named mesh's id derives from the name and the originator's Nostr key: the same name picked
+ * by two people gives two meshes; the same person gets the same mesh every time. */
+static void test_named_mesh(void **state)
+{
+    (void)state;
+    identity_t id;
+    identity_ephemeral(&id, 1);
+    uint8_t pk1[32], pk2[32];
+    memset(pk1, 1, 32);
+    memset(pk2, 2, 32);
+    mesh_cred_t a, b, c, d;
+    identity_named_mesh(&id, pk1, "demo", &a);
+    identity_named_mesh(&id, pk2, "demo", &b);
+    identity_named_mesh(&id, pk1, "demo", &c);
+    identity_named_mesh(&id, pk1, "other", &d);
+    assert_string_not_equal(a.mesh_id, b.mesh_id);
+    assert_string_equal(a.mesh_id, c.mesh_id);
+    assert_string_not_equal(a.mesh_id, d.mesh_id);
+    assert_int_equal(strlen(a.mesh_id), 32);
+}
+
 int main(void)
 {
     if (sodium_init() < 0) return 1;
@@ -360,7 +381,7 @@ int main(void)
         cmocka_unit_test(test_sign_roundtrip), cmocka_unit_test(test_msg_table),
         cmocka_unit_test(test_req_build),      cmocka_unit_test(test_listing_roundtrip),
         cmocka_unit_test(test_listing_set),    cmocka_unit_test(test_auto_score_table),
-        cmocka_unit_test(test_auto_rank),
+        cmocka_unit_test(test_auto_rank),      cmocka_unit_test(test_named_mesh),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
