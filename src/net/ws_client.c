@@ -1,6 +1,7 @@
 /* WebSocket client: libuv TCP, optional GnuTLS on memory buffers, wslay framing. */
 #include "ws_client.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <gnutls/crypto.h>
@@ -425,8 +426,14 @@ static void tls_progress(ws_client_t *c)
     }
     char tmp[16384];
     for (;;) {
+        size_t before = c->tls_in.len;
         ssize_t n = gnutls_record_recv(c->sess, tmp, sizeof tmp);
-        if (n == GNUTLS_E_AGAIN || n == GNUTLS_E_INTERRUPTED) break;
+        /* a post-handshake message (TLS 1.3 session tickets) also ends in E_AGAIN: go on while
+         * the call consumed input and some is left */
+        if (n == GNUTLS_E_AGAIN || n == GNUTLS_E_INTERRUPTED) {
+            if (c->tls_in.len > 0 && c->tls_in.len < before) continue;
+            break;
+        }
         if (n == 0) {
             fail(c, "TLS connection closed");
             return;
@@ -486,7 +493,10 @@ static int tls_setup(ws_client_t *c)
     if (gnutls_set_default_priority(c->sess) < 0 ||
         gnutls_credentials_set(c->sess, GNUTLS_CRD_CERTIFICATE, c->cred) < 0)
         return -EIO;
-    gnutls_server_name_set(c->sess, GNUTLS_NAME_DNS, c->host, strlen(c->host));
+    unsigned char ip[16];
+    bool literal = inet_pton(AF_INET, c->host, ip) == 1 || inet_pton(AF_INET6, c->host, ip) == 1;
+    if (!literal) /* SNI names hosts, never addresses (RFC 6066) */
+        gnutls_server_name_set(c->sess, GNUTLS_NAME_DNS, c->host, strlen(c->host));
     gnutls_session_set_verify_cert(c->sess, c->host, 0);
     gnutls_transport_set_ptr(c->sess, c);
     gnutls_transport_set_push_function(c->sess, tls_push);

@@ -37,10 +37,10 @@ class Proc:
     """A node.js helper (relay) started by the test: its first line says its ports, every later
     line is kept."""
 
-    def __init__(self, script, ready_prefix, tmp_path):
+    def __init__(self, script, ready_prefix, tmp_path, args=()):
         self.err = open(tmp_path / (script + ".stderr"), "wb")
-        self.p = subprocess.Popen(["node", os.path.join(JS, script)], stdout=subprocess.PIPE,
-                                  stderr=self.err, cwd=JS)
+        self.p = subprocess.Popen(["node", os.path.join(JS, script)] + list(args),
+                                  stdout=subprocess.PIPE, stderr=self.err, cwd=JS)
         self.lines = []
         self.ready = None
         ev = threading.Event()
@@ -350,3 +350,37 @@ def test_hostile_relays(start_node, relay, hostile):
     assert relays[h["silent"]]["connections"] == 0, relays
     assert relays[relay.url]["events"] > 0, relays
     assert b.proc.poll() is None and a.proc.poll() is None
+
+
+def test_wss_relay(start_node, tmp_path):
+    """wss://: GnuTLS checks the relay's certificate (here a self-signed one for 127.0.0.1,
+    trusted through $MESH_LLM_NOSTR_CA_FILE) and its name; an untrusted one is refused."""
+    cert, key = str(tmp_path / "cert.pem"), str(tmp_path / "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key,
+                    "-out", cert, "-days", "2", "-subj", "/CN=127.0.0.1", "-addext",
+                    "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True, timeout=60)
+    r = Proc("relay.mjs", "relay ready ", tmp_path, args=["0", cert, key])
+    try:
+        url = f"wss://127.0.0.1:{r.ready['port']}"
+        a = start_node("--model", model_path(SMALL), "--publish", "--mesh-name", "tls",
+                       "--port", "0", "--nostr-relay", url,
+                       env=dict(TIMERS, MESH_LLM_NOSTR_CA_FILE=cert))
+        mesh = mesh_of(a)
+
+        def listed(extra_env):
+            p = subprocess.run([MESH_BIN, "discover", "--json", "--nostr-relay", url,
+                                "--timeout", "10"], capture_output=True, timeout=60,
+                               env=dict(os.environ, **extra_env))
+            assert p.returncode == 0, p.stderr
+            return json.loads(p.stdout)
+        wait_for(lambda: [m["mesh_id"] for m in
+                          listed({"MESH_LLM_NOSTR_CA_FILE": cert})["meshes"]] == [mesh],
+                 timeout=60, interval=0.5, what="listing over wss")
+        evs = [json.loads(s) for s in r.lines if s.startswith("{")]
+        assert evs and all(e["verified"] and e["ok"] for e in evs), evs
+        # without the certificate in the trust store: refused, nothing listed
+        d = listed({"MESH_LLM_NOSTR_CA_FILE": ""})
+        assert d["meshes"] == [], d
+        assert "certificate" in d["relays"][0]["last_error"], d["relays"]
+    finally:
+        r.stop()

@@ -1,11 +1,14 @@
 // A real Nostr relay for the integration tests: @nostr-relay/core with @nostr-relay/validator
 // and @nostr-relay/event-repository-sqlite (in memory) behind a `ws` server on 127.0.0.1.
 //
-//   node relay.mjs [PORT]      (0 or none: any free port)
+//   node relay.mjs [PORT [CERT.pem KEY.pem]]   (0 or none: any free port; with a certificate
+//                                              and key: wss:// over TLS)
 //
 // Prints `relay ready port=<port>` on stdout, then one JSON line per EVENT a client publishes:
 //   {"event": <the event>, "verified": <nostr-tools verifyEvent(event)>, "ok": <relay accepted>}
 // so a test checks, outside mesh-llm's code, that every event it published is valid and signed.
+import fs from 'node:fs';
+import https from 'node:https';
 import { WebSocketServer } from 'ws';
 import { NostrRelay } from '@nostr-relay/core';
 import { Validator } from '@nostr-relay/validator';
@@ -17,7 +20,15 @@ const repo = new EventRepositorySqlite(':memory:');
 await repo.init();
 const relay = new NostrRelay(repo);
 const validator = new Validator();
-const wss = new WebSocketServer({ host: '127.0.0.1', port, maxPayload: 1 << 20 });
+let wss;
+let tlsServer;
+if (process.argv[3]) {
+  tlsServer = https.createServer({ cert: fs.readFileSync(process.argv[3]),
+                                   key: fs.readFileSync(process.argv[4]) });
+  wss = new WebSocketServer({ server: tlsServer, maxPayload: 1 << 20 });
+} else {
+  wss = new WebSocketServer({ host: '127.0.0.1', port, maxPayload: 1 << 20 });
+}
 
 wss.on('connection', (ws) => {
   relay.handleConnection(ws, '127.0.0.1');
@@ -43,9 +54,15 @@ wss.on('connection', (ws) => {
   ws.on('close', () => relay.handleDisconnect(ws));
   ws.on('error', () => {});
 });
-wss.on('listening', () => {
-  process.stdout.write(`relay ready port=${wss.address().port}\n`);
-});
+if (tlsServer) {
+  tlsServer.listen(port, '127.0.0.1', () => {
+    process.stdout.write(`relay ready port=${tlsServer.address().port}\n`);
+  });
+} else {
+  wss.on('listening', () => {
+    process.stdout.write(`relay ready port=${wss.address().port}\n`);
+  });
+}
 const stop = () => { wss.close(); relay.destroy().finally(() => process.exit(0)); };
 process.on('SIGTERM', stop);
 process.on('SIGINT', stop);
