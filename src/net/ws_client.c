@@ -75,6 +75,7 @@ int ws_parse_url(const char *url, int *tls, char *host, size_t hostlen, int *por
     }
     if (hl == 0 || hl >= hostlen) return -EINVAL;
     if (*p == '[') {
+        if (hl < 3) return -EINVAL;
         memcpy(host, p + 1, hl - 2);
         host[hl - 2] = 0;
     } else {
@@ -353,6 +354,7 @@ static bool header_has(const char *hdrs, const char *name, const char *want)
 
 static void handle_upgrade_answer(ws_client_t *c)
 {
+    if (c->in.len == 0) return;
     char *end = memmem(c->in.data, c->in.len, "\r\n\r\n", 4);
     if (!end) {
         if (c->in.len >= WS_HANDSHAKE_MAX)

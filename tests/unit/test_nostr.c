@@ -17,6 +17,8 @@
 #include "listing.h"
 #include "nostr_event.h"
 #include "nostr_msg.h"
+#include "publisher.h"
+#include "ws_client.h"
 
 static void unhex(const char *h, uint8_t *out, size_t n)
 {
@@ -373,6 +375,76 @@ static void test_named_mesh(void **state)
     assert_int_equal(strlen(a.mesh_id), 32);
 }
 
+static void test_ws_url(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *url;
+        int ok, tls, port;
+        const char *host, *path;
+    } rows[] = {
+        {"ws://127.0.0.1:7000", 1, 0, 7000, "127.0.0.1", "/"},
+        {"wss://relay.damus.io", 1, 1, 443, "relay.damus.io", "/"},
+        {"WSS://nos.lol/path?x=1", 1, 1, 443, "nos.lol", "/path?x=1"},
+        {"ws://[::1]:8080/r", 1, 0, 8080, "::1", "/r"},
+        {"ws://host?q", 1, 0, 80, "host", "/?q"},
+        {"ws://host#frag", 1, 0, 80, "host", "/"},
+        {"http://host", 0, 0, 0, NULL, NULL},
+        {"ws://", 0, 0, 0, NULL, NULL},
+        {"ws://:80", 0, 0, 0, NULL, NULL},
+        {"ws://host:0", 0, 0, 0, NULL, NULL},
+        {"ws://host:65536", 0, 0, 0, NULL, NULL},
+        {"ws://host:x", 0, 0, 0, NULL, NULL},
+        {"ws://[]:80", 0, 0, 0, NULL, NULL},
+        {"ws://[::1", 0, 0, 0, NULL, NULL},
+        {"ws://user@host", 0, 0, 0, NULL, NULL},
+        {"ws://host/a b", 0, 0, 0, NULL, NULL},
+        {"ws://host/a\r\nX: y", 0, 0, 0, NULL, NULL},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        int tls = -1, port = -1;
+        char host[256], path[WS_URL_MAX];
+        int rc = ws_parse_url(rows[i].url, &tls, host, sizeof host, &port, path, sizeof path);
+        if ((rc == 0) != rows[i].ok) fail_msg("row %zu (%s): rc %d", i, rows[i].url, rc);
+        if (!rows[i].ok) continue;
+        assert_int_equal(tls, rows[i].tls);
+        assert_int_equal(port, rows[i].port);
+        assert_string_equal(host, rows[i].host);
+        assert_string_equal(path, rows[i].path);
+    }
+}
+
+static void test_publisher_decide(void **state)
+{
+    (void)state;
+    static const struct {
+        bool active, listed;
+        const char *lister;
+        bool seen, smallest, due;
+        pub_action_t want;
+    } rows[] = {
+        /* a publisher republishes when due, else waits */
+        {true, true, "bb", false, false, true, PUB_PUBLISH},
+        {true, true, "bb", false, false, false, PUB_NOTHING},
+        {true, false, NULL, true, false, true, PUB_PUBLISH},
+        /* two publishers: the larger id yields to the smaller */
+        {true, true, "aa", true, false, true, PUB_YIELD},
+        {true, true, "cc", true, true, true, PUB_PUBLISH},
+        /* a watcher: the listing alive → nothing */
+        {false, true, "aa", true, true, true, PUB_NOTHING},
+        /* expired: the smallest live member takes over, the others wait */
+        {false, false, NULL, true, true, false, PUB_TAKE_OVER},
+        {false, false, NULL, true, false, false, PUB_NOTHING},
+        /* never seen listed (not a published mesh): nothing */
+        {false, false, NULL, false, true, false, PUB_NOTHING},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        pub_action_t a = publisher_decide(rows[i].active, rows[i].listed, rows[i].lister, "bb",
+                                          rows[i].seen, rows[i].smallest, rows[i].due);
+        if (a != rows[i].want) fail_msg("row %zu: %d, want %d", i, a, rows[i].want);
+    }
+}
+
 int main(void)
 {
     if (sodium_init() < 0) return 1;
@@ -382,6 +454,7 @@ int main(void)
         cmocka_unit_test(test_req_build),      cmocka_unit_test(test_listing_roundtrip),
         cmocka_unit_test(test_listing_set),    cmocka_unit_test(test_auto_score_table),
         cmocka_unit_test(test_auto_rank),      cmocka_unit_test(test_named_mesh),
+        cmocka_unit_test(test_ws_url),         cmocka_unit_test(test_publisher_decide),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
