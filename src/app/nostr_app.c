@@ -12,6 +12,7 @@
 #include "log.h"
 #include "nostr_key.h"
 #include "nostr_pool.h"
+#include "probe.h"
 #include "util.h"
 
 static void auto_decide(nostr_app_t *na);
@@ -93,6 +94,115 @@ static void auto_finish(nostr_app_t *na)
     if (na->auto_timer_open) uv_timer_stop(&na->auto_timer);
 }
 
+static void auto_free(nostr_app_t *na)
+{
+    free(na->cands);
+    free(na->scores);
+    na->cands = NULL;
+    na->scores = NULL;
+    na->n_cands = 0;
+}
+
+static void auto_new_mesh(nostr_app_t *na, size_t listed)
+{
+    char err[512];
+    snprintf(na->auto_note, sizeof na->auto_note,
+             "no public mesh to join (%zu listed, %lu of %lu probed answered): started a new "
+             "mesh%s",
+             listed, na->probes_ok, na->probes,
+             na->cfg->n_models ? " serving this node's models"
+                               : "; give it a model with --model PATH.gguf to serve one");
+    LOGI("nostr", "--auto: %s", na->auto_note);
+    auto_free(na);
+    if (na->join(na->join_data, NULL, err, sizeof err) != 0)
+        LOGE("nostr", "--auto: cannot start a new mesh: %s", err);
+}
+
+static void probe_batch(nostr_app_t *na);
+
+/* A batch answered: join the best candidate that was admitted, else probe the next batch. */
+static void batch_done(nostr_app_t *na)
+{
+    char err[512];
+    for (size_t i = 0; i < na->batch_n; i++) {
+        if (na->probe_rc[i] != 0) continue;
+        const mesh_listing_t *l = &na->cands[na->batch_start + i];
+        token_t t;
+        if (token_decode(l->token, strlen(l->token), &t, err, sizeof err) != 0) continue;
+        int rc = na->join(na->join_data, &t, err, sizeof err);
+        sodium_memzero(&t, sizeof t);
+        if (rc == 0) {
+            snprintf(na->auto_note, sizeof na->auto_note,
+                     "joined mesh %s ('%.64s', region %s, %u node(s)), score %lld, rank %zu of "
+                     "%zu, probe %.1f ms",
+                     l->mesh_id, l->name, l->region[0] ? l->region : "-", l->node_count,
+                     (long long)na->scores[na->batch_start + i], na->batch_start + i + 1,
+                     na->n_cands, na->probe_rtt[i]);
+            LOGI("nostr", "--auto: %s", na->auto_note);
+            auto_free(na);
+            return;
+        }
+        if (rc == -EALREADY) {
+            auto_free(na);
+            return;
+        }
+        LOGW("nostr", "--auto: mesh %s: %s; trying the next one", l->mesh_id, err);
+    }
+    na->batch_start += na->batch_n;
+    if (na->batch_start < na->n_cands)
+        probe_batch(na);
+    else
+        auto_new_mesh(na, na->n_cands);
+}
+
+typedef struct {
+    nostr_app_t *na;
+    size_t slot;
+} probe_ctx_t;
+
+static void on_probe(void *data, int rc, double rtt_ms, const char *why)
+{
+    probe_ctx_t *pc = data;
+    nostr_app_t *na = pc->na;
+    size_t slot = pc->slot;
+    free(pc);
+    if (!na->cands) return; /* stopped meanwhile */
+    const mesh_listing_t *l = &na->cands[na->batch_start + slot];
+    na->probe_rc[slot] = rc;
+    na->probe_rtt[slot] = rtt_ms;
+    if (rc == 0) na->probes_ok++;
+    LOGI("nostr", "--auto: probe of mesh %s (%s): %s%s", l->mesh_id, l->name,
+         rc ? "failed: " : "alive, admitted", rc ? why : "");
+    if (--na->pending == 0) batch_done(na);
+}
+
+static void probe_batch(nostr_app_t *na)
+{
+    uint64_t timeout = env_ms("MESH_LLM_PROBE_MS", 5000);
+    size_t n = na->n_cands - na->batch_start;
+    na->batch_n = n < AUTO_PROBE_BATCH ? n : AUTO_PROBE_BATCH;
+    na->pending = na->batch_n;
+    for (size_t i = 0; i < na->batch_n; i++) {
+        const mesh_listing_t *l = &na->cands[na->batch_start + i];
+        token_t t;
+        char err[160];
+        na->probe_rc[i] = -EINVAL;
+        probe_ctx_t *pc = malloc(sizeof *pc);
+        int rc = pc ? token_decode(l->token, strlen(l->token), &t, err, sizeof err) : -ENOMEM;
+        if (rc == 0) {
+            *pc = (probe_ctx_t){na, i};
+            na->probes++;
+            rc = probe_start(na->loop, &t, timeout, on_probe, pc);
+            sodium_memzero(&t, sizeof t);
+        }
+        if (rc) {
+            free(pc);
+            na->pending--;
+        }
+    }
+    if (na->pending == 0) batch_done(na);
+}
+
 static void auto_decide(nostr_app_t *na)
 {
     if (!na->auto_pending) return;
@@ -101,7 +211,11 @@ static void auto_decide(nostr_app_t *na)
     int64_t now = (int64_t)time(NULL);
     mesh_listing_t *ls = malloc(LISTING_SET_MAX * sizeof *ls);
     size_t *order = malloc(LISTING_SET_MAX * sizeof *order);
-    size_t n = ls && order ? discovery_list(na->disc, now, NULL, NULL, ls, LISTING_SET_MAX) : 0;
+    na->cands = malloc(AUTO_MAX_CANDIDATES * sizeof *na->cands);
+    na->scores = malloc(AUTO_MAX_CANDIDATES * sizeof *na->scores);
+    size_t n = ls && order && na->cands && na->scores
+                   ? discovery_list(na->disc, now, NULL, NULL, ls, LISTING_SET_MAX)
+                   : 0;
     char last[128];
     read_last_mesh(na->home, last, sizeof last);
     const char *wanted[CONFIG_MAX_MODELS * 2];
@@ -113,37 +227,19 @@ static void auto_decide(nostr_app_t *na)
     auto_prefs_t prefs = {
         .region = na->cfg->region, .last_mesh = last, .wanted = wanted, .n_wanted = nw};
     auto_rank(ls, n, &prefs, order);
-    char err[512];
-    bool joined = false;
-    for (size_t k = 0; k < n && !joined; k++) {
-        const mesh_listing_t *l = &ls[order[k]];
-        token_t t;
-        if (token_decode(l->token, strlen(l->token), &t, err, sizeof err) != 0) continue;
-        int64_t score = auto_score(l, &prefs);
-        int rc = na->join(na->join_data, &t, err, sizeof err);
-        sodium_memzero(&t, sizeof t);
-        if (rc == 0) {
-            snprintf(na->auto_note, sizeof na->auto_note,
-                     "joined mesh %s ('%.64s', region %s, %u node(s)), score %lld, best of %zu",
-                     l->mesh_id, l->name, l->region[0] ? l->region : "-", l->node_count,
-                     (long long)score, n);
-            LOGI("nostr", "--auto: %s", na->auto_note);
-            joined = true;
-        } else {
-            LOGW("nostr", "--auto: mesh %s: %s; trying the next one", l->mesh_id, err);
-        }
-    }
-    if (!joined) {
-        snprintf(na->auto_note, sizeof na->auto_note,
-                 "no public mesh to join (%zu listed): started a new mesh%s", n,
-                 na->cfg->n_models ? " serving this node's models"
-                                   : "; give it a model with --model PATH.gguf to serve one");
-        LOGI("nostr", "--auto: %s", na->auto_note);
-        if (na->join(na->join_data, NULL, err, sizeof err) != 0)
-            LOGE("nostr", "--auto: cannot start a new mesh: %s", err);
+    na->n_cands = 0;
+    for (size_t k = 0; k < n && na->n_cands < AUTO_MAX_CANDIDATES; k++) {
+        na->cands[na->n_cands] = ls[order[k]];
+        na->scores[na->n_cands++] = auto_score(&ls[order[k]], &prefs);
     }
     free(ls);
     free(order);
+    LOGI("nostr", "--auto: %zu live mesh(es) listed%s", n, n ? "; probing the best" : "");
+    na->batch_start = 0;
+    if (na->n_cands == 0)
+        auto_new_mesh(na, n);
+    else
+        probe_batch(na);
 }
 
 static void auto_timeout(uv_timer_t *t)
@@ -224,6 +320,7 @@ void nostr_app_stop(nostr_app_t *na)
         uv_close((uv_handle_t *)&na->auto_timer, NULL);
     }
     na->auto_pending = false;
+    auto_free(na);
     discovery_stop(na->disc);
     na->disc = NULL;
     sodium_memzero(na->sk, sizeof na->sk);

@@ -15,6 +15,9 @@
 #include "httpd.h"
 #include "publisher.h"
 
+#define AUTO_PROBE_BATCH 3 /* candidates probed at once */
+#define AUTO_MAX_CANDIDATES 12
+
 typedef struct {
     uv_loop_t *loop;
     const config_t *cfg;
@@ -36,6 +39,13 @@ typedef struct {
     bool auto_timer_open;
     uint64_t auto_deadline;
     char auto_note[512]; /* what --auto decided, for the status */
+    /* the ranked candidates, health-probed AUTO_PROBE_BATCH at a time, best first */
+    mesh_listing_t *cands;
+    int64_t *scores;
+    size_t n_cands, batch_start, batch_n, pending;
+    int probe_rc[AUTO_PROBE_BATCH];
+    double probe_rtt[AUTO_PROBE_BATCH];
+    unsigned long probes, probes_ok;
 } nostr_app_t;
 
 /* Load the Nostr key and start discovery when --publish or --auto ask for it. */
@@ -43,7 +53,9 @@ int nostr_app_init(nostr_app_t *na, uv_loop_t *loop, const config_t *cfg, const 
                    char *err, size_t errlen);
 /* The node is in a mesh now: publish (--publish) and watch the listing. */
 void nostr_app_in_mesh(nostr_app_t *na, planner_t *plan, mesh_t *mesh);
-/* --auto: wait for the relays (bounded), pick the best mesh, join it through join(). */
+/* --auto: wait for the relays (bounded), rank the live meshes, health-probe the best (a QUIC
+ * handshake + admission with the listed token, MESH_LLM_PROBE_MS, default 5 s; three at a time),
+ * join the best that answers through join(); none: a new mesh of this node's own. */
 void nostr_app_auto(nostr_app_t *na);
 /* GET /api/discover[?region=R&model=M] */
 void nostr_app_discover(nostr_app_t *na, httpd_req_t *req);

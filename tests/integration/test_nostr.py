@@ -384,3 +384,42 @@ def test_wss_relay(start_node, tmp_path):
         assert "certificate" in d["relays"][0]["last_error"], d["relays"]
     finally:
         r.stop()
+
+
+def test_auto_probes_and_skips_a_dead_mesh(start_node, relay):
+    """A correctly signed listing that would win every score, of a mesh whose node is gone: the
+    health probe (QUIC handshake + admission with its token) fails within its bound and --auto
+    joins the live mesh instead."""
+    import base64
+    import socket
+    a = publisher(start_node, relay, "demo", "eu")
+    mesh = mesh_of(a)
+    wait_listed(relay, mesh)
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)  # a UDP port nobody answers on
+    s.bind(("127.0.0.1", 0))
+    dead_port = s.getsockname()[1]
+    try:
+        dead_mesh = "d" * 32
+        tok = base64.urlsafe_b64encode(json.dumps(
+            {"v": 1, "id": "ab" * 32, "addrs": [f"127.0.0.1:{dead_port}"], "mesh": dead_mesh,
+             "secret": "cd" * 32}, separators=(",", ":")).encode()).decode().rstrip("=")
+        content = {"v": 1, "name": "ghost", "mesh_id": dead_mesh, "region": "eu",
+                   "node_count": 500, "mem_total": 2**44, "mem_free": 2**44,
+                   "models": [{"name": SMALL, "status": "ready", "served": True}],
+                   "version": "0.1.0", "token": tok, "node": "ab" * 32}
+        p = subprocess.run(["node", os.path.join(JS, "publish_listing.mjs"), relay.url,
+                            json.dumps(content)], capture_output=True, text=True, timeout=60,
+                           cwd=JS)
+        assert p.returncode == 0, p.stderr
+        wait_for(lambda: {m["mesh_id"] for m in discover("--nostr-relay", relay.url)["meshes"]}
+                 == {mesh, dead_mesh}, timeout=30, interval=0.5, what="both listings")
+        b = auto(start_node, [relay.url], "eu", "--model", model_path(SMALL),
+                 env={"MESH_LLM_PROBE_MS": "2000"})
+        assert mesh_of(b) == mesh
+        err = b.stderr()
+        assert f"probe of mesh {dead_mesh} (ghost): failed" in err, err
+        assert f"probe of mesh {mesh} (demo): alive, admitted" in err, err
+        note = b.status()["nostr"]["auto"]
+        assert "joined mesh " + mesh in note and "rank 2 of 2" in note, note
+    finally:
+        s.close()
