@@ -344,6 +344,13 @@ static int auto_join(void *data, const token_t *t, char *err, size_t errlen)
     return 0;
 }
 
+/* --auto started a new mesh without a model: fetch the catalog model that fits. */
+static int auto_fetch(void *data, const char *ref, char *err, size_t errlen)
+{
+    node_t *n = data;
+    return node_dl_start(&n->ndl, ref, err, errlen);
+}
+
 static void on_discover(void *data, httpd_req_t *req)
 {
     node_t *n = data;
@@ -566,7 +573,9 @@ int main(int argc, char **argv)
         return abort_startup(n);
     }
     n->nostr.join = auto_join;
+    n->nostr.fetch_model = auto_fetch;
     n->nostr.join_data = n;
+    n->nostr.offer = n->vram;
     if (n->idle) {
         identity_t id;
         rc = identity_load(&id, n->home, (uint64_t)time(NULL) * 1000, err, sizeof err);

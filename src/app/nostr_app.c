@@ -105,17 +105,31 @@ static void auto_free(nostr_app_t *na)
 
 static void auto_new_mesh(nostr_app_t *na, size_t listed)
 {
-    char err[512];
+    char err[512], what[256];
+    const config_t *cfg = na->cfg;
+    bool has_models = cfg->n_models || cfg->n_requested || cfg->models_dir;
+    const known_model_t *pick = has_models ? NULL : auto_pick_model(na->offer);
+    if (has_models)
+        snprintf(what, sizeof what, "serving this node's models");
+    else if (pick)
+        snprintf(what, sizeof what, "with %s, the largest catalog model that fits %.1f GB",
+                 pick->name, (double)na->offer / 1e9);
+    else
+        snprintf(what, sizeof what,
+                 "without a model: no catalog model fits %.1f GB (give one with --model)",
+                 (double)na->offer / 1e9);
     snprintf(na->auto_note, sizeof na->auto_note,
              "no public mesh to join (%zu listed, %lu of %lu probed answered): started a new "
-             "mesh%s",
-             listed, na->probes_ok, na->probes,
-             na->cfg->n_models ? " serving this node's models"
-                               : "; give it a model with --model PATH.gguf to serve one");
+             "mesh %s",
+             listed, na->probes_ok, na->probes, what);
     LOGI("nostr", "--auto: %s", na->auto_note);
     auto_free(na);
-    if (na->join(na->join_data, NULL, err, sizeof err) != 0)
+    if (na->join(na->join_data, NULL, err, sizeof err) != 0) {
         LOGE("nostr", "--auto: cannot start a new mesh: %s", err);
+        return;
+    }
+    if (pick && na->fetch_model && na->fetch_model(na->join_data, pick->name, err, sizeof err))
+        LOGE("nostr", "--auto: cannot download %s: %s", pick->name, err);
 }
 
 static void probe_batch(nostr_app_t *na);

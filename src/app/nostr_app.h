@@ -33,7 +33,10 @@ typedef struct {
     mesh_t *mesh;
     /* --auto: join(t) enters the mesh of token t, or a new mesh of this node's own (t NULL). */
     int (*join)(void *data, const token_t *t, char *err, size_t errlen);
+    /* a new mesh without a model: download ref (a catalog name) and serve it */
+    int (*fetch_model)(void *data, const char *ref, char *err, size_t errlen);
     void *join_data;
+    uint64_t offer; /* the memory this node offers (picks the model that fits) */
     bool auto_pending;
     uv_timer_t auto_timer;
     bool auto_timer_open;

@@ -56,3 +56,16 @@ void auto_rank(const mesh_listing_t *ls, size_t n, const auto_prefs_t *p, size_t
             order[k - 1] = t;
         }
 }
+
+const known_model_t *auto_pick_model(uint64_t mem)
+{
+    const known_model_t *best = NULL;
+    for (size_t i = 0; i < known_models_n; i++) {
+        const known_model_t *m = &known_models[i];
+        if (m->type != KNOWN_LLM || m->min_memory > mem) continue;
+        if (!best || m->min_memory > best->min_memory ||
+            (m->min_memory == best->min_memory && m->size > best->size))
+            best = m;
+    }
+    return best;
+}

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "listing.h"
+#include "model_ref.h"
 
 #define AUTO_SCORE_REGION 200
 #define AUTO_SCORE_STICKY 500
@@ -30,5 +31,9 @@ typedef struct {
 int64_t auto_score(const mesh_listing_t *l, const auto_prefs_t *p);
 /* Indices of the listings, best first, into order (n entries). */
 void auto_rank(const mesh_listing_t *ls, size_t n, const auto_prefs_t *p, size_t *order);
+
+/* smart_auto's model for a node that starts a new mesh without one: the catalog's chat model
+ * needing the most memory that still fits in mem bytes (NULL: none fits). */
+const known_model_t *auto_pick_model(uint64_t mem);
 
 #endif

@@ -26,6 +26,7 @@ TIMERS = {
     "MESH_LLM_HEARTBEAT_MS": "1000",
     "MESH_LLM_AUTO_WAIT_MS": "15000",
     "MESH_LLM_NOSTR_RETRY_MS": "500",
+    "HF_ENDPOINT": "http://127.0.0.1:9",  # a new mesh without a model never reaches the real hub
 }
 
 pytestmark = pytest.mark.skipif(
@@ -423,3 +424,28 @@ def test_auto_probes_and_skips_a_dead_mesh(start_node, relay):
         assert "joined mesh " + mesh in note and "rank 2 of 2" in note, note
     finally:
         s.close()
+
+
+def test_auto_without_listings_starts_a_mesh_with_a_model_that_fits(start_node, relay, tmp_path):
+    """No mesh listed: --auto starts a new mesh and, having no model, fetches the largest catalog
+    chat model that fits its memory (here from the fake hub of the download tests)."""
+    from test_download import Hub
+    hub = Hub(tmp_path)
+    try:
+        n = start_node("--auto", "--region", "eu", "--port", "0", "--max-vram", "2",
+                       *relay_args(relay.url),
+                       env=dict(TIMERS, HF_ENDPOINT=hub.url, HOME=str(tmp_path / "home")))
+        st = n.status()
+        note = st["nostr"]["auto"]
+        assert "no public mesh to join (0 listed" in note and "started a new mesh with " in note, note
+        pick = note.split("started a new mesh with ")[1].split(",")[0]
+        assert "fits 2.0 GB" in note, note
+        assert st["node"]["mesh_id"] and st["node"]["state"] == "member", st["node"]
+        # the download of that model was asked of the hub
+        wait_for(lambda: any(pick.lower() in str(r[2]).lower() for r in hub.stats()["requests"]),
+                 timeout=30, interval=0.2, what="the hub asked for the model")
+        # a model that needs more than 2 GB was not picked
+        import re
+        assert not re.search(r"\b(7B|3B)\b", pick), pick
+    finally:
+        hub.stop()

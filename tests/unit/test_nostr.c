@@ -445,16 +445,37 @@ static void test_publisher_decide(void **state)
     }
 }
 
+static void test_auto_pick_model(void **state)
+{
+    (void)state;
+    assert_null(auto_pick_model(100 * 1000 * 1000ull)); /* 100 MB: nothing fits */
+    const known_model_t *prev = NULL;
+    for (uint64_t gb = 1; gb <= 64; gb *= 2) {
+        const known_model_t *m = auto_pick_model(gb * 1000000000ull);
+        assert_non_null(m);
+        assert_int_equal(m->type, KNOWN_LLM);
+        assert_true(m->min_memory <= gb * 1000000000ull);
+        /* nothing bigger that fits */
+        for (size_t i = 0; i < known_models_n; i++)
+            if (known_models[i].type == KNOWN_LLM &&
+                known_models[i].min_memory <= gb * 1000000000ull)
+                assert_true(known_models[i].min_memory <= m->min_memory);
+        if (prev) assert_true(m->min_memory >= prev->min_memory); /* more memory: not smaller */
+        prev = m;
+    }
+}
+
 int main(void)
 {
     if (sodium_init() < 0) return 1;
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_bip340_vectors), cmocka_unit_test(test_known_event),
-        cmocka_unit_test(test_sign_roundtrip), cmocka_unit_test(test_msg_table),
-        cmocka_unit_test(test_req_build),      cmocka_unit_test(test_listing_roundtrip),
-        cmocka_unit_test(test_listing_set),    cmocka_unit_test(test_auto_score_table),
-        cmocka_unit_test(test_auto_rank),      cmocka_unit_test(test_named_mesh),
-        cmocka_unit_test(test_ws_url),         cmocka_unit_test(test_publisher_decide),
+        cmocka_unit_test(test_bip340_vectors),  cmocka_unit_test(test_known_event),
+        cmocka_unit_test(test_sign_roundtrip),  cmocka_unit_test(test_msg_table),
+        cmocka_unit_test(test_req_build),       cmocka_unit_test(test_listing_roundtrip),
+        cmocka_unit_test(test_listing_set),     cmocka_unit_test(test_auto_score_table),
+        cmocka_unit_test(test_auto_rank),       cmocka_unit_test(test_named_mesh),
+        cmocka_unit_test(test_ws_url),          cmocka_unit_test(test_publisher_decide),
+        cmocka_unit_test(test_auto_pick_model),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
