@@ -80,6 +80,13 @@ int listing_from_event(const nostr_event_t *ev, int64_t now_s, mesh_listing_t *l
     l->expires_at = e;
     l->created_at = ev->created_at;
     if (e <= now_s) FAIL(-ETIME, "expired %lld s ago", (long long)(now_s - e));
+    /* a listing from the future would pin itself as the newest, one that lives for days would
+     * outlive its mesh: both refused */
+    if (ev->created_at > now_s + LISTING_MAX_SKEW_S)
+        FAIL(-EINVAL, "created %lld s in the future", (long long)(ev->created_at - now_s));
+    if (e - ev->created_at > LISTING_MAX_TTL_S)
+        FAIL(-EINVAL, "expires %lld s after its creation (at most %d)",
+             (long long)(e - ev->created_at), LISTING_MAX_TTL_S);
     json_error_t je;
     c = json_loads(ev->content ? ev->content : "", JSON_REJECT_DUPLICATES, &je);
     if (!json_is_object(c)) FAIL(-EINVAL, "content is not a JSON object");

@@ -9,7 +9,8 @@
  * invite token (its mesh must be the listing's), node the publishing node's id (the watchdog's
  * one-publisher rule).
  *
- * listing_from_event checks all of it; a listing set keeps the newest live listing per mesh. */
+ * listing_from_event checks all of it (and refuses listings created more than 10 minutes in the
+ * future or living more than a day); a listing set keeps the newest live listing per mesh. */
 #ifndef MESH_LISTING_H
 #define MESH_LISTING_H
 
@@ -27,6 +28,8 @@
 #define LISTING_REGION_MAX 32
 #define LISTING_MODEL_MAX 128
 #define LISTING_VERSION_MAX 32
+#define LISTING_MAX_SKEW_S 600  /* created_at at most this far in the future */
+#define LISTING_MAX_TTL_S 86400 /* expiration at most this long after created_at */
 
 typedef struct {
     char name[LISTING_MODEL_MAX];

@@ -111,7 +111,6 @@ static void on_ws_open(ws_client_t *c, void *data)
     relay_t *r = data;
     (void)c;
     r->st = R_OPEN;
-    r->attempt = 0;
     r->conns++;
     r->conn_events = r->conn_bad = 0;
     r->last_error[0] = 0;
@@ -156,6 +155,9 @@ static void on_ws_text(ws_client_t *c, const char *msg, size_t len, void *data)
         if (p->cb.on_event) p->cb.on_event(p->cb.data, &m.event);
         break;
     case NOSTR_MSG_EOSE:
+        /* a relay that answers a subscription is healthy: the next failure retries soon (one
+         * that opens, then misbehaves, keeps backing off) */
+        if (strcmp(m.sub_id, p->sub_id) == 0) r->attempt = 0;
         if (strcmp(m.sub_id, p->sub_id) == 0 && !r->settled) {
             r->settled = true;
             progress(p);

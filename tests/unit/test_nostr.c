@@ -254,6 +254,14 @@ static void test_listing_roundtrip(void **state)
     assert_string_equal(back.publisher, ev.pubkey);
     /* expired */
     assert_int_equal(listing_from_event(&ev, 1120, &back, err, sizeof err), -ETIME);
+    /* from the future (beyond the clock skew allowed) */
+    assert_int_equal(listing_from_event(&ev, 1000 - LISTING_MAX_SKEW_S, &back, err, sizeof err), 0);
+    assert_int_equal(listing_from_event(&ev, 1000 - LISTING_MAX_SKEW_S - 1, &back, err, sizeof err),
+                     -EINVAL);
+    nostr_event_t longlived;
+    assert_int_equal(listing_to_event(&l, 1000, LISTING_MAX_TTL_S + 1, &longlived), 0);
+    assert_int_equal(listing_from_event(&longlived, 1100, &back, err, sizeof err), -EINVAL);
+    nostr_event_free(&longlived);
     /* the d tag must be the content's mesh */
     free(ev.tags[0].v[1]);
     ev.tags[0].v[1] = strdup("ffff");
