@@ -37,6 +37,7 @@ void config_usage(FILE *out)
         "Usage: mesh-llm [OPTIONS]\n"
         "       mesh-llm status [--console PORT]       summary of the node running here\n"
         "       mesh-llm join TOKEN [--console PORT]   make the node running here join a mesh\n"
+        "       mesh-llm discover [--region R] [--model M]   public meshes (Nostr)\n"
         "\n"
         "Models:\n"
         "  --model PATH[:TYPE]      serve a GGUF model (repeatable). Its name is the file name\n"

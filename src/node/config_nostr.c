@@ -54,7 +54,9 @@ int config_nostr_check(const config_t *cfg, char *err, size_t errlen)
         return -EINVAL;
     }
     if (cfg->client && (cfg->publish || cfg->auto_join)) {
-        snprintf(err, errlen, "--client routes through a mesh given with --join; it cannot %s",
+        snprintf(err, errlen,
+                 "--client cannot be combined with %s: a client routes through the mesh given "
+                 "with --join",
                  cfg->publish ? "--publish" : "--auto");
         return -EINVAL;
     }

@@ -9,10 +9,12 @@
 #include <secp256k1_extrakeys.h>
 #include <secp256k1_schnorrsig.h>
 #include <sodium.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "auto_score.h"
+#include "config.h"
 #include "identity.h"
 #include "listing.h"
 #include "nostr_event.h"
@@ -473,6 +475,70 @@ static void test_auto_pick_model(void **state)
     }
 }
 
+static int parse(config_t *cfg, const char *const *args, size_t n, char *err, size_t errlen)
+{
+    char *argv[16] = {"mesh-llm"};
+    for (size_t i = 0; i < n; i++)
+        argv[i + 1] = (char *)args[i];
+    return config_parse(cfg, (int)n + 1, argv, err, errlen);
+}
+
+static void test_config_flags(void **state)
+{
+    (void)state;
+    config_t cfg;
+    char err[512];
+    const char *ok[] = {"--auto",
+                        "--region",
+                        "eu",
+                        "--nostr-relay",
+                        "ws://127.0.0.1:1",
+                        "--nostr-relay",
+                        "wss://relay.damus.io"};
+    assert_int_equal(parse(&cfg, ok, 7, err, sizeof err), 0);
+    assert_true(cfg.auto_join && !cfg.publish);
+    assert_string_equal(cfg.region, "eu");
+    assert_int_equal(cfg.n_nostr_relays, 2);
+    assert_false(config_idle(&cfg)); /* --auto joins by itself */
+    config_free(&cfg);
+    const char *pub[] = {"--publish", "--mesh-name", "demo"};
+    assert_int_equal(parse(&cfg, pub, 3, err, sizeof err), 0);
+    assert_true(cfg.publish && !config_idle(&cfg));
+    config_free(&cfg);
+    static const struct {
+        const char *a[4];
+        size_t n;
+        const char *says;
+    } bad[] = {
+        {{"--client", "--publish"}, 2, "--client cannot be combined with --publish"},
+        {{"--client", "--auto"}, 2, "--client cannot be combined with --auto"},
+        {{"--nostr-relay", "http://x"}, 2, "ws:// or wss://"},
+        {{"--nostr-relay", "ws://"}, 2, "ws:// or wss://"},
+        {{"--region", ""}, 2, "--region"},
+        {{"--region", "0123456789012345678901234567890123456789"}, 2, "--region"},
+    };
+    /* --auto finds its mesh: not with --join */
+    token_t t = {.n_addrs = 1};
+    memset(t.id, 'a', 64);
+    memset(t.mesh_id, 'b', 32);
+    snprintf(t.addrs[0], sizeof t.addrs[0], "127.0.0.1:4000");
+    char tok[TOKEN_MAX_LEN];
+    assert_int_equal(token_encode(&t, tok, sizeof tok), 0);
+    const char *aj[] = {"--auto", "--join", tok};
+    assert_int_equal(parse(&cfg, aj, 3, err, sizeof err), -EINVAL);
+    if (!strstr(err, "--auto finds a mesh to join")) {
+        fprintf(stderr, "ERR=[%s]\n", err);
+        fail();
+    }
+    config_free(&cfg);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int rc = parse(&cfg, bad[i].a, bad[i].n, err, sizeof err);
+        if (rc != -EINVAL) fail_msg("row %zu: rc %d", i, rc);
+        if (bad[i].says && !strstr(err, bad[i].says)) fail_msg("row %zu: %s", i, err);
+        config_free(&cfg);
+    }
+}
+
 int main(void)
 {
     if (sodium_init() < 0) return 1;
@@ -483,7 +549,7 @@ int main(void)
         cmocka_unit_test(test_listing_set),     cmocka_unit_test(test_auto_score_table),
         cmocka_unit_test(test_auto_rank),       cmocka_unit_test(test_named_mesh),
         cmocka_unit_test(test_ws_url),          cmocka_unit_test(test_publisher_decide),
-        cmocka_unit_test(test_auto_pick_model),
+        cmocka_unit_test(test_auto_pick_model), cmocka_unit_test(test_config_flags),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
