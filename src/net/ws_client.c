@@ -552,7 +552,14 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
     c->refs++; /* the tcp handle */
     uv_tcp_nodelay(&c->tcp, 1);
     c->conn.data = c;
-    int rc = uv_tcp_connect(&c->conn, &c->tcp, res->ai_addr, on_connect);
+    /* IPv4 first: an IPv6 address listed first is often unreachable from an IPv4-only host */
+    const struct addrinfo *ai = res;
+    for (const struct addrinfo *x = res; x; x = x->ai_next)
+        if (x->ai_family == AF_INET) {
+            ai = x;
+            break;
+        }
+    int rc = uv_tcp_connect(&c->conn, &c->tcp, ai->ai_addr, on_connect);
     uv_freeaddrinfo(res);
     if (rc) {
         fail(c, "connect to %s:%d: %s", c->host, c->port, uv_strerror(rc));
