@@ -24,14 +24,32 @@ pub_action_t publisher_decide(bool active, bool listed, const char *lister, cons
 
 typedef struct {
     const char *self;
+    const char *lister;
     bool smallest;
-} smallest_t;
+    bool lister_live;
+} members_t;
 
-static void smallest_cb(void *data, const char *id, json_t *ann)
+static void members_cb(void *data, const char *id, json_t *ann)
 {
-    smallest_t *s = data;
+    members_t *s = data;
     (void)ann;
     if (strcmp(id, s->self) < 0) s->smallest = false;
+    if (s->lister && strcmp(id, s->lister) == 0) s->lister_live = true;
+}
+
+/* The newest live listing of the mesh (by anyone), and whether its publisher is this node or a
+ * live member (anyone can sign a listing with the mesh's id: a stranger's never makes the
+ * publisher yield). */
+static bool mesh_listing(publisher_t *p, mesh_listing_t *l, members_t *m)
+{
+    bool found = discovery_find(p->disc, (int64_t)time(NULL), mesh_id(p->mesh), l);
+    m->self = mesh_node_id(p->mesh);
+    m->lister = found ? l->node : NULL;
+    m->smallest = true;
+    m->lister_live = false;
+    mesh_foreach_peer(p->mesh, members_cb, m);
+    if (found && strcmp(l->node, m->self) == 0) m->lister_live = true;
+    return found;
 }
 
 static uint64_t now_ms(publisher_t *p)
@@ -70,8 +88,9 @@ static void tick(uv_timer_t *t)
     publisher_t *p = t->data;
     mesh_listing_t *l = malloc(sizeof *l);
     if (!l) return;
-    bool listed = discovery_find(p->disc, (int64_t)time(NULL), mesh_id(p->mesh), l);
-    const char *self = mesh_node_id(p->mesh);
+    members_t s;
+    bool listed = mesh_listing(p, l, &s);
+    const char *self = s.self;
     if (listed) {
         p->seen = true;
         if (!p->active) { /* remember what the listing says, for a takeover */
@@ -79,10 +98,9 @@ static void tick(uv_timer_t *t)
             snprintf(p->region, sizeof p->region, "%s", l->region);
         }
     }
-    smallest_t s = {.self = self, .smallest = true};
-    mesh_foreach_peer(p->mesh, smallest_cb, &s);
     bool due = !p->last_ms || now_ms(p) - p->last_ms >= p->interval_ms;
-    switch (publisher_decide(p->active, listed, l->node, self, p->seen, s.smallest, due)) {
+    switch (publisher_decide(p->active, listed, s.lister_live ? l->node : NULL, self, p->seen,
+                             s.smallest, due)) {
     case PUB_PUBLISH:
         publish_now(p);
         break;
@@ -114,8 +132,8 @@ static void first(uv_timer_t *t)
     publisher_t *p = t->data;
     mesh_listing_t *l = malloc(sizeof *l);
     if (!l) return;
-    bool other = discovery_find(p->disc, (int64_t)time(NULL), mesh_id(p->mesh), l) &&
-                 strcmp(l->node, mesh_node_id(p->mesh)) != 0;
+    members_t m;
+    bool other = mesh_listing(p, l, &m) && strcmp(l->node, m.self) != 0;
     if (other && discovery_settled(p->disc)) {
         p->seen = true;
         LOGI("nostr", "node %.16s already publishes mesh %s: this node watches the listing",

@@ -8,8 +8,9 @@
  * smallest node id takes over publishing. One publisher at a time: a publisher that sees a live
  * listing of its mesh by another node yields when that node's id is smaller, and a --publish
  * node that starts while another node publishes its mesh watches instead (the old publisher
- * yields when it returns). The decision is publisher_decide (pure, in the header), the timer and
- * I/O are the driver's. */
+ * yields when it returns). A publisher yields only to a listing by a live member (anyone can
+ * sign a listing with the mesh's id). The decision is publisher_decide (pure, in the header),
+ * the timer and I/O are the driver's. */
 #ifndef MESH_PUBLISHER_H
 #define MESH_PUBLISHER_H
 
@@ -24,9 +25,10 @@
 
 typedef enum { PUB_NOTHING = 0, PUB_PUBLISH, PUB_TAKE_OVER, PUB_YIELD } pub_action_t;
 
-/* Pure. active: this node publishes; listed: a live listing of the mesh exists (by node
- * `lister`); seen: the mesh was seen listed before; smallest: this node has the smallest id of
- * the live members; due: the republish interval has passed. */
+/* Pure. active: this node publishes; listed: a live listing of the mesh exists, by `lister`
+ * when that is this node or a live member (NULL otherwise); seen: the mesh was seen listed before;
+ * smallest: this node has the smallest id of the live members; due: the republish interval has
+ * passed. */
 pub_action_t publisher_decide(bool active, bool listed, const char *lister, const char *self,
                               bool seen, bool smallest, bool due);
 

@@ -458,3 +458,26 @@ def test_auto_without_listings_starts_a_mesh_with_a_model_that_fits(start_node, 
         assert not re.search(r"\b(7B|3B)\b", pick), pick
     finally:
         hub.stop()
+
+
+def test_stranger_listing_does_not_silence_the_publisher(start_node, relay):
+    """Anyone can sign a listing with a mesh's id (the token is public): one that claims the
+    smallest node id, from a node that is not a member, never makes the publisher yield."""
+    a = publisher(start_node, relay, "demo", "eu")
+    mesh = mesh_of(a)
+    wait_listed(relay, mesh)
+    content = {"v": 1, "name": "demo", "mesh_id": mesh, "region": "eu", "node_count": 1,
+               "mem_total": 1, "mem_free": 1, "models": [], "version": "0.1.0",
+               "token": a.token, "node": "0" * 64}
+    p = subprocess.run(["node", os.path.join(JS, "publish_listing.mjs"), relay.url,
+                        json.dumps(content)], capture_output=True, text=True, timeout=60, cwd=JS)
+    assert p.returncode == 0, p.stderr
+    n = len([1 for _, c, _ in listings(relay, mesh) if c["node"] == a.id])
+    # two more intervals: A still publishes, never yields
+    end = time.monotonic() + 2 * INTERVAL_MS / 1000
+    wait_for(lambda: time.monotonic() > end, timeout=30, what="two intervals")
+    mine = [1 for _, c, _ in listings(relay, mesh) if c["node"] == a.id]
+    assert len(mine) >= n + 1, (len(mine), n)
+    st = a.status()["nostr"]["publish"]
+    assert st["publishing"] is True and st["yields"] == 0, st
+    wait_listed(relay, mesh, node=a.id)

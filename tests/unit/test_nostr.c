@@ -445,6 +445,9 @@ static void test_publisher_decide(void **state)
         /* expired: the smallest live member takes over, the others wait */
         {false, false, NULL, true, true, false, PUB_TAKE_OVER},
         {false, false, NULL, true, false, false, PUB_NOTHING},
+        /* a listing by a stranger (lister NULL): no yield, but no takeover either */
+        {true, true, NULL, true, false, true, PUB_PUBLISH},
+        {false, true, NULL, true, true, false, PUB_NOTHING},
         /* never seen listed (not a published mesh): nothing */
         {false, false, NULL, false, true, false, PUB_NOTHING},
     };
