@@ -220,6 +220,8 @@ static void peers_changed(void *data)
     node_t *n = data;
     route_serve_invalidate(&n->rs);
     if (!n->shutting_down) planner_kick(&n->plan);
+    if (!n->shutting_down && nostr_app_peers_changed(&n->nostr) && n->mesh)
+        mesh_announce_changed(n->mesh); /* now it watches the listing too */
 }
 
 static json_t *route_request(void *data, const char *peer_id, json_t *req)
@@ -241,6 +243,7 @@ static void fill_announcement(void *data, json_t *ann)
     node_t *n = data;
     planner_fill_announcement(&n->plan, ann);
     node_dl_fill_announcement(&n->ndl, ann);
+    nostr_app_fill_announcement(&n->nostr, ann);
 }
 
 static void dl_changed(void *data)
@@ -320,6 +323,7 @@ static int enter_mesh(node_t *n, const token_t *joins, size_t n_joins, char *err
     if (n_joins > 0 && !n->cfg.client && n->plan.n == 0) n->plan.allocating = true;
     planner_start(&n->plan, n->mesh);
     nostr_app_in_mesh(&n->nostr, &n->plan, n->mesh);
+    if (n->nostr.pub.started) mesh_announce_changed(n->mesh); /* "nostr_published" */
     return 0;
 }
 

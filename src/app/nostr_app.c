@@ -76,6 +76,39 @@ void nostr_app_in_mesh(nostr_app_t *na, planner_t *plan, mesh_t *mesh)
                     na->cfg->region, na->cfg->publish);
 }
 
+void nostr_app_fill_announcement(const nostr_app_t *na, json_t *ann)
+{
+    if (na->pub.started) json_object_set_new(ann, "nostr_published", json_true());
+}
+
+static void published_cb(void *data, const char *id, json_t *ann)
+{
+    (void)id;
+    if (ann && json_is_true(json_object_get(ann, "nostr_published"))) *(bool *)data = true;
+}
+
+bool nostr_app_peers_changed(nostr_app_t *na)
+{
+    if (!na->mesh || na->pub.started || na->n_relays == 0 || na->cfg->client) return false;
+    bool published = false;
+    mesh_foreach_peer(na->mesh, published_cb, &published);
+    if (!published) return false;
+    char err[512];
+    if (!na->have_key) {
+        if (nostr_key_load(na->home, na->sk, na->pk, err, sizeof err) != 0) {
+            LOGW("nostr", "cannot watch the mesh's listing: %s", err);
+            return false;
+        }
+        na->have_key = true;
+    }
+    if (start_discovery(na) != 0) return false;
+    LOGI("nostr", "mesh %s is published: this node watches its listing (publish watchdog)",
+         mesh_id(na->mesh));
+    publisher_start(&na->pub, na->loop, na->disc, na->plan, na->mesh, na->sk, na->cfg->mesh_name,
+                    na->cfg->region, false);
+    return true;
+}
+
 /* $MESH_LLM_HOME/last-mesh: the mesh joined last ("" when none). */
 static void read_last_mesh(const char *home, char *out, size_t outlen)
 {

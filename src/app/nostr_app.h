@@ -56,6 +56,12 @@ int nostr_app_init(nostr_app_t *na, uv_loop_t *loop, const config_t *cfg, const 
                    char *err, size_t errlen);
 /* The node is in a mesh now: publish (--publish) and watch the listing. */
 void nostr_app_in_mesh(nostr_app_t *na, planner_t *plan, mesh_t *mesh);
+/* Every member of a published mesh watches its listing (the publish watchdog): a node that
+ * publishes or watches says so in its announcement ("nostr_published": true); a member that
+ * sees it in a peer's announcement starts watching too (when it has relays). */
+void nostr_app_fill_announcement(const nostr_app_t *na, json_t *ann);
+/* Returns true when the announcement changed (this node started watching). */
+bool nostr_app_peers_changed(nostr_app_t *na);
 /* --auto: wait for the relays (bounded), rank the live meshes, health-probe the best (a QUIC
  * handshake + admission with the listed token, MESH_LLM_PROBE_MS, default 5 s; three at a time),
  * join the best that answers through join(); none: a new mesh of this node's own. */

@@ -254,9 +254,16 @@ def test_watchdog_takeover_then_expiry(start_node, relay):
     a = publisher(start_node, relay, "demo", "eu")
     mesh = mesh_of(a)
     wait_listed(relay, mesh)
-    b = auto(start_node, [relay.url], "eu")
-    c = auto(start_node, [relay.url], "eu")
+    # members that joined with a token (no --auto, no --publish): they learn from A's
+    # announcement that the mesh is published and watch its listing too
+    b = start_node("--join", a.token, "--port", "0", "--max-vram", "4",
+                   *relay_args(relay.url), env=TIMERS)
+    c = start_node("--join", a.token, "--port", "0", "--max-vram", "4",
+                   *relay_args(relay.url), env=TIMERS)
     assert mesh_of(b) == mesh and mesh_of(c) == mesh
+    for n in (b, c):
+        wait_for(lambda: (n.status().get("nostr") or {}).get("publish"), timeout=30,
+                 what="a --join member watches the listing")
     wait_listed(relay, mesh, node_count=3)
     before = len(listings(relay, mesh))
     a.proc.send_signal(signal.SIGKILL)
