@@ -343,7 +343,7 @@ def test_hostile_relays(start_node, relay, hostile):
     # the CLI: bounded, and only the good listing (the forged ones would win on every score)
     t0 = time.monotonic()
     d = discover(*sum((["--nostr-relay", u] for u in urls), []), "--timeout", "20")
-    assert time.monotonic() - t0 < 25
+    assert time.monotonic() - t0 < 40  # bounded: --timeout 20 plus a slow machine's start-up
     assert [m["mesh_id"] for m in d["meshes"]] == [mesh], d
     # a node: --auto joins the real mesh, never the forged one
     b = auto(start_node, urls, "eu", env=env)
@@ -431,7 +431,7 @@ def test_auto_probes_and_skips_a_dead_mesh(start_node, relay):
         wait_for(lambda: {m["mesh_id"] for m in discover("--nostr-relay", relay.url)["meshes"]}
                  == {mesh, dead_mesh}, timeout=30, interval=0.5, what="both listings")
         b = auto(start_node, [relay.url], "eu", "--model", model_path(SMALL),
-                 env={"MESH_LLM_PROBE_MS": "2000"})
+                 env={"MESH_LLM_PROBE_MS": "4000"})
         assert mesh_of(b) == mesh
         err = b.stderr()
         assert f"probe of mesh {dead_mesh} (ghost): failed" in err, err
