@@ -29,6 +29,8 @@ typedef struct {
     /* POST /api/join with a decoded token: returns the HTTP status (join_policy.h) and says in
      * msg what happens (202: the join runs in the background, shown in GET /api/status). */
     int (*join)(void *data, const token_t *t, char *msg, size_t msglen);
+    /* GET /api/discover: the public listings (nostr_app.h); NULL: none */
+    void (*discover)(void *data, httpd_req_t *req);
     /* POST /api/chat: answered as POST /v1/chat/completions by the inference API. */
     void (*chat)(void *data, httpd_req_t *req);
     /* When set, replaces the --api-key check on /api/ (--api-keys: any configured key). */

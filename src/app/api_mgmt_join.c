@@ -109,10 +109,12 @@ bool mgmt_join_routes(mgmt_t *g, httpd_req_t *req)
     if (strcmp(req->path, "/api/discover") == 0) {
         if (strcmp(req->method_str, "GET") != 0)
             httpd_respond_405(req, "GET");
+        else if (g->discover)
+            g->discover(g->extra_data, req);
         else
             httpd_respond_json(req, 200,
-                               json_pack("{s:[],s:s}", "meshes", "reason",
-                                         "public discovery (Nostr) is not built yet"));
+                               json_pack("{s:[],s:b,s:s}", "meshes", "searching", false, "reason",
+                                         "public discovery is not available on this node"));
         return true;
     }
     return false;

@@ -10,6 +10,7 @@
 
 #include "admission.h"
 #include "api_mgmt.h"
+#include "cli_discover.h"
 #include "cli_models.h"
 #include "api_openai.h"
 #include "cli_status.h"
@@ -24,6 +25,7 @@
 #include "log.h"
 #include "offer.h"
 #include "node_dl.h"
+#include "nostr_app.h"
 #include "passive.h"
 #include "route_serve.h"
 #include "supervisor.h"
@@ -45,6 +47,7 @@ typedef struct {
     passive_t *passive; /* a passive node's check-ins and routing (--client) */
     admission_t adm;    /* admission control, API keys, pins */
     node_dl_t ndl;      /* model downloads (--model REF, the mesh's rule 4) */
+    nostr_app_t nostr;  /* public discovery: --publish, --auto, GET /api/discover */
     bool mesh_stopped, children_stopped;
     uv_signal_t sigint, sigterm;
     bool announced;
@@ -63,11 +66,14 @@ static node_t *g_node;
 static void announce_idle(node_t *n)
 {
     const char *host = n->cfg.listen_all ? "0.0.0.0" : "127.0.0.1";
-    LOGI("node",
-         "idle: not in a mesh yet. Join one: open http://127.0.0.1:%d in a browser, run "
-         "'mesh-llm join TOKEN --console %d', or POST http://127.0.0.1:%d/api/join "
-         "{\"token\": \"...\"}. Until then the OpenAI API at http://%s:%d/v1 answers 503",
-         n->mgmt.httpd.port, n->mgmt.httpd.port, n->mgmt.httpd.port, host, n->api.httpd.port);
+    if (n->cfg.auto_join)
+        LOGI("node", "not in a mesh yet: --auto is looking for one (GET /api/status shows it)");
+    else
+        LOGI("node",
+             "idle: not in a mesh yet. Join one: open http://127.0.0.1:%d in a browser, run "
+             "'mesh-llm join TOKEN --console %d', or POST http://127.0.0.1:%d/api/join "
+             "{\"token\": \"...\"}. Until then the OpenAI API at http://%s:%d/v1 answers 503",
+             n->mgmt.httpd.port, n->mgmt.httpd.port, n->mgmt.httpd.port, host, n->api.httpd.port);
     printf("mesh-llm idle api=%d console=%d id=%s\n", n->api.httpd.port, n->mgmt.httpd.port,
            n->idle_id);
     fflush(stdout);
@@ -187,6 +193,7 @@ static void mgmt_extra(void *data, json_t *st)
         route_serve_status(&n->rs, st);
     admission_status(&n->adm, st);
     node_dl_status(&n->ndl, st);
+    json_object_set_new(st, "nostr", nostr_app_status(&n->nostr));
 }
 
 static bool admit(void *data, httpd_req_t *req, int needs)
@@ -213,6 +220,8 @@ static void peers_changed(void *data)
     node_t *n = data;
     route_serve_invalidate(&n->rs);
     if (!n->shutting_down) planner_kick(&n->plan);
+    if (!n->shutting_down && nostr_app_peers_changed(&n->nostr) && n->mesh)
+        mesh_announce_changed(n->mesh); /* now it watches the listing too */
 }
 
 static json_t *route_request(void *data, const char *peer_id, json_t *req)
@@ -233,6 +242,7 @@ static void fill_announcement(void *data, json_t *ann)
 {
     node_t *n = data;
     planner_fill_announcement(&n->plan, ann); /* node_dl's fields come through its view */
+    nostr_app_fill_announcement(&n->nostr, ann);
 }
 
 static void dl_changed(void *data)
@@ -285,6 +295,7 @@ static int enter_mesh(node_t *n, const token_t *joins, size_t n_joins, char *err
         .joins = joins,
         .n_joins = n_joins,
         .mesh_name = n->cfg.mesh_name,
+        .name_key = n->nostr.have_key ? n->nostr.pk : NULL,
         .vram_bytes = n->vram,
         .role = n->cfg.client ? "client"
                 : n->ms.n > 0 ? "host"
@@ -329,7 +340,43 @@ static int enter_mesh(node_t *n, const token_t *joins, size_t n_joins, char *err
     /* without --model, a joining node is given its model by the mesh (allocation) */
     if (n_joins > 0 && !n->cfg.client && n->plan.n == 0) n->plan.allocating = true;
     planner_start(&n->plan, n->mesh);
+    nostr_app_in_mesh(&n->nostr, &n->plan, n->mesh);
+    if (n->nostr.pub.started) mesh_announce_changed(n->mesh); /* "nostr_published" */
     return 0;
+}
+
+/* --auto (nostr_app.h): join the mesh of token t, or start a mesh of this node's own (t NULL),
+ * through the same flow as --join and POST /api/join. */
+static int auto_join(void *data, const token_t *t, char *err, size_t errlen)
+{
+    node_t *n = data;
+    if (n->mesh || n->shutting_down) {
+        snprintf(err, errlen, "this node is already in a mesh");
+        return -EALREADY;
+    }
+    if (t && join_decide(n->idle_id, NULL, t->id, t->mesh_id) == JOIN_OWN_TOKEN) {
+        snprintf(err, errlen, "this is this node's own listing");
+        return -EINVAL;
+    }
+    int rc = enter_mesh(n, t, t ? 1 : 0, err, errlen);
+    if (rc) return rc;
+    if (t) n->joined_at_runtime = true;
+    n->announced = false;
+    announce(n); /* the ready line, with this node's invite token */
+    return 0;
+}
+
+/* --auto started a new mesh without a model: fetch the catalog model that fits. */
+static int auto_fetch(void *data, const char *ref, char *err, size_t errlen)
+{
+    node_t *n = data;
+    return node_dl_start(&n->ndl, ref, err, errlen);
+}
+
+static void on_discover(void *data, httpd_req_t *req)
+{
+    node_t *n = data;
+    nostr_app_discover(&n->nostr, req);
 }
 
 /* POST /api/join (api_mgmt_join.c): the decision is join_policy's, the flow enter_mesh's. */
@@ -398,6 +445,7 @@ static void on_signal(uv_signal_t *s, int signum)
     planner_stop(&n->plan);
     node_dl_close(&n->ndl);
     passive_stop(n->passive);
+    nostr_app_stop(&n->nostr);
     api_stop(&n->api);
     mgmt_stop(&n->mgmt);
     if (n->mesh)
@@ -423,6 +471,7 @@ int main(int argc, char **argv)
 {
     if (argc >= 2 && strcmp(argv[1], "--exec-child") == 0) return sv_exec_child_main(argc, argv);
     if (argc >= 2 && cli_is_command(argv[1])) return cli_main(argc, argv);
+    if (argc >= 2 && cli_discover_is_command(argv[1])) return cli_discover_main(argc, argv);
     int cli_rc = cli_models_main(argc, argv);
     if (cli_rc >= 0) return cli_rc;
     node_dl_take_args(&argc, argv); /* --model REF: downloaded by the running node */
@@ -519,7 +568,7 @@ int main(int argc, char **argv)
         LOGE("node", "cannot find a state directory: set MESH_LLM_HOME or HOME");
         return 1;
     }
-    n->idle = config_idle(&n->cfg) && node_dl_pending(NULL) == 0;
+    n->idle = (config_idle(&n->cfg) && node_dl_pending(NULL) == 0) || n->cfg.auto_join;
     if (!n->cfg.headless) {
         rc = mgmt_start(&n->mgmt, n->loop, &n->cfg, NULL, &n->ms, &n->sv);
         if (rc) {
@@ -539,6 +588,16 @@ int main(int argc, char **argv)
     n->mgmt.extra_data = n;
     n->mgmt.join = on_join;
     n->mgmt.chat = on_chat;
+    n->mgmt.discover = on_discover;
+    rc = nostr_app_init(&n->nostr, n->loop, &n->cfg, n->home, err, sizeof err);
+    if (rc) {
+        LOGE("node", "%s", err);
+        return abort_startup(n);
+    }
+    n->nostr.join = auto_join;
+    n->nostr.fetch_model = auto_fetch;
+    n->nostr.join_data = n;
+    n->nostr.offer = n->vram;
     if (n->idle) {
         identity_t id;
         rc = identity_load(&id, n->home, (uint64_t)time(NULL) * 1000, err, sizeof err);
@@ -578,6 +637,7 @@ int main(int argc, char **argv)
 
     models_preload(&n->ms);
     admission_start(&n->adm);
+    if (n->cfg.auto_join) nostr_app_auto(&n->nostr);
     if (!n->cfg.client) {
         rc = node_dl_init(&n->ndl, n->loop, n->cfg.models_dir);
         if (rc) LOGW("node", "downloads disabled: %s", strerror(-rc));

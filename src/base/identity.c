@@ -261,23 +261,30 @@ static int new_mesh(mesh_cred_t *out, const char *dir, const char *pid, const ch
     return 0;
 }
 
+void identity_named_mesh(const identity_t *id, const uint8_t originator_pk[32],
+                         const char *mesh_name, mesh_cred_t *out)
+{
+    memset(out, 0, sizeof *out);
+    uint8_t h[16];
+    crypto_generichash_state st;
+    crypto_generichash_init(&st, NULL, 0, sizeof h);
+    crypto_generichash_update(&st, (const uint8_t *)mesh_name, strlen(mesh_name));
+    crypto_generichash_update(&st, originator_pk, 32);
+    crypto_generichash_final(&st, h, sizeof h);
+    hex_encode(h, sizeof h, out->mesh_id);
+    uint8_t seed[32];
+    crypto_sign_ed25519_sk_to_seed(seed, id->sk);
+    crypto_generichash(out->secret, sizeof out->secret, (const uint8_t *)mesh_name,
+                       strlen(mesh_name), seed, sizeof seed);
+    sodium_memzero(seed, sizeof seed);
+}
+
 int identity_own_mesh(const identity_t *id, const char *dir, const char *mesh_name,
                       mesh_cred_t *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
     if (mesh_name && *mesh_name) {
-        uint8_t h[16];
-        crypto_generichash_state st;
-        crypto_generichash_init(&st, NULL, 0, sizeof h);
-        crypto_generichash_update(&st, (const uint8_t *)mesh_name, strlen(mesh_name));
-        crypto_generichash_update(&st, id->pk, sizeof id->pk);
-        crypto_generichash_final(&st, h, sizeof h);
-        hex_encode(h, sizeof h, out->mesh_id);
-        uint8_t seed[32];
-        crypto_sign_ed25519_sk_to_seed(seed, id->sk);
-        crypto_generichash(out->secret, sizeof out->secret, (const uint8_t *)mesh_name,
-                           strlen(mesh_name), seed, sizeof seed);
-        sodium_memzero(seed, sizeof seed);
+        identity_named_mesh(id, id->pk, mesh_name, out);
         return 0;
     }
     char pid[4096], psec[4096];

@@ -12,8 +12,9 @@
  *
  * Node id = lowercase hex of the Ed25519 public key (64 chars).
  * Mesh id: random and persisted for an unnamed mesh; for --mesh-name NAME it is
- * BLAKE2b-128(name || creator's public key) and the secret is BLAKE2b-256 keyed by the creator's
- * secret key over the name — stable across restarts of the creator.
+ * BLAKE2b-128(name || creator's Nostr public key (nostr_key.h); its node key when it has none) and
+ * the secret is BLAKE2b-256 keyed by the creator's secret key over the name — stable across
+ * restarts of the creator.
  *
  * Invite token: base64url (no padding) of
  *   {"v":1,"id":"<node id>","addrs":["host:port",…],"mesh":"<mesh id>","secret":"<hex>"}
@@ -65,6 +66,11 @@ void identity_ephemeral(identity_t *id, uint64_t now_ms);
 /* The credentials of a mesh this node creates: named (derived) or unnamed (persisted). */
 int identity_own_mesh(const identity_t *id, const char *dir, const char *mesh_name,
                       mesh_cred_t *out, char *err, size_t errlen);
+/* A named mesh: id = BLAKE2b-128(name || originator_pk) — the originator's Nostr public key
+ * when it has one (nostr_key.h), so two people who pick the same name get different meshes —
+ * and the secret keyed by this node's secret key over the name. */
+void identity_named_mesh(const identity_t *id, const uint8_t originator_pk[32],
+                         const char *mesh_name, mesh_cred_t *out);
 /* Remember the mesh joined last (best effort), written on the libuv thread pool. */
 void identity_save_last_mesh(uv_loop_t *loop, const char *dir, const char *mesh_id);
 

@@ -37,6 +37,7 @@ void config_usage(FILE *out)
         "Usage: mesh-llm [OPTIONS]\n"
         "       mesh-llm status [--console PORT]       summary of the node running here\n"
         "       mesh-llm join TOKEN [--console PORT]   make the node running here join a mesh\n"
+        "       mesh-llm discover [--region R] [--model M]   public meshes (Nostr)\n"
         "\n"
         "Models:\n"
         "  --model PATH[:TYPE]      serve a GGUF model (repeatable). Its name is the file name\n"
@@ -75,6 +76,16 @@ void config_usage(FILE *out)
         "  --models-dir files), or stays a standby worker that lends memory to split models.\n"
         "  With --join, --model NAME for a model this node has no file of asks the mesh for it:\n"
         "  it is listed in the catalog as requested (models are not downloaded).\n"
+        "\n"
+        "Public discovery (Nostr):\n"
+        "  --publish                list this node's mesh on Nostr relays (name from\n"
+        "                           --mesh-name, region from --region) so others can find it\n"
+        "  --auto                   find a public mesh, pick the best (region, last mesh,\n"
+        "                           capacity, your models), join it; none: start a new mesh\n"
+        "  --region R               this node's region (listed; preferred by --auto)\n"
+        "  --nostr-relay URL        a ws:// or wss:// relay (repeatable; default: a few public\n"
+        "                           relays, or $MESH_LLM_NOSTR_RELAYS, comma-separated)\n"
+        "  mesh-llm discover [--region R] [--model M] [--json]   list public meshes\n"
         "  State (node key, mesh id) lives in $MESH_LLM_HOME (default ~/.mesh-llm).\n"
         "  With none of --model, --models-dir, --join, --client, --own-mesh, --mesh-name the\n"
         "  node starts idle: management API only, until a join (the console, POST /api/join,\n"
@@ -425,6 +436,10 @@ int config_parse(config_t *cfg, int argc, char **argv, char *err, size_t errlen)
         {"api-keys", required_argument, NULL, OPT_API_KEYS},
         {"queue-len", required_argument, NULL, OPT_QUEUE_LEN},
         {"pin", required_argument, NULL, OPT_PIN},
+        {"auto", no_argument, NULL, CONFIG_OPT_AUTO},
+        {"publish", no_argument, NULL, CONFIG_OPT_PUBLISH},
+        {"region", required_argument, NULL, CONFIG_OPT_REGION},
+        {"nostr-relay", required_argument, NULL, CONFIG_OPT_NOSTR_RELAY},
         {NULL, 0, NULL, 0},
     };
     optind = 0; /* 0: glibc fully re-initialises (clustered short options) */
@@ -538,6 +553,12 @@ int config_parse(config_t *cfg, int argc, char **argv, char *err, size_t errlen)
         case OPT_JOIN:
             rc = config_join_arg(cfg, optarg, err, errlen);
             break;
+        case CONFIG_OPT_AUTO:
+        case CONFIG_OPT_PUBLISH:
+        case CONFIG_OPT_REGION:
+        case CONFIG_OPT_NOSTR_RELAY:
+            rc = config_nostr_opt(cfg, c, optarg, err, errlen);
+            break;
         case OPT_MESH_NAME:
             if (!*optarg || strlen(optarg) > 128) {
                 snprintf(err, errlen, "--mesh-name needs a name of 1 to 128 characters");
@@ -650,7 +671,8 @@ int config_parse(config_t *cfg, int argc, char **argv, char *err, size_t errlen)
                                                      : "--models-dir");
         rc = -EINVAL;
     }
-    if (rc == 0 && cfg->n_requested > 0 && cfg->n_joins == 0) {
+    if (rc == 0) rc = config_nostr_check(cfg, err, errlen);
+    if (rc == 0 && cfg->n_requested > 0 && cfg->n_joins == 0 && !cfg->auto_join) {
         const char *home = getenv("HOME");
         snprintf(err, errlen,
                  "model '%s': no such file (also looked for %s/.models/%s.gguf). Give the path "
@@ -681,7 +703,7 @@ int config_parse(config_t *cfg, int argc, char **argv, char *err, size_t errlen)
 bool config_idle(const config_t *cfg)
 {
     return cfg->n_models == 0 && cfg->n_requested == 0 && !cfg->models_dir && cfg->n_joins == 0 &&
-           !cfg->client && !cfg->mesh_name && !cfg->own_mesh;
+           !cfg->client && !cfg->mesh_name && !cfg->own_mesh && !cfg->auto_join && !cfg->publish;
 }
 
 void config_free(config_t *cfg)
@@ -698,6 +720,7 @@ void config_free(config_t *cfg)
         free(cfg->allow_origins[i]);
     free(cfg->mesh_name);
     free(cfg->api_keys_file);
+    config_nostr_free(cfg);
     sodium_memzero(cfg->joins, sizeof cfg->joins);
     memset(cfg, 0, sizeof *cfg);
 }

@@ -23,6 +23,7 @@ const char *model_type_name(model_type_t t);
 #define MODEL_NAME_MAX 128
 #define CONFIG_MAX_JOIN 16
 #define CONFIG_MAX_ORIGINS 16
+#define CONFIG_MAX_RELAYS 16
 #define CONFIG_SECRET_FILE_MAX 65536 /* --join @FILE, --api-key-file: larger files are refused */
 
 typedef struct {
@@ -50,7 +51,7 @@ typedef struct {
     char *api_key;
     size_t max_body_bytes;
     unsigned max_connections; /* API client connections at once (0: httpd's default, 4096) */
-    unsigned max_loaded[3]; /* --max-loaded-models LLM EMBEDDING RERANKING */
+    unsigned max_loaded[3];   /* --max-loaded-models LLM EMBEDDING RERANKING */
     log_format_t log_format;
     bool verbose;
     token_t joins[CONFIG_MAX_JOIN]; /* --join, decoded and validated */
@@ -73,6 +74,13 @@ typedef struct {
     unsigned queue_len;
     char pins[CONFIG_MAX_MODELS][MODEL_NAME_MAX];
     size_t n_pins;
+    /* Public discovery over Nostr (config_nostr.c): --auto, --publish, --region R,
+     * --nostr-relay URL (repeatable). */
+    bool auto_join;
+    bool publish;
+    char *region;
+    char *nostr_relays[CONFIG_MAX_RELAYS];
+    size_t n_nostr_relays;
     char *notes; /* warnings found while parsing, one per line, for the log (skipped entries) */
 } config_t;
 

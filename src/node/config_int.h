@@ -19,4 +19,11 @@ int config_allow_origin(config_t *cfg, const char *arg, char *err, size_t errlen
 /* MESH_LLM_JOIN and MESH_LLM_API_KEY, when the flags did not set them */
 int config_secrets_from_env(config_t *cfg, char *err, size_t errlen);
 
+/* config_nostr.c: --auto, --publish, --region, --nostr-relay; their combination with the rest;
+ * freeing what they hold */
+int config_nostr_opt(config_t *cfg, int opt, const char *arg, char *err, size_t errlen);
+int config_nostr_check(const config_t *cfg, char *err, size_t errlen);
+void config_nostr_free(config_t *cfg);
+enum { CONFIG_OPT_AUTO = 1000, CONFIG_OPT_PUBLISH, CONFIG_OPT_REGION, CONFIG_OPT_NOSTR_RELAY };
+
 #endif

@@ -459,6 +459,10 @@ static bool load_own_mesh(mesh_t *m, const char *mesh_name)
     char path[4200], err[160];
     snprintf(path, sizeof path, "%s/mesh-id", m->home);
     if (!(mesh_name && *mesh_name) && access(path, F_OK) != 0) return false;
+    if (mesh_name && *mesh_name && m->o.name_key) {
+        identity_named_mesh(&m->id, m->o.name_key, mesh_name, &m->own);
+        return true;
+    }
     return identity_own_mesh(&m->id, m->home, mesh_name, &m->own, err, sizeof err) == 0;
 }
 
@@ -491,7 +495,10 @@ int mesh_start(mesh_t **out, uv_loop_t *loop, const mesh_opts_t *opts, char *err
             }
         m->has_own = !opts->ephemeral && load_own_mesh(m, opts->mesh_name);
     } else {
-        rc = identity_own_mesh(&m->id, m->home, opts->mesh_name, &m->cred, err, errlen);
+        if (opts->mesh_name && *opts->mesh_name && opts->name_key)
+            identity_named_mesh(&m->id, opts->name_key, opts->mesh_name, &m->cred);
+        else
+            rc = identity_own_mesh(&m->id, m->home, opts->mesh_name, &m->cred, err, errlen);
         if (rc) goto fail;
     }
     tp_callbacks_t cb = {m, mesh_on_conn_ready, mesh_on_conn_closed, on_stream};

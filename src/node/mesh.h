@@ -29,9 +29,10 @@ typedef struct {
     int bind_port;         /* 0 = any free */
     const token_t *joins;  /* --join tokens, tried in order */
     size_t n_joins;
-    const char *mesh_name; /* --mesh-name */
-    uint64_t vram_bytes;   /* capacity announced */
-    const char *role;      /* worker | host | client */
+    const char *mesh_name;   /* --mesh-name */
+    const uint8_t *name_key; /* a named mesh's id derives from it: the Nostr public key (32) */
+    uint64_t vram_bytes;     /* capacity announced */
+    const char *role;        /* worker | host | client */
     int api_port, console_port;
     httpd_t *api;          /* this node's API server: tunnelled requests are handed to it */
     const char *api_key;   /* added to requests tunnelled to the local API */

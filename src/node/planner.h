@@ -30,6 +30,7 @@
 #include "config.h"
 #include "election.h"
 #include "httpd.h"
+#include "listing.h"
 #include "mesh.h"
 #include "models.h"
 #include "node_dl.h"
@@ -135,6 +136,9 @@ void planner_park(planner_t *pl, const char *model, httpd_req_t *req);
 
 /* Adds "catalog" (the mesh's models, status, node ids) and "plan" to a status document. */
 void planner_status(planner_t *pl, json_t *status);
+/* The mesh as a public listing shows it: node count, memory offered and free, the catalog's
+ * models with their status (the caller fills name, id, region, token, version). */
+void planner_listing(planner_t *pl, mesh_listing_t *l);
 /* /v1/models: sets each listed model's status from the catalog and appends the mesh's others. */
 void planner_list_models(planner_t *pl, json_t *list);
 

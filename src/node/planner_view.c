@@ -527,3 +527,33 @@ void planner_status(planner_t *pl, json_t *st)
         pd_status(pl, node);
     }
 }
+
+/* ---- the public listing (issue 16: --publish) ---- */
+
+void planner_listing(planner_t *pl, mesh_listing_t *l)
+{
+    peers_t P;
+    cnodes_t cn;
+    catalog_t cat;
+    l->node_count = 1;
+    l->mem_total = pl->vram;
+    l->mem_free = ledger_free(&pl->ms->ledger);
+    l->n_models = 0;
+    if (catalog_now(pl, &P, &cn, &cat) != 0) return;
+    for (size_t i = 0; i < P.n; i++) {
+        const view_node_t *v = &P.v[i];
+        l->node_count++;
+        l->mem_total += v->vram_bytes;
+        l->mem_free += v->has_free ? v->free_bytes : v->vram_bytes;
+    }
+    for (size_t i = 0; i < cat.n && l->n_models < LISTING_MAX_MODELS; i++) {
+        const catalog_entry_t *e = &cat.entries[i];
+        listing_model_t *m = &l->models[l->n_models++];
+        snprintf(m->name, sizeof m->name, "%s", e->name);
+        snprintf(m->status, sizeof m->status, "%s", entry_status(pl, &P, &cat, e));
+        m->served = e->status == CATALOG_READY || e->status == CATALOG_LOADING;
+    }
+    catalog_free(&cat);
+    cnodes_free(&cn);
+    peers_free(&P);
+}

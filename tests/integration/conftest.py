@@ -216,6 +216,8 @@ class Node:
         if BIN_DIR and "--bin-dir" not in args:
             self.args += ["--bin-dir", BIN_DIR]
         self.env = dict(os.environ)
+        # never the public Nostr relays: a test that wants discovery gives its own relay
+        self.env.setdefault("MESH_LLM_NOSTR_RELAYS", "none")
         if tmp_path is not None:
             self.env["MESH_LLM_HOME"] = str(tmp_path / "home")
         self.env.update(env or {})

@@ -79,7 +79,9 @@ def test_idle_node_answers_503_until_joined(start_node):
     assert st["peers"] == [] and st["catalog"] == [] and st["plan"] == [], st
     r = http(n.console_port, "GET", "/api/discover")
     assert r.status == 200, r
-    assert r.json() == {"meshes": [], "reason": "public discovery (Nostr) is not built yet"}
+    assert r.json() == {"meshes": [], "searching": False,
+                        "reason": "no Nostr relays configured: start the node with "
+                                  "--nostr-relay URL"}, r.json()
     err = n.stderr()
     assert "idle: not in a mesh yet" in err and "mesh-llm join TOKEN" in err, err
     assert n.llama_children() == {}

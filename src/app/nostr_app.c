@@ -1,0 +1,374 @@
+/* Public discovery in the node: key, discovery, publisher, --auto, GET /api/discover. */
+#include "nostr_app.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <sodium.h>
+
+#include "auto_score.h"
+#include "log.h"
+#include "nostr_key.h"
+#include "nostr_pool.h"
+#include "probe.h"
+#include "util.h"
+
+static void auto_decide(nostr_app_t *na);
+
+static void on_change(void *data)
+{
+    nostr_app_t *na = data;
+    if (na->auto_pending && discovery_settled(na->disc)) auto_decide(na);
+}
+
+static int start_discovery(nostr_app_t *na)
+{
+    if (na->disc) return 0;
+    if (na->n_relays == 0) return -ENOENT;
+    int rc = discovery_start(&na->disc, na->loop, na->relays, na->n_relays, on_change, na);
+    if (rc == 0) {
+        char list[1024] = "";
+        size_t off = 0;
+        for (size_t i = 0; i < na->n_relays && off < sizeof list; i++)
+            off += (size_t)snprintf(list + off, sizeof list - off, "%s%s", i ? ", " : "",
+                                    na->relays[i]);
+        LOGI("nostr", "public discovery: listening to %zu relay(s): %s", na->n_relays, list);
+    }
+    return rc;
+}
+
+int nostr_app_init(nostr_app_t *na, uv_loop_t *loop, const config_t *cfg, const char *home,
+                   char *err, size_t errlen)
+{
+    memset(na, 0, sizeof *na);
+    na->loop = loop;
+    na->cfg = cfg;
+    na->home = home;
+    na->n_relays =
+        nostr_pool_relays((const char *const *)cfg->nostr_relays, cfg->n_nostr_relays,
+                          na->relay_buf, sizeof na->relay_buf, na->relays, CONFIG_MAX_RELAYS);
+    if (!cfg->publish && !cfg->auto_join && !cfg->mesh_name) return 0;
+    /* the key signs listings, and a named mesh's id derives from it */
+    int rc = nostr_key_load(home, na->sk, na->pk, err, errlen);
+    if (rc) return rc;
+    na->have_key = true;
+    if (!cfg->publish && !cfg->auto_join) return 0;
+    if (na->n_relays == 0) {
+        snprintf(err, errlen,
+                 "%s needs Nostr relays, and none are configured ($MESH_LLM_NOSTR_RELAYS is "
+                 "'none'): give --nostr-relay URL",
+                 cfg->publish ? "--publish" : "--auto");
+        return -EINVAL;
+    }
+    rc = start_discovery(na);
+    if (rc) snprintf(err, errlen, "cannot start public discovery: %s", strerror(-rc));
+    return rc;
+}
+
+void nostr_app_in_mesh(nostr_app_t *na, planner_t *plan, mesh_t *mesh)
+{
+    na->plan = plan;
+    na->mesh = mesh;
+    if (!na->disc || !na->have_key || na->pub.started) return;
+    publisher_start(&na->pub, na->loop, na->disc, plan, mesh, na->sk, na->cfg->mesh_name,
+                    na->cfg->region, na->cfg->publish);
+}
+
+void nostr_app_fill_announcement(const nostr_app_t *na, json_t *ann)
+{
+    if (na->pub.started) json_object_set_new(ann, "nostr_published", json_true());
+}
+
+static void published_cb(void *data, const char *id, json_t *ann)
+{
+    (void)id;
+    if (ann && json_is_true(json_object_get(ann, "nostr_published"))) *(bool *)data = true;
+}
+
+bool nostr_app_peers_changed(nostr_app_t *na)
+{
+    if (!na->mesh || na->pub.started || na->n_relays == 0 || na->cfg->client) return false;
+    bool published = false;
+    mesh_foreach_peer(na->mesh, published_cb, &published);
+    if (!published) return false;
+    char err[512];
+    if (!na->have_key) {
+        if (nostr_key_load(na->home, na->sk, na->pk, err, sizeof err) != 0) {
+            LOGW("nostr", "cannot watch the mesh's listing: %s", err);
+            return false;
+        }
+        na->have_key = true;
+    }
+    if (start_discovery(na) != 0) return false;
+    LOGI("nostr", "mesh %s is published: this node watches its listing (publish watchdog)",
+         mesh_id(na->mesh));
+    publisher_start(&na->pub, na->loop, na->disc, na->plan, na->mesh, na->sk, na->cfg->mesh_name,
+                    na->cfg->region, false);
+    return true;
+}
+
+/* $MESH_LLM_HOME/last-mesh: the mesh joined last ("" when none). */
+static void read_last_mesh(const char *home, char *out, size_t outlen)
+{
+    out[0] = 0;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/last-mesh", home);
+    FILE *f = fopen(path, "re");
+    if (!f) return;
+    if (fgets(out, (int)outlen, f)) out[strcspn(out, "\r\n")] = 0;
+    fclose(f);
+}
+
+static void auto_finish(nostr_app_t *na)
+{
+    na->auto_pending = false;
+    if (na->auto_timer_open) uv_timer_stop(&na->auto_timer);
+}
+
+static void auto_free(nostr_app_t *na)
+{
+    free(na->cands);
+    free(na->scores);
+    na->cands = NULL;
+    na->scores = NULL;
+    na->n_cands = 0;
+}
+
+static void auto_new_mesh(nostr_app_t *na, size_t listed)
+{
+    char err[512], what[256];
+    const config_t *cfg = na->cfg;
+    bool has_models = cfg->n_models || cfg->n_requested || cfg->models_dir;
+    const known_model_t *pick = has_models ? NULL : auto_pick_model(na->offer);
+    if (has_models)
+        snprintf(what, sizeof what, "serving this node's models");
+    else if (pick)
+        snprintf(what, sizeof what, "with %s, the largest catalog model that fits %.1f GB",
+                 pick->name, (double)na->offer / 1e9);
+    else
+        snprintf(what, sizeof what,
+                 "without a model: no catalog model fits %.1f GB (give one with --model)",
+                 (double)na->offer / 1e9);
+    snprintf(na->auto_note, sizeof na->auto_note,
+             "no public mesh to join (%zu listed, %lu of %lu probed answered): started a new "
+             "mesh %s",
+             listed, na->probes_ok, na->probes, what);
+    LOGI("nostr", "--auto: %s", na->auto_note);
+    auto_free(na);
+    if (na->join(na->join_data, NULL, err, sizeof err) != 0) {
+        LOGE("nostr", "--auto: cannot start a new mesh: %s", err);
+        return;
+    }
+    if (pick && na->fetch_model && na->fetch_model(na->join_data, pick->name, err, sizeof err))
+        LOGE("nostr", "--auto: cannot download %s: %s", pick->name, err);
+}
+
+static void probe_batch(nostr_app_t *na);
+
+/* A batch answered: join the best candidate that was admitted, else probe the next batch. */
+static void batch_done(nostr_app_t *na)
+{
+    char err[512];
+    for (size_t i = 0; i < na->batch_n; i++) {
+        if (na->probe_rc[i] != 0) continue;
+        const mesh_listing_t *l = &na->cands[na->batch_start + i];
+        token_t t;
+        if (token_decode(l->token, strlen(l->token), &t, err, sizeof err) != 0) continue;
+        int rc = na->join(na->join_data, &t, err, sizeof err);
+        sodium_memzero(&t, sizeof t);
+        if (rc == 0) {
+            snprintf(na->auto_note, sizeof na->auto_note,
+                     "joined mesh %s ('%.64s', region %s, %u node(s)), score %lld, rank %zu of "
+                     "%zu, probe %.1f ms",
+                     l->mesh_id, l->name, l->region[0] ? l->region : "-", l->node_count,
+                     (long long)na->scores[na->batch_start + i], na->batch_start + i + 1,
+                     na->n_cands, na->probe_rtt[i]);
+            LOGI("nostr", "--auto: %s", na->auto_note);
+            auto_free(na);
+            return;
+        }
+        if (rc == -EALREADY) {
+            auto_free(na);
+            return;
+        }
+        LOGW("nostr", "--auto: mesh %s: %s; trying the next one", l->mesh_id, err);
+    }
+    na->batch_start += na->batch_n;
+    if (na->batch_start < na->n_cands)
+        probe_batch(na);
+    else
+        auto_new_mesh(na, na->n_cands);
+}
+
+typedef struct {
+    nostr_app_t *na;
+    size_t slot;
+} probe_ctx_t;
+
+static void on_probe(void *data, int rc, double rtt_ms, const char *why)
+{
+    probe_ctx_t *pc = data;
+    nostr_app_t *na = pc->na;
+    size_t slot = pc->slot;
+    free(pc);
+    if (!na->cands) return; /* stopped meanwhile */
+    const mesh_listing_t *l = &na->cands[na->batch_start + slot];
+    na->probe_rc[slot] = rc;
+    na->probe_rtt[slot] = rtt_ms;
+    if (rc == 0) na->probes_ok++;
+    LOGI("nostr", "--auto: probe of mesh %s (%s): %s%s", l->mesh_id, l->name,
+         rc ? "failed: " : "alive, admitted", rc ? why : "");
+    if (--na->pending == 0) batch_done(na);
+}
+
+static void probe_batch(nostr_app_t *na)
+{
+    uint64_t timeout = env_ms("MESH_LLM_PROBE_MS", 5000);
+    size_t n = na->n_cands - na->batch_start;
+    na->batch_n = n < AUTO_PROBE_BATCH ? n : AUTO_PROBE_BATCH;
+    na->pending = na->batch_n;
+    for (size_t i = 0; i < na->batch_n; i++) {
+        const mesh_listing_t *l = &na->cands[na->batch_start + i];
+        token_t t;
+        char err[160];
+        na->probe_rc[i] = -EINVAL;
+        probe_ctx_t *pc = malloc(sizeof *pc);
+        int rc = pc ? token_decode(l->token, strlen(l->token), &t, err, sizeof err) : -ENOMEM;
+        if (rc == 0) {
+            *pc = (probe_ctx_t){na, i};
+            na->probes++;
+            rc = probe_start(na->loop, &t, timeout, on_probe, pc);
+            sodium_memzero(&t, sizeof t);
+        }
+        if (rc) {
+            free(pc);
+            na->pending--;
+        }
+    }
+    if (na->pending == 0) batch_done(na);
+}
+
+static void auto_decide(nostr_app_t *na)
+{
+    if (!na->auto_pending) return;
+    auto_finish(na);
+    if (na->mesh) return; /* joined meanwhile (POST /api/join) */
+    int64_t now = (int64_t)time(NULL);
+    mesh_listing_t *ls = malloc(LISTING_SET_MAX * sizeof *ls);
+    size_t *order = malloc(LISTING_SET_MAX * sizeof *order);
+    na->cands = malloc(AUTO_MAX_CANDIDATES * sizeof *na->cands);
+    na->scores = malloc(AUTO_MAX_CANDIDATES * sizeof *na->scores);
+    size_t n = ls && order && na->cands && na->scores
+                   ? discovery_list(na->disc, now, NULL, NULL, ls, LISTING_SET_MAX)
+                   : 0;
+    char last[128];
+    read_last_mesh(na->home, last, sizeof last);
+    const char *wanted[CONFIG_MAX_MODELS * 2];
+    size_t nw = 0;
+    for (size_t i = 0; i < na->cfg->n_models; i++)
+        wanted[nw++] = na->cfg->models[i].name;
+    for (size_t i = 0; i < na->cfg->n_requested; i++)
+        wanted[nw++] = na->cfg->requested[i];
+    auto_prefs_t prefs = {
+        .region = na->cfg->region, .last_mesh = last, .wanted = wanted, .n_wanted = nw};
+    auto_rank(ls, n, &prefs, order);
+    na->n_cands = 0;
+    for (size_t k = 0; k < n && na->n_cands < AUTO_MAX_CANDIDATES; k++) {
+        na->cands[na->n_cands] = ls[order[k]];
+        na->scores[na->n_cands++] = auto_score(&ls[order[k]], &prefs);
+    }
+    free(ls);
+    free(order);
+    LOGI("nostr", "--auto: %zu live mesh(es) listed%s", n, n ? "; probing the best" : "");
+    na->batch_start = 0;
+    if (na->n_cands == 0)
+        auto_new_mesh(na, n);
+    else
+        probe_batch(na);
+}
+
+static void auto_timeout(uv_timer_t *t)
+{
+    nostr_app_t *na = t->data;
+    if (na->auto_pending) {
+        LOGI("nostr", "--auto: not every relay answered in time; deciding with what arrived");
+        auto_decide(na);
+    }
+}
+
+void nostr_app_auto(nostr_app_t *na)
+{
+    if (!na->disc) return;
+    na->auto_pending = true;
+    uv_timer_init(na->loop, &na->auto_timer);
+    na->auto_timer.data = na;
+    na->auto_timer_open = true;
+    uv_timer_start(&na->auto_timer, auto_timeout, env_ms("MESH_LLM_AUTO_WAIT_MS", 15000), 0);
+    LOGI("nostr", "--auto: looking for public meshes%s%s%s", na->cfg->region ? " (region " : "",
+         na->cfg->region ? na->cfg->region : "", na->cfg->region ? ")" : "");
+    if (discovery_settled(na->disc)) auto_decide(na);
+}
+
+void nostr_app_query(const char *url, const char *name, char *out, size_t outlen)
+{
+    out[0] = 0;
+    const char *q = strchr(url, '?');
+    size_t nl = strlen(name);
+    while (q && *q) {
+        q++;
+        if (strncmp(q, name, nl) == 0 && q[nl] == '=') {
+            const char *v = q + nl + 1;
+            size_t vl = strcspn(v, "&#");
+            if (vl >= outlen) return;
+            for (size_t i = 0; i < vl; i++) {
+                char c = v[i];
+                bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                             (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-' || c == ':';
+                if (!plain) return;
+            }
+            memcpy(out, v, vl);
+            out[vl] = 0;
+            return;
+        }
+        q = strchr(q, '&');
+    }
+}
+
+void nostr_app_discover(nostr_app_t *na, httpd_req_t *req)
+{
+    if (start_discovery(na) != 0) {
+        httpd_respond_json(req, 200,
+                           json_pack("{s:[],s:b,s:s}", "meshes", "searching", false, "reason",
+                                     "no Nostr relays configured: start the node with "
+                                     "--nostr-relay URL"));
+        return;
+    }
+    char region[LISTING_REGION_MAX + 1], model[LISTING_MODEL_MAX];
+    nostr_app_query(req->url, "region", region, sizeof region);
+    nostr_app_query(req->url, "model", model, sizeof model);
+    httpd_respond_json(req, 200, discovery_json(na->disc, (int64_t)time(NULL), region, model));
+}
+
+json_t *nostr_app_status(nostr_app_t *na)
+{
+    if (!na->disc) return json_null();
+    return json_pack("{s:b,s:o,s:s?}", "settled", discovery_settled(na->disc), "publish",
+                     na->pub.started ? publisher_status(&na->pub) : json_null(), "auto",
+                     na->auto_note[0] ? na->auto_note : NULL);
+}
+
+void nostr_app_stop(nostr_app_t *na)
+{
+    publisher_stop(&na->pub);
+    if (na->auto_timer_open) {
+        na->auto_timer_open = false;
+        uv_close((uv_handle_t *)&na->auto_timer, NULL);
+    }
+    na->auto_pending = false;
+    auto_free(na);
+    discovery_stop(na->disc);
+    na->disc = NULL;
+    sodium_memzero(na->sk, sizeof na->sk);
+}
