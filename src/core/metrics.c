@@ -12,6 +12,9 @@ static const char *const ENDPOINTS[METRICS_N_ENDPOINTS] = {
 static const int CODES[METRICS_N_CODES - 1] = {200, 400, 401, 403, 404, 405, 408, 413,
                                                415, 429, 431, 499, 500, 502, 503, 504};
 static const char *const ROUTES[2] = {"local", "tunnel"};
+static const char *const REASONS[METRICS_N_REASONS] = {"queue_full", "key_queue_share_exceeded",
+                                                       "tokens_per_minute_exceeded",
+                                                       "queue_timeout", "too_many_requests"};
 
 /* seconds */
 static const double B_TTFT[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
@@ -160,6 +163,11 @@ void metrics_queue_depth_add(metrics_t *m, const char *model, int delta)
     m->queue_depth[model_idx(m, model)] += delta;
 }
 
+void metrics_queue_depth_set(metrics_t *m, const char *model, unsigned depth)
+{
+    m->queue_depth[model_idx(m, model)] = depth;
+}
+
 void metrics_queue_wait(metrics_t *m, const char *model, double seconds)
 {
     observe(&m->queue_wait[model_idx(m, model)], B_WAIT, NB(B_WAIT), seconds);
@@ -168,6 +176,32 @@ void metrics_queue_wait(metrics_t *m, const char *model, double seconds)
 void metrics_queue_rejected(metrics_t *m, const char *model)
 {
     m->queue_rejected[model_idx(m, model)]++;
+}
+
+void metrics_key_rejected(metrics_t *m, const char *key, const char *tier, const char *reason)
+{
+    size_t r = METRICS_N_REASONS - 1;
+    for (size_t i = 0; reason && i < METRICS_N_REASONS; i++)
+        if (strcmp(REASONS[i], reason) == 0) r = i;
+    size_t k = 0;
+    while (k < m->n_keys && !(strcmp(m->keys[k][0], key) == 0 && strcmp(m->keys[k][1], tier) == 0))
+        k++;
+    if (k == m->n_keys) {
+        if (m->n_keys == METRICS_MAX_KEYS || strlen(key) >= METRICS_KEY_LEN ||
+            strlen(tier) >= METRICS_KEY_LEN) {
+            k = METRICS_MAX_KEYS;
+        } else {
+            snprintf(m->keys[k][0], METRICS_KEY_LEN, "%s", key);
+            snprintf(m->keys[k][1], METRICS_KEY_LEN, "%s", tier);
+            m->n_keys++;
+        }
+    }
+    m->key_rejected[k][r]++;
+}
+
+void metrics_relay(metrics_t *m, const char *model, metrics_relay_t what)
+{
+    if ((unsigned)what < METRICS_N_RELAY) m->relay[model_idx(m, model)][what]++;
 }
 
 void metrics_load_begin(metrics_t *m, const char *model, uint64_t now_ns)
@@ -366,6 +400,52 @@ int metrics_render(const metrics_t *m, const char *node_id, const char *version,
         rc = per_model(out, m, "mesh_llm_queue_rejected_total", "counter",
                        "Requests refused by admission control (429).", NULL, m->queue_rejected, 1,
                        NULL, true);
+    if (rc == 0)
+        rc = head(out, "mesh_llm_key_rejected_total", "counter",
+                  "Requests refused by admission control (429), by API key, tier and reason.");
+    for (size_t k = 0; rc == 0 && k <= METRICS_MAX_KEYS; k++) {
+        if (k >= m->n_keys && k < METRICS_MAX_KEYS) continue;
+        for (size_t r = 0; rc == 0 && r < METRICS_N_REASONS; r++) {
+            uint64_t v = m->key_rejected[k][r];
+            if (!v) continue;
+            rc = buf_printf(out, "mesh_llm_key_rejected_total{key=\"");
+            if (rc == 0) rc = put_label(out, k < METRICS_MAX_KEYS ? m->keys[k][0] : "_other");
+            if (rc == 0) rc = buf_printf(out, "\",tier=\"");
+            if (rc == 0) rc = put_label(out, k < METRICS_MAX_KEYS ? m->keys[k][1] : "_other");
+            if (rc == 0)
+                rc = buf_printf(out, "\",reason=\"%s\"} %llu\n", REASONS[r], (unsigned long long)v);
+        }
+    }
+    if (rc == 0)
+        rc = per_model(out, m, "mesh_llm_relay_retries_total", "counter",
+                       "Routed requests re-sent whole to another host (the first failed before "
+                       "answering).",
+                       NULL, &m->relay[0][METRICS_RELAY_RETRY], METRICS_N_RELAY, NULL, true);
+    if (rc == 0)
+        rc = per_model(out, m, "mesh_llm_relay_first_byte_timeouts_total", "counter",
+                       "Routed requests whose host sent no first byte in time "
+                       "(MESH_LLM_FIRST_BYTE_MS).",
+                       NULL, &m->relay[0][METRICS_RELAY_FIRST_BYTE_TIMEOUT], METRICS_N_RELAY, NULL,
+                       true);
+    if (rc == 0)
+        rc = per_model(out, m, "mesh_llm_relay_failovers_total", "counter",
+                       "Routed streams whose host died mid-stream.", NULL,
+                       &m->relay[0][METRICS_RELAY_FAILOVER], METRICS_N_RELAY, NULL, true);
+    if (rc == 0)
+        rc = per_model(out, m, "mesh_llm_relay_failover_results_total", "counter",
+                       "Outcomes of mid-stream failovers (resumed: continued on another replica; "
+                       "failed: ended with an error event).",
+                       NULL, &m->relay[0][METRICS_RELAY_RESUMED], METRICS_N_RELAY,
+                       ",result=\"resumed\"", true);
+    for (size_t k = 0; rc == 0 && k < n_slots(m); k++) { /* same family, failed */
+        size_t i = slot(m, k);
+        if (!m->relay[i][METRICS_RELAY_FAILED]) continue;
+        rc = buf_printf(out, "mesh_llm_relay_failover_results_total{model=\"");
+        if (rc == 0) rc = put_label(out, model_name(m, i));
+        if (rc == 0)
+            rc = buf_printf(out, "\",result=\"failed\"} %llu\n",
+                            (unsigned long long)m->relay[i][METRICS_RELAY_FAILED]);
+    }
     if (rc == 0)
         rc = per_model(out, m, "mesh_llm_model_loads_total", "counter",
                        "Model server starts, by result.", NULL, &m->loads[0][0], 2,

@@ -29,6 +29,20 @@
 
 typedef enum { METRICS_ROUTE_LOCAL = 0, METRICS_ROUTE_TUNNEL = 1 } metrics_route_t;
 
+/* What the relay (node/relay.h) did for a routed request. */
+typedef enum {
+    METRICS_RELAY_RETRY = 0,          /* re-sent whole to another host */
+    METRICS_RELAY_FIRST_BYTE_TIMEOUT, /* a host sent nothing in time */
+    METRICS_RELAY_FAILOVER,           /* a stream's host died mid-stream */
+    METRICS_RELAY_RESUMED,            /* ... the stream went on on another replica */
+    METRICS_RELAY_FAILED,             /* ... it ended with an error event instead */
+    METRICS_N_RELAY
+} metrics_relay_t;
+
+#define METRICS_MAX_KEYS 64 /* API key labels (admission); later keys count as "_other" */
+#define METRICS_KEY_LEN 64
+#define METRICS_N_REASONS 5 /* admission rejection reasons (admit_why_code) */
+
 /* One request, as it is handled (all times are monotonic ns, 0 = did not happen). */
 typedef struct {
     char model[METRICS_MODEL_LEN]; /* "" = not a model request: not counted */
@@ -77,6 +91,11 @@ typedef struct {
     uint64_t unloads[METRICS_MAX_MODELS + 1];
     metrics_peer_t peers[METRICS_MAX_PEERS];
     size_t n_peers;
+    uint64_t relay[METRICS_MAX_MODELS + 1][METRICS_N_RELAY];
+    /* 429s by API key (name, tier) and reason; index METRICS_MAX_KEYS = "_other" */
+    char keys[METRICS_MAX_KEYS][2][METRICS_KEY_LEN];
+    size_t n_keys;
+    uint64_t key_rejected[METRICS_MAX_KEYS + 1][METRICS_N_REASONS];
     uint64_t tunnel_bytes[2]; /* rx, tx */
     uint64_t download_bytes;
 } metrics_t;
@@ -97,8 +116,15 @@ bool metrics_parse_usage(const char *tail, size_t len, metrics_req_t *r);
  * rejection. */
 void metrics_in_flight_add(metrics_t *m, const char *model, int delta);
 void metrics_queue_depth_add(metrics_t *m, const char *model, int delta);
+void metrics_queue_depth_set(metrics_t *m, const char *model, unsigned depth);
 void metrics_queue_wait(metrics_t *m, const char *model, double seconds);
 void metrics_queue_rejected(metrics_t *m, const char *model);
+/* A 429 for API key `key` of `tier`; reason is admit_why_code's string (queue_full,
+ * key_queue_share_exceeded, tokens_per_minute_exceeded, queue_timeout, too_many_requests;
+ * anything else counts as too_many_requests). */
+void metrics_key_rejected(metrics_t *m, const char *key, const char *tier, const char *reason);
+/* The relay's retries, first-byte timeouts and mid-stream failovers, per model. */
+void metrics_relay(metrics_t *m, const char *model, metrics_relay_t what);
 
 /* Model servers: a load began / ended (its time is observed), an unload was decided. */
 void metrics_load_begin(metrics_t *m, const char *model, uint64_t now_ns);

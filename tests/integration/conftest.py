@@ -299,6 +299,16 @@ class Node:
         """peer id -> state ("alive", "dead", "left") from /api/status."""
         return {p["id"]: p["state"] for p in self.status()["peers"]}
 
+    def metric(self, series):
+        """The value of one series of GET /metrics (its name with labels exactly as the node
+        writes them, e.g. 'mesh_llm_relay_retries_total{model="m"}'), or None if absent."""
+        r = http(self.console_port, "GET", "/metrics")
+        assert r.status == 200, r
+        for line in r.body.decode().splitlines():
+            if line.startswith(series + " "):
+                return float(line[len(series) + 1:])
+        return None
+
     def request(self, method, path, body=None, **kw):
         kw.setdefault("ns", self.ns)
         return http(self.api_port, method, path, body, **kw)
