@@ -48,15 +48,16 @@ typedef struct {
     char model[METRICS_MODEL_LEN]; /* "" = not a model request: not counted */
     const char *endpoint;          /* api_routes.h label, NULL = "other" */
     metrics_route_t route;
-    char peer[METRICS_PEER_LEN];   /* tunnel: the node it went to */
-    int status;                    /* HTTP status sent to the client, 0 none (cut off) */
-    uint64_t start_ns;             /* request received */
-    uint64_t queue_ns;             /* total time spent in admission queues */
-    uint64_t dispatch_ns;          /* handed to llama-server or to the tunnel */
-    uint64_t head_ns;              /* upstream response head arrived */
-    uint64_t first_body_ns;        /* first upstream body byte */
-    int64_t tokens_in, tokens_out; /* -1 unknown */
-    double per_token_s;            /* generation time per output token, 0 unknown */
+    char peer[METRICS_PEER_LEN];     /* tunnel: the node it went to */
+    int status;                      /* HTTP status sent to the client, 0 none (cut off) */
+    uint64_t start_ns;               /* request received */
+    uint64_t queue_ns;               /* total time spent in admission queues */
+    uint64_t dispatch_ns;            /* handed to llama-server or to the tunnel */
+    uint64_t head_ns;                /* upstream response head arrived */
+    uint64_t first_body_ns;          /* first upstream body byte */
+    int64_t tokens_in, tokens_out;   /* -1 unknown */
+    double per_token_s;              /* generation time per output token, 0 unknown */
+    int64_t draft_n, draft_accepted; /* speculative decoding (llama-server timings), -1 none */
     bool reported;
 } metrics_req_t;
 
@@ -78,6 +79,7 @@ typedef struct {
     /* index METRICS_MAX_MODELS = "_other" */
     uint64_t requests[METRICS_MAX_MODELS + 1][METRICS_N_ENDPOINTS][METRICS_N_CODES][2];
     uint64_t tokens[METRICS_MAX_MODELS + 1][2]; /* in, out */
+    uint64_t draft[METRICS_MAX_MODELS + 1][2];  /* drafted, accepted (speculative decoding) */
     metrics_hist_t ttft[METRICS_MAX_MODELS + 1];
     metrics_hist_t per_token[METRICS_MAX_MODELS + 1];
     metrics_hist_t duration[METRICS_MAX_MODELS + 1];
@@ -108,9 +110,14 @@ void metrics_req_init(metrics_req_t *r, uint64_t start_ns);
 void metrics_request_done(metrics_t *m, metrics_req_t *r, uint64_t now_ns);
 
 /* Token counts and per-token time from the end of a response body (llama-server's "timings",
+ * with its speculative decoding counts draft_n and draft_n_accepted when a draft model runs,
  * else OpenAI "usage" {prompt_tokens, completion_tokens} or Anthropic/Responses "usage"
  * {input_tokens, output_tokens}); the last object in tail wins. Returns true if found. */
 bool metrics_parse_usage(const char *tail, size_t len, metrics_req_t *r);
+
+/* The speculative decoding totals of a model served here: tokens drafted and accepted. */
+void metrics_draft_totals(const metrics_t *m, const char *model, uint64_t *drafted,
+                          uint64_t *accepted);
 
 /* Admission (fed by the queue): requests in flight and waiting per model, each wait, each
  * rejection. */

@@ -50,7 +50,7 @@ typedef struct {
     char *api_key;
     size_t max_body_bytes;
     unsigned max_connections; /* API client connections at once (0: httpd's default, 4096) */
-    unsigned max_loaded[3]; /* --max-loaded-models LLM EMBEDDING RERANKING */
+    unsigned max_loaded[3];   /* --max-loaded-models LLM EMBEDDING RERANKING */
     log_format_t log_format;
     bool verbose;
     token_t joins[CONFIG_MAX_JOIN]; /* --join, decoded and validated */
@@ -73,6 +73,16 @@ typedef struct {
     unsigned queue_len;
     char pins[CONFIG_MAX_MODELS][MODEL_NAME_MAX];
     size_t n_pins;
+    /* Serving features (config_serve.c): --draft FILE (a catalog name is resolved to its file
+     * in the models directory), --no-draft (not even the catalog's pairing), --mmproj
+     * MODEL=PATH (repeatable: a vision projector per model). */
+    char *draft;
+    bool no_draft;
+    struct {
+        char model[MODEL_NAME_MAX];
+        char *path;
+    } mmproj[CONFIG_MAX_MODELS];
+    size_t n_mmproj;
     char *notes; /* warnings found while parsing, one per line, for the log (skipped entries) */
 } config_t;
 
@@ -90,6 +100,9 @@ void config_usage(FILE *out);
  * --model, --models-dir, --join, --client, --own-mesh, --mesh-name). The node then runs its
  * management API only and waits for POST /api/join. */
 bool config_idle(const config_t *cfg);
+
+/* The --mmproj file of a model, or NULL. */
+const char *config_mmproj_of(const config_t *cfg, const char *model);
 
 /* Parse a "PATH[:llm|:embedding|:reranking]" model argument. */
 int config_parse_model_arg(const char *arg, config_model_t *out, char *err, size_t errlen);

@@ -19,4 +19,11 @@ int config_allow_origin(config_t *cfg, const char *arg, char *err, size_t errlen
 /* MESH_LLM_JOIN and MESH_LLM_API_KEY, when the flags did not set them */
 int config_secrets_from_env(config_t *cfg, char *err, size_t errlen);
 
+/* config_serve.c: --draft NAME|PATH, --mmproj MODEL=PATH; finish: checks once every option is
+ * read (a catalog --draft resolved to its file in the models directory); free: their memory */
+int config_draft_arg(config_t *cfg, const char *arg, char *err, size_t errlen);
+int config_mmproj_arg(config_t *cfg, const char *arg, char *err, size_t errlen);
+int config_serve_finish(config_t *cfg, char *err, size_t errlen);
+void config_serve_free(config_t *cfg);
+
 #endif
