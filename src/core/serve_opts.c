@@ -22,8 +22,8 @@ static int put_word(buf_t *b, const char *w)
 
 int serve_opts_args(const serve_opts_t *o, buf_t *out)
 {
-    int rc = 0;
-    if (o->draft) {
+    int rc = o->jinja ? put_word(out, "--jinja") : 0;
+    if (rc == 0 && o->draft) {
         char n[16];
         rc = put_word(out, "--model-draft");
         if (rc == 0) rc = put_word(out, o->draft);

@@ -19,6 +19,8 @@
 #define SERVE_DRAFT_TYPE "draft-simple" /* --spec-type: a separate draft model */
 
 typedef struct {
+    bool jinja;         /* --jinja: the model's own chat template, with tool calling (llm models;
+                           llama-server's default in the pinned release, said explicitly) */
     const char *draft;  /* draft model file, NULL: none */
     const char *mmproj; /* multimodal projector file, NULL: none */
 } serve_opts_t;

@@ -42,7 +42,9 @@ int models_serve_setup(models_t *ms, model_entry_t *e)
     if (cfg->draft && e->mm->type == MM_LLM && !draft)
         LOGW("models", "model %s: --draft names the model itself; no speculative decoding",
              e->mm->name);
-    serve_opts_t o = {.draft = draft, .mmproj = config_mmproj_of(cfg, e->mm->name)};
+    serve_opts_t o = {.jinja = e->mm->type == MM_LLM,
+                      .draft = draft,
+                      .mmproj = config_mmproj_of(cfg, e->mm->name)};
     buf_t b;
     buf_init(&b, 1 << 14);
     int rc = serve_opts_args(&o, &b);

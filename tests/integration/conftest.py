@@ -299,10 +299,10 @@ class Node:
         """peer id -> state ("alive", "dead", "left") from /api/status."""
         return {p["id"]: p["state"] for p in self.status()["peers"]}
 
-    def metric(self, series):
+    def metric(self, series, headers=None):
         """The value of one series of GET /metrics (its name with labels exactly as the node
         writes them, e.g. 'mesh_llm_relay_retries_total{model="m"}'), or None if absent."""
-        r = http(self.console_port, "GET", "/metrics")
+        r = http(self.console_port, "GET", "/metrics", headers=headers)
         assert r.status == 200, r
         for line in r.body.decode().splitlines():
             if line.startswith(series + " "):

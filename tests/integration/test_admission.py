@@ -242,9 +242,10 @@ def test_key_tiers(start_node, tmp_path):
     assert 1 <= int(r.headers["retry-after"]) <= 60
     # the 429s by key, tier and reason in /metrics
     rej = 'mesh_llm_key_rejected_total{{key="{}",tier="{}",reason="{}"}}'
-    assert n.metric(rej.format("bob", "bronze", "key_queue_share_exceeded")) == 8
-    assert n.metric(rej.format("alice", "gold", "key_queue_share_exceeded")) == 2
-    assert n.metric(rej.format("carol", "tiny", "tokens_per_minute_exceeded")) == 1
+    a = auth("alice")  # /metrics asks for a key too
+    assert n.metric(rej.format("bob", "bronze", "key_queue_share_exceeded"), a) == 8
+    assert n.metric(rej.format("alice", "gold", "key_queue_share_exceeded"), a) == 2
+    assert n.metric(rej.format("carol", "tiny", "tokens_per_minute_exceeded"), a) == 1
     assert "sk-" not in n.stderr()  # secrets are never logged
 
 

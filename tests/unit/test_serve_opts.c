@@ -48,6 +48,13 @@ static void test_args(void **state)
         assert_string_equal(v[i], want[i]);
     argv_free(v);
 
+    /* jinja alone */
+    buf_reset(&b);
+    serve_opts_t j = {.jinja = true};
+    assert_int_equal(serve_opts_args(&j, &b), 0);
+    assert_int_equal(b.len, strlen("--jinja"));
+    assert_memory_equal(b.data, "--jinja", b.len);
+
     /* mmproj alone */
     buf_reset(&b);
     serve_opts_t p = {.mmproj = "/a/b.gguf"};
