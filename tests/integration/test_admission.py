@@ -246,6 +246,7 @@ def test_key_tiers(start_node, tmp_path):
     assert n.metric(rej.format("bob", "bronze", "key_queue_share_exceeded"), a) == 8
     assert n.metric(rej.format("alice", "gold", "key_queue_share_exceeded"), a) == 2
     assert n.metric(rej.format("carol", "tiny", "tokens_per_minute_exceeded"), a) == 1
+    n.check_metrics_with_promtool(a)
     assert "sk-" not in n.stderr()  # secrets are never logged
 
 

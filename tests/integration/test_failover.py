@@ -188,6 +188,7 @@ def test_stream_continues_on_other_replica(start_node):
         == 1
     assert c.metric(f'mesh_llm_relay_failover_results_total{{model="{MODEL}",result="failed"}}') \
         is None
+    c.check_metrics_with_promtool()
     equal = text == ref
     print(f"failover greedy equality: {'equal' if equal else 'different'}; "
           f"{len(before)} chars before the kill, {len(text)} after, reference {len(ref)}; "
