@@ -11,6 +11,7 @@
 #include "affinity.h"
 #include "log.h"
 #include "meshstat.h"
+#include "proxy.h"
 #include "resume.h"
 #include "sse.h"
 #include "tunnel.h"
@@ -202,24 +203,11 @@ static void stream_error(relay_t *r, const char *msg)
  * re-framed as chunked (the body is re-sent event by event). */
 static int send_sse_head(relay_t *r)
 {
-    static const char *const skip[] = {"connection",       "keep-alive", "transfer-encoding",
-                                       "content-length",   "trailer",    "upgrade",
-                                       "proxy-connection", "te"};
     buf_t *b = &r->scratch;
     buf_reset(b);
     int rc = buf_printf(b, "HTTP/1.1 200 OK\r\n");
-    const char *q = r->hdr.data, *end = r->hdr.data ? r->hdr.data + r->hdr.len : NULL;
-    while (rc == 0 && q && q < end) {
-        const char *name = q;
-        q += strlen(q) + 1;
-        if (q >= end) break;
-        const char *value = q;
-        q += strlen(q) + 1;
-        bool drop = strncasecmp(name, "access-control-", 15) == 0;
-        for (size_t i = 0; !drop && i < sizeof skip / sizeof skip[0]; i++)
-            drop = strcasecmp(name, skip[i]) == 0;
-        if (!drop) rc = buf_printf(b, "%s: %s\r\n", name, value);
-    }
+    /* the host's X-Mesh-Node and Server-Timing pass; the body is re-chunked here */
+    if (rc == 0) rc = proxy_copy_headers(r->hdr.data, r->hdr.len, PROXY_HDR_REFRAME, b);
     char extra[768];
     if (rc == 0 && tunnel_route_headers(r->req, extra, sizeof extra) > 0)
         rc = buf_append(b, extra, strlen(extra));
