@@ -305,7 +305,7 @@ static uint32_t load_ctx(const model_entry_t *e)
 uint64_t models_need_bytes(const models_t *ms, const model_entry_t *e)
 {
     (void)ms;
-    return ledger_need(e->size, ledger_kv_bytes(&e->shape, load_ctx(e)));
+    return ledger_need(e->size + e->serve_bytes, ledger_kv_bytes(&e->shape, load_ctx(e)));
 }
 
 void models_update_bytes(models_t *ms, model_entry_t *e)

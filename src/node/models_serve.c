@@ -17,6 +17,12 @@ static bool regular_file(const char *path)
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
+static uint64_t file_bytes(const char *path)
+{
+    struct stat st;
+    return path && stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+}
+
 /* The catalog draft of e's file when that file is next to it or in the models directory. */
 static bool catalog_draft_on_disk(const models_t *ms, const model_entry_t *e, char *out, size_t len)
 {
@@ -57,6 +63,8 @@ int models_serve_setup(models_t *ms, model_entry_t *e)
     buf_free(&b);
     if (rc) return rc;
     e->vision = o.mmproj != NULL;
+    e->serve_bytes = file_bytes(draft) + file_bytes(o.mmproj); /* memory they take when loaded */
+    models_update_bytes(ms, e);
     snprintf(e->draft, sizeof e->draft, "%s", draft ? draft : "");
     if (draft)
         LOGI("models", "model %s: speculative decoding with draft %s%s", e->mm->name, draft,
