@@ -93,8 +93,9 @@ def test_images_refused_before_routing_to_a_peer(start_node):
 
 
 def test_projector_announced(start_node, tmp_path):
-    """--mmproj MODEL=PATH: the node announces that the model takes images. (The shared models
-    have no projector: the model is only on disk here, never loaded with the stand-in file.)"""
+    """--mmproj MODEL=PATH: the node announces that the model takes images and passes the file to
+    the model's llama-server. (The shared models have no projector: a stand-in file shows where
+    it goes, by failing to load there.)"""
     d = tmp_path / "models"
     d.mkdir()
     shutil.copyfile(model_path(T), d / f"{T}.gguf")
@@ -118,3 +119,9 @@ def test_projector_announced(start_node, tmp_path):
             for m in p["available_models"]}
     assert mine.get(S) is False, mine
     assert "vision projector" in b.stderr() and str(proj) in b.stderr()
+    # the projector goes to the model's llama-server (--mmproj): loading the stand-in fails there,
+    # in its multimodal loader, and the request gets the load error
+    r = b.request("POST", "/v1/completions", {"model": T, "prompt": "Once", "max_tokens": 2})
+    assert r.status >= 500 and r.json()["error"]["code"] == "model_load_failed", r
+    wait_for(lambda: f"failed to load model '{proj}'" in b.stderr(), timeout=30,
+             what="llama-server's projector loader to name the file")
