@@ -8,9 +8,10 @@ vocabulary, and a real llama-server drafting and verifying tokens (acceptance is
 the counts are llama-server's own)."""
 import shutil
 
-from conftest import model_path
+from conftest import model_path, wait_for
 
 S = "stories260K"
+T = "TinyStories-656K-Q8_0"  # another vocabulary (2048 tokens)
 
 
 def draft_args(argv):
@@ -85,3 +86,17 @@ def test_draft_refused_when_missing(start_node, tmp_path):
     r = subprocess.run([MESH_BIN, "--model", model_path(S), "--draft",
                         str(tmp_path / "nope.gguf")], capture_output=True, text=True, timeout=30)
     assert r.returncode != 0 and "--draft" in r.stderr and "no such file" in r.stderr, r.stderr
+
+
+def test_incompatible_draft_warned(start_node):
+    """A draft of another vocabulary: llama-server serves without speculation and says so in
+    its log; the node shows that line as a warning (no -v needed) and reports no draft counts."""
+    n = start_node("--port", "0", "--model", model_path(S), "--draft", model_path(T))
+    r = n.complete(S, max_tokens=16)
+    assert r.status == 200, r
+    wait_for(lambda: "draft vocabs are not compatible" in n.stderr(), timeout=30,
+             what="the warning about the draft's vocabulary")
+    line = next(l for l in n.stderr().splitlines() if "draft vocabs are not compatible" in l)
+    assert "WARN" in line and f"model {S}: llama-server:" in line, line
+    st = n.request("GET", "/api/v1/stats").json()
+    assert "draft_tokens" not in st, st
