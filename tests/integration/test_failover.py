@@ -235,7 +235,9 @@ def test_one_replica_error_event_then_proper_end(start_node):
 
 
 def test_first_byte_timeout_retries_on_other_host(start_node):
-    env = dict(ENV, MESH_LLM_FIRST_BYTE_MS="1500", MESH_LLM_FIRST_BYTE_MS_PER_KB="0")
+    # 4 s: the healthy host answers 8 tokens well within it even under ASan on a loaded machine
+    # (at 1.5 s a retry there also timed out once: 503 instead of its answer)
+    env = dict(ENV, MESH_LLM_FIRST_BYTE_MS="4000", MESH_LLM_FIRST_BYTE_MS_PER_KB="0")
     a = start_node("--port", "0", "--model", model_path(MODEL), env=ENV)
     b = start_node("--port", "0", "--model", model_path(MODEL), "--join", a.token, env=ENV)
     wait_converged([a, b])
