@@ -13,6 +13,7 @@
 #include "api_routes.h"
 #include "log.h"
 #include "util.h"
+#include "vision.h"
 
 int api_body_model(const char *body, size_t len, char *out, size_t outlen, char *err, size_t errlen)
 {
@@ -153,6 +154,16 @@ static void handle_inference(api_t *api, httpd_req_t *req, const api_route_t *ro
     /* A tunnelled request came through the mesh already, whatever its headers say: it is never
      * forwarded again (a member cannot make this node relay for it). */
     bool hop = req->peer == HTTPD_PEER_TUNNEL || httpd_header(req, "x-mesh-hop") != NULL;
+    /* images for a model of this node that has no vision projector: refused before routing */
+    if (e && !e->vision && vision_has_image(req->body, req->body_len)) {
+        /* a peer that serves it with one takes it (the router sends images only there) */
+        if (!hop && api->route_remote && api->route_remote(api->remote_data, name, needs, req))
+            return;
+        char msg[512];
+        vision_refusal(e->mm->name, msg, sizeof msg);
+        httpd_respond_error(req, 400, "invalid_request_error", VISION_ERR_CODE, "%s", msg);
+        return;
+    }
     if (e && api->local_gate && api->local_gate(api->remote_data, e->mm->name, needs, req, hop))
         return;
     if (!e && api->route_remote && !hop && api->route_remote(api->remote_data, name, needs, req))

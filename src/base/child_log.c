@@ -34,6 +34,15 @@ static bool has_any(const char *l, const char *const *pats)
     return false;
 }
 
+/* tools/server/server-context.cpp and common/speculative.cpp of the pinned release */
+static const char *const DEGRADED_PATS[] = {"speculative decoding", "draft vocabs", NULL};
+
+bool child_log_degraded(const char *line)
+{
+    const char *l = child_log_strip(line);
+    return l != line && l[-2] == 'E' && has_any(l, DEGRADED_PATS);
+}
+
 /* From llama.cpp (tools/server/server-http.cpp, tools/rpc, common/arg.cpp, ggml/src/gguf.cpp,
  * src/llama-model-loader.cpp, src/llama-model.cpp) of the pinned release. */
 static const char *const PORT_PATS[] = {"couldn't bind HTTP server socket",

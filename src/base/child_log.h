@@ -8,6 +8,7 @@
 #ifndef MESH_CHILD_LOG_H
 #define MESH_CHILD_LOG_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 typedef enum {
@@ -23,6 +24,11 @@ const char *child_fail_name(child_fail_t f);
  * first. reason receives the most telling line without llama.cpp's "0.00.004.402 E " prefix
  * ("" when no line says anything). */
 child_fail_t child_log_classify(const char *const *lines, size_t n, char *reason, size_t len);
+
+/* An error line of a running child that says a feature the node configured is off while the
+ * server goes on without it (a draft model whose vocabulary does not match the target's:
+ * no speculative decoding). The node logs it as a warning: without -v it would go unseen. */
+bool child_log_degraded(const char *line);
 
 /* A line without llama.cpp's log prefix ("0.00.118.628 E "). */
 const char *child_log_strip(const char *line);

@@ -29,20 +29,35 @@
 
 typedef enum { METRICS_ROUTE_LOCAL = 0, METRICS_ROUTE_TUNNEL = 1 } metrics_route_t;
 
+/* What the relay (node/relay.h) did for a routed request. */
+typedef enum {
+    METRICS_RELAY_RETRY = 0,          /* re-sent whole to another host */
+    METRICS_RELAY_FIRST_BYTE_TIMEOUT, /* a host sent nothing in time */
+    METRICS_RELAY_FAILOVER,           /* a stream's host died mid-stream */
+    METRICS_RELAY_RESUMED,            /* ... the stream went on on another replica */
+    METRICS_RELAY_FAILED,             /* ... it ended with an error event instead */
+    METRICS_N_RELAY
+} metrics_relay_t;
+
+#define METRICS_MAX_KEYS 64 /* API key labels (admission); later keys count as "_other" */
+#define METRICS_KEY_LEN 64
+#define METRICS_N_REASONS 5 /* admission rejection reasons (admit_why_code) */
+
 /* One request, as it is handled (all times are monotonic ns, 0 = did not happen). */
 typedef struct {
     char model[METRICS_MODEL_LEN]; /* "" = not a model request: not counted */
     const char *endpoint;          /* api_routes.h label, NULL = "other" */
     metrics_route_t route;
-    char peer[METRICS_PEER_LEN];   /* tunnel: the node it went to */
-    int status;                    /* HTTP status sent to the client, 0 none (cut off) */
-    uint64_t start_ns;             /* request received */
-    uint64_t queue_ns;             /* total time spent in admission queues */
-    uint64_t dispatch_ns;          /* handed to llama-server or to the tunnel */
-    uint64_t head_ns;              /* upstream response head arrived */
-    uint64_t first_body_ns;        /* first upstream body byte */
-    int64_t tokens_in, tokens_out; /* -1 unknown */
-    double per_token_s;            /* generation time per output token, 0 unknown */
+    char peer[METRICS_PEER_LEN];     /* tunnel: the node it went to */
+    int status;                      /* HTTP status sent to the client, 0 none (cut off) */
+    uint64_t start_ns;               /* request received */
+    uint64_t queue_ns;               /* total time spent in admission queues */
+    uint64_t dispatch_ns;            /* handed to llama-server or to the tunnel */
+    uint64_t head_ns;                /* upstream response head arrived */
+    uint64_t first_body_ns;          /* first upstream body byte */
+    int64_t tokens_in, tokens_out;   /* -1 unknown */
+    double per_token_s;              /* generation time per output token, 0 unknown */
+    int64_t draft_n, draft_accepted; /* speculative decoding (llama-server timings), -1 none */
     bool reported;
 } metrics_req_t;
 
@@ -64,6 +79,7 @@ typedef struct {
     /* index METRICS_MAX_MODELS = "_other" */
     uint64_t requests[METRICS_MAX_MODELS + 1][METRICS_N_ENDPOINTS][METRICS_N_CODES][2];
     uint64_t tokens[METRICS_MAX_MODELS + 1][2]; /* in, out */
+    uint64_t draft[METRICS_MAX_MODELS + 1][2];  /* drafted, accepted (speculative decoding) */
     metrics_hist_t ttft[METRICS_MAX_MODELS + 1];
     metrics_hist_t per_token[METRICS_MAX_MODELS + 1];
     metrics_hist_t duration[METRICS_MAX_MODELS + 1];
@@ -77,6 +93,11 @@ typedef struct {
     uint64_t unloads[METRICS_MAX_MODELS + 1];
     metrics_peer_t peers[METRICS_MAX_PEERS];
     size_t n_peers;
+    uint64_t relay[METRICS_MAX_MODELS + 1][METRICS_N_RELAY];
+    /* 429s by API key (name, tier) and reason; index METRICS_MAX_KEYS = "_other" */
+    char keys[METRICS_MAX_KEYS][2][METRICS_KEY_LEN];
+    size_t n_keys;
+    uint64_t key_rejected[METRICS_MAX_KEYS + 1][METRICS_N_REASONS];
     uint64_t tunnel_bytes[2]; /* rx, tx */
     uint64_t download_bytes;
 } metrics_t;
@@ -89,16 +110,28 @@ void metrics_req_init(metrics_req_t *r, uint64_t start_ns);
 void metrics_request_done(metrics_t *m, metrics_req_t *r, uint64_t now_ns);
 
 /* Token counts and per-token time from the end of a response body (llama-server's "timings",
+ * with its speculative decoding counts draft_n and draft_n_accepted when a draft model runs,
  * else OpenAI "usage" {prompt_tokens, completion_tokens} or Anthropic/Responses "usage"
  * {input_tokens, output_tokens}); the last object in tail wins. Returns true if found. */
 bool metrics_parse_usage(const char *tail, size_t len, metrics_req_t *r);
+
+/* The speculative decoding totals of a model served here: tokens drafted and accepted. */
+void metrics_draft_totals(const metrics_t *m, const char *model, uint64_t *drafted,
+                          uint64_t *accepted);
 
 /* Admission (fed by the queue): requests in flight and waiting per model, each wait, each
  * rejection. */
 void metrics_in_flight_add(metrics_t *m, const char *model, int delta);
 void metrics_queue_depth_add(metrics_t *m, const char *model, int delta);
+void metrics_queue_depth_set(metrics_t *m, const char *model, unsigned depth);
 void metrics_queue_wait(metrics_t *m, const char *model, double seconds);
 void metrics_queue_rejected(metrics_t *m, const char *model);
+/* A 429 for API key `key` of `tier`; reason is admit_why_code's string (queue_full,
+ * key_queue_share_exceeded, tokens_per_minute_exceeded, queue_timeout, too_many_requests;
+ * anything else counts as too_many_requests). */
+void metrics_key_rejected(metrics_t *m, const char *key, const char *tier, const char *reason);
+/* The relay's retries, first-byte timeouts and mid-stream failovers, per model. */
+void metrics_relay(metrics_t *m, const char *model, metrics_relay_t what);
 
 /* Model servers: a load began / ended (its time is observed), an unload was decided. */
 void metrics_load_begin(metrics_t *m, const char *model, uint64_t now_ns);

@@ -22,12 +22,18 @@ void router_route(const router_peer_t *peers, size_t n_peers, bool self_requeste
     bool known = self_requested, requested = self_requested;
     size_t ready[ROUTER_MAX_CANDIDATES], take[ROUTER_MAX_CANDIDATES];
     size_t n_ready = 0, n_take = 0;
+    bool blind = false;
     for (size_t i = 0; i < n_peers; i++) {
         const router_peer_t *p = &peers[i];
         known |= p->ready || p->starting || p->member || p->has_file || p->requested;
         requested |= p->requested;
         out->loading |= (p->starting || p->member) && !p->ready;
         if (p->has_file && p->type) out->type = p->type;
+        bool candidate = p->ready || p->starting || p->has_file;
+        if (candidate && rq && rq->images && !p->vision) {
+            blind = true; /* it would serve the model, but cannot read images */
+            continue;
+        }
         if (p->ready) {
             if (n_ready < ROUTER_MAX_CANDIDATES) ready[n_ready++] = i;
         } else if (p->starting || p->has_file) {
@@ -47,6 +53,10 @@ void router_route(const router_peer_t *peers, size_t n_peers, bool self_requeste
     }
     const size_t *cand = n_ready ? ready : take;
     size_t nc = n_ready ? n_ready : n_take;
+    if (nc == 0 && blind) {
+        out->verdict = ROUTER_NO_VISION;
+        return;
+    }
     if (nc == 0) {
         out->verdict =
             requested && !out->loading && !out->type ? ROUTER_NO_FILE : ROUTER_UNAVAILABLE;

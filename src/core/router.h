@@ -11,9 +11,11 @@
  *    "session_id", else its first message: one conversation stays on one host for its KV
  *    cache), else by rotation; the others follow in ring order, so the second is the retry
  *    candidate for a failure before the first response byte.
+ * A request with images goes only to peers that serve the model with a vision projector.
  * Verdicts: not known in the mesh (the caller answers 404), the endpoint needs another model type
- * (400), known but no node can serve it now (503, with the status: loading / unloaded /
- * requested without a file), or forward. */
+ * (400), images for a model no node serves with a vision projector (400), known but no node can
+ * serve it now (503, with the status: loading / unloaded / requested without a file), or
+ * forward. */
 #ifndef MESH_ROUTER_H
 #define MESH_ROUTER_H
 
@@ -31,6 +33,7 @@ typedef struct {
     bool has_file; /* has the GGUF on disk: would load it on request */
     bool requested;
     const char *type; /* "llm" | "embedding" | "reranking" from its file, NULL unknown */
+    bool vision;      /* serves it with a vision projector (announced) */
 } router_peer_t;
 
 typedef enum {
@@ -38,6 +41,8 @@ typedef enum {
     ROUTER_TYPE_MISMATCH, /* the endpoint needs another type (out->type says which it is) */
     ROUTER_NO_FILE,       /* requested in the mesh, but no node has its file */
     ROUTER_UNAVAILABLE,   /* known, nobody can take it now (out->loading says why) */
+    ROUTER_NO_VISION,     /* the request has images and no node serves the model with a
+                             vision projector (400) */
     ROUTER_FORWARD,       /* out->order: peers to try, in order */
 } router_verdict_t;
 
@@ -53,6 +58,7 @@ typedef struct {
     int needs;         /* mm_type_t the endpoint needs, -1 any */
     const char *key;   /* stickiness key (router_request_key), NULL: rotate */
     uint64_t rotation; /* the caller's counter for requests without a key */
+    bool images;       /* the request carries images (vision.h): only peers with vision */
 } router_request_t;
 
 /* Decide. peers may be NULL when n_peers is 0; self_requested: this node asked for the model. */

@@ -435,6 +435,7 @@ int view_decode(const json_t *ann, const char *id, view_node_t *out)
         int t = get_word(v, "type", TYPES, 3, rej);
         a->has_type = t >= 0;
         a->type = t < 0 ? MM_LLM : (mm_type_t)t;
+        a->vision = get_bool(v, "vision", rej);
     }
     cnt = get_list(ann, "requested_models", &arr, rej);
     for (size_t i = 0; i < cnt; i++) {
@@ -540,6 +541,7 @@ int view_encode(const view_node_t *n, json_t *ann)
         json_t *o = json_pack("{s:s,s:I,s:I}", "name", a->name, "size_bytes",
                               (json_int_t)a->size_bytes, "need_bytes", (json_int_t)a->need_bytes);
         if (o && a->has_type) json_object_set_new(o, "type", json_string(TYPES[a->type % 3]));
+        if (o && a->vision) json_object_set_new(o, "vision", json_true());
         if (!o || json_array_append_new(av, o) != 0) goto nomem;
     }
     for (size_t i = 0; i < n->n_requested; i++)
@@ -681,7 +683,7 @@ bool view_node_equal(const view_node_t *a, const view_node_t *b)
         const view_avail_t *x = &a->available[i], *y = &b->available[i];
         if (strcmp(x->name, y->name) != 0 || x->size_bytes != y->size_bytes ||
             x->need_bytes != y->need_bytes || x->has_type != y->has_type ||
-            (x->has_type && x->type != y->type))
+            (x->has_type && x->type != y->type) || x->vision != y->vision)
             return false;
     }
     for (size_t i = 0; i < a->n_requested; i++)

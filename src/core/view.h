@@ -7,7 +7,8 @@
  *
  * Fields (see planner.h for the serving-entry protocol):
  *   role (worker|host|client), vram_bytes, free_bytes (optional),
- *   available_models [{name, size_bytes, need_bytes, type}],
+ *   available_models [{name, size_bytes, need_bytes, type, vision}] (vision: true when the node
+ *   serves the model with a vision projector, --mmproj; absent = false),
  *   serving [{model, member, role, state, http_ready, is_host, split, bytes,
  *             plan {id, ngl, workers [{id, first, end, output, weight}]}, plan_ready}],
  *   requested_models [name],
@@ -73,6 +74,7 @@ typedef struct {
     uint64_t need_bytes; /* 0 unknown */
     mm_type_t type;
     bool has_type; /* type announced */
+    bool vision;   /* served with a vision projector: takes images */
 } view_avail_t;
 
 typedef struct {

@@ -55,6 +55,28 @@ static bool is_hop_by_hop(const char *name)
     return false;
 }
 
+int proxy_copy_headers(const char *hdr, size_t len, unsigned drop, buf_t *out)
+{
+    int rc = 0;
+    const char *q = hdr, *end = hdr ? hdr + len : NULL;
+    while (rc == 0 && q && q < end) {
+        const char *name = q;
+        q += strlen(q) + 1;
+        if (q >= end) break;
+        const char *value = q;
+        q += strlen(q) + 1;
+        bool skip = is_hop_by_hop(name) || strncasecmp(name, "access-control-", 15) == 0;
+        if ((drop & PROXY_HDR_REFRAME) &&
+            (strcasecmp(name, "content-length") == 0 || strcasecmp(name, "transfer-encoding") == 0))
+            skip = true;
+        if ((drop & PROXY_HDR_OWN_MESH) &&
+            (strncasecmp(name, "x-mesh-", 7) == 0 || strcasecmp(name, "server-timing") == 0))
+            skip = true;
+        if (!skip) rc = buf_printf(out, "%s: %s\r\n", name, value);
+    }
+    return rc;
+}
+
 static void on_handle_closed(uv_handle_t *h)
 {
     proxy_t *p = h->data;
@@ -291,19 +313,9 @@ static int send_headers(proxy_t *p)
     bool ka = !p->needs_eof && p->req->keep_alive;
     int rc = buf_printf(&out, "HTTP/1.1 %d %s\r\n", p->status,
                         p->status_text.len ? p->status_text.data : httpd_status_text(p->status));
-    const char *q = p->hdr.data, *end = p->hdr.data ? p->hdr.data + p->hdr.len : NULL;
-    while (rc == 0 && q && q < end) {
-        const char *name = q;
-        q += strlen(q) + 1;
-        if (q >= end) break;
-        const char *value = q;
-        q += strlen(q) + 1;
-        /* llama-server answers CORS for any Origin; the node decides (httpd_guard.h); the
-         * X-Mesh-* and Server-Timing headers are the node's */
-        if (!is_hop_by_hop(name) && strncasecmp(name, "access-control-", 15) != 0 &&
-            strncasecmp(name, "x-mesh-", 7) != 0 && strcasecmp(name, "server-timing") != 0)
-            rc = buf_printf(&out, "%s: %s\r\n", name, value);
-    }
+    /* llama-server answers CORS for any Origin; the node decides (httpd_guard.h); the
+     * X-Mesh-* and Server-Timing headers are the node's */
+    if (rc == 0) rc = proxy_copy_headers(p->hdr.data, p->hdr.len, PROXY_HDR_OWN_MESH, &out);
     char cors[384];
     if (rc == 0 && httpd_cors_headers(p->req, cors, sizeof cors) > 0)
         rc = buf_append(&out, cors, strlen(cors));

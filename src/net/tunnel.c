@@ -141,6 +141,26 @@ static void fwd_close(tp_stream_t *s, int err)
 
 static const tp_stream_cb_t fwd_cb = {fwd_data, fwd_fin, NULL, fwd_close};
 
+int tunnel_http_request(tp_conn_t *conn, const char *model, httpd_req_t *req, const char *body,
+                        size_t body_len, buf_t *b)
+{
+    req->mesh.route = METRICS_ROUTE_TUNNEL;
+    snprintf(req->mesh.peer, sizeof req->mesh.peer, "%s", tp_conn_peer_id(conn));
+    req->mesh.dispatch_ns = httpd_now_ns();
+    json_t *fr = json_pack("{s:i,s:s}", "v", 1, "model", model);
+    int rc = fr ? wire_write(b, WIRE_TUNNEL_HTTP, fr) : -ENOMEM;
+    json_decref(fr);
+    const char *ctype = httpd_header(req, "content-type");
+    if (rc == 0)
+        rc = buf_printf(b,
+                        "%s %s HTTP/1.1\r\nHost: mesh\r\nContent-Type: %s\r\n"
+                        "Content-Length: %zu\r\nConnection: close\r\n%s: 1\r\n\r\n",
+                        req->method_str, req->url, ctype ? ctype : "application/json", body_len,
+                        TUNNEL_HOP_HEADER);
+    if (rc == 0 && body_len) rc = buf_append(b, body, body_len);
+    return rc;
+}
+
 int tunnel_http_forward(tp_conn_t *conn, const char *model, httpd_req_t *req,
                         void (*on_fail)(httpd_req_t *req, void *data, const char *why), void *data)
 {
@@ -149,22 +169,9 @@ int tunnel_http_forward(tp_conn_t *conn, const char *model, httpd_req_t *req,
     f->req = req;
     f->on_fail = on_fail;
     f->data = data;
-    req->mesh.route = METRICS_ROUTE_TUNNEL;
-    snprintf(req->mesh.peer, sizeof req->mesh.peer, "%s", tp_conn_peer_id(conn));
-    req->mesh.dispatch_ns = httpd_now_ns();
     buf_t b;
-    buf_init(&b, WIRE_MAX_FRAME + (64u << 20));
-    json_t *fr = json_pack("{s:i,s:s}", "v", 1, "model", model);
-    int rc = fr ? wire_write(&b, WIRE_TUNNEL_HTTP, fr) : -ENOMEM;
-    json_decref(fr);
-    const char *ctype = httpd_header(req, "content-type");
-    if (rc == 0)
-        rc = buf_printf(&b,
-                        "%s %s HTTP/1.1\r\nHost: mesh\r\nContent-Type: %s\r\n"
-                        "Content-Length: %zu\r\nConnection: close\r\n%s: 1\r\n\r\n",
-                        req->method_str, req->url, ctype ? ctype : "application/json",
-                        req->body_len, TUNNEL_HOP_HEADER);
-    if (rc == 0 && req->body_len) rc = buf_append(&b, req->body, req->body_len);
+    buf_init(&b, TUNNEL_REQUEST_MAX);
+    int rc = tunnel_http_request(conn, model, req, req->body, req->body_len, &b);
     if (rc == 0) rc = tp_stream_open(conn, &fwd_cb, f, &f->s);
     if (rc == 0) rc = tp_stream_write(f->s, b.data, b.len);
     buf_free(&b);

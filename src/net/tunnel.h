@@ -22,8 +22,20 @@
 
 #include "httpd.h"
 #include "transport.h"
+#include "util.h"
+#include "wire.h"
 
 #define TUNNEL_HOP_HEADER "x-mesh-hop"
+
+/* Largest request a TUNNEL_HTTP stream opens with: the control frame, head and body. */
+#define TUNNEL_REQUEST_MAX (WIRE_MAX_FRAME + (64u << 20))
+
+/* Append to b what a TUNNEL_HTTP stream for req starts with: the control frame naming model,
+ * then req's request line and head, with body (body_len bytes: the request's own body or a
+ * rewritten one) — the one builder of the requester side (tunnel_http_forward, tunnel_call.h).
+ * Marks req's metrics record as tunnelled to conn's peer. 0 or a negative errno. */
+int tunnel_http_request(tp_conn_t *conn, const char *model, httpd_req_t *req, const char *body,
+                        size_t body_len, buf_t *b);
 
 /* Forward req to `conn`'s node. on_fail (may be NULL) is called instead of answering when the
  * host fails before the first response byte, so the caller can retry elsewhere; it must answer

@@ -51,22 +51,9 @@ int tunnel_call_open(tp_conn_t *conn, const char *model, httpd_req_t *req, const
     if (!c) return -ENOMEM;
     c->sink = sink;
     c->ud = ud;
-    req->mesh.route = METRICS_ROUTE_TUNNEL;
-    snprintf(req->mesh.peer, sizeof req->mesh.peer, "%s", tp_conn_peer_id(conn));
-    req->mesh.dispatch_ns = httpd_now_ns();
     buf_t b;
-    buf_init(&b, WIRE_MAX_FRAME + (64u << 20));
-    json_t *fr = json_pack("{s:i,s:s}", "v", 1, "model", model);
-    int rc = fr ? wire_write(&b, WIRE_TUNNEL_HTTP, fr) : -ENOMEM;
-    json_decref(fr);
-    const char *ctype = httpd_header(req, "content-type");
-    if (rc == 0)
-        rc = buf_printf(&b,
-                        "%s %s HTTP/1.1\r\nHost: mesh\r\nContent-Type: %s\r\n"
-                        "Content-Length: %zu\r\nConnection: close\r\n%s: 1\r\n\r\n",
-                        req->method_str, req->url, ctype ? ctype : "application/json", body_len,
-                        TUNNEL_HOP_HEADER);
-    if (rc == 0 && body_len) rc = buf_append(&b, body, body_len);
+    buf_init(&b, TUNNEL_REQUEST_MAX);
+    int rc = tunnel_http_request(conn, model, req, body, body_len, &b);
     if (rc == 0) rc = tp_stream_open(conn, &call_cb, c, &c->s);
     if (rc == 0) rc = tp_stream_write(c->s, b.data, b.len);
     buf_free(&b);

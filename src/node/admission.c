@@ -12,12 +12,14 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "meshstat.h"
 #include "models_int.h"
 #include "util.h"
 
 #define KEYS_FILE_MAX 65536
 #define DEFAULT_PARALLEL 4 /* llama-server's -np -1 (auto) */
-#define HELD_POLL_MS 100   /* a model held for a switch: look again this soon */
+#define REMOTE_NAME "(routed to the mesh)"
+#define HELD_POLL_MS 100 /* a model held for a switch: look again this soon */
 
 struct ticket {
     admission_t *ad;
@@ -163,12 +165,22 @@ static void kick(admission_t *ad)
 }
 
 /* Tell mm how many requests wait here for each local model (anti-thrash). */
+/* The model label of admission's model index: requests for models this node does not serve
+ * share one admission entry, counted as "_routed". */
+static const char *metrics_label(const admit_t *a, int model)
+{
+    return strcmp(a->models[model].name, REMOTE_NAME) == 0 ? "_routed" : a->models[model].name;
+}
+
 static void sync_pending(admission_t *ad)
 {
     uint64_t now = now_ms(ad);
-    for (size_t i = 0; i < ad->a->n_models; i++)
+    for (size_t i = 0; i < ad->a->n_models; i++) {
+        if ((int)i != ad->remote)
+            metrics_queue_depth_set(meshstat(), ad->a->models[i].name, ad->a->models[i].queued);
         if (ad->local[i])
             mm_set_pending(&ad->ms->mm, ad->local[i]->mm, ad->a->models[i].queued, now);
+    }
     models_run(ad->ms);
 }
 
@@ -192,9 +204,12 @@ static void on_queued_abort(httpd_req_t *req)
     schedule(ad);
 }
 
-static void start(admission_t *ad, ticket_t *t)
+/* waited_ms: how long it was queued (0: admitted at once) */
+static void start(admission_t *ad, ticket_t *t, uint64_t waited_ms)
 {
     httpd_req_t *req = t->req;
+    metrics_queue_wait(meshstat(), metrics_label(ad->a, t->model), (double)waited_ms / 1e3);
+    req->mesh.queue_ns = waited_ms * 1000000ull;
     LOGD("admission", "start %llu model %s key %s", (unsigned long long)t->id,
          ad->a->models[t->model].name, ad->a->keys[t->key].name);
     t->started = true;
@@ -211,6 +226,9 @@ static void respond_429(httpd_req_t *req, const admit_t *a, int model, int key, 
 {
     char msg[512];
     const char *m = a->models[model].name;
+    metrics_queue_rejected(meshstat(), metrics_label(a, model));
+    metrics_key_rejected(meshstat(), a->keys[key].name, a->tiers[a->keys[key].tier].name,
+                         admit_why_code(why));
     switch (why) {
     case ADMIT_WHY_QUEUE_FULL:
         snprintf(msg, sizeof msg,
@@ -291,7 +309,8 @@ static void process(admission_t *ad)
                         act.waited_ms);
             continue;
         }
-        start(ad, t); /* mm counts it before the pending count drops (sync_pending below) */
+        start(ad, t,
+              act.waited_ms); /* mm counts it before the pending count drops (sync_pending below) */
     }
     sync_pending(ad);
     schedule(ad);
@@ -406,7 +425,7 @@ bool admission_enter(admission_t *ad, httpd_req_t *req, int needs)
     ad->tickets = t;
     ad->n_tickets++;
     if (v == ADMIT_GO) {
-        start(ad, t);
+        start(ad, t, 0);
         return true;
     }
     req->data = t;
@@ -429,7 +448,7 @@ int admission_init(admission_t *ad, uv_loop_t *loop, const config_t *cfg, models
     if (!ad->a) return -ENOMEM;
     admit_init(ad->a, cfg->queue_len, env_ms0("MESH_LLM_QUEUE_WAIT_MS", 30000));
     mm_set_fair_ms(&ms->mm, env_ms0("MESH_LLM_SWITCH_FAIR_MS", 10000));
-    ad->remote = admit_model(ad->a, "(routed to the mesh)", 0);
+    ad->remote = admit_model(ad->a, REMOTE_NAME, 0);
     if (cfg->api_keys_file) {
         char *text = NULL;
         int rc = read_keys_file(cfg->api_keys_file, &text, err, errlen);

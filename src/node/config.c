@@ -53,6 +53,14 @@ void config_usage(FILE *out)
         "  --ctx-size N             context size passed to llama-server (default: the model's)\n"
         "  --llamacpp-args \"...\"    extra arguments for every llama-server child (not the\n"
         "                           flags the node manages: --port, --host, -m, --alias, ...)\n"
+        "  --draft NAME|PATH        draft model for speculative decoding of this node's llm\n"
+        "                           models (a GGUF file, or a catalog name whose file is in\n"
+        "                           the models directory); by default a catalog model gets its\n"
+        "                           catalog draft when that file is on disk\n"
+        "  --no-draft               no draft model, not even the catalog's\n"
+        "  --mmproj MODEL=PATH      vision projector of MODEL (repeatable): its llama-server\n"
+        "                           accepts images; requests with images to a model without\n"
+        "                           one are refused (400)\n"
         "  --bin-dir DIR            where llama-server lives (default: $MESH_LLM_BIN_DIR, PATH,\n"
         "                           then the build cache of 'make')\n"
         "\n"
@@ -382,6 +390,9 @@ enum {
     OPT_API_KEYS,
     OPT_QUEUE_LEN,
     OPT_PIN,
+    OPT_DRAFT,
+    OPT_NO_DRAFT,
+    OPT_MMPROJ,
 };
 
 static int parse_port(const char *s, const char *flag, int *out, char *err, size_t errlen)
@@ -440,6 +451,9 @@ int config_parse(config_t *cfg, int argc, char **argv, char *err, size_t errlen)
         {"publish", no_argument, NULL, CONFIG_OPT_PUBLISH},
         {"region", required_argument, NULL, CONFIG_OPT_REGION},
         {"nostr-relay", required_argument, NULL, CONFIG_OPT_NOSTR_RELAY},
+        {"draft", required_argument, NULL, OPT_DRAFT},
+        {"no-draft", no_argument, NULL, OPT_NO_DRAFT},
+        {"mmproj", required_argument, NULL, OPT_MMPROJ},
         {NULL, 0, NULL, 0},
     };
     optind = 0; /* 0: glibc fully re-initialises (clustered short options) */
@@ -623,6 +637,15 @@ int config_parse(config_t *cfg, int argc, char **argv, char *err, size_t errlen)
                 snprintf(cfg->pins[cfg->n_pins++], MODEL_NAME_MAX, "%s", optarg);
             }
             break;
+        case OPT_DRAFT:
+            rc = config_draft_arg(cfg, optarg, err, errlen);
+            break;
+        case OPT_NO_DRAFT:
+            cfg->no_draft = true;
+            break;
+        case OPT_MMPROJ:
+            rc = config_mmproj_arg(cfg, optarg, err, errlen);
+            break;
         case 'v':
             cfg->verbose = true;
             break;
@@ -647,6 +670,7 @@ int config_parse(config_t *cfg, int argc, char **argv, char *err, size_t errlen)
         }
     }
     if (rc == 0) rc = config_secrets_from_env(cfg, err, errlen);
+    if (rc == 0) rc = config_serve_finish(cfg, err, errlen);
     if (rc == 0 && optind < argc) {
         snprintf(err, errlen, "unexpected argument '%s' (models are given with --model PATH)",
                  argv[optind]);
@@ -721,6 +745,7 @@ void config_free(config_t *cfg)
     free(cfg->mesh_name);
     free(cfg->api_keys_file);
     config_nostr_free(cfg);
+    config_serve_free(cfg);
     sodium_memzero(cfg->joins, sizeof cfg->joins);
     memset(cfg, 0, sizeof *cfg);
 }

@@ -81,6 +81,16 @@ typedef struct {
     char *region;
     char *nostr_relays[CONFIG_MAX_RELAYS];
     size_t n_nostr_relays;
+    /* Serving features (config_serve.c): --draft FILE (a catalog name is resolved to its file
+     * in the models directory), --no-draft (not even the catalog's pairing), --mmproj
+     * MODEL=PATH (repeatable: a vision projector per model). */
+    char *draft;
+    bool no_draft;
+    struct {
+        char model[MODEL_NAME_MAX];
+        char *path;
+    } mmproj[CONFIG_MAX_MODELS];
+    size_t n_mmproj;
     char *notes; /* warnings found while parsing, one per line, for the log (skipped entries) */
 } config_t;
 
@@ -98,6 +108,9 @@ void config_usage(FILE *out);
  * --model, --models-dir, --join, --client, --own-mesh, --mesh-name). The node then runs its
  * management API only and waits for POST /api/join. */
 bool config_idle(const config_t *cfg);
+
+/* The --mmproj file of a model, or NULL. */
+const char *config_mmproj_of(const config_t *cfg, const char *model);
 
 /* Parse a "PATH[:llm|:embedding|:reranking]" model argument. */
 int config_parse_model_arg(const char *arg, config_model_t *out, char *err, size_t errlen);

@@ -25,5 +25,11 @@ int config_nostr_opt(config_t *cfg, int opt, const char *arg, char *err, size_t 
 int config_nostr_check(const config_t *cfg, char *err, size_t errlen);
 void config_nostr_free(config_t *cfg);
 enum { CONFIG_OPT_AUTO = 1000, CONFIG_OPT_PUBLISH, CONFIG_OPT_REGION, CONFIG_OPT_NOSTR_RELAY };
+/* config_serve.c: --draft NAME|PATH, --mmproj MODEL=PATH; finish: checks once every option is
+ * read (a catalog --draft resolved to its file in the models directory); free: their memory */
+int config_draft_arg(config_t *cfg, const char *arg, char *err, size_t errlen);
+int config_mmproj_arg(config_t *cfg, const char *arg, char *err, size_t errlen);
+int config_serve_finish(config_t *cfg, char *err, size_t errlen);
+void config_serve_free(config_t *cfg);
 
 #endif

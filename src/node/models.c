@@ -305,7 +305,7 @@ static uint32_t load_ctx(const model_entry_t *e)
 uint64_t models_need_bytes(const models_t *ms, const model_entry_t *e)
 {
     (void)ms;
-    return ledger_need(e->size, ledger_kv_bytes(&e->shape, load_ctx(e)));
+    return ledger_need(e->size + e->serve_bytes, ledger_kv_bytes(&e->shape, load_ctx(e)));
 }
 
 void models_update_bytes(models_t *ms, model_entry_t *e)
@@ -528,10 +528,13 @@ static void on_child_stopped(supervisor_t *sv, sv_child_t *c)
 
 static int set_child_options(model_entry_t *e)
 {
-    if (!e->mesh_args) return sv_set_options(e->child, e->ctx_size, e->llamacpp_args);
+    if (!e->mesh_args && !e->serve_args)
+        return sv_set_options(e->child, e->ctx_size, e->llamacpp_args);
     buf_t b;
-    buf_init(&b, 1 << 16);
-    buf_printf(&b, "%s %s", e->llamacpp_args ? e->llamacpp_args : "", e->mesh_args);
+    buf_init(&b, 1 << 17);
+    /* the operator's and the API's arguments come after the node's defaults: they win */
+    buf_printf(&b, "%s %s %s", e->serve_args ? e->serve_args : "",
+               e->llamacpp_args ? e->llamacpp_args : "", e->mesh_args ? e->mesh_args : "");
     int rc = b.data ? sv_set_options(e->child, e->ctx_size, b.data) : -ENOMEM;
     buf_free(&b);
     return rc;
@@ -685,7 +688,12 @@ static int add_entry(models_t *ms, const config_model_t *cm, bool preload, char 
                            : type == MM_RERANKING ? MODEL_TYPE_RERANKING
                                                   : MODEL_TYPE_LLM;
     models_update_bytes(ms, e);
-    int rc = sv_add(ms->sv, cm->name, cm->path, st_type, e->ctx_size, e->llamacpp_args, &e->child);
+    int rc = models_serve_setup(ms, e);
+    if (rc) {
+        snprintf(err, errlen, "model %s: %s", cm->name, strerror(-rc));
+        return rc;
+    }
+    rc = sv_add(ms->sv, cm->name, cm->path, st_type, e->ctx_size, e->llamacpp_args, &e->child);
     if (rc) {
         snprintf(err, errlen, "model %s: %s", cm->name, strerror(-rc));
         return rc;
@@ -766,6 +774,7 @@ void models_free(models_t *ms)
         free(ms->entries[i].path);
         free(ms->entries[i].llamacpp_args);
         free(ms->entries[i].mesh_args);
+        free(ms->entries[i].serve_args);
     }
     free(ms->last_stats_json);
     free(ms->last_usage_json);

@@ -34,7 +34,11 @@ typedef struct {
     /* options of the running (or next) load */
     uint32_t ctx_size;
     char *llamacpp_args;
-    char *mesh_args; /* set by the mesh (split host: --rpc, --tensor-split, -ngl), appended */
+    char *serve_args;     /* serving features (models_serve.c: draft, mmproj), before the others */
+    char draft[512];      /* the draft model's file, "" none */
+    uint64_t serve_bytes; /* the draft's and the projector's files: loaded with the model */
+    bool vision;          /* has a vision projector (--mmproj): takes images */
+    char *mesh_args;      /* set by the mesh (split host: --rpc, --tensor-split, -ngl), appended */
     char backend[16];
     sv_child_t *child;
     mm_model_t *mm;

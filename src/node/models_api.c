@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "llama_args.h"
+#include "meshstat.h"
 #include "models_int.h"
 
 /* models_api — the model-manager API: /api/v1/{health,load,unload,stats,models} (and /api/v0/).
@@ -77,6 +78,28 @@ static void api_stats(models_t *ms, httpd_req_t *req)
                        : json_integer_value(json_object_get(t, "prompt_n"))),
         "timings", t ? t : json_null());
     json_decref(u);
+    /* speculative decoding: the last request's counts (llama-server reports them only when a
+     * draft ran) and the model's totals on this node */
+    json_t *dn = json_object_get(t, "draft_n"), *da = json_object_get(t, "draft_n_accepted");
+    if (o && json_is_integer(dn)) {
+        json_int_t n = json_integer_value(dn), a = json_integer_value(da);
+        json_object_set_new(o, "draft_tokens", json_integer(n));
+        json_object_set_new(o, "draft_accepted_tokens", json_integer(a));
+        json_object_set_new(o, "draft_acceptance_rate",
+                            n > 0 ? json_real((double)a / (double)n) : json_null());
+    }
+    json_t *spec = json_object();
+    for (size_t i = 0; spec && i < ms->n; i++) {
+        uint64_t dt, at;
+        metrics_draft_totals(meshstat(), ms->entries[i].mm->name, &dt, &at);
+        if (!ms->entries[i].draft[0] && !dt) continue;
+        json_object_set_new(spec, ms->entries[i].mm->name,
+                            json_pack("{s:s,s:I,s:I,s:o}", "draft", ms->entries[i].draft,
+                                      "draft_tokens", (json_int_t)dt, "accepted_tokens",
+                                      (json_int_t)at, "acceptance_rate",
+                                      dt ? json_real((double)at / (double)dt) : json_null()));
+    }
+    if (o && spec) json_object_set_new(o, "speculative", spec);
     httpd_respond_json(req, 200, o);
 }
 

@@ -108,6 +108,7 @@ size_t planner_route_facts(planner_t *pl, const char *model, router_peer_t *out,
             const view_avail_t *a = &v->available[k];
             if (strcmp(a->name, model) != 0) continue;
             f.has_file = true;
+            f.vision = a->vision;
             if (a->has_type) f.type = mm_type_name(a->type);
         }
         f.requested = view_requested(v, model);
@@ -243,6 +244,7 @@ int self_view(planner_t *pl, view_node_t *n)
         a->need_bytes = models_need_bytes(pl->ms, e);
         a->type = e->mm->type;
         a->has_type = true;
+        a->vision = e->vision;
     }
     /* the names this node asked for: its --model files and the names it has no file for */
     for (size_t i = 0; i < pl->cfg->n_models; i++)

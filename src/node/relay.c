@@ -10,6 +10,8 @@
 
 #include "affinity.h"
 #include "log.h"
+#include "meshstat.h"
+#include "proxy.h"
 #include "resume.h"
 #include "sse.h"
 #include "tunnel.h"
@@ -69,6 +71,16 @@ typedef struct {
 } relay_t;
 
 static relay_stats_t g_stats;
+
+/* A relay event: in /api/status (g_stats) and in /metrics, per model. */
+static void count(const relay_t *r, metrics_relay_t what)
+{
+    uint64_t *c[METRICS_N_RELAY] = {&g_stats.retries, &g_stats.first_byte_timeouts,
+                                    &g_stats.failovers, &g_stats.failovers_resumed,
+                                    &g_stats.failovers_refused};
+    if ((unsigned)what < METRICS_N_RELAY) (*c[what])++;
+    metrics_relay(meshstat(), r->model, what);
+}
 
 static void attempt_next(relay_t *r, const char *why);
 static bool try_other(relay_t *r);
@@ -191,24 +203,11 @@ static void stream_error(relay_t *r, const char *msg)
  * re-framed as chunked (the body is re-sent event by event). */
 static int send_sse_head(relay_t *r)
 {
-    static const char *const skip[] = {"connection",       "keep-alive", "transfer-encoding",
-                                       "content-length",   "trailer",    "upgrade",
-                                       "proxy-connection", "te"};
     buf_t *b = &r->scratch;
     buf_reset(b);
     int rc = buf_printf(b, "HTTP/1.1 200 OK\r\n");
-    const char *q = r->hdr.data, *end = r->hdr.data ? r->hdr.data + r->hdr.len : NULL;
-    while (rc == 0 && q && q < end) {
-        const char *name = q;
-        q += strlen(q) + 1;
-        if (q >= end) break;
-        const char *value = q;
-        q += strlen(q) + 1;
-        bool drop = strncasecmp(name, "access-control-", 15) == 0;
-        for (size_t i = 0; !drop && i < sizeof skip / sizeof skip[0]; i++)
-            drop = strcasecmp(name, skip[i]) == 0;
-        if (!drop) rc = buf_printf(b, "%s: %s\r\n", name, value);
-    }
+    /* the host's X-Mesh-Node and Server-Timing pass; the body is re-chunked here */
+    if (rc == 0) rc = proxy_copy_headers(r->hdr.data, r->hdr.len, PROXY_HDR_REFRAME, b);
     char extra[768];
     if (rc == 0 && tunnel_route_headers(r->req, extra, sizeof extra) > 0)
         rc = buf_append(b, extra, strlen(extra));
@@ -269,7 +268,7 @@ static int cb_headers_complete(llhttp_t *ps)
     if (r->mode != MODE_SSE) return 0;
     if (r->splicing) {
         if (!r->sse_resp) return HPE_USER; /* the continuation was refused */
-        g_stats.failovers_resumed++;
+        count(r, METRICS_RELAY_RESUMED);
     } else if (!r->sse_resp) {
         r->mode = MODE_WHOLE; /* an error answer or not a stream: hold it (r->raw has it) */
     } else if (send_sse_head(r) != 0) {
@@ -343,7 +342,7 @@ static int cb_body(llhttp_t *ps, const char *at, size_t len)
 static void on_first_byte_timeout(uv_timer_t *t)
 {
     relay_t *r = t->data;
-    g_stats.first_byte_timeouts++;
+    count(r, METRICS_RELAY_FIRST_BYTE_TIMEOUT);
     LOGW("relay", "model %s: host %.12s sent no first byte in time; giving it up", r->model,
          r->hosts[r->cur].id);
     cancel_call(r);
@@ -429,7 +428,7 @@ static void attempt_next(relay_t *r, const char *why)
     mesh_suspect(r->mesh, failed); /* check it now rather than at its monitors' next beat */
     if (r->client_started) {
         /* a stream is under way (a continuation failed): end it properly */
-        if (r->splicing) g_stats.failovers_refused++;
+        if (r->splicing) count(r, METRICS_RELAY_FAILED);
         char msg[256];
         snprintf(msg, sizeof msg,
                  "the node serving model '%s' failed in the middle of the "
@@ -445,7 +444,7 @@ static void attempt_next(relay_t *r, const char *why)
         if (to < r->n_hosts) {
             LOGI("relay", "model %s: host %.12s failed (%s); retrying on %.12s", r->model, failed,
                  why, r->hosts[to].id);
-            g_stats.retries++;
+            count(r, METRICS_RELAY_RETRY);
         }
         if (try_other(r)) return;
     }
@@ -467,7 +466,7 @@ static void failover(relay_t *r, const char *why)
         end_stream(r);
         return;
     }
-    g_stats.failovers++;
+    count(r, METRICS_RELAY_FAILOVER);
     const char *dead = r->hosts[r->cur].id;
     mesh_suspect(r->mesh, dead);
     char reason[256] = "";
@@ -487,7 +486,7 @@ static void failover(relay_t *r, const char *why)
              "model %s: host %.12s died (%s) when the token budget was spent; ending "
              "the stream",
              r->model, dead, why);
-        g_stats.failovers_resumed++;
+        count(r, METRICS_RELAY_RESUMED);
         buf_t last;
         buf_init(&last, 1 << 16);
         if (resume_length_chunk(&r->track, &last) == 0) emit_event(r, NULL, last.data, last.len);
@@ -507,7 +506,7 @@ static void failover(relay_t *r, const char *why)
         if (try_other(r)) return;
         snprintf(reason, sizeof reason, "no other replica could be reached");
     }
-    g_stats.failovers_refused++;
+    count(r, METRICS_RELAY_FAILED);
     LOGW("relay",
          "model %s: host %.12s died mid-stream (%s) after %zu tokens; failover "
          "impossible (%s): error event sent",

@@ -9,6 +9,7 @@
 #include "relay.h"
 #include "router.h"
 #include "tunnel.h"
+#include "vision.h"
 
 typedef struct {
     routing_t *rt;
@@ -41,7 +42,8 @@ bool routing_remote(routing_t *rt, const char *model, int needs, httpd_req_t *re
     char key[512];
     router_request_t rq = {.needs = needs,
                            .key = router_request_key(req->body, req->body_len, key, sizeof key),
-                           .rotation = rotation++};
+                           .rotation = rotation++,
+                           .images = vision_has_image(req->body, req->body_len)};
     router_result_t res;
     router_route(peers, np, planner_requested(rt->plan, model), &rq, &res);
     char who[80], where[96];
@@ -71,6 +73,12 @@ bool routing_remote(routing_t *rt, const char *model, int needs, httpd_req_t *re
                             "model '%s' is in the mesh (status %s) but no node can serve it now",
                             model, res.loading ? "loading" : "unloaded");
         return true;
+    case ROUTER_NO_VISION: {
+        char msg[512];
+        vision_refusal(model, msg, sizeof msg);
+        httpd_respond_error(req, 400, "invalid_request_error", VISION_ERR_CODE, "%s", msg);
+        return true;
+    }
     case ROUTER_FORWARD:
         break;
     }

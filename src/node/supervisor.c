@@ -264,6 +264,8 @@ static void store_line(sv_child_t *c, const char *line, size_t len)
     slot[len] = '\0';
     c->n_lines++;
     if (c->sv->verbose) LOGD("llama-server", "[%s] %s", c->name, slot);
+    if (child_log_degraded(slot))
+        LOGW("supervisor", "model %s: llama-server: %s", c->name, child_log_strip(slot));
     /* llama-server logs "listening on http://..." once /health answers 200 (after the model
      * loaded): check right away instead of waiting for the next poll, which would add up to
      * HEALTH_POLL_MS to every load. If it is not ready yet, the check fails and polling goes on. */

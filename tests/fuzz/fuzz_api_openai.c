@@ -1,5 +1,6 @@
 /* libFuzzer target: request-body validation on the inference API (api_body_model reads the
- * client's JSON body to route it by "model") and the Authorization header check (api_key_ok).
+ * client's JSON body to route it by "model"), the image check made before routing
+ * (vision_has_image) and the Authorization header check (api_key_ok).
  *
  * Oracles besides the sanitizers: the documented return codes; on success the name is the
  * body's "model" string exactly (jansson parses the same bytes independently); an error always
@@ -12,6 +13,7 @@
 #include <strings.h>
 
 #include "api_openai.h"
+#include "vision.h"
 
 #define CHECK(c)                                                                                   \
     do {                                                                                           \
@@ -67,6 +69,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     body_model(body, size, MODEL_NAME_MAX, 512);
     body_model(body, size, 4, 16);
     body_model(body, size, 1, 1);
+
+    /* images are only ever found in a JSON object that names an image part */
+    if (vision_has_image(body, size)) {
+        json_t *root = json_loadb(body, size, 0, NULL);
+        CHECK(json_is_object(root));
+        json_decref(root);
+        CHECK(memmem(body, size, "image", 5) || memmem(body, size, "multimodal_data", 15));
+    }
 
     /* The same bytes as an Authorization header value (the server NUL-terminates it). */
     if (!memchr(body, '\0', size)) {

@@ -301,6 +301,26 @@ class Node:
         """peer id -> state ("alive", "dead", "left") from /api/status."""
         return {p["id"]: p["state"] for p in self.status()["peers"]}
 
+    def metric(self, series, headers=None):
+        """The value of one series of GET /metrics (its name with labels exactly as the node
+        writes them, e.g. 'mesh_llm_relay_retries_total{model="m"}'), or None if absent."""
+        r = http(self.console_port, "GET", "/metrics", headers=headers)
+        assert r.status == 200, r
+        for line in r.body.decode().splitlines():
+            if line.startswith(series + " "):
+                return float(line[len(series) + 1:])
+        return None
+
+    def check_metrics_with_promtool(self, headers=None):
+        """promtool (Debian's prometheus package) accepts the node's /metrics as it is now."""
+        import shutil
+        assert shutil.which("promtool"), "no promtool: scripts/deps.sh test installs prometheus"
+        r = http(self.console_port, "GET", "/metrics", headers=headers)
+        assert r.status == 200, r
+        p = subprocess.run(["promtool", "check", "metrics"], input=r.body.decode(),
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0, p.stdout + p.stderr
+
     def request(self, method, path, body=None, **kw):
         kw.setdefault("ns", self.ns)
         return http(self.api_port, method, path, body, **kw)

@@ -111,6 +111,10 @@ def test_cap_queue_429_fifo(start_node):
             send_counted(n, snd, i, body(S, max_tokens=4), S)
         a = adm(n, S)
         assert (a["in_flight"], a["queued"], a["rejected"]) == (2, 50, 50), a
+        assert n.metric(f'mesh_llm_queue_depth{{model="{S}"}}') == 50
+        assert n.metric(f'mesh_llm_queue_rejected_total{{model="{S}"}}') == 50
+        assert n.metric('mesh_llm_key_rejected_total{key="anonymous",tier="default",'
+                        'reason="queue_full"}') == 50
         wait_for(lambda: len(snd.results) == 50, timeout=60, what="the 50 rejections")
         rejected = sorted(snd.results)
     finally:
@@ -134,6 +138,10 @@ def test_cap_queue_429_fifo(start_node):
     # scheduling jitter; the node's start order is what FIFO means)
     a = adm(n, S)
     assert (a["in_flight"], a["queued"], a["admitted"]) == (0, 0, 53), a
+    # every admitted request's wait is observed (at once: 0 s), the 50 queued ones waited
+    assert n.metric(f'mesh_llm_queue_wait_seconds_count{{model="{S}"}}') == 53
+    assert n.metric(f'mesh_llm_queue_wait_seconds_bucket{{model="{S}",le="0.001"}}') == 3
+    assert n.metric(f'mesh_llm_queue_depth{{model="{S}"}}') == 0
 
 
 def test_queued_client_leaves(start_node):
@@ -232,6 +240,13 @@ def test_key_tiers(start_node, tmp_path):
     assert r.status == 429, r
     assert r.json()["error"]["code"] == "tokens_per_minute_exceeded"
     assert 1 <= int(r.headers["retry-after"]) <= 60
+    # the 429s by key, tier and reason in /metrics
+    rej = 'mesh_llm_key_rejected_total{{key="{}",tier="{}",reason="{}"}}'
+    a = auth("alice")  # /metrics asks for a key too
+    assert n.metric(rej.format("bob", "bronze", "key_queue_share_exceeded"), a) == 8
+    assert n.metric(rej.format("alice", "gold", "key_queue_share_exceeded"), a) == 2
+    assert n.metric(rej.format("carol", "tiny", "tokens_per_minute_exceeded"), a) == 1
+    n.check_metrics_with_promtool(a)
     assert "sk-" not in n.stderr()  # secrets are never logged
 
 

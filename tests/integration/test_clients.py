@@ -1,5 +1,6 @@
 """Official client libraries (npm openai, @anthropic-ai/sdk; tests/js/clients.mjs) against a solo
-node and through a --client node: chat, streamed chat, a function-calling exchange, embeddings,
+node and through a --client node: chat, streamed chat, a function-calling exchange, a tool call
+the model produces (tool_choice "required": llama-server's grammar), embeddings,
 the Responses API, Anthropic messages (streamed and not), count_tokens, and an Anthropic-shaped
 error for an unknown model."""
 import json
@@ -38,6 +39,11 @@ def check(case, out):
     elif case == "tools":
         ok = out["role"] == "assistant" and out["finish"] in ("length", "tool_calls") and (
             out["text"] or out["tool_calls"])
+    elif case == "tool_call":
+        calls = out["calls"]
+        ok = out["finish"] == "tool_calls" and len(calls) == 1 and calls[0]["id"] and \
+            calls[0]["type"] == "function" and calls[0]["name"] == "get_weather" and \
+            isinstance(calls[0]["args"], dict) and isinstance(calls[0]["args"].get("city"), str)
     elif case == "embeddings":
         ok = out["n"] == 2 and out["dim"] == 128  # TinyStories-656K: embedding length 128
     elif case == "responses":
@@ -58,7 +64,7 @@ def check(case, out):
     return None if ok else f"{case}: unexpected {out}"
 
 
-CASES = ["chat", "chat_stream", "tools", "embeddings", "responses", "messages", "messages_stream",
+CASES = ["chat", "chat_stream", "tools", "tool_call", "embeddings", "responses", "messages", "messages_stream",
          "count_tokens", "messages_unknown_model"]
 
 
@@ -76,8 +82,13 @@ def run_all(port):
     return problems, outs
 
 
+# The story models carry no chat template; this one has function calling (see its comment)
+TEMPLATE = os.path.join(ROOT, "tests", "integration", "data", "tool_calls.jinja")
+
+
 def host_args():
-    return ("--port", "0", "--model", model_path(LLM), "--model", model_path(EMB) + ":embedding")
+    return ("--port", "0", "--model", model_path(LLM), "--model", model_path(EMB) + ":embedding",
+            "--llamacpp-args", f"--chat-template-file {TEMPLATE}")
 
 
 def test_official_clients_solo(start_node):

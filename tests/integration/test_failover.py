@@ -183,6 +183,12 @@ def test_stream_continues_on_other_replica(start_node):
              what="the failover logged")
     routing = c.status()["routing"]
     assert routing["failovers"] == 1 and routing["failovers_resumed"] == 1, routing
+    assert c.metric(f'mesh_llm_relay_failovers_total{{model="{MODEL}"}}') == 1
+    assert c.metric(f'mesh_llm_relay_failover_results_total{{model="{MODEL}",result="resumed"}}') \
+        == 1
+    assert c.metric(f'mesh_llm_relay_failover_results_total{{model="{MODEL}",result="failed"}}') \
+        is None
+    c.check_metrics_with_promtool()
     equal = text == ref
     print(f"failover greedy equality: {'equal' if equal else 'different'}; "
           f"{len(before)} chars before the kill, {len(text)} after, reference {len(ref)}; "
@@ -223,10 +229,15 @@ def test_one_replica_error_event_then_proper_end(start_node):
     print(f"one replica: error event and end {took:.2f}s after the kill")
     assert took < 10.0, took  # not the 30 s QUIC idle timeout (measured: README)
     assert c.status()["routing"]["failovers_refused"] == 1
+    assert c.metric(f'mesh_llm_relay_failovers_total{{model="{MODEL}"}}') == 1
+    assert c.metric(f'mesh_llm_relay_failover_results_total{{model="{MODEL}",result="failed"}}') \
+        == 1
 
 
 def test_first_byte_timeout_retries_on_other_host(start_node):
-    env = dict(ENV, MESH_LLM_FIRST_BYTE_MS="1500", MESH_LLM_FIRST_BYTE_MS_PER_KB="0")
+    # 4 s: the healthy host answers 8 tokens well within it even under ASan on a loaded machine
+    # (at 1.5 s a retry there also timed out once: 503 instead of its answer)
+    env = dict(ENV, MESH_LLM_FIRST_BYTE_MS="4000", MESH_LLM_FIRST_BYTE_MS_PER_KB="0")
     a = start_node("--port", "0", "--model", model_path(MODEL), env=ENV)
     b = start_node("--port", "0", "--model", model_path(MODEL), "--join", a.token, env=ENV)
     wait_converged([a, b])
@@ -262,6 +273,9 @@ def test_first_byte_timeout_retries_on_other_host(start_node):
         st = c.status()["routing"]
         assert st["first_byte_timeouts"] >= 1 and st["retries"] >= st["first_byte_timeouts"], st
         assert "sent no first byte in time" in c.stderr()
+        fbt = c.metric(f'mesh_llm_relay_first_byte_timeouts_total{{model="{MODEL}"}}')
+        assert fbt == st["first_byte_timeouts"], (fbt, st)
+        assert c.metric(f'mesh_llm_relay_retries_total{{model="{MODEL}"}}') == st["retries"]
         print(f"4 requests with one stuck host: {took:.1f}s, "
               f"{st['first_byte_timeouts']} first-byte timeouts")
     finally:

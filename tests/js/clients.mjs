@@ -42,6 +42,22 @@ const cases = {
     const m = r.choices[0].message;
     return { role: m.role, text: m.content, tool_calls: m.tool_calls ?? [], finish: r.choices[0].finish_reason };
   },
+  async tool_call() {
+    // A call produced by the model: tool_choice "required" makes llama-server constrain the answer
+    // with the grammar of the template's call format. llama.cpp's grammar lets free text come
+    // before a call, and a story model never starts one by itself, so an assistant prefill opens
+    // it; the model and the grammar write the rest (the arguments) and llama-server parses it.
+    const messages = [
+      { role: "user", content: "What is the weather in Paris?" },
+      { role: "assistant", content: "{\"name\": \"get_weather\"" },
+    ];
+    const r = await openai.chat.completions.create({
+      model: llm, messages, tools, tool_choice: "required", parallel_tool_calls: false, max_tokens: 128, temperature: 0,
+    });
+    const m = r.choices[0].message;
+    const calls = (m.tool_calls ?? []).map((c) => ({ id: c.id, type: c.type, name: c.function.name, args: JSON.parse(c.function.arguments) }));
+    return { finish: r.choices[0].finish_reason, calls };
+  },
   async embeddings() {
     const r = await openai.embeddings.create({ model: emb, input: ["Once upon a time", "a cat"] });
     return { n: r.data.length, dim: r.data[0].embedding.length, model: r.model };

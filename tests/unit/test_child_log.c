@@ -236,12 +236,32 @@ static void test_check_file(void **state)
     rmdir(dir);
 }
 
+static void test_degraded(void **state)
+{
+    (void)state;
+    /* the lines llama-server prints when a draft cannot be used (it goes on without one) */
+    assert_true(child_log_degraded("0.00.287.178 E spec common_specu: the target and draft vocabs "
+                                   "are not compatible"));
+    assert_true(child_log_degraded("0.00.287.331 E srv    load_model: failed to initialize "
+                                   "speculative decoding context: draft model vocab type must "
+                                   "match target model to use speculation"));
+    /* info lines, unprefixed lines and other errors are not */
+    assert_false(child_log_degraded("0.00.195.071 I common_speculative_init_result: loading draft "
+                                    "model 'x.gguf'"));
+    assert_false(child_log_degraded("failed to initialize speculative decoding context"));
+    assert_false(child_log_degraded("0.00.100.000 E srv  load_model: failed to load model"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_classify),     cmocka_unit_test(test_strip),
-        cmocka_unit_test(test_parse_stat),   cmocka_unit_test(test_parse_listen_inode),
-        cmocka_unit_test(test_port_held_by), cmocka_unit_test(test_header),
+        cmocka_unit_test(test_classify),
+        cmocka_unit_test(test_strip),
+        cmocka_unit_test(test_degraded),
+        cmocka_unit_test(test_parse_stat),
+        cmocka_unit_test(test_parse_listen_inode),
+        cmocka_unit_test(test_port_held_by),
+        cmocka_unit_test(test_header),
         cmocka_unit_test(test_check_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1336,6 +1336,59 @@ static void test_allow_origin(void **state)
     }
 }
 
+static void test_draft_and_mmproj(void **state)
+{
+    (void)state;
+    config_t cfg;
+    char err[512];
+    tmpdir_t t;
+    tmp_open(&t);
+    const char *d = tmp_file(&t, "draft.gguf");
+    const char *p = tmp_file(&t, "proj.gguf");
+    char mm[PATH_MAX + 16];
+    snprintf(mm, sizeof mm, "stories=%s", p);
+    assert_int_equal(PARSE(&cfg, err, "--draft", d, "--mmproj", mm), CONFIG_OK);
+    assert_string_equal(cfg.draft, d);
+    assert_false(cfg.no_draft);
+    assert_string_equal(config_mmproj_of(&cfg, "stories"), p);
+    assert_null(config_mmproj_of(&cfg, "other"));
+    config_free(&cfg);
+    assert_int_equal(PARSE(&cfg, err, "--no-draft"), CONFIG_OK);
+    assert_true(cfg.no_draft);
+    assert_null(cfg.draft);
+    config_free(&cfg);
+    /* a catalog name is looked up in the models directory */
+    const char *dir = tmp_subdir(&t, "models");
+    char qwen[PATH_MAX];
+    snprintf(qwen, sizeof qwen, "%s/qwen2.5-0.5b-instruct-q4_k_m.gguf", dir);
+    ASSERT_REFUSED(PARSE(&cfg, err, "--models-dir", dir, "--draft", "Qwen2.5-0.5B-Instruct-Q4_K_M"),
+                   err, "mesh-llm download Qwen2.5-0.5B-Instruct-Q4_K_M");
+    config_free(&cfg);
+    touch(qwen);
+    tmp_track(&t, qwen);
+    assert_int_equal(
+        PARSE(&cfg, err, "--models-dir", dir, "--draft", "Qwen2.5-0.5B-Instruct-Q4_K_M"),
+        CONFIG_OK);
+    assert_string_equal(cfg.draft, qwen);
+    config_free(&cfg);
+    /* refusals, each naming what is wrong */
+    ASSERT_REFUSED(PARSE(&cfg, err, "--draft", "/no/such/draft.gguf"), err, "no such file");
+    config_free(&cfg);
+    ASSERT_REFUSED(PARSE(&cfg, err, "--draft", "no-such-catalog-model"), err,
+                   "not a catalog model");
+    config_free(&cfg);
+    ASSERT_REFUSED(PARSE(&cfg, err, "--draft", d, "--no-draft"), err, "contradict");
+    config_free(&cfg);
+    ASSERT_REFUSED(PARSE(&cfg, err, "--mmproj", p), err, "MODEL=PATH");
+    config_free(&cfg);
+    ASSERT_REFUSED(PARSE(&cfg, err, "--mmproj", "m=/no/such/proj.gguf"), err,
+                   "not a readable file");
+    config_free(&cfg);
+    ASSERT_REFUSED(PARSE(&cfg, err, "--mmproj", mm, "--mmproj", mm), err, "two projectors");
+    config_free(&cfg);
+    tmp_close(&t);
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, reset_getopt, cleanup)
@@ -1381,6 +1434,7 @@ int main(void)
         T(test_api_key_from_file_and_env),
         T(test_allow_origin),
         T(test_models_dir_bad_entries_skipped),
+        T(test_draft_and_mmproj),
     };
 #undef T
     return cmocka_run_group_tests_name("config", tests, NULL, NULL);

@@ -216,6 +216,55 @@ static void test_loads_queue_peers_tunnel(void **state)
     free(s);
 }
 
+static void test_relay_and_key_rejections(void **state)
+{
+    (void)state;
+    static metrics_t m;
+    metrics_init(&m);
+    metrics_relay(&m, "a", METRICS_RELAY_RETRY);
+    metrics_relay(&m, "a", METRICS_RELAY_RETRY);
+    metrics_relay(&m, "a", METRICS_RELAY_FIRST_BYTE_TIMEOUT);
+    metrics_relay(&m, "b", METRICS_RELAY_FAILOVER);
+    metrics_relay(&m, "b", METRICS_RELAY_FAILOVER);
+    metrics_relay(&m, "b", METRICS_RELAY_RESUMED);
+    metrics_relay(&m, "b", METRICS_RELAY_FAILED);
+    metrics_relay(&m, "b", METRICS_N_RELAY); /* out of range: ignored */
+    metrics_queue_depth_set(&m, "a", 5);
+    metrics_key_rejected(&m, "alice", "gold", "queue_full");
+    metrics_key_rejected(&m, "alice", "gold", "queue_full");
+    metrics_key_rejected(&m, "bob", "free", "tokens_per_minute_exceeded");
+    metrics_key_rejected(&m, "bob", "free", "something new");  /* unknown reason: the catch-all */
+    metrics_key_rejected(&m, "q\"x", "free", "queue_timeout"); /* escaped in the label */
+    for (int i = 0; i < METRICS_MAX_KEYS; i++) {               /* bounded: the rest is _other */
+        char k[16];
+        snprintf(k, sizeof k, "k%d", i);
+        metrics_key_rejected(&m, k, "t", "queue_full");
+    }
+    char *s = render(&m);
+    assert_non_null(strstr(s, "mesh_llm_relay_retries_total{model=\"a\"} 2\n"));
+    assert_null(strstr(s, "mesh_llm_relay_retries_total{model=\"b\"}"));
+    assert_non_null(strstr(s, "mesh_llm_relay_first_byte_timeouts_total{model=\"a\"} 1\n"));
+    assert_non_null(strstr(s, "mesh_llm_relay_failovers_total{model=\"b\"} 2\n"));
+    assert_non_null(
+        strstr(s, "mesh_llm_relay_failover_results_total{model=\"b\",result=\"resumed\"} 1\n"));
+    assert_non_null(
+        strstr(s, "mesh_llm_relay_failover_results_total{model=\"b\",result=\"failed\"} 1\n"));
+    assert_non_null(strstr(s, "mesh_llm_queue_depth{model=\"a\"} 5\n"));
+    assert_non_null(strstr(
+        s, "mesh_llm_key_rejected_total{key=\"alice\",tier=\"gold\",reason=\"queue_full\"} 2\n"));
+    assert_non_null(strstr(s, "mesh_llm_key_rejected_total{key=\"bob\",tier=\"free\",reason="
+                              "\"tokens_per_minute_exceeded\"} 1\n"));
+    assert_non_null(strstr(s, "mesh_llm_key_rejected_total{key=\"bob\",tier=\"free\",reason="
+                              "\"too_many_requests\"} 1\n"));
+    assert_non_null(strstr(s, "mesh_llm_key_rejected_total{key=\"q\\\"x\",tier=\"free\""));
+    /* 3 named keys above + 61 of the loop fill the table; 3 more go to _other */
+    assert_non_null(strstr(s, "mesh_llm_key_rejected_total{key=\"_other\",tier=\"_other\",reason="
+                              "\"queue_full\"} 3\n"));
+    assert_non_null(strstr(s, "key=\"k60\""));
+    assert_null(strstr(s, "key=\"k61\""));
+    free(s);
+}
+
 static void test_usage_parsing(void **state)
 {
     (void)state;
@@ -272,6 +321,7 @@ int main(void)
         cmocka_unit_test(test_requests_and_histograms),
         cmocka_unit_test(test_model_labels_are_bounded),
         cmocka_unit_test(test_loads_queue_peers_tunnel),
+        cmocka_unit_test(test_relay_and_key_rejections),
         cmocka_unit_test(test_usage_parsing),
         cmocka_unit_test(test_response_headers),
     };

@@ -11,7 +11,7 @@
 #include "router.h"
 
 /* Peer facts written as "id:flags[:type]" with flags from R (ready) S (starting) M (member)
- * F (has file) Q (requested), e.g. "a:RF:llm". */
+ * F (has file) Q (requested) V (vision), e.g. "a:RF:llm". */
 static size_t parse(const char *const *specs, router_peer_t *out, char ids[][8], char types[][16])
 {
     size_t n = 0;
@@ -27,12 +27,16 @@ static size_t parse(const char *const *specs, router_peer_t *out, char ids[][8],
         p->member = strchr(flags, 'M');
         p->has_file = strchr(flags, 'F');
         p->requested = strchr(flags, 'Q');
+        p->vision = strchr(flags, 'V');
         p->type = types[n][0] ? types[n] : NULL;
     }
     return n;
 }
 
-/* "FORWARD a,b" / "UNKNOWN" / "MISMATCH llm" / "NO_FILE" / "UNAVAILABLE loading|unloaded" */
+static bool g_images; /* the request of run() carries images */
+
+/* "FORWARD a,b" / "UNKNOWN" / "MISMATCH llm" / "NO_FILE" / "UNAVAILABLE loading|unloaded" /
+ * "NO_VISION" */
 static const char *run(const char *const *specs, bool self_req, int needs, const char *key,
                        uint64_t rotation)
 {
@@ -40,7 +44,7 @@ static const char *run(const char *const *specs, bool self_req, int needs, const
     router_peer_t peers[32];
     char ids[32][8], types[32][16];
     size_t n = parse(specs, peers, ids, types);
-    router_request_t rq = {.needs = needs, .key = key, .rotation = rotation};
+    router_request_t rq = {.needs = needs, .key = key, .rotation = rotation, .images = g_images};
     router_result_t r;
     router_route(peers, n, self_req, &rq, &r);
     switch (r.verdict) {
@@ -48,6 +52,8 @@ static const char *run(const char *const *specs, bool self_req, int needs, const
         return "UNKNOWN";
     case ROUTER_NO_FILE:
         return "NO_FILE";
+    case ROUTER_NO_VISION:
+        return "NO_VISION";
     case ROUTER_TYPE_MISMATCH:
         snprintf(buf, sizeof buf, "MISMATCH %s", r.type);
         return buf;
@@ -95,6 +101,24 @@ static void test_ready_before_takers(void **state)
     /* none ready: a starting host (it holds the request) and nodes with the file, in order */
     assert_string_equal(run(S("a:S", "b:M", "c:F"), false, -1, NULL, 0), "FORWARD a,c");
     assert_string_equal(run(S("a:S", "b:M", "c:F"), false, -1, NULL, 3), "FORWARD c,a");
+}
+
+static void test_vision(void **state)
+{
+    (void)state;
+    g_images = true;
+    /* images go only to peers with a vision projector, ready ones first */
+    assert_string_equal(run(S("a:RF", "b:RFV", "c:FV"), false, -1, NULL, 0), "FORWARD b");
+    assert_string_equal(run(S("a:RF", "b:FV"), false, -1, NULL, 0), "FORWARD b");
+    /* nobody has one: a clear 400, whether the others are ready, starting or have the file */
+    assert_string_equal(run(S("a:RF", "b:S", "c:F"), false, -1, NULL, 0), "NO_VISION");
+    /* unknown and unavailable stay what they are */
+    assert_string_equal(run(S("a:M"), false, -1, NULL, 0), "UNAVAILABLE loading");
+    static const char *const none[] = {NULL};
+    assert_string_equal(run(none, false, -1, NULL, 0), "UNKNOWN");
+    g_images = false;
+    /* without images, vision does not matter */
+    assert_string_equal(run(S("a:RF", "b:RFV"), false, -1, NULL, 0), "FORWARD a,b");
 }
 
 static void test_sticky_key(void **state)
@@ -169,7 +193,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_verdicts),    cmocka_unit_test(test_ready_before_takers),
         cmocka_unit_test(test_sticky_key),  cmocka_unit_test(test_candidate_cap),
-        cmocka_unit_test(test_request_key),
+        cmocka_unit_test(test_request_key), cmocka_unit_test(test_vision),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -31,7 +31,8 @@ static const char *FULL =
     "{\"id\":\"" ID_A "\",\"version\":\"0.1.0\",\"role\":\"host\",\"vram_bytes\":8000000000,"
     "\"free_bytes\":3000000000,\"addrs\":[\"127.0.0.1:1\"],"
     "\"available_models\":[{\"name\":\"big\",\"size_bytes\":5000000000,\"need_bytes\":"
-    "5600000000,\"type\":\"llm\"},{\"name\":\"emb\",\"size_bytes\":100,\"need_bytes\":110,"
+    "5600000000,\"type\":\"llm\",\"vision\":true},{\"name\":\"emb\",\"size_bytes\":100,\"need_"
+    "bytes\":110,"
     "\"type\":\"embedding\"},{\"name\":\"old\",\"size_bytes\":7}],"
     "\"requested_models\":[\"big\",\"wanted\"],"
     "\"serving\":[{\"model\":\"big\",\"member\":true,\"role\":\"host\",\"state\":\"ready\","
@@ -66,6 +67,8 @@ static void test_decode_full(void **state)
     assert_true(n.available[0].has_type);
     assert_int_equal(n.available[0].type, MM_LLM);
     assert_int_equal(n.available[1].type, MM_EMBEDDING);
+    assert_true(n.available[0].vision);
+    assert_false(n.available[1].vision);
     assert_false(n.available[2].has_type);
     assert_int_equal(n.available[2].need_bytes, 0);
     assert_ptr_equal(view_available(&n, "emb"), &n.available[1]);
@@ -176,7 +179,8 @@ static void test_decode_wrong_types(void **state)
         "{\"role\":\"boss\",\"vram_bytes\":\"8\",\"free_bytes\":-1,"
         "\"available_models\":[5,{\"size_bytes\":1},{\"name\":7},{\"name\":\"\"},"
         "{\"name\":\"tab\\there\"},{\"name\":\"del\\u007f\"},"
-        "{\"name\":\"ok\",\"size_bytes\":-5,\"need_bytes\":1.5,\"type\":\"foo\"}],"
+        "{\"name\":\"ok\",\"size_bytes\":-5,\"need_bytes\":1.5,\"type\":\"foo\","
+        "\"vision\":\"yes\"}],"
         "\"requested_models\":[7,\"fine\",\"bad\\u0001\",null],"
         "\"serving\":[{\"member\":true},{\"model\":\"m\",\"member\":\"yes\",\"role\":\"boss\","
         "\"state\":3,\"http_ready\":1,\"is_host\":null,\"split\":\"true\",\"bytes\":-1,"
@@ -210,6 +214,7 @@ static void test_decode_wrong_types(void **state)
     assert_int_equal(n.available[0].size_bytes, 0);
     assert_int_equal(n.available[0].need_bytes, 0);
     assert_false(n.available[0].has_type);
+    assert_false(n.available[0].vision);
     assert_int_equal(strlen(n.available[1].name), CATALOG_NAME_MAX - 1);
     /* requested: 7, control character, null skipped */
     assert_int_equal(n.n_requested, 1);
@@ -225,7 +230,7 @@ static void test_decode_wrong_types(void **state)
     assert_null(s->plan);
     assert_string_equal(s->plan_ready, "");
     assert_string_equal(view_serving(&n, "m2")->plan_ready, "");
-    assert_int_equal(n.rejected, 3 + 8 + 3 + 3 + 1 + 9 + 1);
+    assert_int_equal(n.rejected, 3 + 8 + 4 + 3 + 1 + 9 + 1);
     view_node_free(&n);
 
     /* lists that are not lists */
