@@ -64,6 +64,7 @@ struct httpd_conn {
     size_t accounted; /* buffer bytes counted in g_buffered */
     bool last_was_value;
     bool headers_done;
+    size_t trailer_bytes; /* chunked trailers: counted against the header cap, then dropped */
     bool reading;
     int parse_error_status; /* 413/414/431 when a limit was hit inside a callback */
     /* A complete request that is answered here instead of by the handler (a limit that the
@@ -349,6 +350,7 @@ static int cb_message_begin(llhttp_t *p)
     buf_reset(&c->body);
     c->last_was_value = false;
     c->headers_done = false;
+    c->trailer_bytes = 0;
     c->reject_status = 0;
     return 0;
 }
@@ -375,9 +377,19 @@ static int cb_url(llhttp_t *p, const char *at, size_t len)
     return 0;
 }
 
+/* Trailer fields of a chunked body arrive through the header callbacks after the headers were
+ * indexed: appending them to hdr could move it under the request's header pointers, so they
+ * are only counted (against the same cap) and dropped — nothing downstream reads trailers. */
+static int trailer(httpd_conn_t *c, size_t len)
+{
+    c->trailer_bytes += len;
+    return c->trailer_bytes > c->server->opts.max_header_bytes ? limit_hit(c, 431) : 0;
+}
+
 static int cb_header_field(llhttp_t *p, const char *at, size_t len)
 {
     httpd_conn_t *c = p->data;
+    if (c->headers_done) return trailer(c, len);
     if (c->last_was_value) {
         if (buf_append(&c->hdr, "", 1)) return header_bytes_hit(c);
         c->last_was_value = false;
@@ -391,6 +403,7 @@ static int cb_header_field(llhttp_t *p, const char *at, size_t len)
 static int cb_header_value(llhttp_t *p, const char *at, size_t len)
 {
     httpd_conn_t *c = p->data;
+    if (c->headers_done) return trailer(c, len);
     if (!c->last_was_value) {
         if (buf_append(&c->hdr, "", 1)) return limit_hit(c, 431);
         c->last_was_value = true;
