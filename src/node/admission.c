@@ -16,8 +16,8 @@
 #include "util.h"
 
 #define KEYS_FILE_MAX 65536
-#define DEFAULT_PARALLEL 4 /* llama-server's -np -1 (auto) */
-#define HELD_POLL_MS 100   /* a model held for a switch: look again this soon */
+#define DEFAULT_PARALLEL ADMISSION_DEFAULT_PARALLEL
+#define HELD_POLL_MS 100 /* a model held for a switch: look again this soon */
 
 struct ticket {
     admission_t *ad;

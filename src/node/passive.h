@@ -43,9 +43,11 @@ typedef struct {
     size_t n_models;
     const token_t *joins; /* --join tokens: the last check-in candidates (copied) */
     size_t n_joins;
-    /* A new table arrived (promotion decisions read it); may be NULL. */
+    /* A new table arrived (promotion decisions read it), or t NULL: PV_GONE_ROUNDS rounds in a
+     * row found no active node answering (every active node is gone). May be NULL. */
     void (*on_table)(void *data, const rt_table_t *t);
     void *data;
+    bool paused; /* start paused (a standby that is still a gossip member) */
 } passive_opts_t;
 
 int passive_start(passive_t **out, uv_loop_t *loop, mesh_t *mesh, const passive_opts_t *o);
@@ -60,6 +62,12 @@ bool passive_route(passive_t *p, const char *model, int needs, httpd_req_t *req)
 void passive_list_models(passive_t *p, json_t *list);
 /* Adds "route": {role, checkin, table_age_ms, checkins, failures, forwarded {host: n}}. */
 void passive_status(passive_t *p, json_t *st);
+/* A standby (standby.h) pauses the driver while it is a gossip member and resumes it when it
+ * stands by again: paused, it neither checks in nor routes (waiting requests are answered 503);
+ * resumed, it checks in at once (the last table, kept, gives the order). active: not paused. */
+void passive_pause(passive_t *p);
+void passive_resume(passive_t *p);
+bool passive_active(const passive_t *p);
 /* The last table (NULL before the first). */
 const rt_table_t *passive_table(const passive_t *p);
 

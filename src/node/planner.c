@@ -152,7 +152,7 @@ bool planner_rpc_allowed(planner_t *pl, const char *peer_id, const char *model)
 
 static void allocate(planner_t *pl, const peers_t *P)
 {
-    if (!pl->allocating || pl->n > 0 || !pl->mesh) return;
+    if (!pl->allocating || pl->n > 0 || !pl->mesh || pl->passive) return;
     if (pl->standby) { /* demoted: only promotion gives it a model again */
         pd_promote(pl, P);
         return;
@@ -178,6 +178,7 @@ static void allocate(planner_t *pl, const peers_t *P)
     pp_alloc_result_t res;
     pp_allocate(&in, &pl->alloc, now_ms(pl), &res);
     free(disk);
+    pl->alloc_none = res.kind == PP_ALLOC_NONE;
     if (res.kind == PP_ALLOC_NONE && res.changed)
         LOGI("planner", "nothing in the mesh needs this node's models or memory now: "
                         "standing by as a worker");
@@ -480,6 +481,7 @@ static void replan(planner_t *pl)
     } else {
         view_node_free(&now);
     }
+    if (pl->on_replanned) pl->on_replanned(pl->hook_data);
 }
 
 static void on_kick(uv_timer_t *t)
@@ -491,7 +493,8 @@ static void on_tick(uv_timer_t *t)
 {
     planner_t *pl = t->data;
     pd_tick(pl);
-    if (pl->waiting || (pl->allocating && pl->n == 0)) replan(pl);
+    /* a passive standby decides on its routing tables (standby.h), not on this tick */
+    if (pl->waiting || (pl->allocating && pl->n == 0 && !pl->passive)) replan(pl);
 }
 
 void planner_kick(planner_t *pl)

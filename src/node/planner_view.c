@@ -2,6 +2,8 @@
  * plan in the status document. See planner.h. */
 #include "planner_int.h"
 
+#include "admission.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -175,6 +177,8 @@ static int self_serving(planner_t *pl, view_node_t *n)
         s->split = pl->cfg->split;
         s->pinned = strcmp(pm->rule, "explicit") == 0;
         s->bytes = ledger_held_for(&pl->ms->ledger, pm->name);
+        if (host && pm->e)
+            s->slots = admission_parallel_of(pm->e->llamacpp_args, ADMISSION_DEFAULT_PARALLEL);
         if (pm->st.role == ELECTION_HOST && pm->st.n_workers) {
             view_plan_t *p = view_add_plan(n, s, pm->st.plan_id);
             if (!p) return -ENOMEM;
@@ -203,6 +207,7 @@ static int self_serving(planner_t *pl, view_node_t *n)
         s->http_ready = strcmp(st, "ready") == 0;
         s->is_host = true;
         s->bytes = ledger_held_for(&pl->ms->ledger, e->mm->name);
+        s->slots = admission_parallel_of(e->llamacpp_args, ADMISSION_DEFAULT_PARALLEL);
     }
     return 0;
 }
