@@ -1,5 +1,6 @@
-/* passive — the driver of a passive node (seed 002): `--client` (and, once promotion is wired,
- * a standby GPU). Its mesh runs in passive mode (mesh.h): no gossip. Instead:
+/* passive — the driver of a passive node (seed 002): `--client`, and a standby GPU while it
+ * stands by (standby.h; paused while it is a gossip member). Its mesh runs in passive mode
+ * (mesh.h): no gossip. Instead:
  *
  * Check-in. Every refresh period (MESH_LLM_ROUTE_REFRESH_MS, default 30 s) it asks one active
  * node for the routing table (ROUTE_REQUEST, core/route_table.h): the first answering node of

@@ -232,3 +232,9 @@ def test_modelless_joiner_stands_by_passively(start_node, tmp_path):
     assert s.status()["route"]["forwarded"] == {a.id: 1}
     # a model nobody has: 404 from the table
     assert s.complete("no-such-model").status == 404
+    # the only host leaves: the standby (nothing on disk, nothing to promote for) answers 503
+    # with the OpenAI error shape, never hangs
+    a.stop()
+    r = s.complete(SMALL, max_tokens=2)
+    assert r.status == 503 and r.json()["error"]["type"] == "unavailable", r
+    assert demand(s)["promotions"] == 0
