@@ -371,19 +371,11 @@ size_t rt_pick_hosts(const rt_table_t *t, const rt_model_t *m, const char *self_
 
 size_t rt_spill(const rt_model_t *m, size_t *order, size_t n, const uint32_t *inflight)
 {
-    if (n < 2 || inflight[0] < rt_host_slots(m, order[0])) return 0;
     size_t best = 0;
-    for (size_t k = 0; k < n; k++) {
-        uint32_t slots = rt_host_slots(m, order[k]);
-        if (inflight[k] < slots) {
-            best = k;
-            break;
-        }
-        /* every one so far full: the fewest in flight per slot (cross-multiplied) */
+    for (size_t k = 1; k < n; k++) /* fewer in flight per slot (cross-multiplied); ties: earlier */
         if ((uint64_t)inflight[k] * rt_host_slots(m, order[best]) <
-            (uint64_t)inflight[best] * slots)
+            (uint64_t)inflight[best] * rt_host_slots(m, order[k]))
             best = k;
-    }
     if (best == 0) return 0;
     size_t chosen = order[best];
     memmove(order + 1, order, best * sizeof *order);

@@ -132,10 +132,11 @@ size_t rt_pick_hosts(const rt_table_t *t, const rt_model_t *m, const char *self_
                      size_t *order, size_t max);
 /* Spill-over of a request without a stickiness key (a passive node's own load balance): order
  * (n hosts, from rt_pick_hosts, without the ones that just failed) starts with the hashed host;
- * when this node already has as many requests in flight there (inflight[k] for order[k]) as
- * the host has slots, the first host of the order with a free slot goes first instead, the
- * others keeping their order; when every host is full, the one with the fewest in flight per
- * slot (the first of equals). Returns the index in order that went first. */
+ * the host with the fewest of this node's requests in flight per slot goes first (inflight[k]
+ * for order[k]; the earlier of equals, so the hashed host whenever it is as free as any — with
+ * nothing in flight, always), the others keeping their order. A host at its slot count thus
+ * always spills to one with a free slot, and a node's concurrent requests spread over the
+ * hosts' slots. Returns the index in order that went first. */
 size_t rt_spill(const rt_model_t *m, size_t *order, size_t n, const uint32_t *inflight);
 /* A host's slots (RT_DEFAULT_SLOTS when the table does not say). */
 uint32_t rt_host_slots(const rt_model_t *m, size_t node);

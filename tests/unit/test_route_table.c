@@ -249,8 +249,8 @@ static void test_pick_hosts(void **state)
     free(t);
 }
 
-/* Spill-over: the hashed host first until this node fills its slots, then the next with a free
- * slot; all full: the fewest in flight per slot. Table-driven over (slots, in flight). */
+/* Spill-over: the host with the fewest of this node's requests in flight per slot, the hashed
+ * host among equals. Table-driven over (slots, in flight). */
 typedef struct {
     const char *what;
     uint32_t slots[3];    /* hosts A B C in the order's order (0: unknown = RT_DEFAULT_SLOTS) */
@@ -260,14 +260,14 @@ typedef struct {
 } spill_case_t;
 
 static const spill_case_t SPILL[] = {
-    {"hashed host has a free slot", {4, 4, 4}, {3, 0, 0}, 3, "ABC"},
-    {"hashed host full: the next", {4, 4, 4}, {4, 0, 0}, 3, "BAC"},
-    {"next full too: the third", {4, 4, 4}, {4, 4, 1}, 3, "CAB"},
-    {"unknown slots count as the default", {0, 0, 0}, {RT_DEFAULT_SLOTS, 0, 0}, 3, "BAC"},
-    {"unknown slots, below the default", {0, 0, 0}, {RT_DEFAULT_SLOTS - 1, 9, 9}, 3, "ABC"},
-    {"announced slots win over the default", {1, 8, 8}, {1, 0, 0}, 3, "BAC"},
+    {"nothing in flight: the hashed host", {4, 4, 4}, {0, 0, 0}, 3, "ABC"},
+    {"one in flight at the hashed host: the next idle one", {4, 4, 4}, {1, 0, 0}, 3, "BAC"},
+    {"hashed host full: the next with a free slot", {4, 4, 4}, {4, 4, 1}, 3, "CAB"},
+    {"equal load: the hashed host", {4, 4, 4}, {2, 2, 2}, 3, "ABC"},
+    {"fewest per slot wins", {4, 4, 8}, {2, 2, 3}, 3, "CAB"},
+    {"unknown slots count as the default", {0, 0, 8}, {1, 1, 1}, 3, "CAB"},
+    {"announced slots weigh", {1, 8, 4}, {1, 1, 1}, 3, "BAC"},
     {"all full: fewest per slot", {4, 4, 8}, {6, 5, 9}, 3, "CAB"},
-    {"all full, equal: the hashed host", {4, 4, 4}, {4, 4, 4}, 3, "ABC"},
     {"one host: nowhere to spill", {4, 4, 4}, {9, 0, 0}, 1, "A"},
     {"eligible only: C not passed", {4, 4, 4}, {4, 4, 0}, 2, "AB"},
 };
