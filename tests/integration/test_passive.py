@@ -95,6 +95,12 @@ def test_thirty_clients_stay_out_of_gossip(start_node):
     m = clients[0].request("GET", "/v1/models").json()
     (e,) = [x for x in m["data"] if x["id"] == MODEL]
     assert e["status"] == "ready" and e["hosts"] == [host.id]
+    # the host holds per-peer state for each connected client, and none once they are gone
+    assert host.status()["stats"]["peer_entries"] >= 30
+    for c in clients:
+        assert c.stop() == 0
+    wait_for(lambda: host.status()["stats"]["peer_entries"] == 0, timeout=30,
+             what="the host to forget the clients' entries")
 
 
 def test_clients_spread_over_hosts_and_survive_a_host(start_node):
