@@ -114,14 +114,12 @@ static void wake_parked(planner_t *pl, bool all_out)
 /* Some live peer serves the model and is ready. */
 static bool ready_elsewhere(planner_t *pl, const char *model)
 {
-    peers_t P;
-    if (peers_get(pl, &P) != 0) return false;
+    const peers_t *P = peers_cached(pl);
     bool yes = false;
-    for (size_t i = 0; i < P.n && !yes; i++) {
-        const view_serving_t *s = view_serving(&P.v[i], model);
+    for (size_t i = 0; P && i < P->n && !yes; i++) {
+        const view_serving_t *s = view_serving(&P->v[i], model);
         yes = s && s->http_ready;
     }
-    peers_free(&P);
     return yes;
 }
 
@@ -460,6 +458,7 @@ static void plan_models(planner_t *pl, const peers_t *P)
 
 static void replan(planner_t *pl)
 {
+    planner_peers_changed(pl);
     if (pl->stopping) return;
     peers_t P;
     if (peers_get(pl, &P) != 0) return;
@@ -499,6 +498,7 @@ static void on_tick(uv_timer_t *t)
 
 void planner_kick(planner_t *pl)
 {
+    planner_peers_changed(pl); /* whatever changed, routing decodes the peers anew */
     if (pl->stopping || !pl->timer_open) return;
     if (!uv_is_active((uv_handle_t *)&pl->timer))
         uv_timer_start(&pl->timer, on_kick, KICK_DELAY_MS, 0);
@@ -584,5 +584,6 @@ void planner_stop(planner_t *pl)
     }
     view_node_free(&pl->last_self);
     pl->last_self_valid = false;
+    planner_peers_changed(pl);
     pl->mesh = NULL;
 }

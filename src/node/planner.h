@@ -91,6 +91,9 @@ struct planner {
     bool standby;    /* demoted: only the promotion rules give it a model again */
     bool alloc_none; /* the last allocation found nothing for this node */
     bool passive;    /* standing by passively (standby.h): no gossip, so no allocation */
+    /* The live peers decoded once per change for routing (planner_view.c: a peers_t, owned);
+     * dropped on every change (planner_peers_changed, planner_kick, a re-plan). */
+    void *route_peers;
     /* Called after every re-plan (the standby driver looks whether to stand by passively). */
     void (*on_replanned)(void *data);
     void *hook_data;
@@ -126,6 +129,10 @@ bool planner_requested(const planner_t *pl, const char *model);
 bool planner_rpc_allowed(planner_t *pl, const char *peer_id, const char *model);
 /* Park a request until the local plan is ready (bounded); answers it either way. */
 void planner_park(planner_t *pl, const char *model, httpd_req_t *req);
+
+/* The mesh's peers changed (an announcement, a join, a death; planner_kick calls it): routing
+ * decodes them anew. */
+void planner_peers_changed(planner_t *pl);
 
 /* Standby (planner_demand.c; the driver is standby.h). wants_passive: promo_go_passive over
  * this node's plan and its peers. promote_from_table: the promotion rules over a passive

@@ -18,6 +18,7 @@ static void on_timer(uv_timer_t *t)
         s->went_passive++;
         s->have_table = false;
         mesh_go_passive(s->mesh);
+        planner_peers_changed(pl); /* no gossip peers from now on */
         passive_resume(s->pv);
     } else if (pl->passive && s->have_table) {
         s->have_table = false;
