@@ -177,6 +177,7 @@ static void allocate(planner_t *pl, const peers_t *P)
     pp_allocate(&in, &pl->alloc, now_ms(pl), &res);
     free(disk);
     pl->alloc_none = res.kind == PP_ALLOC_NONE;
+    pl->alloc_settling = res.kind == PP_ALLOC_LATER && P->n > 0; /* the tick comes back */
     if (res.kind == PP_ALLOC_NONE && res.changed)
         LOGI("planner", "nothing in the mesh needs this node's models or memory now: "
                         "standing by as a worker");
@@ -492,8 +493,11 @@ static void on_tick(uv_timer_t *t)
 {
     planner_t *pl = t->data;
     pd_tick(pl);
-    /* a passive standby decides on its routing tables (standby.h), not on this tick */
-    if (pl->waiting || (pl->allocating && pl->n == 0 && !pl->passive)) replan(pl);
+    /* a node without a model re-decides on changes (peers, children, models: planner_kick),
+     * on this tick only while allocation waits for the mesh to settle; a passive standby
+     * decides on its routing tables (standby.h) */
+    if (pl->waiting || (pl->allocating && pl->n == 0 && !pl->passive && pl->alloc_settling))
+        replan(pl);
 }
 
 void planner_kick(planner_t *pl)

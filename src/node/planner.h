@@ -88,9 +88,10 @@ struct planner {
     bool stopping;
     /* demand, promotion, idle unload (planner_demand.c) */
     promo_state_t promo;
-    bool standby;    /* demoted: only the promotion rules give it a model again */
-    bool alloc_none; /* the last allocation found nothing for this node */
-    bool passive;    /* standing by passively (standby.h): no gossip, so no allocation */
+    bool standby;        /* demoted: only the promotion rules give it a model again */
+    bool alloc_none;     /* the last allocation found nothing for this node */
+    bool alloc_settling; /* it waits for the mesh to settle (PP_ALLOC_SETTLE_MS) */
+    bool passive;        /* standing by passively (standby.h): no gossip, so no allocation */
     /* The live peers decoded once per change for routing (planner_view.c: a peers_t, owned);
      * dropped on every change (planner_peers_changed, planner_kick, a re-plan). */
     void *route_peers;
