@@ -34,6 +34,7 @@ typedef struct pv_req {
     char key[256];
     bool has_key;
     unsigned tries;         /* hosts tried */
+    bool spilled;           /* the last step sent it past its hashed host (rt_spill) */
     uint64_t dial_deadline; /* waiting for the connection to the current host */
     uint64_t deadline;      /* waiting for a table */
     struct pv_req *next;
@@ -490,8 +491,9 @@ static bool step(passive_t *p, pv_req_t *r)
                "its hosts cannot be reached right now; retry shortly");
         return true;
     }
-    /* without a stickiness key: the next host takes it when this node fills the hashed one's
-     * slots (rt_spill; hosts that just failed are not candidates) */
+    /* without a stickiness key: the host with the fewest of this node's requests in flight per
+     * slot, the hashed one among equals (rt_spill; hosts that just failed are no candidates) */
+    r->spilled = false;
     if (!r->has_key && r->tries == 0) {
         uint32_t inflight[RT_MAX_HOSTS];
         size_t good = 0;
@@ -499,7 +501,7 @@ static bool step(passive_t *p, pv_req_t *r)
             inflight[good] = inflight_at(p, p->table->nodes[order[good]].id);
             good++;
         }
-        if (rt_spill(m, order, good, inflight) > 0) p->spilled++;
+        r->spilled = rt_spill(m, order, good, inflight) > 0; /* counted when forwarded */
     }
     /* the current candidate: hosts that failed went last, so index by tries among the rest */
     const rt_node_t *host = &p->table->nodes[order[0]];
@@ -531,11 +533,13 @@ static bool step(passive_t *p, pv_req_t *r)
     httpd_req_t *req = r->req;
     track(p, req, host->id);
     count_forward(p, host->id);
+    if (r->spilled) p->spilled++;
     if (relay_start(p->mesh, r->model, req, hosts, nh) == 0) {
         free(r);
         return true;
     }
     if (tunnel_http_forward(c, r->model, req, forward_failed, r) == 0) return true;
+    if (r->spilled) p->spilled--;
     untrack(req);
     int k = fwd_slot(p, host->id, false);
     if (k >= 0 && p->fwd[k].n > 0) p->fwd[k].n--;
