@@ -50,8 +50,11 @@ json_t *mgmt_status(mgmt_t *g)
     json_object_set_new(node, "api_port", json_integer(g->api_port));
     json_object_set_new(node, "console_port", json_integer(g->httpd.port));
     if (g->mesh) {
+        /* passive: a --client or a standby, in the mesh without gossip (routing tables) */
         json_object_set_new(node, "state",
-                            json_string(mesh_joined(g->mesh) ? "member" : "joining"));
+                            json_string(mesh_is_passive(g->mesh) ? "passive"
+                                        : mesh_joined(g->mesh)   ? "member"
+                                                                 : "joining"));
         json_object_set_new(node, "join_error", json_string(mesh_join_error(g->mesh)));
     }
     json_object_set_new(st, "models", models_json(g->ms));

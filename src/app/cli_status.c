@@ -174,6 +174,13 @@ static void print_status(json_t *st)
     }
     const char *jerr = str(node, "join_error", "");
     if (strcmp(state, "joining") == 0 && jerr[0]) printf("  last join attempt: %s\n", jerr);
+    json_t *route = json_object_get(st, "route");
+    if (strcmp(state, "passive") == 0 && json_is_object(route))
+        printf("  passive %s: no gossip; routing table from %.12s (%lld active node(s), %lld "
+               "check-in(s))\n",
+               str(route, "role", "?"), str(route, "checkin", "-"),
+               (long long)json_integer_value(json_object_get(route, "active_nodes")),
+               (long long)json_integer_value(json_object_get(route, "checkins")));
     json_t *asg = json_object_get(node, "assignment");
     if (json_is_object(asg) && str(asg, "model", "")[0])
         printf("  given by the mesh: %s (rule %s)\n", str(asg, "model", ""), str(asg, "rule", ""));
@@ -293,6 +300,12 @@ static int cmd_join(cli_http_t *h, const char *arg, uint64_t timeout_ms)
             if (strcmp(state, "member") == 0) {
                 printf("in mesh %s with %zu peer(s)\n", str(node, "mesh_id", "?"),
                        json_array_size(json_object_get(h->body, "peers")));
+                return 0;
+            }
+            if (strcmp(state, "passive") == 0) {
+                printf("in mesh %s, standing by passively (no gossip: routing tables from an "
+                       "active node)\n",
+                       str(node, "mesh_id", "?"));
                 return 0;
             }
             const char *e = str(node, "join_error", "");

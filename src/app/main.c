@@ -28,6 +28,7 @@
 #include "nostr_app.h"
 #include "passive.h"
 #include "route_serve.h"
+#include "standby.h"
 #include "supervisor.h"
 #include "util.h"
 
@@ -44,7 +45,8 @@ typedef struct {
     mesh_t *mesh;
     routing_t route;    /* requests to the mesh, the planner's gate, the rpc-server's guard */
     route_serve_t rs;   /* answers passive nodes' ROUTE_REQUESTs (active nodes) */
-    passive_t *passive; /* a passive node's check-ins and routing (--client) */
+    passive_t *passive; /* a passive node's check-ins and routing (--client, a standby) */
+    standby_t sb;       /* a node without --model: standing by passively, promotion */
     admission_t adm;    /* admission control, API keys, pins */
     node_dl_t ndl;      /* model downloads (--model REF, the mesh's rule 4) */
     nostr_app_t nostr;  /* public discovery: --publish, --auto, GET /api/discover */
@@ -157,13 +159,17 @@ static bool route_remote(void *data, const char *model, int needs, httpd_req_t *
 {
     node_t *n = data;
     if (node_dl_answer(&n->ndl, model, req)) return true;
-    if (n->passive) return passive_route(n->passive, model, needs, req);
+    if (passive_active(n->passive)) return passive_route(n->passive, model, needs, req);
     return routing_remote(&n->route, model, needs, req);
 }
 
 static bool local_gate(void *data, const char *model, int needs, httpd_req_t *req, bool hop)
 {
     node_t *n = data;
+    /* a passive standby sends a model it has on disk to the mesh's hosts while there are any */
+    const rt_table_t *t = passive_active(n->passive) ? passive_table(n->passive) : NULL;
+    const rt_model_t *m = t ? rt_table_find_model(t, model) : NULL;
+    if (m && m->n_hosts > 0 && !hop) return passive_route(n->passive, model, needs, req);
     return routing_local_gate(&n->route, model, needs, req, hop);
 }
 
@@ -177,7 +183,7 @@ static void list_remote(void *data, json_t *list)
 {
     node_t *n = data;
     node_dl_list_models(&n->ndl, list);
-    if (n->passive)
+    if (passive_active(n->passive))
         passive_list_models(n->passive, list);
     else
         planner_list_models(&n->plan, list);
@@ -187,10 +193,11 @@ static void mgmt_extra(void *data, json_t *st)
 {
     node_t *n = data;
     planner_status(&n->plan, st);
-    if (n->passive)
+    if (passive_active(n->passive))
         passive_status(n->passive, st);
     else
         route_serve_status(&n->rs, st);
+    standby_status(&n->sb, st);
     admission_status(&n->adm, st);
     node_dl_status(&n->ndl, st);
     json_object_set_new(st, "nostr", nostr_app_status(&n->nostr));
@@ -337,8 +344,25 @@ static int enter_mesh(node_t *n, const token_t *joins, size_t n_joins, char *err
     n->ms.on_change = models_changed;
     n->sv.on_change = sv_changed;
     meshstat_set_node(mesh_node_id(n->mesh)); /* X-Mesh-Node on proxied answers */
-    /* without --model, a joining node is given its model by the mesh (allocation) */
-    if (n_joins > 0 && !n->cfg.client && n->plan.n == 0) n->plan.allocating = true;
+    /* without --model, a joining node is given its model by the mesh (allocation); when it
+     * gives nothing, the node stands by passively (standby.h) */
+    if (n_joins > 0 && !n->cfg.client && n->plan.n == 0) {
+        n->plan.allocating = true;
+        const char *names[RT_MAX_REQ_MODELS];
+        size_t nm = 0;
+        for (size_t i = 0; i < n->ms.n && nm < RT_MAX_REQ_MODELS; i++)
+            names[nm++] = n->ms.entries[i].mm->name;
+        passive_opts_t po = {.refresh_ms = refresh_ms,
+                             .vram_bytes = n->vram,
+                             .models = names,
+                             .n_models = nm,
+                             .joins = joins,
+                             .n_joins = n_joins};
+        if (standby_start(&n->sb, n->loop, &n->plan, n->mesh, &po, &n->passive) != 0) {
+            snprintf(err, errlen, "cannot start the standby driver (out of memory)");
+            return -ENOMEM;
+        }
+    }
     planner_start(&n->plan, n->mesh);
     nostr_app_in_mesh(&n->nostr, &n->plan, n->mesh);
     if (n->nostr.pub.started) mesh_announce_changed(n->mesh); /* "nostr_published" */
@@ -442,6 +466,7 @@ static void on_signal(uv_signal_t *s, int signum)
     n->shutting_down = true;
     LOGI("node", "%s received: shutting down", strsignal(signum));
     admission_close(&n->adm);
+    standby_stop(&n->sb);
     planner_stop(&n->plan);
     node_dl_close(&n->ndl);
     passive_stop(n->passive);

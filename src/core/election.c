@@ -43,9 +43,11 @@ static int cmp_id(const void *a, const void *b)
     return strcmp(x->n->id, y->n->id);
 }
 
-/* Larger memory first, then larger id: the host order (and the replica order). */
+/* A node with the model's file first (llama-server runs on the host: it needs the file), then
+ * larger memory, then larger id: the host order (and the replica order). */
 static bool better_host(const cand_t *x, const cand_t *y)
 {
+    if (x->n->no_file != y->n->no_file) return !x->n->no_file;
     if (x->n->vram_bytes != y->n->vram_bytes) return x->n->vram_bytes > y->n->vram_bytes;
     return strcmp(x->n->id, y->n->id) > 0;
 }

@@ -65,6 +65,8 @@ typedef struct {
     int32_t rtt_ms;      /* RTT between this node and the host, ms, < 0 unknown (used when
                           * election_input_t.rtt is NULL; the host's own value is ignored) */
     bool force_split;    /* started with --split */
+    bool no_file;        /* holds no copy of the model's file: a worker, never the host (hosts
+                          * are taken among the nodes with the file first) */
 } election_node_t;
 
 typedef struct {

@@ -152,13 +152,18 @@ void pp_decide_model(const pp_input_t *in, const pp_model_t *m, pp_state_t *st, 
     bool loaded = m->loaded, mesh_args = m->mesh_args;
     /* the group: this node and every live peer that announces itself a member; a node offers
      * each group what is free plus what it holds for this model already */
-    nodes[n++] = (election_node_t){
-        .id = in->id, .vram_bytes = m->offer_bytes, .rtt_ms = 0, .force_split = in->force_split};
+    nodes[n++] = (election_node_t){.id = in->id,
+                                   .vram_bytes = m->offer_bytes,
+                                   .rtt_ms = 0,
+                                   .force_split = in->force_split,
+                                   .no_file = !m->has_file};
     for (size_t i = 0; i < in->n_peers && n < ELECTION_MAX_NODES; i++) {
         const view_node_t *v = &in->peers[i];
+        bool file = false;
         for (size_t k = 0; k < v->n_available; k++) {
             const view_avail_t *a = &v->available[k];
             if (strcmp(a->name, m->name) != 0) continue;
+            file = true;
             if (a->size_bytes > size) size = a->size_bytes;
             if (a->need_bytes > need) need = a->need_bytes;
         }
@@ -169,6 +174,7 @@ void pp_decide_model(const pp_input_t *in, const pp_model_t *m, pp_state_t *st, 
             .vram_bytes = view_offer_for(v, m->name),
             .rtt_ms = in->rtt_ms ? in->rtt_ms[i] : -1,
             .force_split = s->split,
+            .no_file = !file,
         };
     }
     st->planned = true;

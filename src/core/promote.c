@@ -104,6 +104,29 @@ size_t promo_models_from_sums(const demand_sum_t *s, size_t n, promo_model_t *ou
     return k;
 }
 
+size_t promo_models_from_table(const rt_table_t *t, promo_model_t *out, size_t max)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < t->n_models && k < max; i++) {
+        const rt_model_t *m = &t->models[i];
+        uint64_t rate = 0;
+        for (size_t h = 0; h < m->n_hosts; h++)
+            rate += m->hosts[h].load;
+        out[k++] = (promo_model_t){.name = m->name,
+                                   .n_hosts = m->n_hosts,
+                                   .loading = m->status == CATALOG_LOADING,
+                                   .rate = rate,
+                                   .requested = m->requested};
+    }
+    return k;
+}
+
+bool promo_go_passive(const promo_passive_input_t *in)
+{
+    return in->allocating && in->n_requested == 0 && in->n_planned == 0 && in->nothing_for_it &&
+           in->n_ready_peers > 0;
+}
+
 promo_demote_t promo_demote(const promo_demote_input_t *in)
 {
     if (in->pinned || !in->replica || in->busy) return DEMOTE_KEEP;

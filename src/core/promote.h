@@ -37,6 +37,7 @@
 
 #include "catalog.h"
 #include "demand.h"
+#include "route_table.h"
 #include "view.h"
 
 #define PROMO_HOT_PER_MIN 10
@@ -89,6 +90,25 @@ const char *promo_reason_name(promo_reason_t r);
 
 /* The mesh's models from the demand sums (demand_sum over the peers' views). */
 size_t promo_models_from_sums(const demand_sum_t *s, size_t n, promo_model_t *out, size_t max);
+
+/* The mesh's models as a routing table shows them (a passive standby; route_table.h): a model's
+ * hosts are its ready hosts, its rate the sum of their announced loads, loading its status,
+ * requested the table's flag. Names are borrowed from t. */
+size_t promo_models_from_table(const rt_table_t *t, promo_model_t *out, size_t max);
+
+/* Whether a node stands by passively (seed 002: no gossip, routing tables instead): it has no
+ * --model (the mesh chooses) and asks for no model, allocation gave it nothing (or it was
+ * demoted), and some other node serves a model (an active node to check in with; in a mesh
+ * where nothing is served every node stays a gossip member). */
+typedef struct {
+    bool allocating;      /* no --model */
+    size_t n_requested;   /* models it asks for (--model NAME without a file) */
+    size_t n_planned;     /* models it serves, hosts or works for */
+    bool nothing_for_it;  /* allocation found nothing for it, or it was demoted */
+    size_t n_ready_peers; /* live peers with a server that answers */
+} promo_passive_input_t;
+
+bool promo_go_passive(const promo_passive_input_t *in);
 
 typedef struct {
     const char *id; /* a ready host of the model other than this node */

@@ -167,6 +167,25 @@ bool rt_model_add_host(rt_model_t *m, size_t node, uint32_t load)
     return true;
 }
 
+bool rt_model_set_slots(rt_model_t *m, size_t node, uint32_t slots)
+{
+    if (slots > RT_MAX_SLOTS) return false;
+    for (size_t i = 0; i < m->n_hosts; i++)
+        if (m->hosts[i].node == node) {
+            m->hosts[i].slots = (uint16_t)slots;
+            return true;
+        }
+    return false;
+}
+
+uint32_t rt_host_slots(const rt_model_t *m, size_t node)
+{
+    for (size_t i = 0; i < m->n_hosts; i++)
+        if (m->hosts[i].node == node)
+            return m->hosts[i].slots ? m->hosts[i].slots : RT_DEFAULT_SLOTS;
+    return RT_DEFAULT_SLOTS;
+}
+
 /* ---- table: frames ---- */
 
 json_t *rt_table_encode(const rt_table_t *t)
@@ -186,13 +205,17 @@ json_t *rt_table_encode(const rt_table_t *t)
         const rt_model_t *m = &t->models[i];
         json_t *hosts = json_array();
         for (size_t k = 0; hosts && k < m->n_hosts; k++)
-            if (m->hosts[k].node < t->n_nodes)
-                json_array_append_new(hosts,
-                                      json_pack("{s:s,s:I}", "id", t->nodes[m->hosts[k].node].id,
-                                                "load", (json_int_t)m->hosts[k].load));
+            if (m->hosts[k].node < t->n_nodes) {
+                json_t *h = json_pack("{s:s,s:I}", "id", t->nodes[m->hosts[k].node].id, "load",
+                                      (json_int_t)m->hosts[k].load);
+                if (h && m->hosts[k].slots)
+                    json_object_set_new(h, "slots", json_integer(m->hosts[k].slots));
+                json_array_append_new(hosts, h);
+            }
         json_t *o = json_pack("{s:s,s:s,s:o*}", "name", m->name, "status", STATUS[m->status],
                               "hosts", hosts);
         if (o && m->has_type) json_object_set_new(o, "type", json_string(mm_type_name(m->type)));
+        if (o && m->requested) json_object_set_new(o, "requested", json_true());
         if (!o || json_array_append_new(models, o)) goto fail;
     }
     return json_pack("{s:i,s:s,s:s,s:I,s:o,s:o}", "v", 1, "type", "route_table", "mesh_id",
@@ -254,6 +277,9 @@ static void decode_models(const json_t *arr, rt_table_t *t)
             m->has_type = rt_type_of(json_string_value(type), &m->type);
             if (!m->has_type) t->rejected++;
         }
+        json_t *rq = json_object_get(v, "requested");
+        if (rq && !json_is_boolean(rq)) t->rejected++;
+        m->requested = json_is_true(rq);
         json_t *hosts = json_object_get(v, "hosts");
         if (hosts && !json_is_array(hosts)) t->rejected++;
         size_t j;
@@ -262,7 +288,12 @@ static void decode_models(const json_t *arr, rt_table_t *t)
         {
             int k = rt_table_find_node(t, json_string_value(json_object_get(h, "id")));
             uint64_t load = json_is_object(h) ? get_u64(h, "load", 0, &t->rejected) : 0;
-            if (k < 0 || load > UINT32_MAX || !rt_model_add_host(m, (size_t)k, (uint32_t)load))
+            uint64_t slots = json_is_object(h) ? get_u64(h, "slots", 0, &t->rejected) : 0;
+            if (k < 0 || load > UINT32_MAX || !rt_model_add_host(m, (size_t)k, (uint32_t)load)) {
+                t->rejected++;
+                continue;
+            }
+            if (slots > RT_MAX_SLOTS || !rt_model_set_slots(m, (size_t)k, (uint32_t)slots))
                 t->rejected++;
         }
     }
@@ -336,6 +367,20 @@ size_t rt_pick_hosts(const rt_table_t *t, const rt_model_t *m, const char *self_
     for (size_t k = 0; k < n_later && out < max; k++)
         order[out++] = later[k];
     return out;
+}
+
+size_t rt_spill(const rt_model_t *m, size_t *order, size_t n, const uint32_t *inflight)
+{
+    size_t best = 0;
+    for (size_t k = 1; k < n; k++) /* fewer in flight per slot (cross-multiplied); ties: earlier */
+        if ((uint64_t)inflight[k] * rt_host_slots(m, order[best]) <
+            (uint64_t)inflight[best] * rt_host_slots(m, order[k]))
+            best = k;
+    if (best == 0) return 0;
+    size_t chosen = order[best];
+    memmove(order + 1, order, best * sizeof *order);
+    order[0] = chosen;
+    return best;
 }
 
 size_t rt_checkin_order(const rt_table_t *t, const char *self_id, size_t *order, size_t max)

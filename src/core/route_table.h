@@ -12,12 +12,13 @@
  *   answer   {"v":1,"type":"route_table","mesh_id":M,"refresh_ms":N,
  *             "nodes":[{"id":ID,"addrs":["host:port"…],"vram_bytes":N}…],   (active nodes)
  *             "models":[{"name":NAME,"status":"ready"|"loading"|"unloaded"|"needs_capacity",
- *                        "type":"llm"|"embedding"|"reranking",
- *                        "hosts":[{"id":ID,"load":N}…]}…]}
+ *                        "type":"llm"|"embedding"|"reranking","requested":true,
+ *                        "hosts":[{"id":ID,"load":N,"slots":N}…]}…]}
  *
  * `nodes` are the active nodes to check in with (and to dial: hosts are listed there too);
  * `models` is the mesh catalog with each model's status; a model's `hosts` are the nodes whose
- * llama-server for it answers, with their load (requests per minute they announce).
+ * llama-server for it answers, with their load (requests per minute they announce) and their
+ * server's parallel slots (optional).
  *
  * Validation (never trust the sender): the request's id must be the authenticated peer's
  * (-EPERM); ids are 64 lowercase hex, names catalog_name_valid, addresses 1..RT_ADDR_MAX-1
@@ -51,6 +52,8 @@
 #define RT_MAX_REQ_MODELS 64 /* a standby's models on disk */
 #define RT_MESH_ID_MAX 65    /* bytes including the NUL */
 #define RT_REFRESH_MS 30000  /* MESH_LLM_ROUTE_REFRESH_MS default */
+#define RT_MAX_SLOTS 4096    /* a host's parallel slots */
+#define RT_DEFAULT_SLOTS 4   /* a host that does not say (llama-server's -np auto) */
 
 typedef enum { RT_ROLE_CLIENT = 0, RT_ROLE_STANDBY } rt_role_t;
 
@@ -71,8 +74,9 @@ typedef struct {
 } rt_node_t;
 
 typedef struct {
-    uint16_t node; /* index into rt_table_t.nodes */
-    uint32_t load; /* requests per minute it announces (0 unknown) */
+    uint16_t node;  /* index into rt_table_t.nodes */
+    uint16_t slots; /* its server's parallel slots (0 unknown: RT_DEFAULT_SLOTS) */
+    uint32_t load;  /* requests per minute it announces (0 unknown) */
 } rt_host_t;
 
 typedef struct {
@@ -80,6 +84,7 @@ typedef struct {
     catalog_status_t status;
     mm_type_t type;
     bool has_type;
+    bool requested; /* some node asks for it (a standby's promotion reads it) */
     rt_host_t hosts[RT_MAX_HOSTS];
     size_t n_hosts;
 } rt_model_t;
@@ -114,6 +119,8 @@ int rt_table_add_node(rt_table_t *t, const char *id, uint64_t vram_bytes);
 bool rt_node_add_addr(rt_node_t *n, const char *addr);
 rt_model_t *rt_table_add_model(rt_table_t *t, const char *name, catalog_status_t st);
 bool rt_model_add_host(rt_model_t *m, size_t node, uint32_t load);
+/* The slots of host `node` of m (after add_host); false when it is not a host or out of range. */
+bool rt_model_set_slots(rt_model_t *m, size_t node, uint32_t slots);
 int rt_table_find_node(const rt_table_t *t, const char *id);
 const rt_model_t *rt_table_find_model(const rt_table_t *t, const char *name);
 
@@ -123,6 +130,17 @@ const rt_model_t *rt_table_find_model(const rt_table_t *t, const char *name);
 size_t rt_pick_hosts(const rt_table_t *t, const rt_model_t *m, const char *self_id,
                      const char *sticky, bool (*skip)(void *data, const char *id), void *data,
                      size_t *order, size_t max);
+/* Spill-over of a request without a stickiness key (a passive node's own load balance): order
+ * (n hosts, from rt_pick_hosts, without the ones that just failed) starts with the hashed host;
+ * the host with the fewest of this node's requests in flight per slot goes first (inflight[k]
+ * for order[k]; the earlier of equals, so the hashed host whenever it is as free as any — with
+ * nothing in flight, always), the others keeping their order. A host at its slot count thus
+ * always spills to one with a free slot, and a node's concurrent requests spread over the
+ * hosts' slots. Returns the index in order that went first. */
+size_t rt_spill(const rt_model_t *m, size_t *order, size_t n, const uint32_t *inflight);
+/* A host's slots (RT_DEFAULT_SLOTS when the table does not say). */
+uint32_t rt_host_slots(const rt_model_t *m, size_t node);
+
 /* Active nodes to check in with, best first (node indexes); at most max. */
 size_t rt_checkin_order(const rt_table_t *t, const char *self_id, size_t *order, size_t max);
 /* Rendezvous score of node for self (the check-in order sorts by it, descending). */

@@ -306,6 +306,9 @@ static int decode_serving(view_node_t *n, const json_t *ann)
         s->split = get_bool(v, "split", rej);
         s->pinned = get_bool(v, "pinned", rej);
         s->bytes = get_u64(v, "bytes", rej);
+        uint64_t slots = get_u64(v, "slots", rej);
+        if (slots > VIEW_MAX_SLOTS) (*rej)++;
+        s->slots = slots <= VIEW_MAX_SLOTS ? (uint32_t)slots : 0;
         json_t *plan = json_object_get(v, "plan");
         if (plan) decode_plan(n, s, plan);
         json_t *pr = json_object_get(v, "plan_ready");
@@ -482,6 +485,7 @@ static json_t *encode_serving(const view_serving_t *s)
     if (s->plan) json_object_set_new(o, "plan", encode_plan(s->plan));
     if (s->plan_ready[0]) json_object_set_new(o, "plan_ready", json_string(s->plan_ready));
     if (s->pinned) json_object_set_new(o, "pinned", json_true());
+    if (s->slots) json_object_set_new(o, "slots", json_integer((json_int_t)s->slots));
     return o;
 }
 
@@ -649,7 +653,8 @@ bool view_serving_equal(const view_node_t *a, const view_node_t *b)
         if (strcmp(x->model, y->model) != 0 || x->member != y->member || x->role != y->role ||
             x->state != y->state || x->http_ready != y->http_ready || x->is_host != y->is_host ||
             x->split != y->split || x->pinned != y->pinned || x->bytes != y->bytes ||
-            strcmp(x->plan_ready, y->plan_ready) != 0 || !plan_equal(x->plan, y->plan))
+            x->slots != y->slots || strcmp(x->plan_ready, y->plan_ready) != 0 ||
+            !plan_equal(x->plan, y->plan))
             return false;
     }
     return true;

@@ -97,6 +97,8 @@ typedef struct {
     uint64_t last_unix; /* last_request: unix seconds (0 absent) */
 } view_demand_t;
 
+#define VIEW_MAX_SLOTS 4096
+
 typedef struct {
     char model[CATALOG_NAME_MAX];
     char ref[VIEW_REF_MAX]; /* a remote model reference (model_ref.h) */
@@ -116,6 +118,7 @@ typedef struct {
     bool http_ready, is_host, split;
     bool pinned;                       /* --model on that node: never unloaded for idleness */
     uint64_t bytes;                    /* memory the node holds for the model */
+    uint32_t slots;                    /* its server's parallel slots (0 unknown; ≤ 4096) */
     const view_plan_t *plan;           /* a split host's plan (in the node's plans), or NULL */
     char plan_ready[VIEW_PLAN_ID_MAX]; /* a worker: ready for this plan id ("" none) */
 } view_serving_t;

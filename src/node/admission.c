@@ -17,7 +17,7 @@
 #include "util.h"
 
 #define KEYS_FILE_MAX 65536
-#define DEFAULT_PARALLEL 4 /* llama-server's -np -1 (auto) */
+#define DEFAULT_PARALLEL ADMISSION_DEFAULT_PARALLEL
 #define REMOTE_NAME "(routed to the mesh)"
 #define HELD_POLL_MS 100 /* a model held for a switch: look again this soon */
 

@@ -74,6 +74,7 @@ void admission_status(admission_t *ad, json_t *st);
 /* llama-server's parallel slots in args (-np N, --parallel N, --parallel=N); def when absent
  * or not positive (auto). */
 unsigned admission_parallel_of(const char *args, unsigned def);
+#define ADMISSION_DEFAULT_PARALLEL 4 /* llama-server's -np -1 (auto) */
 
 /* Parse a keys file (JSON or lines, README) into a; digests of the secrets go to digests
  * (by key index). Returns 0 or -EINVAL with err. */

@@ -58,6 +58,17 @@ void mesh_queue_drop(mpeer_t *p)
     p->nq = 0;
 }
 
+void mesh_peer_forget(mesh_t *m, mpeer_t *p)
+{
+    if (p->nq || p->dials || p->n_addrs || (m->g && gossip_find(m->g, p->id))) return;
+    for (mpeer_t **pp = &m->peers; *pp; pp = &(*pp)->next)
+        if (*pp == p) {
+            *pp = p->next;
+            free(p);
+            return;
+        }
+}
+
 static void gossip_timer_cb(uv_timer_t *t);
 
 static void gossip_arm(mesh_t *m)
@@ -655,6 +666,11 @@ json_t *mesh_status(mesh_t *m)
     json_object_set_new(json_object_get(out, "node"), "passive", json_boolean(m->passive));
     json_object_set_new(json_object_get(out, "stats"), "route_requests",
                         json_integer((json_int_t)m->route_in));
+    size_t entries = 0; /* per-peer state held (gossip members, dial targets, open passives) */
+    for (mpeer_t *p = m->peers; p; p = p->next)
+        entries++;
+    json_object_set_new(json_object_get(out, "stats"), "peer_entries",
+                        json_integer((json_int_t)entries));
     gossip_trust_stats(json_object_get(out, "stats"), gs);
     return out;
 }

@@ -92,6 +92,9 @@ uint64_t mesh_now(mesh_t *m);
 uint64_t mesh_random(void);
 mpeer_t *mesh_peer_get(mesh_t *m, const char *id, bool create);
 void mesh_queue_drop(mpeer_t *p);
+/* Free the entry of a peer that is no gossip member and holds nothing (no queued message, no
+ * dial, no address to dial it at): a passive node whose connection closed. */
+void mesh_peer_forget(mesh_t *m, mpeer_t *p);
 void mesh_flush_queue(mesh_t *m, mpeer_t *p);
 void mesh_gossip_arm(mesh_t *m);
 /* A gossip state machine for this node at `incarnation`, with its current announcement. */

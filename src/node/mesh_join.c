@@ -371,4 +371,7 @@ void mesh_on_conn_closed(tp_endpoint_t *ep, tp_conn_t *c, bool was_ready, int er
         p->lost = true;
         mesh_dial(m, p);
     }
+    /* an admitted passive node (client, standby) is no gossip member: its entry goes with its
+     * connection, so thousands of check-ins leave nothing behind */
+    if (p && !gp && !tp_find(ep, id)) mesh_peer_forget(m, p);
 }

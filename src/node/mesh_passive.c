@@ -6,7 +6,7 @@
  * It dials peers only for ROUTE_REQUEST and tunnels, at the addresses its routing table gives
  * (mesh_set_peer_addrs).
  *
- * Promotion (mesh_go_active) joins gossip through the --join tokens like a node starting
+ * A standby (standby.h) switches between the two. Promotion (mesh_go_active) joins gossip through the --join tokens like a node starting
  * active. Demotion (mesh_go_passive) sends the signed "leaving" (peers drop the node at once,
  * no probe) and starts a fresh gossip state machine at a higher incarnation, so a later
  * promotion is accepted at once (a higher incarnation supersedes the "left" record). */

@@ -16,6 +16,7 @@
 #define PV_POLL_MS 50 /* while a dial or a request waits */
 #define PV_MAX_CAND (RT_MAX_NODES + MESH_MAX_JOIN)
 #define PV_MAX_BAD 32
+#define PV_GONE_ROUNDS 3 /* rounds in a row without an answer: every active node is gone */
 
 typedef struct {
     char id[ID_HEX_LEN + 1];
@@ -33,6 +34,7 @@ typedef struct pv_req {
     char key[256];
     bool has_key;
     unsigned tries;         /* hosts tried */
+    bool spilled;           /* the last step sent it past its hashed host (rt_spill) */
     uint64_t dial_deadline; /* waiting for the connection to the current host */
     uint64_t deadline;      /* waiting for a table */
     struct pv_req *next;
@@ -65,11 +67,12 @@ struct passive {
     } bad[PV_MAX_BAD];
     struct {
         char id[ID_HEX_LEN + 1];
-        uint64_t n;
+        uint64_t n;        /* requests forwarded to it */
+        uint32_t inflight; /* of those, not finished yet (spill-over) */
     } fwd[RT_MAX_NODES];
     size_t n_fwd;
-    uint64_t checkins, failures, retries;
-    bool stopping;
+    uint64_t checkins, failures, retries, spilled;
+    bool stopping, paused;
 };
 
 struct ck {
@@ -80,6 +83,7 @@ struct ck {
 
 static void poll_cb(uv_timer_t *t);
 static void round_cb(uv_timer_t *t);
+static void abandon_checkin(passive_t *p);
 
 static uint64_t now_ms(passive_t *p)
 {
@@ -88,7 +92,7 @@ static uint64_t now_ms(passive_t *p)
 
 static void kick(passive_t *p, uint64_t ms)
 {
-    if (!p->stopping) uv_timer_start(&p->poll, poll_cb, ms, 0);
+    if (!p->stopping && !p->paused) uv_timer_start(&p->poll, poll_cb, ms, 0);
 }
 
 /* ---- bad hosts (skipped until the next table) ---- */
@@ -156,6 +160,7 @@ static void round_failed(passive_t *p)
         LOGW("passive", "no active node answered a route request (%zu tried); again in %.1f s",
              p->n_cand, (double)d / 1000);
     uv_timer_start(&p->timer, round_cb, d, 0);
+    if (p->failed_rounds >= PV_GONE_ROUNDS && p->o.on_table) p->o.on_table(p->o.data, NULL);
 }
 
 static void ck_data(tp_stream_t *s, const uint8_t *b, size_t n)
@@ -297,7 +302,7 @@ static void try_next(passive_t *p)
 static void round_cb(uv_timer_t *t)
 {
     passive_t *p = t->data;
-    if (p->stopping || p->state != PV_IDLE) return;
+    if (p->stopping || p->paused || p->state != PV_IDLE) return;
     p->n_cand = p->i_cand = 0;
     if (p->have_table) {
         size_t order[RT_MAX_NODES];
@@ -362,16 +367,76 @@ static void finish(pv_req_t *r, int status, const char *type, const char *code, 
     free(r);
 }
 
-static void count_forward(passive_t *p, const char *id)
+/* ---- forwarded requests: counts and this node's requests in flight per host ---- */
+
+typedef struct {
+    passive_t *p;
+    size_t slot; /* index in p->fwd */
+    void (*prev)(httpd_req_t *req);
+    void *prev_data;
+} pv_flight_t;
+
+static int fwd_slot(passive_t *p, const char *id, bool add)
 {
     for (size_t i = 0; i < p->n_fwd; i++)
-        if (strcmp(p->fwd[i].id, id) == 0) {
-            p->fwd[i].n++;
-            return;
-        }
-    if (p->n_fwd == RT_MAX_NODES) return;
+        if (strcmp(p->fwd[i].id, id) == 0) return (int)i;
+    if (!add || p->n_fwd == RT_MAX_NODES) return -1;
     snprintf(p->fwd[p->n_fwd].id, sizeof p->fwd[0].id, "%s", id);
-    p->fwd[p->n_fwd++].n = 1;
+    p->fwd[p->n_fwd].n = 0;
+    p->fwd[p->n_fwd].inflight = 0;
+    return (int)p->n_fwd++;
+}
+
+static uint32_t inflight_at(passive_t *p, const char *id)
+{
+    int k = fwd_slot(p, id, false);
+    return k < 0 ? 0 : p->fwd[k].inflight;
+}
+
+/* The request's life ended (answered, failed, client gone): one fewer in flight there; then
+ * whoever watched it before (admission control) is told. */
+static void flight_done(httpd_req_t *req)
+{
+    pv_flight_t *f = req->finish_data;
+    if (f->p->fwd[f->slot].inflight > 0) f->p->fwd[f->slot].inflight--;
+    req->on_finish = f->prev;
+    req->finish_data = f->prev_data;
+    free(f);
+    if (req->on_finish) {
+        void (*fn)(httpd_req_t *) = req->on_finish;
+        req->on_finish = NULL;
+        fn(req);
+    }
+}
+
+/* Counted in flight at host id from now on (before it is handed over: a forward may end it). */
+static void track(passive_t *p, httpd_req_t *req, const char *id)
+{
+    int k = fwd_slot(p, id, true);
+    pv_flight_t *f = k < 0 ? NULL : calloc(1, sizeof *f);
+    if (!f) return; /* not counted in flight: the spill-over sees one request fewer */
+    *f = (pv_flight_t){
+        .p = p, .slot = (size_t)k, .prev = req->on_finish, .prev_data = req->finish_data};
+    req->on_finish = flight_done;
+    req->finish_data = f;
+    p->fwd[k].inflight++;
+}
+
+/* Not handed over after all (or its host failed before answering): no longer in flight there. */
+static void untrack(httpd_req_t *req)
+{
+    if (req->on_finish != flight_done) return;
+    pv_flight_t *f = req->finish_data;
+    if (f->p->fwd[f->slot].inflight > 0) f->p->fwd[f->slot].inflight--;
+    req->on_finish = f->prev;
+    req->finish_data = f->prev_data;
+    free(f);
+}
+
+static void count_forward(passive_t *p, const char *id)
+{
+    int k = fwd_slot(p, id, true);
+    if (k >= 0) p->fwd[k].n++;
 }
 
 static void forward_failed(httpd_req_t *req, void *data, const char *why);
@@ -382,6 +447,11 @@ static bool step(passive_t *p, pv_req_t *r)
     uint64_t now = now_ms(p);
     if (p->stopping) {
         finish(r, 503, "unavailable", "shutting_down", "this node is shutting down");
+        return true;
+    }
+    if (p->paused) {
+        finish(r, 503, "unavailable", "model_replanned",
+               "this node joined the mesh's gossip while the request waited; retry");
         return true;
     }
     if (!p->have_table) {
@@ -421,6 +491,18 @@ static bool step(passive_t *p, pv_req_t *r)
                "its hosts cannot be reached right now; retry shortly");
         return true;
     }
+    /* without a stickiness key: the host with the fewest of this node's requests in flight per
+     * slot, the hashed one among equals (rt_spill; hosts that just failed are no candidates) */
+    r->spilled = false;
+    if (!r->has_key && r->tries == 0) {
+        uint32_t inflight[RT_MAX_HOSTS];
+        size_t good = 0;
+        while (good < n && !is_bad(p, p->table->nodes[order[good]].id)) {
+            inflight[good] = inflight_at(p, p->table->nodes[order[good]].id);
+            good++;
+        }
+        r->spilled = rt_spill(m, order, good, inflight) > 0; /* counted when forwarded */
+    }
     /* the current candidate: hosts that failed went last, so index by tries among the rest */
     const rt_node_t *host = &p->table->nodes[order[0]];
     set_node_addrs(p, host);
@@ -448,15 +530,19 @@ static bool step(passive_t *p, pv_req_t *r)
         snprintf(hosts[nh].id, sizeof hosts[nh].id, "%s", h->id);
         hosts[nh++].ready = m->status == CATALOG_READY;
     }
-    if (relay_start(p->mesh, r->model, r->req, hosts, nh) == 0) {
-        count_forward(p, host->id);
+    httpd_req_t *req = r->req;
+    track(p, req, host->id);
+    count_forward(p, host->id);
+    if (r->spilled) p->spilled++;
+    if (relay_start(p->mesh, r->model, req, hosts, nh) == 0) {
         free(r);
         return true;
     }
-    if (tunnel_http_forward(c, r->model, r->req, forward_failed, r) == 0) {
-        count_forward(p, host->id);
-        return true;
-    }
+    if (tunnel_http_forward(c, r->model, req, forward_failed, r) == 0) return true;
+    if (r->spilled) p->spilled--;
+    untrack(req);
+    int k = fwd_slot(p, host->id, false);
+    if (k >= 0 && p->fwd[k].n > 0) p->fwd[k].n--;
     mark_bad(p, host->id);
     r->tries++;
     park(p, r);
@@ -467,6 +553,7 @@ static void forward_failed(httpd_req_t *req, void *data, const char *why)
 {
     pv_req_t *r = data;
     passive_t *p = r->p;
+    untrack(req);
     if (p->stopping) {
         finish(r, 503, "unavailable", "shutting_down", "this node is shutting down");
         return;
@@ -520,7 +607,7 @@ bool passive_route(passive_t *p, const char *model, int needs, httpd_req_t *req)
 static void poll_cb(uv_timer_t *t)
 {
     passive_t *p = t->data;
-    if (p->stopping) return;
+    if (p->stopping || p->paused) return;
     uint64_t now = now_ms(p);
     if (p->state == PV_DIALING || p->state == PV_ASKING) {
         pv_cand_t *c = &p->cand[p->i_cand];
@@ -584,9 +671,13 @@ int passive_start(passive_t **out, uv_loop_t *loop, mesh_t *mesh, const passive_
     uv_timer_init(loop, &p->timer);
     uv_timer_init(loop, &p->poll);
     p->timer.data = p->poll.data = p;
-    LOGI("passive", "passive %s node: no gossip; routing table every %.1f s from an active node",
-         rt_role_name(o->role), (double)p->o.refresh_ms / 1000);
-    uv_timer_start(&p->timer, round_cb, 0, 0);
+    p->paused = o->paused;
+    if (!p->paused) {
+        LOGI("passive",
+             "passive %s node: no gossip; routing table every %.1f s from an active node",
+             rt_role_name(o->role), (double)p->o.refresh_ms / 1000);
+        uv_timer_start(&p->timer, round_cb, 0, 0);
+    }
     *out = p;
     return 0;
 }
@@ -597,13 +688,44 @@ void passive_stop(passive_t *p)
 {
     if (!p || p->stopping) return;
     p->stopping = true;
+    abandon_checkin(p);
+    while (p->pending)
+        step(p, p->pending); /* answers 503 */
+    if (p->joins) sodium_memzero(p->joins, sizeof *p->joins * p->o.n_joins);
+}
+
+static void abandon_checkin(passive_t *p)
+{
     uv_timer_stop(&p->timer);
     uv_timer_stop(&p->poll);
     if (p->ck) p->ck->p = NULL;
     p->ck = NULL;
+    p->state = PV_IDLE;
+}
+
+void passive_pause(passive_t *p)
+{
+    if (!p || p->stopping || p->paused) return;
+    p->paused = true;
+    abandon_checkin(p);
     while (p->pending)
         step(p, p->pending); /* answers 503 */
-    if (p->joins) sodium_memzero(p->joins, sizeof *p->joins * p->o.n_joins);
+}
+
+void passive_resume(passive_t *p)
+{
+    if (!p || p->stopping || !p->paused) return;
+    p->paused = false;
+    p->failed_rounds = 0;
+    memset(p->bad, 0, sizeof p->bad);
+    LOGI("passive", "passive %s node again: routing tables every %.1f s", rt_role_name(p->o.role),
+         (double)p->o.refresh_ms / 1000);
+    uv_timer_start(&p->timer, round_cb, 0, 0);
+}
+
+bool passive_active(const passive_t *p)
+{
+    return p && !p->stopping && !p->paused;
 }
 
 const rt_table_t *passive_table(const passive_t *p)
@@ -638,6 +760,10 @@ void passive_status(passive_t *p, json_t *st)
     json_t *fwd = json_object();
     for (size_t i = 0; fwd && i < p->n_fwd; i++)
         json_object_set_new(fwd, p->fwd[i].id, json_integer((json_int_t)p->fwd[i].n));
+    json_t *inflight = json_object();
+    for (size_t i = 0; inflight && i < p->n_fwd; i++)
+        if (p->fwd[i].inflight)
+            json_object_set_new(inflight, p->fwd[i].id, json_integer(p->fwd[i].inflight));
     json_t *o = json_pack("{s:s,s:s?,s:I,s:I,s:I,s:I,s:I,s:I,s:o}", "role", rt_role_name(p->o.role),
                           "checkin", p->have_table ? p->checkin : NULL, "refresh_ms",
                           (json_int_t)p->o.refresh_ms, "table_age_ms",
@@ -645,7 +771,13 @@ void passive_status(passive_t *p, json_t *st)
                           (json_int_t)(p->have_table ? p->table->n_nodes : 0), "checkins",
                           (json_int_t)p->checkins, "failed_rounds", (json_int_t)p->failures,
                           "retries", (json_int_t)p->retries, "forwarded", fwd);
-    if (o) json_object_set_new(st, "route", o);
+    if (o) {
+        json_object_set_new(o, "spilled", json_integer((json_int_t)p->spilled));
+        json_object_set_new(o, "in_flight", inflight);
+        json_object_set_new(st, "route", o);
+    } else {
+        json_decref(inflight);
+    }
     if (!p->have_table) return;
     json_t *cat = json_array(); /* the mesh's catalog, as the table says */
     for (size_t i = 0; cat && i < p->table->n_models; i++) {

@@ -1,5 +1,6 @@
-/* passive — the driver of a passive node (seed 002): `--client` (and, once promotion is wired,
- * a standby GPU). Its mesh runs in passive mode (mesh.h): no gossip. Instead:
+/* passive — the driver of a passive node (seed 002): `--client`, and a standby GPU while it
+ * stands by (standby.h; paused while it is a gossip member). Its mesh runs in passive mode
+ * (mesh.h): no gossip. Instead:
  *
  * Check-in. Every refresh period (MESH_LLM_ROUTE_REFRESH_MS, default 30 s) it asks one active
  * node for the routing table (ROUTE_REQUEST, core/route_table.h): the first answering node of
@@ -11,7 +12,9 @@
  * jittered backoff below the refresh period.
  *
  * Requests. A request for a model of the table goes through a TUNNEL_HTTP stream to a host
- * picked by rt_pick_hosts (the request's "user"/"session_id", else hash(own id + model)); the
+ * picked by rt_pick_hosts (the request's "user"/"session_id", else hash(own id + model); a
+ * request without a key spills to the host with the fewest of this node's requests in flight
+ * per slot, rt_spill — counted until the request's life ends, httpd on_finish, chained); the
  * tunnel is on a connection this node dials to the host itself (addresses from the table). A
  * host that fails before the first response byte (or cannot be dialled within the attempt
  * bound) is skipped until the next table and the request retried on the next host (at most
@@ -43,9 +46,11 @@ typedef struct {
     size_t n_models;
     const token_t *joins; /* --join tokens: the last check-in candidates (copied) */
     size_t n_joins;
-    /* A new table arrived (promotion decisions read it); may be NULL. */
+    /* A new table arrived (promotion decisions read it), or t NULL: PV_GONE_ROUNDS rounds in a
+     * row found no active node answering (every active node is gone). May be NULL. */
     void (*on_table)(void *data, const rt_table_t *t);
     void *data;
+    bool paused; /* start paused (a standby that is still a gossip member) */
 } passive_opts_t;
 
 int passive_start(passive_t **out, uv_loop_t *loop, mesh_t *mesh, const passive_opts_t *o);
@@ -60,6 +65,12 @@ bool passive_route(passive_t *p, const char *model, int needs, httpd_req_t *req)
 void passive_list_models(passive_t *p, json_t *list);
 /* Adds "route": {role, checkin, table_age_ms, checkins, failures, forwarded {host: n}}. */
 void passive_status(passive_t *p, json_t *st);
+/* A standby (standby.h) pauses the driver while it is a gossip member and resumes it when it
+ * stands by again: paused, it neither checks in nor routes (waiting requests are answered 503);
+ * resumed, it checks in at once (the last table, kept, gives the order). active: not paused. */
+void passive_pause(passive_t *p);
+void passive_resume(passive_t *p);
+bool passive_active(const passive_t *p);
 /* The last table (NULL before the first). */
 const rt_table_t *passive_table(const passive_t *p);
 

@@ -114,14 +114,12 @@ static void wake_parked(planner_t *pl, bool all_out)
 /* Some live peer serves the model and is ready. */
 static bool ready_elsewhere(planner_t *pl, const char *model)
 {
-    peers_t P;
-    if (peers_get(pl, &P) != 0) return false;
+    const peers_t *P = peers_cached(pl);
     bool yes = false;
-    for (size_t i = 0; i < P.n && !yes; i++) {
-        const view_serving_t *s = view_serving(&P.v[i], model);
+    for (size_t i = 0; P && i < P->n && !yes; i++) {
+        const view_serving_t *s = view_serving(&P->v[i], model);
         yes = s && s->http_ready;
     }
-    peers_free(&P);
     return yes;
 }
 
@@ -152,7 +150,7 @@ bool planner_rpc_allowed(planner_t *pl, const char *peer_id, const char *model)
 
 static void allocate(planner_t *pl, const peers_t *P)
 {
-    if (!pl->allocating || pl->n > 0 || !pl->mesh) return;
+    if (!pl->allocating || pl->n > 0 || !pl->mesh || pl->passive) return;
     if (pl->standby) { /* demoted: only promotion gives it a model again */
         pd_promote(pl, P);
         return;
@@ -184,6 +182,8 @@ static void allocate(planner_t *pl, const peers_t *P)
     pp_alloc_result_t res;
     pp_allocate(&in, &pl->alloc, now_ms(pl), &res);
     free(disk);
+    pl->alloc_none = res.kind == PP_ALLOC_NONE;
+    pl->alloc_settling = res.kind == PP_ALLOC_LATER && P->n > 0; /* the tick comes back */
     if (res.kind == PP_ALLOC_NONE && res.changed)
         LOGI("planner", "nothing in the mesh needs this node's models or memory now: "
                         "standing by as a worker");
@@ -496,6 +496,7 @@ static void plan_models(planner_t *pl, const peers_t *P)
 
 static void replan(planner_t *pl)
 {
+    planner_peers_changed(pl);
     if (pl->stopping) return;
     peers_t P;
     if (peers_get(pl, &P) != 0) return;
@@ -517,6 +518,7 @@ static void replan(planner_t *pl)
     } else {
         view_node_free(&now);
     }
+    if (pl->on_replanned) pl->on_replanned(pl->hook_data);
 }
 
 static void on_kick(uv_timer_t *t)
@@ -528,11 +530,16 @@ static void on_tick(uv_timer_t *t)
 {
     planner_t *pl = t->data;
     pd_tick(pl);
-    if (pl->waiting || (pl->allocating && pl->n == 0)) replan(pl);
+    /* a node without a model re-decides on changes (peers, children, models: planner_kick),
+     * on this tick only while allocation waits for the mesh to settle; a passive standby
+     * decides on its routing tables (standby.h) */
+    if (pl->waiting || (pl->allocating && pl->n == 0 && !pl->passive && pl->alloc_settling))
+        replan(pl);
 }
 
 void planner_kick(planner_t *pl)
 {
+    planner_peers_changed(pl); /* whatever changed, routing decodes the peers anew */
     if (pl->stopping || !pl->timer_open) return;
     if (!uv_is_active((uv_handle_t *)&pl->timer))
         uv_timer_start(&pl->timer, on_kick, KICK_DELAY_MS, 0);
@@ -618,5 +625,6 @@ void planner_stop(planner_t *pl)
     }
     view_node_free(&pl->last_self);
     pl->last_self_valid = false;
+    planner_peers_changed(pl);
     pl->mesh = NULL;
 }

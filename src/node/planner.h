@@ -36,6 +36,7 @@
 #include "node_dl.h"
 #include "plan_policy.h"
 #include "promote.h"
+#include "route_table.h"
 #include "router.h"
 #include "supervisor.h"
 #include "view.h"
@@ -94,7 +95,16 @@ struct planner {
     bool stopping;
     /* demand, promotion, idle unload (planner_demand.c) */
     promo_state_t promo;
-    bool standby; /* demoted: only the promotion rules give it a model again */
+    bool standby;        /* demoted: only the promotion rules give it a model again */
+    bool alloc_none;     /* the last allocation found nothing for this node */
+    bool alloc_settling; /* it waits for the mesh to settle (PP_ALLOC_SETTLE_MS) */
+    bool passive;        /* standing by passively (standby.h): no gossip, so no allocation */
+    /* The live peers decoded once per change for routing (planner_view.c: a peers_t, owned);
+     * dropped on every change (planner_peers_changed, planner_kick, a re-plan). */
+    void *route_peers;
+    /* Called after every re-plan (the standby driver looks whether to stand by passively). */
+    void (*on_replanned)(void *data);
+    void *hook_data;
     uint64_t serving_since_ms, last_demote_check_ms;
     uint64_t idle_ms, min_serve_ms;
     uint64_t promotions, demotions;
@@ -133,6 +143,17 @@ bool planner_requested(const planner_t *pl, const char *model);
 bool planner_rpc_allowed(planner_t *pl, const char *peer_id, const char *model);
 /* Park a request until the local plan is ready (bounded); answers it either way. */
 void planner_park(planner_t *pl, const char *model, httpd_req_t *req);
+
+/* The mesh's peers changed (an announcement, a join, a death; planner_kick calls it): routing
+ * decodes them anew. */
+void planner_peers_changed(planner_t *pl);
+
+/* Standby (planner_demand.c; the driver is standby.h). wants_passive: promo_go_passive over
+ * this node's plan and its peers. promote_from_table: the promotion rules over a passive
+ * standby's routing table (t NULL: no active node answered); true when it took a model (it then
+ * plans for it like an allocated one). */
+bool planner_wants_passive(planner_t *pl);
+bool planner_promote_from_table(planner_t *pl, const rt_table_t *t);
 
 /* Adds "catalog" (the mesh's models, status, node ids) and "plan" to a status document. */
 void planner_status(planner_t *pl, json_t *status);

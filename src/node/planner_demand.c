@@ -68,14 +68,12 @@ static void take(planner_t *pl, const char *model, const char *rule)
     pl->serving_since_ms = now_ms(pl);
 }
 
-bool pd_promote(planner_t *pl, const peers_t *P)
+/* The promotion rules over the mesh's models (from the gossip view or a routing table): a
+ * choice becomes this node's model like an allocation. */
+static bool promote_with(planner_t *pl, const promo_model_t *models, size_t n_models,
+                         size_t n_active, const char *from)
 {
-    if (pl->n > 0 || !pl->allocating || (P->n == 0 && !pl->promo.seen_active)) return false;
-    static demand_sum_t sums[MAX_SUMS];
-    static promo_model_t models[MAX_SUMS];
     promo_disk_t disk[MM_MAX_MODELS];
-    view_node_t self;
-    size_t ns = mesh_sums(pl, P, &self, sums);
     size_t nd = 0;
     for (size_t i = 0; i < pl->ms->n && nd < MM_MAX_MODELS; i++) {
         model_entry_t *e = &pl->ms->entries[i];
@@ -87,28 +85,78 @@ bool pd_promote(planner_t *pl, const peers_t *P)
                         .disk = disk,
                         .n_disk = nd,
                         .models = models,
-                        .n_models = promo_models_from_sums(sums, ns, models, MAX_SUMS),
-                        .n_active = P->n};
+                        .n_models = n_models,
+                        .n_active = n_active};
     promo_result_t r;
     promo_decide(&in, &pl->promo, &r);
-    bool took = false;
-    if (r.reason != PROMO_NONE) {
-        const demand_sum_t *s = demand_sum_find(sums, ns, r.model);
-        char rule[32];
-        snprintf(rule, sizeof rule, "promoted_%s", promo_reason_name(r.reason));
-        LOGI("planner",
-             "standby → serving %s (%s: %zu host(s), %llu request(s)/min in the mesh, %zu "
-             "active node(s) seen)",
-             r.model, promo_reason_name(r.reason), s ? s->n_hosts : 0,
-             (unsigned long long)(s ? s->rate : 0), P->n);
-        take(pl, r.model, rule);
-        snprintf(pl->alloc.rule, sizeof pl->alloc.rule, "%s", rule);
-        pl->standby = false;
-        pl->promotions++;
-        took = true;
-    }
+    if (r.reason == PROMO_NONE) return false;
+    size_t hosts = 0;
+    uint64_t rate = 0;
+    for (size_t i = 0; i < n_models; i++)
+        if (strcmp(models[i].name, r.model) == 0) {
+            hosts = models[i].n_hosts;
+            rate = models[i].rate;
+        }
+    char rule[32];
+    snprintf(rule, sizeof rule, "promoted_%s", promo_reason_name(r.reason));
+    LOGI("planner",
+         "standby → serving %s (%s: %zu host(s), %llu request(s)/min in the mesh, %zu active "
+         "node(s) in %s)",
+         r.model, promo_reason_name(r.reason), hosts, (unsigned long long)rate, n_active, from);
+    take(pl, r.model, rule);
+    snprintf(pl->alloc.rule, sizeof pl->alloc.rule, "%s", rule);
+    pl->standby = false;
+    pl->promotions++;
+    return true;
+}
+
+bool pd_promote(planner_t *pl, const peers_t *P)
+{
+    if (pl->n > 0 || !pl->allocating || pl->passive || (P->n == 0 && !pl->promo.seen_active))
+        return false;
+    static demand_sum_t sums[MAX_SUMS];
+    static promo_model_t models[MAX_SUMS];
+    view_node_t self;
+    size_t ns = mesh_sums(pl, P, &self, sums);
+    bool took = promote_with(pl, models, promo_models_from_sums(sums, ns, models, MAX_SUMS), P->n,
+                             "the gossip view");
     view_node_free(&self);
     return took;
+}
+
+bool planner_promote_from_table(planner_t *pl, const rt_table_t *t)
+{
+    if (pl->n > 0 || !pl->allocating || pl->stopping) return false;
+    static promo_model_t models[RT_MAX_MODELS];
+    size_t n = t ? promo_models_from_table(t, models, RT_MAX_MODELS) : 0;
+    return promote_with(pl, models, n, t ? t->n_nodes : 0,
+                        t ? "the routing table" : "no routing table: none answered");
+}
+
+static size_t ready_peers(const peers_t *P)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < P->n; i++) {
+        bool ready = false;
+        for (size_t k = 0; k < P->v[i].n_serving && !ready; k++)
+            ready = P->v[i].serving[k].http_ready;
+        n += ready;
+    }
+    return n;
+}
+
+bool planner_wants_passive(planner_t *pl)
+{
+    if (!pl->mesh || pl->stopping) return false;
+    peers_t P;
+    if (peers_get(pl, &P) != 0) return false;
+    promo_passive_input_t in = {.allocating = pl->allocating,
+                                .n_requested = pl->cfg->n_requested,
+                                .n_planned = pl->n,
+                                .nothing_for_it = pl->standby || pl->alloc_none,
+                                .n_ready_peers = ready_peers(&P)};
+    peers_free(&P);
+    return promo_go_passive(&in);
 }
 
 /* A model on this node's disk that is wanted (requested or asked for), has no host, and does

@@ -17,6 +17,9 @@ typedef struct {
 int peers_get(planner_t *pl, peers_t *P); /* peers_free(P) after */
 void peers_free(peers_t *P);
 const view_node_t *peers_find(const peers_t *P, const char *id);
+/* The peers as decoded at the last change (planner.h route_peers; NULL on no memory): for the
+ * per-request paths. Valid until the next change; ids are the views' own. */
+const peers_t *peers_cached(planner_t *pl);
 pmodel_t *pm_find(planner_t *pl, const char *name);
 const char *pm_role_name(const pmodel_t *pm);
 bool pm_is_host(const pmodel_t *pm);

@@ -2,6 +2,8 @@
  * plan in the status document. See planner.h. */
 #include "planner_int.h"
 
+#include "admission.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,16 +86,37 @@ bool pm_is_host(const pmodel_t *pm)
            ((pm->st.role == ELECTION_REPLICA) || (pm->st.role == ELECTION_HOST && pm->st.launched));
 }
 
+const peers_t *peers_cached(planner_t *pl)
+{
+    if (pl->route_peers) return pl->route_peers;
+    peers_t *P = calloc(1, sizeof *P);
+    if (!P || peers_get(pl, P) != 0) {
+        free(P);
+        return NULL;
+    }
+    pl->route_peers = P;
+    return P;
+}
+
+void planner_peers_changed(planner_t *pl)
+{
+    if (!pl->route_peers) return;
+    peers_free(pl->route_peers);
+    free(pl->route_peers);
+    pl->route_peers = NULL;
+}
+
 /* ---- routing facts ---- */
 
 size_t planner_route_facts(planner_t *pl, const char *model, router_peer_t *out, size_t max)
 {
-    peers_t P;
-    if (peers_get(pl, &P) != 0) return 0;
+    const peers_t *C = peers_cached(pl);
+    if (!C) return 0;
+    const peers_t P = *C;
     size_t n = 0;
     for (size_t i = 0; i < P.n && n < max; i++) {
         const view_node_t *v = &P.v[i];
-        router_peer_t f = {.id = P.id[i]};
+        router_peer_t f = {.id = v->id};
         for (size_t k = 0; k < v->n_serving; k++) {
             const view_serving_t *s = &v->serving[k];
             if (strcmp(s->model, model) != 0) continue;
@@ -114,7 +137,6 @@ size_t planner_route_facts(planner_t *pl, const char *model, router_peer_t *out,
         f.requested = view_requested(v, model);
         if (f.ready || f.starting || f.member || f.has_file || f.requested) out[n++] = f;
     }
-    peers_free(&P);
     return n;
 }
 
@@ -177,6 +199,8 @@ static int self_serving(planner_t *pl, view_node_t *n)
         s->split = pl->cfg->split;
         s->pinned = strcmp(pm->rule, "explicit") == 0;
         s->bytes = ledger_held_for(&pl->ms->ledger, pm->name);
+        if (host && pm->e)
+            s->slots = admission_parallel_of(pm->e->llamacpp_args, ADMISSION_DEFAULT_PARALLEL);
         if (pm->st.role == ELECTION_HOST && pm->st.n_workers) {
             view_plan_t *p = view_add_plan(n, s, pm->st.plan_id);
             if (!p) return -ENOMEM;
@@ -205,6 +229,7 @@ static int self_serving(planner_t *pl, view_node_t *n)
         s->http_ready = strcmp(st, "ready") == 0;
         s->is_host = true;
         s->bytes = ledger_held_for(&pl->ms->ledger, e->mm->name);
+        s->slots = admission_parallel_of(e->llamacpp_args, ADMISSION_DEFAULT_PARALLEL);
     }
     return 0;
 }

@@ -112,9 +112,11 @@ int route_serve_build(route_serve_t *rs, rt_table_t *t)
         rt_model_t *m = rt_table_add_model(t, name, st);
         if (!m) continue;
         m->has_type = rt_type_of(json_string_value(json_object_get(e, "type")), &m->type);
+        m->requested = json_is_true(json_object_get(e, "requested"));
         for (size_t k = 0; k < t->n_nodes; k++) {
             const view_serving_t *s = view_serving(&views[k], name);
-            if (s && s->http_ready) rt_model_add_host(m, k, load_of(b->anns[k], name));
+            if (s && s->http_ready && rt_model_add_host(m, k, load_of(b->anns[k], name)))
+                rt_model_set_slots(m, k, s->slots);
         }
     }
     for (size_t k = 0; k < t->n_nodes; k++)
@@ -168,6 +170,10 @@ static void remember(route_serve_t *rs, const rt_request_t *rq)
 
 json_t *route_serve_answer(route_serve_t *rs, const char *peer_id, json_t *req)
 {
+    if (!rs->mesh || mesh_is_passive(rs->mesh)) { /* a passive standby has no view to give */
+        rs->refused++;
+        return NULL;
+    }
     rt_request_t *rq = malloc(sizeof *rq);
     int rc = rq ? rt_request_decode(req, peer_id, rq) : -ENOMEM;
     if (rc) {

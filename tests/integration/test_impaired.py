@@ -11,7 +11,8 @@ import pytest
 from conftest import MESH_BIN, model_path, sse_events, wait_for
 from netimp import ImpairedNet, available
 from test_mesh import ENV, HB_MS, wait_converged
-from test_mesh_split import PROMPT, SMALL, SMALL_CTX, SMALL_SIZE, gb, models_dir, models_status
+from test_mesh_split import (PROMPT, SMALL, SMALL_CTX, SMALL_SIZE, TINY, gb, models_dir,
+                             models_status)
 
 NETIMP = os.path.join(os.path.dirname(MESH_BIN), "mesh-netimp")
 ENV_HB_S = HB_MS / 1000
@@ -113,11 +114,14 @@ def test_join_stream_and_split_at_50ms_with_loss(impaired, start_node, tmp_path)
     net = impaired(4)
     net.link("*", "*", rtt_ms=50, loss=0.02)
     env = lambda name: dict(ENV, LLAMA_CACHE=str(tmp_path / f"cache-{name}"))
-    # node 1 serves the model solo; node 2 joins with nothing and routes to it over the link
+    # node 1 serves the model solo; node 2 joins with nothing: the mesh gives it nothing, so it
+    # stands by passively (routing tables over the link) and routes to node 1 over the link
     a = start_node("--port", "0", "--model", model_path(SMALL), env=env("a"), ns=net.ns(1))
     b = start_node("--port", "0", "--max-vram", "0.000001", "--join", a.token, env=env("b"),
                    ns=net.ns(2))
-    wait_converged([a, b], timeout=60)
+    wait_for(lambda: (lambda st: st["node"]["state"] == "passive" and
+                      st.get("route", {}).get("checkin") == a.id)(b.status()),
+             timeout=60, what="b a passive standby checking in with a over the link")
     want = stream_text(a, SMALL, 24)
     assert len(want) > 20
     wait_for(lambda: models_status(b).get(SMALL) == "ready", timeout=60, what="model seen by b")
@@ -159,8 +163,10 @@ def test_partition_one_of_five_then_heal(impaired, start_node, tmp_path):
     nodes = [a]
     nodes.append(start_node("--port", "0", "--model", model_path(SMALL), "--join", a.token,
                             env=env("b"), ns=net.ns(2)))
+    # nodes 3-5 serve another model: gossip members (a node the mesh gives nothing would stand
+    # by passively, outside gossip)
     for i in (3, 4, 5):
-        nodes.append(start_node("--port", "0", "--max-vram", "0.000001", "--join", a.token,
+        nodes.append(start_node("--port", "0", "--model", model_path(TINY), "--join", a.token,
                                 env=env(f"n{i}"), ns=net.ns(i)))
     wait_converged(nodes, timeout=60)
     lost, rest = nodes[1], [n for n in nodes if n is not nodes[1]]

@@ -57,7 +57,9 @@ def test_each_model_through_each_node(start_node):
 
 def test_host_gone_gives_503_not_hang(start_node):
     a = start_node("--port", "0", "--model", model_path(A_MODEL), env=ENV)
-    c = start_node("--port", "0", "--join", a.token, env=ENV)
+    # c serves a model of its own: a gossip member that learns of A's leave (a node the mesh
+    # gives nothing stands by passively instead: test_demand.py)
+    c = start_node("--port", "0", "--model", model_path(B_MODEL), "--join", a.token, env=ENV)
     wait_converged([a, c])
     wait_for(lambda: models_status(c).get(A_MODEL) == "ready", timeout=30, what="ready via mesh")
     assert c.complete(A_MODEL).status == 200

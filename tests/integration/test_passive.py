@@ -3,6 +3,7 @@ ROUTE_REQUEST, never gossip, route their requests to a host picked by hash(own i
 survive the loss of a host within a refresh period."""
 import os
 import signal
+import threading
 import time
 
 import pytest
@@ -94,6 +95,12 @@ def test_thirty_clients_stay_out_of_gossip(start_node):
     m = clients[0].request("GET", "/v1/models").json()
     (e,) = [x for x in m["data"] if x["id"] == MODEL]
     assert e["status"] == "ready" and e["hosts"] == [host.id]
+    # the host holds per-peer state for each connected client, and none once they are gone
+    assert host.status()["stats"]["peer_entries"] >= 30
+    for c in clients:
+        assert c.stop() == 0
+    wait_for(lambda: host.status()["stats"]["peer_entries"] == 0, timeout=30,
+             what="the host to forget the clients' entries")
 
 
 def test_clients_spread_over_hosts_and_survive_a_host(start_node):
@@ -146,3 +153,67 @@ def test_clients_spread_over_hosts_and_survive_a_host(start_node):
                                if x["id"] == MODEL), False),
                  timeout=2 * REFRESH_MS / 1000 + 3 * HB_MS / 1000 + 10,
                  what="the dead host gone from the client's table")
+
+
+def sticky_host(key, host_ids):
+    hosts = sorted(host_ids)
+    return hosts[fnv1a(1469598103934665603, key) % len(hosts)]
+
+
+def test_client_spills_to_the_next_host_when_its_host_is_full(start_node):
+    """Two hosts with one slot each (-np 1, announced as "slots"); the client's hashed host has
+    one of the client's requests in flight (its llama-server frozen, so it stays in flight):
+    the next request without a stickiness key goes to the other host; a sticky one stays."""
+    # a frozen request must not be given up for lack of a first byte while the test runs
+    env = dict(ENV, MESH_LLM_FIRST_BYTE_MS="300000")
+    np1 = ("--model", model_path(MODEL), "--port", "0", "--llamacpp-args", "-np 1")
+    a = start_node(*np1, env=env)
+    b = start_node(*np1, "--join", a.token, env=env)
+    for n in (a, b):
+        wait_for(lambda: answers(n), timeout=60, what="the host to answer")
+    wait_for(lambda: {p["id"] for p in a.status()["peers"] if p["state"] == "alive"} == {b.id},
+             timeout=20, what="the hosts to see each other")
+    c = start_node("--client", "--join", a.token, "--port", "0", env=env)
+    wait_for(lambda: next((len(x["hosts"]) == 2 for x in c.request("GET", "/v1/models").json()
+                           ["data"] if x["id"] == MODEL), False),
+             timeout=2 * REFRESH_MS / 1000 + 10, what="both hosts in the client's table")
+    by_id = {a.id: a, b.id: b}
+    h = by_id[expected_host(c.id, MODEL, by_id)]
+    other = b if h is a else a
+    key = next(f"user-{i}" for i in range(100) if sticky_host(f"user-{i}", by_id) == h.id)
+    pid = h.child_for(MODEL)[0]
+    results = {}
+
+    def ask(name, **extra):
+        body = dict(model=MODEL, prompt="Once upon a time", max_tokens=4, temperature=0, **extra)
+        results[name] = c.request("POST", "/v1/completions", body, timeout=240)
+
+    threads = []
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        threads.append(threading.Thread(target=ask, args=("first",)))
+        threads[-1].start()
+        wait_for(lambda: c.status()["route"]["in_flight"].get(h.id) == 1, timeout=30,
+                 what="the first request in flight at the hashed host")
+        # the hashed host's one slot is taken by this client: the next request spills over
+        r = c.request("POST", "/v1/completions", dict(model=MODEL, prompt="Once", max_tokens=4),
+                      timeout=60)
+        assert r.status == 200, r
+        assert r.headers.get("x-mesh-node") == other.id
+        route = c.status()["route"]
+        assert route["spilled"] == 1 and route["forwarded"] == {h.id: 1, other.id: 1}, route
+        assert route["in_flight"] == {h.id: 1}, route
+        # a stickiness key keeps its host (KV-cache locality), full or not
+        threads.append(threading.Thread(target=ask, args=("sticky",), kwargs={"user": key}))
+        threads[-1].start()
+        wait_for(lambda: c.status()["route"]["in_flight"].get(h.id) == 2, timeout=30,
+                 what="the sticky request waiting at its own host")
+        assert c.status()["route"]["spilled"] == 1
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    for t in threads:
+        t.join(timeout=240)
+    assert results["first"].status == 200 and results["sticky"].status == 200, results
+    assert results["first"].headers.get("x-mesh-node") == h.id
+    assert results["sticky"].headers.get("x-mesh-node") == h.id
+    wait_for(lambda: c.status()["route"]["in_flight"] == {}, timeout=10, what="nothing in flight")

@@ -14,6 +14,7 @@ from test_mesh import TEST_PEER, sees, wait_converged
 HB_MS = 1000
 ENV = {"MESH_LLM_HEARTBEAT_MS": str(HB_MS)}
 MODEL = "stories260K"
+OTHER = "TinyStories-656K-Q8_0"
 # Each forging mode runs this long: longer than a monitor's suspicion (2.25 heartbeats) plus its
 # probe, so that a claim believed anywhere would show as a non-alive state while we watch.
 FORGE_S = 2.25 * HB_MS / 1000 + 1.5
@@ -66,8 +67,10 @@ def watch_alive(observers, victim, procs, mode):
 
 def test_forged_claims_do_not_drop_a_live_node(start_node):
     a = start_node("--port", "0", "--model", model_path(MODEL), env=ENV)  # the victim
-    b = start_node("--port", "0", "--join", a.token, env=ENV)
-    c = start_node("--port", "0", "--join", b.token, env=ENV)
+    # b and c serve a model of their own: gossip members (a node the mesh gives nothing stands
+    # by passively, outside gossip)
+    b = start_node("--port", "0", "--model", model_path(OTHER), "--join", a.token, env=ENV)
+    c = start_node("--port", "0", "--model", model_path(OTHER), "--join", b.token, env=ENV)
     nodes = [a, b, c]
     wait_converged(nodes)
     for n in (b, c):

@@ -12,6 +12,7 @@
 
 #include "demand.h"
 #include "promote.h"
+#include "route_table.h"
 
 #define A "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa" /* this node */
 #define B "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
@@ -272,6 +273,90 @@ static void test_promotion_table(void **state)
     }
 }
 
+/* A passive standby decides from a routing table: hosts, summed loads, loading, requested. */
+static void test_promotion_from_table(void **state)
+{
+    (void)state;
+    static rt_table_t t;
+    rt_table_init(&t, "mesh");
+    int b = rt_table_add_node(&t, B, 100), c = rt_table_add_node(&t, C, 100);
+    assert_true(b >= 0 && c >= 0);
+    rt_model_t *hot = rt_table_add_model(&t, "hot", CATALOG_READY);
+    rt_model_add_host(hot, (size_t)b, 7);
+    rt_model_add_host(hot, (size_t)c, 16);
+    rt_model_t *q = rt_table_add_model(&t, "quiet", CATALOG_READY);
+    rt_model_add_host(q, (size_t)b, 1);
+    rt_table_add_model(&t, "asked", CATALOG_UNLOADED)->requested = true;
+    rt_table_add_model(&t, "starting", CATALOG_LOADING);
+    /* the table's frame carries the requested flag */
+    json_t *f = rt_table_encode(&t);
+    static rt_table_t d;
+    assert_int_equal(rt_table_decode(f, &d), 0);
+    json_decref(f);
+    assert_int_equal(d.rejected, 0);
+    promo_model_t m[8];
+    size_t n = promo_models_from_table(&d, m, 8);
+    assert_int_equal(n, 4);
+    assert_string_equal(m[0].name, "hot");
+    assert_int_equal(m[0].n_hosts, 2);
+    assert_int_equal(m[0].rate, 23);
+    assert_false(m[0].requested || m[0].loading);
+    assert_int_equal(m[2].n_hosts, 0);
+    assert_true(m[2].requested);
+    assert_true(m[3].loading && !m[3].requested);
+    assert_int_equal(promo_models_from_table(&d, m, 1), 1); /* bounded by max */
+    /* per host 11.5 ≥ 10 and ≥ 3 × the quiet model's 1: this standby takes "hot"; the asked
+     * model without a host comes first when it is on the disk */
+    promo_disk_t disk[] = {{"hot", 50}, {"quiet", 50}};
+    promo_input_t in = {.free_bytes = 100,
+                        .disk = disk,
+                        .n_disk = 2,
+                        .models = m,
+                        .n_models = promo_models_from_table(&d, m, 8),
+                        .n_active = d.n_nodes};
+    promo_state_t st = {0};
+    promo_result_t r;
+    promo_decide(&in, &st, &r);
+    assert_int_equal(r.reason, PROMO_HOT);
+    assert_string_equal(r.model, "hot");
+    promo_disk_t disk2[] = {{"hot", 50}, {"asked", 10}};
+    in.disk = disk2;
+    promo_decide(&in, &st, &r);
+    assert_int_equal(r.reason, PROMO_REQUESTED);
+    assert_string_equal(r.model, "asked");
+    /* a bad "requested" is counted, not taken */
+    f = rt_table_encode(&t);
+    json_object_set_new(json_array_get(json_object_get(f, "models"), 0), "requested",
+                        json_string("yes"));
+    assert_int_equal(rt_table_decode(f, &d), 0);
+    json_decref(f);
+    assert_int_equal(d.rejected, 1);
+    assert_false(d.models[0].requested);
+}
+
+static void test_go_passive(void **state)
+{
+    (void)state;
+    const promo_passive_input_t standby = {
+        .allocating = true, .nothing_for_it = true, .n_ready_peers = 1};
+    assert_true(promo_go_passive(&standby));
+    promo_passive_input_t in = standby;
+    in.allocating = false; /* --model: never */
+    assert_false(promo_go_passive(&in));
+    in = standby;
+    in.n_requested = 1; /* it asks for a model: the mesh must see the request */
+    assert_false(promo_go_passive(&in));
+    in = standby;
+    in.n_planned = 1; /* serves or works for a split */
+    assert_false(promo_go_passive(&in));
+    in = standby;
+    in.nothing_for_it = false; /* allocation has not decided yet */
+    assert_false(promo_go_passive(&in));
+    in = standby;
+    in.n_ready_peers = 0; /* nothing served anywhere: nobody to check in with */
+    assert_false(promo_go_passive(&in));
+}
+
 static void test_promotion_remembers_active(void **state)
 {
     (void)state;
@@ -402,6 +487,8 @@ int main(void)
         cmocka_unit_test(test_view_demand_bounds),
         cmocka_unit_test(test_promotion_table),
         cmocka_unit_test(test_promotion_remembers_active),
+        cmocka_unit_test(test_promotion_from_table),
+        cmocka_unit_test(test_go_passive),
         cmocka_unit_test(test_demotion_rules),
         cmocka_unit_test(test_no_flap),
     };

@@ -31,6 +31,7 @@ typedef struct {
     uint64_t vram; /* bytes */
     int32_t rtt;
     bool split;
+    bool no_file;
 } tn_t;
 
 static int run_nodes(const tn_t *tn, size_t n, uint64_t size, uint32_t layers, const int32_t *rtt,
@@ -38,12 +39,14 @@ static int run_nodes(const tn_t *tn, size_t n, uint64_t size, uint32_t layers, c
 {
     election_node_t nodes[16];
     for (size_t i = 0; i < n; i++)
-        nodes[i] = (election_node_t){tag_id(tn[i].tag), tn[i].vram, tn[i].rtt, tn[i].split};
+        nodes[i] =
+            (election_node_t){tag_id(tn[i].tag), tn[i].vram, tn[i].rtt, tn[i].split, tn[i].no_file};
     election_input_t in = {size, layers, nodes, n, rtt, 0};
     return election_run(&in, plan);
 }
 
-/* "a24@10 b16 c8s": tag, memory in GB, @RTT ms (absent = unknown), s = --split. */
+/* "a24@10 b16 c8s d8n": tag, memory in GB, @RTT ms (absent = unknown), s = --split, n = no
+ * copy of the file. */
 static size_t parse_nodes(const char *spec, tn_t *tn)
 {
     size_t n = 0;
@@ -61,6 +64,10 @@ static size_t parse_nodes(const char *spec, tn_t *tn)
         }
         if (*p == 's') {
             tn[n].split = true;
+            p++;
+        }
+        if (*p == 'n') {
+            tn[n].no_file = true;
             p++;
         }
         n++;
@@ -181,7 +188,7 @@ static void test_table(void **state)
         election_plan_free(&p);
     }
     /* one byte under 1.1 × size */
-    tn_t tn = {'a', 11 * G - 1, UNK, false};
+    tn_t tn = {'a', 11 * G - 1, UNK, false, false};
     election_plan_t p;
     assert_int_equal(run_nodes(&tn, 1, 10 * G, 0, NULL, &p), 0);
     assert_int_equal(p.mode, ELECTION_IMPOSSIBLE);
@@ -243,6 +250,33 @@ static void test_roles_and_fields(void **state)
     assert_string_equal(election_host(&p)->id, tag_id('b'));
     assert_int_equal(election_role_of(&p, tag_id('b')), ELECTION_IDLE);
     assert_int_equal(p.total_bytes, 5 * G);
+    election_plan_free(&p);
+}
+
+/* The host runs llama-server on its own copy of the file: a node without one never hosts while
+ * a member with the file can (it still lends its memory as a worker). */
+static void test_host_has_the_file(void **state)
+{
+    (void)state;
+    election_plan_t p;
+    /* equal memory: the larger id would host, but it has no file */
+    assert_int_equal(run_spec("a6 b6n", 10 * G, 0, NULL, &p), 0);
+    assert_int_equal(p.mode, ELECTION_SPLIT);
+    assert_string_equal(election_host(&p)->id, tag_id('a'));
+    assert_int_equal(election_role_of(&p, tag_id('b')), ELECTION_WORKER);
+    election_plan_free(&p);
+    /* more memory without the file: still a worker */
+    assert_int_equal(run_spec("a4 b8n", 10 * G, 0, NULL, &p), 0);
+    assert_int_equal(p.mode, ELECTION_SPLIT);
+    assert_string_equal(election_host(&p)->id, tag_id('a'));
+    election_plan_free(&p);
+    /* with the file: the usual order (memory, then id) */
+    assert_int_equal(run_spec("a6 b6", 10 * G, 0, NULL, &p), 0);
+    assert_string_equal(election_host(&p)->id, tag_id('b'));
+    election_plan_free(&p);
+    /* nobody has the file: the usual order among them (the plan waits for a file elsewhere) */
+    assert_int_equal(run_spec("a6n b6n", 10 * G, 0, NULL, &p), 0);
+    assert_string_equal(election_host(&p)->id, tag_id('b'));
     election_plan_free(&p);
 }
 
@@ -315,7 +349,8 @@ static void test_invalid(void **state)
 {
     (void)state;
     election_plan_t p;
-    election_node_t nodes[2] = {{tag_id('a'), G, 1, false}, {tag_id('b'), G, 1, false}};
+    election_node_t nodes[2] = {{tag_id('a'), G, 1, false, false},
+                                {tag_id('b'), G, 1, false, false}};
     election_input_t in = {10 * G, 0, nodes, 2, NULL, 0};
     assert_int_equal(election_run(NULL, &p), -EINVAL);
     assert_int_equal(election_run(&in, NULL), -EINVAL);
@@ -520,14 +555,17 @@ static void test_random_properties(void **state)
             snprintf(ids[i], sizeof ids[i], "%064llx", (unsigned long long)(rnd_below(4) + 16 * i));
             int32_t r = (int32_t)rnd_below(130) - 20; /* -20..109: unknown, near, far */
             nodes[i] = (election_node_t){ids[i], (rnd_below(5) == 0 ? 0 : rnd_below(8) + 1) * unit,
-                                         r, rnd_below(8) == 0};
+                                         r, rnd_below(8) == 0, false};
             perm[i] = i;
         }
         for (size_t i = 0; i < n * n; i++)
             matrix[i] = (int32_t)rnd_below(130) - 40;
         election_input_t in = {(1 + rnd_below(24)) * unit,
-                               (uint32_t)rnd_below(3) * 20 + rnd_below(4), nodes, n,
-                               rnd_below(2) ? matrix : NULL, 0};
+                               (uint32_t)rnd_below(3) * 20 + rnd_below(4),
+                               nodes,
+                               n,
+                               rnd_below(2) ? matrix : NULL,
+                               0};
         election_plan_t p, q;
         assert_int_equal(election_run(&in, &p), 0);
         check_plan(&in, &p);
@@ -673,6 +711,7 @@ int main(void)
         cmocka_unit_test(test_table),
         cmocka_unit_test(test_need_bytes),
         cmocka_unit_test(test_roles_and_fields),
+        cmocka_unit_test(test_host_has_the_file),
         cmocka_unit_test(test_layers_edge),
         cmocka_unit_test(test_rtt_matrix),
         cmocka_unit_test(test_invalid),

@@ -249,6 +249,77 @@ static void test_pick_hosts(void **state)
     free(t);
 }
 
+/* Spill-over: the host with the fewest of this node's requests in flight per slot, the hashed
+ * host among equals. Table-driven over (slots, in flight). */
+typedef struct {
+    const char *what;
+    uint32_t slots[3];    /* hosts A B C in the order's order (0: unknown = RT_DEFAULT_SLOTS) */
+    uint32_t inflight[3]; /* this node's requests in flight at each */
+    size_t n;             /* hosts eligible (failed ones are not passed) */
+    const char *want;     /* the order after the spill, "ABC" */
+} spill_case_t;
+
+static const spill_case_t SPILL[] = {
+    {"nothing in flight: the hashed host", {4, 4, 4}, {0, 0, 0}, 3, "ABC"},
+    {"one in flight at the hashed host: the next idle one", {4, 4, 4}, {1, 0, 0}, 3, "BAC"},
+    {"hashed host full: the next with a free slot", {4, 4, 4}, {4, 4, 1}, 3, "CAB"},
+    {"equal load: the hashed host", {4, 4, 4}, {2, 2, 2}, 3, "ABC"},
+    {"fewest per slot wins", {4, 4, 8}, {2, 2, 3}, 3, "CAB"},
+    {"unknown slots count as the default", {0, 0, 8}, {1, 1, 1}, 3, "CAB"},
+    {"announced slots weigh", {1, 8, 4}, {1, 1, 1}, 3, "BAC"},
+    {"all full: fewest per slot", {4, 4, 8}, {6, 5, 9}, 3, "CAB"},
+    {"one host: nowhere to spill", {4, 4, 4}, {9, 0, 0}, 1, "A"},
+    {"eligible only: C not passed", {4, 4, 4}, {4, 4, 0}, 2, "AB"},
+};
+
+static void test_spill(void **state)
+{
+    (void)state;
+    rt_table_t *t = new_table();
+    char id[65];
+    rt_model_t *m = rt_table_add_model(t, "qwen", CATALOG_READY);
+    for (size_t c = 0; c < sizeof SPILL / sizeof SPILL[0]; c++) {
+        const spill_case_t *sc = &SPILL[c];
+        m->n_hosts = 0;
+        size_t order[3];
+        for (unsigned i = 0; i < 3; i++) {
+            mkid(id, 500 + i);
+            order[i] = (size_t)rt_table_add_node(t, id, 0);
+            assert_true(rt_model_add_host(m, order[i], 0));
+            assert_true(rt_model_set_slots(m, order[i], sc->slots[i]));
+        }
+        size_t first = order[0];
+        size_t went = rt_spill(m, order, sc->n, sc->inflight);
+        char got[4] = "";
+        for (size_t k = 0; k < sc->n; k++)
+            got[k] = (char)('A' + (order[k] - first));
+        got[sc->n] = '\0';
+        if (strcmp(got, sc->want) != 0) fail_msg("%s: got %s, want %s", sc->what, got, sc->want);
+        assert_int_equal(went, (size_t)(strchr("ABC", sc->want[0]) - "ABC"));
+    }
+    /* slots travel in the table; a bad count is rejected, not taken */
+    assert_false(rt_model_set_slots(m, 0, RT_MAX_SLOTS + 1));
+    assert_false(rt_model_set_slots(m, 77, 4)); /* not a host */
+    rt_model_set_slots(m, m->hosts[0].node, 7);
+    json_t *f = rt_table_encode(t);
+    rt_table_t *d = new_table();
+    assert_int_equal(rt_table_decode(f, d), 0);
+    assert_int_equal(d->rejected, 0);
+    const rt_model_t *dm = rt_table_find_model(d, "qwen");
+    assert_int_equal(rt_host_slots(dm, dm->hosts[0].node), 7);
+    json_t *h = json_array_get(
+        json_object_get(json_array_get(json_object_get(f, "models"), 0), "hosts"), 1);
+    json_object_set_new(h, "slots", json_integer(RT_MAX_SLOTS + 1));
+    assert_int_equal(rt_table_decode(f, d), 0);
+    assert_int_equal(d->rejected, 1);
+    dm = rt_table_find_model(d, "qwen");
+    assert_int_equal(dm->n_hosts, 3); /* the host is kept, its slots unknown */
+    assert_int_equal(rt_host_slots(dm, dm->hosts[1].node), RT_DEFAULT_SLOTS);
+    json_decref(f);
+    free(d);
+    free(t);
+}
+
 /* 1000 passive nodes over 10 hosts: every host gets a fair share. */
 static void test_pick_spread(void **state)
 {
@@ -333,10 +404,15 @@ static void test_sticky_key(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_request_roundtrip), cmocka_unit_test(test_request_invalid),
-        cmocka_unit_test(test_table_roundtrip),   cmocka_unit_test(test_table_caps_and_validation),
-        cmocka_unit_test(test_pick_hosts),        cmocka_unit_test(test_pick_spread),
-        cmocka_unit_test(test_checkin_order),     cmocka_unit_test(test_sticky_key),
+        cmocka_unit_test(test_request_roundtrip),
+        cmocka_unit_test(test_request_invalid),
+        cmocka_unit_test(test_table_roundtrip),
+        cmocka_unit_test(test_table_caps_and_validation),
+        cmocka_unit_test(test_pick_hosts),
+        cmocka_unit_test(test_pick_spread),
+        cmocka_unit_test(test_spill),
+        cmocka_unit_test(test_checkin_order),
+        cmocka_unit_test(test_sticky_key),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,99 @@
+/* standby — see standby.h. */
+#include "standby.h"
+
+#include <string.h>
+
+#include "log.h"
+
+static void on_timer(uv_timer_t *t)
+{
+    standby_t *s = t->data;
+    planner_t *pl = s->pl;
+    if (!s->started || pl->stopping) return;
+    if (!pl->passive && s->want_check && planner_wants_passive(pl)) {
+        LOGI("standby",
+             "nothing in the mesh needs this node now: standing by passively (leaving gossip; "
+             "routing tables from an active node, promotion decided on each)");
+        pl->passive = true;
+        s->went_passive++;
+        s->have_table = false;
+        mesh_go_passive(s->mesh);
+        planner_peers_changed(pl); /* no gossip peers from now on */
+        passive_resume(s->pv);
+    } else if (pl->passive && s->have_table) {
+        s->have_table = false;
+        if (planner_promote_from_table(pl, s->none_answered ? NULL : passive_table(s->pv))) {
+            LOGI("standby", "promoted: joining gossip again");
+            passive_pause(s->pv);
+            pl->passive = false;
+            s->went_active++;
+            mesh_go_active(s->mesh);
+            planner_kick(pl);
+        }
+    }
+    s->want_check = false;
+}
+
+static void arm(standby_t *s)
+{
+    if (s->started && !s->pl->stopping) uv_timer_start(&s->timer, on_timer, 0, 0);
+}
+
+static void on_replanned(void *data)
+{
+    standby_t *s = data;
+    if (s->pl->passive) return;
+    s->want_check = true;
+    arm(s);
+}
+
+static void on_table(void *data, const rt_table_t *t)
+{
+    standby_t *s = data;
+    if (!s->pl->passive) return;
+    s->have_table = true;
+    s->none_answered = t == NULL;
+    arm(s);
+}
+
+int standby_start(standby_t *s, uv_loop_t *loop, planner_t *pl, mesh_t *mesh,
+                  const passive_opts_t *o, passive_t **pv_out)
+{
+    memset(s, 0, sizeof *s);
+    s->loop = loop;
+    s->pl = pl;
+    s->mesh = mesh;
+    passive_opts_t po = *o;
+    po.role = RT_ROLE_STANDBY;
+    po.on_table = on_table;
+    po.data = s;
+    po.paused = true;
+    int rc = passive_start(&s->pv, loop, mesh, &po);
+    if (rc) return rc;
+    uv_timer_init(loop, &s->timer);
+    s->timer.data = s;
+    pl->on_replanned = on_replanned;
+    pl->hook_data = s;
+    s->started = true;
+    *pv_out = s->pv;
+    return 0;
+}
+
+void standby_status(const standby_t *s, json_t *st)
+{
+    json_t *node = json_object_get(st, "node");
+    if (!s->started || !json_is_object(node)) return;
+    json_object_set_new(node, "standby",
+                        json_pack("{s:b,s:I,s:I}", "passive", s->pl->passive, "went_passive",
+                                  (json_int_t)s->went_passive, "went_active",
+                                  (json_int_t)s->went_active));
+}
+
+void standby_stop(standby_t *s)
+{
+    if (!s->started) return;
+    s->started = false;
+    s->pl->on_replanned = NULL;
+    uv_timer_stop(&s->timer);
+    uv_close((uv_handle_t *)&s->timer, NULL);
+}
