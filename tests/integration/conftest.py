@@ -218,6 +218,11 @@ class Node:
         self.env = dict(os.environ)
         # never the public Nostr relays: a test that wants discovery gives its own relay
         self.env.setdefault("MESH_LLM_NOSTR_RELAYS", "none")
+        # one compute thread per llama-server child (llama.cpp reads LLAMA_ARG_THREADS; the node
+        # passes its environment on): the test models need no more, and on a machine whose cores
+        # are all busy a child's threads wait for each other at every step — a 1500-token stream
+        # took 7 minutes with two, seconds with one. A test may set its own.
+        self.env.setdefault("LLAMA_ARG_THREADS", "1")
         if tmp_path is not None:
             self.env["MESH_LLM_HOME"] = str(tmp_path / "home")
         self.env.update(env or {})
