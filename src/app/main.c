@@ -245,6 +245,12 @@ static void models_changed(void *data)
     if (!n->shutting_down) planner_kick(&n->plan);
 }
 
+/* the listing's count of the passive nodes that check in with this node */
+static size_t passive_count(void *data, uint64_t *vram_bytes)
+{
+    return route_serve_passive_count(data, vram_bytes);
+}
+
 static void fill_announcement(void *data, json_t *ann)
 {
     node_t *n = data;
@@ -364,6 +370,7 @@ static int enter_mesh(node_t *n, const token_t *joins, size_t n_joins, char *err
         }
     }
     planner_start(&n->plan, n->mesh);
+    nostr_app_set_passive(&n->nostr, passive_count, &n->rs);
     nostr_app_in_mesh(&n->nostr, &n->plan, n->mesh);
     if (n->nostr.pub.started) mesh_announce_changed(n->mesh); /* "nostr_published" */
     return 0;

@@ -74,6 +74,16 @@ void nostr_app_in_mesh(nostr_app_t *na, planner_t *plan, mesh_t *mesh)
     if (!na->disc || !na->have_key || na->pub.started) return;
     publisher_start(&na->pub, na->loop, na->disc, plan, mesh, na->sk, na->cfg->mesh_name,
                     na->cfg->region, na->cfg->publish);
+    na->pub.passive = na->passive;
+    na->pub.passive_data = na->passive_data;
+}
+
+void nostr_app_set_passive(nostr_app_t *na, size_t (*fn)(void *, uint64_t *), void *data)
+{
+    na->passive = fn;
+    na->passive_data = data;
+    na->pub.passive = fn;
+    na->pub.passive_data = data;
 }
 
 void nostr_app_fill_announcement(const nostr_app_t *na, json_t *ann)

@@ -49,6 +49,8 @@ typedef struct {
     int probe_rc[AUTO_PROBE_BATCH];
     double probe_rtt[AUTO_PROBE_BATCH];
     unsigned long probes, probes_ok;
+    size_t (*passive)(void *data, uint64_t *vram_bytes); /* nostr_app_set_passive */
+    void *passive_data;
 } nostr_app_t;
 
 /* Load the Nostr key and start discovery when --publish or --auto ask for it. */
@@ -56,6 +58,8 @@ int nostr_app_init(nostr_app_t *na, uv_loop_t *loop, const config_t *cfg, const 
                    char *err, size_t errlen);
 /* The node is in a mesh now: publish (--publish) and watch the listing. */
 void nostr_app_in_mesh(nostr_app_t *na, planner_t *plan, mesh_t *mesh);
+/* Where the listing counts the passive nodes that check in with this node (publisher.h). */
+void nostr_app_set_passive(nostr_app_t *na, size_t (*fn)(void *, uint64_t *), void *data);
 /* Every member of a published mesh watches its listing (the publish watchdog): a node that
  * publishes or watches says so in its announcement ("nostr_published": true); a member that
  * sees it in a peer's announcement starts watching too (when it has relays). */

@@ -318,7 +318,10 @@ static void process(admission_t *ad)
 
 static void on_timer(uv_timer_t *h)
 {
-    process(h->data);
+    admission_t *ad = h->data;
+    ad->in_timer = true;
+    process(ad);
+    ad->in_timer = false;
 }
 
 static void schedule(admission_t *ad)
@@ -339,7 +342,13 @@ static void schedule(admission_t *ad)
         uv_timer_stop(&ad->timer);
         return;
     }
-    uv_timer_start(&ad->timer, on_timer, due > now ? due - now : 0, 0);
+    /* A deadline already due when the timer's own callback re-arms it must wait 1 ms: libuv
+     * (1.44, Debian 12) runs a timer re-armed at 0 ms again in the same timer phase, so a deadline
+     * that stays due (the model manager's while it waits for a child to stop) spun the loop
+     * forever without reading I/O or firing the child's kill timer: a request hung (found by
+     * test_stream_is_never_evicted under ASan on a loaded machine). */
+    uint64_t delay = due > now ? due - now : ad->in_timer ? 1 : 0;
+    uv_timer_start(&ad->timer, on_timer, delay, 0);
 }
 
 /* ---- entry ---- */

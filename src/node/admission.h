@@ -40,6 +40,7 @@ typedef struct {
     unsigned n_tickets;
     uv_timer_t timer;
     bool timer_init, kick, closing;
+    bool in_timer; /* inside the timer's callback: see schedule() */
     /* Serve an admitted request: the rest of the API's handling (routing, local serving). */
     void (*resume)(void *data, httpd_req_t *req, int needs);
     void *resume_data;

@@ -62,6 +62,12 @@ static void publish_now(publisher_t *p)
     mesh_listing_t *l = calloc(1, sizeof *l);
     if (!l) return;
     planner_listing(p->plan, l);
+    if (p->passive) {
+        uint64_t vram = 0;
+        l->node_count += (uint32_t)p->passive(p->passive_data, &vram);
+        l->mem_total += vram;
+        l->mem_free += vram; /* a standby holds nothing */
+    }
     snprintf(l->mesh_id, sizeof l->mesh_id, "%s", mesh_id(p->mesh));
     snprintf(l->name, sizeof l->name, "%s", p->name);
     snprintf(l->region, sizeof l->region, "%s", p->region);

@@ -45,6 +45,11 @@ typedef struct {
     unsigned long publishes, takeovers, yields;
     uv_timer_t timer;
     bool timer_open;
+    /* Passive nodes (clients, standbys) are not gossip members: the ones that check in with
+     * this node are counted in its listing through this (set after publisher_start; NULL: none).
+     * Returns how many, and adds their memory to *vram_bytes. */
+    size_t (*passive)(void *data, uint64_t *vram_bytes);
+    void *passive_data;
 } publisher_t;
 
 /* want: --publish (publish unless another node already does). */

@@ -201,13 +201,30 @@ json_t *route_serve_answer(route_serve_t *rs, const char *peer_id, json_t *req)
     return json_incref(rs->cached);
 }
 
+static bool recent(const route_serve_t *rs, const rs_passive_t *p, uint64_t now)
+{
+    return now - p->last_ms <= 2 * rs->refresh_ms;
+}
+
+size_t route_serve_passive_count(const route_serve_t *rs, uint64_t *vram_bytes)
+{
+    uint64_t now = uv_now(rs->loop);
+    size_t n = 0;
+    for (size_t i = 0; i < rs->n_seen; i++)
+        if (recent(rs, &rs->seen[i], now)) {
+            n++;
+            *vram_bytes += rs->seen[i].vram_bytes;
+        }
+    return n;
+}
+
 void route_serve_status(route_serve_t *rs, json_t *st)
 {
     uint64_t now = uv_now(rs->loop);
     json_t *a = json_array();
     for (size_t i = 0; a && i < rs->n_seen; i++) {
         const rs_passive_t *p = &rs->seen[i];
-        if (now - p->last_ms > 2 * rs->refresh_ms) continue;
+        if (!recent(rs, p, now)) continue;
         json_array_append_new(
             a, json_pack("{s:s,s:s,s:I,s:I,s:I}", "id", p->id, "role", rt_role_name(p->role),
                          "last_checkin", (json_int_t)p->wall_s, "vram_bytes",

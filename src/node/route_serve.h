@@ -52,5 +52,8 @@ int route_serve_build(route_serve_t *rs, rt_table_t *t);
 /* Adds "passive": [{id, role, last_checkin, vram_bytes, models}] (seen in the last two refresh
  * periods) to a status document. */
 void route_serve_status(route_serve_t *rs, json_t *st);
+/* The passive nodes seen in the last two refresh periods: how many, and their memory (a
+ * client's is 0) added to *vram_bytes. */
+size_t route_serve_passive_count(const route_serve_t *rs, uint64_t *vram_bytes);
 
 #endif

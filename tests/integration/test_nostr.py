@@ -181,7 +181,8 @@ def test_publish_discover_auto_join_and_route(start_node, relay):
     d = http(b.console_port, "GET", "/api/discover?region=eu").json()
     assert [x["mesh_id"] for x in d["meshes"]] == [mesh], d
     assert d["relays"][0]["url"] == relay.url and d["relays"][0]["state"] == "open", d
-    # the listing follows the mesh: 2 nodes
+    # the listing follows the mesh: 2 nodes (B, serving nothing, is a passive standby that
+    # checks in with A: A counts it)
     wait_listed(relay, mesh, node_count=2)
     assert len(listings(relay, mesh)) >= 2  # republished
 
@@ -255,11 +256,12 @@ def test_watchdog_takeover_then_expiry(start_node, relay):
     mesh = mesh_of(a)
     wait_listed(relay, mesh)
     # members that joined with a token (no --auto, no --publish): they learn from A's
-    # announcement that the mesh is published and watch its listing too
-    b = start_node("--join", a.token, "--port", "0", "--max-vram", "4",
-                   *relay_args(relay.url), env=TIMERS)
-    c = start_node("--join", a.token, "--port", "0", "--max-vram", "4",
-                   *relay_args(relay.url), env=TIMERS)
+    # announcement that the mesh is published and watch its listing too. They serve replicas of
+    # A's model: a member that serves nothing is a passive standby (seed 002), not in gossip
+    b = start_node("--join", a.token, "--model", model_path(SMALL), "--port", "0",
+                   "--max-vram", "4", *relay_args(relay.url), env=TIMERS)
+    c = start_node("--join", a.token, "--model", model_path(SMALL), "--port", "0",
+                   "--max-vram", "4", *relay_args(relay.url), env=TIMERS)
     assert mesh_of(b) == mesh and mesh_of(c) == mesh
     for n in (b, c):
         wait_for(lambda: (n.status().get("nostr") or {}).get("publish"), timeout=30,
