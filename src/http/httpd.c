@@ -39,54 +39,6 @@ size_t httpd_buffered_bytes(void)
     return g_buffered;
 }
 
-typedef enum {
-    CONN_IDLE,     /* waiting for the first byte of a request */
-    CONN_READING,  /* a request is arriving */
-    CONN_HANDLING, /* dispatched; the handler owns the response */
-    CONN_LINGER,   /* final response written; draining input before close */
-    CONN_CLOSED,
-} conn_state_t;
-
-struct httpd_conn {
-    uv_tcp_t tcp;
-    uv_timer_t timer;
-    httpd_t *server;
-    httpd_conn_t *next, *prev;
-    conn_state_t state;
-    httpd_peer_t peer;
-    llhttp_t parser;
-    llhttp_settings_t settings;
-    buf_t url;
-    buf_t hdr; /* "name\0value\0..." */
-    buf_t body;
-    buf_t path;
-    buf_t pending;    /* bytes received while a request is being handled */
-    size_t accounted; /* buffer bytes counted in g_buffered */
-    bool last_was_value;
-    bool headers_done;
-    size_t trailer_bytes; /* chunked trailers: counted against the header cap, then dropped */
-    bool reading;
-    int parse_error_status; /* 413/414/431 when a limit was hit inside a callback */
-    /* A complete request that is answered here instead of by the handler (a limit that the
-     * upstream would enforce): status, code, message. */
-    int reject_status;
-    const char *reject_code;
-    char reject_msg[160];
-    size_t wq; /* bytes queued for writing */
-    /* Stalled-reader watch (while a request is handled): bytes handed to the kernel, how many
-     * of them the client had taken at the last check, and when that last grew. */
-    uint64_t handed;
-    uint64_t delivered_seen;
-    uint64_t progress_ms;
-    bool above_high;
-    bool end_pending; /* response complete once the queue drains */
-    bool end_keep_alive;
-    bool reset_on_close; /* cut off: RST, the unread response is dropped */
-    int handles_open;
-    httpd_req_t req;
-    bool req_live; /* req handed to the handler and not yet ended/aborted */
-};
-
 typedef struct {
     uv_write_t w;
     httpd_conn_t *c;
@@ -287,7 +239,7 @@ static void on_write(uv_write_t *w, int status)
     }
 }
 
-static int conn_write(httpd_conn_t *c, const void *data, size_t len)
+int httpd_conn_write(httpd_conn_t *c, const void *data, size_t len)
 {
     if (c->state == CONN_CLOSED) return -EPIPE;
     if (len == 0) return 0;
@@ -340,157 +292,6 @@ static void conn_end_when_written(httpd_conn_t *c)
     }
 }
 
-/* ---- parsing ---- */
-
-static int cb_message_begin(llhttp_t *p)
-{
-    httpd_conn_t *c = p->data;
-    buf_reset(&c->url);
-    buf_reset(&c->hdr);
-    buf_reset(&c->body);
-    c->last_was_value = false;
-    c->headers_done = false;
-    c->trailer_bytes = 0;
-    c->reject_status = 0;
-    return 0;
-}
-
-static int limit_hit(httpd_conn_t *c, int status)
-{
-    c->parse_error_status = status;
-    return HPE_USER;
-}
-
-/* The request line and headers together exceed max_header_bytes: 414 while the URL is still
- * arriving, 431 once headers are. */
-static int header_bytes_hit(httpd_conn_t *c)
-{
-    return limit_hit(c, c->hdr.len == 0 ? 414 : 431);
-}
-
-static int cb_url(llhttp_t *p, const char *at, size_t len)
-{
-    httpd_conn_t *c = p->data;
-    if (c->url.len + c->hdr.len + len > c->server->opts.max_header_bytes ||
-        buf_append(&c->url, at, len))
-        return header_bytes_hit(c);
-    return 0;
-}
-
-/* Trailer fields of a chunked body arrive through the header callbacks after the headers were
- * indexed: appending them to hdr could move it under the request's header pointers, so they
- * are only counted (against the same cap) and dropped — nothing downstream reads trailers. */
-static int trailer(httpd_conn_t *c, size_t len)
-{
-    c->trailer_bytes += len;
-    return c->trailer_bytes > c->server->opts.max_header_bytes ? limit_hit(c, 431) : 0;
-}
-
-static int cb_header_field(llhttp_t *p, const char *at, size_t len)
-{
-    httpd_conn_t *c = p->data;
-    if (c->headers_done) return trailer(c, len);
-    if (c->last_was_value) {
-        if (buf_append(&c->hdr, "", 1)) return header_bytes_hit(c);
-        c->last_was_value = false;
-    }
-    if (c->url.len + c->hdr.len + len > c->server->opts.max_header_bytes ||
-        buf_append(&c->hdr, at, len))
-        return limit_hit(c, 431);
-    return 0;
-}
-
-static int cb_header_value(llhttp_t *p, const char *at, size_t len)
-{
-    httpd_conn_t *c = p->data;
-    if (c->headers_done) return trailer(c, len);
-    if (!c->last_was_value) {
-        if (buf_append(&c->hdr, "", 1)) return limit_hit(c, 431);
-        c->last_was_value = true;
-    }
-    if (c->url.len + c->hdr.len + len > c->server->opts.max_header_bytes ||
-        buf_append(&c->hdr, at, len))
-        return limit_hit(c, 431);
-    return 0;
-}
-
-static void reject(httpd_conn_t *c, int status, const char *code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void reject(httpd_conn_t *c, int status, const char *code, const char *fmt, ...)
-{
-    c->reject_status = status;
-    c->reject_code = code;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(c->reject_msg, sizeof c->reject_msg, fmt, ap);
-    va_end(ap);
-}
-
-static int cb_headers_complete(llhttp_t *p)
-{
-    httpd_conn_t *c = p->data;
-    const httpd_opts_t *o = &c->server->opts;
-    if (c->last_was_value && buf_append(&c->hdr, "", 1)) return limit_hit(c, 431);
-    /* Index the "name\0value\0" pairs; note a line the upstream would refuse. */
-    httpd_req_t *r = &c->req;
-    r->n_headers = 0;
-    const char *q = c->hdr.data, *end = c->hdr.data ? c->hdr.data + c->hdr.len : NULL;
-    const char *long_name = NULL;
-    size_t long_len = 0;
-    while (q && q < end) {
-        const char *name = q;
-        size_t nl = strlen(q);
-        q += nl + 1;
-        if (q >= end) break;
-        const char *value = q;
-        size_t vl = strlen(q);
-        q += vl + 1;
-        if (r->n_headers >= HTTPD_MAX_HEADERS) return limit_hit(c, 431);
-        if (!long_name && nl + vl + 4 > o->max_header_line) {
-            long_name = name;
-            long_len = nl + vl + 4;
-        }
-        r->headers[r->n_headers].name = name;
-        r->headers[r->n_headers].value = value;
-        r->n_headers++;
-    }
-    c->headers_done = true;
-    if ((p->flags & F_CONTENT_LENGTH) && p->content_length > o->max_body_bytes)
-        return limit_hit(c, 413);
-    /* Limits that are not about memory: the request is read to its end and answered in turn,
-     * so the connection stays usable (unless the client said Connection: close). */
-    if (c->url.len > o->max_url_bytes)
-        reject(c, 414, "uri_too_long", "request URI is %zu bytes; at most %zu", c->url.len,
-               o->max_url_bytes);
-    else if (r->n_headers > o->max_header_count)
-        reject(c, 431, "too_many_headers", "%zu request headers; at most %zu", r->n_headers,
-               o->max_header_count);
-    else if (long_name)
-        reject(c, 431, "header_too_large",
-               "request header '%.40s' is %zu bytes; at most %zu per "
-               "header line",
-               long_name, long_len, o->max_header_line);
-    const char *expect = httpd_header(r, "expect");
-    if (!c->reject_status && expect && strcasecmp(expect, "100-continue") == 0) {
-        static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
-        conn_write(c, cont, sizeof cont - 1);
-    }
-    return 0;
-}
-
-static int cb_body(llhttp_t *p, const char *at, size_t len)
-{
-    httpd_conn_t *c = p->data;
-    if (c->body.len + len > c->server->opts.max_body_bytes || buf_append(&c->body, at, len))
-        return limit_hit(c, 413);
-    return 0;
-}
-
-static int cb_message_complete(llhttp_t *p)
-{
-    return HPE_PAUSED;
-}
-
 static void respond_and_close(httpd_conn_t *c, int status, const char *code, const char *msg)
 {
     char body[512];
@@ -506,8 +307,8 @@ static void respond_and_close(httpd_conn_t *c, int status, const char *code, con
                      "%sConnection: close\r\n\r\n",
                      status, httpd_status_text(status), strlen(body),
                      status == 503 ? "Retry-After: 1\r\n" : "");
-    conn_write(c, head, (size_t)n);
-    conn_write(c, body, strlen(body));
+    httpd_conn_write(c, head, (size_t)n);
+    httpd_conn_write(c, body, strlen(body));
     c->state = CONN_HANDLING; /* stop parsing further input */
     c->end_pending = true;
     c->end_keep_alive = false;
@@ -736,14 +537,7 @@ static int conn_begin(httpd_conn_t *c)
         return -EMFILE;
     }
     uv_tcp_nodelay(&c->tcp, 1);
-    llhttp_settings_init(&c->settings);
-    c->settings.on_message_begin = cb_message_begin;
-    c->settings.on_url = cb_url;
-    c->settings.on_header_field = cb_header_field;
-    c->settings.on_header_value = cb_header_value;
-    c->settings.on_headers_complete = cb_headers_complete;
-    c->settings.on_body = cb_body;
-    c->settings.on_message_complete = cb_message_complete;
+    httpd_parse_settings(&c->settings);
     llhttp_init(&c->parser, HTTP_REQUEST, &c->settings);
     c->parser.data = c;
     timer_arm(c, s->opts.idle_timeout_ms);
@@ -812,7 +606,7 @@ int httpd_write(httpd_req_t *req, const void *data, size_t len)
         if (d[0] >= '1' && d[0] <= '5' && d[1] >= '0' && d[1] <= '9' && d[2] >= '0' && d[2] <= '9')
             req->mesh.status = (d[0] - '0') * 100 + (d[1] - '0') * 10 + (d[2] - '0');
     }
-    return conn_write(c, data, len);
+    return httpd_conn_write(c, data, len);
 }
 
 size_t httpd_write_queue(const httpd_req_t *req)

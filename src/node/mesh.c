@@ -71,11 +71,20 @@ void mesh_peer_forget(mesh_t *m, mpeer_t *p)
 
 static void gossip_timer_cb(uv_timer_t *t);
 
-static void gossip_arm(mesh_t *m)
+/* min_ms: 1 when re-armed from the timer's own callback. libuv 1.44 runs a timer started at
+ * 0 ms from its callback again in the same timer phase, with the loop time unchanged: a
+ * deadline that stayed due would spin the loop without I/O. */
+static void gossip_arm_after(mesh_t *m, uint64_t min_ms)
 {
     if (!m->g || m->stopping) return;
     uint64_t dl = gossip_next_deadline(m->g), now = now_ms(m);
-    uv_timer_start(&m->gtimer, gossip_timer_cb, dl > now ? dl - now : 0, 0);
+    uint64_t ms = dl > now ? dl - now : 0;
+    uv_timer_start(&m->gtimer, gossip_timer_cb, ms < min_ms ? min_ms : ms, 0);
+}
+
+static void gossip_arm(mesh_t *m)
+{
+    gossip_arm_after(m, 0);
 }
 
 void mesh_gossip_arm(mesh_t *m)
@@ -449,7 +458,7 @@ static void gossip_timer_cb(uv_timer_t *t)
     mesh_t *m = t->data;
     if (!m->g || m->stopping) return;
     gossip_tick(m->g, now_ms(m));
-    gossip_arm(m);
+    gossip_arm_after(m, 1);
 }
 
 gossip_t *mesh_gossip_new(mesh_t *m, uint64_t incarnation)

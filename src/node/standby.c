@@ -10,6 +10,7 @@ static void on_timer(uv_timer_t *t)
     standby_t *s = t->data;
     planner_t *pl = s->pl;
     if (!s->started || pl->stopping) return;
+    s->in_timer = true;
     if (!pl->passive && s->want_check && planner_wants_passive(pl)) {
         LOGI("standby",
              "nothing in the mesh needs this node now: standing by passively (leaving gossip; "
@@ -32,11 +33,14 @@ static void on_timer(uv_timer_t *t)
         }
     }
     s->want_check = false;
+    s->in_timer = false;
 }
 
+/* From inside on_timer (a replan it caused) 1 ms, not 0: libuv 1.44 reruns a timer started at
+ * 0 ms from its own callback in the same phase without reading I/O. */
 static void arm(standby_t *s)
 {
-    if (s->started && !s->pl->stopping) uv_timer_start(&s->timer, on_timer, 0, 0);
+    if (s->started && !s->pl->stopping) uv_timer_start(&s->timer, on_timer, s->in_timer ? 1 : 0, 0);
 }
 
 static void on_replanned(void *data)

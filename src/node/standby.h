@@ -29,6 +29,7 @@ typedef struct {
     passive_t *pv; /* role standby; paused while the node is a gossip member */
     uv_timer_t timer;
     bool want_check;    /* a re-plan happened: look whether to stand by */
+    bool in_timer;      /* on_timer is running (re-arms wait 1 ms) */
     bool have_table;    /* a table (or none answering) arrived while passive */
     bool none_answered; /* and it was: no active node answered */
     uint64_t went_passive, went_active;
