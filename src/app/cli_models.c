@@ -134,16 +134,6 @@ static int run_fetch(const char *ref, const char *dir, char *path, size_t pathle
 
 /* ---------------------------------------------------------------------------------------- */
 
-static const char *models_dir_arg(int argc, char **argv)
-{
-    const char *dir = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--models-dir") == 0 && i + 1 < argc && !dir) dir = argv[i + 1];
-        if (strncmp(argv[i], "--models-dir=", 13) == 0 && !dir) dir = argv[i] + 13;
-    }
-    return dir;
-}
-
 static uint64_t memory_offered(int argc, char **argv)
 {
     for (int i = 1; i + 1 < argc; i++)
@@ -265,7 +255,7 @@ int cli_models_main(int argc, char **argv)
 {
     if (argc < 2 || (strcmp(argv[1], "download") != 0 && strcmp(argv[1], "models") != 0)) return -1;
     char dir[1024];
-    mf_default_dir(models_dir_arg(argc, argv), dir, sizeof dir);
+    mf_default_dir(mf_models_dir_arg(argc, argv), dir, sizeof dir);
     /* the positional arguments, without the options */
     const char *pos[4] = {0};
     int np = 0;

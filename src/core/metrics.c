@@ -176,11 +176,6 @@ void metrics_in_flight_add(metrics_t *m, const char *model, int delta)
     m->in_flight[model_idx(m, model)] += delta;
 }
 
-void metrics_queue_depth_add(metrics_t *m, const char *model, int delta)
-{
-    m->queue_depth[model_idx(m, model)] += delta;
-}
-
 void metrics_queue_depth_set(metrics_t *m, const char *model, unsigned depth)
 {
     m->queue_depth[model_idx(m, model)] = depth;

@@ -122,7 +122,6 @@ void metrics_draft_totals(const metrics_t *m, const char *model, uint64_t *draft
 /* Admission (fed by the queue): requests in flight and waiting per model, each wait, each
  * rejection. */
 void metrics_in_flight_add(metrics_t *m, const char *model, int delta);
-void metrics_queue_depth_add(metrics_t *m, const char *model, int delta);
 void metrics_queue_depth_set(metrics_t *m, const char *model, unsigned depth);
 void metrics_queue_wait(metrics_t *m, const char *model, double seconds);
 void metrics_queue_rejected(metrics_t *m, const char *model);

@@ -220,3 +220,15 @@ int mf_fetch_opts(dl_t *d, const char *ref, const char *dir, const mf_opts_t *o,
     have_file(m);
     return 0;
 }
+
+const char *mf_models_dir_arg(int argc, char **argv)
+{
+    const char *dir = NULL;
+    for (int i = 1; i < argc && !dir; i++) {
+        if (strcmp(argv[i], "--models-dir") == 0 && i + 1 < argc)
+            dir = argv[i + 1];
+        else if (strncmp(argv[i], "--models-dir=", 13) == 0)
+            dir = argv[i] + 13;
+    }
+    return dir;
+}

@@ -16,6 +16,8 @@ typedef void (*mf_done_fn)(void *data, int rc, const char *err, const char *path
 
 /* The default models directory: the first --models-dir, else ~/.models. */
 void mf_default_dir(const char *models_dir, char *out, size_t len);
+/* The value of --models-dir DIR / --models-dir=DIR in argv (the first), or NULL. */
+const char *mf_models_dir_arg(int argc, char **argv);
 /* Start fetching ref into dir. Returns 0 (cb runs later) or a negative errno with err set. */
 int mf_fetch(dl_t *d, const char *ref, const char *dir, mf_done_fn cb, void *data, char *err,
              size_t errlen);

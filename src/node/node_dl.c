@@ -22,17 +22,10 @@ static size_t g_n_refs;
 static char g_present[NODE_DL_MAX][NODE_DL_REF_MAX]; /* on disk already: announced as sources */
 static size_t g_n_present;
 
-static const char *models_dir_arg(int argc, char **argv)
-{
-    for (int i = 1; i + 1 < argc; i++)
-        if (strcmp(argv[i], "--models-dir") == 0) return argv[i + 1];
-    return NULL;
-}
-
 int node_dl_take_args(int *argc, char **argv)
 {
     char dir[1024];
-    mf_default_dir(models_dir_arg(*argc, argv), dir, sizeof dir);
+    mf_default_dir(mf_models_dir_arg(*argc, argv), dir, sizeof dir);
     int taken = 0;
     for (int i = 1; i + 1 < *argc;) {
         if (strcmp(argv[i], "--model") != 0 && strcmp(argv[i], "-m") != 0) {

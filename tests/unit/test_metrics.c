@@ -188,8 +188,7 @@ static void test_loads_queue_peers_tunnel(void **state)
     metrics_load_begin(&m, "a", 4000000000ull);
     metrics_load_end(&m, "a", false, 5000000000ull);
     metrics_unload(&m, "a");
-    metrics_queue_depth_add(&m, "a", 3);
-    metrics_queue_depth_add(&m, "a", -1);
+    metrics_queue_depth_set(&m, "a", 2);
     metrics_queue_wait(&m, "a", 0.2);
     metrics_queue_rejected(&m, "a");
     metrics_in_flight_add(&m, "a", 1);
