@@ -15,7 +15,7 @@ ARGS     ?=
 PYTEST_ARGS ?=
 GEN      := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 
-.PHONY: all deps deps-test llama build build-asan build-fuzz run test unit integration soak-smoke asan fuzz-smoke fuzz soak soak-smoke bench bench-model bench-replicas bench-tunnel-impaired bench-sse format clean
+.PHONY: all deps deps-test llama build build-asan build-fuzz run test unit integration soak-smoke asan fuzz-smoke fuzz soak soak-smoke bench bench-model bench-replicas bench-tunnel-impaired bench-sse bench-split-speed format clean
 
 all: build
 
@@ -124,6 +124,11 @@ bench-sse: build llama
 	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/sse --mesh-llm $(BUILD)/mesh-llm
 
 # mesh-llm's downloader (CLI and a node's /api/v1/load) vs curl -o, 128 MiB from a local server
+.PHONY: bench-split-speed
+# speed-aware vs memory-proportional split, one node limited by a cgroup CPU quota (root)
+bench-split-speed: build llama bench-model
+	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/split-speed --mesh-llm $(BUILD)/mesh-llm --model $(BENCH_MODEL)
+
 .PHONY: bench-download
 bench-download: build llama
 	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/download --mesh-llm $(BUILD)/mesh-llm

@@ -1,6 +1,8 @@
 /* election — see election.h for the rules. */
 #include "election.h"
 
+#include "layer_split.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,6 +89,22 @@ static void fill_member(election_member_t *m, const cand_t *c, election_role_t r
     m->vram_bytes = c->n->vram_bytes;
     m->role = role;
     m->rtt_ms = role == ELECTION_WORKER ? c->rtt : 0;
+    m->speed_mflops = c->n->speed_mflops;
+}
+
+/* Speed-aware slot counts (layer_split.h) into counts: whether they apply. */
+static bool speed_counts(const election_plan_t *p, uint32_t *counts)
+{
+    uint64_t slots = (uint64_t)p->n_layers + 1;
+    uint64_t slot_bytes = p->need_bytes / slots + (p->need_bytes % slots != 0);
+    ls_node_t *ls = malloc(p->n_members * sizeof *ls);
+    if (!ls) return false;
+    for (size_t j = 0; j < p->n_members; j++)
+        ls[j] = (ls_node_t){.cap_bytes = p->members[j].vram_bytes,
+                            .speed_mflops = p->members[j].speed_mflops};
+    int rc = layer_split_speed(ls, p->n_members, (uint32_t)slots, slot_bytes, counts);
+    free(ls);
+    return rc == 1;
 }
 
 /* Weights, shares and layer ranges of a split plan (see election.h, "Layers"). */
@@ -96,9 +114,22 @@ static void plan_layers(election_plan_t *p)
     for (size_t j = 0; j < p->n_members; j++)
         total += p->members[j].vram_bytes;
     uint64_t L = p->n_layers, prev = 0;
+    uint32_t *counts = L ? calloc(p->n_members, sizeof *counts) : NULL;
+    p->speed_aware = counts && speed_counts(p, counts);
     for (size_t j = 0; j < p->n_members; j++) {
         election_member_t *m = &p->members[j];
         m->share = total ? (double)m->vram_bytes / (double)total : 0.0;
+        if (p->speed_aware) {
+            /* the slots the speeds give, laid out in the same order as below */
+            uint64_t c = prev + counts[j];
+            m->share = (double)counts[j] / (double)(L + 1);
+            m->weight = counts[j];
+            m->layer_first = (uint32_t)(prev < L ? prev : L);
+            m->layer_end = (uint32_t)(c < L ? c : L);
+            m->output_layer = prev <= L && L < c;
+            prev = c;
+            continue;
+        }
         if (L == 0) {
             uint64_t mib = m->vram_bytes >> 20;
             m->weight = mib == 0 ? 1 : mib > UINT32_MAX ? UINT32_MAX : (uint32_t)mib;
@@ -118,6 +149,7 @@ static void plan_layers(election_plan_t *p)
         m->output_layer = prev <= L && L < c;
         prev = c;
     }
+    free(counts);
 }
 
 static int run_split(const election_input_t *in, cand_t *c, size_t n, size_t host, bool forced,

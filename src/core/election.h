@@ -42,6 +42,16 @@
  * A member may get 0 layers when there are more members than layers. With L = 0 (unknown) no
  * ranges are computed and the weights are the members' memory in MiB (at least 1).
  *
+ * Speed. When every member of a split announces a calibrated compute speed (speed_mflops) and
+ * they differ by at least LS_EQUAL_RATIO, the layer counts come from layer_split.h instead of
+ * the memory proportions: a pipeline computes a token through every stage in turn, so the time
+ * per token is the sum of the stage times, smallest when the fastest members hold as many
+ * slots as their memory allows (slot = need_bytes / (L + 1) bytes, the same per-slot memory the
+ * proportional rule gives when the group's memory equals the need). The ranges are then laid
+ * out from those counts exactly as above (contiguous, same member order, same output layer
+ * rule), plan.speed_aware is set, and a member's share is its slots / (L + 1). Unknown speeds
+ * (an old peer, a node still calibrating) or near-equal ones: the memory-proportional rule.
+ *
  * Determinism: nodes are sorted by id internally, so any input order gives the same plan.
  */
 #ifndef MESH_ELECTION_H
@@ -60,13 +70,14 @@
 uint64_t election_need_bytes(uint64_t model_bytes);
 
 typedef struct {
-    const char *id;      /* 64 lowercase hex chars */
-    uint64_t vram_bytes; /* memory offered (--max-vram) */
-    int32_t rtt_ms;      /* RTT between this node and the host, ms, < 0 unknown (used when
-                          * election_input_t.rtt is NULL; the host's own value is ignored) */
-    bool force_split;    /* started with --split */
-    bool no_file;        /* holds no copy of the model's file: a worker, never the host (hosts
-                          * are taken among the nodes with the file first) */
+    const char *id;        /* 64 lowercase hex chars */
+    uint64_t vram_bytes;   /* memory offered (--max-vram) */
+    int32_t rtt_ms;        /* RTT between this node and the host, ms, < 0 unknown (used when
+                            * election_input_t.rtt is NULL; the host's own value is ignored) */
+    bool force_split;      /* started with --split */
+    bool no_file;          /* holds no copy of the model's file: a worker, never the host (hosts
+                            * are taken among the nodes with the file first) */
+    uint32_t speed_mflops; /* calibrated compute speed (announced), 0 unknown */
 } election_node_t;
 
 typedef struct {
@@ -100,16 +111,18 @@ typedef struct {
     uint64_t vram_bytes;
     election_role_t role;
     int32_t rtt_ms;       /* worker: RTT to the host used for the choice, -1 unknown; else 0 */
-    double share;         /* vram / total_bytes (solo: 1) */
+    double share;         /* vram / total_bytes (solo: 1; speed-aware: slots / (L + 1)) */
     uint32_t weight;      /* --tensor-split entry (split only) */
     uint32_t layer_first; /* repeating layers [layer_first, layer_end) held (solo: all) */
     uint32_t layer_end;
-    bool output_layer; /* holds the output layer (split: normally the host; solo: true) */
+    bool output_layer;     /* holds the output layer (split: normally the host; solo: true) */
+    uint32_t speed_mflops; /* as announced, 0 unknown */
 } election_member_t;
 
 typedef struct {
     election_mode_t mode;
     bool forced;          /* split made under --split (rule 4; at least one worker) */
+    bool speed_aware;     /* the layer counts follow the members' speeds (see "Speed") */
     uint64_t need_bytes;  /* election_need_bytes(model_bytes) */
     uint64_t total_bytes; /* memory of the members (saturating) */
     uint32_t n_layers;

@@ -70,6 +70,7 @@ static bool host_apply(const pp_input_t *in, const pp_model_t *m, pp_state_t *st
         }
         st->ngl = ngl;
         st->host_end = ranges[plan->host_index].end;
+        st->speed_aware = plan->speed_aware;
         snprintf(st->plan_id, sizeof st->plan_id, "%.8s-%llx-%u", in->id,
                  (unsigned long long)in->now_s, ++st->plan_seq);
         st->launched = false;
@@ -156,7 +157,8 @@ void pp_decide_model(const pp_input_t *in, const pp_model_t *m, pp_state_t *st, 
                                    .vram_bytes = m->offer_bytes,
                                    .rtt_ms = 0,
                                    .force_split = in->force_split,
-                                   .no_file = !m->has_file};
+                                   .no_file = !m->has_file,
+                                   .speed_mflops = in->speed_mflops};
     for (size_t i = 0; i < in->n_peers && n < ELECTION_MAX_NODES; i++) {
         const view_node_t *v = &in->peers[i];
         bool file = false;
@@ -175,6 +177,7 @@ void pp_decide_model(const pp_input_t *in, const pp_model_t *m, pp_state_t *st, 
             .rtt_ms = in->rtt_ms ? in->rtt_ms[i] : -1,
             .force_split = s->split,
             .no_file = !file,
+            .speed_mflops = v->speed_mflops,
         };
     }
     st->planned = true;

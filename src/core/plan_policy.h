@@ -79,7 +79,8 @@ typedef struct {
     uint32_t host_end; /* this node holds layers [0, host_end) */
     pp_worker_t workers[PP_MAX_WORKERS];
     size_t n_workers;
-    bool launched; /* llama-server started with the current plan */
+    bool launched;    /* llama-server started with the current plan */
+    bool speed_aware; /* the plan's layer counts follow the members' speeds (election.h) */
     /* worker */
     char follow_plan[PP_PLAN_ID_MAX]; /* the host's plan that includes this node */
     election_range_t my_range;
@@ -109,7 +110,8 @@ typedef struct {
     const view_node_t *peers;
     const int32_t *rtt_ms; /* per peer, < 0 unknown; NULL: all unknown */
     size_t n_peers;
-    bool rpc_running; /* this node's rpc-server child exists and is not stopped */
+    bool rpc_running;      /* this node's rpc-server child exists and is not stopped */
+    uint32_t speed_mflops; /* this node's calibrated compute speed, 0 unknown (election.h) */
 } pp_input_t;
 
 typedef enum {

@@ -421,6 +421,9 @@ int view_decode(const json_t *ann, const char *id, view_node_t *out)
     out->role = r == 1 ? CATALOG_ROLE_HOST : r == 2 ? CATALOG_ROLE_CLIENT : CATALOG_ROLE_WORKER;
     out->vram_bytes = get_u64(ann, "vram_bytes", rej);
     out->has_free = get_uint(ann, "free_bytes", UINT64_MAX, &out->free_bytes, rej);
+    uint64_t speed = 0; /* a member cannot claim an absurd speed: clamped */
+    get_uint(ann, "speed_mflops", UINT64_MAX, &speed, rej);
+    out->speed_mflops = (uint32_t)(speed > VIEW_SPEED_MAX ? VIEW_SPEED_MAX : speed);
 
     json_t *arr;
     size_t cnt = get_list(ann, "available_models", &arr, rej);
@@ -567,6 +570,10 @@ int view_encode(const view_node_t *n, json_t *ann)
         json_object_set_new(ann, "free_bytes", json_integer((json_int_t)n->free_bytes));
     else
         json_object_del(ann, "free_bytes");
+    if (n->speed_mflops)
+        json_object_set_new(ann, "speed_mflops", json_integer((json_int_t)n->speed_mflops));
+    else
+        json_object_del(ann, "speed_mflops");
     return 0;
 nomem:
     json_decref(av);
@@ -663,10 +670,11 @@ bool view_serving_equal(const view_node_t *a, const view_node_t *b)
 bool view_node_equal(const view_node_t *a, const view_node_t *b)
 {
     if (strcmp(a->id, b->id) != 0 || a->role != b->role || a->vram_bytes != b->vram_bytes ||
-        a->has_free != b->has_free || (a->has_free && a->free_bytes != b->free_bytes) ||
-        a->n_available != b->n_available || a->n_requested != b->n_requested ||
-        a->n_demand != b->n_demand || a->n_sources != b->n_sources ||
-        a->n_downloads != b->n_downloads || !view_serving_equal(a, b))
+        a->speed_mflops != b->speed_mflops || a->has_free != b->has_free ||
+        (a->has_free && a->free_bytes != b->free_bytes) || a->n_available != b->n_available ||
+        a->n_requested != b->n_requested || a->n_demand != b->n_demand ||
+        a->n_sources != b->n_sources || a->n_downloads != b->n_downloads ||
+        !view_serving_equal(a, b))
         return false;
     for (size_t i = 0; i < a->n_sources; i++) {
         const view_source_t *x = &a->sources[i], *y = &b->sources[i];

@@ -7,6 +7,9 @@
  *
  * Fields (see planner.h for the serving-entry protocol):
  *   role (worker|host|client), vram_bytes, free_bytes (optional),
+ *   speed_mflops (optional: the node's calibrated compute speed, MFLOP/s of an F32
+ *   matrix-vector product on its llama.cpp threads — node/speed.h; absent = unknown; a larger
+ *   claim than VIEW_SPEED_MAX is clamped to it, a non-integer or negative one is ignored),
  *   available_models [{name, size_bytes, need_bytes, type, vision}] (vision: true when the node
  *   serves the model with a vision projector, --mmproj; absent = false),
  *   serving [{model, member, role, state, http_ready, is_host, split, bytes,
@@ -48,8 +51,9 @@
 #define VIEW_MAX_LIST CATALOG_MAX_NODE_MODELS /* entries per list per node */
 #define VIEW_MAX_PLANS 16                     /* serving entries with a plan, per node */
 #define VIEW_MAX_PLAN_WORKERS 16
-#define VIEW_PLAN_ID_MAX 48 /* bytes including the NUL */
-#define VIEW_REF_MAX 512    /* model_source ref, bytes including the NUL */
+#define VIEW_PLAN_ID_MAX 48      /* bytes including the NUL */
+#define VIEW_REF_MAX 512         /* model_source ref, bytes including the NUL */
+#define VIEW_SPEED_MAX 100000000 /* speed_mflops clamp (100 TFLOP/s; = LS_SPEED_MAX) */
 
 typedef enum {
     VIEW_SERVE_NONE = 0, /* absent or unknown */
@@ -128,7 +132,8 @@ typedef struct {
     catalog_role_t role;
     uint64_t vram_bytes; /* offered */
     uint64_t free_bytes;
-    bool has_free; /* free_bytes announced */
+    bool has_free;         /* free_bytes announced */
+    uint32_t speed_mflops; /* calibrated compute speed, 0 unknown (clamped to VIEW_SPEED_MAX) */
     view_avail_t *available;
     size_t n_available;
     view_serving_t *serving;
@@ -168,7 +173,8 @@ view_plan_t *view_add_plan(view_node_t *n, view_serving_t *s, const char *id);
 /* Decode a peer's announcement. 0, -EINVAL (not an object, invalid id), -ENOMEM; out is
  * initialised either way (view_node_free it). */
 int view_decode(const json_t *ann, const char *id, view_node_t *out);
-/* Set the announcement's model fields (role, vram_bytes, free_bytes, available_models,
+/* Set the announcement's model fields (role, vram_bytes, free_bytes, speed_mflops (when
+ * known), available_models,
  * requested_models, serving, request_rates, last_request, model_source, downloading) from n;
  * model_source / downloading are left out when empty. 0, -ENOMEM. */
 int view_encode(const view_node_t *n, json_t *ann);

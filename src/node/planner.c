@@ -471,7 +471,8 @@ static void plan_models(planner_t *pl, const peers_t *P)
                      .now_s = (uint64_t)time(NULL),
                      .peers = P->v,
                      .rtt_ms = rtt,
-                     .n_peers = np};
+                     .n_peers = np,
+                     .speed_mflops = pl->speed.mflops};
     for (size_t i = 0; i < pl->n; i++) {
         pmodel_t *pm = &pl->models[i];
         pp_model_t m = model_facts(pl, pm);
@@ -501,7 +502,7 @@ static void replan(planner_t *pl)
     peers_t P;
     if (peers_get(pl, &P) != 0) return;
     allocate(pl, &P);
-    plan_models(pl, &P);
+    if (!pl->speed.running) plan_models(pl, &P);
     peers_free(&P);
     wake_parked(pl, false);
     /* announce when what this node serves changed */
@@ -577,6 +578,16 @@ void planner_add_model(planner_t *pl, model_entry_t *e)
     if (pl->mesh) planner_kick(pl);
 }
 
+/* The calibration ended: announce the speed and plan with it. */
+static void speed_done(node_speed_t *s)
+{
+    planner_t *pl = s->data;
+    if (pl->stopping) return;
+    if (!pl->mesh) return; /* not in a mesh yet: its first announcement will carry it */
+    if (s->mflops) mesh_announce_changed(pl->mesh);
+    planner_kick(pl);
+}
+
 int planner_init(planner_t *pl, uv_loop_t *loop, const config_t *cfg, models_t *ms,
                  supervisor_t *sv, uint64_t vram)
 {
@@ -600,6 +611,7 @@ int planner_init(planner_t *pl, uv_loop_t *loop, const config_t *cfg, models_t *
     uv_timer_init(loop, &pl->tick);
     pl->timer.data = pl->tick.data = pl;
     pl->timer_open = true;
+    if (!cfg->client) node_speed_start(&pl->speed, loop, speed_done, pl);
     return 0;
 }
 

@@ -38,6 +38,7 @@
 #include "promote.h"
 #include "route_table.h"
 #include "router.h"
+#include "speed.h"
 #include "supervisor.h"
 #include "view.h"
 
@@ -108,6 +109,9 @@ struct planner {
     uint64_t serving_since_ms, last_demote_check_ms;
     uint64_t idle_ms, min_serve_ms;
     uint64_t promotions, demotions;
+    /* compute speed (speed.h): announced as speed_mflops; the models are not planned while it
+     * is being measured (a plan made without it would be re-made a moment later) */
+    node_speed_t speed;
 };
 
 int planner_init(planner_t *pl, uv_loop_t *loop, const config_t *cfg, models_t *ms,

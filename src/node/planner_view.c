@@ -261,6 +261,7 @@ int self_view(planner_t *pl, view_node_t *n)
     n->vram_bytes = pl->ms->ledger.offered;
     n->free_bytes = ledger_free(&pl->ms->ledger);
     n->has_free = true;
+    n->speed_mflops = pl->speed.mflops;
     for (size_t i = 0; i < pl->ms->n; i++) {
         model_entry_t *e = &pl->ms->entries[i];
         view_avail_t *a = view_add_available(n, e->mm->name);
@@ -475,6 +476,26 @@ static void memory_status(planner_t *pl, json_t *st)
         json_decref(held);
 }
 
+/* Each peer's speed as this node decoded (and clamped) it from the announcement. */
+static void speed_status(planner_t *pl, json_t *st)
+{
+    json_t *peers = json_object_get(st, "peers");
+    peers_t P;
+    if (!json_is_array(peers) || peers_get(pl, &P) != 0) return;
+    size_t i;
+    json_t *o;
+    json_array_foreach(peers, i, o)
+    {
+        const char *id = json_string_value(json_object_get(o, "id"));
+        for (size_t k = 0; id && k < P.n; k++)
+            if (strcmp(P.v[k].id, id) == 0)
+                json_object_set_new(o, "speed_mflops",
+                                    P.v[k].speed_mflops ? json_integer(P.v[k].speed_mflops)
+                                                        : json_null());
+    }
+    peers_free(&P);
+}
+
 void planner_status(planner_t *pl, json_t *st)
 {
     memory_status(pl, st);
@@ -523,6 +544,9 @@ void planner_status(planner_t *pl, json_t *st)
             json_object_set_new(o, "ngl", json_integer(pm->st.ngl));
             json_object_set_new(o, "workers", w);
             json_object_set_new(o, "launched", json_boolean(pm->st.launched));
+            json_object_set_new(o, "host_layers",
+                                json_pack("{s:i,s:i}", "first", 0, "end", (int)pm->st.host_end));
+            json_object_set_new(o, "speed_aware", json_boolean(pm->st.speed_aware));
         } else if (pm->st.role == ELECTION_WORKER) {
             json_object_set_new(o, "plan_id", json_string(pm->st.follow_plan));
             json_object_set_new(o, "layers",
@@ -552,7 +576,12 @@ void planner_status(planner_t *pl, json_t *st)
                                                        pl->n ? pl->models[0].name : "")
                                            : json_null());
         pd_status(pl, node);
+        json_object_set_new(node, "speed",
+                            json_pack("{s:I,s:s,s:i}", "mflops", (json_int_t)pl->speed.mflops,
+                                      "source", pl->speed.source ? pl->speed.source : "off",
+                                      "threads", (int)pl->speed.threads));
     }
+    speed_status(pl, st);
 }
 
 /* ---- the public listing (issue 16: --publish) ---- */

@@ -32,6 +32,7 @@ typedef struct {
     int32_t rtt;
     bool split;
     bool no_file;
+    uint32_t speed; /* MFLOP/s, 0 unknown */
 } tn_t;
 
 static int run_nodes(const tn_t *tn, size_t n, uint64_t size, uint32_t layers, const int32_t *rtt,
@@ -39,14 +40,14 @@ static int run_nodes(const tn_t *tn, size_t n, uint64_t size, uint32_t layers, c
 {
     election_node_t nodes[16];
     for (size_t i = 0; i < n; i++)
-        nodes[i] =
-            (election_node_t){tag_id(tn[i].tag), tn[i].vram, tn[i].rtt, tn[i].split, tn[i].no_file};
+        nodes[i] = (election_node_t){tag_id(tn[i].tag), tn[i].vram,    tn[i].rtt,
+                                     tn[i].split,       tn[i].no_file, tn[i].speed};
     election_input_t in = {size, layers, nodes, n, rtt, 0};
     return election_run(&in, plan);
 }
 
-/* "a24@10 b16 c8s d8n": tag, memory in GB, @RTT ms (absent = unknown), s = --split, n = no
- * copy of the file. */
+/* "a24@10 b16 c8s d8n e8x500": tag, memory in GB, @RTT ms (absent = unknown), s = --split,
+ * n = no copy of the file, xN = speed N MFLOP/s (absent = unknown). */
 static size_t parse_nodes(const char *spec, tn_t *tn)
 {
     size_t n = 0;
@@ -69,6 +70,10 @@ static size_t parse_nodes(const char *spec, tn_t *tn)
         if (*p == 'n') {
             tn[n].no_file = true;
             p++;
+        }
+        if (*p == 'x') {
+            tn[n].speed = (uint32_t)strtoul(p + 1, &end, 10);
+            p = end;
         }
         n++;
     }
@@ -159,6 +164,23 @@ static const ecase_t cases[] = {
     {"layers: 4/4/8, 10 layers (need 14.3)", 13, 10, "a4@10 b4@20 c8",
      ELECTION_SPLIT, "abc", "3,3,5"},
     {"layers: more members than layers", 10, 1, "a4@10 b4@20 c4", ELECTION_SPLIT, "abc", "1,1,0"},
+    /* speed (11 slots of 1 GB: need 11 GB, 10 layers + output) */
+    {"speed unknown: memory-proportional", 10, 10, "a9@10 b9", ELECTION_SPLIT, "ab", "6,5"},
+    {"speed of one member unknown: memory-proportional", 10, 10, "a9@10x1000 b9",
+     ELECTION_SPLIT, "ab", "6,5"},
+    {"speeds within 1.5x: memory-proportional", 10, 10, "a9@10x1000 b9x700",
+     ELECTION_SPLIT, "ab", "6,5"},
+    {"fast worker: takes what its memory allows", 10, 10, "a9@10x1000 b9x100",
+     ELECTION_SPLIT, "ab", "9,2"},
+    {"slow worker: keeps what memory forces on it", 10, 10, "a9@10x100 b9x1000",
+     ELECTION_SPLIT, "ab", "2,9"},
+    {"exactly 1.5x: speed-aware", 10, 10, "a9@10x150 b9x100", ELECTION_SPLIT, "ab", "9,2"},
+    {"three members: fastest, then next, slowest last", 10, 10, "a4@10x100 b4@20x1000 c4x500",
+     ELECTION_SPLIT, "abc", "3,4,4"},
+    {"three, proportional for comparison", 10, 10, "a4@10 b4@20 c4", ELECTION_SPLIT, "abc",
+     "4,4,3"},
+    {"tight memory: speed cannot move layers", 10, 10, "a5@10x100 b6x1000", ELECTION_SPLIT,
+     "ab", "5,6"},
 };
 /* clang-format on */
 
@@ -188,7 +210,7 @@ static void test_table(void **state)
         election_plan_free(&p);
     }
     /* one byte under 1.1 × size */
-    tn_t tn = {'a', 11 * G - 1, UNK, false, false};
+    tn_t tn = {'a', 11 * G - 1, UNK, false, false, 0};
     election_plan_t p;
     assert_int_equal(run_nodes(&tn, 1, 10 * G, 0, NULL, &p), 0);
     assert_int_equal(p.mode, ELECTION_IMPOSSIBLE);
@@ -349,8 +371,8 @@ static void test_invalid(void **state)
 {
     (void)state;
     election_plan_t p;
-    election_node_t nodes[2] = {{tag_id('a'), G, 1, false, false},
-                                {tag_id('b'), G, 1, false, false}};
+    election_node_t nodes[2] = {{tag_id('a'), G, 1, false, false, 0},
+                                {tag_id('b'), G, 1, false, false, 0}};
     election_input_t in = {10 * G, 0, nodes, 2, NULL, 0};
     assert_int_equal(election_run(NULL, &p), -EINVAL);
     assert_int_equal(election_run(&in, NULL), -EINVAL);
@@ -555,7 +577,8 @@ static void test_random_properties(void **state)
             snprintf(ids[i], sizeof ids[i], "%064llx", (unsigned long long)(rnd_below(4) + 16 * i));
             int32_t r = (int32_t)rnd_below(130) - 20; /* -20..109: unknown, near, far */
             nodes[i] = (election_node_t){ids[i], (rnd_below(5) == 0 ? 0 : rnd_below(8) + 1) * unit,
-                                         r, rnd_below(8) == 0, false};
+                                         r,      rnd_below(8) == 0,
+                                         false,  0};
             perm[i] = i;
         }
         for (size_t i = 0; i < n * n; i++)
@@ -667,12 +690,15 @@ static void test_cpu_layout(void **state)
     assert_int_equal(election_cpu_layout(&p, r, &ngl), -EINVAL);
     election_plan_free(&p);
     /* random splits: llama.cpp's placement matches the announced ranges */
-    size_t checked = 0;
+    size_t checked = 0, speed_checked = 0;
     for (int iter = 0; iter < 2000; iter++) {
         size_t n = 2 + rnd_below(6);
         tn_t tn[8];
         for (size_t i = 0; i < n; i++)
-            tn[i] = (tn_t){.tag = "abcdef12"[i], .vram = (1 + rnd_below(9)) * G, .rtt = UNK};
+            tn[i] = (tn_t){.tag = "abcdef12"[i],
+                           .vram = (1 + rnd_below(9)) * G,
+                           .rtt = UNK,
+                           .speed = iter % 2 ? 0 : 100 + (uint32_t)rnd_below(2000)};
         uint64_t size = 0;
         for (size_t i = 0; i < n; i++)
             size += tn[i].vram;
@@ -681,10 +707,18 @@ static void test_cpu_layout(void **state)
         if (p.mode == ELECTION_SPLIT) {
             check_cpu_layout(&p);
             checked++;
+            /* speed-aware: no member holds more slots than its memory, bar the minimum one */
+            uint64_t slots = (uint64_t)p.n_layers + 1;
+            uint64_t slot_bytes = (p.need_bytes + slots - 1) / slots;
+            for (size_t i = 0; p.speed_aware && i < p.n_members; i++)
+                assert_true(p.members[i].weight <= 1 ||
+                            p.members[i].weight * slot_bytes <= p.members[i].vram_bytes);
+            speed_checked += p.speed_aware;
         }
         election_plan_free(&p);
     }
     assert_true(checked > 500);
+    assert_true(speed_checked > 100);
 }
 
 /* Re-running on leave/death: removing the host makes the next-biggest node host. */

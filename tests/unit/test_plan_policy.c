@@ -33,6 +33,7 @@ typedef struct {
     pp_model_t m;
     char seeded[PP_PLAN_ID_MAX];
     pp_state_t st;
+    uint32_t speed; /* this node's calibrated speed, 0 unknown */
 } world_t;
 
 static world_t g_w; /* a few KiB: keep it off the stack */
@@ -157,7 +158,8 @@ static const char *step(world_t *w)
                      .peers = w->peers,
                      .rtt_ms = NULL,
                      .n_peers = w->n_peers,
-                     .rpc_running = w->rpc_running};
+                     .rpc_running = w->rpc_running,
+                     .speed_mflops = w->speed};
     acts.n = 0;
     pp_decide(&in, &w->m, &w->st, 1, &acts);
     size_t len = 0;
@@ -243,6 +245,39 @@ static void test_split_forms_dies_returns(void **state)
     /* the driver could not start it: decided again next time */
     pp_host_failed(&w->st);
     EXPECT(w, "START_HOST M aaaaaaaa-65-2 [--tensor-split 10 -ngl 10 --fit off] b:15-24+o");
+}
+
+/* Speeds announced by the peers and this node's own reach the election: the faster member
+ * holds as many layers as its memory allows (25 slots of 44 bytes: caps 18 and 11). */
+static void test_split_follows_speed(void **state)
+{
+    (void)state;
+    static const struct {
+        uint32_t self, peer;
+        const char *plan, *start;
+        bool aware;
+    } cases[] = {
+        /* this node (the host) is fast: it keeps 18 slots, the worker 7 */
+        {10000, 1000, "SET_LEDGER M model 792; NEW_PLAN M aaaaaaaa-64-1",
+         "START_HOST M aaaaaaaa-64-1 [--tensor-split 7 -ngl 7 --fit off] b:18-24+o", true},
+        /* the worker is fast: it takes its cap of 11, the host the other 14 */
+        {1000, 10000, "SET_LEDGER M model 616; NEW_PLAN M aaaaaaaa-64-1",
+         "START_HOST M aaaaaaaa-64-1 [--tensor-split 11 -ngl 11 --fit off] b:14-24+o", true},
+        /* within 1.5x, or one unknown: memory-proportional, as without speeds */
+        {1000, 1400, "SET_LEDGER M model 677; NEW_PLAN M aaaaaaaa-64-1",
+         "START_HOST M aaaaaaaa-64-1 [--tensor-split 10 -ngl 10 --fit off] b:15-24+o", false},
+        {0, 10000, "SET_LEDGER M model 677; NEW_PLAN M aaaaaaaa-64-1",
+         "START_HOST M aaaaaaaa-64-1 [--tensor-split 10 -ngl 10 --fit off] b:15-24+o", false},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        world_t *w = world(800, false);
+        w->speed = cases[i].self;
+        peer(w, B, 500)->speed_mflops = cases[i].peer;
+        EXPECT(w, cases[i].plan);
+        ready_for(w, B, "aaaaaaaa-64-1");
+        EXPECT(w, cases[i].start);
+        assert_int_equal(w->st.speed_aware, cases[i].aware);
+    }
 }
 
 /* A replica whose offered memory drops below the need becomes a split host (its llama-server
@@ -507,6 +542,7 @@ int main(void)
         cmocka_unit_test_teardown(test_join_solo, teardown),
         cmocka_unit_test(test_allocation_download),
         cmocka_unit_test_teardown(test_split_forms_dies_returns, teardown),
+        cmocka_unit_test_teardown(test_split_follows_speed, teardown),
         cmocka_unit_test_teardown(test_memory_drops_to_split, teardown),
         cmocka_unit_test_teardown(test_group_change_restarts_host, teardown),
         cmocka_unit_test_teardown(test_worker_role_and_rpc_server, teardown),

@@ -403,6 +403,47 @@ static void build_node(view_node_t *n, bool with_free)
     assert_null(s->plan);
 }
 
+/* speed_mflops: optional; absurd claims are clamped, wrong types ignored; round-trips. */
+static void test_speed(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *json;
+        uint32_t want;
+        size_t rejected;
+    } cases[] = {
+        {"{}", 0, 0},
+        {"{\"speed_mflops\":12345}", 12345, 0},
+        {"{\"speed_mflops\":0}", 0, 0},
+        {"{\"speed_mflops\":99999999999999}", VIEW_SPEED_MAX, 0},
+        {"{\"speed_mflops\":-5}", 0, 1},
+        {"{\"speed_mflops\":1.5}", 0, 1},
+        {"{\"speed_mflops\":\"fast\"}", 0, 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        json_t *j = parse(cases[i].json);
+        view_node_t n;
+        assert_int_equal(view_decode(j, ID_A, &n), 0);
+        assert_int_equal(n.speed_mflops, cases[i].want);
+        assert_int_equal(n.rejected, cases[i].rejected);
+        /* encoded back: present when known, absent otherwise */
+        json_t *out = json_object();
+        assert_int_equal(view_encode(&n, out), 0);
+        json_t *v = json_object_get(out, "speed_mflops");
+        if (cases[i].want)
+            assert_int_equal(json_integer_value(v), cases[i].want);
+        else
+            assert_null(v);
+        view_node_t back;
+        assert_int_equal(view_decode(out, ID_A, &back), 0);
+        assert_true(view_node_equal(&n, &back));
+        view_node_free(&back);
+        json_decref(out);
+        view_node_free(&n);
+        json_decref(j);
+    }
+}
+
 static void test_round_trip(void **state)
 {
     (void)state;
@@ -551,6 +592,7 @@ int main(void)
         cmocka_unit_test(test_oversized_lists),
         cmocka_unit_test(test_plan_bounds),
         cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_speed),
         cmocka_unit_test(test_offer),
         cmocka_unit_test(test_sources_and_downloads),
     };

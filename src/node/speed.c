@@ -1,0 +1,60 @@
+/* speed — see speed.h. */
+#include "speed.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+static void speed_work(uv_work_t *w)
+{
+    node_speed_t *s = w->data;
+    s->rc = calib_gemv(s->threads, CALIB_BUDGET_MS, &s->res);
+}
+
+static void speed_after(uv_work_t *w, int status)
+{
+    node_speed_t *s = w->data;
+    s->running = false;
+    if (status == 0 && s->rc == 0 && s->res.mflops) {
+        s->mflops = s->res.mflops;
+        s->source = "measured";
+        LOGI("speed",
+             "compute speed %u MFLOP/s (F32 matrix-vector, %u thread(s), %u passes in %.0f ms)",
+             s->mflops, s->res.threads, s->res.passes, s->res.elapsed_ms);
+    } else {
+        s->source = "failed";
+        LOGW("speed", "compute-speed calibration failed (%s): splits stay memory-proportional",
+             status ? uv_strerror(status) : strerror(-s->rc));
+    }
+    if (s->done) s->done(s);
+}
+
+int node_speed_start(node_speed_t *s, uv_loop_t *loop, node_speed_cb done, void *data)
+{
+    memset(s, 0, sizeof *s);
+    s->done = done;
+    s->data = data;
+    const char *e = getenv("MESH_LLM_SPEED_MFLOPS");
+    if (e && *e) {
+        char *end;
+        unsigned long v = strtoul(e, &end, 10);
+        if (*end == '\0' && v <= 100000000UL) {
+            s->mflops = (uint32_t)v;
+            s->source = v ? "env" : "off";
+            return 1;
+        }
+        LOGW("speed", "MESH_LLM_SPEED_MFLOPS=%s is not 0..100000000: ignored", e);
+    }
+    s->threads = calib_threads();
+    s->work.data = s;
+    int rc = uv_queue_work(loop, &s->work, speed_work, speed_after);
+    if (rc) {
+        s->source = "failed";
+        return rc;
+    }
+    s->running = true;
+    s->source = "calibrating";
+    return 0;
+}
