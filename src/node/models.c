@@ -533,7 +533,8 @@ static int set_child_options(model_entry_t *e)
         return sv_set_options(e->child, e->ctx_size, e->llamacpp_args);
     buf_t b;
     buf_init(&b, 1 << 17);
-    /* the operator's and the API's arguments come after the node's defaults: they win */
+    /* the operator's and the API's arguments come after the node's defaults: they win; a split
+     * host's (--rpc ...) and its draft's placement on the host come last */
     buf_printf(&b, "%s %s %s %s", e->serve_args ? e->serve_args : "",
                e->llamacpp_args ? e->llamacpp_args : "", e->mesh_args ? e->mesh_args : "",
                serve_draft_placement(e->draft[0] != '\0', e->mesh_args != NULL));
