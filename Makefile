@@ -119,6 +119,12 @@ bench-replicas: build llama bench-model
 bench-tunnel-impaired: build
 	@$(PYTHON) bench/tunnel-impaired --build $(BUILD)
 
+# speculative decoding on a split: the 363M model over 2 namespaced nodes at RTT 5/20 ms, with and
+# without a draft on the host (bench/split-draft; needs root for the namespaces)
+.PHONY: bench-split-draft
+bench-split-draft: build llama bench-model
+	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/split-draft --mesh-llm $(BUILD)/mesh-llm --model $(BENCH_MODEL)
+
 # 50 console clients on /api/events of a 10-node mesh: node CPU and RSS
 bench-sse: build llama
 	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/sse --mesh-llm $(BUILD)/mesh-llm

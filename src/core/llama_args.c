@@ -116,6 +116,10 @@ static const spec_t ALLOWED[] = {
     {{"--grammar"}, V_TEXT, NULL},
     {{"-j", "--json-schema"}, V_TEXT, NULL},
     {{"-bs", "--backend-sampling"}, V_NONE, NULL},
+    /* speculative decoding with the node's draft model (--draft): how many tokens to draft */
+    {{"--spec-draft-n-max"}, V_INT, NULL},
+    {{"--spec-draft-n-min"}, V_INT, NULL},
+    {{"--spec-draft-p-min", "--draft-p-min"}, V_FLOAT, NULL},
     /* rope / yarn */
     {{"--rope-scaling"}, V_CHOICE, ROPE_SCALING},
     {{"--rope-scale"}, V_FLOAT, NULL},

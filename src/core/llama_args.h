@@ -2,11 +2,12 @@
  *
  * A client of the API (POST /api/v1/load "llamacpp_args") may only tune a model: context,
  * batch, threads, slots, KV cache types, flash attention, GPU layers, sampling defaults,
- * rope/yarn scaling, load mode (mmap/mlock) and similar. Every flag is looked up in an allowlist
- * with its exact arity (so a value can never be mistaken for a flag, or the other way round, by
- * llama-server), and every value is validated: numbers are numbers, choices are one of the
- * choices llama.cpp accepts. Nothing that names a file, a directory, a URL or a network address,
- * and nothing the node manages (--port, --host, -m, --alias, --api-key, ...), is accepted.
+ * rope/yarn scaling, load mode (mmap/mlock), the draft length of speculative decoding and
+ * similar. Every flag is looked up in an allowlist with its exact arity (so a value can never be
+ * mistaken for a flag, or the other way round, by llama-server), and every value is validated:
+ * numbers are numbers, choices are one of the choices llama.cpp accepts. Nothing that names a
+ * file, a directory, a URL or a network address, and nothing the node manages (--port, --host,
+ * -m, --alias, --api-key, ...), is accepted.
  *
  * The operator (the --llamacpp-args command-line option) is trusted: only the flags the node
  * manages are refused, since giving them would make the node lose track of its child.

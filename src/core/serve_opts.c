@@ -47,6 +47,11 @@ int serve_opts_args(const serve_opts_t *o, buf_t *out)
     return rc;
 }
 
+const char *serve_draft_placement(bool has_draft, bool split_host)
+{
+    return has_draft && split_host ? SERVE_DRAFT_LOCAL_ARGS : "";
+}
+
 static const char *base_of(const char *path)
 {
     const char *s = strrchr(path, '/');

@@ -18,6 +18,13 @@
 #define SERVE_DRAFT_P_MIN "0.75"
 #define SERVE_DRAFT_TYPE "draft-simple" /* --spec-type: a separate draft model */
 
+/* A split host's draft stays on the host's own CPU: llama-server gives the draft model the
+ * target's devices by default, the --rpc ones included, with all its layers offloaded (every
+ * drafted token would then cost network round trips, the very cost speculation is there to
+ * share out). "--spec-draft-device none" leaves the draft context no device but the CPU (not
+ * even for offloaded operations); "--spec-draft-ngl 0" says the same of its layers. */
+#define SERVE_DRAFT_LOCAL_ARGS "--spec-draft-device none --spec-draft-ngl 0"
+
 typedef struct {
     bool jinja;         /* --jinja: the model's own chat template, with tool calling (llm models;
                            llama-server's default in the pinned release, said explicitly) */
@@ -28,6 +35,13 @@ typedef struct {
 /* Append the llama-server arguments of o to out ("" when nothing is on), each path escaped so
  * that argv_split (util.h) gives it back unchanged. 0, -E2BIG (out's cap) or -ENOMEM. */
 int serve_opts_args(const serve_opts_t *o, buf_t *out);
+
+/* The arguments that place a model's draft, appended after every other argument of its
+ * llama-server (so that neither --llamacpp-args nor a request moves the draft onto the RPC
+ * devices): SERVE_DRAFT_LOCAL_ARGS when the model has a draft and is started as a split host
+ * (its llama-server gets --rpc), "" otherwise (solo: llama.cpp's own placement, a local GPU
+ * included). A split worker runs only rpc-server and never a draft. */
+const char *serve_draft_placement(bool has_draft, bool split_host);
 
 /* The catalog's draft for a target file: when target_file's name (its last path component,
  * case-insensitive) is a catalog model's file and that model names a draft, the draft's file

@@ -14,6 +14,7 @@
 #include "meshstat.h"
 #include "models_int.h"
 #include "proxy.h"
+#include "serve_opts.h"
 #include "util.h"
 
 #define MAX_PARKED_PER_MODEL 4096
@@ -532,9 +533,11 @@ static int set_child_options(model_entry_t *e)
         return sv_set_options(e->child, e->ctx_size, e->llamacpp_args);
     buf_t b;
     buf_init(&b, 1 << 17);
-    /* the operator's and the API's arguments come after the node's defaults: they win */
-    buf_printf(&b, "%s %s %s", e->serve_args ? e->serve_args : "",
-               e->llamacpp_args ? e->llamacpp_args : "", e->mesh_args ? e->mesh_args : "");
+    /* the operator's and the API's arguments come after the node's defaults: they win; a split
+     * host's (--rpc ...) and its draft's placement on the host come last */
+    buf_printf(&b, "%s %s %s %s", e->serve_args ? e->serve_args : "",
+               e->llamacpp_args ? e->llamacpp_args : "", e->mesh_args ? e->mesh_args : "",
+               serve_draft_placement(e->draft[0] != '\0', e->mesh_args != NULL));
     int rc = b.data ? sv_set_options(e->child, e->ctx_size, b.data) : -ENOMEM;
     buf_free(&b);
     return rc;

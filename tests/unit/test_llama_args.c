@@ -50,6 +50,12 @@ static const row_t ROWS[] = {
     {"--seed 4294967295", C, 0, "--seed 4294967295"},
     {"--rope-scaling yarn --rope-scale 2 --yarn-orig-ctx 4096 --rope-freq-base 1e4", C, 0,
      "--rope-scaling yarn --rope-scale 2 --yarn-orig-ctx 4096 --rope-freq-base 1e4"},
+    /* the draft length of speculative decoding (--draft); never where the draft runs */
+    {"--spec-draft-n-max 32 --spec-draft-n-min 4 --draft-p-min 0.5", C, 0,
+     "--spec-draft-n-max 32 --spec-draft-n-min 4 --draft-p-min 0.5"},
+    {"--spec-draft-n-max lots", C, -EINVAL, "--spec-draft-n-max"},
+    {"--spec-draft-device RPC0", C, -EPERM, "--spec-draft-device"},
+    {"-ngld 99", C, -EPERM, "-ngld"},
     {"--load-mode mlock", C, 0, "--load-mode mlock"},
     {"-lm mmap+mlock", C, 0, "-lm mmap+mlock"},
     {"--no-warmup --swa-full --no-context-shift -nkvo", C, 0,

@@ -69,6 +69,37 @@ static void test_args(void **state)
     buf_free(&b);
 }
 
+static void test_draft_placement(void **state)
+{
+    (void)state;
+    /* a split host's draft stays on its CPU; solo, llama.cpp places it; no draft, nothing */
+    const struct {
+        bool draft, split;
+        const char *want;
+    } rows[] = {
+        {true, true, "--spec-draft-device none --spec-draft-ngl 0"},
+        {true, false, ""},
+        {false, true, ""},
+        {false, false, ""},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        assert_string_equal(serve_draft_placement(rows[i].draft, rows[i].split), rows[i].want);
+    /* the words llama.cpp's common/arg.cpp reads: a device list "none" and a layer count */
+    char **v = NULL;
+    char *s = strdup(serve_draft_placement(true, true));
+    assert_true(argv_split(s, &v) >= 0);
+    free(s);
+    const char *want[] = {"--spec-draft-device", "none", "--spec-draft-ngl", "0", NULL};
+    for (size_t i = 0; i < 5; i++) {
+        if (!want[i]) {
+            assert_null(v[i]);
+            break;
+        }
+        assert_string_equal(v[i], want[i]);
+    }
+    argv_free(v);
+}
+
 static void test_catalog_draft(void **state)
 {
     (void)state;
@@ -103,6 +134,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_args),
+        cmocka_unit_test(test_draft_placement),
         cmocka_unit_test(test_catalog_draft),
         cmocka_unit_test(test_pick_draft),
     };
