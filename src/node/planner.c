@@ -390,9 +390,11 @@ static void execute(planner_t *pl, const pp_action_t *a)
     case PP_NEW_PLAN:
         retire_fwds(pm);
         LOGI("planner",
-             "model %s: split over %zu node(s) (plan %s): this node hosts layers 0-%u, %zu "
+             "model %s: split over %zu node(s) (plan %s): this node hosts layers 0-%u%s, %zu "
              "worker(s) hold the rest; waiting for them",
-             pm->name, pm->st.n_workers + 1, pm->st.plan_id, pm->st.host_end - 1, pm->st.n_workers);
+             pm->name, pm->st.n_workers + 1, pm->st.plan_id, pm->st.host_end - 1,
+             pm->st.split_private ? " and the output layer (--split-private)" : "",
+             pm->st.n_workers);
         break;
     case PP_START_HOST:
         start_host(pl, pm);
@@ -473,6 +475,7 @@ static void plan_models(planner_t *pl, const peers_t *P)
     }
     pp_input_t in = {.id = pl->id,
                      .force_split = pl->cfg->split,
+                     .split_private = pl->cfg->split_private,
                      .now_s = (uint64_t)time(NULL),
                      .peers = P->v,
                      .rtt_ms = rtt,
