@@ -47,6 +47,15 @@ static bool peer_ready_for(const pp_input_t *in, const char *id, const char *mod
     return false;
 }
 
+void pp_private_layout(election_range_t *workers, size_t n_workers)
+{
+    /* the weights stay: llama.cpp still counts the output slot in the last device's share
+     * (-ngl, --tensor-split), so every repeating layer keeps its device; only the output
+     * layer's tensors are overridden to the host's CPU (PP_PRIVATE_OT) */
+    for (size_t k = 0; k < n_workers; k++)
+        workers[k].output = false;
+}
+
 /* Returns false when the split cannot be laid out (the caller takes the model down). */
 static bool host_apply(const pp_input_t *in, const pp_model_t *m, pp_state_t *st,
                        const election_plan_t *plan, size_t mi, pp_actions_t *out)
@@ -56,8 +65,9 @@ static bool host_apply(const pp_input_t *in, const pp_model_t *m, pp_state_t *st
     if (!m->has_file || plan->n_members > PP_MAX_WORKERS + 1 ||
         election_cpu_layout(plan, ranges, &ngl) != 0)
         return false;
+    if (in->split_private) pp_private_layout(ranges, plan->n_members - 1);
     char sig[PP_SIG_MAX];
-    size_t off = (size_t)snprintf(sig, sizeof sig, "ngl=%u", ngl);
+    size_t off = (size_t)snprintf(sig, sizeof sig, "ngl=%u%s", ngl, in->split_private ? "+p" : "");
     for (size_t k = 0; k + 1 < plan->n_members && off < sizeof sig; k++)
         off += (size_t)snprintf(sig + off, sizeof sig - off, ";%.16s:%u-%u%s", plan->members[k].id,
                                 ranges[k].first, ranges[k].end, ranges[k].output ? "+o" : "");
@@ -69,6 +79,7 @@ static bool host_apply(const pp_input_t *in, const pp_model_t *m, pp_state_t *st
             st->workers[k].range = ranges[k];
         }
         st->ngl = ngl;
+        st->split_private = in->split_private;
         st->host_end = ranges[plan->host_index].end;
         st->speed_aware = plan->speed_aware;
         snprintf(st->plan_id, sizeof st->plan_id, "%.8s-%llx-%u", in->id,
@@ -278,7 +289,8 @@ int pp_host_args(const pp_state_t *st, char *buf, size_t len)
         if (w < 0 || (size_t)w >= len - off) return -ENOSPC;
         off += (size_t)w;
     }
-    w = snprintf(buf + off, len - off, " -ngl %u --fit off", st->ngl);
+    w = snprintf(buf + off, len - off, " -ngl %u --fit off%s", st->ngl,
+                 st->split_private ? " -ot " PP_PRIVATE_OT : "");
     if (w < 0 || (size_t)w >= len - off) return -ENOSPC;
     return 0;
 }

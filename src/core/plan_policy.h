@@ -16,7 +16,8 @@
  *  - the ledger follows the plan: SET_LEDGER MODEL (a split host's share, else 0) and WORKER
  *    (a worker's share; 0 = cleared), each only when it changes;
  *  - any role but host: STOP_HOST when a host plan or its --rpc arguments remain;
- *  - host: lay the split out (election_cpu_layout); impossible (no file, unknown layers, too
+ *  - host: lay the split out (election_cpu_layout; with --split-private pp_private_layout:
+ *    no worker holds the output layer); impossible (no file, unknown layers, too
  *    many workers): waiting, STOP_HOST, STOP_MODEL. A new layout signature → a new plan id
  *    ("<id8>-<now hex>-<seq>") and NEW_PLAN (retire the old tunnels). Launched: CLOSE_RETIRED
  *    once llama-server is ready on the new plan. Otherwise START_HOST once every worker
@@ -76,7 +77,8 @@ typedef struct {
     char plan_id[PP_PLAN_ID_MAX];
     unsigned plan_seq;
     uint32_t ngl;
-    uint32_t host_end; /* this node holds layers [0, host_end) */
+    bool split_private; /* --split-private: the output layer stays here (PP_PRIVATE_OT) */
+    uint32_t host_end;  /* this node holds layers [0, host_end) */
     pp_worker_t workers[PP_MAX_WORKERS];
     size_t n_workers;
     bool launched;    /* llama-server started with the current plan */
@@ -106,7 +108,8 @@ typedef struct {
 typedef struct {
     const char *id; /* this node */
     bool force_split;
-    uint64_t now_s; /* wall clock, seconds (plan ids) */
+    bool split_private; /* --split-private: a split this node hosts keeps its output layer */
+    uint64_t now_s;     /* wall clock, seconds (plan ids) */
     const view_node_t *peers;
     const int32_t *rtt_ms; /* per peer, < 0 unknown; NULL: all unknown */
     size_t n_peers;
@@ -149,8 +152,22 @@ void pp_decide(const pp_input_t *in, const pp_model_t *models, pp_state_t *st, s
                pp_actions_t *out);
 /* The driver could not start the host's llama-server: retry when next decided. */
 void pp_host_failed(pp_state_t *st);
-/* The args START_HOST passes (besides --rpc): "--tensor-split W,… -ngl N --fit off". */
+/* The args START_HOST passes (besides --rpc): "--tensor-split W,… -ngl N --fit off", and with
+ * --split-private "-ot PP_PRIVATE_OT". */
 int pp_host_args(const pp_state_t *st, char *buf, size_t len);
+
+/* --split-private (seed 004 "boomerang"): the host keeps the input layer (token_embd: llama.cpp
+ * runs the embedding lookup on the CPU anyway) and the output layer (output, output_norm, and
+ * token_embd again when the output is tied to it), so its workers compute on hidden states
+ * only: they never receive token ids nor produce logits. llama.cpp offloads the output layer
+ * first (-ngl counts it as the last slot, on the last device of --tensor-split), so the layout
+ * keeps -ngl and the weights and overrides the buffer of every tensor that is not in a
+ * repeating layer (blk.N., enc.blk.N., dec.blk.N.) nor a per-layer rope table to the CPU.
+ * The pattern goes through argv_split (no spaces, quotes or backslashes) and llama.cpp's -ot
+ * parser (no ',' or '='); llama.cpp matches it with std::regex_search (ECMAScript). */
+#define PP_PRIVATE_OT "^(?!(blk|enc[.]blk|dec[.]blk)[.][0-9]|rope_)=CPU"
+/* The private layout's worker ranges: none holds the output layer (weights unchanged). */
+void pp_private_layout(election_range_t *workers, size_t n_workers);
 const char *pp_action_name(pp_action_kind_t k);
 
 /* Catalog inputs from views (strings borrowed from them); self may be NULL. */

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <pthread.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -443,8 +444,10 @@ static int hash_path(char *out, size_t len, const char *dir, uint64_t hash)
     return path_join(out, len, dir, name);
 }
 
+/* Seed one tensor (known: what the index says about it, or NULL); its hash in *hash and what
+ * was done in r. */
 static int seed_one(int src, const gguf_tensor_t *t, const char *dir, uint8_t *buf,
-                    const entry_t *known, entries_t *found, rpc_cache_result_t *r)
+                    const entry_t *known, uint64_t *hash, rpc_cache_result_t *r)
 {
     char dst[PATH_MAX], tmp[PATH_MAX];
     int rc;
@@ -454,7 +457,8 @@ static int seed_one(int src, const gguf_tensor_t *t, const char *dir, uint8_t *b
         if (present(dst, t->size)) {
             r->n_present++;
             r->bytes_present += t->size;
-            return entries_add(found, t->name, known->hash, t->offset, t->size);
+            *hash = known->hash;
+            return 0;
         }
     }
     uint64_t h;
@@ -481,7 +485,8 @@ static int seed_one(int src, const gguf_tensor_t *t, const char *dir, uint8_t *b
         unlink(tmp);
         return rc;
     }
-    return entries_add(found, t->name, h, t->offset, t->size);
+    *hash = h;
+    return 0;
 }
 
 static int selected(const gguf_tensor_t *t, uint32_t first, uint32_t end, bool output, int tied)
@@ -492,6 +497,71 @@ static int selected(const gguf_tensor_t *t, uint32_t first, uint32_t end, bool o
     /* tied embeddings: without output.weight llama.cpp loads token_embd a second time as the
      * output layer's tensor */
     return output && tied && strcmp(t->name, "token_embd.weight") == 0;
+}
+
+/* ---- the seeding threads: tensors are read, hashed and written by up to SEED_THREADS
+ * threads at once, in file order, so one thread's hashing overlaps another's writing ---- */
+
+#define SEED_THREADS 4
+
+typedef struct {
+    const gguf_tensor_t *t;
+    const entry_t *known;
+    int rc; /* 0 done, < 0 failed, 1 not run */
+    uint64_t hash;
+    rpc_cache_result_t r;
+} item_t;
+
+typedef struct {
+    int src;
+    const char *dir;
+    item_t *items;
+    size_t n;
+    atomic_size_t next;
+    atomic_int failed; /* after a failure no new tensor is started */
+} pool_t;
+
+static void *seed_thread(void *arg)
+{
+    pool_t *p = arg;
+    uint8_t *buf = malloc(CHUNK);
+    for (;;) {
+        if (atomic_load(&p->failed)) break;
+        size_t i = atomic_fetch_add(&p->next, 1);
+        if (i >= p->n) break;
+        item_t *it = &p->items[i];
+        it->rc = buf ? seed_one(p->src, it->t, p->dir, buf, it->known, &it->hash, &it->r) : -ENOMEM;
+        if (it->rc) atomic_store(&p->failed, 1);
+    }
+    free(buf);
+    return NULL;
+}
+
+static void seed_items(pool_t *p)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    size_t nt = cpus > 1 ? (size_t)cpus : 1;
+    if (nt > SEED_THREADS) nt = SEED_THREADS;
+    if (nt > p->n) nt = p->n;
+    pthread_t th[SEED_THREADS];
+    size_t started = 0;
+    for (size_t k = 1; k < nt; k++) {
+        if (pthread_create(&th[started], NULL, seed_thread, p) != 0) break;
+        started++;
+    }
+    seed_thread(p); /* this thread is one of them */
+    for (size_t k = 0; k < started; k++)
+        pthread_join(th[k], NULL);
+}
+
+static void result_add(rpc_cache_result_t *to, const rpc_cache_result_t *r)
+{
+    to->n_seeded += r->n_seeded;
+    to->n_present += r->n_present;
+    to->bytes_seeded += r->bytes_seeded;
+    to->bytes_present += r->bytes_present;
+    to->n_hashed += r->n_hashed;
+    to->bytes_hashed += r->bytes_hashed;
 }
 
 int rpc_cache_seed_sync(const char *gguf_path, const char *cache_dir, uint32_t layer_first,
@@ -507,7 +577,7 @@ int rpc_cache_seed_sync(const char *gguf_path, const char *cache_dir, uint32_t l
     if (src < 0) return -errno;
     gguf_tensors_t tt = {0};
     entries_t known = {0}, found = {0};
-    uint8_t *buf = NULL;
+    item_t *items = NULL;
     ident_t *id = malloc(sizeof *id);
     struct stat st, st2;
     if (!id) {
@@ -526,37 +596,50 @@ int rpc_cache_seed_sync(const char *gguf_path, const char *cache_dir, uint32_t l
     index_load(id, tt.n_tensors, &known);
     tmp_sweep(cache_dir);
     tmp_sweep(index_dir);
-    int dirty = 0;
+    /* the work: the chosen layers' tensors above the threshold, in file order */
+    items = calloc(tt.n_tensors + 1, sizeof *items);
+    if (!items) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    pool_t pool = {.src = src, .dir = cache_dir, .items = items};
     for (size_t i = 0; i < tt.n_tensors; i++) {
         const gguf_tensor_t *t = &tt.tensors[i];
-        const entry_t *k = entries_find(&known, t->name);
-        if (k && (k->offset != t->offset || k->size != t->size)) k = NULL;
-        if (rc || !selected(t, layer_first, layer_end, output, tied)) {
-            /* keep what the index knows about the other tensors (and, after a failure, about
-             * the rest) */
-            int arc = k ? entries_add(&found, t->name, k->hash, k->offset, k->size) : 0;
-            if (arc) {
-                rc = arc;
-                goto out;
-            }
-            continue;
-        }
+        if (!selected(t, layer_first, layer_end, output, tied)) continue;
         if (t->size <= RPC_CACHE_THRESHOLD) {
             r->n_skipped_small++;
             continue;
         }
-        if (!buf && !(buf = malloc(CHUNK))) {
-            rc = -ENOMEM;
+        const entry_t *k = entries_find(&known, t->name);
+        if (k && (k->offset != t->offset || k->size != t->size)) k = NULL;
+        items[pool.n++] = (item_t){.t = t, .known = k, .rc = 1};
+    }
+    atomic_init(&pool.next, 0);
+    atomic_init(&pool.failed, 0);
+    seed_items(&pool);
+    /* the new index: the seeded tensors' hashes; what the index knew about the others (and,
+     * after a failure, about the tensors not seeded); the first failure is the result */
+    int dirty = 0;
+    size_t w = 0;
+    for (size_t i = 0; i < tt.n_tensors; i++) {
+        const gguf_tensor_t *t = &tt.tensors[i];
+        const item_t *it = w < pool.n && items[w].t == t ? &items[w++] : NULL;
+        const entry_t *k = entries_find(&known, t->name);
+        if (k && (k->offset != t->offset || k->size != t->size)) k = NULL;
+        int arc = 0;
+        if (it && it->rc == 0) {
+            result_add(r, &it->r);
+            arc = entries_add(&found, t->name, it->hash, t->offset, t->size);
+            if (!k || it->hash != k->hash) dirty = 1;
+        } else {
+            if (it && it->rc < 0 && !rc) rc = it->rc;
+            if (it && it->rc == -ENOMEM) goto out;
+            if (k) arc = entries_add(&found, t->name, k->hash, k->offset, k->size);
+        }
+        if (arc) {
+            rc = arc;
             goto out;
         }
-        size_t before = found.n;
-        rc = seed_one(src, t, cache_dir, buf, k, &found, r);
-        if (rc) {
-            if (rc == -ENOMEM || (k && entries_add(&found, t->name, k->hash, k->offset, k->size)))
-                goto out;
-            continue; /* keep the hashes computed so far */
-        }
-        if (!k || found.v[before].hash != k->hash) dirty = 1;
     }
     /* The index is only valid for the file as it was: if it changed while we read it, the
      * hashes may describe neither version. */
@@ -573,7 +656,7 @@ int rpc_cache_seed_sync(const char *gguf_path, const char *cache_dir, uint32_t l
         rc = rc ? rc : save_rc;
     }
 out:
-    free(buf);
+    free(items);
     free(known.v);
     free(found.v);
     free(id);

@@ -37,14 +37,15 @@ typedef struct {
  * when output is true, the output layer (every tensor without a layer number that is not an
  * input-layer tensor: output.weight, output_norm.*, cls.*, ...); token_embd and the other
  * input-layer tensors are never seeded. Creates cache_dir (mkdir -p) if needed. Runs on the
- * libuv thread pool (uv_queue_work); cb runs on the loop thread with status 0 or a negative
- * errno (then r holds what was done before the failure). gguf_path and cache_dir are copied.
- * Returns 0 (cb will run) or a negative errno (it won't). */
+ * libuv thread pool (uv_queue_work), where up to four threads (one per CPU) read, hash and
+ * write tensors at once, so one's hashing overlaps another's writing; cb runs on the loop
+ * thread with status 0 or a negative errno (then r holds what was done before the failure).
+ * gguf_path and cache_dir are copied. Returns 0 (cb will run) or a negative errno (it won't). */
 int rpc_cache_seed(uv_loop_t *loop, const char *gguf_path, const char *cache_dir,
                    uint32_t layer_first, uint32_t layer_end, bool output,
                    void (*cb)(void *data, int status, const rpc_cache_result_t *r), void *data);
 
-/* The same work, synchronously on the calling thread (for tools and tests). */
+/* The same work, synchronously: the calling thread and up to three more (tools and tests). */
 int rpc_cache_seed_sync(const char *gguf_path, const char *cache_dir, uint32_t layer_first,
                         uint32_t layer_end, bool output, rpc_cache_result_t *r);
 

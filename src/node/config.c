@@ -78,6 +78,9 @@ void config_usage(FILE *out)
         "                           on a CPU-only node half of the available RAM)\n"
         "  --split                  serve this node's models as a split over several nodes\n"
         "                           (llama.cpp RPC) even when one node could hold them\n"
+        "  --split-private          when this node hosts a split, keep the token embedding\n"
+        "                           and the output layer (output, output_norm) on it: its\n"
+        "                           workers see hidden states only, never token ids or logits\n"
         "  --client                 route requests through the mesh only: serve no model and\n"
         "                           lend no memory\n"
         "  Without --model, a node that joins a mesh is given a model by the mesh (one of its\n"
@@ -383,6 +386,7 @@ enum {
     OPT_BIND_PORT,
     OPT_MAX_VRAM,
     OPT_SPLIT,
+    OPT_SPLIT_PRIVATE,
     OPT_CLIENT,
     OPT_ALLOW_ORIGIN,
     OPT_API_KEY_FILE,
@@ -440,6 +444,7 @@ int config_parse(config_t *cfg, int argc, char **argv, char *err, size_t errlen)
         {"bind-port", required_argument, NULL, OPT_BIND_PORT},
         {"max-vram", required_argument, NULL, OPT_MAX_VRAM},
         {"split", no_argument, NULL, OPT_SPLIT},
+        {"split-private", no_argument, NULL, OPT_SPLIT_PRIVATE},
         {"client", no_argument, NULL, OPT_CLIENT},
         {"allow-origin", required_argument, NULL, OPT_ALLOW_ORIGIN},
         {"api-key-file", required_argument, NULL, OPT_API_KEY_FILE},
@@ -603,6 +608,9 @@ int config_parse(config_t *cfg, int argc, char **argv, char *err, size_t errlen)
         case OPT_SPLIT:
             cfg->split = true;
             break;
+        case OPT_SPLIT_PRIVATE:
+            cfg->split_private = true;
+            break;
         case OPT_OWN_MESH:
             cfg->own_mesh = true;
             break;
@@ -688,9 +696,11 @@ int config_parse(config_t *cfg, int argc, char **argv, char *err, size_t errlen)
         rc = -EINVAL;
     }
     if (rc == 0 && cfg->client &&
-        (cfg->n_models > 0 || cfg->n_requested > 0 || cfg->models_dir || cfg->split)) {
+        (cfg->n_models > 0 || cfg->n_requested > 0 || cfg->models_dir || cfg->split ||
+         cfg->split_private)) {
         snprintf(err, errlen, "--client nodes serve no model: drop %s or --client",
                  cfg->split                          ? "--split"
+                 : cfg->split_private                ? "--split-private"
                  : cfg->n_models || cfg->n_requested ? "--model"
                                                      : "--models-dir");
         rc = -EINVAL;

@@ -60,6 +60,7 @@ typedef struct {
     int bind_port;           /* QUIC UDP port, 0 = any free */
     uint64_t max_vram_bytes; /* --max-vram, 0 = detect */
     bool split;              /* --split: force split groups for this node's models */
+    bool split_private;      /* --split-private: a split it hosts keeps input and output here */
     bool client;             /* --client: route only, serve nothing, lend nothing */
     bool own_mesh;           /* --own-mesh: form its own mesh even without a model (not idle) */
     /* --allow-origin ORIGIN (repeatable): web pages of these origins may call the APIs. */

@@ -304,6 +304,8 @@ static void start_host(planner_t *pl, pmodel_t *pm)
     buf_free(&rpc);
 }
 
+static void replan(planner_t *pl);
+
 static void seed_done(void *data, int status, const rpc_cache_result_t *r)
 {
     pmodel_t *pm = data;
@@ -313,9 +315,10 @@ static void seed_done(void *data, int status, const rpc_cache_result_t *r)
         pm->seed_bytes_present = r->bytes_present;
         pm->seed_bytes_written = r->bytes_seeded;
         LOGI("planner",
-             "model %s: rpc cache filled from the local file (%u tensor(s) written, %u already "
-             "there)",
-             pm->name, r->n_seeded, r->n_present);
+             "model %s: rpc cache filled from the local file in %.2f s (%u tensor(s) written, "
+             "%u already there, %.0f MB hashed)",
+             pm->name, (double)(now_ms(pl) - pm->seed_started_ms) / 1000.0, r->n_seeded,
+             r->n_present, (double)r->bytes_hashed / 1e6);
     } else {
         LOGW("planner",
              "model %s: cannot fill the rpc cache (%s); the weights will come "
@@ -323,7 +326,8 @@ static void seed_done(void *data, int status, const rpc_cache_result_t *r)
              pm->name, strerror(-status));
     }
     snprintf(pm->seeded_plan, sizeof pm->seeded_plan, "%s", pm->seeding_plan);
-    if (!pl->stopping) planner_kick(pl);
+    /* announce plan_ready now rather than after the kick's delay: the host waits for it */
+    if (!pl->stopping) replan(pl);
 }
 
 static void start_rpc(planner_t *pl)
@@ -358,6 +362,7 @@ static void start_worker(planner_t *pl, pmodel_t *pm)
         snprintf(pm->seeded_plan, sizeof pm->seeded_plan, "%s", st->follow_plan);
         return;
     }
+    pm->seed_started_ms = now_ms(pl);
     pm->seeding = true;
 }
 
@@ -385,9 +390,11 @@ static void execute(planner_t *pl, const pp_action_t *a)
     case PP_NEW_PLAN:
         retire_fwds(pm);
         LOGI("planner",
-             "model %s: split over %zu node(s) (plan %s): this node hosts layers 0-%u, %zu "
+             "model %s: split over %zu node(s) (plan %s): this node hosts layers 0-%u%s, %zu "
              "worker(s) hold the rest; waiting for them",
-             pm->name, pm->st.n_workers + 1, pm->st.plan_id, pm->st.host_end - 1, pm->st.n_workers);
+             pm->name, pm->st.n_workers + 1, pm->st.plan_id, pm->st.host_end - 1,
+             pm->st.split_private ? " and the output layer (--split-private)" : "",
+             pm->st.n_workers);
         break;
     case PP_START_HOST:
         start_host(pl, pm);
@@ -468,6 +475,7 @@ static void plan_models(planner_t *pl, const peers_t *P)
     }
     pp_input_t in = {.id = pl->id,
                      .force_split = pl->cfg->split,
+                     .split_private = pl->cfg->split_private,
                      .now_s = (uint64_t)time(NULL),
                      .peers = P->v,
                      .rtt_ms = rtt,

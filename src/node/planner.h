@@ -67,6 +67,7 @@ typedef struct {
     bool seeding;
     char seeding_plan[PLAN_ID_MAX];
     uint64_t seed_bytes_present, seed_bytes_written;
+    uint64_t seed_started_ms; /* uv_now when the seeding started */
 } pmodel_t;
 
 typedef struct pwait pwait_t;

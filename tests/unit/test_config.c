@@ -277,6 +277,15 @@ static void test_boolean_flags(void **state)
     assert_int_equal(PARSE(&cfg, err, "--verbose"), CONFIG_OK);
     assert_true(cfg.verbose);
     assert_false(cfg.headless);
+    assert_false(cfg.split_private);
+    config_free(&cfg);
+
+    assert_int_equal(PARSE(&cfg, err, "--split-private"), CONFIG_OK);
+    assert_true(cfg.split_private);
+    assert_false(cfg.split); /* it says where a split's layers go, not whether to split */
+    config_free(&cfg);
+    int rc = PARSE(&cfg, err, "--client", "--split-private");
+    ASSERT_REFUSED(rc, err, "--split-private");
     config_free(&cfg);
 }
 

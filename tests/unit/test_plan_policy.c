@@ -29,6 +29,7 @@ typedef struct {
     view_node_t peers[4];
     size_t n_peers;
     bool rpc_running;
+    bool split_private;
     uint64_t now_s;
     pp_model_t m;
     char seeded[PP_PLAN_ID_MAX];
@@ -154,6 +155,7 @@ static const char *step(world_t *w)
     static pp_actions_t acts;
     pp_input_t in = {.id = A,
                      .force_split = false,
+                     .split_private = w->split_private,
                      .now_s = w->now_s,
                      .peers = w->peers,
                      .rtt_ms = NULL,
@@ -278,6 +280,33 @@ static void test_split_follows_speed(void **state)
         EXPECT(w, cases[i].start);
         assert_int_equal(w->st.speed_aware, cases[i].aware);
     }
+}
+
+/* --split-private: the same layout (every repeating layer keeps its device: -ngl and the
+ * weights are unchanged), but no worker holds the output layer; llama-server gets -ot with the
+ * pattern that keeps every non-layer tensor on the host's CPU. The plan the worker follows
+ * (and seeds its cache for) has no output layer. */
+static void test_private_split(void **state)
+{
+    (void)state;
+    world_t *w = world(800, false);
+    w->split_private = true;
+    peer(w, B, 500);
+    EXPECT(w, "SET_LEDGER M model 677; NEW_PLAN M aaaaaaaa-64-1");
+    ready_for(w, B, "aaaaaaaa-64-1");
+    EXPECT(w, "START_HOST M aaaaaaaa-64-1 [--tensor-split 10 -ngl 10 --fit off -ot " PP_PRIVATE_OT
+              "] b:15-24");
+    assert_true(w->st.split_private);
+    assert_false(w->st.workers[0].range.output);
+    assert_int_equal(w->st.workers[0].range.weight, 10);
+
+    election_range_t r[3] = {{.first = 3, .end = 6, .weight = 3},
+                             {.first = 6, .end = 9, .output = true, .weight = 4},
+                             {.first = 0, .end = 3, .weight = 3}};
+    pp_private_layout(r, 2);
+    assert_false(r[0].output || r[1].output);
+    assert_int_equal(r[1].weight, 4);
+    assert_int_equal(r[1].end, 9);
 }
 
 /* A replica whose offered memory drops below the need becomes a split host (its llama-server
@@ -543,6 +572,7 @@ int main(void)
         cmocka_unit_test(test_allocation_download),
         cmocka_unit_test_teardown(test_split_forms_dies_returns, teardown),
         cmocka_unit_test_teardown(test_split_follows_speed, teardown),
+        cmocka_unit_test_teardown(test_private_split, teardown),
         cmocka_unit_test_teardown(test_memory_drops_to_split, teardown),
         cmocka_unit_test_teardown(test_group_change_restarts_host, teardown),
         cmocka_unit_test_teardown(test_worker_role_and_rpc_server, teardown),
