@@ -44,6 +44,35 @@ for i in range(int(sys.argv[2])):
         pass
 print(json.dumps({"got": got, "rtts": rtts}))
 """
+TCP_ECHO = """
+import socket
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", 9998))
+s.listen(1)
+while True:
+    c, _ = s.accept()
+    c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    while True:
+        d = c.recv(65536)
+        if not d:
+            break
+        c.sendall(d)
+    c.close()
+"""
+TCP_PINGPONG = """
+import socket, sys
+c = socket.create_connection((sys.argv[1], 9998), timeout=10)
+c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+for i in range(int(sys.argv[2])):
+    msg = b"x" * 3000  # more than one segment: a message split in packets is still one turn
+    c.sendall(msg)
+    got = b""
+    while len(got) < len(msg):
+        got += c.recv(65536)
+c.close()
+print("ok")
+"""
 
 
 @pytest.fixture
@@ -88,11 +117,33 @@ def test_netimp_delays_drops_and_partitions(impaired):
         net.heal(1, 2)
         assert ping(net, 1, 2, 5)["got"] == 5
         # with dup=1 every packet that passes is sent twice
-        passed0, _, dup0, _ = net.stats()[(1, 2)]
+        passed0, _, dup0 = net.stats()[(1, 2)][:3]
         net.link(1, 2, dup=1.0)
         assert ping(net, 1, 2, 10)["got"] == 10
-        passed1, _, dup1, _ = net.stats()[(1, 2)]
+        passed1, _, dup1 = net.stats()[(1, 2)][:3]
         assert passed1 - passed0 >= 10 and dup1 - dup0 == passed1 - passed0
+        # turns (per node pair): 12 request/response exchanges over TCP are 12 replies (2 -> 1)
+        # and 12 requests that follow a reply (1 -> 2; the first follows the warm-up's reply);
+        # pure ACKs, the handshakes and the FINs count nothing
+        net.link(1, 2, dup=0.0, rtt_ms=2)
+        tcp_echo = subprocess.Popen(net.wrap(2, ["python3", "-c", TCP_ECHO]))
+        try:
+            def pingpong(n):
+                r = subprocess.run(net.wrap(1, ["python3", "-c", TCP_PINGPONG, net.addr(2),
+                                                str(n)]), capture_output=True, text=True,
+                                   timeout=60)
+                return r.returncode == 0 and r.stdout.strip() == "ok"
+            wait_for(lambda: pingpong(1), timeout=20, what="the TCP echo reachable")
+            st0 = net.stats()
+            assert pingpong(12)
+            st1 = net.stats()
+            turns = lambda a, b: st1[(a, b)][4] - st0[(a, b)][4]
+            payload = lambda a, b: st1[(a, b)][5] - st0[(a, b)][5]
+            assert (turns(2, 1), turns(1, 2)) == (12, 12), (st0, st1)
+            assert payload(1, 2) == payload(2, 1) == 12 * 3000, (st0, st1)
+        finally:
+            tcp_echo.kill()
+            tcp_echo.wait()
     finally:
         echo.kill()
         echo.wait()
