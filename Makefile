@@ -15,7 +15,7 @@ ARGS     ?=
 PYTEST_ARGS ?=
 GEN      := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 
-.PHONY: all deps deps-test llama build build-asan build-fuzz run test unit integration soak-smoke asan fuzz-smoke fuzz soak soak-smoke bench bench-model bench-replicas bench-tunnel-impaired bench-sse bench-split-speed format clean
+.PHONY: all deps deps-test llama build build-asan build-fuzz run test unit integration soak-smoke asan fuzz-smoke fuzz soak soak-smoke bench bench-model bench-replicas bench-tunnel-impaired bench-sse bench-split-speed bench-split-latency format clean
 
 all: build
 
@@ -108,6 +108,9 @@ bench: build llama bench-model
 	@$(MAKE) --no-print-directory bench-download
 	@$(BUILD)/mesh-bench-tunnel
 	@$(MAKE) --no-print-directory bench-tunnel-impaired
+	@$(MAKE) --no-print-directory bench-split-latency
+	@$(MAKE) --no-print-directory bench-split-draft
+	@$(MAKE) --no-print-directory bench-split-speed
 	@$(BUILD)/mesh-bench-gossip
 
 # one model on one node vs two (llama-server -t 1 each), 8 streams through a client node
@@ -124,6 +127,11 @@ bench-tunnel-impaired: build
 .PHONY: bench-split-draft
 bench-split-draft: build llama bench-model
 	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/split-draft --mesh-llm $(BUILD)/mesh-llm --model $(BENCH_MODEL)
+
+# the 363M model split over 2 and 3 nodes in network namespaces at RTT 0-50 ms (mesh-netimp):
+# mesh vs plain llama-server --rpc over TCP vs solo; round trips and bytes per token, the bound
+bench-split-latency: build llama bench-model
+	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/split-latency --mesh-llm $(BUILD)/mesh-llm --model $(BENCH_MODEL)
 
 # 50 console clients on /api/events of a 10-node mesh: node CPU and RSS
 bench-sse: build llama

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "meshstat.h"
+#include "tunnel_rpc.h"
 #include "util.h"
 
 #define METRICS_MAX_BYTES (8u << 20)
@@ -41,6 +42,8 @@ bool api_metrics_handle(mgmt_t *g, httpd_req_t *req)
         return true;
     }
     fill_peers(g);
+    const tunnel_rpc_stats_t *ts = tunnel_rpc_stats();
+    metrics_set_rpc_tunnel(meshstat(), ts->host_tx, ts->host_rx, ts->host_turns);
     buf_t b;
     buf_init(&b, METRICS_MAX_BYTES);
     int rc = metrics_render(meshstat(), meshstat_node(), MESH_VERSION, &b);

@@ -214,6 +214,22 @@ static const spec_t *lookup(const char *flag)
     return NULL;
 }
 
+bool llama_args_sets(const char *args, const char *flag)
+{
+    char f[FLAG_MAX];
+    flag_of(flag, f, NULL);
+    const spec_t *want = lookup(f);
+    char **av;
+    if (!args || !want || argv_split(args, &av) < 0) return false;
+    bool found = false;
+    for (size_t i = 0; av[i] && !found; i++) {
+        flag_of(av[i], f, NULL);
+        found = lookup(f) == want;
+    }
+    argv_free(av);
+    return found;
+}
+
 static bool parse_long(const char *s, long long lo, long long hi)
 {
     if (!*s) return false;

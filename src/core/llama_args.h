@@ -43,4 +43,8 @@ int llama_args_check(const char *args, llama_args_trust_t trust, char **canon, c
 /* Whether flag (one argv word, "=value" allowed) is one the node manages (--port, -m, ...). */
 bool llama_args_is_managed(const char *flag);
 
+/* Whether args (NULL = none) set the option `flag` names, in any of its spellings ("-cram",
+ * "--cache-ram", "--cache_ram=0" all set --cache-ram). Only options of the allowlist. */
+bool llama_args_sets(const char *args, const char *flag);
+
 #endif

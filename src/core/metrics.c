@@ -252,6 +252,14 @@ void metrics_tunnel_bytes(metrics_t *m, bool tx, uint64_t n)
     m->tunnel_bytes[tx ? 1 : 0] += n;
 }
 
+void metrics_set_rpc_tunnel(metrics_t *m, uint64_t to_workers, uint64_t from_workers,
+                            uint64_t turns)
+{
+    m->rpc_bytes[0] = to_workers;
+    m->rpc_bytes[1] = from_workers;
+    m->rpc_turns = turns;
+}
+
 /* ---- rendering ---- */
 
 /* A label value escaped for the exposition format (\\, \", \n). */
@@ -517,6 +525,22 @@ int metrics_render(const metrics_t *m, const char *node_id, const char *version,
                         "mesh_llm_tunnel_bytes_total{direction=\"tx\"} %llu\n",
                         (unsigned long long)m->tunnel_bytes[0],
                         (unsigned long long)m->tunnel_bytes[1]);
+    if (rc == 0)
+        rc = head(out, "mesh_llm_tunnel_rpc_bytes_total", "counter",
+                  "Bytes of llama.cpp RPC through TUNNEL_RPC streams on a split host "
+                  "(to_worker: commands and inputs; from_worker: replies).");
+    if (rc == 0)
+        rc = buf_printf(out,
+                        "mesh_llm_tunnel_rpc_bytes_total{direction=\"to_worker\"} %llu\n"
+                        "mesh_llm_tunnel_rpc_bytes_total{direction=\"from_worker\"} %llu\n",
+                        (unsigned long long)m->rpc_bytes[0], (unsigned long long)m->rpc_bytes[1]);
+    if (rc == 0)
+        rc = head(out, "mesh_llm_tunnel_rpc_turns_total", "counter",
+                  "Request/response turns of llama.cpp RPC on a split host's TUNNEL_RPC streams "
+                  "(round trips it waited for; per decoded token: round trips per token).");
+    if (rc == 0)
+        rc = buf_printf(out, "mesh_llm_tunnel_rpc_turns_total %llu\n",
+                        (unsigned long long)m->rpc_turns);
     if (rc == 0)
         rc = head(out, "mesh_llm_download_bytes_total", "counter",
                   "Model bytes downloaded by this node.");

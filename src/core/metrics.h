@@ -100,6 +100,8 @@ typedef struct {
     uint64_t key_rejected[METRICS_MAX_KEYS + 1][METRICS_N_REASONS];
     uint64_t tunnel_bytes[2]; /* rx, tx */
     uint64_t download_bytes;
+    uint64_t rpc_bytes[2]; /* TUNNEL_RPC, host side: to workers, from workers */
+    uint64_t rpc_turns;    /* TUNNEL_RPC request/response turns, host side */
 } metrics_t;
 
 void metrics_init(metrics_t *m);
@@ -142,6 +144,10 @@ void metrics_set_peers(metrics_t *m, const metrics_peer_t *peers, size_t n);
 /* Bytes through TUNNEL_HTTP streams: rx = answers received for forwarded requests, tx =
  * answers sent for tunnelled requests served here. */
 void metrics_tunnel_bytes(metrics_t *m, bool tx, uint64_t n);
+/* The split host's llama.cpp RPC through TUNNEL_RPC streams, as of now (totals since start):
+ * bytes to and from its workers and request/response turns (round trips waited for). */
+void metrics_set_rpc_tunnel(metrics_t *m, uint64_t to_workers, uint64_t from_workers,
+                            uint64_t turns);
 
 /* The text exposition; node_id labels mesh_llm_node_info. 0 or -ENOSPC/-ENOMEM. */
 int metrics_render(const metrics_t *m, const char *node_id, const char *version, buf_t *out);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "rpc_turns.h"
 #include "util.h"
 #include "wire.h"
 
@@ -59,6 +60,7 @@ struct relay {
     size_t inflight_ack;
     size_t inflight_off; /* of inflight: bytes the socket took before the uv_write */
     uint64_t deadline;   /* host: give up on get_conn (loop time) */
+    rpc_turns_t turns;   /* host: request/response turns of this stream */
 };
 
 static void relay_start_reading(relay_t *r);
@@ -249,6 +251,7 @@ static void relay_schedule(relay_t *r)
 static void st_data(tp_stream_t *s, const uint8_t *p, size_t n)
 {
     relay_t *r = tp_stream_data(s);
+    if (r->host && rpc_turns_note(&r->turns, RPC_DIR_TO_HOST, n)) g_stats.host_turns++;
     if (r->failed || r->tcp_closing) {
         tp_stream_consumed(s, n);
         return;
@@ -321,9 +324,10 @@ static void tcp_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b)
         relay_fail(r);
         return;
     }
-    if (r->host)
+    if (r->host) {
         g_stats.host_tx += (uint64_t)n;
-    else
+        rpc_turns_note(&r->turns, RPC_DIR_TO_WORKER, (size_t)n);
+    } else
         g_stats.worker_tx += (uint64_t)n;
     if (tp_stream_over_high_water(r->s)) {
         uv_read_stop(st); /* resumed by st_drain */

@@ -12,6 +12,7 @@
  * window per relay is ever buffered. TCP EOF becomes a stream FIN and a stream FIN a TCP
  * shutdown; a reset stream or a lost connection closes the TCP side and a TCP error resets the
  * stream. TCP_NODELAY on both TCP sides: llama.cpp RPC is request/response, latency bound.
+ * The host side counts request/response turns per stream (tunnel_rpc_stats().host_turns).
  *
  * Lifetime: everything is freed from close callbacks; tunnel_rpc_close may be called from any
  * callback (including get_conn) and tears down the listener and every relay it started.
@@ -61,6 +62,9 @@ typedef struct {
     uint64_t worker_opened, worker_failed; /* worker side: connected to rpc-server / reset */
     uint64_t links_active;                 /* relays alive now (both sides) */
     uint64_t read_pauses; /* TCP reads stopped because the stream was over high water */
+    /* host side: request/response turns (rpc_turns.h: bytes to a worker, then its reply), the
+     * round trips llama.cpp RPC waited for; turns per decoded token = round trips per token */
+    uint64_t host_turns;
 } tunnel_rpc_stats_t;
 const tunnel_rpc_stats_t *tunnel_rpc_stats(void); /* process-wide counters */
 

@@ -9,6 +9,7 @@
 
 #include "catalog.h"
 #include "ledger.h"
+#include "llama_args.h"
 #include "log.h"
 #include "rpc_cache.h"
 #include "tunnel_rpc.h"
@@ -285,8 +286,14 @@ static void start_host(planner_t *pl, pmodel_t *pm)
     }
     char rest[1 << 14], args[1 << 15];
     if (rc == 0) rc = pp_host_args(&pm->st, rest, sizeof rest);
+    /* llama-server's prompt cache (--cache-ram, on by default) saves the idle slot's KV cache
+     * to RAM when a task arrives: on a split, GET_TENSORs of the workers' KV cache through the
+     * tunnels, round trips and bytes before every first token. Off unless the operator or the
+     * loading client asked for it. */
+    bool cram = pm->e && (llama_args_sets(pm->e->llamacpp_args, "--cache-ram") ||
+                          llama_args_sets(pm->e->serve_args, "--cache-ram"));
     if (rc == 0) {
-        snprintf(args, sizeof args, "--rpc %s %s", rpc.data, rest);
+        snprintf(args, sizeof args, "--rpc %s %s%s", rpc.data, rest, cram ? "" : " --cache-ram 0");
         rc = models_set_mesh_args(pl->ms, pm->e, args);
     }
     if (rc == 0) {

@@ -44,6 +44,35 @@ for i in range(int(sys.argv[2])):
         pass
 print(json.dumps({"got": got, "rtts": rtts}))
 """
+TCP_ECHO = """
+import socket
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", 9998))
+s.listen(1)
+while True:
+    c, _ = s.accept()
+    c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    while True:
+        d = c.recv(65536)
+        if not d:
+            break
+        c.sendall(d)
+    c.close()
+"""
+TCP_PINGPONG = """
+import socket, sys
+c = socket.create_connection((sys.argv[1], 9998), timeout=10)
+c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+for i in range(int(sys.argv[2])):
+    msg = b"x" * 3000  # more than one segment: a message split in packets is still one turn
+    c.sendall(msg)
+    got = b""
+    while len(got) < len(msg):
+        got += c.recv(65536)
+c.close()
+print("ok")
+"""
 
 
 @pytest.fixture
@@ -88,11 +117,33 @@ def test_netimp_delays_drops_and_partitions(impaired):
         net.heal(1, 2)
         assert ping(net, 1, 2, 5)["got"] == 5
         # with dup=1 every packet that passes is sent twice
-        passed0, _, dup0, _ = net.stats()[(1, 2)]
+        passed0, _, dup0 = net.stats()[(1, 2)][:3]
         net.link(1, 2, dup=1.0)
         assert ping(net, 1, 2, 10)["got"] == 10
-        passed1, _, dup1, _ = net.stats()[(1, 2)]
+        passed1, _, dup1 = net.stats()[(1, 2)][:3]
         assert passed1 - passed0 >= 10 and dup1 - dup0 == passed1 - passed0
+        # turns (per node pair): 12 request/response exchanges over TCP are 12 replies (2 -> 1)
+        # and 12 requests that follow a reply (1 -> 2; the first follows the warm-up's reply);
+        # pure ACKs, the handshakes and the FINs count nothing
+        net.link(1, 2, dup=0.0, rtt_ms=2)
+        tcp_echo = subprocess.Popen(net.wrap(2, ["python3", "-c", TCP_ECHO]))
+        try:
+            def pingpong(n):
+                r = subprocess.run(net.wrap(1, ["python3", "-c", TCP_PINGPONG, net.addr(2),
+                                                str(n)]), capture_output=True, text=True,
+                                   timeout=60)
+                return r.returncode == 0 and r.stdout.strip() == "ok"
+            wait_for(lambda: pingpong(1), timeout=20, what="the TCP echo reachable")
+            st0 = net.stats()
+            assert pingpong(12)
+            st1 = net.stats()
+            turns = lambda a, b: st1[(a, b)][4] - st0[(a, b)][4]
+            payload = lambda a, b: st1[(a, b)][5] - st0[(a, b)][5]
+            assert (turns(2, 1), turns(1, 2)) == (12, 12), (st0, st1)
+            assert payload(1, 2) == payload(2, 1) == 12 * 3000, (st0, st1)
+        finally:
+            tcp_echo.kill()
+            tcp_echo.wait()
     finally:
         echo.kill()
         echo.wait()
@@ -128,11 +179,25 @@ def test_join_stream_and_split_at_50ms_with_loss(impaired, start_node, tmp_path)
     assert stream_text(b, SMALL, 24) == want
     assert net.stats()[(2, 1)][0] > 0  # the traffic really crossed the impaired link
     # nodes 3 and 4 (a mesh of their own) are each too small for the model: they split it
+    host, worker = start_split(net, 3, 4, start_node, tmp_path)
+    # c and d are a mesh of their own: the split is the only server of the model there
+    for n in (host, worker):
+        wait_for(lambda: models_status(n).get(SMALL) == "ready", timeout=60,
+                 what=f"the split model ready on {n.id[:8]}")
+        assert stream_text(n, SMALL, 24) == want
+    assert worker.status()["rpc_tunnel"]["worker_rx"] > 0
+
+
+def start_split(net, i, j, start_node, tmp_path):
+    """Nodes i and j of net, each too small for SMALL, a mesh of their own that splits it:
+    (host, worker) once the split is launched."""
+    env = lambda name: dict(ENV, LLAMA_CACHE=str(tmp_path / f"cache-{name}"))
     vram = gb(0.6 * SMALL_SIZE)
     c = start_node("--port", "0", "--model", model_path(SMALL), *SMALL_CTX, "--max-vram", vram,
-                   env=env("c"), ns=net.ns(3))
-    d = start_node("--port", "0", "--models-dir", models_dir(tmp_path, "d", SMALL), *SMALL_CTX,
-                   "--max-vram", vram, "--join", c.token, env=env("d"), ns=net.ns(4))
+                   env=env(f"s{i}"), ns=net.ns(i))
+    d = start_node("--port", "0", "--models-dir", models_dir(tmp_path, f"s{j}", SMALL),
+                   *SMALL_CTX, "--max-vram", vram, "--join", c.token, env=env(f"s{j}"),
+                   ns=net.ns(j))
     wait_converged([c, d], timeout=60)
 
     def split_launched():
@@ -143,13 +208,46 @@ def test_join_stream_and_split_at_50ms_with_loss(impaired, start_node, tmp_path)
         return None
 
     host = wait_for(split_launched, timeout=180, what="the split of c and d launched")
-    worker = d if host is c else c
-    # c and d are a mesh of their own: the split is the only server of the model there
-    for n in (c, d):
-        wait_for(lambda: models_status(n).get(SMALL) == "ready", timeout=60,
-                 what=f"the split model ready on {n.id[:8]}")
-        assert stream_text(n, SMALL, 24) == want
-    assert worker.status()["rpc_tunnel"]["worker_rx"] > 0
+    return host, (d if host is c else c)
+
+
+def complete_greedy(node, max_tokens):
+    """(text, completion tokens) of a greedy non-streamed completion that ignores EOS."""
+    r = node.request("POST", "/v1/completions",
+                     {"model": SMALL, "prompt": PROMPT, "max_tokens": max_tokens,
+                      "temperature": 0, "seed": 42, "ignore_eos": True}, timeout=120)
+    assert r.status == 200, r
+    body = r.json()
+    return body["choices"][0]["text"], body["usage"]["completion_tokens"]
+
+
+def test_split_at_20ms_equals_solo_and_counts_round_trips(impaired, start_node, tmp_path):
+    """20 ms RTT, no loss: a split's greedy text equals a solo node's, and the host's tunnel
+    counts the round trips llama.cpp RPC waited for: at least one per decoded token (the worker's
+    output is read back every step) and at most 4 (a 2-node split needs 1)."""
+    net = impaired(3)
+    net.link("*", "*", rtt_ms=20)
+    solo = start_node("--port", "0", "--model", model_path(SMALL), *SMALL_CTX,
+                      env=dict(ENV, LLAMA_CACHE=str(tmp_path / "cache-solo")), ns=net.ns(1))
+    wait_for(lambda: models_status(solo).get(SMALL) == "ready", timeout=60, what="solo ready")
+    want, want_n = complete_greedy(solo, 32)
+    assert want_n == 32 and len(want) > 20
+    host, worker = start_split(net, 2, 3, start_node, tmp_path)
+    wait_for(lambda: models_status(host).get(SMALL) == "ready", timeout=60,
+             what="the split model ready on its host")
+    tun0, pk0 = host.status()["rpc_tunnel"], net.stats()
+    text, n = complete_greedy(host, 32)
+    tun1, pk1 = host.status()["rpc_tunnel"], net.stats()
+    assert (text, n) == (want, want_n)
+    turns = tun1["host_turns"] - tun0["host_turns"]
+    assert n <= turns <= 4 * n, (turns, n)
+    sent = tun1["host_tx"] - tun0["host_tx"]
+    assert sent > 0 and tun1["host_rx"] > tun0["host_rx"]
+    # the replies crossed the impaired link: mesh-netimp saw at least one per decoded token from
+    # the worker's namespace to the host's (QUIC datagrams over 72 payload bytes: replies of a
+    # few bytes look like ACKs there, and gossip counts too, so only a lower bound)
+    hi, wi = (2, 3) if host.ns == net.ns(2) else (3, 2)
+    assert pk1[(wi, hi)][4] - pk0[(wi, hi)][4] >= n
 
 
 def test_partition_one_of_five_then_heal(impaired, start_node, tmp_path):

@@ -16,7 +16,15 @@
  *   set SRC DST key=value...   SRC/DST: node index 1..63 or '*'; keys: delay_us, jitter_us,
  *                              loss, dup, reorder (probabilities 0..1), cut (0|1)
  *   stats                      "ok" then one line per link with traffic: "SRC DST passed dropped
- *                              duplicated bytes", then "end"
+ *                              duplicated bytes turns payload", then "end"
+ *
+ * Turns count request/response exchanges at the packet level: turns of SRC DST is how often
+ * data began to flow SRC -> DST while the pair's last data went DST -> SRC (for a worker
+ * answering its host: the round trips the host waited for). Data is a TCP segment with payload
+ * (pure ACKs do not count) or a UDP datagram with more than UDP_DATA_MIN payload bytes (a QUIC
+ * packet carrying only an ACK is smaller; encrypted QUIC cannot be told apart otherwise, so for
+ * QUIC this is an estimate, and gossip between the nodes counts too). payload = TCP or UDP
+ * payload bytes of the packets that passed (bytes = whole IP packets).
  *   quit
  * Prints "ready" on stdout once the TUN device is up. Bounded: at most QUEUE_MAX packets and
  * QUEUE_BYTES_MAX bytes wait in the delay queue (more are dropped, like a full router buffer). */
@@ -45,12 +53,14 @@
 #define QUEUE_BYTES_MAX (256u << 20)
 #define MAX_CLIENTS 8
 #define LINE_MAX_BYTES 512
+#define UDP_DATA_MIN 72 /* UDP payload bytes above which a datagram counts as data */
 
 typedef struct {
     uint32_t delay_us, jitter_us;
     double loss, dup, reorder;
     bool cut;
     uint64_t passed, dropped, duplicated, bytes;
+    uint64_t turns, payload;
 } link_t;
 
 typedef struct {
@@ -60,6 +70,7 @@ typedef struct {
 } pkt_t;
 
 static link_t links[MAX_NODES][MAX_NODES];
+static uint8_t last_data_src[MAX_NODES][MAX_NODES]; /* [lo][hi]: who sent the pair's last data */
 static pkt_t *heap[QUEUE_MAX];
 static size_t heap_n, heap_bytes;
 static uint64_t seq_next, rng_state = 0x9e3779b97f4a7c15ull;
@@ -137,6 +148,40 @@ static unsigned node_of(const uint8_t *ip)
     return ip[2];
 }
 
+/* Payload bytes of an IPv4 TCP or UDP packet (0 for others and malformed ones); *data: whether
+ * it counts as data for turns. */
+static uint32_t payload_of(const uint8_t *buf, uint32_t len, bool *data)
+{
+    *data = false;
+    uint32_t ihl = (uint32_t)(buf[0] & 0x0f) * 4, tot = (uint32_t)buf[2] << 8 | buf[3];
+    if (ihl < 20 || tot > len || tot < ihl) return 0;
+    if ((((uint32_t)buf[6] & 0x1f) << 8 | buf[7]) != 0) return 0; /* a later fragment */
+    const uint8_t *l4 = buf + ihl;
+    uint32_t l4len = tot - ihl;
+    if (buf[9] == 6 && l4len >= 20) { /* TCP */
+        uint32_t doff = (uint32_t)(l4[12] >> 4) * 4;
+        uint32_t pl = doff >= 20 && doff <= l4len ? l4len - doff : 0;
+        *data = pl > 0;
+        return pl;
+    }
+    if (buf[9] == 17 && l4len >= 8) { /* UDP */
+        uint32_t pl = l4len - 8;
+        *data = pl > UDP_DATA_MIN;
+        return pl;
+    }
+    return 0;
+}
+
+static void count_turn(unsigned s, unsigned d, const uint8_t *buf, uint32_t len)
+{
+    bool data;
+    links[s][d].payload += payload_of(buf, len, &data);
+    if (!data) return;
+    unsigned lo = s < d ? s : d, hi = s < d ? d : s;
+    if (last_data_src[lo][hi] == d) links[s][d].turns++;
+    last_data_src[lo][hi] = (uint8_t)s;
+}
+
 static void on_packet(int tun, const uint8_t *buf, uint32_t len)
 {
     if (len < 20 || (buf[0] >> 4) != 4) return; /* IPv4 only: nothing else is routed here */
@@ -165,6 +210,7 @@ static void on_packet(int tun, const uint8_t *buf, uint32_t len)
     }
     l->passed++;
     l->bytes += len;
+    count_turn(s, d, buf, len);
 }
 
 static void flush_due(int tun)
@@ -240,14 +286,15 @@ static bool on_command(int fd, char *line)
     }
     if (strcmp(argv[0], "stats") == 0) {
         reply(fd, "ok\n");
-        char out[160];
+        char out[224];
         for (unsigned s = 1; s < MAX_NODES; s++)
             for (unsigned d = 1; d < MAX_NODES; d++) {
                 link_t *l = &links[s][d];
                 if (!l->passed && !l->dropped) continue;
-                snprintf(out, sizeof out, "%u %u %llu %llu %llu %llu\n", s, d,
+                snprintf(out, sizeof out, "%u %u %llu %llu %llu %llu %llu %llu\n", s, d,
                          (unsigned long long)l->passed, (unsigned long long)l->dropped,
-                         (unsigned long long)l->duplicated, (unsigned long long)l->bytes);
+                         (unsigned long long)l->duplicated, (unsigned long long)l->bytes,
+                         (unsigned long long)l->turns, (unsigned long long)l->payload);
                 reply(fd, out);
             }
         reply(fd, "end\n");

@@ -146,7 +146,10 @@ class ImpairedNet:
         self.cut(i, "*")
 
     def stats(self):
-        """{(src, dst): (passed, dropped, duplicated, bytes)}"""
+        """{(src, dst): (passed, dropped, duplicated, bytes, turns, payload)}: packets, IP bytes;
+        turns = how often data began to flow src -> dst right after data dst -> src (replies:
+        request/response round trips; TCP segments with payload, UDP datagrams over 72 payload
+        bytes, so QUIC ACK-only packets do not count), payload = TCP/UDP payload bytes."""
         self._ctl.sendall(b"stats\n")
         assert self._ctl_file.readline().startswith("ok")
         out = {}

@@ -236,12 +236,38 @@ static void test_is_managed(void **state)
     assert_false(llama_args_is_managed("-c"));
 }
 
+static void test_sets(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *args, *flag;
+        bool sets;
+    } T[] = {
+        {NULL, "--cache-ram", false},
+        {"", "--cache-ram", false},
+        {"-c 512 -t 2", "--cache-ram", false},
+        {"-c 512 --cache-ram 100", "--cache-ram", true},
+        {"-cram 0", "--cache-ram", true},
+        {"--cache_ram=-1", "--cache-ram", true},
+        {"--cache-ram 0", "-cram", true},
+        {"--cache-reuse 256", "--cache-ram", false},
+        {"-c 512", "-c", true},
+        {"--ctx-size 512", "-c", true},
+        {"--cache-ram 0", "--not-a-flag", false},
+        {"\"unbalanced", "--cache-ram", false},
+    };
+    for (size_t i = 0; i < sizeof T / sizeof T[0]; i++)
+        if (llama_args_sets(T[i].args, T[i].flag) != T[i].sets)
+            fail_msg("[%s] sets %s: want %d", T[i].args ? T[i].args : "(null)", T[i].flag,
+                     T[i].sets);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_table),      cmocka_unit_test(test_canonical_round_trip),
         cmocka_unit_test(test_too_long),   cmocka_unit_test(test_control_characters_refused),
-        cmocka_unit_test(test_is_managed),
+        cmocka_unit_test(test_is_managed), cmocka_unit_test(test_sets),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

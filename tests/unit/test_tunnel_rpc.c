@@ -561,6 +561,11 @@ static void test_echo_8mib(void **state)
     assert_int_equal(echo.conns_total, 1);
     assert_int_equal(echo.conns_open, 0);
     assert_int_equal(tunnel_rpc_stats()->links_active, 0); /* both relays ended cleanly */
+    /* the echo answered what it was sent: at least one request/response turn, at most one per
+     * chunk the worker sent back */
+    uint64_t turns = tunnel_rpc_stats()->host_turns - st0.host_turns;
+    assert_true(turns >= 1);
+    assert_true(turns <= (8u << 20) / 1024);
     close_fwd(f);
 }
 
