@@ -162,6 +162,7 @@ void pp_decide_model(const pp_input_t *in, const pp_model_t *m, pp_state_t *st, 
     size_t n = 0;
     uint64_t size = m->size_bytes, need = m->need_bytes;
     bool loaded = m->loaded, mesh_args = m->mesh_args;
+    const pp_state_t before = *st;
     /* the group: this node and every live peer that announces itself a member; a node offers
      * each group what is free plus what it holds for this model already */
     nodes[n++] = (election_node_t){.id = in->id,
@@ -206,6 +207,13 @@ void pp_decide_model(const pp_input_t *in, const pp_model_t *m, pp_state_t *st, 
         st->waiting = true;
         leave_host(st, &mesh_args, mi, out);
         take_down(st, m, &loaded, mi, out);
+        return;
+    }
+    if (plan.mode == ELECTION_SPLIT && in->speed_pending) {
+        /* decided once this node's speed is known: a layout made without it would be redone
+         * (a llama-server restart) a moment later */
+        *st = before;
+        election_plan_free(&plan);
         return;
     }
     st->mode = plan.mode;

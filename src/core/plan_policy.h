@@ -115,6 +115,8 @@ typedef struct {
     size_t n_peers;
     bool rpc_running;      /* this node's rpc-server child exists and is not stopped */
     uint32_t speed_mflops; /* this node's calibrated compute speed, 0 unknown (election.h) */
+    bool speed_pending;    /* its calibration still runs: a split waits for it (a replica does
+                            * not: solo decisions do not depend on speed) */
 } pp_input_t;
 
 typedef enum {

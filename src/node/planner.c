@@ -487,7 +487,8 @@ static void plan_models(planner_t *pl, const peers_t *P)
                      .peers = P->v,
                      .rtt_ms = rtt,
                      .n_peers = np,
-                     .speed_mflops = pl->speed.mflops};
+                     .speed_mflops = pl->speed.mflops,
+                     .speed_pending = pl->speed.running};
     for (size_t i = 0; i < pl->n; i++) {
         pmodel_t *pm = &pl->models[i];
         pp_model_t m = model_facts(pl, pm);
@@ -517,7 +518,7 @@ static void replan(planner_t *pl)
     peers_t P;
     if (peers_get(pl, &P) != 0) return;
     allocate(pl, &P);
-    if (!pl->speed.running) plan_models(pl, &P);
+    plan_models(pl, &P);
     peers_free(&P);
     wake_parked(pl, false);
     /* announce when what this node serves changed */

@@ -34,7 +34,8 @@ typedef struct {
     pp_model_t m;
     char seeded[PP_PLAN_ID_MAX];
     pp_state_t st;
-    uint32_t speed; /* this node's calibrated speed, 0 unknown */
+    uint32_t speed;     /* this node's calibrated speed, 0 unknown */
+    bool speed_pending; /* its calibration still runs */
 } world_t;
 
 static world_t g_w; /* a few KiB: keep it off the stack */
@@ -161,7 +162,8 @@ static const char *step(world_t *w)
                      .rtt_ms = NULL,
                      .n_peers = w->n_peers,
                      .rpc_running = w->rpc_running,
-                     .speed_mflops = w->speed};
+                     .speed_mflops = w->speed,
+                     .speed_pending = w->speed_pending};
     acts.n = 0;
     pp_decide(&in, &w->m, &w->st, 1, &acts);
     size_t len = 0;
@@ -280,6 +282,29 @@ static void test_split_follows_speed(void **state)
         EXPECT(w, cases[i].start);
         assert_int_equal(w->st.speed_aware, cases[i].aware);
     }
+}
+
+/* While this node's calibration runs a replica starts (speed does not matter solo) but a split
+ * waits: its layout would be redone, with a llama-server restart, once the speed is known. */
+static void test_split_waits_for_calibration(void **state)
+{
+    (void)state;
+    world_t *w = world(2000, false);
+    w->st.load_when_replica = true;
+    w->speed_pending = true;
+    EXPECT(w, "START_REPLICA M");
+    assert_int_equal(w->st.role, ELECTION_REPLICA);
+
+    w = world(800, false);
+    w->speed_pending = true;
+    peer(w, B, 500);
+    EXPECT(w, ""); /* nothing decided, nothing remembered */
+    assert_false(w->st.planned);
+    assert_int_equal(w->st.role, ELECTION_IDLE);
+    w->speed_pending = false;
+    w->speed = 1000;
+    EXPECT(w, "SET_LEDGER M model 677; NEW_PLAN M aaaaaaaa-64-1");
+    assert_int_equal(w->st.role, ELECTION_HOST);
 }
 
 /* --split-private: the same layout (every repeating layer keeps its device: -ngl and the
@@ -572,6 +597,7 @@ int main(void)
         cmocka_unit_test(test_allocation_download),
         cmocka_unit_test_teardown(test_split_forms_dies_returns, teardown),
         cmocka_unit_test_teardown(test_split_follows_speed, teardown),
+        cmocka_unit_test_teardown(test_split_waits_for_calibration, teardown),
         cmocka_unit_test_teardown(test_private_split, teardown),
         cmocka_unit_test_teardown(test_memory_drops_to_split, teardown),
         cmocka_unit_test_teardown(test_group_change_restarts_host, teardown),
