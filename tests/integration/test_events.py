@@ -133,6 +133,9 @@ def test_events_client_that_never_reads_is_dropped(start_node):
     a = start_node("--port", "0", "--own-mesh", env=env)
     reader = EventStream(a.console_port).start()
     wait_for(lambda: reader.events, timeout=10, what="a reading client's first snapshot")
+    # the start-up speed calibration touches and frees a 32 MiB matrix: measure after it
+    wait_for(lambda: a.status()["node"]["speed"]["source"] != "calibrating", timeout=30,
+             what="the speed calibration to end")
     rss0 = rss_kb(a.pid)
     stuck = EventStream(a.console_port, rcvbuf=4096)  # never read
     wait_for(lambda: a.status()["events"]["clients"] == 2, timeout=10, what="two clients")
