@@ -301,6 +301,17 @@ static int head(buf_t *b, const char *name, const char *type, const char *help)
     return buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+/* A counter family with two series labelled direction=d0 / d1. */
+static int by_direction(buf_t *b, const char *name, const char *help, const char *d0, uint64_t v0,
+                        const char *d1, uint64_t v1)
+{
+    int rc = head(b, name, "counter", help);
+    if (rc == 0)
+        rc = buf_printf(b, "%s{direction=\"%s\"} %llu\n%s{direction=\"%s\"} %llu\n", name, d0,
+                        (unsigned long long)v0, name, d1, (unsigned long long)v1);
+    return rc;
+}
+
 static int hist(buf_t *b, const char *name, const char *model, const metrics_hist_t *h,
                 const double *bounds, size_t nb)
 {
@@ -516,24 +527,15 @@ int metrics_render(const metrics_t *m, const char *node_id, const char *version,
         if (rc == 0) rc = buf_printf(out, "\"} 1\n");
     }
     if (rc == 0)
-        rc = head(out, "mesh_llm_tunnel_bytes_total", "counter",
-                  "Bytes of HTTP answers through TUNNEL_HTTP streams (rx: received for requests "
-                  "this node forwarded; tx: sent for requests it served).");
+        rc = by_direction(out, "mesh_llm_tunnel_bytes_total",
+                          "Bytes of HTTP answers through TUNNEL_HTTP streams (rx: received for "
+                          "requests this node forwarded; tx: sent for requests it served).",
+                          "rx", m->tunnel_bytes[0], "tx", m->tunnel_bytes[1]);
     if (rc == 0)
-        rc = buf_printf(out,
-                        "mesh_llm_tunnel_bytes_total{direction=\"rx\"} %llu\n"
-                        "mesh_llm_tunnel_bytes_total{direction=\"tx\"} %llu\n",
-                        (unsigned long long)m->tunnel_bytes[0],
-                        (unsigned long long)m->tunnel_bytes[1]);
-    if (rc == 0)
-        rc = head(out, "mesh_llm_tunnel_rpc_bytes_total", "counter",
-                  "Bytes of llama.cpp RPC through TUNNEL_RPC streams on a split host "
-                  "(to_worker: commands and inputs; from_worker: replies).");
-    if (rc == 0)
-        rc = buf_printf(out,
-                        "mesh_llm_tunnel_rpc_bytes_total{direction=\"to_worker\"} %llu\n"
-                        "mesh_llm_tunnel_rpc_bytes_total{direction=\"from_worker\"} %llu\n",
-                        (unsigned long long)m->rpc_bytes[0], (unsigned long long)m->rpc_bytes[1]);
+        rc = by_direction(out, "mesh_llm_tunnel_rpc_bytes_total",
+                          "Bytes of llama.cpp RPC through TUNNEL_RPC streams on a split host "
+                          "(to_worker: commands and inputs; from_worker: replies).",
+                          "to_worker", m->rpc_bytes[0], "from_worker", m->rpc_bytes[1]);
     if (rc == 0)
         rc = head(out, "mesh_llm_tunnel_rpc_turns_total", "counter",
                   "Request/response turns of llama.cpp RPC on a split host's TUNNEL_RPC streams "
