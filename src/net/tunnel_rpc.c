@@ -7,12 +7,14 @@
 #include <string.h>
 
 #include "log.h"
+#include "rpc_frame.h"
 #include "rpc_turns.h"
 #include "util.h"
 #include "wire.h"
 
 #define STAGE_CAP (8u << 20) /* stream bytes waiting for the TCP side (a window is 1 MiB) */
 #define READ_CHUNK 65536
+#define HOLD_CAP (RPC_FRAME_HOLD_MAX + READ_CHUNK)
 
 static tunnel_rpc_stats_t g_stats;
 
@@ -61,6 +63,12 @@ struct relay {
     size_t inflight_off; /* of inflight: bytes the socket took before the uv_write */
     uint64_t deadline;   /* host: give up on get_conn (loop time) */
     rpc_turns_t turns;   /* host: request/response turns of this stream */
+    /* TCP -> stream coalescing (rpc_frame.h): bytes read and not yet written to the stream
+     * wait for the rest of their burst, at most TUNNEL_RPC_HOLD_MS after the last read */
+    bool coalesce, hold_open;
+    rpc_frame_t frame;
+    buf_t hold;
+    uv_timer_t hold_timer;
 };
 
 static void relay_start_reading(relay_t *r);
@@ -84,8 +92,9 @@ static void relay_unlink(relay_t *r)
 
 static void relay_try_free(relay_t *r)
 {
-    if (r->s || r->tcp_open || r->timer_open || r->chk_open) return;
+    if (r->s || r->tcp_open || r->timer_open || r->chk_open || r->hold_open) return;
     relay_unlink(r);
+    buf_free(&r->hold);
     buf_free(&r->stage);
     buf_free(&r->inflight);
     g_stats.links_active--;
@@ -113,6 +122,13 @@ static void on_chk_closed(uv_handle_t *h)
     relay_try_free(r);
 }
 
+static void on_hold_closed(uv_handle_t *h)
+{
+    relay_t *r = h->data;
+    r->hold_open = false;
+    relay_try_free(r);
+}
+
 static void relay_close_tcp(relay_t *r)
 {
     if (!r->tcp_open || r->tcp_closing) return;
@@ -120,6 +136,7 @@ static void relay_close_tcp(relay_t *r)
     r->reading = false;
     uv_close((uv_handle_t *)&r->tcp, on_tcp_closed);
     uv_close((uv_handle_t *)&r->chk, on_chk_closed); /* nothing more to write */
+    uv_close((uv_handle_t *)&r->hold_timer, on_hold_closed);
 }
 
 static void relay_close_timer(relay_t *r)
@@ -301,6 +318,39 @@ static void tcp_alloc(uv_handle_t *h, size_t sz, uv_buf_t *b)
     b->len = sizeof buf;
 }
 
+/* Write the first n held bytes to the stream. */
+static int relay_release(relay_t *r, size_t n)
+{
+    if (!n) return 0;
+    int rc = tp_stream_write(r->s, r->hold.data, n);
+    buf_consume(&r->hold, n);
+    if (r->hold.len == 0) {
+        g_stats.bursts++;
+        uv_timer_stop(&r->hold_timer);
+    }
+    return rc;
+}
+
+static void on_hold_expired(uv_timer_t *h)
+{
+    relay_t *r = h->data;
+    g_stats.hold_expired++;
+    if (r->s && !r->failed && relay_release(r, rpc_frame_release_all(&r->frame)) != 0)
+        relay_fail(r);
+}
+
+/* Bytes read from the TCP side go to the stream where rpc_frame cuts the stream; the rest wait
+ * for the rest of their burst. */
+static int relay_forward(relay_t *r, const char *p, size_t n)
+{
+    if (!r->coalesce) return tp_stream_write(r->s, p, n);
+    if (buf_append(&r->hold, p, n) != 0) return -ENOBUFS; /* cannot happen: held <= HOLD_MAX */
+    int rc = relay_release(r, rpc_frame_feed(&r->frame, (const uint8_t *)p, n));
+    if (rc == 0 && r->hold.len)
+        uv_timer_start(&r->hold_timer, on_hold_expired, TUNNEL_RPC_HOLD_MS, 0);
+    return rc;
+}
+
 static void tcp_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b)
 {
     relay_t *r = st->data;
@@ -315,12 +365,16 @@ static void tcp_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b)
             return;
         }
         r->tcp_eof = true;
+        if (r->s && relay_release(r, rpc_frame_release_all(&r->frame)) != 0) {
+            relay_fail(r);
+            return;
+        }
         if (r->s) tp_stream_shutdown(r->s);
         relay_check_done(r);
         return;
     }
     if (!r->s || r->failed) return;
-    if (tp_stream_write(r->s, b->base, (size_t)n) != 0) {
+    if (relay_forward(r, b->base, (size_t)n) != 0) {
         relay_fail(r);
         return;
     }
@@ -361,6 +415,13 @@ static relay_t *relay_new(uv_loop_t *loop, bool host)
     uv_check_init(loop, &r->chk);
     r->chk.data = r;
     r->chk_open = true;
+    uv_timer_init(loop, &r->hold_timer);
+    r->hold_timer.data = r;
+    r->hold_open = true;
+    buf_init(&r->hold, HOLD_CAP);
+    const char *co = getenv(TUNNEL_RPC_COALESCE_ENV);
+    r->coalesce = !(co && strcmp(co, "0") == 0);
+    rpc_frame_init(&r->frame, host ? RPC_FRAME_REQUESTS : RPC_FRAME_RESPONSES);
     g_stats.links_active++;
     return r;
 }

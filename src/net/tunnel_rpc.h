@@ -30,6 +30,12 @@
 /* How long a host-side link waits for get_conn to return a connection (default 5000). */
 #define TUNNEL_RPC_CONNECT_ENV "MESH_LLM_RPC_CONNECT_MS"
 #define TUNNEL_RPC_RETRY_MS 50
+/* Coalescing of the bytes read from llama-server / rpc-server into one write per burst
+ * (rpc_frame.h): held bytes wait at most this long (1-2 ms: loop time) for the rest of their
+ * burst, which in the pinned llama.cpp always comes at once. "0" in the environment variable
+ * turns coalescing off (each read is written at once). */
+#define TUNNEL_RPC_HOLD_MS 1
+#define TUNNEL_RPC_COALESCE_ENV "MESH_LLM_RPC_COALESCE"
 #define TUNNEL_RPC_MAX_LINKS 256 /* per listener; more connections are closed at once */
 
 typedef struct rpc_fwd rpc_fwd_t;
@@ -65,6 +71,10 @@ typedef struct {
     /* host side: request/response turns (rpc_turns.h: bytes to a worker, then its reply), the
      * round trips llama.cpp RPC waited for; turns per decoded token = round trips per token */
     uint64_t host_turns;
+    /* both sides: bursts written to the stream (rpc_frame.h coalescing: a burst ends where the
+     * other side must answer, or when no more bytes came within TUNNEL_RPC_HOLD_MS — those
+     * are counted in hold_expired too) */
+    uint64_t bursts, hold_expired;
 } tunnel_rpc_stats_t;
 const tunnel_rpc_stats_t *tunnel_rpc_stats(void); /* process-wide counters */
 
