@@ -33,6 +33,7 @@ typedef struct {
     bool split;
     bool no_file;
     uint32_t speed; /* MFLOP/s, 0 unknown */
+    uint64_t host;  /* host bytes (draft, input layer, private output layer) */
 } tn_t;
 
 static int run_nodes(const tn_t *tn, size_t n, uint64_t size, uint32_t layers, const int32_t *rtt,
@@ -40,14 +41,14 @@ static int run_nodes(const tn_t *tn, size_t n, uint64_t size, uint32_t layers, c
 {
     election_node_t nodes[16];
     for (size_t i = 0; i < n; i++)
-        nodes[i] = (election_node_t){tag_id(tn[i].tag), tn[i].vram,    tn[i].rtt,
-                                     tn[i].split,       tn[i].no_file, tn[i].speed};
+        nodes[i] = (election_node_t){tag_id(tn[i].tag), tn[i].vram,    tn[i].rtt,  tn[i].split,
+                                     tn[i].no_file,     tn[i].speed, tn[i].host};
     election_input_t in = {size, layers, nodes, n, rtt, 0};
     return election_run(&in, plan);
 }
 
-/* "a24@10 b16 c8s d8n e8x500": tag, memory in GB, @RTT ms (absent = unknown), s = --split,
- * n = no copy of the file, xN = speed N MFLOP/s (absent = unknown). */
+/* "a24@10 b16 c8s d8n e8x500 f6h1.5": tag, memory in GB, @RTT ms (absent = unknown), s = --split,
+ * n = no copy of the file, xN = speed N MFLOP/s (absent = unknown), hN = N GB of host bytes. */
 static size_t parse_nodes(const char *spec, tn_t *tn)
 {
     size_t n = 0;
@@ -73,6 +74,10 @@ static size_t parse_nodes(const char *spec, tn_t *tn)
         }
         if (*p == 'x') {
             tn[n].speed = (uint32_t)strtoul(p + 1, &end, 10);
+            p = end;
+        }
+        if (*p == 'h') {
+            tn[n].host = (uint64_t)(strtod(p + 1, &end) * (double)G);
             p = end;
         }
         n++;
@@ -210,7 +215,7 @@ static void test_table(void **state)
         election_plan_free(&p);
     }
     /* one byte under 1.1 × size */
-    tn_t tn = {'a', 11 * G - 1, UNK, false, false, 0};
+    tn_t tn = {'a', 11 * G - 1, UNK, false, false, 0, 0};
     election_plan_t p;
     assert_int_equal(run_nodes(&tn, 1, 10 * G, 0, NULL, &p), 0);
     assert_int_equal(p.mode, ELECTION_IMPOSSIBLE);
@@ -371,8 +376,8 @@ static void test_invalid(void **state)
 {
     (void)state;
     election_plan_t p;
-    election_node_t nodes[2] = {{tag_id('a'), G, 1, false, false, 0},
-                                {tag_id('b'), G, 1, false, false, 0}};
+    election_node_t nodes[2] = {{tag_id('a'), G, 1, false, false, 0, 0},
+                                {tag_id('b'), G, 1, false, false, 0, 0}};
     election_input_t in = {10 * G, 0, nodes, 2, NULL, 0};
     assert_int_equal(election_run(NULL, &p), -EINVAL);
     assert_int_equal(election_run(&in, NULL), -EINVAL);
@@ -469,8 +474,11 @@ static void check_plan(const election_input_t *in, const election_plan_t *p)
         const election_node_t *x = &in->nodes[i];
         forced |= x->force_split;
         any_fit |= x->vram_bytes >= need;
-        if (!best || x->vram_bytes > best->vram_bytes ||
-            (x->vram_bytes == best->vram_bytes && strcmp(x->id, best->id) > 0))
+        /* host order: its memory holds its host bytes, then memory, then id */
+        bool xh = x->vram_bytes >= x->host_bytes, bh = best && best->vram_bytes >= best->host_bytes;
+        if (!best || (xh && !bh) ||
+            (xh == bh && (x->vram_bytes > best->vram_bytes ||
+                          (x->vram_bytes == best->vram_bytes && strcmp(x->id, best->id) > 0))))
             best = x;
     }
     if (p->mode == ELECTION_SOLO) {
@@ -491,6 +499,9 @@ static void check_plan(const election_input_t *in, const election_plan_t *p)
     assert_non_null(h);
     assert_int_equal(p->host_index, p->n_members - 1);
     assert_string_equal(h->id, best->id); /* host = max memory, ties to the larger id */
+    uint64_t hb = best->host_bytes < need ? best->host_bytes : need;
+    assert_int_equal(p->host_bytes, hb);
+    assert_int_equal(p->layer_bytes, need - hb);
     uint64_t sum = 0;
     for (size_t i = 0; i < p->n_members; i++) {
         const election_member_t *m = &p->members[i];
@@ -509,10 +520,19 @@ static void check_plan(const election_input_t *in, const election_plan_t *p)
     }
     assert_int_equal(sum, p->total_bytes);
     if (p->mode == ELECTION_IMPOSSIBLE) {
-        assert_true(sum < need);
+        assert_true(sum < need || best->vram_bytes < best->host_bytes);
         return;
     }
     assert_true(sum >= need); /* members' memory >= 1.1 x size */
+    /* no over-commit: every member's bytes fit its memory; the host holds its host bytes;
+     * together they hold the need (each part rounded up) */
+    uint64_t held = 0;
+    for (size_t i = 0; i < p->n_members; i++) {
+        assert_true(p->members[i].bytes <= p->members[i].vram_bytes);
+        held += p->members[i].bytes;
+    }
+    assert_true(h->bytes >= hb);
+    assert_true(held >= need && held <= need + p->n_members);
     assert_true(p->n_members >= 2);
     /* minimal: without the last worker it would not be enough (unless --split needs one) */
     uint64_t without = sum - p->members[p->n_members - 2].vram_bytes;
@@ -554,7 +574,8 @@ static bool plans_equal(const election_plan_t *a, const election_plan_t *b)
         const election_member_t *x = &a->members[i], *y = &b->members[i];
         if (strcmp(x->id, y->id) || x->role != y->role || x->rtt_ms != y->rtt_ms ||
             x->weight != y->weight || x->layer_first != y->layer_first ||
-            x->layer_end != y->layer_end || x->output_layer != y->output_layer)
+            x->layer_end != y->layer_end || x->output_layer != y->output_layer ||
+            x->bytes != y->bytes)
             return false;
     }
     return true;
@@ -576,9 +597,13 @@ static void test_random_properties(void **state)
             /* few distinct ids/values so ties happen */
             snprintf(ids[i], sizeof ids[i], "%064llx", (unsigned long long)(rnd_below(4) + 16 * i));
             int32_t r = (int32_t)rnd_below(130) - 20; /* -20..109: unknown, near, far */
-            nodes[i] = (election_node_t){ids[i], (rnd_below(5) == 0 ? 0 : rnd_below(8) + 1) * unit,
-                                         r,      rnd_below(8) == 0,
-                                         false,  0};
+            nodes[i] = (election_node_t){ids[i],
+                                         (rnd_below(5) == 0 ? 0 : rnd_below(8) + 1) * unit,
+                                         r,
+                                         rnd_below(8) == 0,
+                                         false,
+                                         0,
+                                         rnd_below(3) == 0 ? rnd_below(5) * unit : 0};
             perm[i] = i;
         }
         for (size_t i = 0; i < n * n; i++)

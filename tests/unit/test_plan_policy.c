@@ -388,8 +388,8 @@ static void test_worker_role_and_rpc_server(void **state)
     (void)state;
     world_t *w = world(500, false);
     peer(w, B, 800);
-    /* worker share = 1100 × 500 / 1300; the host has not announced its plan yet: idle */
-    EXPECT(w, "SET_LEDGER M worker 423");
+    /* worker share = 1100 × 500 / 1300, rounded up; the host has not announced its plan yet: idle */
+    EXPECT(w, "SET_LEDGER M worker 424");
     assert_int_equal(w->st.role, ELECTION_IDLE);
     host_plan(w, B, "bbbbbbbb-64-1", 16, 24);
     EXPECT(w, "START_RPC_SERVER M; START_WORKER M bbbbbbbb-64-1 16-24+o");
@@ -427,7 +427,7 @@ static void test_worker_host_dies(void **state)
     world_t *w = world(500, false);
     peer(w, B, 800);
     host_plan(w, B, "bbbbbbbb-64-1", 16, 24);
-    EXPECT(w, "SET_LEDGER M worker 423; START_RPC_SERVER M; START_WORKER M bbbbbbbb-64-1 16-24+o");
+    EXPECT(w, "SET_LEDGER M worker 424; START_RPC_SERVER M; START_WORKER M bbbbbbbb-64-1 16-24+o");
     w->rpc_running = true;
     snprintf(w->seeded, sizeof w->seeded, "bbbbbbbb-64-1");
     EXPECT(w, "");
