@@ -64,8 +64,7 @@ static bool better_replica(const cand_t *x, const cand_t *y)
  * its host bytes first. */
 static bool better_host(const cand_t *x, const cand_t *y)
 {
-    if (x->n->no_file == y->n->no_file && can_host(x->n) != can_host(y->n))
-        return can_host(x->n);
+    if (x->n->no_file == y->n->no_file && can_host(x->n) != can_host(y->n)) return can_host(x->n);
     return better_replica(x, y);
 }
 
@@ -132,7 +131,8 @@ static bool speed_counts(const election_plan_t *p, uint32_t *counts)
     ls_node_t *ls = malloc(p->n_members * sizeof *ls);
     if (!ls) return false;
     for (size_t j = 0; j < p->n_members; j++)
-        ls[j] = (ls_node_t){.cap_bytes = layer_cap(p, j), .speed_mflops = p->members[j].speed_mflops};
+        ls[j] =
+            (ls_node_t){.cap_bytes = layer_cap(p, j), .speed_mflops = p->members[j].speed_mflops};
     int rc = layer_split_speed(ls, p->n_members, (uint32_t)slots, slot_bytes, counts);
     for (size_t j = 0; rc == 1 && j < p->n_members; j++)
         if ((u128)counts[j] * slot_bytes > ls[j].cap_bytes) rc = 0;

@@ -141,8 +141,7 @@ static void hold_share(const pp_input_t *in, const pp_model_t *m, pp_state_t *st
 {
     uint64_t share = 0;
     for (size_t i = 0; i < plan->n_members; i++)
-        if (strcmp(plan->members[i].id, in->id) == 0)
-            share = plan->members[i].bytes;
+        if (strcmp(plan->members[i].id, in->id) == 0) share = plan->members[i].bytes;
     uint64_t host = st->role == ELECTION_HOST ? share : 0;
     if (m->has_file && host != st->held_model) {
         emit(out, PP_SET_LEDGER, mi, LEDGER_MODEL, host);

@@ -699,8 +699,8 @@ bool view_node_equal(const view_node_t *a, const view_node_t *b)
         const view_avail_t *x = &a->available[i], *y = &b->available[i];
         if (strcmp(x->name, y->name) != 0 || x->size_bytes != y->size_bytes ||
             x->need_bytes != y->need_bytes || x->host_bytes != y->host_bytes ||
-            x->has_type != y->has_type ||
-            (x->has_type && x->type != y->type) || x->vision != y->vision)
+            x->has_type != y->has_type || (x->has_type && x->type != y->type) ||
+            x->vision != y->vision)
             return false;
     }
     for (size_t i = 0; i < a->n_requested; i++)
