@@ -114,9 +114,15 @@ static uint64_t layer_cap(const election_plan_t *p, size_t j)
     return v > p->host_bytes ? v - p->host_bytes : 0;
 }
 
-/* ceil(a × b / c), c > 0, b <= c */
-static uint64_t part_of(uint64_t a, uint64_t b, uint64_t c)
+/* ceil(a × b / c) for b <= c (so at most a); 0 when c is 0. b and c may pass 2^64 (a sum of
+ * announced memory), then the product is scaled down first so that it fits. */
+static uint64_t part_of(uint64_t a, u128 b, u128 c)
 {
+    while (c >> 64) {
+        b >>= 1;
+        c >>= 1;
+    }
+    if (c == 0) return 0;
     return (uint64_t)(((u128)a * b + c - 1) / c);
 }
 
@@ -155,7 +161,7 @@ static void plan_layers(election_plan_t *p)
         uint64_t cap = layer_cap(p, j);
         m->share = total ? (double)cap / (double)total : 0.0;
         /* total >= layer_bytes (the group's memory covers the need), so bytes <= vram_bytes */
-        m->bytes = total ? part_of(p->layer_bytes, cap, (uint64_t)total) : 0;
+        m->bytes = part_of(p->layer_bytes, cap, total);
         if (j == p->host_index) m->bytes += p->host_bytes;
         if (p->speed_aware) {
             /* the slots the speeds give, laid out in the same order as below */

@@ -830,6 +830,23 @@ static void test_host_bytes(void **state)
     }
 }
 
+/* Absurd announced memory (a sum of caps past 2^64) neither crashes nor over-commits. */
+static void test_host_bytes_extreme(void **state)
+{
+    (void)state;
+    election_node_t nodes[2] = {{tag_id('a'), UINT64_MAX, 0, true, false, 0, UINT64_MAX / 3},
+                                {tag_id('b'), UINT64_MAX, 5, false, true, 0, 0}};
+    election_input_t in = {UINT64_MAX / 2, 32, nodes, 2, NULL, 0};
+    election_plan_t p;
+    assert_int_equal(election_run(&in, &p), 0);
+    assert_int_equal(p.mode, ELECTION_SPLIT);
+    assert_int_equal(p.host_bytes, UINT64_MAX / 3);
+    for (size_t i = 0; i < p.n_members; i++)
+        assert_true(p.members[i].bytes <= p.members[i].vram_bytes);
+    assert_true(election_host(&p)->bytes >= UINT64_MAX / 3);
+    election_plan_free(&p);
+}
+
 /* The case that over-committed: equal memory, so the old accounting gave the host as many
  * layers as its worker (16 of 33 slots) and counted its draft across both. The memory the host
  * really holds — its slots of the layer part plus the whole draft — passed its 6 GB; with host
@@ -898,6 +915,7 @@ int main(void)
         cmocka_unit_test(test_cpu_layout),
         cmocka_unit_test(test_host_bytes),
         cmocka_unit_test(test_draft_overcommit),
+        cmocka_unit_test(test_host_bytes_extreme),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
