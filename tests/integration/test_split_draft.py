@@ -50,9 +50,10 @@ def test_split_host_drafts_on_its_cpu(start_node, tmp_path):
     assert held_w[(SMALL, "worker")] <= mem_w["offered_bytes"], mem_w
     assert held_w[(SMALL, "worker")] < 2.2 * SMALL_SIZE - SMALL_SIZE - embd, mem_w
     # the draft's weights did not go to the worker: over the tunnel went only the worker's share
-    # of the target (the draft, a whole copy of the target, would add ~SMALL_SIZE)
+    # of the target — here nearly all of it, as the draft fills most of the host's memory — and
+    # the protocol's bytes (the draft, a whole copy of the target, would add ~SMALL_SIZE)
     loaded_tx = host.status()["rpc_tunnel"]["host_tx"]
-    assert 0 < loaded_tx < SMALL_SIZE, (loaded_tx, SMALL_SIZE)
+    assert 0 < loaded_tx < 1.5 * SMALL_SIZE, (loaded_tx, SMALL_SIZE)
 
     # the host's llama-server: the draft, over the --rpc devices of the split, kept on the CPU
     argv = llama_argv(host)
