@@ -45,29 +45,43 @@ static int cmp_id(const void *a, const void *b)
     return strcmp(x->n->id, y->n->id);
 }
 
-/* A node with the model's file first (llama-server runs on the host: it needs the file), then
- * larger memory, then larger id: the host order (and the replica order). */
-static bool better_host(const cand_t *x, const cand_t *y)
+/* Its memory holds what only a split host holds (election.h, "Host bytes"). */
+static bool can_host(const election_node_t *n)
+{
+    return n->vram_bytes >= n->host_bytes;
+}
+
+/* A node with the model's file first (llama-server runs on it: it needs the file), then larger
+ * memory, then larger id: the replica order. */
+static bool better_replica(const cand_t *x, const cand_t *y)
 {
     if (x->n->no_file != y->n->no_file) return !x->n->no_file;
     if (x->n->vram_bytes != y->n->vram_bytes) return x->n->vram_bytes > y->n->vram_bytes;
     return strcmp(x->n->id, y->n->id) > 0;
 }
 
-static int cmp_host_order(const void *a, const void *b)
+/* The host order: the replica order, but among the nodes with the file one whose memory holds
+ * its host bytes first. */
+static bool better_host(const cand_t *x, const cand_t *y)
 {
-    const cand_t *x = a, *y = b;
-    return better_host(x, y) ? -1 : better_host(y, x) ? 1 : 0;
+    if (x->n->no_file == y->n->no_file && can_host(x->n) != can_host(y->n)) return can_host(x->n);
+    return better_replica(x, y);
 }
 
-/* RTT ascending, unknown last; then the host order. */
+static int cmp_replica_order(const void *a, const void *b)
+{
+    const cand_t *x = a, *y = b;
+    return better_replica(x, y) ? -1 : better_replica(y, x) ? 1 : 0;
+}
+
+/* RTT ascending, unknown last; then the replica order. */
 static int cmp_worker_order(const void *a, const void *b)
 {
     const cand_t *x = a, *y = b;
     bool xu = x->rtt < 0, yu = y->rtt < 0;
     if (xu != yu) return xu ? 1 : -1;
     if (!xu && x->rtt != y->rtt) return x->rtt < y->rtt ? -1 : 1;
-    return cmp_host_order(a, b);
+    return cmp_replica_order(a, b);
 }
 
 static int32_t rtt_to_host(const election_input_t *in, size_t host, size_t j)
@@ -92,37 +106,69 @@ static void fill_member(election_member_t *m, const cand_t *c, election_role_t r
     m->speed_mflops = c->n->speed_mflops;
 }
 
-/* Speed-aware slot counts (layer_split.h) into counts: whether they apply. */
+/* The memory member j has for layers: its memory, less the host bytes on the host. */
+static uint64_t layer_cap(const election_plan_t *p, size_t j)
+{
+    uint64_t v = p->members[j].vram_bytes;
+    if (j != p->host_index) return v;
+    return v > p->host_bytes ? v - p->host_bytes : 0;
+}
+
+/* ceil(a × b / c) for b <= c (so at most a); 0 when c is 0. b and c may pass 2^64 (a sum of
+ * announced memory), then the product is scaled down first so that it fits. */
+static uint64_t part_of(uint64_t a, u128 b, u128 c)
+{
+    while (c >> 64) {
+        b >>= 1;
+        c >>= 1;
+    }
+    if (c == 0) return 0;
+    return (uint64_t)(((u128)a * b + c - 1) / c);
+}
+
+/* Speed-aware slot counts (layer_split.h) into counts: whether they apply. They do only when
+ * every member's slots fit the memory it has for layers (layer_split gives every member at
+ * least one slot, even one whose memory holds less). */
 static bool speed_counts(const election_plan_t *p, uint32_t *counts)
 {
     uint64_t slots = (uint64_t)p->n_layers + 1;
-    uint64_t slot_bytes = p->need_bytes / slots + (p->need_bytes % slots != 0);
+    uint64_t slot_bytes = p->layer_bytes / slots + (p->layer_bytes % slots != 0);
+    if (slot_bytes == 0) return false;
     ls_node_t *ls = malloc(p->n_members * sizeof *ls);
     if (!ls) return false;
     for (size_t j = 0; j < p->n_members; j++)
-        ls[j] = (ls_node_t){.cap_bytes = p->members[j].vram_bytes,
-                            .speed_mflops = p->members[j].speed_mflops};
+        ls[j] =
+            (ls_node_t){.cap_bytes = layer_cap(p, j), .speed_mflops = p->members[j].speed_mflops};
     int rc = layer_split_speed(ls, p->n_members, (uint32_t)slots, slot_bytes, counts);
+    for (size_t j = 0; rc == 1 && j < p->n_members; j++)
+        if ((u128)counts[j] * slot_bytes > ls[j].cap_bytes) rc = 0;
     free(ls);
     return rc == 1;
 }
 
-/* Weights, shares and layer ranges of a split plan (see election.h, "Layers"). */
+/* Weights, shares, layer ranges and bytes of a split plan (see election.h, "Layers" and "Host
+ * bytes"). */
 static void plan_layers(election_plan_t *p)
 {
     u128 total = 0, cum = 0;
     for (size_t j = 0; j < p->n_members; j++)
-        total += p->members[j].vram_bytes;
+        total += layer_cap(p, j);
     uint64_t L = p->n_layers, prev = 0;
     uint32_t *counts = L ? calloc(p->n_members, sizeof *counts) : NULL;
     p->speed_aware = counts && speed_counts(p, counts);
     for (size_t j = 0; j < p->n_members; j++) {
         election_member_t *m = &p->members[j];
-        m->share = total ? (double)m->vram_bytes / (double)total : 0.0;
+        uint64_t cap = layer_cap(p, j);
+        m->share = total ? (double)cap / (double)total : 0.0;
+        /* total >= layer_bytes (the group's memory covers the need), so bytes <= vram_bytes */
+        m->bytes = part_of(p->layer_bytes, cap, total);
+        if (j == p->host_index) m->bytes += p->host_bytes;
         if (p->speed_aware) {
             /* the slots the speeds give, laid out in the same order as below */
             uint64_t c = prev + counts[j];
             m->share = (double)counts[j] / (double)(L + 1);
+            m->bytes = part_of(p->layer_bytes, counts[j], L + 1) +
+                       (j == p->host_index ? p->host_bytes : 0);
             m->weight = counts[j];
             m->layer_first = (uint32_t)(prev < L ? prev : L);
             m->layer_end = (uint32_t)(c < L ? c : L);
@@ -131,11 +177,11 @@ static void plan_layers(election_plan_t *p)
             continue;
         }
         if (L == 0) {
-            uint64_t mib = m->vram_bytes >> 20;
+            uint64_t mib = cap >> 20;
             m->weight = mib == 0 ? 1 : mib > UINT32_MAX ? UINT32_MAX : (uint32_t)mib;
             continue;
         }
-        cum += m->vram_bytes;
+        cum += cap;
         uint64_t c;
         if (j + 1 == p->n_members || total == 0) {
             c = L + 1;
@@ -177,7 +223,11 @@ static int run_split(const election_input_t *in, cand_t *c, size_t n, size_t hos
     while (taken < nw && (acc < need || (forced && taken == 0)))
         acc = sat_add(acc, w[taken++].n->vram_bytes);
 
-    out->mode = acc >= need ? ELECTION_SPLIT : ELECTION_IMPOSSIBLE;
+    /* the host's memory must hold its host bytes too (the host order puts a node whose memory
+     * does so first; when none does, no split works) */
+    out->host_bytes = c[host].n->host_bytes < need ? c[host].n->host_bytes : need;
+    out->layer_bytes = need - out->host_bytes;
+    out->mode = acc >= need && can_host(c[host].n) ? ELECTION_SPLIT : ELECTION_IMPOSSIBLE;
     out->forced = forced && out->mode == ELECTION_SPLIT;
     out->members = calloc(taken + 1, sizeof *out->members);
     if (!out->members) {
@@ -197,7 +247,7 @@ static int run_split(const election_input_t *in, cand_t *c, size_t n, size_t hos
 
 static int run_solo(cand_t *c, size_t n, election_plan_t *out)
 {
-    qsort(c, n, sizeof *c, cmp_host_order);
+    qsort(c, n, sizeof *c, cmp_replica_order);
     size_t k = 0;
     while (k < n && c[k].n->vram_bytes >= out->need_bytes)
         k++;
@@ -209,6 +259,7 @@ static int run_solo(cand_t *c, size_t n, election_plan_t *out)
         election_member_t *m = &out->members[i];
         fill_member(m, &c[i], ELECTION_REPLICA);
         m->share = 1.0;
+        m->bytes = out->need_bytes;
         m->layer_end = out->n_layers;
         m->output_layer = true;
         out->total_bytes = sat_add(out->total_bytes, m->vram_bytes);

@@ -46,11 +46,25 @@
  * they differ by at least LS_EQUAL_RATIO, the layer counts come from layer_split.h instead of
  * the memory proportions: a pipeline computes a token through every stage in turn, so the time
  * per token is the sum of the stage times, smallest when the fastest members hold as many
- * slots as their memory allows (slot = need_bytes / (L + 1) bytes, the same per-slot memory the
+ * slots as their memory allows (slot = layer_bytes / (L + 1) bytes, the same per-slot memory the
  * proportional rule gives when the group's memory equals the need). The ranges are then laid
  * out from those counts exactly as above (contiguous, same member order, same output layer
  * rule), plan.speed_aware is set, and a member's share is its slots / (L + 1). Unknown speeds
- * (an old peer, a node still calibrating) or near-equal ones: the memory-proportional rule.
+ * (an old peer, a node still calibrating), near-equal ones, or counts that give a member more
+ * slots than its memory for layers holds: the memory-proportional rule.
+ *
+ * Host bytes. Some of a split's memory sits on its host whatever the layer split: the node's
+ * draft model (--draft: the host drafts on its own CPU) and vision projector files, llama.cpp's
+ * input layer (token_embd…: always on the CPU of the node running llama-server), and with
+ * --split-private the output layer too. Each node announces them (election_node_t.host_bytes;
+ * they differ per node: drafts and flags are per node). The host's host bytes H are counted on
+ * the host only: the rest of the need, layer_bytes = need − H, is what the layers take, and
+ * the layer split above runs on each member's memory for layers — a worker's memory, the
+ * host's memory less H. A member's bytes (what its ledger holds) are its part of layer_bytes
+ * (proportional to that memory, or its slots / (L + 1) when speed-aware), plus H on the host;
+ * they never exceed the member's memory. The host order prefers, among the nodes with the
+ * file, one whose memory holds its H; when the host's memory does not (no node's does), the
+ * plan is IMPOSSIBLE. A replica holds the whole need (its own draft included).
  *
  * Determinism: nodes are sorted by id internally, so any input order gives the same plan.
  */
@@ -78,6 +92,7 @@ typedef struct {
     bool no_file;          /* holds no copy of the model's file: a worker, never the host (hosts
                             * are taken among the nodes with the file first) */
     uint32_t speed_mflops; /* calibrated compute speed (announced), 0 unknown */
+    uint64_t host_bytes;   /* held only as a split host, besides its layers (see "Host bytes") */
 } election_node_t;
 
 typedef struct {
@@ -111,12 +126,14 @@ typedef struct {
     uint64_t vram_bytes;
     election_role_t role;
     int32_t rtt_ms;       /* worker: RTT to the host used for the choice, -1 unknown; else 0 */
-    double share;         /* vram / total_bytes (solo: 1; speed-aware: slots / (L + 1)) */
+    double share;         /* its part of the layers: memory for layers / the members' (solo: 1;
+                           * speed-aware: slots / (L + 1)) */
     uint32_t weight;      /* --tensor-split entry (split only) */
     uint32_t layer_first; /* repeating layers [layer_first, layer_end) held (solo: all) */
     uint32_t layer_end;
     bool output_layer;     /* holds the output layer (split: normally the host; solo: true) */
     uint32_t speed_mflops; /* as announced, 0 unknown */
+    uint64_t bytes;        /* memory it holds for the model (split: "Host bytes"; solo: need) */
 } election_member_t;
 
 typedef struct {
@@ -125,6 +142,8 @@ typedef struct {
     bool speed_aware;     /* the layer counts follow the members' speeds (see "Speed") */
     uint64_t need_bytes;  /* election_need_bytes(model_bytes) */
     uint64_t total_bytes; /* memory of the members (saturating) */
+    uint64_t host_bytes;  /* split/impossible: the host's host bytes (at most need_bytes) */
+    uint64_t layer_bytes; /* split/impossible: need_bytes - host_bytes, spread over the layers */
     uint32_t n_layers;
     election_member_t *members; /* owned; see election_mode_t for the order */
     size_t n_members;

@@ -407,6 +407,66 @@ int gguf_tensors_read_fd(int fd, gguf_tensors_t *out)
     return rc;
 }
 
+/* ---- which layer a tensor belongs to ---- */
+
+static int64_t layer_number(const char *s)
+{
+    /* s points after "blk.": digits then '.' */
+    uint64_t n = 0;
+    size_t i = 0;
+    for (; s[i] >= '0' && s[i] <= '9'; i++) {
+        n = n * 10 + (uint64_t)(s[i] - '0');
+        if (n > UINT32_MAX) return -1;
+    }
+    return i > 0 && s[i] == '.' ? (int64_t)n : -1;
+}
+
+/* a name or a name followed by ".suffix" */
+static bool is_base(const char *s, const char *base)
+{
+    size_t n = strlen(base);
+    return strncmp(s, base, n) == 0 && (s[n] == '\0' || s[n] == '.');
+}
+
+int64_t gguf_tensor_layer(const char *name)
+{
+    static const char *const layered[] = {"blk.", "enc.blk.", "dec.blk."};
+    for (size_t i = 0; i < sizeof layered / sizeof layered[0]; i++)
+        if (strncmp(name, layered[i], strlen(layered[i])) == 0) {
+            int64_t n = layer_number(name + strlen(layered[i]));
+            if (n >= 0) return n;
+        }
+    /* llama-arch.cpp: the tensors mapped to LLM_TENSOR_LAYER_INPUT; llama.cpp keeps them on the
+     * CPU of the host */
+    static const char *const input[] = {
+        "token_embd",   "position_embd",         "token_types",         "per_layer_token_embd",
+        "hrm.z_l_init", "masked_embd_centroids", "masked_embd_ordering"};
+    for (size_t i = 0; i < sizeof input / sizeof input[0]; i++)
+        if (is_base(name, input[i])) return GGUF_LAYER_INPUT;
+    /* a repeating tensor without a layer number: loaded with layer 0 (and duplicated) */
+    if (is_base(name, "rope_freqs")) return 0;
+    /* everything else without a layer number is on the output layer (output, output_norm,
+     * cls, cls_out, ...) */
+    return GGUF_LAYER_OUTPUT;
+}
+
+static uint64_t sat_add(uint64_t a, uint64_t b)
+{
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+void gguf_tensors_layer_bytes(const gguf_tensors_t *t, gguf_layer_bytes_t *out)
+{
+    memset(out, 0, sizeof *out);
+    for (size_t i = 0; t && i < t->n_tensors; i++) {
+        int64_t l = gguf_tensor_layer(t->tensors[i].name);
+        uint64_t *acc = l == GGUF_LAYER_INPUT    ? &out->input
+                        : l == GGUF_LAYER_OUTPUT ? &out->output
+                                                 : &out->repeating;
+        *acc = sat_add(*acc, t->tensors[i].size);
+    }
+}
+
 int gguf_tensors_read(const char *path, gguf_tensors_t *out)
 {
     memset(out, 0, sizeof *out);

@@ -83,6 +83,23 @@ const char *gguf_type_name(uint32_t type);
  * of the block size, element count >= INT64_MAX, size overflow). */
 int gguf_tensor_nbytes(uint32_t type, const uint64_t ne[GGUF_MAX_DIMS], uint64_t *out);
 
+/* Which layer a tensor belongs to, by name, as llama.cpp places it: >= 0 the repeating layer
+ * ("blk.N.", "enc.blk.N.", "dec.blk.N."; rope_freqs goes with layer 0), GGUF_LAYER_INPUT
+ * (llama-arch.cpp's LLM_TENSOR_LAYER_INPUT tensors: token_embd, position_embd, …; llama.cpp
+ * keeps them on the CPU of the node running llama-server) or GGUF_LAYER_OUTPUT (every other
+ * tensor without a layer number: output, output_norm, cls, …). */
+#define GGUF_LAYER_INPUT (-1)
+#define GGUF_LAYER_OUTPUT (-2)
+int64_t gguf_tensor_layer(const char *name);
+
+/* A model's tensor bytes by layer (ggml_nbytes of each tensor in the table, saturating): the
+ * input layer, the output layer and the repeating layers. A tied output (no output.weight:
+ * llama.cpp reuses token_embd) adds nothing to `output`. */
+typedef struct {
+    uint64_t input, output, repeating;
+} gguf_layer_bytes_t;
+void gguf_tensors_layer_bytes(const gguf_tensors_t *t, gguf_layer_bytes_t *out);
+
 /* One key/value pair as stored: key is not NUL-terminated; val points at the value's bytes
  * (after the type), val_len bytes long (for an array: its element type, count and elements). */
 typedef struct {

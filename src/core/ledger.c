@@ -114,6 +114,12 @@ uint64_t ledger_need(uint64_t file_bytes, uint64_t kv_bytes)
     return sat_add(file_bytes, extra);
 }
 
+uint64_t ledger_host_bytes(uint64_t serve_bytes, uint64_t input_bytes, uint64_t output_bytes,
+                           bool split_private)
+{
+    return sat_add(sat_add(serve_bytes, input_bytes), split_private ? output_bytes : 0);
+}
+
 const char *ledger_fmt(uint64_t b, char *buf, size_t len)
 {
     if (b >= 1000000000ULL)

@@ -70,6 +70,14 @@ uint64_t ledger_kv_bytes(const ledger_shape_t *s, uint32_t n_ctx);
 /* What a whole model needs: max(ceil(1.1 × file), file + kv), saturating. */
 uint64_t ledger_need(uint64_t file_bytes, uint64_t kv_bytes);
 
+/* What a node holds only as a model's split host (election.h "Host bytes"): the files it serves
+ * with the model (its draft and projector: the host runs them on its own CPU), the model's
+ * input layer (llama.cpp keeps it on the CPU of the node running llama-server) and, with
+ * --split-private, the output layer too (the tensors' bytes from the GGUF table:
+ * gguf_tensors_layer_bytes). Saturating. */
+uint64_t ledger_host_bytes(uint64_t serve_bytes, uint64_t input_bytes, uint64_t output_bytes,
+                           bool split_private);
+
 /* "12.3 MB" style, for messages. */
 const char *ledger_fmt(uint64_t bytes, char *buf, size_t len);
 

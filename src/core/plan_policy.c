@@ -133,15 +133,15 @@ static void worker_apply(const pp_input_t *in, const pp_model_t *m, pp_state_t *
     EMIT(PP_START_WORKER);
 }
 
-/* The ledger follows the plan: a split host's llama-server holds its share of the model, a
- * worker's rpc-server the rest of its memory's share; a replica the whole model (models.c). */
+/* The ledger follows the plan: a split host's llama-server holds its bytes in the plan (its
+ * layers and its host bytes), a worker's rpc-server its layers' bytes; a replica the whole
+ * model (models.c). */
 static void hold_share(const pp_input_t *in, const pp_model_t *m, pp_state_t *st,
                        const election_plan_t *plan, size_t mi, pp_actions_t *out)
 {
     uint64_t share = 0;
     for (size_t i = 0; i < plan->n_members; i++)
-        if (strcmp(plan->members[i].id, in->id) == 0)
-            share = (uint64_t)((double)plan->need_bytes * plan->members[i].share + 0.5);
+        if (strcmp(plan->members[i].id, in->id) == 0) share = plan->members[i].bytes;
     uint64_t host = st->role == ELECTION_HOST ? share : 0;
     if (m->has_file && host != st->held_model) {
         emit(out, PP_SET_LEDGER, mi, LEDGER_MODEL, host);
@@ -170,14 +170,17 @@ void pp_decide_model(const pp_input_t *in, const pp_model_t *m, pp_state_t *st, 
                                    .rtt_ms = 0,
                                    .force_split = in->force_split,
                                    .no_file = !m->has_file,
-                                   .speed_mflops = in->speed_mflops};
+                                   .speed_mflops = in->speed_mflops,
+                                   .host_bytes = m->host_bytes};
     for (size_t i = 0; i < in->n_peers && n < ELECTION_MAX_NODES; i++) {
         const view_node_t *v = &in->peers[i];
         bool file = false;
+        uint64_t host_bytes = 0;
         for (size_t k = 0; k < v->n_available; k++) {
             const view_avail_t *a = &v->available[k];
             if (strcmp(a->name, m->name) != 0) continue;
             file = true;
+            host_bytes = a->host_bytes;
             if (a->size_bytes > size) size = a->size_bytes;
             if (a->need_bytes > need) need = a->need_bytes;
         }
@@ -190,6 +193,7 @@ void pp_decide_model(const pp_input_t *in, const pp_model_t *m, pp_state_t *st, 
             .force_split = s->split,
             .no_file = !file,
             .speed_mflops = v->speed_mflops,
+            .host_bytes = host_bytes,
         };
     }
     st->planned = true;

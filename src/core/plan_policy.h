@@ -13,8 +13,11 @@
  *  - the group = this node + every peer announcing itself a member; size and need are the
  *    largest any node announces; election.c elects. No size or an election error: EMPTY, idle
  *    and waiting (STOP_HOST, STOP_MODEL). IMPOSSIBLE: idle and waiting.
- *  - the ledger follows the plan: SET_LEDGER MODEL (a split host's share, else 0) and WORKER
- *    (a worker's share; 0 = cleared), each only when it changes;
+ *  - the ledger follows the plan: SET_LEDGER MODEL (a split host's bytes in the plan — its
+ *    layers' part plus its host bytes: draft, projector, input layer, with --split-private the
+ *    output layer — else 0) and WORKER (a worker's bytes: its layers' part only; 0 =
+ *    cleared), each only when it changes. Every node's host bytes come from its announcement
+ *    (view_avail_t.host_bytes), this node's from pp_model_t;
  *  - any role but host: STOP_HOST when a host plan or its --rpc arguments remain;
  *  - host: lay the split out (election_cpu_layout; with --split-private pp_private_layout:
  *    no worker holds the output layer); impossible (no file, unknown layers, too
@@ -95,6 +98,7 @@ typedef struct {
     const char *name;
     bool has_file;
     uint64_t size_bytes, need_bytes; /* this node's file (0 without one) */
+    uint64_t host_bytes;             /* held only as its split host (election.h "Host bytes") */
     uint32_t n_layers;
     uint64_t offer_bytes;    /* what it offers this model's group */
     bool loaded;             /* its llama-server is not unloaded */

@@ -438,6 +438,7 @@ int view_decode(const json_t *ann, const char *id, view_node_t *out)
         if (!a) goto nomem;
         a->size_bytes = get_u64(v, "size_bytes", rej);
         a->need_bytes = get_u64(v, "need_bytes", rej);
+        a->host_bytes = get_u64(v, "host_bytes", rej);
         int t = get_word(v, "type", TYPES, 3, rej);
         a->has_type = t >= 0;
         a->type = t < 0 ? MM_LLM : (mm_type_t)t;
@@ -549,6 +550,8 @@ int view_encode(const view_node_t *n, json_t *ann)
                               (json_int_t)a->size_bytes, "need_bytes", (json_int_t)a->need_bytes);
         if (o && a->has_type) json_object_set_new(o, "type", json_string(TYPES[a->type % 3]));
         if (o && a->vision) json_object_set_new(o, "vision", json_true());
+        if (o && a->host_bytes)
+            json_object_set_new(o, "host_bytes", json_integer((json_int_t)a->host_bytes));
         if (!o || json_array_append_new(av, o) != 0) goto nomem;
     }
     for (size_t i = 0; i < n->n_requested; i++)
@@ -695,8 +698,9 @@ bool view_node_equal(const view_node_t *a, const view_node_t *b)
     for (size_t i = 0; i < a->n_available; i++) {
         const view_avail_t *x = &a->available[i], *y = &b->available[i];
         if (strcmp(x->name, y->name) != 0 || x->size_bytes != y->size_bytes ||
-            x->need_bytes != y->need_bytes || x->has_type != y->has_type ||
-            (x->has_type && x->type != y->type) || x->vision != y->vision)
+            x->need_bytes != y->need_bytes || x->host_bytes != y->host_bytes ||
+            x->has_type != y->has_type || (x->has_type && x->type != y->type) ||
+            x->vision != y->vision)
             return false;
     }
     for (size_t i = 0; i < a->n_requested; i++)

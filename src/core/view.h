@@ -10,8 +10,10 @@
  *   speed_mflops (optional: the node's calibrated compute speed, MFLOP/s of an F32
  *   matrix-vector product on its llama.cpp threads — node/speed.h; absent = unknown; a larger
  *   claim than VIEW_SPEED_MAX is clamped to it, a non-integer or negative one is ignored),
- *   available_models [{name, size_bytes, need_bytes, type, vision}] (vision: true when the node
- *   serves the model with a vision projector, --mmproj; absent = false),
+ *   available_models [{name, size_bytes, need_bytes, host_bytes, type, vision}] (vision: true
+ *   when the node serves the model with a vision projector, --mmproj; absent = false;
+ *   host_bytes: what the node would hold only as the model's split host — its draft and
+ *   projector, the input layer, with --split-private the output layer; absent = 0),
  *   serving [{model, member, role, state, http_ready, is_host, split, bytes,
  *             plan {id, ngl, workers [{id, first, end, output, weight}]}, plan_ready}],
  *   requested_models [name],
@@ -76,6 +78,7 @@ typedef struct {
     char name[CATALOG_NAME_MAX];
     uint64_t size_bytes;
     uint64_t need_bytes; /* 0 unknown */
+    uint64_t host_bytes; /* held only as the model's split host (election.h "Host bytes"), 0 */
     mm_type_t type;
     bool has_type; /* type announced */
     bool vision;   /* served with a vision projector: takes images */

@@ -34,50 +34,14 @@ uint64_t rpc_cache_fnv1a64(const void *p, size_t n, uint64_t h)
 
 /* ---- which layer a tensor belongs to ---- */
 
-static int64_t layer_number(const char *s)
+int64_t rpc_cache_tensor_layer(const char *name)
 {
-    /* s points after "blk.": digits then '.' */
-    uint64_t n = 0;
-    size_t i = 0;
-    for (; s[i] >= '0' && s[i] <= '9'; i++) {
-        n = n * 10 + (uint64_t)(s[i] - '0');
-        if (n > UINT32_MAX) return -1;
-    }
-    return i > 0 && s[i] == '.' ? (int64_t)n : -1;
+    return gguf_tensor_layer(name);
 }
 
 static int starts(const char *s, const char *prefix)
 {
     return strncmp(s, prefix, strlen(prefix)) == 0;
-}
-
-/* a name or a name followed by ".suffix" */
-static int is_base(const char *s, const char *base)
-{
-    size_t n = strlen(base);
-    return strncmp(s, base, n) == 0 && (s[n] == '\0' || s[n] == '.');
-}
-
-int64_t rpc_cache_tensor_layer(const char *name)
-{
-    static const char *const layered[] = {"blk.", "enc.blk.", "dec.blk."};
-    for (size_t i = 0; i < sizeof layered / sizeof layered[0]; i++)
-        if (starts(name, layered[i])) {
-            int64_t n = layer_number(name + strlen(layered[i]));
-            if (n >= 0) return n;
-        }
-    /* llama-arch.cpp: the tensors mapped to LLM_TENSOR_LAYER_INPUT; llama.cpp keeps them on the
-     * CPU of the host */
-    static const char *const input[] = {
-        "token_embd",   "position_embd",         "token_types",         "per_layer_token_embd",
-        "hrm.z_l_init", "masked_embd_centroids", "masked_embd_ordering"};
-    for (size_t i = 0; i < sizeof input / sizeof input[0]; i++)
-        if (is_base(name, input[i])) return RPC_LAYER_INPUT;
-    /* a repeating tensor without a layer number: loaded with layer 0 (and duplicated) */
-    if (is_base(name, "rope_freqs")) return 0;
-    /* everything else without a layer number is on the output layer (output, output_norm,
-     * cls, cls_out, ...) */
-    return RPC_LAYER_OUTPUT;
 }
 
 /* ---- cache directory ---- */

@@ -58,10 +58,10 @@ int rpc_cache_dir(char *buf, size_t len);
 /* Pure helpers for tests: */
 uint64_t rpc_cache_fnv1a64(const void *p, size_t n, uint64_t h); /* h = basis to start */
 
-/* Which layer a tensor belongs to, by name (as llama.cpp places it): >= 0 the repeating layer,
+/* Which layer a tensor belongs to (gguf_tensor_layer): >= 0 the repeating layer,
  * RPC_LAYER_INPUT, RPC_LAYER_OUTPUT. */
-#define RPC_LAYER_INPUT (-1)
-#define RPC_LAYER_OUTPUT (-2)
+#define RPC_LAYER_INPUT GGUF_LAYER_INPUT
+#define RPC_LAYER_OUTPUT GGUF_LAYER_OUTPUT
 int64_t rpc_cache_tensor_layer(const char *name);
 
 #endif

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "gguf_info.h"
+#include "gguf_tensors.h"
 #include "log.h"
 #include "meshstat.h"
 #include "models_int.h"
@@ -307,6 +308,12 @@ uint64_t models_need_bytes(const models_t *ms, const model_entry_t *e)
 {
     (void)ms;
     return ledger_need(e->size + e->serve_bytes, ledger_kv_bytes(&e->shape, load_ctx(e)));
+}
+
+uint64_t models_host_bytes(const models_t *ms, const model_entry_t *e)
+{
+    return ledger_host_bytes(e->serve_bytes, e->input_bytes, e->output_bytes,
+                             ms->cfg->split_private);
 }
 
 void models_update_bytes(models_t *ms, model_entry_t *e)
@@ -682,6 +689,15 @@ static int add_entry(models_t *ms, const config_model_t *cm, bool preload, char 
                                     .n_head_kv = gi.head_count_kv,
                                     .key_length = gi.key_length,
                                     .value_length = gi.value_length};
+    }
+    gguf_tensors_t tt;
+    if (grc == 0 && gguf_tensors_read(cm->path, &tt) == 0) {
+        /* the input and output layers' bytes: what a split host keeps (ledger_host_bytes) */
+        gguf_layer_bytes_t lb;
+        gguf_tensors_layer_bytes(&tt, &lb);
+        e->input_bytes = lb.input;
+        e->output_bytes = lb.output;
+        gguf_tensors_free(&tt);
     }
     e->preload = preload;
     e->ctx_size = ms->cfg->ctx_size;

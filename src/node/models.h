@@ -37,8 +37,9 @@ typedef struct {
     char *serve_args;     /* serving features (models_serve.c: draft, mmproj), before the others */
     char draft[512];      /* the draft model's file, "" none */
     uint64_t serve_bytes; /* the draft's and the projector's files: loaded with the model */
-    bool vision;          /* has a vision projector (--mmproj): takes images */
-    char *mesh_args;      /* set by the mesh (split host: --rpc, --tensor-split, -ngl), appended */
+    uint64_t input_bytes, output_bytes; /* its input and output layers' tensors (GGUF table) */
+    bool vision;                        /* has a vision projector (--mmproj): takes images */
+    char *mesh_args; /* set by the mesh (split host: --rpc, --tensor-split, -ngl), appended */
     char backend[16];
     sv_child_t *child;
     mm_model_t *mm;
@@ -91,6 +92,8 @@ int models_init(models_t *ms, uv_loop_t *loop, const config_t *cfg, supervisor_t
 void models_set_offer(models_t *ms, uint64_t offered);
 /* What e needs loaded whole here: its file and the KV cache of the context it loads with. */
 uint64_t models_need_bytes(const models_t *ms, const model_entry_t *e);
+/* What this node holds only as e's split host (ledger_host_bytes; --split-private from cfg). */
+uint64_t models_host_bytes(const models_t *ms, const model_entry_t *e);
 /* A split host holds only its layers: `bytes` of them (0: back to the whole model). */
 void models_set_host_share(models_t *ms, model_entry_t *e, uint64_t bytes);
 /* Whether e can ever load here whole (its need fits what the node offers minus worker shards). */

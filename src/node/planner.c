@@ -394,15 +394,18 @@ static void execute(planner_t *pl, const pp_action_t *a)
         else
             ledger_clear(&pl->ms->ledger, pm->name, LEDGER_WORKER);
         break;
-    case PP_NEW_PLAN:
+    case PP_NEW_PLAN: {
         retire_fwds(pm);
+        char layers[32] = "no repeating layer";
+        if (pm->st.host_end) snprintf(layers, sizeof layers, "layers 0-%u", pm->st.host_end - 1);
         LOGI("planner",
-             "model %s: split over %zu node(s) (plan %s): this node hosts layers 0-%u%s, %zu "
+             "model %s: split over %zu node(s) (plan %s): this node hosts %s%s, %zu "
              "worker(s) hold the rest; waiting for them",
-             pm->name, pm->st.n_workers + 1, pm->st.plan_id, pm->st.host_end - 1,
+             pm->name, pm->st.n_workers + 1, pm->st.plan_id, layers,
              pm->st.split_private ? " and the output layer (--split-private)" : "",
              pm->st.n_workers);
         break;
+    }
     case PP_START_HOST:
         start_host(pl, pm);
         break;
@@ -458,6 +461,7 @@ static pp_model_t model_facts(planner_t *pl, const pmodel_t *pm)
                         .has_file = e != NULL,
                         .size_bytes = e ? e->size : 0,
                         .need_bytes = e ? models_need_bytes(pl->ms, e) : 0,
+                        .host_bytes = e ? models_host_bytes(pl->ms, e) : 0,
                         .n_layers = e ? e->n_layers : 0,
                         .offer_bytes = ledger_offer_for(&pl->ms->ledger, pm->name),
                         .loaded = strcmp(s, "unloaded") != 0,

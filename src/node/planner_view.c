@@ -268,6 +268,7 @@ int self_view(planner_t *pl, view_node_t *n)
         if (!a) continue; /* beyond the list cap */
         a->size_bytes = e->size;
         a->need_bytes = models_need_bytes(pl->ms, e);
+        a->host_bytes = models_host_bytes(pl->ms, e);
         a->type = e->mm->type;
         a->has_type = true;
         a->vision = e->vision;

@@ -21,7 +21,8 @@ def test_split_host_drafts_on_its_cpu(start_node, tmp_path):
     draft = tmp_path / "stories-draft.gguf"
     shutil.copyfile(model_path(SMALL), draft)
     # the draft counts in the model's memory need (target + draft, 2 x SMALL_SIZE): neither node
-    # holds both alone, together they do
+    # holds both alone, together they do; it is counted on the host alone (election.h "Host
+    # bytes"), so the host's memory left for layers is what the draft and the input layer leave
     vram = gb(1.3 * SMALL_SIZE)
     # both nodes are given the draft: whichever is elected host drafts, the worker must not
     a = start_node("--port", "0", "--model", model_path(SMALL), *SMALL_CTX, "--max-vram", vram,
@@ -36,10 +37,23 @@ def test_split_host_drafts_on_its_cpu(start_node, tmp_path):
     host = a if plan_of(a, SMALL)["role"] == "host" else b
     worker = b if host is a else a
     assert plan_of(worker, SMALL)["role"] == "worker"
+    # equal memory, yet the host keeps fewer layers than its worker (1.3 - 1 - 0.11 of the
+    # model's size is left to it for layers); its ledger holds the whole draft and the input
+    # layer besides, within what it offers; the worker's holds layers only
+    hp, wp = plan_of(host, SMALL), plan_of(worker, SMALL)
+    assert hp["host_layers"]["end"] < wp["layers"]["end"] - wp["layers"]["first"], (hp, wp)
+    mem_h, mem_w = host.status()["node"]["memory"], worker.status()["node"]["memory"]
+    held_h = {(h["model"], h["kind"]): h["bytes"] for h in mem_h["held"]}
+    held_w = {(h["model"], h["kind"]): h["bytes"] for h in mem_w["held"]}
+    embd = 64 * 512 * 4  # stories260K's token_embd (F32)
+    assert SMALL_SIZE + embd <= held_h[(SMALL, "model")] <= mem_h["offered_bytes"], mem_h
+    assert held_w[(SMALL, "worker")] <= mem_w["offered_bytes"], mem_w
+    assert held_w[(SMALL, "worker")] < 2.2 * SMALL_SIZE - SMALL_SIZE - embd, mem_w
     # the draft's weights did not go to the worker: over the tunnel went only the worker's share
-    # of the target (the draft, a whole copy of the target, would add ~SMALL_SIZE)
+    # of the target — here nearly all of it, as the draft fills most of the host's memory — and
+    # the protocol's bytes (the draft, a whole copy of the target, would add ~SMALL_SIZE)
     loaded_tx = host.status()["rpc_tunnel"]["host_tx"]
-    assert 0 < loaded_tx < SMALL_SIZE, (loaded_tx, SMALL_SIZE)
+    assert 0 < loaded_tx < 1.5 * SMALL_SIZE, (loaded_tx, SMALL_SIZE)
 
     # the host's llama-server: the draft, over the --rpc devices of the split, kept on the CPU
     argv = llama_argv(host)

@@ -104,7 +104,10 @@ def split_once(start_node, tmp_path, model, label, private, worker_has_file):
     if worker_has_file:
         os.symlink(model, mdir / "priv.gguf")
     env_a, env_b = env_for(tmp_path, f"a-{label}"), env_for(tmp_path, f"b-{label}")
-    a = start_node("--port", "0", "--model", model, "--max-vram", gb(0.6 * size), "--ctx-size",
+    # A keeps the input layer (token_embd, 46 % of this model) and with --split-private the
+    # output layer too (another 46 %): the split counts them in its share alone, so it offers
+    # the model's size (less than the 1.1 x need: still a split) and B a bit over half
+    a = start_node("--port", "0", "--model", model, "--max-vram", gb(1.0 * size), "--ctx-size",
                    "256", *(["--split-private"] if private else []), env=env_a)
     b = start_node("--port", "0", "--models-dir", str(mdir), "--max-vram", gb(0.55 * size),
                    "--ctx-size", "256", "--join", a.token, env=env_b)
@@ -146,3 +149,11 @@ def test_split_private_worker_holds_no_output(start_node, tmp_path):
     assert not cache_holds(cache, out)
     assert wp["seeded_bytes_written"] + wp["seeded_bytes_present"] == 0, wp
     assert b.status()["rpc_tunnel"]["worker_rx"] < len(out)
+    # the memory accounting agrees: the host's ledger holds token_embd and output (the same
+    # size here) besides its layers, within what it offers; the worker's holds layers only
+    mem_a, mem_b = a.status()["node"]["memory"], b.status()["node"]["memory"]
+    held_a = {(h["model"], h["kind"]): h["bytes"] for h in mem_a["held"]}
+    held_b = {(h["model"], h["kind"]): h["bytes"] for h in mem_b["held"]}
+    assert 2 * len(out) <= held_a[("priv", "model")] <= mem_a["offered_bytes"], mem_a
+    assert held_b[("priv", "worker")] <= mem_b["offered_bytes"], mem_b
+    assert held_a[("priv", "model")] + held_b[("priv", "worker")] < 1.2 * os.path.getsize(model)

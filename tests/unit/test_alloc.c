@@ -468,7 +468,7 @@ static void elect(mesh_t *m, const char *model, election_mode_t mode, const char
     for (size_t i = 0; i < m->f.n; i++)
         if (catalog_has_id(e->servers, e->n_servers, m->f.ids[i]))
             nodes[n++] = (election_node_t){
-                m->f.ids[i], m->f.nodes[i].vram_bytes, (int32_t)(10 * i), false, false, 0};
+                m->f.ids[i], m->f.nodes[i].vram_bytes, (int32_t)(10 * i), false, false, 0, 0};
     election_input_t in = {
         .model_bytes = e->size_bytes, .n_layers = 32, .nodes = nodes, .n_nodes = n};
     election_plan_t p;

@@ -33,6 +33,7 @@ typedef struct {
     bool split;
     bool no_file;
     uint32_t speed; /* MFLOP/s, 0 unknown */
+    uint64_t host;  /* host bytes (draft, input layer, private output layer) */
 } tn_t;
 
 static int run_nodes(const tn_t *tn, size_t n, uint64_t size, uint32_t layers, const int32_t *rtt,
@@ -40,14 +41,14 @@ static int run_nodes(const tn_t *tn, size_t n, uint64_t size, uint32_t layers, c
 {
     election_node_t nodes[16];
     for (size_t i = 0; i < n; i++)
-        nodes[i] = (election_node_t){tag_id(tn[i].tag), tn[i].vram,    tn[i].rtt,
-                                     tn[i].split,       tn[i].no_file, tn[i].speed};
+        nodes[i] = (election_node_t){tag_id(tn[i].tag), tn[i].vram,  tn[i].rtt, tn[i].split,
+                                     tn[i].no_file,     tn[i].speed, tn[i].host};
     election_input_t in = {size, layers, nodes, n, rtt, 0};
     return election_run(&in, plan);
 }
 
-/* "a24@10 b16 c8s d8n e8x500": tag, memory in GB, @RTT ms (absent = unknown), s = --split,
- * n = no copy of the file, xN = speed N MFLOP/s (absent = unknown). */
+/* "a24@10 b16 c8s d8n e8x500 f6h1.5": tag, memory in GB, @RTT ms (absent = unknown), s = --split,
+ * n = no copy of the file, xN = speed N MFLOP/s (absent = unknown), hN = N GB of host bytes. */
 static size_t parse_nodes(const char *spec, tn_t *tn)
 {
     size_t n = 0;
@@ -73,6 +74,10 @@ static size_t parse_nodes(const char *spec, tn_t *tn)
         }
         if (*p == 'x') {
             tn[n].speed = (uint32_t)strtoul(p + 1, &end, 10);
+            p = end;
+        }
+        if (*p == 'h') {
+            tn[n].host = (uint64_t)(strtod(p + 1, &end) * (double)G);
             p = end;
         }
         n++;
@@ -210,7 +215,7 @@ static void test_table(void **state)
         election_plan_free(&p);
     }
     /* one byte under 1.1 × size */
-    tn_t tn = {'a', 11 * G - 1, UNK, false, false, 0};
+    tn_t tn = {'a', 11 * G - 1, UNK, false, false, 0, 0};
     election_plan_t p;
     assert_int_equal(run_nodes(&tn, 1, 10 * G, 0, NULL, &p), 0);
     assert_int_equal(p.mode, ELECTION_IMPOSSIBLE);
@@ -371,8 +376,8 @@ static void test_invalid(void **state)
 {
     (void)state;
     election_plan_t p;
-    election_node_t nodes[2] = {{tag_id('a'), G, 1, false, false, 0},
-                                {tag_id('b'), G, 1, false, false, 0}};
+    election_node_t nodes[2] = {{tag_id('a'), G, 1, false, false, 0, 0},
+                                {tag_id('b'), G, 1, false, false, 0, 0}};
     election_input_t in = {10 * G, 0, nodes, 2, NULL, 0};
     assert_int_equal(election_run(NULL, &p), -EINVAL);
     assert_int_equal(election_run(&in, NULL), -EINVAL);
@@ -469,8 +474,12 @@ static void check_plan(const election_input_t *in, const election_plan_t *p)
         const election_node_t *x = &in->nodes[i];
         forced |= x->force_split;
         any_fit |= x->vram_bytes >= need;
-        if (!best || x->vram_bytes > best->vram_bytes ||
-            (x->vram_bytes == best->vram_bytes && strcmp(x->id, best->id) > 0))
+        /* host order: the file, then memory that holds its host bytes, then memory, then id */
+        int xh = 2 * !x->no_file + (x->vram_bytes >= x->host_bytes);
+        int bh = best ? 2 * !best->no_file + (best->vram_bytes >= best->host_bytes) : -1;
+        if (xh > bh ||
+            (xh == bh && (x->vram_bytes > best->vram_bytes ||
+                          (x->vram_bytes == best->vram_bytes && strcmp(x->id, best->id) > 0))))
             best = x;
     }
     if (p->mode == ELECTION_SOLO) {
@@ -491,6 +500,9 @@ static void check_plan(const election_input_t *in, const election_plan_t *p)
     assert_non_null(h);
     assert_int_equal(p->host_index, p->n_members - 1);
     assert_string_equal(h->id, best->id); /* host = max memory, ties to the larger id */
+    uint64_t hb = best->host_bytes < need ? best->host_bytes : need;
+    assert_int_equal(p->host_bytes, hb);
+    assert_int_equal(p->layer_bytes, need - hb);
     uint64_t sum = 0;
     for (size_t i = 0; i < p->n_members; i++) {
         const election_member_t *m = &p->members[i];
@@ -509,10 +521,19 @@ static void check_plan(const election_input_t *in, const election_plan_t *p)
     }
     assert_int_equal(sum, p->total_bytes);
     if (p->mode == ELECTION_IMPOSSIBLE) {
-        assert_true(sum < need);
+        assert_true(sum < need || best->vram_bytes < best->host_bytes);
         return;
     }
     assert_true(sum >= need); /* members' memory >= 1.1 x size */
+    /* no over-commit: every member's bytes fit its memory; the host holds its host bytes;
+     * together they hold the need (each part rounded up) */
+    uint64_t held = 0;
+    for (size_t i = 0; i < p->n_members; i++) {
+        assert_true(p->members[i].bytes <= p->members[i].vram_bytes);
+        held += p->members[i].bytes;
+    }
+    assert_true(h->bytes >= hb);
+    assert_true(held >= need && held <= need + p->n_members);
     assert_true(p->n_members >= 2);
     /* minimal: without the last worker it would not be enough (unless --split needs one) */
     uint64_t without = sum - p->members[p->n_members - 2].vram_bytes;
@@ -554,7 +575,8 @@ static bool plans_equal(const election_plan_t *a, const election_plan_t *b)
         const election_member_t *x = &a->members[i], *y = &b->members[i];
         if (strcmp(x->id, y->id) || x->role != y->role || x->rtt_ms != y->rtt_ms ||
             x->weight != y->weight || x->layer_first != y->layer_first ||
-            x->layer_end != y->layer_end || x->output_layer != y->output_layer)
+            x->layer_end != y->layer_end || x->output_layer != y->output_layer ||
+            x->bytes != y->bytes)
             return false;
     }
     return true;
@@ -576,9 +598,13 @@ static void test_random_properties(void **state)
             /* few distinct ids/values so ties happen */
             snprintf(ids[i], sizeof ids[i], "%064llx", (unsigned long long)(rnd_below(4) + 16 * i));
             int32_t r = (int32_t)rnd_below(130) - 20; /* -20..109: unknown, near, far */
-            nodes[i] = (election_node_t){ids[i], (rnd_below(5) == 0 ? 0 : rnd_below(8) + 1) * unit,
-                                         r,      rnd_below(8) == 0,
-                                         false,  0};
+            nodes[i] = (election_node_t){ids[i],
+                                         (rnd_below(5) == 0 ? 0 : rnd_below(8) + 1) * unit,
+                                         r,
+                                         rnd_below(8) == 0,
+                                         false,
+                                         0,
+                                         rnd_below(3) == 0 ? rnd_below(5) * unit : 0};
             perm[i] = i;
         }
         for (size_t i = 0; i < n * n; i++)
@@ -698,7 +724,8 @@ static void test_cpu_layout(void **state)
             tn[i] = (tn_t){.tag = "abcdef12"[i],
                            .vram = (1 + rnd_below(9)) * G,
                            .rtt = UNK,
-                           .speed = iter % 2 ? 0 : 100 + (uint32_t)rnd_below(2000)};
+                           .speed = iter % 2 ? 0 : 100 + (uint32_t)rnd_below(2000),
+                           .host = rnd_below(3) ? 0 : rnd_below(3) * G};
         uint64_t size = 0;
         for (size_t i = 0; i < n; i++)
             size += tn[i].vram;
@@ -707,18 +734,152 @@ static void test_cpu_layout(void **state)
         if (p.mode == ELECTION_SPLIT) {
             check_cpu_layout(&p);
             checked++;
-            /* speed-aware: no member holds more slots than its memory, bar the minimum one */
+            /* speed-aware: no member holds more slots than its memory for layers (the host's
+             * less its host bytes); no member's bytes exceed its memory */
             uint64_t slots = (uint64_t)p.n_layers + 1;
-            uint64_t slot_bytes = (p.need_bytes + slots - 1) / slots;
-            for (size_t i = 0; p.speed_aware && i < p.n_members; i++)
-                assert_true(p.members[i].weight <= 1 ||
-                            p.members[i].weight * slot_bytes <= p.members[i].vram_bytes);
+            uint64_t slot_bytes = (p.layer_bytes + slots - 1) / slots;
+            for (size_t i = 0; i < p.n_members; i++) {
+                const election_member_t *m = &p.members[i];
+                uint64_t cap = m->vram_bytes - (i == p.host_index ? p.host_bytes : 0);
+                if (p.speed_aware) assert_true(m->weight * slot_bytes <= cap);
+                assert_true(m->bytes <= m->vram_bytes);
+            }
             speed_checked += p.speed_aware;
         }
         election_plan_free(&p);
     }
     assert_true(checked > 500);
     assert_true(speed_checked > 100);
+}
+
+/* Host bytes (election.h): what only the split host holds — its draft (--draft), the input
+ * layer, with --split-private the output layer — is counted on the host alone; the layers
+ * share the rest of the need by each member's memory for layers (the host's less its host
+ * bytes); no member's bytes exceed its memory. */
+typedef struct {
+    const char *what;
+    const char *nodes;
+    uint64_t need; /* bytes (size 10 GB) */
+    election_mode_t mode;
+    const char *members;    /* "" none */
+    const char *split;      /* 32 layers; NULL: not a split */
+    uint64_t host, workers; /* expected bytes: the host's, the workers' together */
+} hcase_t;
+
+#define M_ (G / 1000) /* MB */
+/* clang-format off */
+static const hcase_t hcases[] = {
+    /* the need (11.5 GB) includes a's 2 GB draft: a hosts (the file), b lends memory. The host
+     * holds 2 GB + 9.5 GB × 4/10 of the layers, the worker 9.5 GB × 6/10 — nothing of D */
+    {"draft on the host only", "a6h2 b6@10n", 11500 * M_, ELECTION_SPLIT, "ba", "20,13",
+     5800 * M_, 5700 * M_},
+    {"the same without host bytes (the old accounting)", "a6 b6@10n", 11500 * M_,
+     ELECTION_SPLIT, "ba", "17,16", 5750 * M_, 5750 * M_},
+    /* --split-private: a keeps its input and output layers (1.5 + 1.5 GB); the worker's
+     * bytes are repeating layers only (8 GB × 8/13) */
+    {"private: input and output layers on the host", "a8h3 b8@10n", 11 * G, ELECTION_SPLIT,
+     "ba", "21,12", 3 * G + 3076923077ULL, 4923076924ULL},
+    /* a's memory cannot hold its 7 GB draft: b (with the file) hosts, a stays idle */
+    {"a host that cannot hold its host bytes is not elected", "a6h7 b5 c6@10n", 11 * G,
+     ELECTION_SPLIT, "cb", "18,15", 5 * G, 6 * G},
+    {"no node with the file can: impossible", "a6h7 c8@10n", 11 * G, ELECTION_IMPOSSIBLE, "ca",
+     NULL, 0, 0},
+    /* a replica holds the whole need, its draft included */
+    {"solo: the whole need", "a12h2 b6@10", 11 * G, ELECTION_SOLO, "a", NULL, 11 * G, 0},
+};
+/* clang-format on */
+
+static void test_host_bytes(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof hcases / sizeof hcases[0]; i++) {
+        const hcase_t *c = &hcases[i];
+        tn_t tn[16];
+        election_node_t nodes[16];
+        size_t n = parse_nodes(c->nodes, tn);
+        for (size_t k = 0; k < n; k++)
+            nodes[k] = (election_node_t){tag_id(tn[k].tag), tn[k].vram,  tn[k].rtt, tn[k].split,
+                                         tn[k].no_file,     tn[k].speed, tn[k].host};
+        election_input_t in = {10 * G, 32, nodes, n, NULL, c->need};
+        election_plan_t p;
+        assert_int_equal(election_run(&in, &p), 0);
+        if (p.mode != c->mode)
+            fail_msg("%s: mode %s, expected %s", c->what, election_mode_name(p.mode),
+                     election_mode_name(c->mode));
+        check_members(&p, c->members, c->what);
+        check_plan(&in, &p);
+        char buf[128];
+        if (c->split) {
+            assert_true(election_tensor_split(&p, buf, sizeof buf) > 0);
+            if (strcmp(buf, c->split) != 0)
+                fail_msg("%s: split '%s', expected '%s'", c->what, buf, c->split);
+        }
+        uint64_t host = 0, workers = 0;
+        for (size_t k = 0; k < p.n_members && p.mode != ELECTION_IMPOSSIBLE; k++) {
+            const election_member_t *m = &p.members[k];
+            if (m->role == ELECTION_WORKER)
+                workers += m->bytes;
+            else if (m->role == ELECTION_HOST || k == 0)
+                host = m->bytes;
+        }
+        if (host != c->host || workers != c->workers)
+            fail_msg("%s: host %llu workers %llu, expected %llu %llu", c->what,
+                     (unsigned long long)host, (unsigned long long)workers,
+                     (unsigned long long)c->host, (unsigned long long)c->workers);
+        election_plan_free(&p);
+    }
+}
+
+/* Absurd announced memory (a sum of caps past 2^64) neither crashes nor over-commits. */
+static void test_host_bytes_extreme(void **state)
+{
+    (void)state;
+    election_node_t nodes[2] = {{tag_id('a'), UINT64_MAX, 0, true, false, 0, UINT64_MAX / 3},
+                                {tag_id('b'), UINT64_MAX, 5, false, true, 0, 0}};
+    election_input_t in = {UINT64_MAX / 2, 32, nodes, 2, NULL, 0};
+    election_plan_t p;
+    assert_int_equal(election_run(&in, &p), 0);
+    assert_int_equal(p.mode, ELECTION_SPLIT);
+    assert_int_equal(p.host_bytes, UINT64_MAX / 3);
+    for (size_t i = 0; i < p.n_members; i++)
+        assert_true(p.members[i].bytes <= p.members[i].vram_bytes);
+    assert_true(election_host(&p)->bytes >= UINT64_MAX / 3);
+    election_plan_free(&p);
+}
+
+/* The case that over-committed: equal memory, so the old accounting gave the host as many
+ * layers as its worker (16 of 33 slots) and counted its draft across both. The memory the host
+ * really holds — its slots of the layer part plus the whole draft — passed its 6 GB; with host
+ * bytes it gets 13 slots and holds less than its memory. */
+static void test_draft_overcommit(void **state)
+{
+    (void)state;
+    const uint64_t vram = 6 * G, draft = 2 * G, need = 11500 * M_, layers = need - draft;
+    election_plan_t p;
+    election_node_t nodes[2] = {{tag_id('a'), vram, 0, false, false, 0, 0},
+                                {tag_id('b'), vram, 10, false, true, 0, 0}};
+    election_input_t in = {10 * G, 32, nodes, 2, NULL, need};
+    for (int with = 0; with < 2; with++) {
+        nodes[0].host_bytes = with ? draft : 0;
+        assert_int_equal(election_run(&in, &p), 0);
+        assert_int_equal(p.mode, ELECTION_SPLIT);
+        const election_member_t *h = election_host(&p);
+        assert_string_equal(h->id, tag_id('a'));
+        /* what llama.cpp puts on the host's CPU (its weight in slots, election_cpu_layout) */
+        election_range_t r[2];
+        uint32_t ngl;
+        assert_int_equal(election_cpu_layout(&p, r, &ngl), 0);
+        uint64_t real = r[1].weight * layers / 33 + draft;
+        if (with) {
+            assert_int_equal(r[1].weight, 13);
+            assert_true(real <= vram && h->bytes <= vram && h->bytes >= real);
+            assert_true(p.members[0].bytes <= layers); /* nothing of the draft */
+        } else {
+            assert_int_equal(r[1].weight, 16);
+            assert_true(real > vram); /* over-committed */
+        }
+        election_plan_free(&p);
+    }
 }
 
 /* Re-running on leave/death: removing the host makes the next-biggest node host. */
@@ -752,6 +913,9 @@ int main(void)
         cmocka_unit_test(test_random_properties),
         cmocka_unit_test(test_rerun_after_death),
         cmocka_unit_test(test_cpu_layout),
+        cmocka_unit_test(test_host_bytes),
+        cmocka_unit_test(test_draft_overcommit),
+        cmocka_unit_test(test_host_bytes_extreme),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -97,6 +97,23 @@ static void test_kv_and_need(void **state)
     assert_int_equal(ledger_need(1000, 50), 1100);
     assert_int_equal(ledger_need(1000, 500), 1500);
     assert_int_equal(ledger_need(UINT64_MAX - 1, 10), UINT64_MAX);
+    /* host bytes (election.h): the draft and projector files, the input layer, and the output
+     * layer only with --split-private */
+    static const struct {
+        uint64_t serve, in, out;
+        bool priv;
+        uint64_t want;
+    } hb[] = {
+        {0, 0, 0, false, 0},
+        {500, 0, 0, false, 500}, /* a draft, layers unknown */
+        {500, 131072, 131328, false, 500 + 131072},
+        {500, 131072, 131328, true, 500 + 131072 + 131328},
+        {0, 131072, 131328, true, 131072 + 131328},
+        {UINT64_MAX, 1, 1, true, UINT64_MAX}, /* saturates */
+    };
+    for (size_t i = 0; i < sizeof hb / sizeof hb[0]; i++)
+        assert_int_equal(ledger_host_bytes(hb[i].serve, hb[i].in, hb[i].out, hb[i].priv),
+                         hb[i].want);
     char b[32];
     assert_string_equal(ledger_fmt(1300000, b, sizeof b), "1.30 MB");
     assert_string_equal(ledger_fmt(700, b, sizeof b), "0.7 kB");

@@ -334,6 +334,46 @@ static void test_private_split(void **state)
     assert_int_equal(r[1].end, 9);
 }
 
+/* Host bytes (election.h): what only the split host holds — its draft, the input layer, with
+ * --split-private the output layer — counts in the host's ledger share alone, and its layers
+ * follow the memory left for them; a worker's share is layers only. */
+static void test_host_bytes_in_ledger(void **state)
+{
+    (void)state;
+    /* this node hosts with a 200-byte draft: 900 bytes of layers over 600 + 500 of memory for
+     * layers; the host holds 200 + 491 (not 677), the worker 12 of 25 slots (not 10) */
+    world_t *w = world(800, false);
+    w->m.host_bytes = ledger_host_bytes(200, 0, 0, false);
+    peer(w, B, 500);
+    EXPECT(w, "SET_LEDGER M model 691; NEW_PLAN M aaaaaaaa-64-1");
+    ready_for(w, B, "aaaaaaaa-64-1");
+    EXPECT(w, "START_HOST M aaaaaaaa-64-1 [--tensor-split 12 -ngl 12 --fit off] b:13-24+o");
+
+    /* --split-private: the input and output layers (100 + 100) are the host's too */
+    w = world(800, false);
+    w->split_private = true;
+    w->m.host_bytes = ledger_host_bytes(0, 100, 100, true);
+    peer(w, B, 500);
+    EXPECT(w, "SET_LEDGER M model 691; NEW_PLAN M aaaaaaaa-64-1");
+    ready_for(w, B, "aaaaaaaa-64-1");
+    EXPECT(w, "START_HOST M aaaaaaaa-64-1 [--tensor-split 12 -ngl 12 --fit off -ot " PP_PRIVATE_OT
+              "] b:13-24");
+
+    /* this node is the worker of a host that announces 200 host bytes: its share is its part
+     * of the 900 bytes of layers (410, not 424) */
+    w = world(500, false);
+    peer(w, B, 800)->available[0].host_bytes = 200;
+    EXPECT(w, "SET_LEDGER M worker 410");
+
+    /* this node's memory (800) cannot hold its host bytes (900: a big draft): the peer with the
+     * file hosts although it has less memory, and this node lends its 800 as a worker */
+    w = world(800, false);
+    w->m.host_bytes = 900;
+    peer(w, B, 500);
+    EXPECT(w, "SET_LEDGER M worker 677");
+    assert_string_equal(w->st.host, B);
+}
+
 /* A replica whose offered memory drops below the need becomes a split host (its llama-server
  * keeps running until the plan's restart). */
 static void test_memory_drops_to_split(void **state)
@@ -388,8 +428,9 @@ static void test_worker_role_and_rpc_server(void **state)
     (void)state;
     world_t *w = world(500, false);
     peer(w, B, 800);
-    /* worker share = 1100 × 500 / 1300; the host has not announced its plan yet: idle */
-    EXPECT(w, "SET_LEDGER M worker 423");
+    /* worker share = 1100 × 500 / 1300, rounded up; the host has not announced its plan yet: idle
+     */
+    EXPECT(w, "SET_LEDGER M worker 424");
     assert_int_equal(w->st.role, ELECTION_IDLE);
     host_plan(w, B, "bbbbbbbb-64-1", 16, 24);
     EXPECT(w, "START_RPC_SERVER M; START_WORKER M bbbbbbbb-64-1 16-24+o");
@@ -427,7 +468,7 @@ static void test_worker_host_dies(void **state)
     world_t *w = world(500, false);
     peer(w, B, 800);
     host_plan(w, B, "bbbbbbbb-64-1", 16, 24);
-    EXPECT(w, "SET_LEDGER M worker 423; START_RPC_SERVER M; START_WORKER M bbbbbbbb-64-1 16-24+o");
+    EXPECT(w, "SET_LEDGER M worker 424; START_RPC_SERVER M; START_WORKER M bbbbbbbb-64-1 16-24+o");
     w->rpc_running = true;
     snprintf(w->seeded, sizeof w->seeded, "bbbbbbbb-64-1");
     EXPECT(w, "");
@@ -599,6 +640,7 @@ int main(void)
         cmocka_unit_test_teardown(test_split_follows_speed, teardown),
         cmocka_unit_test_teardown(test_split_waits_for_calibration, teardown),
         cmocka_unit_test_teardown(test_private_split, teardown),
+        cmocka_unit_test_teardown(test_host_bytes_in_ledger, teardown),
         cmocka_unit_test_teardown(test_memory_drops_to_split, teardown),
         cmocka_unit_test_teardown(test_group_change_restarts_host, teardown),
         cmocka_unit_test_teardown(test_worker_role_and_rpc_server, teardown),

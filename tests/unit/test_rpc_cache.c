@@ -404,6 +404,17 @@ static void test_shared_models(void **state)
     /* F32 and tightly packed: the data is the rest of the file */
     const gguf_tensor_t *last = &t.tensors[t.n_tensors - 1];
     assert_true(last->offset + last->size == t.file_size);
+    /* by layer (what a split host keeps: election.h "Host bytes"): the input layer is
+     * token_embd, the output layer output.weight (64 x 512 F32) and output_norm (64 F32) */
+    gguf_layer_bytes_t lb;
+    gguf_tensors_layer_bytes(&t, &lb);
+    assert_int_equal(lb.input, 64 * 512 * 4);
+    assert_int_equal(lb.output, 64 * 512 * 4 + 64 * 4);
+    uint64_t all = 0;
+    for (size_t i = 0; i < t.n_tensors; i++)
+        all += t.tensors[i].size;
+    assert_int_equal(lb.input + lb.output + lb.repeating, all);
+    assert_int_equal(lb.repeating, t.file_size - t.data_offset - lb.input - lb.output);
     gguf_tensors_free(&t);
 
     assert_int_equal(read_model("TinyStories-656K-Q8_0.gguf", &t), 0);
@@ -414,6 +425,10 @@ static void test_shared_models(void **state)
     assert_int_equal(x->type, GGML_T_Q8_0);
     assert_true(x->size == 128 * 384 / 32 * 34);
     assert_null(find(&t, "output.weight")); /* tied embeddings */
+    /* a tied output adds nothing: the output layer is output_norm alone (128 F32) */
+    gguf_tensors_layer_bytes(&t, &lb);
+    assert_int_equal(lb.output, 128 * 4);
+    assert_int_equal(lb.input, find(&t, "token_embd.weight")->size);
     gguf_tensors_free(&t);
 
     /* a tokenizer-only GGUF has no tensors */

@@ -31,7 +31,8 @@ static const char *FULL =
     "{\"id\":\"" ID_A "\",\"version\":\"0.1.0\",\"role\":\"host\",\"vram_bytes\":8000000000,"
     "\"free_bytes\":3000000000,\"addrs\":[\"127.0.0.1:1\"],"
     "\"available_models\":[{\"name\":\"big\",\"size_bytes\":5000000000,\"need_bytes\":"
-    "5600000000,\"type\":\"llm\",\"vision\":true},{\"name\":\"emb\",\"size_bytes\":100,\"need_"
+    "5600000000,\"host_bytes\":1200000000,\"type\":\"llm\",\"vision\":true},{\"name\":\"emb\","
+    "\"size_bytes\":100,\"need_"
     "bytes\":110,"
     "\"type\":\"embedding\"},{\"name\":\"old\",\"size_bytes\":7}],"
     "\"requested_models\":[\"big\",\"wanted\"],"
@@ -64,6 +65,8 @@ static void test_decode_full(void **state)
     assert_string_equal(n.available[0].name, "big");
     assert_int_equal(n.available[0].size_bytes, 5000000000ULL);
     assert_int_equal(n.available[0].need_bytes, 5600000000ULL);
+    assert_int_equal(n.available[0].host_bytes, 1200000000ULL);
+    assert_int_equal(n.available[1].host_bytes, 0); /* absent */
     assert_true(n.available[0].has_type);
     assert_int_equal(n.available[0].type, MM_LLM);
     assert_int_equal(n.available[1].type, MM_EMBEDDING);
@@ -179,7 +182,8 @@ static void test_decode_wrong_types(void **state)
         "{\"role\":\"boss\",\"vram_bytes\":\"8\",\"free_bytes\":-1,"
         "\"available_models\":[5,{\"size_bytes\":1},{\"name\":7},{\"name\":\"\"},"
         "{\"name\":\"tab\\there\"},{\"name\":\"del\\u007f\"},"
-        "{\"name\":\"ok\",\"size_bytes\":-5,\"need_bytes\":1.5,\"type\":\"foo\","
+        "{\"name\":\"ok\",\"size_bytes\":-5,\"need_bytes\":1.5,\"host_bytes\":-2,"
+        "\"type\":\"foo\","
         "\"vision\":\"yes\"}],"
         "\"requested_models\":[7,\"fine\",\"bad\\u0001\",null],"
         "\"serving\":[{\"member\":true},{\"model\":\"m\",\"member\":\"yes\",\"role\":\"boss\","
@@ -208,11 +212,12 @@ static void test_decode_wrong_types(void **state)
     assert_int_equal(n.vram_bytes, 0);
     assert_false(n.has_free);
     /* available: 5, no name, name 7, "", tab, DEL, NUL inside, 128 bytes skipped; "ok" kept
-     * with size -5, need 1.5, type foo ignored; the 127-byte name kept */
+     * with size -5, need 1.5, host_bytes -2, type foo ignored; the 127-byte name kept */
     assert_int_equal(n.n_available, 2);
     assert_string_equal(n.available[0].name, "ok");
     assert_int_equal(n.available[0].size_bytes, 0);
     assert_int_equal(n.available[0].need_bytes, 0);
+    assert_int_equal(n.available[0].host_bytes, 0);
     assert_false(n.available[0].has_type);
     assert_false(n.available[0].vision);
     assert_int_equal(strlen(n.available[1].name), CATALOG_NAME_MAX - 1);
@@ -230,7 +235,7 @@ static void test_decode_wrong_types(void **state)
     assert_null(s->plan);
     assert_string_equal(s->plan_ready, "");
     assert_string_equal(view_serving(&n, "m2")->plan_ready, "");
-    assert_int_equal(n.rejected, 3 + 8 + 4 + 3 + 1 + 9 + 1);
+    assert_int_equal(n.rejected, 3 + 8 + 5 + 3 + 1 + 9 + 1);
     view_node_free(&n);
 
     /* lists that are not lists */
@@ -366,6 +371,7 @@ static void build_node(view_node_t *n, bool with_free)
     view_avail_t *a = view_add_available(n, "big");
     a->size_bytes = 5000000000ULL;
     a->need_bytes = 5500000001ULL;
+    a->host_bytes = 700000001ULL;
     a->type = MM_LLM;
     a->has_type = true;
     a = view_add_available(n, "rr");
@@ -461,6 +467,12 @@ static void test_round_trip(void **state)
         assert_int_equal(back.rejected, 0);
         assert_true(view_node_equal(&n, &back));
         assert_true(view_serving_equal(&n, &back));
+        assert_int_equal(view_available(&back, "big")->host_bytes, 700000001ULL);
+        assert_int_equal(view_available(&back, "rr")->host_bytes, 0);
+        /* equality notices a change of host bytes */
+        back.available[0].host_bytes++;
+        assert_false(view_node_equal(&n, &back));
+        back.available[0].host_bytes--;
         /* and equality notices a change in a plan */
         view_plan_t *p = (view_plan_t *)view_serving(&back, "big")->plan;
         p->workers[1].weight++;
