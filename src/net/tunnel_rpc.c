@@ -344,8 +344,19 @@ static void on_hold_expired(uv_timer_t *h)
 static int relay_forward(relay_t *r, const char *p, size_t n)
 {
     if (!r->coalesce) return tp_stream_write(r->s, p, n);
-    if (buf_append(&r->hold, p, n) != 0) return -ENOBUFS; /* cannot happen: held <= HOLD_MAX */
-    int rc = relay_release(r, rpc_frame_feed(&r->frame, (const uint8_t *)p, n));
+    size_t rel = rpc_frame_feed(&r->frame, (const uint8_t *)p, n);
+    int rc = 0;
+    if (r->hold.len == 0) { /* nothing held: what goes, goes from the read buffer (no copy) */
+        rc = rel ? tp_stream_write(r->s, p, rel) : 0;
+        if (rc == 0 && rel == n) {
+            g_stats.bursts++;
+            return 0;
+        }
+        if (rc == 0 && buf_append(&r->hold, p + rel, n - rel) != 0) rc = -ENOBUFS;
+    } else {                                                  /* the held bytes go first */
+        if (buf_append(&r->hold, p, n) != 0) return -ENOBUFS; /* cannot happen: cap */
+        rc = relay_release(r, rel);
+    }
     if (rc == 0 && r->hold.len)
         uv_timer_start(&r->hold_timer, on_hold_expired, TUNNEL_RPC_HOLD_MS, 0);
     return rc;
