@@ -81,6 +81,8 @@ static void announce_idle(node_t *n)
     fflush(stdout);
 }
 
+static void node_shutdown(node_t *n);
+
 static void announce(void *data)
 {
     node_t *n = data;
@@ -88,6 +90,13 @@ static void announce(void *data)
     n->announced = true;
     if (n->idle) {
         announce_idle(n);
+        return;
+    }
+    char why[1024];
+    if (models_preload_all_failed(&n->ms, why, sizeof why)) { /* it would serve nothing asked */
+        LOGE("node", "no model given with --model could be loaded, so the node stops: %s", why);
+        n->exit_code = 1;
+        node_shutdown(n);
         return;
     }
     char names[1024] = "";
@@ -470,8 +479,13 @@ static void on_signal(uv_signal_t *s, int signum)
             if (c->proc_open) uv_process_kill(&c->proc, SIGKILL);
         return;
     }
-    n->shutting_down = true;
     LOGI("node", "%s received: shutting down", strsignal(signum));
+    node_shutdown(n);
+}
+
+static void node_shutdown(node_t *n)
+{
+    n->shutting_down = true;
     admission_close(&n->adm);
     standby_stop(&n->sb);
     planner_stop(&n->plan);
