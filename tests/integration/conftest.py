@@ -201,6 +201,17 @@ def sse_events(body):
     return out
 
 
+def user_home(tmp_path):
+    """An empty HOME under tmp_path (its .cache the real one: the llama.cpp build)."""
+    home = tmp_path / "user"
+    if not home.exists():
+        home.mkdir()
+        real = os.path.expanduser("~/.cache")
+        if os.path.isdir(real):
+            os.symlink(real, home / ".cache")
+    return str(home)
+
+
 class Node:
     """A mesh-llm process started by a test; always cleaned up by pid."""
 
@@ -225,6 +236,9 @@ class Node:
         self.env.setdefault("LLAMA_ARG_THREADS", "1")
         if tmp_path is not None:
             self.env["MESH_LLM_HOME"] = str(tmp_path / "home")
+            # a HOME of its own: a node serves ~/.models by default, and the user's (or another
+            # test's downloads) must not show up in a test; ~/.cache stays the user's
+            self.env["HOME"] = user_home(tmp_path)
         self.env.update(env or {})
         self.stderr_path = str(tmp_path / "node.stderr") if tmp_path else "/dev/null"
         self._stderr = open(self.stderr_path, "wb") if tmp_path else subprocess.DEVNULL

@@ -89,3 +89,53 @@ def test_not_found_lists_the_mesh_models(start_node):
         wait_for(lambda: {S, T} <= {m["id"] for m in n.request("GET", "/v1/models")
                                     .json()["data"]}, timeout=30, what="both models listed")
         assert available(n.complete("no-such-model")) == {S, T}, n.id
+
+
+# ---- friction 8: ~/.models is served by default; models list judges FITS by the offer ----
+
+def test_home_models_dir_is_served_on_demand(start_node, tmp_path):
+    """A model downloaded earlier (it lands in ~/.models) was forgotten after a restart unless
+    --models-dir named the directory. Now it is a known model, loaded on first use only."""
+    home = tmp_path / "h"
+    (home / ".models").mkdir(parents=True)
+    os.symlink(model_path(S), home / ".models" / f"{S}.gguf")
+    n = start_node("--port", "0", "--model", model_path(T), env={"HOME": str(home)})
+    listed = {m["id"]: m["status"] for m in n.request("GET", "/v1/models").json()["data"]}
+    assert listed.get(S) == "unloaded" and listed.get(T) == "ready", listed
+    assert n.child_for(S) is None  # not loaded at start
+    r = n.complete(S, max_tokens=2)
+    assert r.status == 200, r
+    assert n.child_for(S) is not None
+
+
+def meminfo(key):
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError(key)
+
+
+def models_list(tmp_path, *args):
+    import subprocess
+    from conftest import MESH_BIN, BIN_DIR
+    env = dict(os.environ, HOME=str(tmp_path))
+    extra = ["--bin-dir", BIN_DIR] if BIN_DIR else []
+    p = subprocess.run([MESH_BIN, "models", "list", *extra, *args], capture_output=True,
+                       text=True, timeout=60, env=env)
+    assert p.returncode == 0, p.stderr
+    rows = [l.split() for l in p.stdout.splitlines()[1:-1]]
+    offer = float(re.search(r"offers: ([0-9.]+) GB", p.stdout.splitlines()[-1]).group(1)) * 1e9
+    return {r[0]: (float(r[2]), r[5]) for r in rows}, offer
+
+
+def test_models_list_fits_against_the_offer(tmp_path):
+    """FITS was judged against the total RAM, which no node offers: a CPU node offers half of
+    the available RAM (or --max-vram)."""
+    rows, offer = models_list(tmp_path)
+    assert 0 < offer <= 0.55 * meminfo("MemTotal"), offer  # was the whole of MemTotal
+    rows, offer = models_list(tmp_path, "--max-vram", "2")
+    assert offer == 2e9
+    for name, (size_gb, fits) in rows.items():
+        if size_gb > 2.0:
+            assert fits == "no", name
