@@ -779,6 +779,15 @@ void passive_status(passive_t *p, json_t *st)
         json_decref(inflight);
     }
     if (!p->have_table) return;
+    json_t *nodes = json_array(); /* the mesh's active nodes, as the table says (the console) */
+    for (size_t i = 0; nodes && i < p->table->n_nodes; i++)
+        json_array_append_new(nodes,
+                              json_pack("{s:s,s:I}", "id", p->table->nodes[i].id, "vram_bytes",
+                                        (json_int_t)p->table->nodes[i].vram_bytes));
+    if (o)
+        json_object_set_new(o, "nodes", nodes);
+    else
+        json_decref(nodes);
     json_t *cat = json_array(); /* the mesh's catalog, as the table says */
     for (size_t i = 0; cat && i < p->table->n_models; i++) {
         const rt_model_t *m = &p->table->models[i];

@@ -218,6 +218,24 @@ size_t route_serve_passive_count(const route_serve_t *rs, uint64_t *vram_bytes)
     return n;
 }
 
+/* A standby left gossip (its "left" record) but checks in as a passive node: it is a member
+ * standing by, not a departed node. Its peer entry says "standby" while it checks in. */
+static void mark_standby_peers(json_t *peers, json_t *passive)
+{
+    size_t i, j;
+    json_t *p, *q;
+    json_array_foreach(peers, i, p)
+    {
+        if (strcmp(json_string_value(json_object_get(p, "state")) ?: "", "left") != 0) continue;
+        json_array_foreach(passive, j, q)
+        {
+            const char *id = json_string_value(json_object_get(q, "id"));
+            if (id && strcmp(id, json_string_value(json_object_get(p, "id")) ?: "") == 0)
+                json_object_set_new(p, "state", json_string("standby"));
+        }
+    }
+}
+
 void route_serve_status(route_serve_t *rs, json_t *st)
 {
     uint64_t now = uv_now(rs->loop);
@@ -231,6 +249,7 @@ void route_serve_status(route_serve_t *rs, json_t *st)
                          (json_int_t)p->vram_bytes, "models", (json_int_t)p->n_models));
     }
     json_object_set_new(st, "passive", a);
+    mark_standby_peers(json_object_get(st, "peers"), a);
     json_t *stats = json_object_get(st, "stats");
     if (json_is_object(stats)) {
         json_object_set_new(stats, "route_answered", json_integer((json_int_t)rs->answered));
