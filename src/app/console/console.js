@@ -182,8 +182,10 @@
     const alive = (st.peers || []).filter((p) => p.state === 'alive').length;
     const cat = st.catalog || [];
     const ready = cat.filter((m) => m.status === 'ready').length;
+    const standby = (st.peers || []).filter((p) => p.state === 'standby').length;
     $('summary').textContent =
-      `${alive + 1} node${alive ? 's' : ''} · ${ready}/${cat.length} models ready`;
+      `${alive + 1} node${alive ? 's' : ''}${standby ? ` (+${standby} standing by)` : ''}` +
+      ` · ${ready}/${cat.length} models ready`;
   }
 
   function localModels(st) {
