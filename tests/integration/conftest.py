@@ -317,7 +317,7 @@ class Node:
         return r.json()
 
     def peer_states(self):
-        """peer id -> state ("alive", "dead", "left") from /api/status."""
+        """peer id -> state ("alive", "dead", "left", "standby") from /api/status."""
         return {p["id"]: p["state"] for p in self.status()["peers"]}
 
     def metric(self, series, headers=None):
