@@ -13,6 +13,8 @@
 #include "cli_discover.h"
 #include "cli_models.h"
 #include "api_openai.h"
+#include "bin_find.h"
+#include "cli_service.h"
 #include "cli_status.h"
 #include "identity.h"
 #include "join_policy.h"
@@ -22,6 +24,7 @@
 #include "routing.h"
 #include "statgen.h"
 #include "config.h"
+#include "home_lock.h"
 #include "log.h"
 #include "offer.h"
 #include "node_dl.h"
@@ -490,6 +493,7 @@ static void on_signal(uv_signal_t *s, int signum)
 /* A startup step failed after the servers were up: close everything, exit 1. */
 static int abort_startup(node_t *n)
 {
+    node_speed_cancel(&n->plan.speed); /* no log line after the error */
     api_stop(&n->api);
     mgmt_stop(&n->mgmt);
     uv_walk(n->loop, close_walk_cb, NULL);
@@ -499,11 +503,28 @@ static int abort_startup(node_t *n)
     return 1;
 }
 
+/* Lock the home for this process's lifetime (the descriptor stays open until exit). */
+static int lock_home(const char *home)
+{
+    int fd;
+    pid_t holder;
+    int rc = home_lock(home, &fd, &holder);
+    if (rc == -EWOULDBLOCK) {
+        char msg[1024];
+        home_lock_refusal(msg, sizeof msg, home, holder);
+        LOGE("node", "%s", msg);
+    } else if (rc) {
+        LOGE("node", "cannot lock the state directory %s: %s", home, strerror(-rc));
+    }
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     if (argc >= 2 && strcmp(argv[1], "--exec-child") == 0) return sv_exec_child_main(argc, argv);
     if (argc >= 2 && cli_is_command(argv[1])) return cli_main(argc, argv);
     if (argc >= 2 && cli_discover_is_command(argv[1])) return cli_discover_main(argc, argv);
+    if (argc >= 2 && strcmp(argv[1], "service") == 0) return cli_service_main(argc, argv);
     int cli_rc = cli_models_main(argc, argv);
     if (cli_rc >= 0) return cli_rc;
     node_dl_take_args(&argc, argv); /* --model REF: downloaded by the running node */
@@ -526,6 +547,15 @@ int main(int argc, char **argv)
     }
     signal(SIGPIPE, SIG_IGN);
 
+    if (identity_home(n->home, sizeof n->home) != 0) {
+        LOGE("node", "cannot find a state directory: set MESH_LLM_HOME or HOME");
+        return 1;
+    }
+    /* one node per home (a client writes nothing there), before anything else touches it */
+    if (!n->cfg.client && lock_home(n->home) != 0) {
+        config_free(&n->cfg);
+        return 1;
+    }
     LOGI("node", "mesh-llm %s starting", MESH_VERSION);
     char *llama_server = NULL;
     if (!n->cfg.client) {
@@ -533,10 +563,10 @@ int main(int argc, char **argv)
         if (!llama_server) {
             if (n->cfg.bin_dir)
                 LOGE("node", "no executable llama-server in --bin-dir %s", n->cfg.bin_dir);
-            else
-                LOGE("node", "llama-server not found. Run 'make' in the mesh-llm source tree "
-                             "(it builds the pinned llama.cpp into ~/.cache/mesh-llm), or point "
-                             "--bin-dir or MESH_LLM_BIN_DIR at a directory holding llama-server");
+            else {
+                bin_not_found(err, sizeof err, "llama-server");
+                LOGE("node", "%s", err);
+            }
             config_free(&n->cfg);
             return 1;
         }
@@ -587,6 +617,7 @@ int main(int argc, char **argv)
                  n->cfg.port);
         else
             LOGE("node", "cannot listen on port %d: %s", n->cfg.port, uv_strerror(rc));
+        node_speed_cancel(&n->plan.speed); /* no log line after the error */
         uv_walk(n->loop, close_walk_cb, NULL);
         uv_run(n->loop, UV_RUN_DEFAULT);
         sv_close(&n->sv);
@@ -596,10 +627,6 @@ int main(int argc, char **argv)
     LOGI("node", "API listening on %s:%d", n->cfg.listen_all ? "0.0.0.0" : "127.0.0.1",
          n->api.httpd.port);
 
-    if (identity_home(n->home, sizeof n->home) != 0) {
-        LOGE("node", "cannot find a state directory: set MESH_LLM_HOME or HOME");
-        return 1;
-    }
     n->idle = (config_idle(&n->cfg) && node_dl_pending(NULL) == 0) || n->cfg.auto_join;
     if (!n->cfg.headless) {
         rc = mgmt_start(&n->mgmt, n->loop, &n->cfg, NULL, &n->ms, &n->sv);
