@@ -2,6 +2,7 @@
 #include "cli_service.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 
 #include "home_lock.h"
 #include "identity.h"
+#include "util.h"
 
 #define UNIT_NAME "mesh-llm.service"
 
@@ -24,28 +26,32 @@ static const char ENV_TEMPLATE[] =
     "# Empty: the node starts idle; join a mesh from the console (http://127.0.0.1:3131).\n"
     "MESH_LLM_ARGS=\n";
 
-static void print_unit(FILE *out, const char *exe)
+/* The unit for the binary exe; man: it has a man page (make install installs one). */
+static int unit_text(char *out, size_t len, const char *exe, bool man)
 {
-    fprintf(out,
-            "# mesh-llm as a systemd user service: systemctl --user enable --now mesh-llm\n"
-            "# Settings: ~/.config/mesh-llm/env (MESH_LLM_ARGS=...; see man mesh-llm)\n"
-            "[Unit]\n"
-            "Description=mesh-llm node: pool machines into one OpenAI-compatible LLM API\n"
-            "Documentation=man:mesh-llm(1)\n"
-            "\n"
-            "[Service]\n"
-            "Type=exec\n"
-            "EnvironmentFile=-%%h/.config/mesh-llm/env\n"
-            "ExecStart=%s $MESH_LLM_ARGS\n"
-            "Restart=on-failure\n"
-            "RestartSec=5\n"
-            "# 2: bad options; restarting cannot fix them\n"
-            "RestartPreventExitStatus=2\n"
-            "TimeoutStopSec=30\n"
-            "\n"
-            "[Install]\n"
-            "WantedBy=default.target\n",
-            exe);
+    if (strpbrk(exe, " \t\n%$\\\"'")) return -EINVAL; /* systemd would read them */
+    int n =
+        snprintf(out, len,
+                 "# mesh-llm as a systemd user service: systemctl --user enable --now mesh-llm\n"
+                 "# Settings: ~/.config/mesh-llm/env (MESH_LLM_ARGS=the node's options)\n"
+                 "[Unit]\n"
+                 "Description=mesh-llm node: pool machines into one OpenAI-compatible LLM API\n"
+                 "%s"
+                 "\n"
+                 "[Service]\n"
+                 "Type=exec\n"
+                 "EnvironmentFile=-%%h/.config/mesh-llm/env\n"
+                 "ExecStart=%s $MESH_LLM_ARGS\n"
+                 "Restart=on-failure\n"
+                 "RestartSec=5\n"
+                 "# 2: bad options; restarting cannot fix them\n"
+                 "RestartPreventExitStatus=2\n"
+                 "TimeoutStopSec=30\n"
+                 "\n"
+                 "[Install]\n"
+                 "WantedBy=default.target\n",
+                 man ? "Documentation=man:mesh-llm(1)\n" : "", exe);
+    return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }
 
 static int config_dir(char *out, size_t len, const char *sub)
@@ -61,26 +67,14 @@ static int config_dir(char *out, size_t len, const char *sub)
     return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }
 
-static int mkdirs(char *path) /* mkdir -p, 0755 */
-{
-    for (char *p = path + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = '\0';
-        int rc = mkdir(path, 0755) != 0 && errno != EEXIST ? -errno : 0;
-        *p = '/';
-        if (rc) return rc;
-    }
-    return mkdir(path, 0755) != 0 && errno != EEXIST ? -errno : 0;
-}
-
-/* Write path (mode 0644) with fn's output, through a temporary file. */
-static int write_file(const char *path, void (*fn)(FILE *, const char *), const char *arg)
+/* Write text into path (mode 0644) through a temporary file. */
+static int write_file(const char *path, const char *text)
 {
     char tmp[PATH_MAX + 8];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "w");
     if (!f) return -errno;
-    fn(f, arg);
+    fputs(text, f);
     if (fclose(f) != 0 || rename(tmp, path) != 0) {
         int e = -errno;
         unlink(tmp);
@@ -89,10 +83,16 @@ static int write_file(const char *path, void (*fn)(FILE *, const char *), const 
     return 0;
 }
 
-static void print_env(FILE *out, const char *unused)
+/* This binary's path, and whether its prefix has the man page (an installed copy). */
+static int self_exe(char *exe, size_t len, bool *man)
 {
-    (void)unused;
-    fputs(ENV_TEMPLATE, out);
+    ssize_t n = readlink("/proc/self/exe", exe, len - 1);
+    if (n <= 0) return -errno;
+    exe[n] = '\0';
+    char page[PATH_MAX + 32];
+    snprintf(page, sizeof page, "%s/../../share/man/man1/mesh-llm.1", exe);
+    *man = access(page, R_OK) == 0;
+    return 0;
 }
 
 static int fail(const char *what, const char *path, int rc)
@@ -104,19 +104,21 @@ static int fail(const char *what, const char *path, int rc)
 static int service_install(void)
 {
     char exe[PATH_MAX], dir[PATH_MAX], unit[PATH_MAX + 32], env[PATH_MAX + 32];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0) return fail("read", "/proc/self/exe", -errno);
-    exe[n] = '\0';
+    char text[PATH_MAX + 2048];
+    bool man;
+    if (self_exe(exe, sizeof exe, &man) != 0) return fail("read", "/proc/self/exe", -errno);
     int rc = config_dir(dir, sizeof dir, "mesh-llm");
-    if (rc == 0 && (rc = mkdirs(dir)) != 0) return fail("create", dir, rc);
+    if (rc == 0 && (rc = mkdir_p(dir, 0755)) != 0) return fail("create", dir, rc);
     if (rc) return fail("find", "the configuration directory (set HOME)", rc);
     snprintf(env, sizeof env, "%s/env", dir);
-    if (access(env, F_OK) != 0 && (rc = write_file(env, print_env, NULL)) != 0)
+    if (access(env, F_OK) != 0 && (rc = write_file(env, ENV_TEMPLATE)) != 0)
         return fail("write", env, rc);
-    if ((rc = config_dir(dir, sizeof dir, "systemd/user")) != 0 || (rc = mkdirs(dir)) != 0)
+    if ((rc = config_dir(dir, sizeof dir, "systemd/user")) != 0 || (rc = mkdir_p(dir, 0755)) != 0)
         return fail("create", dir, rc);
     snprintf(unit, sizeof unit, "%s/" UNIT_NAME, dir);
-    if ((rc = write_file(unit, print_unit, exe)) != 0) return fail("write", unit, rc);
+    if ((rc = unit_text(text, sizeof text, exe, man)) != 0)
+        return fail("write a unit for", exe, rc);
+    if ((rc = write_file(unit, text)) != 0) return fail("write", unit, rc);
     printf("wrote %s (runs %s)\n"
            "settings: %s (MESH_LLM_ARGS=the node's options)\n"
            "enable and start it now and at every login:\n"
@@ -181,11 +183,14 @@ int cli_service_main(int argc, char **argv)
     if (strcmp(cmd, "uninstall") == 0 && argc == 3) return service_uninstall();
     if (strcmp(cmd, "status") == 0 && argc == 3) return service_status();
     if (strcmp(cmd, "unit") == 0 && (argc == 3 || (argc == 5 && !strcmp(argv[3], "--exec")))) {
-        char exe[PATH_MAX];
-        ssize_t n = argc == 5 ? 0 : readlink("/proc/self/exe", exe, sizeof exe - 1);
-        if (n < 0) return fail("read", "/proc/self/exe", -errno);
-        exe[n] = '\0';
-        print_unit(stdout, argc == 5 ? argv[4] : exe);
+        char exe[PATH_MAX], text[PATH_MAX + 2048];
+        bool man = true; /* --exec: make install, which installs the man page */
+        if (argc == 3 && self_exe(exe, sizeof exe, &man) != 0)
+            return fail("read", "/proc/self/exe", -errno);
+        const char *path = argc == 5 ? argv[4] : exe;
+        int rc = unit_text(text, sizeof text, path, man);
+        if (rc) return fail("write a unit for", path, rc);
+        fputs(text, stdout);
         return 0;
     }
     return usage();

@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "util.h"
+
 #define LOCK_NAME "lock"
 
 static int lock_path(char *out, size_t outlen, const char *home)
@@ -44,7 +46,7 @@ int home_lock(const char *home, int *fd, pid_t *holder)
     *holder = 0;
     int rc = lock_path(path, sizeof path, home);
     if (rc) return rc;
-    if (mkdir(home, 0700) != 0 && errno != EEXIST) return -errno;
+    if ((rc = mkdir_p(home, 0700)) != 0) return rc;
     int f = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (f < 0) return -errno;
     struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};

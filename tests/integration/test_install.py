@@ -1,0 +1,213 @@
+"""Running from anywhere and installing (docs/install.md): the binary finds its pinned llama.cpp
+by itself (no MESH_LLM_BIN_DIR, no --bin-dir, a clean environment, another working directory);
+make install / uninstall into a temporary prefix; the systemd user unit (systemd-analyze verify);
+mesh-llm service; one node per MESH_LLM_HOME; nothing logged after a fatal start-up error."""
+import os
+import shutil
+import socket
+import subprocess
+
+import pytest
+
+from conftest import MESH_BIN, ROOT, Node, model_path, pid_alive, wait_for
+from test_idle import wait_idle
+
+MODEL = "stories260K"
+BUILD = os.path.dirname(os.path.abspath(MESH_BIN))  # build/ or build-asan/: make install's BUILD
+
+
+def clean_env(home):
+    """What `env -i HOME=home PATH=/usr/bin:/bin` gives, plus no public Nostr relays (nothing
+    leaves the machine) and one llama.cpp thread (conftest.Node's reasons)."""
+    return {"HOME": str(home), "PATH": "/usr/bin:/bin", "MESH_LLM_NOSTR_RELAYS": "none",
+            "LLAMA_ARG_THREADS": "1"}
+
+
+@pytest.fixture
+def nodes():
+    started = []
+    yield started
+    for n in started:
+        n.cleanup()
+
+
+def start(nodes, tmp_path, name, args, env, binary=None, wait_ready=True):
+    d = tmp_path / name
+    d.mkdir()
+    elsewhere = tmp_path / (name + "-cwd")  # not the source tree
+    elsewhere.mkdir()
+    n = Node(list(args), tmp_path=d, clean_env=env, binary=binary, cwd=str(elsewhere),
+             wait_ready=wait_ready, ready_timeout=120)
+    nodes.append(n)
+    return n
+
+
+def chat(n):
+    r = n.request("POST", "/v1/chat/completions",
+                  {"model": MODEL, "messages": [{"role": "user", "content": "Hi"}],
+                   "max_tokens": 8})
+    assert r.status == 200, r
+    assert r.json()["choices"][0]["message"]["content"], r
+    return r
+
+
+def run(args, env=None, cwd=None, timeout=300):
+    return subprocess.run(args, capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd)
+
+
+def test_runs_from_anywhere_with_a_clean_environment(nodes, tmp_path):
+    """--model, idle mode and --join all start with no MESH_LLM_BIN_DIR and PATH=/usr/bin:/bin
+    (the bug: the binary looked for llama.cpp in a cache directory the build no longer used)."""
+    a = start(nodes, tmp_path, "a", ["--model", model_path(MODEL), "--port", "0"],
+              clean_env(tmp_path / "home-a"))
+    chat(a)
+    server = next(iter(a.llama_children().values()))[0]
+    assert not server.startswith("/usr/"), server  # the pinned build, not something on PATH
+    idle = start(nodes, tmp_path, "idle", ["--port", "0"], clean_env(tmp_path / "home-i"),
+                 wait_ready=False)
+    wait_idle(idle, timeout=60)
+    b = start(nodes, tmp_path, "b", ["--port", "0", "--bind-port", "0", "--join", a.token],
+              clean_env(tmp_path / "home-b"))
+    assert b.token != a.token
+    wait_for(lambda: b.complete(MODEL).status == 200, timeout=60, what="B serving through A")
+
+
+def installed_files(root):
+    return sorted(os.path.relpath(os.path.join(d, f), root)
+                  for d, _, fs in os.walk(root) for f in fs)
+
+
+def make(target, **vars):
+    args = ["make", "--no-print-directory", "-C", ROOT, target, f"BUILD={BUILD}"]
+    args += [f"{k}={v}" for k, v in vars.items()]
+    p = run(args, timeout=1200)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return p
+
+
+def verify_unit(path, manpath=None):
+    """systemd-analyze verify: exit 0 and no complaint about the unit (it runs `man` for the
+    unit's Documentation=man:mesh-llm(1): manpath is where the installed page is)."""
+    assert shutil.which("systemd-analyze"), "no systemd-analyze: scripts/deps.sh test installs systemd"
+    env = dict(os.environ, MANPATH=str(manpath)) if manpath else None
+    p = run(["systemd-analyze", "verify", str(path)], env=env, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "mesh-llm.service" not in p.stdout + p.stderr, p.stdout + p.stderr
+
+
+def test_make_install_serves_from_a_moved_prefix_and_uninstall_leaves_nothing(nodes, tmp_path):
+    prefix = tmp_path / "prefix"
+    make("install", PREFIX=prefix)
+    files = installed_files(prefix)
+    assert files == ["bin/mesh-llm", "lib/systemd/user/mesh-llm.service",
+                     "libexec/mesh-llm/cpu/ggml-rpc-server", "libexec/mesh-llm/cpu/llama-server",
+                     "share/man/man1/mesh-llm.1"], files
+    unit = (prefix / "lib/systemd/user/mesh-llm.service").read_text()
+    assert f"ExecStart={prefix}/bin/mesh-llm " in unit, unit
+    assert "Documentation=man:mesh-llm(1)" in unit, unit
+    verify_unit(prefix / "lib/systemd/user/mesh-llm.service", manpath=prefix / "share/man")
+    man = run(["man", "-l", "-Tutf8", "--warnings", str(prefix / "share/man/man1/mesh-llm.1")],
+              timeout=60)
+    assert man.returncode == 0 and "--bin-dir" in man.stdout, man.stdout + man.stderr
+
+    # the installed binary uses the installed llama.cpp, found relative to itself: a moved
+    # prefix still works
+    moved = tmp_path / "moved"
+    os.rename(prefix, moved)
+    n = start(nodes, tmp_path, "n", ["--model", model_path(MODEL), "--port", "0"],
+              clean_env(tmp_path / "home"), binary=str(moved / "bin/mesh-llm"))
+    chat(n)
+    server = next(iter(n.llama_children().values()))[0]
+    assert server == str(moved / "libexec/mesh-llm/cpu/llama-server"), server
+    assert n.stop() == 0
+    os.rename(moved, prefix)
+
+    make("uninstall", PREFIX=prefix)
+    assert installed_files(prefix) == [], installed_files(prefix)
+
+
+def test_make_install_honours_destdir(tmp_path):
+    stage = tmp_path / "stage"
+    make("install", PREFIX="/opt/mesh", DESTDIR=stage)
+    assert os.access(stage / "opt/mesh/bin/mesh-llm", os.X_OK)
+    assert os.access(stage / "opt/mesh/libexec/mesh-llm/cpu/llama-server", os.X_OK)
+    unit = (stage / "opt/mesh/lib/systemd/user/mesh-llm.service").read_text()
+    assert "ExecStart=/opt/mesh/bin/mesh-llm " in unit, unit  # the final place, not the stage
+    make("uninstall", PREFIX="/opt/mesh", DESTDIR=stage)
+    assert installed_files(stage) == []
+
+
+def test_service_install_status_uninstall(nodes, tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    env = clean_env(home)
+    p = run([MESH_BIN, "service", "install"], env=env)
+    assert p.returncode == 0, p.stderr
+    assert "systemctl --user daemon-reload && systemctl --user enable --now mesh-llm" in p.stdout
+    unit = home / ".config/systemd/user/mesh-llm.service"
+    text = unit.read_text()
+    assert f"ExecStart={os.path.realpath(MESH_BIN)} $MESH_LLM_ARGS" in text, text
+    assert "EnvironmentFile=-%h/.config/mesh-llm/env" in text, text
+    assert "MESH_LLM_ARGS=" in (home / ".config/mesh-llm/env").read_text()
+    verify_unit(unit)
+
+    p = run([MESH_BIN, "service", "status"], env=env)
+    assert p.returncode == 0 and f"{unit} (installed)" in p.stdout, p.stdout + p.stderr
+    assert "node: none running" in p.stdout, p.stdout
+    n = start(nodes, tmp_path, "n", ["--port", "0"], env, wait_ready=False)
+    wait_idle(n, timeout=60)
+    p = run([MESH_BIN, "service", "status"], env=env)
+    assert f"node: running, pid {n.pid}," in p.stdout, p.stdout + p.stderr
+
+    p = run([MESH_BIN, "service", "uninstall"], env=env)
+    assert p.returncode == 0 and not unit.exists(), p.stdout + p.stderr
+    p = run([MESH_BIN, "service", "bogus"], env=env)
+    assert p.returncode == 2 and "usage" in p.stderr, p.stderr
+
+
+def test_second_node_on_the_same_home_is_refused(nodes, tmp_path):
+    """The bug: a second node on ~/.mesh-llm started with the first's node id."""
+    env = clean_env(tmp_path / "home")
+    a = start(nodes, tmp_path, "a", ["--port", "0"], env, wait_ready=False)
+    wait_idle(a, timeout=60)
+    p = run([MESH_BIN, "--port", "0", "--console", "0"], env=env, timeout=60)
+    home = tmp_path / "home" / ".mesh-llm"
+    assert p.returncode == 1, p.stderr
+    assert f"(pid {a.pid}) is already running with the state directory {home}" in p.stderr
+    assert f"MESH_LLM_HOME={home}-2 mesh-llm --port 0 --console 0 --bind-port 0" in p.stderr
+    assert "starting" not in p.stderr, p.stderr  # refused before anything else
+    assert pid_alive(a.pid)
+    # commands that only read are not refused
+    p = run([MESH_BIN, "status", "--console", str(a.console_port)], env=env, timeout=60)
+    assert p.returncode == 0, p.stdout + p.stderr
+    # the lock goes with the process: a restart on the same home starts
+    assert a.stop() == 0
+    again = start(nodes, tmp_path, "again", ["--port", "0"], env, wait_ready=False)
+    wait_idle(again, timeout=60)
+    assert again.id == a.id  # the same home, the same node
+
+
+def test_second_local_node_with_its_own_home_joins(nodes, tmp_path):
+    """docs/install.md's recipe: MESH_LLM_HOME=<other dir> and free ports."""
+    env = clean_env(tmp_path / "home")
+    a = start(nodes, tmp_path, "a", ["--model", model_path(MODEL), "--port", "0"], env)
+    b = start(nodes, tmp_path, "b", ["--port", "0", "--console", "0", "--bind-port", "0",
+                                     "--join", a.token],
+              dict(env, MESH_LLM_HOME=str(tmp_path / "home" / ".mesh-llm-2")))
+    assert b.id != a.id
+    wait_for(lambda: b.complete(MODEL).status == 200, timeout=60, what="B serving through A")
+
+
+def test_fatal_startup_error_is_the_last_line(tmp_path):
+    """The bug: 'INFO speed: compute speed ...' followed 'port N is already in use'."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        env = clean_env(tmp_path)
+        p = run([MESH_BIN, "--model", model_path(MODEL), "--port", str(port), "--console", "0"],
+                env=env, timeout=120)
+    lines = [l for l in p.stderr.splitlines() if l.strip()]
+    assert p.returncode == 1, p.stderr
+    assert f"port {port} is already in use" in lines[-1], p.stderr
+    assert not any("speed" in l for l in lines), p.stderr
