@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from conftest import MESH_BIN, ROOT, Node, model_path, pid_alive, wait_for
+from conftest import BIN_DIR, MESH_BIN, ROOT, Node, model_path, pid_alive, wait_for
 from test_idle import wait_idle
 
 MODEL = "stories260K"
@@ -18,9 +18,16 @@ BUILD = os.path.dirname(os.path.abspath(MESH_BIN))  # build/ or build-asan/: mak
 
 def clean_env(home):
     """What `env -i HOME=home PATH=/usr/bin:/bin` gives, plus no public Nostr relays (nothing
-    leaves the machine) and one llama.cpp thread (conftest.Node's reasons)."""
+    leaves the machine) and one llama.cpp thread (conftest.Node's reasons). home exists."""
+    os.makedirs(home, exist_ok=True)
     return {"HOME": str(home), "PATH": "/usr/bin:/bin", "MESH_LLM_NOSTR_RELAYS": "none",
             "LLAMA_ARG_THREADS": "1"}
+
+
+def home_env(home):
+    """clean_env with make's MESH_LLM_BIN_DIR (when the harness has one): for the tests of
+    something else than finding llama.cpp."""
+    return dict(clean_env(home), **({"MESH_LLM_BIN_DIR": BIN_DIR} if BIN_DIR else {}))
 
 
 @pytest.fixture
@@ -139,7 +146,6 @@ def test_make_install_honours_destdir(tmp_path):
 
 def test_service_install_status_uninstall(nodes, tmp_path):
     home = tmp_path / "home"
-    home.mkdir()
     env = clean_env(home)
     p = run([MESH_BIN, "service", "install"], env=env)
     assert p.returncode == 0, p.stderr
@@ -167,7 +173,7 @@ def test_service_install_status_uninstall(nodes, tmp_path):
 
 def test_second_node_on_the_same_home_is_refused(nodes, tmp_path):
     """The bug: a second node on ~/.mesh-llm started with the first's node id."""
-    env = clean_env(tmp_path / "home")
+    env = home_env(tmp_path / "home")
     a = start(nodes, tmp_path, "a", ["--port", "0"], env, wait_ready=False)
     wait_idle(a, timeout=60)
     p = run([MESH_BIN, "--port", "0", "--console", "0"], env=env, timeout=60)
@@ -189,7 +195,7 @@ def test_second_node_on_the_same_home_is_refused(nodes, tmp_path):
 
 def test_second_local_node_with_its_own_home_joins(nodes, tmp_path):
     """docs/install.md's recipe: MESH_LLM_HOME=<other dir> and free ports."""
-    env = clean_env(tmp_path / "home")
+    env = home_env(tmp_path / "home")
     a = start(nodes, tmp_path, "a", ["--model", model_path(MODEL), "--port", "0"], env)
     b = start(nodes, tmp_path, "b", ["--port", "0", "--console", "0", "--bind-port", "0",
                                      "--join", a.token],
@@ -204,7 +210,7 @@ def test_fatal_startup_error_is_the_last_line(tmp_path):
         s.bind(("127.0.0.1", 0))
         s.listen()
         port = s.getsockname()[1]
-        env = clean_env(tmp_path)
+        env = home_env(tmp_path)
         p = run([MESH_BIN, "--model", model_path(MODEL), "--port", str(port), "--console", "0"],
                 env=env, timeout=120)
     lines = [l for l in p.stderr.splitlines() if l.strip()]
