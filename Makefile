@@ -33,8 +33,11 @@ I_LIBEXEC = $(DESTDIR)$(PREFIX)/libexec/mesh-llm
 I_MAN    = $(DESTDIR)$(PREFIX)/share/man/man1
 I_UNIT   = $(DESTDIR)$(PREFIX)/lib/systemd/user
 
-install: all
-	@set -e; llama="$$(scripts/llama.sh)"; \
+# the build's llama.cpp (recorded by CMake: sudo make install, whose HOME is root's, finds it),
+# else scripts/llama.sh's (which builds it when missing)
+install: build
+	@set -e; llama="$$(cat $(BUILD)/llama-bin-dir)"; \
+	[ -x "$$llama/llama-server" ] || llama="$$(scripts/llama.sh)"; \
 	install -d "$(I_BIN)" "$(I_LIBEXEC)/$(FLAVOUR)" "$(I_MAN)" "$(I_UNIT)"; \
 	install -m 755 $(BUILD)/mesh-llm "$(I_BIN)/mesh-llm"; \
 	for b in $(LLAMA_BINS); do install -m 755 "$$llama/$$b" "$(I_LIBEXEC)/$(FLAVOUR)/$$b"; done; \

@@ -79,6 +79,16 @@ def test_runs_from_anywhere_with_a_clean_environment(nodes, tmp_path):
     wait_for(lambda: b.complete(MODEL).status == 200, timeout=60, what="B serving through A")
 
 
+def test_plain_make_builds_llama_cpp_too():
+    """`make` (target all) builds everything a node needs: mesh-llm and the pinned llama.cpp
+    (the bug: it built mesh-llm only, and the "not found" advice said to run make)."""
+    dry = run(["make", "--no-print-directory", "-n", "-C", ROOT, f"BUILD={BUILD}"], timeout=120)
+    assert dry.returncode == 0 and "scripts/llama.sh" in dry.stdout, dry.stdout + dry.stderr
+    make("all")
+    with open(os.path.join(BUILD, "llama-bin-dir")) as f:
+        assert os.access(os.path.join(f.read().strip(), "llama-server"), os.X_OK)
+
+
 def installed_files(root):
     return sorted(os.path.relpath(os.path.join(d, f), root)
                   for d, _, fs in os.walk(root) for f in fs)
