@@ -549,6 +549,7 @@ int main(int argc, char **argv)
 
     if (identity_home(n->home, sizeof n->home) != 0) {
         LOGE("node", "cannot find a state directory: set MESH_LLM_HOME or HOME");
+        config_free(&n->cfg);
         return 1;
     }
     /* one node per home (a client writes nothing there), before anything else touches it */

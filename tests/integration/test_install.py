@@ -216,16 +216,18 @@ def test_second_local_node_with_its_own_home_joins(nodes, tmp_path):
     wait_for(lambda: b.complete(MODEL).status == 200, timeout=60, what="B serving through A")
 
 
-def test_fatal_startup_error_is_the_last_line(tmp_path):
+@pytest.mark.parametrize("flag,what", [("--port", "port"), ("--console", "console port")])
+def test_fatal_startup_error_is_the_last_line(tmp_path, flag, what):
     """The bug: 'INFO speed: compute speed ...' followed 'port N is already in use'."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         s.listen()
         port = s.getsockname()[1]
-        env = home_env(tmp_path)
-        p = run([MESH_BIN, "--model", model_path(MODEL), "--port", str(port), "--console", "0"],
-                env=env, timeout=120)
+        ports = {"--port": "0", "--console": "0", flag: str(port)}
+        args = [a for kv in ports.items() for a in kv]
+        p = run([MESH_BIN, "--model", model_path(MODEL), *args], env=home_env(tmp_path),
+                timeout=120)
     lines = [l for l in p.stderr.splitlines() if l.strip()]
     assert p.returncode == 1, p.stderr
-    assert f"port {port} is already in use" in lines[-1], p.stderr
+    assert f"{what} {port} is already in use" in lines[-1], p.stderr
     assert not any("speed" in l for l in lines), p.stderr
