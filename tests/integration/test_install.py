@@ -30,23 +30,13 @@ def home_env(home):
     return dict(clean_env(home), **({"MESH_LLM_BIN_DIR": BIN_DIR} if BIN_DIR else {}))
 
 
-@pytest.fixture
-def nodes():
-    started = []
-    yield started
-    for n in started:
-        n.cleanup()
-
-
-def start(nodes, tmp_path, name, args, env, binary=None, wait_ready=True):
-    d = tmp_path / name
-    d.mkdir()
-    elsewhere = tmp_path / (name + "-cwd")  # not the source tree
+def start(start_node, tmp_path, name, args, env, binary=None, wait_ready=True):
+    """A node (conftest's start_node: cleaned up, its stderr checked for sanitizer reports) with
+    exactly env, run from a directory that is not the source tree."""
+    elsewhere = tmp_path / (name + "-cwd")
     elsewhere.mkdir()
-    n = Node(list(args), tmp_path=d, clean_env=env, binary=binary, cwd=str(elsewhere),
-             wait_ready=wait_ready, ready_timeout=120)
-    nodes.append(n)
-    return n
+    return start_node(*args, clean_env=env, binary=binary, cwd=str(elsewhere),
+                      wait_ready=wait_ready, ready_timeout=120)
 
 
 def chat(n):
@@ -62,18 +52,18 @@ def run(args, env=None, cwd=None, timeout=300):
     return subprocess.run(args, capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd)
 
 
-def test_runs_from_anywhere_with_a_clean_environment(nodes, tmp_path):
+def test_runs_from_anywhere_with_a_clean_environment(start_node, tmp_path):
     """--model, idle mode and --join all start with no MESH_LLM_BIN_DIR and PATH=/usr/bin:/bin
     (the bug: the binary looked for llama.cpp in a cache directory the build no longer used)."""
-    a = start(nodes, tmp_path, "a", ["--model", model_path(MODEL), "--port", "0"],
+    a = start(start_node, tmp_path, "a", ["--model", model_path(MODEL), "--port", "0"],
               clean_env(tmp_path / "home-a"))
     chat(a)
     server = next(iter(a.llama_children().values()))[0]
     assert not server.startswith("/usr/"), server  # the pinned build, not something on PATH
-    idle = start(nodes, tmp_path, "idle", ["--port", "0"], clean_env(tmp_path / "home-i"),
+    idle = start(start_node, tmp_path, "idle", ["--port", "0"], clean_env(tmp_path / "home-i"),
                  wait_ready=False)
     wait_idle(idle, timeout=60)
-    b = start(nodes, tmp_path, "b", ["--port", "0", "--bind-port", "0", "--join", a.token],
+    b = start(start_node, tmp_path, "b", ["--port", "0", "--bind-port", "0", "--join", a.token],
               clean_env(tmp_path / "home-b"))
     assert b.token != a.token
     wait_for(lambda: b.complete(MODEL).status == 200, timeout=60, what="B serving through A")
@@ -112,7 +102,7 @@ def verify_unit(path, manpath=None):
     assert "mesh-llm.service" not in p.stdout + p.stderr, p.stdout + p.stderr
 
 
-def test_make_install_serves_from_a_moved_prefix_and_uninstall_leaves_nothing(nodes, tmp_path):
+def test_make_install_serves_from_a_moved_prefix_and_uninstall_leaves_nothing(start_node, tmp_path):
     prefix = tmp_path / "prefix"
     make("install", PREFIX=prefix)
     files = installed_files(prefix)
@@ -131,7 +121,7 @@ def test_make_install_serves_from_a_moved_prefix_and_uninstall_leaves_nothing(no
     # prefix still works
     moved = tmp_path / "moved"
     os.rename(prefix, moved)
-    n = start(nodes, tmp_path, "n", ["--model", model_path(MODEL), "--port", "0"],
+    n = start(start_node, tmp_path, "n", ["--model", model_path(MODEL), "--port", "0"],
               clean_env(tmp_path / "home"), binary=str(moved / "bin/mesh-llm"))
     chat(n)
     server = next(iter(n.llama_children().values()))[0]
@@ -154,7 +144,7 @@ def test_make_install_honours_destdir(tmp_path):
     assert installed_files(stage) == []
 
 
-def test_service_install_status_uninstall(nodes, tmp_path):
+def test_service_install_status_uninstall(start_node, tmp_path):
     home = tmp_path / "home"
     env = clean_env(home)
     p = run([MESH_BIN, "service", "install"], env=env)
@@ -170,7 +160,7 @@ def test_service_install_status_uninstall(nodes, tmp_path):
     p = run([MESH_BIN, "service", "status"], env=env)
     assert p.returncode == 0 and f"{unit} (installed)" in p.stdout, p.stdout + p.stderr
     assert "node: none running" in p.stdout, p.stdout
-    n = start(nodes, tmp_path, "n", ["--port", "0"], env, wait_ready=False)
+    n = start(start_node, tmp_path, "n", ["--port", "0"], env, wait_ready=False)
     wait_idle(n, timeout=60)
     p = run([MESH_BIN, "service", "status"], env=env)
     assert f"node: running, pid {n.pid}," in p.stdout, p.stdout + p.stderr
@@ -181,10 +171,10 @@ def test_service_install_status_uninstall(nodes, tmp_path):
     assert p.returncode == 2 and "usage" in p.stderr, p.stderr
 
 
-def test_second_node_on_the_same_home_is_refused(nodes, tmp_path):
+def test_second_node_on_the_same_home_is_refused(start_node, tmp_path):
     """The bug: a second node on ~/.mesh-llm started with the first's node id."""
     env = home_env(tmp_path / "home")
-    a = start(nodes, tmp_path, "a", ["--port", "0"], env, wait_ready=False)
+    a = start(start_node, tmp_path, "a", ["--port", "0"], env, wait_ready=False)
     wait_idle(a, timeout=60)
     p = run([MESH_BIN, "--port", "0", "--console", "0"], env=env, timeout=60)
     home = tmp_path / "home" / ".mesh-llm"
@@ -200,16 +190,16 @@ def test_second_node_on_the_same_home_is_refused(nodes, tmp_path):
         assert p.returncode == 0, (cmd, p.stdout + p.stderr)
     # the lock goes with the process: a restart on the same home starts
     assert a.stop() == 0
-    again = start(nodes, tmp_path, "again", ["--port", "0"], env, wait_ready=False)
+    again = start(start_node, tmp_path, "again", ["--port", "0"], env, wait_ready=False)
     wait_idle(again, timeout=60)
     assert again.id == a.id  # the same home, the same node
 
 
-def test_second_local_node_with_its_own_home_joins(nodes, tmp_path):
+def test_second_local_node_with_its_own_home_joins(start_node, tmp_path):
     """docs/install.md's recipe: MESH_LLM_HOME=<other dir> and free ports."""
     env = home_env(tmp_path / "home")
-    a = start(nodes, tmp_path, "a", ["--model", model_path(MODEL), "--port", "0"], env)
-    b = start(nodes, tmp_path, "b", ["--port", "0", "--console", "0", "--bind-port", "0",
+    a = start(start_node, tmp_path, "a", ["--model", model_path(MODEL), "--port", "0"], env)
+    b = start(start_node, tmp_path, "b", ["--port", "0", "--console", "0", "--bind-port", "0",
                                      "--join", a.token],
               dict(env, MESH_LLM_HOME=str(tmp_path / "home" / ".mesh-llm-2")))
     assert b.id != a.id
