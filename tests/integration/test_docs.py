@@ -66,6 +66,8 @@ def test_every_shown_command_is_run():
                 name = f"{os.path.relpath(path, ROOT)}:{line}"
                 if info[:1] == ["sh"] and len(info) > 1 and info[1] not in MARKERS:
                     bad.append(f"{name}: unknown marker {info[1]!r}")
+                elif info[1:2] == ["test"] and [w for w in info[2:] if not w.startswith("expect=")]:
+                    bad.append(f"{name}: unknown test option {info[2:]}")
                 elif info[1:2] == ["test-node"] and set(info[2:]) - {"TOKEN", "machine2", "fresh"}:
                     bad.append(f"{name}: unknown test-node option {info[2:]}")
                 elif (info[:1] == [] or info[0] in SHELL) and info[1:2] != ["test"] \

@@ -4,6 +4,9 @@ tests/integration/test_docs.py, starts it inside a network namespace of its own)
 
 Blocks (fence info string):
   ```sh test            run with bash -eo pipefail; must exit 0 (curl fails on an HTTP error)
+  ```sh test expect=S   the same, and its output must contain S: rerun (it must be idempotent)
+                        until it does, at most EXPECT_WAIT_S (for what a node does just after
+                        its ready line, e.g. publish a listing)
   ```sh test-node ...   one command that starts a node: started in the background, its
                         "mesh-llm ready"/"mesh-llm idle" line awaited; words after test-node:
                           TOKEN     export $TOKEN = the ready line's token= for later blocks
@@ -28,6 +31,7 @@ FENCE = re.compile(r"^(`{3,})(.*)$")
 READY = re.compile(r"^mesh-llm (ready|idle) ")
 NODE_WAIT_S = 240   # ASan binaries on a busy 2-core machine start slowly
 BLOCK_WAIT_S = 300
+EXPECT_WAIT_S = 60
 
 
 def blocks(text):
@@ -166,16 +170,30 @@ def main():
                 nodes = []
             print(f"== {where} ({' '.join(info[1:])})\n{code}", flush=True)
             if info[1] == "test":
-                try:
-                    r = subprocess.run(["bash", "-eo", "pipefail", "-c", code], env=env,
-                                       cwd=a.root, capture_output=True, text=True,
-                                       timeout=BLOCK_WAIT_S)
-                except subprocess.TimeoutExpired:
-                    failed = f"{where}: did not finish within {BLOCK_WAIT_S} s"
+                expect = [w[7:] for w in info[2:] if w.startswith("expect=")]
+                deadline = time.monotonic() + EXPECT_WAIT_S
+                while True:
+                    try:
+                        r = subprocess.run(["bash", "-eo", "pipefail", "-c", code], env=env,
+                                           cwd=a.root, capture_output=True, text=True,
+                                           timeout=BLOCK_WAIT_S)
+                    except subprocess.TimeoutExpired:
+                        failed = f"{where}: did not finish within {BLOCK_WAIT_S} s"
+                        break
+                    out = r.stdout + r.stderr
+                    if r.returncode != 0 or all(e in out for e in expect) \
+                            or time.monotonic() > deadline:
+                        break
+                    time.sleep(0.5)
+                if failed:
                     break
                 print(r.stdout[-3000:], r.stderr[-3000:], flush=True)
                 if r.returncode != 0:
                     failed = f"{where}: exit {r.returncode}\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}"
+                    break
+                missing = [e for e in expect if e not in out]
+                if missing:
+                    failed = f"{where}: output lacks {missing} after {EXPECT_WAIT_S} s"
                     break
                 continue
             n_node += 1
