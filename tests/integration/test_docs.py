@@ -106,7 +106,7 @@ def test_doc_test_fails_when_a_command_fails(tmp_path):
 def test_startup_output_names_console_and_api(start_node):
     """Start-up log: "open http://127.0.0.1:<console>" and the API base URL; the ready line
     stays exactly DESIGN.md section 4's."""
-    n = start_node("--model", os.path.join(MODELS, "stories260K.gguf"))
+    n = start_node("--model", os.path.join(MODELS, "stories260K.gguf"), "--port", "0")
     st = n.status()["node"]
     api, console = st["api_port"], st["console_port"]
     err = n.stderr()

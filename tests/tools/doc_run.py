@@ -220,6 +220,14 @@ def main():
             n.stop()
         for h in helpers:
             h.stop()
+    if not failed:  # a sanitizer build's reports (make asan) fail the run, as in conftest.py
+        for i in range(1, n_node + 1):
+            with open(os.path.join(a.work, f"node{i}.log"), "rb") as f:
+                err = f.read().decode(errors="replace")
+            for marker in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:"):
+                if marker in err:
+                    k = err.index(marker)
+                    failed = f"node {i}: sanitizer report\n{err[max(0, k - 200):k + 3000]}"
     if failed:
         print(f"DOC TEST FAILED at {failed}", flush=True)
         return 1
