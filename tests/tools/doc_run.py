@@ -18,6 +18,7 @@ usage: doc_run.py FILE.md --root REPO --work DIR --bin MESH_LLM_BINARY
 Exit 0 when every block ran; 1 (with what failed) otherwise.
 """
 import argparse
+import ctypes
 import os
 import re
 import shutil
@@ -29,6 +30,15 @@ import time
 
 FENCE = re.compile(r"^(`{3,})(.*)$")
 READY = re.compile(r"^mesh-llm (ready|idle) ")
+LIBC = ctypes.CDLL(None, use_errno=True)
+
+
+def die_with_runner():
+    """In the child before exec: SIGKILL it when this runner dies (even by SIGKILL, as when the
+    test's timeout ends it), so no node outlives the doc test."""
+    LIBC.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
 NODE_WAIT_S = 240   # ASan binaries on a busy 2-core machine start slowly
 BLOCK_WAIT_S = 300
 EXPECT_WAIT_S = 60
@@ -57,7 +67,8 @@ class Node:
         self.log_path = log
         self.err = open(log, "wb")
         self.p = subprocess.Popen(["bash", "-c", cmd], env=env, cwd=cwd, stdout=subprocess.PIPE,
-                                  stderr=self.err, start_new_session=True)
+                                  stderr=self.err, start_new_session=True,
+                                  preexec_fn=die_with_runner)
         self.line = None
         self.seen = threading.Event()
         threading.Thread(target=self._pump, daemon=True).start()
@@ -97,7 +108,7 @@ class Helper:
     def __init__(self, argv, cwd, log):
         self.err = open(log, "wb")
         self.p = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=self.err,
-                                  start_new_session=True)
+                                  start_new_session=True, preexec_fn=die_with_runner)
         self.first = self.p.stdout.readline().decode().strip()
         threading.Thread(target=self.p.stdout.read, daemon=True).start()
         if not self.first:
