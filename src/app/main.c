@@ -72,7 +72,9 @@ static void announce_idle(node_t *n)
 {
     const char *host = n->cfg.listen_all ? "0.0.0.0" : "127.0.0.1";
     if (n->cfg.auto_join)
-        LOGI("node", "not in a mesh yet: --auto is looking for one (GET /api/status shows it)");
+        LOGI("node",
+             "not in a mesh yet: --auto is looking for one; console: open http://127.0.0.1:%d",
+             n->mgmt.httpd.port);
     else
         LOGI("node",
              "idle: not in a mesh yet. Join one: open http://127.0.0.1:%d in a browser, run "
@@ -118,8 +120,8 @@ static void announce(void *data)
         LOGI("node", "no models given: add --model PATH.gguf (or --models-dir DIR) to serve one");
     LOGI("node", "invite token (share it: mesh-llm --join TOKEN): %s", mesh_token(n->mesh));
     if (n->mgmt.started)
-        LOGI("node", "management API at http://%s:%d/api/status",
-             n->cfg.listen_all ? "0.0.0.0" : "127.0.0.1", n->mgmt.httpd.port);
+        LOGI("node", "console: open http://127.0.0.1:%d in a browser (status: GET /api/status)",
+             n->mgmt.httpd.port);
     printf("mesh-llm ready api=%d console=%d quic=%d id=%s token=%s\n", n->api.httpd.port,
            n->mgmt.started ? n->mgmt.httpd.port : 0, mesh_quic_port(n->mesh), mesh_node_id(n->mesh),
            mesh_token(n->mesh));
