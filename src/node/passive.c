@@ -276,6 +276,9 @@ static int ask(passive_t *p, tp_conn_t *c)
     rq->vram_bytes = p->o.vram_bytes;
     for (size_t i = 0; i < p->o.n_models && i < RT_MAX_REQ_MODELS; i++)
         snprintf(rq->models[rq->n_models++], CATALOG_NAME_MAX, "%s", p->models[i]);
+    for (size_t i = 0; i < PV_MAX_BAD && rq->n_silent < RT_MAX_SILENT; i++)
+        if (p->bad[i].silent && p->bad[i].until > now_ms(p))
+            snprintf(rq->silent[rq->n_silent++], sizeof rq->silent[0], "%s", p->bad[i].id);
     f = rt_request_encode(rq);
     if (!f || (rc = wire_write(&b, WIRE_ROUTE_REQUEST, f)) != 0) goto out;
     x->p = p;

@@ -97,7 +97,15 @@ def test_passive_client_sees_its_host_killed(start_node):
     c = start_node("--port", "0", "--client", "--join", a.token)
     ready_everywhere([c])
     st, evs, ended, late = kill_mid_stream(c, a)
+    t = time.monotonic() - ended
     check_outcome(st, evs, ended, late, "passive client")
+    # the client's next check-in (3 s after it found the host silent, with w: the silent host is
+    # skipped) carries the hint; w probes the host itself and declares it dead — the mesh
+    # agrees, where before only w's heartbeat monitors could tell (2.25 x 60 s)
+    wait_for(lambda: w.peer_states().get(a.id) == "dead", timeout=15,
+             what="the other active node to declare the host dead")
+    print(f"passive client: the other active node declared the host dead "
+          f"{time.monotonic() - t:.1f} s after the kill")
 
 
 def test_active_node_sees_a_host_killed(start_node):
