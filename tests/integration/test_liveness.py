@@ -11,8 +11,11 @@ import signal
 import threading
 import time
 
-from conftest import model_path, wait_for
+import pytest
+
+from conftest import model_path, sse_events, wait_for
 from test_failover import MODEL, Stream, ready_everywhere, text_of
+from test_impaired import WHY_NOT, impaired  # noqa: F401 (a fixture)
 from test_mesh import wait_converged
 
 # generous (the detection is ~2 s; the old paths took 30 s and more): holds under ASan on a busy
@@ -154,3 +157,45 @@ def test_live_host_paused_briefly_is_not_given_up(start_node):
     assert not any(e.startswith('{"error"') for e in evs), [e for e in evs if "error" in e]
     assert r.peer_states().get(a.id) == "alive"
     assert a.status()["node"]["id"] == a.id  # it is still there and answering
+
+
+def test_live_host_behind_a_slow_lossy_link_is_never_given_up(impaired, start_node):
+    """The host and the router in network namespaces joined by a link with 50 ms RTT and 5 %
+    loss each way (mesh-netimp), a third node on clean links: a long stream through the slow
+    link completes without an error, and no node ever holds the host dead while it runs."""
+    if WHY_NOT is not None:
+        pytest.skip(f"impaired networks: {WHY_NOT}")
+    net = impaired(3)
+    net.link(1, 2, rtt_ms=50, loss=0.05)
+    a = start_node("--port", "0", "--model", model_path(MODEL), ns=net.ns(1))
+    r = start_node("--port", "0", "--model", model_path(OTHER), "--max-vram", "0.05",
+                   "--join", a.token, ns=net.ns(2))
+    w = start_node("--port", "0", "--model", model_path(OTHER), "--max-vram", "0.05",
+                   "--join", a.token, ns=net.ns(3))
+    wait_converged([a, r, w])
+    ready_everywhere([r])
+    seen, done = set(), threading.Event()
+
+    def watch():
+        while not done.is_set():
+            for n in (r, w):
+                try:
+                    seen.add(n.peer_states().get(a.id))
+                except (OSError, AssertionError):
+                    pass
+            time.sleep(0.1)
+
+    t = threading.Thread(target=watch)
+    t.start()
+    try:
+        rs = r.request("POST", "/v1/completions", dict(LONG, max_tokens=600), timeout=300)
+    finally:
+        done.set()
+        t.join(timeout=30)
+    assert rs.status == 200 and rs.headers.get("x-mesh-node") == a.id, rs
+    ev = sse_events(rs.body)
+    assert ev and ev[-1] == "[DONE]", ev[-3:]
+    assert not any(e.startswith('{"error"') for e in ev), [e for e in ev if "error" in e][:2]
+    assert seen == {"alive"}, seen
+    assert net.stats()[(1, 2)][1] > 0  # packets were lost on the link, and none of it mattered
+    print(f"slow lossy link: {len(ev) - 1} events, host alive throughout at both nodes")
