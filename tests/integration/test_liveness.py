@@ -50,13 +50,14 @@ def late_request(node, out):
     out.update(status=r.status, headers=r.headers, took=time.monotonic() - t0, body=r.body[:300])
 
 
-def kill_mid_stream(client, host):
-    """Stream through client; at the first token freeze the host's llama-server and kill -9
-    the host node; 1 s later send another request. Returns (stream, events, seconds from the
-    kill to the stream's end, the late request's result)."""
+def kill_mid_stream(client, *hosts, on_kill=None):
+    """Stream through client; at the first token freeze the serving host's llama-server and
+    kill -9 the host node; 1 s later send another request. Returns (stream, events, seconds
+    from the kill to the stream's end, the late request's result)."""
     st = Stream(client.api_port, "/v1/completions", LONG, timeout=60)
     assert st.status == 200, (st.status, st.buf)
-    assert st.headers.get("x-mesh-node") == host.id, st.headers
+    host = next((h for h in hosts if h.id == st.headers.get("x-mesh-node")), None)
+    assert host is not None, ("the answer names none of the hosts", st.headers)
     evs, t_kill, late, timer = [], None, {}, None
     for ev in st.events():
         evs.append(ev)
@@ -71,6 +72,8 @@ def kill_mid_stream(client, host):
             t_kill = time.monotonic()
             timer = threading.Timer(1.0, late_request, (client, late))
             timer.start()
+            if on_kill:
+                on_kill(t_kill)
     ended = time.monotonic() - t_kill
     st.close()
     assert t_kill is not None, evs[-3:]
@@ -122,6 +125,39 @@ def test_active_node_sees_a_host_killed(start_node):
     # timeout and the heartbeat monitors (2.25 x 60 s)
     wait_for(lambda: r.peer_states().get(a.id) == "dead", timeout=BOUND_S,
              what="the killed host declared dead")
+
+
+def test_active_node_continues_on_a_replica(start_node):
+    """Two replicas: the stream whose host is killed continues on the other as one well-formed
+    stream (no error event), and the request sent 1 s after the kill is answered by it."""
+    a = start_node("--port", "0", "--model", model_path(MODEL))
+    b = start_node("--port", "0", "--model", model_path(MODEL), "--join", a.token)
+    r = router(start_node, a.token)
+    wait_converged([a, b, r])
+    ready_everywhere([r])
+    wait_for(lambda: sorted(next(m for m in r.status()["catalog"] if m["name"] == MODEL)["hosts"])
+             == sorted([a.id, b.id]), timeout=30, what="both replicas listed as hosts")
+    resumed = f'mesh_llm_relay_failover_results_total{{model="{MODEL}",result="resumed"}}'
+    failover = {}
+
+    def watch(t_kill):
+        def run():
+            while time.monotonic() < t_kill + 60 and "at" not in failover:
+                if (r.metric(resumed) or 0) >= 1:
+                    failover["at"] = time.monotonic() - t_kill
+                time.sleep(0.05)
+        threading.Thread(target=run, daemon=True).start()
+
+    st, evs, ended, late = kill_mid_stream(r, a, b, on_kill=watch)
+    assert evs[-1] == "[DONE]" and st.ended_properly, evs[-3:]
+    assert not any(e.startswith('{"error"') for e in evs), [e for e in evs if "error" in e][:2]
+    # the continuation started within the bound (the old path: at the 30 s idle timeout)
+    wait_for(lambda: "at" in failover, timeout=BOUND_S + 5, what="the failover")
+    assert failover["at"] <= BOUND_S, failover
+    assert late.get("status") == 200, late
+    assert late["took"] <= BOUND_S, late
+    print(f"replica: the stream continued on the other replica {failover['at']:.2f} s after the "
+          f"kill; request sent 1 s after the kill answered 200 in {late['took']:.2f} s")
 
 
 def test_live_host_paused_briefly_is_not_given_up(start_node):
