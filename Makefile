@@ -135,6 +135,7 @@ bench: build llama bench-model
 	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/switch
 	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/prefix --mesh-llm $(BUILD)/mesh-llm
 	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/sse --mesh-llm $(BUILD)/mesh-llm
+	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/failure-detect --mesh-llm $(BUILD)/mesh-llm
 	@$(MAKE) --no-print-directory bench-replicas
 	@$(MAKE) --no-print-directory bench-download
 	@$(BUILD)/mesh-bench-tunnel
@@ -167,6 +168,11 @@ bench-split-latency: build llama bench-model
 # 50 console clients on /api/events of a 10-node mesh: node CPU and RSS
 bench-sse: build llama
 	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/sse --mesh-llm $(BUILD)/mesh-llm
+
+# kill -9 at default settings: detection, first answer, mesh-wide agreement (p50/p99)
+.PHONY: bench-failure-detect
+bench-failure-detect: build llama
+	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/failure-detect --mesh-llm $(BUILD)/mesh-llm
 
 # mesh-llm's downloader (CLI and a node's /api/v1/load) vs curl -o, 128 MiB from a local server
 .PHONY: bench-split-speed
