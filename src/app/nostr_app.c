@@ -15,12 +15,14 @@
 #include "probe.h"
 #include "util.h"
 
-static void auto_decide(nostr_app_t *na);
+static void auto_decide(nostr_app_t *na, bool final);
 
 static void on_change(void *data)
 {
     nostr_app_t *na = data;
-    if (na->auto_pending && discovery_settled(na->disc)) auto_decide(na);
+    /* listening: a listing may have arrived before every relay answered again */
+    if (na->auto_pending && (na->auto_listening || discovery_settled(na->disc)))
+        auto_decide(na, false);
 }
 
 static int start_discovery(nostr_app_t *na)
@@ -162,9 +164,10 @@ static void auto_new_mesh(nostr_app_t *na, size_t listed)
                  "without a model: no catalog model fits %.1f GB (give one with --model)",
                  (double)na->offer / 1e9);
     snprintf(na->auto_note, sizeof na->auto_note,
-             "no public mesh to join (%zu listed, %lu of %lu probed answered): started a new "
+             "no public mesh to join (%zu listed, %lu of %lu probed answered%s): started a new "
              "mesh %s",
-             listed, na->probes_ok, na->probes, what);
+             listed, na->probes_ok, na->probes,
+             discovery_reached(na->disc) ? "" : "; no relay reachable", what);
     LOGI("nostr", "--auto: %s", na->auto_note);
     auto_free(na);
     if (na->join(na->join_data, NULL, err, sizeof err) != 0) {
@@ -260,11 +263,11 @@ static void probe_batch(nostr_app_t *na)
     if (na->pending == 0) batch_done(na);
 }
 
-static void auto_decide(nostr_app_t *na)
+/* The live listings, ranked, into na->cands (best first, at most AUTO_MAX_CANDIDATES); returns
+ * how many are listed. */
+static size_t auto_collect(nostr_app_t *na)
 {
-    if (!na->auto_pending) return;
-    auto_finish(na);
-    if (na->mesh) return; /* joined meanwhile (POST /api/join) */
+    auto_free(na);
     int64_t now = (int64_t)time(NULL);
     mesh_listing_t *ls = malloc(LISTING_SET_MAX * sizeof *ls);
     size_t *order = malloc(LISTING_SET_MAX * sizeof *order);
@@ -291,6 +294,58 @@ static void auto_decide(nostr_app_t *na)
     }
     free(ls);
     free(order);
+    return n;
+}
+
+static void auto_listen_end(uv_timer_t *t)
+{
+    nostr_app_t *na = t->data;
+    auto_decide(na, true);
+}
+
+/* Halfway through the listening window: ask the relays again (a relay's first answer may have
+ * come from a cache older than a listing published just before this node started). */
+static void auto_listen_refresh(uv_timer_t *t)
+{
+    nostr_app_t *na = t->data;
+    if (!na->auto_pending) return;
+    LOGD("nostr", "--auto: asking the relays again for listings");
+    discovery_refresh(na->disc, (int64_t)time(NULL));
+    uint64_t listen = env_ms("MESH_LLM_AUTO_LISTEN_MS", AUTO_LISTEN_MS);
+    uv_timer_start(&na->auto_timer, auto_listen_end, listen - listen / 2, 0);
+}
+
+/* The relays answered (or final: the wait is over): join the best listed mesh. With none listed
+ * yet, keep listening for MESH_LLM_AUTO_LISTEN_MS (asking the relays again halfway) and decide
+ * as soon as a listing arrives or at the end of that window. */
+static void auto_decide(nostr_app_t *na, bool final)
+{
+    if (!na->auto_pending) return;
+    if (na->mesh) { /* joined meanwhile (POST /api/join) */
+        auto_finish(na);
+        return;
+    }
+    size_t n = auto_collect(na);
+    if (na->n_cands == 0 && !final) {
+        uint64_t listen = env_ms("MESH_LLM_AUTO_LISTEN_MS", AUTO_LISTEN_MS);
+        if (!na->auto_listening && listen > 0) {
+            na->auto_listening = true;
+            LOGI("nostr",
+                 "--auto: no mesh listed yet; listening %.1f s more (asking the relays again) "
+                 "before starting a new mesh",
+                 (double)listen / 1000);
+            uv_timer_stop(&na->auto_timer);
+            uv_timer_start(&na->auto_timer, auto_listen_refresh, listen / 2, 0);
+        }
+        if (listen > 0) {
+            auto_free(na);
+            return; /* until a listing arrives or the window ends */
+        }
+    }
+    auto_finish(na);
+    if (n == 0 && !discovery_reached(na->disc))
+        LOGW("nostr", "--auto: no Nostr relay could be reached (offline?): no public mesh can "
+                      "be found");
     LOGI("nostr", "--auto: %zu live mesh(es) listed%s", n, n ? "; probing the best" : "");
     na->batch_start = 0;
     if (na->n_cands == 0)
@@ -304,7 +359,7 @@ static void auto_timeout(uv_timer_t *t)
     nostr_app_t *na = t->data;
     if (na->auto_pending) {
         LOGI("nostr", "--auto: not every relay answered in time; deciding with what arrived");
-        auto_decide(na);
+        auto_decide(na, true);
     }
 }
 
@@ -318,7 +373,7 @@ void nostr_app_auto(nostr_app_t *na)
     uv_timer_start(&na->auto_timer, auto_timeout, env_ms("MESH_LLM_AUTO_WAIT_MS", 15000), 0);
     LOGI("nostr", "--auto: looking for public meshes%s%s%s", na->cfg->region ? " (region " : "",
          na->cfg->region ? na->cfg->region : "", na->cfg->region ? ")" : "");
-    if (discovery_settled(na->disc)) auto_decide(na);
+    if (discovery_settled(na->disc)) auto_decide(na, false);
 }
 
 void nostr_app_query(const char *url, const char *name, char *out, size_t outlen)

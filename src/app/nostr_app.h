@@ -17,6 +17,7 @@
 
 #define AUTO_PROBE_BATCH 3 /* candidates probed at once */
 #define AUTO_MAX_CANDIDATES 12
+#define AUTO_LISTEN_MS 4000 /* MESH_LLM_AUTO_LISTEN_MS: listening with nothing listed */
 
 typedef struct {
     uv_loop_t *loop;
@@ -38,6 +39,7 @@ typedef struct {
     void *join_data;
     uint64_t offer; /* the memory this node offers (picks the model that fits) */
     bool auto_pending;
+    bool auto_listening; /* the relays answered with no mesh: listening a little longer */
     uv_timer_t auto_timer;
     bool auto_timer_open;
     uint64_t auto_deadline;

@@ -38,10 +38,11 @@ class Proc:
     """A node.js helper (relay) started by the test: its first line says its ports, every later
     line is kept."""
 
-    def __init__(self, script, ready_prefix, tmp_path, args=()):
+    def __init__(self, script, ready_prefix, tmp_path, args=(), env=None):
         self.err = open(tmp_path / (script + ".stderr"), "wb")
         self.p = subprocess.Popen(["node", os.path.join(JS, script)] + list(args),
-                                  stdout=subprocess.PIPE, stderr=self.err, cwd=JS)
+                                  stdout=subprocess.PIPE, stderr=self.err, cwd=JS,
+                                  env=dict(os.environ, **(env or {})))
         self.lines = []
         self.ready = None
         ev = threading.Event()
@@ -67,21 +68,29 @@ class Proc:
         self.err.close()
 
 
-@pytest.fixture
-def relay(tmp_path):
-    r = Proc("relay.mjs", "relay ready ", tmp_path)
+def start_relay(tmp_path, env=None, port=0):
+    r = Proc("relay.mjs", "relay ready ", tmp_path, args=[str(port)], env=env)
     r.url = f"ws://127.0.0.1:{r.ready['port']}"
 
     def published():
         return [json.loads(s) for s in list(r.lines) if s.startswith("{")]
 
     r.published = published
+    return r
+
+
+def check_published(r):
+    """Every event any node published: valid and correctly signed (nostr-tools), and stored."""
+    for e in r.published():
+        assert e["verified"] is True and e["ok"] is True, e
+
+
+@pytest.fixture
+def relay(tmp_path):
+    r = start_relay(tmp_path)
     yield r
     r.stop()
-    # every event any node published: valid and correctly signed (nostr-tools), and stored
-    evs = r.published()
-    for e in evs:
-        assert e["verified"] is True and e["ok"] is True, e
+    check_published(r)
 
 
 @pytest.fixture
@@ -386,11 +395,11 @@ def test_wss_relay(start_node, tmp_path):
                        env=dict(TIMERS, MESH_LLM_NOSTR_CA_FILE=cert))
         mesh = mesh_of(a)
 
-        def listed(extra_env):
+        def listed(extra_env, rc=0):
             p = subprocess.run([MESH_BIN, "discover", "--json", "--nostr-relay", url,
                                 "--timeout", "10"], capture_output=True, timeout=60,
                                env=dict(os.environ, **extra_env))
-            assert p.returncode == 0, p.stderr
+            assert p.returncode == rc, p.stderr
             return json.loads(p.stdout)
         wait_for(lambda: [m["mesh_id"] for m in
                           listed({"MESH_LLM_NOSTR_CA_FILE": cert})["meshes"]] == [mesh],
@@ -398,7 +407,7 @@ def test_wss_relay(start_node, tmp_path):
         evs = [json.loads(s) for s in r.lines if s.startswith("{")]
         assert evs and all(e["verified"] and e["ok"] for e in evs), evs
         # without the certificate in the trust store: refused, nothing listed
-        d = listed({"MESH_LLM_NOSTR_CA_FILE": ""})
+        d = listed({"MESH_LLM_NOSTR_CA_FILE": ""}, rc=1)  # no relay reachable
         assert d["meshes"] == [], d
         assert "certificate" in d["relays"][0]["last_error"], d["relays"]
     finally:
@@ -490,3 +499,78 @@ def test_stranger_listing_does_not_silence_the_publisher(start_node, relay):
     st = a.status()["nostr"]["publish"]
     assert st["publishing"] is True and st["yields"] == 0, st
     wait_listed(relay, mesh, node=a.id)
+
+
+def test_auto_right_after_publication_joins(start_node, tmp_path):
+    """Issue 27.5: --auto started right after a listing's publication joins that mesh. A relay
+    may answer a REQ from its cache of an identical earlier one (@nostr-relay/core keeps a
+    filter's answer for 1 s; here 60 s, so the race is certain): the publisher's own REQ at its
+    start, made before it published, is answered to the --auto node without the listing, and the
+    listing itself comes back only at the next republish. --auto keeps listening for a few
+    seconds when nothing is listed and asks the relays again with a filter of its time."""
+    r = start_relay(tmp_path, env={"RELAY_FILTER_CACHE_MS": "60000"})
+    try:
+        slow = {"MESH_LLM_PUBLISH_INTERVAL_MS": "60000"}  # no republish while --auto decides
+        a = publisher(start_node, r, "demo", "eu", env=slow)
+        mesh = mesh_of(a)
+        wait_for(lambda: listings(r, mesh), timeout=60, interval=0.05, what="the listing stored")
+        b = auto(start_node, [r.url], "eu", env=slow)
+        assert mesh_of(b) == mesh, b.stderr()
+        note = b.status()["nostr"]["auto"]
+        assert "joined mesh " + mesh in note, note
+        assert "started a new mesh" not in b.stderr(), b.stderr()
+    finally:
+        r.stop()
+    check_published(r)
+
+
+def test_discover_with_no_relay_reachable_fails(tmp_path):
+    """Issue 26.9: with no relay reachable (nothing listens on the port) `mesh-llm discover`
+    says so and exits non-zero, never "no public meshes found"."""
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))  # a port nothing listens on (bound, never listening)
+    url = f"ws://127.0.0.1:{s.getsockname()[1]}"
+    try:
+        p = subprocess.run([MESH_BIN, "discover", "--nostr-relay", url, "--timeout", "20"],
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode == 1, (p.returncode, p.stdout, p.stderr)
+        assert "no public meshes found" not in p.stdout.lower(), p.stdout
+        assert "no Nostr relay could be reached" in p.stderr and url in p.stderr, p.stderr
+        p = subprocess.run([MESH_BIN, "discover", "--json", "--nostr-relay", url, "--timeout",
+                            "20"], capture_output=True, text=True, timeout=60)
+        assert p.returncode == 1, (p.returncode, p.stdout, p.stderr)
+        d = json.loads(p.stdout)
+        assert d["meshes"] == [] and d["relays"][0]["answered"] is False, d
+        assert "refused" in d["relays"][0]["last_error"], d
+    finally:
+        s.close()
+
+
+def test_publish_with_no_relay_reachable_says_unpublished_then_retries(start_node, tmp_path):
+    """Issue 26.9: --publish with no relay reachable says the mesh is NOT published (never
+    "published"), keeps retrying with backoff, and is published once the relay is up."""
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # free again: the relay starts on it later
+    a = start_node("--model", model_path(SMALL), "--publish", "--mesh-name", "late",
+                   "--region", "eu", "--max-vram", "4", "--port", "0",
+                   "--nostr-relay", f"ws://127.0.0.1:{port}",
+                   env=dict(TIMERS, MESH_LLM_NOSTR_RETRY_MS="1000"))
+    mesh = mesh_of(a)
+    wait_for(lambda: "is NOT published" in a.stderr(), timeout=30, interval=0.2,
+             what="the 'not published' warning")
+    st = a.status()["nostr"]["publish"]
+    assert st["published"] is False and st["relays_accepted"] == 0, st
+    assert "is published" not in a.stderr(), a.stderr()
+    r = start_relay(tmp_path, port=port)
+    try:
+        wait_for(lambda: listings(r, mesh), timeout=90, interval=0.2, what="published on retry")
+        wait_for(lambda: a.status()["nostr"]["publish"]["published"], timeout=30, interval=0.2,
+                 what="status says published")
+        assert f"mesh {mesh} ('late', region eu) is published" in a.stderr(), a.stderr()
+    finally:
+        r.stop()
+    check_published(r)
