@@ -148,34 +148,108 @@ static void auto_free(nostr_app_t *na)
     na->n_cands = 0;
 }
 
-static void auto_new_mesh(nostr_app_t *na, size_t listed)
+/* Start the new mesh: the note says what --auto decided (one line, said once), then join, then
+ * fetch the picked model when there is one to fetch (on disk: it is found there). */
+static void auto_start_new(nostr_app_t *na, const char *what, const char *fetch)
 {
-    char err[512], what[256];
-    const config_t *cfg = na->cfg;
-    bool has_models = cfg->n_models || cfg->n_requested || cfg->models_dir;
-    const known_model_t *pick = has_models ? NULL : auto_pick_model(na->offer);
-    if (has_models)
-        snprintf(what, sizeof what, "serving this node's models");
-    else if (pick)
-        snprintf(what, sizeof what, "with %s, the largest catalog model that fits %.1f GB",
-                 pick->name, (double)na->offer / 1e9);
-    else
-        snprintf(what, sizeof what,
-                 "without a model: no catalog model fits %.1f GB (give one with --model)",
-                 (double)na->offer / 1e9);
+    char err[512];
     snprintf(na->auto_note, sizeof na->auto_note,
              "no public mesh to join (%zu listed, %lu of %lu probed answered%s): started a new "
              "mesh %s",
-             listed, na->probes_ok, na->probes,
+             na->auto_listed, na->probes_ok, na->probes,
              discovery_reached(na->disc) ? "" : "; no relay reachable", what);
     LOGI("nostr", "--auto: %s", na->auto_note);
     auto_free(na);
+    snprintf(na->auto_model, sizeof na->auto_model, "%s", fetch ? fetch : "");
     if (na->join(na->join_data, NULL, err, sizeof err) != 0) {
         LOGE("nostr", "--auto: cannot start a new mesh: %s", err);
         return;
     }
-    if (pick && na->fetch_model && na->fetch_model(na->join_data, pick->name, err, sizeof err))
-        LOGE("nostr", "--auto: cannot download %s: %s", pick->name, err);
+    if (fetch && na->fetch_model && na->fetch_model(na->join_data, fetch, err, sizeof err))
+        LOGE("nostr", "--auto: cannot fetch %s: %s", fetch, err);
+}
+
+static bool pick_on_disk(void *data, const known_model_t *m)
+{
+    nostr_app_t *na = data;
+    return na->on_disk && na->on_disk(na->join_data, m->name);
+}
+
+/* The picked model, as the note says it. */
+static void pick_what(const nostr_app_t *na, const auto_pick_t *p, const char *hub_err, char *what,
+                      size_t len)
+{
+    double gb = (double)na->offer / 1e9;
+    if (p->why == AUTO_PICK_NONE_FITS)
+        snprintf(what, len,
+                 "without a model: no catalog model fits %.1f GB (give one with --model)", gb);
+    else if (p->why == AUTO_PICK_TOO_SLOW)
+        snprintf(what, len,
+                 "without a model: no catalog model runs at %.0f tokens/s or more here (%s, the "
+                 "fastest that fits %.1f GB, would run at ~%.1f, estimated from %u MFLOP/s); give "
+                 "one with --model",
+                 AUTO_MIN_TPS, p->best->name, gb, auto_est_tps(p->best->size, na->mflops),
+                 na->mflops);
+    else if (hub_err)
+        snprintf(what, len,
+                 "without a model: %s would need a download and the hub cannot serve it (%s); "
+                 "give one with --model",
+                 p->model->name, hub_err);
+    else if (p->why == AUTO_PICK_UNKNOWN_SPEED)
+        snprintf(what, len, "with %s, the catalog default (this node's speed is unknown); %s",
+                 p->model->name, p->on_disk ? "on disk" : "downloading it");
+    else
+        snprintf(what, len,
+                 "with %s, the largest catalog model that fits %.1f GB and runs at ~%.1f "
+                 "tokens/s here (estimated from %u MFLOP/s; at least %.0f wanted); %s",
+                 p->model->name, gb, p->tps, na->mflops, AUTO_MIN_TPS,
+                 p->on_disk ? "on disk" : "downloading it");
+}
+
+static void on_hub_probe(void *data, int rc, const char *why)
+{
+    nostr_app_t *na = data;
+    if (na->stopped) return;
+    char what[768];
+    pick_what(na, &na->pick, rc ? why : NULL, what, sizeof what);
+    auto_start_new(na, what, rc ? NULL : na->pick.model->name);
+}
+
+static void auto_new_mesh(nostr_app_t *na, size_t listed);
+
+static void auto_speed_wait(uv_timer_t *t)
+{
+    nostr_app_t *na = t->data;
+    auto_new_mesh(na, na->auto_listed);
+}
+
+/* No mesh to join: a new one, with a model this node can run at a usable speed (auto_score.h),
+ * taken from disk or downloaded only when the hub answers first. */
+static void auto_new_mesh(nostr_app_t *na, size_t listed)
+{
+    const config_t *cfg = na->cfg;
+    na->auto_listed = listed;
+    if (cfg->n_models || cfg->n_requested || cfg->models_dir) {
+        auto_start_new(na, "serving this node's models", NULL);
+        return;
+    }
+    bool pending = false;
+    na->mflops = na->speed ? na->speed(na->join_data, &pending) : 0;
+    if (pending && na->speed_waits++ < AUTO_SPEED_WAITS) { /* the calibration ends soon */
+        uv_timer_start(&na->auto_timer, auto_speed_wait, 100, 0);
+        return;
+    }
+    na->pick = auto_pick_model(na->offer, na->mflops, pick_on_disk, na);
+    char what[768];
+    if (na->pick.model && !na->pick.on_disk && na->probe_hub) {
+        int rc = na->probe_hub(na->join_data, na->pick.model->name, on_hub_probe, na);
+        if (rc == 0) return; /* on_hub_probe goes on */
+        pick_what(na, &na->pick, strerror(-rc), what, sizeof what);
+        auto_start_new(na, what, NULL);
+        return;
+    }
+    pick_what(na, &na->pick, NULL, what, sizeof what);
+    auto_start_new(na, what, na->pick.model ? na->pick.model->name : NULL);
 }
 
 static void probe_batch(nostr_app_t *na);
@@ -426,6 +500,7 @@ json_t *nostr_app_status(nostr_app_t *na)
 
 void nostr_app_stop(nostr_app_t *na)
 {
+    na->stopped = true;
     publisher_stop(&na->pub);
     if (na->auto_timer_open) {
         na->auto_timer_open = false;
