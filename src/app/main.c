@@ -57,7 +57,8 @@ typedef struct {
     int exit_code;
     char home[4096];
     uint64_t vram;
-    bool idle; /* no mesh yet: waiting for POST /api/join */
+    unsigned n_accel; /* accelerators offered (offer_detect) */
+    bool idle;        /* no mesh yet: waiting for POST /api/join */
     bool joined_at_runtime;
     char idle_id[ID_HEX_LEN + 1];
     char idle_msg[160]; /* the inference API's 503 while idle */
@@ -410,7 +411,8 @@ static uint32_t auto_speed(void *data, bool *pending)
 {
     node_t *n = data;
     *pending = n->plan.speed.running;
-    return n->plan.speed.mflops;
+    /* the calibration measures the CPU: an accelerator's speed is not estimated (no limit) */
+    return n->n_accel ? AUTO_SPEED_UNLIMITED : n->plan.speed.mflops;
 }
 
 static bool auto_on_disk(void *data, const char *ref)
@@ -595,7 +597,7 @@ int main(int argc, char **argv)
     n->ms.data = n;
     LOGI("node", "%zu known model(s); slots: %u llm, %u embedding, %u reranking", n->ms.n,
          n->cfg.max_loaded[0], n->cfg.max_loaded[1], n->cfg.max_loaded[2]);
-    uint64_t vram = n->cfg.client ? 0 : offer_detect(&n->cfg, n->sv.llama_server);
+    uint64_t vram = n->cfg.client ? 0 : offer_detect(&n->cfg, n->sv.llama_server, &n->n_accel);
     n->vram = vram;
     models_set_offer(&n->ms, vram);
     planner_init(&n->plan, n->loop, &n->cfg, &n->ms, &n->sv, vram);

@@ -195,6 +195,10 @@ static void pick_what(const nostr_app_t *na, const auto_pick_t *p, const char *h
                  "without a model: %s would need a download and the hub cannot serve it (%s); "
                  "give one with --model",
                  p->model->name, hub_err);
+    else if (na->mflops == AUTO_SPEED_UNLIMITED)
+        snprintf(what, len,
+                 "with %s, the largest catalog model that fits %.1f GB of accelerator memory; %s",
+                 p->model->name, gb, p->on_disk ? "on disk" : "downloading it");
     else if (p->why == AUTO_PICK_UNKNOWN_SPEED)
         snprintf(what, len, "with %s, the catalog default (this node's speed is unknown); %s",
                  p->model->name, p->on_disk ? "on disk" : "downloading it");

@@ -45,6 +45,9 @@ void auto_rank(const mesh_listing_t *ls, size_t n, const auto_prefs_t *p, size_t
  * (At 3258 MFLOP/s, one thread of a 2-core VM: Qwen2.5-0.5B 6.6, Llama-3.2-1B 4.0,
  * Qwen2.5-7B 0.7 tokens/s.) */
 #define AUTO_MIN_TPS 5.0
+/* mflops for a node whose offer is an accelerator's memory: the CPU calibration says nothing of
+ * its speed, so memory alone decides */
+#define AUTO_SPEED_UNLIMITED UINT32_MAX
 
 double auto_est_tps(uint64_t size_bytes, uint32_t mflops);
 

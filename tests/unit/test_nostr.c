@@ -485,6 +485,8 @@ static void test_auto_pick_model(void **state)
         {100 * MBy, 40000, NULL, NULL, NULL, AUTO_PICK_NONE_FITS},
         {4 * GBy, 0, NULL, "Qwen2.5-0.5B-Instruct-Q4_K_M", NULL, AUTO_PICK_UNKNOWN_SPEED},
         {800 * MBy, 0, NULL, "SmolLM2-360M-Instruct-Q4_K_M", NULL, AUTO_PICK_UNKNOWN_SPEED},
+        /* an accelerator: memory alone */
+        {8 * GBy, AUTO_SPEED_UNLIMITED, NULL, "Qwen2.5-7B-Instruct-Q4_K_M", NULL, AUTO_PICK_FAST},
         /* on disk and fast enough: no download */
         {4 * GBy, 12000, "SmolLM2-360M-Instruct-Q4_K_M", "SmolLM2-360M-Instruct-Q4_K_M", NULL,
          AUTO_PICK_FAST},
