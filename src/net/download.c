@@ -471,9 +471,10 @@ void dl_transfer_done(job_t *j, CURLcode res)
                          res == CURLE_COULDNT_CONNECT)) {
         /* no server ever answered this job: offline or a wrong address, which retrying within
          * seconds does not mend; fail now and say so */
+        bool same = strcmp(j->label, j->url0) == 0; /* a fetch's label is its URL */
         snprintf(err, sizeof err,
                  "%.200s: cannot reach %.300s: %s (offline, or a wrong HF_ENDPOINT / URL?)%s",
-                 j->label, j->url0, cerr, part_fate(j));
+                 j->label, same ? "it" : j->url0, cerr, part_fate(j));
         finish(j, res == CURLE_COULDNT_CONNECT ? -ECONNREFUSED : -EHOSTUNREACH, err);
         return;
     }
