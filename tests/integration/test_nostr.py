@@ -513,6 +513,26 @@ def test_auto_offline_hub_starts_no_download(start_node, relay, tmp_path):
     assert not os.path.exists(tmp_path / "home" / ".models"), os.listdir(tmp_path / "home")
 
 
+def test_auto_offline_serves_a_fast_enough_model_from_disk(start_node, relay, tmp_path):
+    """Issue 26: offline (the hub unreachable), a catalog model that runs fast enough and is on
+    disk already (~/.models, where downloads land) is taken before any download: the new mesh
+    serves it, nothing is asked of the network."""
+    import shutil
+    models = tmp_path / "home" / ".models"
+    models.mkdir(parents=True)
+    shutil.copy(model_path(SMALL), models / "SmolLM2-360M-Instruct-Q4_K_M.gguf")
+    n = start_node("--auto", "--region", "eu", "--port", "0", "--max-vram", "8",
+                   *relay_args(relay.url),
+                   env=dict(TIMERS, HF_ENDPOINT="http://nonexistent.invalid",
+                            HOME=str(tmp_path / "home"), MESH_LLM_SPEED_MFLOPS="1500"))
+    note = n.status()["nostr"]["auto"]
+    assert "started a new mesh with SmolLM2-360M-Instruct-Q4_K_M, " in note and \
+        note.endswith("; on disk"), note
+    wait_for(lambda: n.complete("SmolLM2-360M-Instruct-Q4_K_M").status == 200, timeout=120,
+             interval=0.5, what="the model on disk answers")
+    assert "cannot reach" not in n.stderr(), n.stderr()
+
+
 def test_stranger_listing_does_not_silence_the_publisher(start_node, relay):
     """Anyone can sign a listing with a mesh's id (the token is public): one that claims the
     smallest node id, from a node that is not a member, never makes the publisher yield."""
