@@ -213,7 +213,7 @@ static void pick_what(const nostr_app_t *na, const auto_pick_t *p, const char *h
 static void on_hub_probe(void *data, int rc, const char *why)
 {
     nostr_app_t *na = data;
-    if (na->stopped) return;
+    if (na->stopped || na->mesh) return; /* stopping, or joined meanwhile (POST /api/join) */
     char what[768];
     pick_what(na, &na->pick, rc ? why : NULL, what, sizeof what);
     auto_start_new(na, what, rc ? NULL : na->pick.model->name);
@@ -224,7 +224,7 @@ static void auto_new_mesh(nostr_app_t *na, size_t listed);
 static void auto_speed_wait(uv_timer_t *t)
 {
     nostr_app_t *na = t->data;
-    auto_new_mesh(na, na->auto_listed);
+    if (!na->mesh) auto_new_mesh(na, na->auto_listed);
 }
 
 /* No mesh to join: a new one, with a model this node can run at a usable speed (auto_score.h),
