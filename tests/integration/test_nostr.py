@@ -579,6 +579,31 @@ def test_auto_right_after_publication_joins(start_node, tmp_path):
     check_published(r)
 
 
+def test_auto_keeps_listening_before_a_new_mesh(start_node, relay):
+    """Issue 27.5: the relays answered with no mesh listed: --auto keeps listening
+    (MESH_LLM_AUTO_LISTEN_MS; 4 s by default, here longer so that a busy machine meets it) and
+    joins a mesh listed meanwhile, instead of starting one of its own at the relays' EOSE."""
+    a = start_node("--model", model_path(SMALL), "--port", "0", "--max-vram", "4", env=TIMERS)
+    mesh = mesh_of(a)
+    b = start_node("--auto", "--region", "eu", "--port", "0", "--max-vram", "4",
+                   *relay_args(relay.url), wait_ready=False,
+                   env=dict(TIMERS, MESH_LLM_AUTO_LISTEN_MS="30000"))
+    wait_for(lambda: "no mesh listed yet; listening" in b.stderr(), timeout=30, interval=0.1,
+             what="--auto listening")
+    assert "started a new mesh" not in b.stderr(), b.stderr()
+    content = {"v": 1, "name": "late", "mesh_id": mesh, "region": "eu", "node_count": 1,
+               "mem_total": 4 * 10**9, "mem_free": 4 * 10**9,
+               "models": [{"name": SMALL, "status": "ready", "served": True}],
+               "version": "0.1.0", "token": a.token, "node": a.id}
+    p = subprocess.run(["node", os.path.join(JS, "publish_listing.mjs"), relay.url,
+                        json.dumps(content)], capture_output=True, text=True, timeout=60, cwd=JS)
+    assert p.returncode == 0, p.stderr
+    b.wait_ready(60)
+    assert mesh_of(b) == mesh, b.stderr()
+    assert "joined mesh " + mesh in b.status()["nostr"]["auto"], b.stderr()
+    assert "started a new mesh" not in b.stderr(), b.stderr()
+
+
 def test_discover_with_no_relay_reachable_fails(tmp_path):
     """Issue 26.9: with no relay reachable (nothing listens on the port) `mesh-llm discover`
     says so and exits non-zero, never "no public meshes found"."""
