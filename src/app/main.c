@@ -60,7 +60,8 @@ typedef struct {
     int exit_code;
     char home[4096];
     uint64_t vram;
-    bool idle; /* no mesh yet: waiting for POST /api/join */
+    unsigned n_accel; /* accelerators offered (offer_detect) */
+    bool idle;        /* no mesh yet: waiting for POST /api/join */
     bool joined_at_runtime;
     char idle_id[ID_HEX_LEN + 1];
     char idle_msg[160]; /* the inference API's 503 while idle */
@@ -112,6 +113,8 @@ static void announce(void *data)
              n->cfg.requested[i]);
     if (n->cfg.client)
         LOGI("node", "client node: requests are routed to the mesh; this node serves no model");
+    else if (n->ms.n == 0 && n->nostr.auto_model[0])
+        LOGI("node", "model %s: fetched for --auto; served once it is here", n->nostr.auto_model);
     else if (n->ms.n == 0 && n->cfg.n_requested == 0 &&
              (n->cfg.n_joins > 0 || n->joined_at_runtime))
         LOGI("node", "no models given: the mesh may give this node one of its models, or it "
@@ -409,6 +412,26 @@ static int auto_fetch(void *data, const char *ref, char *err, size_t errlen)
     return node_dl_start(&n->ndl, ref, err, errlen);
 }
 
+static uint32_t auto_speed(void *data, bool *pending)
+{
+    node_t *n = data;
+    *pending = n->plan.speed.running;
+    /* the calibration measures the CPU: an accelerator's speed is not estimated (no limit) */
+    return n->n_accel ? AUTO_SPEED_UNLIMITED : n->plan.speed.mflops;
+}
+
+static bool auto_on_disk(void *data, const char *ref)
+{
+    node_t *n = data;
+    return node_dl_on_disk(&n->ndl, ref);
+}
+
+static int auto_probe_hub(void *data, const char *ref, node_dl_probe_fn cb, void *arg)
+{
+    node_t *n = data;
+    return n->ndl.d ? node_dl_probe(&n->ndl, ref, cb, arg) : -ENOTCONN;
+}
+
 static void on_discover(void *data, httpd_req_t *req)
 {
     node_t *n = data;
@@ -607,7 +630,7 @@ int main(int argc, char **argv)
     n->ms.data = n;
     LOGI("node", "%zu known model(s); slots: %u llm, %u embedding, %u reranking", n->ms.n,
          n->cfg.max_loaded[0], n->cfg.max_loaded[1], n->cfg.max_loaded[2]);
-    uint64_t vram = n->cfg.client ? 0 : offer_detect(&n->cfg, n->sv.llama_server);
+    uint64_t vram = n->cfg.client ? 0 : offer_detect(&n->cfg, n->sv.llama_server, &n->n_accel);
     n->vram = vram;
     models_set_offer(&n->ms, vram);
     planner_init(&n->plan, n->loop, &n->cfg, &n->ms, &n->sv, vram);
@@ -658,6 +681,9 @@ int main(int argc, char **argv)
     }
     n->nostr.join = auto_join;
     n->nostr.fetch_model = auto_fetch;
+    n->nostr.speed = auto_speed;
+    n->nostr.on_disk = auto_on_disk;
+    n->nostr.probe_hub = auto_probe_hub;
     n->nostr.join_data = n;
     n->nostr.offer = n->vram;
     if (n->idle) {

@@ -12,9 +12,10 @@
 
 /* Memory this node offers: --max-vram; else the free memory of the accelerators the installed
  * llama-server reports (--list-devices); else (a CPU-only build) half of the available RAM. */
-uint64_t offer_detect(const config_t *cfg, const char *llama_server)
+uint64_t offer_detect(const config_t *cfg, const char *llama_server, unsigned *n_accel)
 {
     char b[32];
+    if (n_accel) *n_accel = 0;
     if (cfg->max_vram_bytes) {
         LOGI("node", "offering %s of memory (--max-vram)",
              ledger_fmt(cfg->max_vram_bytes, b, sizeof b));
@@ -24,6 +25,7 @@ uint64_t offer_detect(const config_t *cfg, const char *llama_server)
     unsigned n_dev = 0;
     int rc = devices_detect(llama_server, 15000, &dev, &n_dev);
     if (rc == 0 && n_dev > 0 && dev > 0) {
+        if (n_accel) *n_accel = n_dev;
         LOGI("node", "offering %s of memory: free on %u device(s) llama-server reports",
              ledger_fmt(dev, b, sizeof b), n_dev);
         return dev;

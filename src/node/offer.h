@@ -8,6 +8,8 @@
 
 #include "config.h"
 
-uint64_t offer_detect(const config_t *cfg, const char *llama_server);
+/* *n_accel (may be NULL): the accelerators whose memory is offered (0: the CPU's RAM, or
+ * --max-vram, which runs no detection). */
+uint64_t offer_detect(const config_t *cfg, const char *llama_server, unsigned *n_accel);
 
 #endif
