@@ -16,7 +16,7 @@
 #include "model_fetch.h"
 #include "model_ref.h"
 #include "offer.h"
-#include "supervisor.h"
+#include "bin_find.h"
 #include "util.h"
 
 typedef struct {
@@ -144,11 +144,11 @@ static uint64_t memory_offered(int argc, char **argv, char *how, size_t len)
     const char *bin_dir = NULL;
     for (int i = 1; i + 1 < argc; i++) {
         if (strcmp(argv[i], "--max-vram") == 0)
-            return offer_compute((uint64_t)(atof(argv[i + 1]) * 1e9), NULL, how, len);
+            return offer_compute((uint64_t)(atof(argv[i + 1]) * 1e9), NULL, NULL, how, len);
         if (strcmp(argv[i], "--bin-dir") == 0) bin_dir = argv[i + 1];
     }
     char *llama_server = sv_find_binary(bin_dir, "llama-server");
-    uint64_t offer = offer_compute(0, llama_server, how, len);
+    uint64_t offer = offer_compute(0, llama_server, NULL, how, len);
     free(llama_server);
     return offer;
 }

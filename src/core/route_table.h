@@ -8,7 +8,10 @@
  * FIN:
  *
  *   request  {"v":1,"type":"route_request","id":ID,"role":"client"|"standby",
- *             "vram_bytes":N,"models":[NAME…]}          (models: a standby's files on disk)
+ *             "vram_bytes":N,"models":[NAME…],         (models: a standby's files on disk)
+ *             "silent":[ID…]}   (optional: nodes whose connection with the passive node went
+ *                                silent while it waited on them; a hint: the active node
+ *                                probes them itself, so a dead host is agreed mesh-wide)
  *   answer   {"v":1,"type":"route_table","mesh_id":M,"refresh_ms":N,
  *             "nodes":[{"id":ID,"addrs":["host:port"…],"vram_bytes":N}…],   (active nodes)
  *             "models":[{"name":NAME,"status":"ready"|"loading"|"unloaded"|"needs_capacity",
@@ -50,6 +53,7 @@
 #define RT_MAX_ADDRS 4       /* addresses per node */
 #define RT_ADDR_MAX 64       /* bytes including the NUL (TOKEN_ADDR_MAX) */
 #define RT_MAX_REQ_MODELS 64 /* a standby's models on disk */
+#define RT_MAX_SILENT 8      /* "silent" hints per request */
 #define RT_MESH_ID_MAX 65    /* bytes including the NUL */
 #define RT_REFRESH_MS 30000  /* MESH_LLM_ROUTE_REFRESH_MS default */
 #define RT_MAX_SLOTS 4096    /* a host's parallel slots */
@@ -63,6 +67,8 @@ typedef struct {
     uint64_t vram_bytes;
     char models[RT_MAX_REQ_MODELS][CATALOG_NAME_MAX];
     size_t n_models;
+    char silent[RT_MAX_SILENT][CATALOG_ID_LEN + 1];
+    size_t n_silent;
     size_t rejected;
 } rt_request_t;
 

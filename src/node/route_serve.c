@@ -183,6 +183,10 @@ json_t *route_serve_answer(route_serve_t *rs, const char *peer_id, json_t *req)
         return NULL;
     }
     remember(rs, rq);
+    /* hosts the passive node found silent: hints, checked with our own probe (a dead one is
+     * declared dead and gossiped; the next table leaves it out) */
+    for (size_t i = 0; i < rq->n_silent; i++)
+        if (strcmp(rq->silent[i], peer_id) != 0) mesh_suspect(rs->mesh, rq->silent[i]);
     free(rq);
     uint64_t now = uv_now(rs->loop);
     if (!rs->cached || now - rs->built_at >= rs->cache_ms) {
