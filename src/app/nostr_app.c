@@ -233,7 +233,7 @@ static void auto_new_mesh(nostr_app_t *na, size_t listed)
 {
     const config_t *cfg = na->cfg;
     na->auto_listed = listed;
-    if (cfg->n_models || cfg->n_requested || cfg->models_dir) {
+    if (config_named_models(cfg) || cfg->n_requested || cfg->models_dir) {
         auto_start_new(na, "serving this node's models", NULL);
         return;
     }

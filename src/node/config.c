@@ -758,13 +758,20 @@ int config_parse(config_t *cfg, int argc, char **argv, char *err, size_t errlen)
     return rc < 0 ? rc : CONFIG_OK;
 }
 
-bool config_idle(const config_t *cfg)
+size_t config_named_models(const config_t *cfg)
 {
-    size_t named = 0; /* the default models directory's files do not make a node leave idle */
+    size_t named = 0;
     for (size_t i = 0; i < cfg->n_models; i++)
         named += !cfg->models[i].from_dir;
-    return named == 0 && cfg->n_requested == 0 && !cfg->models_dir && cfg->n_joins == 0 &&
-           !cfg->client && !cfg->mesh_name && !cfg->own_mesh && !cfg->auto_join && !cfg->publish;
+    return named;
+}
+
+bool config_idle(const config_t *cfg)
+{
+    /* the default models directory's files do not make a node leave idle */
+    return config_named_models(cfg) == 0 && cfg->n_requested == 0 && !cfg->models_dir &&
+           cfg->n_joins == 0 && !cfg->client && !cfg->mesh_name && !cfg->own_mesh &&
+           !cfg->auto_join && !cfg->publish;
 }
 
 void config_free(config_t *cfg)
