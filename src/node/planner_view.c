@@ -566,10 +566,11 @@ void planner_status(planner_t *pl, json_t *st)
     const tunnel_rpc_stats_t *ts = tunnel_rpc_stats();
     json_object_set_new(
         st, "rpc_tunnel",
-        json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "host_tx", (json_int_t)ts->host_tx, "host_rx",
-                  (json_int_t)ts->host_rx, "worker_rx", (json_int_t)ts->worker_rx, "worker_tx",
-                  (json_int_t)ts->worker_tx, "host_turns", (json_int_t)ts->host_turns, "bursts",
-                  (json_int_t)ts->bursts, "hold_expired", (json_int_t)ts->hold_expired));
+        json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "host_tx", (json_int_t)ts->host_tx,
+                  "host_rx", (json_int_t)ts->host_rx, "worker_rx", (json_int_t)ts->worker_rx,
+                  "worker_tx", (json_int_t)ts->worker_tx, "host_turns", (json_int_t)ts->host_turns,
+                  "bursts", (json_int_t)ts->bursts, "hold_expired", (json_int_t)ts->hold_expired,
+                  "suspects", (json_int_t)ts->suspects));
     json_t *node = json_object_get(st, "node");
     if (node) {
         json_object_set_new(node, "role", json_string(self_role(pl)));
