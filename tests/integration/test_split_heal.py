@@ -85,3 +85,30 @@ def test_worker_killed_split_replanned_on_remaining_nodes(start_node, tmp_path):
     p = plan_of(host, SMALL)
     assert [w["id"] for w in p["workers"]] == [third.id], p
     assert text(request(third)) == want
+def test_split_short_of_memory_completed_by_standby(start_node, tmp_path):
+    """A split of two, and a third node with memory but no model file: nothing needs it, so it
+    stands by passively (no gossip, routing tables only). The worker is killed: the split is
+    short of memory, the routing table says by how much (short_bytes), and the standby, whose
+    free memory covers it, is promoted into the group as its worker (the weights come from the
+    host through the tunnel)."""
+    vram = gb(0.6 * SMALL_SIZE)
+    a = start_node("--port", "0", "--model", model_path(SMALL), *SMALL_CTX, "--max-vram", vram,
+                   env=env_for(tmp_path, "a"))
+    b = start_node("--port", "0", "--models-dir", models_dir(tmp_path, "b", SMALL), *SMALL_CTX,
+                   "--max-vram", vram, "--join", a.token, env=env_for(tmp_path, "b"))
+    wait_for(lambda: split_of([a, b]) is not None, timeout=120, what="a split of two")
+    host, worker = split_of([a, b])
+    wait_for(lambda: models_status(host).get(SMALL) == "ready", timeout=60, what="ready")
+    want = text(request(host))
+    c = start_node("--port", "0", "--models-dir", models_dir(tmp_path, "c"), *SMALL_CTX,
+                   "--max-vram", vram, "--join", a.token, env=env_for(tmp_path, "c"))
+    wait_for(lambda: c.status()["node"].get("standby", {}).get("passive"), timeout=60,
+             what="the third node standing by passively")
+    t_kill = time.monotonic()
+    kill(worker)
+    rest = [n for n in (a, b) if n is not worker][0]
+    answers_again(rest, want, STANDBY_BOUND_S, t_kill)
+    assert c.status()["node"]["assignment"]["rule"] == "promoted_split_short"
+    h, w = split_of([rest, c])
+    assert {h.id, w.id} == {rest.id, c.id}
+    assert text(request(c)) == want
