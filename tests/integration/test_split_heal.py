@@ -82,6 +82,7 @@ def test_worker_killed_split_replanned_on_remaining_nodes(start_node, tmp_path):
     t_kill = time.monotonic()
     kill(worker)
     answers_again(host, want, REPLAN_BOUND_S, t_kill)
+    assert host.status()["rpc_tunnel"]["suspects"] >= 1  # the tunnel, not the heartbeat, told
     p = plan_of(host, SMALL)
     assert [w["id"] for w in p["workers"]] == [third.id], p
     assert text(request(third)) == want
