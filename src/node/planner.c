@@ -279,7 +279,7 @@ static tp_conn_t *get_conn(void *data, const char *peer_id)
 static void on_rpc_suspect(void *data, const char *peer_id, const char *why)
 {
     planner_t *pl = data;
-    LOGI("planner", "split worker %.12s suspected (%s): probing it", peer_id, why);
+    LOGD("planner", "split worker %.12s suspected (%s): probing it", peer_id, why);
     if (pl->mesh && !pl->stopping) mesh_suspect(pl->mesh, peer_id);
 }
 
