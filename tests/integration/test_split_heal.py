@@ -102,8 +102,9 @@ def test_split_short_of_memory_completed_by_standby(start_node, tmp_path):
     host, worker = split_of([a, b])
     wait_for(lambda: models_status(host).get(SMALL) == "ready", timeout=60, what="ready")
     want = text(request(host))
+    # it joins through the worker: the node that will die is the one its token names
     c = start_node("--port", "0", "--models-dir", models_dir(tmp_path, "c"), *SMALL_CTX,
-                   "--max-vram", vram, "--join", a.token, env=env_for(tmp_path, "c"))
+                   "--max-vram", vram, "--join", worker.token, env=env_for(tmp_path, "c"))
     wait_for(lambda: c.status()["node"].get("standby", {}).get("passive"), timeout=60,
              what="the third node standing by passively")
     t_kill = time.monotonic()
