@@ -20,7 +20,8 @@
  * `models` is the mesh catalog with each model's status; a model's `hosts` are the nodes whose
  * llama-server for it answers, with their load (requests per minute they announce) and their
  * server's parallel slots (optional). `short_bytes` (optional, a model that needs capacity):
- * the memory its split group lacks — a standby that has it free is promoted into the group.
+ * the memory its split group lacks (need − the memory of the nodes serving or waiting for it) —
+ * a standby that has it free is promoted into the group.
  *
  * Validation (never trust the sender): the request's id must be the authenticated peer's
  * (-EPERM); ids are 64 lowercase hex, names catalog_name_valid, addresses 1..RT_ADDR_MAX-1

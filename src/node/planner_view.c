@@ -355,12 +355,13 @@ static const char *entry_status(planner_t *pl, const peers_t *P, const catalog_t
     return catalog_status_name(e->status);
 }
 
-/* A model that needs capacity: the memory the mesh lacks to run it (need − the live nodes'
- * memory), which a standby with that much free completes (route tables carry it); 0 otherwise. */
-static uint64_t entry_short(const char *status, const catalog_t *cat, const catalog_entry_t *e)
+/* A model that needs capacity: the memory its group lacks (need − the memory of the nodes
+ * serving or waiting for it), which a standby with that much free completes (routing tables
+ * carry it); 0 otherwise. */
+static uint64_t entry_short(const char *status, const catalog_entry_t *e)
 {
-    if (strcmp(status, "needs_capacity") != 0 || e->need_bytes <= cat->capacity_bytes) return 0;
-    return e->need_bytes - cat->capacity_bytes;
+    if (strcmp(status, "needs_capacity") != 0) return 0;
+    return e->need_bytes > e->servers_vram ? e->need_bytes - e->servers_vram : 0;
 }
 
 static json_t *ids_json(const catalog_id_t *ids, size_t n)
@@ -450,7 +451,7 @@ void planner_list_models(planner_t *pl, json_t *list)
         }
         const char *status = entry_status(pl, &P, &cat, e);
         json_object_set_new(o, "status", json_string(status));
-        uint64_t short_b = entry_short(status, &cat, e);
+        uint64_t short_b = entry_short(status, e);
         if (short_b) json_object_set_new(o, "short_bytes", json_integer((json_int_t)short_b));
         json_t *dl = e->status == CATALOG_READY ? NULL : download_json(&P, &cn.self, e->name);
         if (dl) { /* being downloaded somewhere in the mesh: that is what it waits for */
