@@ -230,6 +230,8 @@ json_t *rt_table_encode(const rt_table_t *t)
                               "hosts", hosts);
         if (o && m->has_type) json_object_set_new(o, "type", json_string(mm_type_name(m->type)));
         if (o && m->requested) json_object_set_new(o, "requested", json_true());
+        if (o && m->short_bytes)
+            json_object_set_new(o, "short_bytes", json_integer((json_int_t)m->short_bytes));
         if (!o || json_array_append_new(models, o)) goto fail;
     }
     return json_pack("{s:i,s:s,s:s,s:I,s:o,s:o}", "v", 1, "type", "route_table", "mesh_id",
@@ -294,6 +296,7 @@ static void decode_models(const json_t *arr, rt_table_t *t)
         json_t *rq = json_object_get(v, "requested");
         if (rq && !json_is_boolean(rq)) t->rejected++;
         m->requested = json_is_true(rq);
+        m->short_bytes = get_u64(v, "short_bytes", 0, &t->rejected);
         json_t *hosts = json_object_get(v, "hosts");
         if (hosts && !json_is_array(hosts)) t->rejected++;
         size_t j;

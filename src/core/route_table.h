@@ -16,12 +16,15 @@
  *             "nodes":[{"id":ID,"addrs":["host:port"…],"vram_bytes":N}…],   (active nodes)
  *             "models":[{"name":NAME,"status":"ready"|"loading"|"unloaded"|"needs_capacity",
  *                        "type":"llm"|"embedding"|"reranking","requested":true,
+ *                        "short_bytes":N,                        (optional, additive)
  *                        "hosts":[{"id":ID,"load":N,"slots":N}…]}…]}
  *
  * `nodes` are the active nodes to check in with (and to dial: hosts are listed there too);
  * `models` is the mesh catalog with each model's status; a model's `hosts` are the nodes whose
  * llama-server for it answers, with their load (requests per minute they announce) and their
- * server's parallel slots (optional).
+ * server's parallel slots (optional). `short_bytes` (optional, a model that needs capacity):
+ * the memory its split group lacks (need − the memory of the nodes serving or waiting for it) —
+ * a standby that has it free is promoted into the group.
  *
  * Validation (never trust the sender): the request's id must be the authenticated peer's
  * (-EPERM); ids are 64 lowercase hex, names catalog_name_valid, addresses 1..RT_ADDR_MAX-1
@@ -90,7 +93,8 @@ typedef struct {
     catalog_status_t status;
     mm_type_t type;
     bool has_type;
-    bool requested; /* some node asks for it (a standby's promotion reads it) */
+    bool requested;       /* some node asks for it (a standby's promotion reads it) */
+    uint64_t short_bytes; /* needs_capacity: the memory its group lacks (0: not said) */
     rt_host_t hosts[RT_MAX_HOSTS];
     size_t n_hosts;
 } rt_model_t;

@@ -113,6 +113,8 @@ int route_serve_build(route_serve_t *rs, rt_table_t *t)
         if (!m) continue;
         m->has_type = rt_type_of(json_string_value(json_object_get(e, "type")), &m->type);
         m->requested = json_is_true(json_object_get(e, "requested"));
+        json_int_t short_b = json_integer_value(json_object_get(e, "short_bytes"));
+        m->short_bytes = short_b > 0 ? (uint64_t)short_b : 0;
         for (size_t k = 0; k < t->n_nodes; k++) {
             const view_serving_t *s = view_serving(&views[k], name);
             if (s && s->http_ready && rt_model_add_host(m, k, load_of(b->anns[k], name)))
