@@ -142,7 +142,10 @@ bool routing_has_host(routing_t *rt, const char *model)
     router_request_t rq = {.needs = -1};
     router_result_t res;
     router_route(peers, np, planner_requested(rt->plan, model), &rq, &res);
-    return res.verdict == ROUTER_FORWARD;
+    char who[80];
+    uint64_t b, t; /* a host that loads it, or a download of it, will drain the queue */
+    return res.verdict == ROUTER_FORWARD || (res.verdict == ROUTER_UNAVAILABLE && res.loading) ||
+           planner_downloading(rt->plan, model, who, sizeof who, &b, &t);
 }
 
 int routing_rpc_port(routing_t *rt, const char *peer_id, const char *model)
