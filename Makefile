@@ -1,6 +1,10 @@
 # mesh-llm — the two commands: `make run` and `make test`. Everything else is optional.
-#   make            build build/mesh-llm (installs missing Debian packages)
+#   make            build build/mesh-llm and (once) the pinned llama.cpp it runs (installs
+#                   missing Debian packages)
 #   make llama      build (once) or locate the pinned llama.cpp binaries
+#   make install    PREFIX (default /usr/local; DESTDIR honoured): bin/mesh-llm, the llama.cpp
+#                   it runs in libexec/mesh-llm/cpu, the man page, the systemd user unit
+#   make uninstall  remove what make install installed (same PREFIX and DESTDIR)
 #   make run        start a node serving MODEL=path/to/model.gguf (default: first ~/.models/*.gguf)
 #   make test       unit, integration, 60 s chaos soak, the same under ASan+UBSan, fuzz smoke
 #   make fuzz       every libFuzzer target for FUZZ_SECONDS each (tests/fuzz/README.md)
@@ -15,9 +19,36 @@ ARGS     ?=
 PYTEST_ARGS ?=
 GEN      := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 
-.PHONY: all deps deps-test llama build build-asan build-fuzz run test unit integration soak-smoke asan fuzz-smoke fuzz soak soak-smoke bench bench-model bench-replicas bench-tunnel-impaired bench-sse bench-split-speed bench-split-latency format clean
+.PHONY: all install uninstall deps deps-test llama build build-asan build-fuzz run test unit integration soak-smoke asan fuzz-smoke fuzz soak soak-smoke bench bench-model bench-replicas bench-tunnel-impaired bench-sse bench-split-speed bench-split-latency format clean
 
-all: build
+all: build llama
+
+# make install / uninstall (docs/install.md); FLAVOUR: the llama.cpp build (cpu; src/node/bin_find.c)
+PREFIX   ?= /usr/local
+DESTDIR  ?=
+FLAVOUR  := cpu
+LLAMA_BINS := llama-server ggml-rpc-server
+I_BIN    = $(DESTDIR)$(PREFIX)/bin
+I_LIBEXEC = $(DESTDIR)$(PREFIX)/libexec/mesh-llm
+I_MAN    = $(DESTDIR)$(PREFIX)/share/man/man1
+I_UNIT   = $(DESTDIR)$(PREFIX)/lib/systemd/user
+
+# the build's llama.cpp (recorded by CMake: sudo make install, whose HOME is root's, finds it),
+# else scripts/llama.sh's (which builds it when missing)
+install: build
+	@set -e; llama="$$(cat $(BUILD)/llama-bin-dir)"; \
+	[ -x "$$llama/llama-server" ] || llama="$$(scripts/llama.sh)"; \
+	install -d "$(I_BIN)" "$(I_LIBEXEC)/$(FLAVOUR)" "$(I_MAN)" "$(I_UNIT)"; \
+	install -m 755 $(BUILD)/mesh-llm "$(I_BIN)/mesh-llm"; \
+	for b in $(LLAMA_BINS); do install -m 755 "$$llama/$$b" "$(I_LIBEXEC)/$(FLAVOUR)/$$b"; done; \
+	install -m 644 $(BUILD)/mesh-llm.1 "$(I_MAN)/mesh-llm.1"; \
+	$(BUILD)/mesh-llm service unit --exec "$(PREFIX)/bin/mesh-llm" >"$(I_UNIT)/mesh-llm.service"; \
+	chmod 644 "$(I_UNIT)/mesh-llm.service"; \
+	echo "installed $(PREFIX)/bin/mesh-llm (llama.cpp in $(PREFIX)/libexec/mesh-llm/$(FLAVOUR))"
+
+uninstall:
+	rm -f "$(I_BIN)/mesh-llm" "$(I_MAN)/mesh-llm.1" "$(I_UNIT)/mesh-llm.service"
+	rm -rf "$(I_LIBEXEC)"
 
 deps:
 	@scripts/deps.sh build
@@ -101,9 +132,11 @@ bench: build llama bench-model
 	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/route --mesh-llm $(BUILD)/mesh-llm
 	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/route --mesh-llm $(BUILD)/mesh-llm --model $(BENCH_MODEL) --rounds 20 --tokens 64 --concurrency 8
 	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/split --mesh-llm $(BUILD)/mesh-llm
+	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/split-heal --mesh-llm $(BUILD)/mesh-llm
 	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/switch
 	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/prefix --mesh-llm $(BUILD)/mesh-llm
 	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/sse --mesh-llm $(BUILD)/mesh-llm
+	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/failure-detect --mesh-llm $(BUILD)/mesh-llm
 	@$(MAKE) --no-print-directory bench-replicas
 	@$(MAKE) --no-print-directory bench-download
 	@$(BUILD)/mesh-bench-tunnel
@@ -136,6 +169,11 @@ bench-split-latency: build llama bench-model
 # 50 console clients on /api/events of a 10-node mesh: node CPU and RSS
 bench-sse: build llama
 	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/sse --mesh-llm $(BUILD)/mesh-llm
+
+# kill -9 at default settings: detection, first answer, mesh-wide agreement (p50/p99)
+.PHONY: bench-failure-detect
+bench-failure-detect: build llama
+	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/failure-detect --mesh-llm $(BUILD)/mesh-llm
 
 # mesh-llm's downloader (CLI and a node's /api/v1/load) vs curl -o, 128 MiB from a local server
 .PHONY: bench-split-speed

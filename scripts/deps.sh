@@ -7,7 +7,7 @@ libuv1-dev libjansson-dev libngtcp2-dev libngtcp2-crypto-gnutls-dev \
 libgnutls28-dev nettle-dev libsodium-dev libcurl4-openssl-dev libsecp256k1-dev libwslay-dev"
 if [ "${1:-build}" = test ]; then
   PKGS="$PKGS libcmocka-dev python3 python3-pytest curl procps iproute2 clang libclang-rt-14-dev \
-chromium prometheus"
+chromium prometheus systemd man-db"
 fi
 # npm fetches the pinned llama.cpp source; a Node.js from elsewhere (nodesource) is fine.
 command -v npm >/dev/null 2>&1 || PKGS="$PKGS nodejs npm"

@@ -2,6 +2,7 @@
 # Locate or build the pinned llama.cpp binaries (llama-server, ggml-rpc-server, llama-quantize,
 # llama-bench). Prints the directory that holds them on stdout; progress goes to stderr.
 #
+# Usage: scripts/llama.sh [--cache-dir | --cache-subdir]
 # Order: $MESH_LLM_BIN_DIR, then llama-server + rpc-server on PATH, then the build cache
 # ($MESH_LLM_CACHE, default ~/.cache/mesh-llm/llama.cpp/<pin>/bin), building it if absent.
 set -eu
@@ -14,6 +15,12 @@ FLAVOR="noamx"
 ROOT="$CACHE/llama.cpp/$(echo "$PIN_PKG" | tr '@' '-')-$FLAVOR"
 BIN="$ROOT/bin"
 TARGETS="llama-server ggml-rpc-server llama-quantize llama-bench"
+# --cache-dir: where the pinned build lives (built or not); --cache-subdir: the same, relative to
+# the cache (CMakeLists.txt records both for the binary's own search, src/node/bin_find.c)
+case "${1:-}" in
+  --cache-dir) echo "$BIN"; exit 0 ;;
+  --cache-subdir) echo "${BIN#"$CACHE"/}"; exit 0 ;;
+esac
 
 say() { echo "mesh-llm setup: $*" >&2; }
 

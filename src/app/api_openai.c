@@ -15,6 +15,8 @@
 #include "util.h"
 #include "vision.h"
 
+#define API_AVAIL_MAX_NAMES 20 /* in a "not found; available: …" message */
+
 int api_body_model(const char *body, size_t len, char *out, size_t outlen, char *err, size_t errlen)
 {
     json_error_t je;
@@ -122,6 +124,55 @@ static bool only_mesh_model(api_t *api, char *out, size_t outlen)
     return ok;
 }
 
+/* One name more in a bounded "a, b, c" list: false (and nothing written) once it is full. */
+static bool append_name(char *out, size_t len, size_t *off, size_t *shown, const char *name)
+{
+    if (*shown >= API_AVAIL_MAX_NAMES) return false;
+    int w = snprintf(out + *off, len - *off, "%s%s", *off ? ", " : "", name);
+    if (w < 0 || (size_t)w >= len - *off - 32) { /* room left for ", and N more" */
+        out[*off] = '\0';
+        return false;
+    }
+    *off += (size_t)w;
+    (*shown)++;
+    return true;
+}
+
+static bool listed_before(json_t *list, size_t n, const char *id)
+{
+    for (size_t j = 0; j < n; j++) {
+        const char *o = json_string_value(json_object_get(json_array_get(list, j), "id"));
+        if (o && strcmp(o, id) == 0) return true;
+    }
+    return false;
+}
+
+/* The models a request may name, for a 404: this node's, then the rest of the mesh's (what
+ * GET /v1/models lists: the planner's view, or a passive node's route table), at most
+ * API_AVAIL_MAX_NAMES of them and then how many more. */
+static void available_names(api_t *api, char *out, size_t len)
+{
+    size_t off = 0, shown = 0, more = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < api->ms->n; i++)
+        if (!append_name(out, len, &off, &shown, api->ms->entries[i].mm->name)) more++;
+    json_t *list = api->list_remote ? json_array() : NULL;
+    if (list) api->list_remote(api->remote_data, list);
+    size_t i;
+    json_t *m;
+    json_array_foreach(list, i, m)
+    {
+        const char *id = json_string_value(json_object_get(m, "id"));
+        if (!id || models_find(api->ms, id) || listed_before(list, i, id)) continue;
+        if (!append_name(out, len, &off, &shown, id)) more++;
+    }
+    json_decref(list);
+    if (more)
+        snprintf(out + off, len - off, ", and %zu more (GET /v1/models lists them)", more);
+    else if (!off)
+        snprintf(out, len, "(none)");
+}
+
 static void handle_inference(api_t *api, httpd_req_t *req, const api_route_t *route)
 {
     int needs = route->needs;
@@ -171,14 +222,10 @@ static void handle_inference(api_t *api, httpd_req_t *req, const api_route_t *ro
     if (!e) {
         /* a name no node knows is not a label of its own (bounded cardinality) */
         snprintf(req->mesh.model, sizeof req->mesh.model, "_unknown");
-        char avail[1024] = "";
-        size_t off = 0;
-        for (size_t i = 0; i < api->ms->n && off < sizeof avail - 1; i++)
-            off += (size_t)snprintf(avail + off, sizeof avail - off, "%s%s", off ? ", " : "",
-                                    api->ms->entries[i].mm->name);
+        char avail[1024];
+        available_names(api, avail, sizeof avail);
         httpd_respond_error(req, 404, "invalid_request_error", "model_not_found",
-                            "model '%s' not found; available: %s", name,
-                            avail[0] ? avail : "(none)");
+                            "model '%s' not found; available: %s", name, avail);
         return;
     }
     if (needs != API_NEEDS_ANY && e->mm->type != (mm_type_t)needs) {

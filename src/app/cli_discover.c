@@ -134,11 +134,24 @@ int cli_discover_main(int argc, char **argv)
     uv_timer_start(&r.timer, on_timeout, timeout_s * 1000, 0);
     if (!discovery_settled(r.disc)) uv_run(r.loop, UV_RUN_DEFAULT);
     json_t *doc = discovery_json(r.disc, (int64_t)time(NULL), region, model);
+    bool reached = discovery_reached(r.disc);
+    if (!reached) { /* offline: say so, never "no public meshes found" */
+        fprintf(stderr, "mesh-llm discover: no Nostr relay could be reached, so public meshes "
+                        "cannot be listed (offline?):\n");
+        size_t i;
+        json_t *rl;
+        json_array_foreach(json_object_get(doc, "relays"), i, rl)
+        {
+            const char *e = json_string_value(json_object_get(rl, "last_error"));
+            fprintf(stderr, "  %s: %s\n", json_string_value(json_object_get(rl, "url")),
+                    e ? e : "no answer");
+        }
+    }
     if (as_json) {
         char *s = json_dumps(doc, JSON_INDENT(2));
         if (s) puts(s);
         free(s);
-    } else {
+    } else if (reached) {
         print_table(doc);
         if (json_is_true(json_object_get(doc, "searching")))
             fprintf(stderr, "(not every relay answered within %llu s)\n",
@@ -149,5 +162,5 @@ int cli_discover_main(int argc, char **argv)
     uv_walk(r.loop, close_cb, NULL);
     uv_run(r.loop, UV_RUN_DEFAULT);
     uv_loop_close(r.loop);
-    return 0;
+    return reached ? 0 : 1;
 }

@@ -15,6 +15,8 @@
 #include "log.h"
 #include "model_fetch.h"
 #include "model_ref.h"
+#include "offer.h"
+#include "bin_find.h"
 #include "util.h"
 
 typedef struct {
@@ -134,12 +136,21 @@ static int run_fetch(const char *ref, const char *dir, char *path, size_t pathle
 
 /* ---------------------------------------------------------------------------------------- */
 
-static uint64_t memory_offered(int argc, char **argv)
+/* What a node started with these options would offer (offer.h): --max-vram, the devices the
+ * llama-server of --bin-dir (or the default search) lists, else half of the available RAM —
+ * never the total RAM, which a node never offers. */
+static uint64_t memory_offered(int argc, char **argv, char *how, size_t len)
 {
-    for (int i = 1; i + 1 < argc; i++)
-        if (strcmp(argv[i], "--max-vram") == 0) return (uint64_t)(atof(argv[i + 1]) * 1e9);
-    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
-    return pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : 0;
+    const char *bin_dir = NULL;
+    for (int i = 1; i + 1 < argc; i++) {
+        if (strcmp(argv[i], "--max-vram") == 0)
+            return offer_compute((uint64_t)(atof(argv[i + 1]) * 1e9), NULL, NULL, how, len);
+        if (strcmp(argv[i], "--bin-dir") == 0) bin_dir = argv[i + 1];
+    }
+    char *llama_server = sv_find_binary(bin_dir, "llama-server");
+    uint64_t offer = offer_compute(0, llama_server, NULL, how, len);
+    free(llama_server);
+    return offer;
 }
 
 static bool on_disk(const known_model_t *k, const char *dir)
@@ -150,8 +161,10 @@ static bool on_disk(const known_model_t *k, const char *dir)
     return stat(p, &st) == 0;
 }
 
-static void list_catalog(const char *filter, const char *dir, uint64_t mem)
+static void list_catalog(const char *filter, const char *dir, int argc, char **argv)
 {
+    char how[256];
+    uint64_t mem = memory_offered(argc, argv, how, sizeof how);
     printf("%-30s %-10s %9s %8s  %-5s %-7s %s\n", "NAME", "TYPE", "SIZE", "CONTEXT", "FITS",
            "ON DISK", "REPOSITORY");
     int shown = 0;
@@ -168,7 +181,7 @@ static void list_catalog(const char *filter, const char *dir, uint64_t mem)
         printf("(nothing in the catalog matches '%s'; any GGUF on the hub can be named as "
                "ORG/REPO:QUANT or hf://ORG/REPO/FILE.gguf)\n",
                filter);
-    printf("memory this node offers: %.1f GB; models directory: %s\n", mem / 1e9, dir);
+    printf("memory this node offers: %.1f GB (%s); models directory: %s\n", mem / 1e9, how, dir);
 }
 
 static int list_installed(const char *dir)
@@ -260,7 +273,8 @@ int cli_models_main(int argc, char **argv)
     const char *pos[4] = {0};
     int np = 0;
     for (int i = 2; i < argc; i++) {
-        if (strcmp(argv[i], "--models-dir") == 0 || strcmp(argv[i], "--max-vram") == 0) {
+        if (strcmp(argv[i], "--models-dir") == 0 || strcmp(argv[i], "--max-vram") == 0 ||
+            strcmp(argv[i], "--bin-dir") == 0) {
             i++;
             continue;
         }
@@ -283,11 +297,11 @@ int cli_models_main(int argc, char **argv)
     }
     const char *sub = np > 0 ? pos[0] : "list";
     if (strcmp(sub, "list") == 0) {
-        list_catalog(NULL, dir, memory_offered(argc, argv));
+        list_catalog(NULL, dir, argc, argv);
         return 0;
     }
     if (strcmp(sub, "search") == 0 && np == 2) {
-        list_catalog(pos[1], dir, memory_offered(argc, argv));
+        list_catalog(pos[1], dir, argc, argv);
         return 0;
     }
     if (strcmp(sub, "installed") == 0) return list_installed(dir);

@@ -13,6 +13,8 @@
 #include "cli_discover.h"
 #include "cli_models.h"
 #include "api_openai.h"
+#include "bin_find.h"
+#include "cli_service.h"
 #include "cli_status.h"
 #include "identity.h"
 #include "join_policy.h"
@@ -22,6 +24,7 @@
 #include "routing.h"
 #include "statgen.h"
 #include "config.h"
+#include "home_lock.h"
 #include "log.h"
 #include "offer.h"
 #include "node_dl.h"
@@ -57,7 +60,8 @@ typedef struct {
     int exit_code;
     char home[4096];
     uint64_t vram;
-    bool idle; /* no mesh yet: waiting for POST /api/join */
+    unsigned n_accel; /* accelerators offered (offer_detect) */
+    bool idle;        /* no mesh yet: waiting for POST /api/join */
     bool joined_at_runtime;
     char idle_id[ID_HEX_LEN + 1];
     char idle_msg[160]; /* the inference API's 503 while idle */
@@ -69,7 +73,9 @@ static void announce_idle(node_t *n)
 {
     const char *host = n->cfg.listen_all ? "0.0.0.0" : "127.0.0.1";
     if (n->cfg.auto_join)
-        LOGI("node", "not in a mesh yet: --auto is looking for one (GET /api/status shows it)");
+        LOGI("node",
+             "not in a mesh yet: --auto is looking for one; console: open http://127.0.0.1:%d",
+             n->mgmt.httpd.port);
     else
         LOGI("node",
              "idle: not in a mesh yet. Join one: open http://127.0.0.1:%d in a browser, run "
@@ -81,6 +87,8 @@ static void announce_idle(node_t *n)
     fflush(stdout);
 }
 
+static void node_shutdown(node_t *n);
+
 static void announce(void *data)
 {
     node_t *n = data;
@@ -88,6 +96,13 @@ static void announce(void *data)
     n->announced = true;
     if (n->idle) {
         announce_idle(n);
+        return;
+    }
+    char why[1024];
+    if (models_preload_all_failed(&n->ms, why, sizeof why)) { /* it would serve nothing asked */
+        LOGE("node", "no model given with --model could be loaded, so the node stops: %s", why);
+        n->exit_code = 1;
+        node_shutdown(n);
         return;
     }
     char names[1024] = "";
@@ -107,6 +122,8 @@ static void announce(void *data)
              n->cfg.requested[i]);
     if (n->cfg.client)
         LOGI("node", "client node: requests are routed to the mesh; this node serves no model");
+    else if (n->ms.n == 0 && n->nostr.auto_model[0])
+        LOGI("node", "model %s: fetched for --auto; served once it is here", n->nostr.auto_model);
     else if (n->ms.n == 0 && n->cfg.n_requested == 0 &&
              (n->cfg.n_joins > 0 || n->joined_at_runtime))
         LOGI("node", "no models given: the mesh may give this node one of its models, or it "
@@ -115,8 +132,8 @@ static void announce(void *data)
         LOGI("node", "no models given: add --model PATH.gguf (or --models-dir DIR) to serve one");
     LOGI("node", "invite token (share it: mesh-llm --join TOKEN): %s", mesh_token(n->mesh));
     if (n->mgmt.started)
-        LOGI("node", "management API at http://%s:%d/api/status",
-             n->cfg.listen_all ? "0.0.0.0" : "127.0.0.1", n->mgmt.httpd.port);
+        LOGI("node", "console: open http://127.0.0.1:%d in a browser (status: GET /api/status)",
+             n->mgmt.httpd.port);
     printf("mesh-llm ready api=%d console=%d quic=%d id=%s token=%s\n", n->api.httpd.port,
            n->mgmt.started ? n->mgmt.httpd.port : 0, mesh_quic_port(n->mesh), mesh_node_id(n->mesh),
            mesh_token(n->mesh));
@@ -414,6 +431,26 @@ static int auto_fetch(void *data, const char *ref, char *err, size_t errlen)
     return node_dl_start(&n->ndl, ref, err, errlen);
 }
 
+static uint32_t auto_speed(void *data, bool *pending)
+{
+    node_t *n = data;
+    *pending = n->plan.speed.running;
+    /* the calibration measures the CPU: an accelerator's speed is not estimated (no limit) */
+    return n->n_accel ? AUTO_SPEED_UNLIMITED : n->plan.speed.mflops;
+}
+
+static bool auto_on_disk(void *data, const char *ref)
+{
+    node_t *n = data;
+    return node_dl_on_disk(&n->ndl, ref);
+}
+
+static int auto_probe_hub(void *data, const char *ref, node_dl_probe_fn cb, void *arg)
+{
+    node_t *n = data;
+    return n->ndl.d ? node_dl_probe(&n->ndl, ref, cb, arg) : -ENOTCONN;
+}
+
 static void on_discover(void *data, httpd_req_t *req)
 {
     node_t *n = data;
@@ -480,8 +517,13 @@ static void on_signal(uv_signal_t *s, int signum)
             if (c->proc_open) uv_process_kill(&c->proc, SIGKILL);
         return;
     }
-    n->shutting_down = true;
     LOGI("node", "%s received: shutting down", strsignal(signum));
+    node_shutdown(n);
+}
+
+static void node_shutdown(node_t *n)
+{
+    n->shutting_down = true;
     admission_close(&n->adm);
     standby_stop(&n->sb);
     planner_stop(&n->plan);
@@ -500,6 +542,7 @@ static void on_signal(uv_signal_t *s, int signum)
 /* A startup step failed after the servers were up: close everything, exit 1. */
 static int abort_startup(node_t *n)
 {
+    node_speed_cancel(&n->plan.speed); /* no log line after the error */
     api_stop(&n->api);
     mgmt_stop(&n->mgmt);
     uv_walk(n->loop, close_walk_cb, NULL);
@@ -509,11 +552,28 @@ static int abort_startup(node_t *n)
     return 1;
 }
 
+/* Lock the home for this process's lifetime (the descriptor stays open until exit). */
+static int lock_home(const char *home)
+{
+    int fd;
+    pid_t holder;
+    int rc = home_lock(home, &fd, &holder);
+    if (rc == -EWOULDBLOCK) {
+        char msg[1024];
+        home_lock_refusal(msg, sizeof msg, home, holder);
+        LOGE("node", "%s", msg);
+    } else if (rc) {
+        LOGE("node", "cannot lock the state directory %s: %s", home, strerror(-rc));
+    }
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     if (argc >= 2 && strcmp(argv[1], "--exec-child") == 0) return sv_exec_child_main(argc, argv);
     if (argc >= 2 && cli_is_command(argv[1])) return cli_main(argc, argv);
     if (argc >= 2 && cli_discover_is_command(argv[1])) return cli_discover_main(argc, argv);
+    if (argc >= 2 && strcmp(argv[1], "service") == 0) return cli_service_main(argc, argv);
     int cli_rc = cli_models_main(argc, argv);
     if (cli_rc >= 0) return cli_rc;
     node_dl_take_args(&argc, argv); /* --model REF: downloaded by the running node */
@@ -536,6 +596,16 @@ int main(int argc, char **argv)
     }
     signal(SIGPIPE, SIG_IGN);
 
+    if (identity_home(n->home, sizeof n->home) != 0) {
+        LOGE("node", "cannot find a state directory: set MESH_LLM_HOME or HOME");
+        config_free(&n->cfg);
+        return 1;
+    }
+    /* one node per home (a client writes nothing there), before anything else touches it */
+    if (!n->cfg.client && lock_home(n->home) != 0) {
+        config_free(&n->cfg);
+        return 1;
+    }
     LOGI("node", "mesh-llm %s starting", MESH_VERSION);
     char *llama_server = NULL;
     if (!n->cfg.client) {
@@ -543,10 +613,10 @@ int main(int argc, char **argv)
         if (!llama_server) {
             if (n->cfg.bin_dir)
                 LOGE("node", "no executable llama-server in --bin-dir %s", n->cfg.bin_dir);
-            else
-                LOGE("node", "llama-server not found. Run 'make' in the mesh-llm source tree "
-                             "(it builds the pinned llama.cpp into ~/.cache/mesh-llm), or point "
-                             "--bin-dir or MESH_LLM_BIN_DIR at a directory holding llama-server");
+            else {
+                bin_not_found(err, sizeof err, "llama-server");
+                LOGE("node", "%s", err);
+            }
             config_free(&n->cfg);
             return 1;
         }
@@ -584,7 +654,7 @@ int main(int argc, char **argv)
     n->ms.data = n;
     LOGI("node", "%zu known model(s); slots: %u llm, %u embedding, %u reranking", n->ms.n,
          n->cfg.max_loaded[0], n->cfg.max_loaded[1], n->cfg.max_loaded[2]);
-    uint64_t vram = n->cfg.client ? 0 : offer_detect(&n->cfg, n->sv.llama_server);
+    uint64_t vram = n->cfg.client ? 0 : offer_detect(&n->cfg, n->sv.llama_server, &n->n_accel);
     n->vram = vram;
     models_set_offer(&n->ms, vram);
     planner_init(&n->plan, n->loop, &n->cfg, &n->ms, &n->sv, vram);
@@ -597,6 +667,7 @@ int main(int argc, char **argv)
                  n->cfg.port);
         else
             LOGE("node", "cannot listen on port %d: %s", n->cfg.port, uv_strerror(rc));
+        node_speed_cancel(&n->plan.speed); /* no log line after the error */
         uv_walk(n->loop, close_walk_cb, NULL);
         uv_run(n->loop, UV_RUN_DEFAULT);
         sv_close(&n->sv);
@@ -606,10 +677,6 @@ int main(int argc, char **argv)
     LOGI("node", "API listening on %s:%d", n->cfg.listen_all ? "0.0.0.0" : "127.0.0.1",
          n->api.httpd.port);
 
-    if (identity_home(n->home, sizeof n->home) != 0) {
-        LOGE("node", "cannot find a state directory: set MESH_LLM_HOME or HOME");
-        return 1;
-    }
     n->idle = (config_idle(&n->cfg) && node_dl_pending(NULL) == 0) || n->cfg.auto_join;
     if (!n->cfg.headless) {
         rc = mgmt_start(&n->mgmt, n->loop, &n->cfg, NULL, &n->ms, &n->sv);
@@ -638,6 +705,9 @@ int main(int argc, char **argv)
     }
     n->nostr.join = auto_join;
     n->nostr.fetch_model = auto_fetch;
+    n->nostr.speed = auto_speed;
+    n->nostr.on_disk = auto_on_disk;
+    n->nostr.probe_hub = auto_probe_hub;
     n->nostr.join_data = n;
     n->nostr.offer = n->vram;
     if (n->idle) {

@@ -15,12 +15,14 @@
 #include "probe.h"
 #include "util.h"
 
-static void auto_decide(nostr_app_t *na);
+static void auto_decide(nostr_app_t *na, bool final);
 
 static void on_change(void *data)
 {
     nostr_app_t *na = data;
-    if (na->auto_pending && discovery_settled(na->disc)) auto_decide(na);
+    /* listening: a listing may have arrived before every relay answered again */
+    if (na->auto_pending && (na->auto_listening || discovery_settled(na->disc)))
+        auto_decide(na, false);
 }
 
 static int start_discovery(nostr_app_t *na)
@@ -146,33 +148,112 @@ static void auto_free(nostr_app_t *na)
     na->n_cands = 0;
 }
 
-static void auto_new_mesh(nostr_app_t *na, size_t listed)
+/* Start the new mesh: the note says what --auto decided (one line, said once), then join, then
+ * fetch the picked model when there is one to fetch (on disk: it is found there). */
+static void auto_start_new(nostr_app_t *na, const char *what, const char *fetch)
 {
-    char err[512], what[256];
-    const config_t *cfg = na->cfg;
-    bool has_models = cfg->n_models || cfg->n_requested || cfg->models_dir;
-    const known_model_t *pick = has_models ? NULL : auto_pick_model(na->offer);
-    if (has_models)
-        snprintf(what, sizeof what, "serving this node's models");
-    else if (pick)
-        snprintf(what, sizeof what, "with %s, the largest catalog model that fits %.1f GB",
-                 pick->name, (double)na->offer / 1e9);
-    else
-        snprintf(what, sizeof what,
-                 "without a model: no catalog model fits %.1f GB (give one with --model)",
-                 (double)na->offer / 1e9);
+    char err[512];
     snprintf(na->auto_note, sizeof na->auto_note,
-             "no public mesh to join (%zu listed, %lu of %lu probed answered): started a new "
+             "no public mesh to join (%zu listed, %lu of %lu probed answered%s): started a new "
              "mesh %s",
-             listed, na->probes_ok, na->probes, what);
+             na->auto_listed, na->probes_ok, na->probes,
+             discovery_reached(na->disc) ? "" : "; no relay reachable", what);
     LOGI("nostr", "--auto: %s", na->auto_note);
     auto_free(na);
+    snprintf(na->auto_model, sizeof na->auto_model, "%s", fetch ? fetch : "");
     if (na->join(na->join_data, NULL, err, sizeof err) != 0) {
         LOGE("nostr", "--auto: cannot start a new mesh: %s", err);
         return;
     }
-    if (pick && na->fetch_model && na->fetch_model(na->join_data, pick->name, err, sizeof err))
-        LOGE("nostr", "--auto: cannot download %s: %s", pick->name, err);
+    if (fetch && na->fetch_model && na->fetch_model(na->join_data, fetch, err, sizeof err))
+        LOGE("nostr", "--auto: cannot fetch %s: %s", fetch, err);
+}
+
+static bool pick_on_disk(void *data, const known_model_t *m)
+{
+    nostr_app_t *na = data;
+    return na->on_disk && na->on_disk(na->join_data, m->name);
+}
+
+/* The picked model, as the note says it. */
+static void pick_what(const nostr_app_t *na, const auto_pick_t *p, const char *hub_err, char *what,
+                      size_t len)
+{
+    double gb = (double)na->offer / 1e9;
+    if (p->why == AUTO_PICK_NONE_FITS)
+        snprintf(what, len,
+                 "without a model: no catalog model fits %.1f GB (give one with --model)", gb);
+    else if (p->why == AUTO_PICK_TOO_SLOW)
+        snprintf(what, len,
+                 "without a model: no catalog model runs at %.0f tokens/s or more here (%s, the "
+                 "fastest that fits %.1f GB, would run at ~%.1f, estimated from %u MFLOP/s); give "
+                 "one with --model",
+                 AUTO_MIN_TPS, p->best->name, gb, auto_est_tps(p->best->size, na->mflops),
+                 na->mflops);
+    else if (hub_err)
+        snprintf(what, len,
+                 "without a model: %s would need a download and the hub cannot serve it (%s); "
+                 "give one with --model",
+                 p->model->name, hub_err);
+    else if (na->mflops == AUTO_SPEED_UNLIMITED)
+        snprintf(what, len,
+                 "with %s, the largest catalog model that fits %.1f GB of accelerator memory; %s",
+                 p->model->name, gb, p->on_disk ? "on disk" : "downloading it");
+    else if (p->why == AUTO_PICK_UNKNOWN_SPEED)
+        snprintf(what, len, "with %s, the catalog default (this node's speed is unknown); %s",
+                 p->model->name, p->on_disk ? "on disk" : "downloading it");
+    else
+        snprintf(what, len,
+                 "with %s, the largest catalog model that fits %.1f GB and runs at ~%.1f "
+                 "tokens/s here (estimated from %u MFLOP/s; at least %.0f wanted); %s",
+                 p->model->name, gb, p->tps, na->mflops, AUTO_MIN_TPS,
+                 p->on_disk ? "on disk" : "downloading it");
+}
+
+static void on_hub_probe(void *data, int rc, const char *why)
+{
+    nostr_app_t *na = data;
+    if (na->stopped || na->mesh) return; /* stopping, or joined meanwhile (POST /api/join) */
+    char what[768];
+    pick_what(na, &na->pick, rc ? why : NULL, what, sizeof what);
+    auto_start_new(na, what, rc ? NULL : na->pick.model->name);
+}
+
+static void auto_new_mesh(nostr_app_t *na, size_t listed);
+
+static void auto_speed_wait(uv_timer_t *t)
+{
+    nostr_app_t *na = t->data;
+    if (!na->mesh) auto_new_mesh(na, na->auto_listed);
+}
+
+/* No mesh to join: a new one, with a model this node can run at a usable speed (auto_score.h),
+ * taken from disk or downloaded only when the hub answers first. */
+static void auto_new_mesh(nostr_app_t *na, size_t listed)
+{
+    const config_t *cfg = na->cfg;
+    na->auto_listed = listed;
+    if (config_named_models(cfg) || cfg->n_requested || cfg->models_dir) {
+        auto_start_new(na, "serving this node's models", NULL);
+        return;
+    }
+    bool pending = false;
+    na->mflops = na->speed ? na->speed(na->join_data, &pending) : 0;
+    if (pending && na->speed_waits++ < AUTO_SPEED_WAITS) { /* the calibration ends soon */
+        uv_timer_start(&na->auto_timer, auto_speed_wait, 100, 0);
+        return;
+    }
+    na->pick = auto_pick_model(na->offer, na->mflops, pick_on_disk, na);
+    char what[768];
+    if (na->pick.model && !na->pick.on_disk && na->probe_hub) {
+        int rc = na->probe_hub(na->join_data, na->pick.model->name, on_hub_probe, na);
+        if (rc == 0) return; /* on_hub_probe goes on */
+        pick_what(na, &na->pick, strerror(-rc), what, sizeof what);
+        auto_start_new(na, what, NULL);
+        return;
+    }
+    pick_what(na, &na->pick, NULL, what, sizeof what);
+    auto_start_new(na, what, na->pick.model ? na->pick.model->name : NULL);
 }
 
 static void probe_batch(nostr_app_t *na);
@@ -260,11 +341,11 @@ static void probe_batch(nostr_app_t *na)
     if (na->pending == 0) batch_done(na);
 }
 
-static void auto_decide(nostr_app_t *na)
+/* The live listings, ranked, into na->cands (best first, at most AUTO_MAX_CANDIDATES); returns
+ * how many are listed. */
+static size_t auto_collect(nostr_app_t *na)
 {
-    if (!na->auto_pending) return;
-    auto_finish(na);
-    if (na->mesh) return; /* joined meanwhile (POST /api/join) */
+    auto_free(na);
     int64_t now = (int64_t)time(NULL);
     mesh_listing_t *ls = malloc(LISTING_SET_MAX * sizeof *ls);
     size_t *order = malloc(LISTING_SET_MAX * sizeof *order);
@@ -291,6 +372,58 @@ static void auto_decide(nostr_app_t *na)
     }
     free(ls);
     free(order);
+    return n;
+}
+
+static void auto_listen_end(uv_timer_t *t)
+{
+    nostr_app_t *na = t->data;
+    auto_decide(na, true);
+}
+
+/* Halfway through the listening window: ask the relays again (a relay's first answer may have
+ * come from a cache older than a listing published just before this node started). */
+static void auto_listen_refresh(uv_timer_t *t)
+{
+    nostr_app_t *na = t->data;
+    if (!na->auto_pending) return;
+    LOGD("nostr", "--auto: asking the relays again for listings");
+    discovery_refresh(na->disc, (int64_t)time(NULL));
+    uint64_t listen = env_ms("MESH_LLM_AUTO_LISTEN_MS", AUTO_LISTEN_MS);
+    uv_timer_start(&na->auto_timer, auto_listen_end, listen - listen / 2, 0);
+}
+
+/* The relays answered (or final: the wait is over): join the best listed mesh. With none listed
+ * yet, keep listening for MESH_LLM_AUTO_LISTEN_MS (asking the relays again halfway) and decide
+ * as soon as a listing arrives or at the end of that window. */
+static void auto_decide(nostr_app_t *na, bool final)
+{
+    if (!na->auto_pending) return;
+    if (na->mesh) { /* joined meanwhile (POST /api/join) */
+        auto_finish(na);
+        return;
+    }
+    size_t n = auto_collect(na);
+    if (na->n_cands == 0 && !final) {
+        uint64_t listen = env_ms("MESH_LLM_AUTO_LISTEN_MS", AUTO_LISTEN_MS);
+        if (!na->auto_listening && listen > 0) {
+            na->auto_listening = true;
+            LOGI("nostr",
+                 "--auto: no mesh listed yet; listening %.1f s more (asking the relays again) "
+                 "before starting a new mesh",
+                 (double)listen / 1000);
+            uv_timer_stop(&na->auto_timer);
+            uv_timer_start(&na->auto_timer, auto_listen_refresh, listen / 2, 0);
+        }
+        if (listen > 0) {
+            auto_free(na);
+            return; /* until a listing arrives or the window ends */
+        }
+    }
+    auto_finish(na);
+    if (n == 0 && !discovery_reached(na->disc))
+        LOGW("nostr", "--auto: no Nostr relay could be reached (offline?): no public mesh can "
+                      "be found");
     LOGI("nostr", "--auto: %zu live mesh(es) listed%s", n, n ? "; probing the best" : "");
     na->batch_start = 0;
     if (na->n_cands == 0)
@@ -304,7 +437,7 @@ static void auto_timeout(uv_timer_t *t)
     nostr_app_t *na = t->data;
     if (na->auto_pending) {
         LOGI("nostr", "--auto: not every relay answered in time; deciding with what arrived");
-        auto_decide(na);
+        auto_decide(na, true);
     }
 }
 
@@ -318,7 +451,7 @@ void nostr_app_auto(nostr_app_t *na)
     uv_timer_start(&na->auto_timer, auto_timeout, env_ms("MESH_LLM_AUTO_WAIT_MS", 15000), 0);
     LOGI("nostr", "--auto: looking for public meshes%s%s%s", na->cfg->region ? " (region " : "",
          na->cfg->region ? na->cfg->region : "", na->cfg->region ? ")" : "");
-    if (discovery_settled(na->disc)) auto_decide(na);
+    if (discovery_settled(na->disc)) auto_decide(na, false);
 }
 
 void nostr_app_query(const char *url, const char *name, char *out, size_t outlen)
@@ -371,6 +504,7 @@ json_t *nostr_app_status(nostr_app_t *na)
 
 void nostr_app_stop(nostr_app_t *na)
 {
+    na->stopped = true;
     publisher_stop(&na->pub);
     if (na->auto_timer_open) {
         na->auto_timer_open = false;

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <uv.h>
 
+#include "auto_score.h"
 #include "config.h"
 #include "discovery.h"
 #include "httpd.h"
@@ -17,6 +18,8 @@
 
 #define AUTO_PROBE_BATCH 3 /* candidates probed at once */
 #define AUTO_MAX_CANDIDATES 12
+#define AUTO_SPEED_WAITS 100 /* x 100 ms: the longest --auto waits for the speed calibration */
+#define AUTO_LISTEN_MS 4000  /* MESH_LLM_AUTO_LISTEN_MS: listening with nothing listed */
 
 typedef struct {
     uv_loop_t *loop;
@@ -35,13 +38,27 @@ typedef struct {
     int (*join)(void *data, const token_t *t, char *err, size_t errlen);
     /* a new mesh without a model: download ref (a catalog name) and serve it */
     int (*fetch_model)(void *data, const char *ref, char *err, size_t errlen);
+    /* this node's measured speed (node/speed.h; 0 unknown), *pending while it is measured */
+    uint32_t (*speed)(void *data, bool *pending);
+    /* a catalog model's file is on disk already */
+    bool (*on_disk)(void *data, const char *ref);
+    /* ask the hub whether it can serve ref (node_dl_probe); 0: cb follows */
+    int (*probe_hub)(void *data, const char *ref, void (*cb)(void *arg, int rc, const char *why),
+                     void *arg);
     void *join_data;
     uint64_t offer; /* the memory this node offers (picks the model that fits) */
     bool auto_pending;
+    bool auto_listening; /* the relays answered with no mesh: listening a little longer */
     uv_timer_t auto_timer;
     bool auto_timer_open;
     uint64_t auto_deadline;
-    char auto_note[512]; /* what --auto decided, for the status */
+    char auto_note[1024]; /* what --auto decided, for the status */
+    char auto_model[128]; /* the model --auto fetches for its new mesh ("" none) */
+    size_t auto_listed;
+    auto_pick_t pick;
+    uint32_t mflops;
+    unsigned speed_waits;
+    bool stopped;
     /* the ranked candidates, health-probed AUTO_PROBE_BATCH at a time, best first */
     mesh_listing_t *cands;
     int64_t *scores;

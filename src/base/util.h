@@ -1,4 +1,4 @@
-/* Small pure helpers: growable capped buffers, argument splitting, backoff, names. */
+/* Small helpers: growable capped buffers, argument splitting, backoff, names, mkdir -p. */
 #ifndef MESH_UTIL_H
 #define MESH_UTIL_H
 
@@ -39,6 +39,9 @@ bool slice_ieq(const char *p, size_t n, const char *s);
 
 /* Parse a decimal unsigned integer in [min,max]; 0 on success, -EINVAL otherwise. */
 int parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out);
+
+/* mkdir -p: path and its missing parents (mode for each one created). 0 or -errno. */
+int mkdir_p(const char *path, unsigned mode);
 
 /* Milliseconds from the environment variable name, or def when unset/invalid. */
 uint64_t env_ms(const char *name, uint64_t def);

@@ -57,15 +57,55 @@ void auto_rank(const mesh_listing_t *ls, size_t n, const auto_prefs_t *p, size_t
         }
 }
 
-const known_model_t *auto_pick_model(uint64_t mem)
+double auto_est_tps(uint64_t size_bytes, uint32_t mflops)
 {
-    const known_model_t *best = NULL;
+    return size_bytes ? (double)mflops * 1e6 / (double)size_bytes : 0;
+}
+
+/* m before best? on disk first, then more memory, then the larger file */
+static bool pick_better(const known_model_t *m, bool m_disk, const known_model_t *best,
+                        bool best_disk)
+{
+    if (!best) return true;
+    if (m_disk != best_disk) return m_disk;
+    if (m->min_memory != best->min_memory) return m->min_memory > best->min_memory;
+    return m->size > best->size;
+}
+
+auto_pick_t auto_pick_model(uint64_t mem, uint32_t mflops,
+                            bool (*on_disk)(void *data, const known_model_t *m), void *data)
+{
+    auto_pick_t p = {.why = AUTO_PICK_NONE_FITS};
+    bool best_disk = false;
     for (size_t i = 0; i < known_models_n; i++) {
         const known_model_t *m = &known_models[i];
         if (m->type != KNOWN_LLM || m->min_memory > mem) continue;
-        if (!best || m->min_memory > best->min_memory ||
-            (m->min_memory == best->min_memory && m->size > best->size))
-            best = m;
+        if (mflops == 0) { /* unknown speed: the default, else the smallest that fits */
+            p.why = AUTO_PICK_UNKNOWN_SPEED;
+            if (m == known_model_default() || (!p.model && (!p.best || m->size < p.best->size)))
+                p.best = m;
+            if (m == known_model_default()) p.model = m;
+            continue;
+        }
+        double tps = auto_est_tps(m->size, mflops);
+        if (tps < AUTO_MIN_TPS) {
+            if (!p.best || m->size < p.best->size) p.best = m;
+            if (p.why == AUTO_PICK_NONE_FITS) p.why = AUTO_PICK_TOO_SLOW;
+            continue;
+        }
+        bool disk = on_disk && on_disk(data, m);
+        if (pick_better(m, disk, p.model, best_disk)) {
+            p.model = m;
+            p.tps = tps;
+            best_disk = disk;
+        }
+        p.why = AUTO_PICK_FAST;
     }
-    return best;
+    if (p.why == AUTO_PICK_UNKNOWN_SPEED) {
+        p.model = p.best;
+        p.on_disk = on_disk && on_disk(data, p.model);
+    }
+    if (p.model) p.best = NULL;
+    if (p.why == AUTO_PICK_FAST) p.on_disk = best_disk;
+    return p;
 }

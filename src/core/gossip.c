@@ -381,10 +381,12 @@ void gossip_tick(gossip_t *g, uint64_t now)
     for (i = 0; i < g->n; i++) {
         struct peer *p = g->v[i];
         if (p->suspect_req) {
-            p->suspect_req = false;
+            bool silent = p->silent_req;
+            p->suspect_req = p->silent_req = false;
             if (p->pub.state == GOSSIP_ALIVE && !p->pub.probing)
                 gsp_start_probe(g, p, PR_SUSPECT, now);
-            continue;
+            if (!silent || !p->pub.probing) continue;
+            p->unreachable = true; /* the transport's probe failed: this one fails now */
         }
         if (!p->pub.probing) continue;
         if (p->unreachable || now >= p->probe_start + probe) {
@@ -442,12 +444,24 @@ void gossip_unreachable(gossip_t *g, const char *id, uint64_t now)
     if (p && p->pub.probing) p->unreachable = true;
 }
 
+void gossip_silent(gossip_t *g, const char *id, uint64_t now)
+{
+    struct peer *p = gmsg_valid_id(id) ? gsp_find(g, id) : NULL;
+    if (!p || g->left || p->pub.state != GOSSIP_ALIVE) return;
+    if (p->pub.probing)
+        p->unreachable = true;
+    else
+        p->suspect_req = p->silent_req = true;
+    (void)now;
+}
+
 /* --- Life cycle and local changes --- */
 
 void gossip_cfg_default(gossip_cfg_t *cfg, uint64_t heartbeat_ms)
 {
     cfg->heartbeat_ms = heartbeat_ms ? heartbeat_ms : 60000;
-    cfg->probe_ms = cfg->heartbeat_ms / 4 < 5000 ? cfg->heartbeat_ms / 4 : 5000;
+    cfg->probe_ms =
+        cfg->heartbeat_ms / 4 < GOSSIP_PROBE_MAX_MS ? cfg->heartbeat_ms / 4 : GOSSIP_PROBE_MAX_MS;
     if (cfg->probe_ms < 50) cfg->probe_ms = 50;
     cfg->fanout = 5;
     cfg->dead_retry_beats = 30;

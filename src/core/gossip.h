@@ -140,6 +140,11 @@
 #define GOSSIP_MAX_PEERS 1024      /* live + dead records; beyond it the oldest dead record goes */
 #define GOSSIP_MAX_ANN_BYTES 65536 /* canonical JSON of one announcement */
 #define GOSSIP_MAX_AHEAD_MS (24ULL * 3600 * 1000) /* incarnations past the wall clock + this */
+/* The default probe's cap: a peer suspected (a failed stream, a claim from a third party) is
+ * declared dead after at most this long without an answer; with the transport's 2 s liveness
+ * bound, a kill -9 is agreed mesh-wide within about 2 s + this (docs/timings.md). A live peer
+ * answers a ping in a round trip, so a slow link (50 ms, loss) stays far inside it. */
+#define GOSSIP_PROBE_MAX_MS 2000
 
 typedef enum {
     GOSSIP_ALIVE = 0,
@@ -167,7 +172,7 @@ typedef struct {
 
 typedef struct {
     uint64_t heartbeat_ms;     /* default 60000 */
-    uint64_t probe_ms;         /* default min(heartbeat_ms / 4, 5000), at least 50 */
+    uint64_t probe_ms;         /* default min(heartbeat_ms / 4, GOSSIP_PROBE_MAX_MS), >= 50 */
     unsigned fanout;           /* default 5 */
     unsigned dead_retry_beats; /* default 30 */
 } gossip_cfg_t;
@@ -220,6 +225,14 @@ int gossip_receive(gossip_t *g, const char *from, json_t *msg, uint64_t now);
  * Nothing happens if it is not alive or already probed. Deferred to the next tick (due at once),
  * so it is safe to call from inside send(). */
 void gossip_suspect(gossip_t *g, const char *id, uint64_t now);
+
+/* The transport heard nothing from `id` for its liveness bound while it waited on it (streams
+ * open, its PINGs unanswered): that was a probe, and it failed. At the next tick (due at once)
+ * `id` is declared dead and every live peer is told ("peer_down"); they do not take it on trust
+ * but probe it themselves (a claim is a hint), so a peer that is only slow towards this node
+ * stays alive for the others and refutes (a higher incarnation) when it hears of it. Nothing
+ * happens if it is not alive. Safe to call from inside send(). */
+void gossip_silent(gossip_t *g, const char *id, uint64_t now);
 
 /* The transport could not reach `id` (dial failed, connection lost): a probe in progress for it
  * fails at the next tick, which is due at once (gossip_next_deadline returns 0). Safe to call

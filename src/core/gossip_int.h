@@ -22,6 +22,7 @@ struct peer {
     uint64_t probe_start;
     bool ping2_sent, unreachable;
     bool suspect_req; /* gossip_suspect: probe at the next tick */
+    bool silent_req;  /* gossip_silent: and that probe fails at once */
     int probe_reason;
     uint64_t dg_gen, dg_inc, dg_seq;  /* scratch: its entry in the digest being answered */
     char leave_sig[GMSG_SIG_HEX + 1]; /* LEFT: its signature of its leave at pub.inc */

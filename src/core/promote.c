@@ -56,14 +56,53 @@ static bool rule_applies(const promo_input_t *in, promo_reason_t r, const promo_
     }
 }
 
+static bool on_disk(const promo_input_t *in, const char *name)
+{
+    for (size_t i = 0; i < in->n_disk; i++)
+        if (strcmp(in->disk[i].name, name) == 0) return true;
+    return false;
+}
+
+/* SPLIT_SHORT: the mesh's model whose split this node's free memory completes, or NULL. */
+static const char *split_short(const promo_input_t *in)
+{
+    const promo_model_t *best = NULL;
+    bool best_disk = false;
+    for (size_t i = 0; i < in->n_models; i++) {
+        const promo_model_t *m = &in->models[i];
+        if (!m->short_bytes || m->n_hosts || m->short_bytes > in->free_bytes) continue;
+        bool disk = on_disk(in, m->name), better_one;
+        if (!best)
+            better_one = true;
+        else if (disk != best_disk)
+            better_one = disk;
+        else if (m->rate != best->rate)
+            better_one = m->rate > best->rate;
+        else
+            better_one = strcmp(m->name, best->name) < 0;
+        if (better_one) {
+            best = m;
+            best_disk = disk;
+        }
+    }
+    return best ? best->name : NULL;
+}
+
 void promo_decide(const promo_input_t *in, promo_state_t *st, promo_result_t *out)
 {
     memset(out, 0, sizeof *out);
     if (in->n_active > 0) st->seen_active = true;
-    static const promo_reason_t order[] = {PROMO_ALL_GONE, PROMO_REQUESTED, PROMO_UNSERVED,
-                                           PROMO_HOT};
+    static const promo_reason_t order[] = {PROMO_ALL_GONE, PROMO_SPLIT_SHORT, PROMO_REQUESTED,
+                                           PROMO_UNSERVED, PROMO_HOT};
     for (size_t k = 0; k < sizeof order / sizeof order[0]; k++) {
         if (order[k] == PROMO_ALL_GONE && !(st->seen_active && in->n_active == 0)) continue;
+        if (order[k] == PROMO_SPLIT_SHORT) {
+            if ((out->model = split_short(in)) != NULL) {
+                out->reason = PROMO_SPLIT_SHORT;
+                return;
+            }
+            continue;
+        }
         const promo_disk_t *best = NULL;
         uint64_t best_rate = 0;
         for (size_t i = 0; i < in->n_disk; i++) {
@@ -87,7 +126,8 @@ void promo_decide(const promo_input_t *in, promo_state_t *st, promo_result_t *ou
 
 const char *promo_reason_name(promo_reason_t r)
 {
-    static const char *names[] = {"none", "all_hosts_gone", "requested", "unserved", "hot"};
+    static const char *names[] = {"none",      "all_hosts_gone", "split_short",
+                                  "requested", "unserved",       "hot"};
     return (size_t)r < sizeof names / sizeof names[0] ? names[r] : "?";
 }
 
@@ -116,7 +156,8 @@ size_t promo_models_from_table(const rt_table_t *t, promo_model_t *out, size_t m
                                    .n_hosts = m->n_hosts,
                                    .loading = m->status == CATALOG_LOADING,
                                    .rate = rate,
-                                   .requested = m->requested};
+                                   .requested = m->requested,
+                                   .short_bytes = m->short_bytes};
     }
     return k;
 }

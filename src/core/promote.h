@@ -8,6 +8,10 @@
  * Promotion (promo_decide; a standby: it serves nothing), first rule that has a candidate:
  *   ALL_GONE   it saw active nodes before and now sees none: every host is gone, so this node
  *              is needed — the model on disk it fits with the most demand, then the largest;
+ *   SPLIT_SHORT a model without a ready host whose split group is short of memory (short_bytes,
+ *              from the routing table) by no more than this node's free memory: it joins the
+ *              group as a worker, on its disk or not (a worker without the file gets the weights
+ *              through the tunnel). Ties: on its disk, more demand, the smaller name;
  *   REQUESTED  a model some node asks for (requested_models) or that has demand, with no host,
  *              on this node's disk and fitting its free memory;
  *   UNSERVED   a model on its disk with no host that fits;
@@ -52,11 +56,12 @@ typedef struct {
 
 typedef struct {
     const char *name;
-    size_t n_hosts;     /* nodes whose server for it runs */
-    bool loading;       /* one of them is not ready yet */
-    uint64_t rate;      /* requests per minute over the mesh */
-    bool requested;     /* some node asks for it */
-    uint64_t last_unix; /* the mesh's last request (0 none) */
+    size_t n_hosts;       /* nodes whose server for it runs */
+    bool loading;         /* one of them is not ready yet */
+    uint64_t rate;        /* requests per minute over the mesh */
+    bool requested;       /* some node asks for it */
+    uint64_t last_unix;   /* the mesh's last request (0 none) */
+    uint64_t short_bytes; /* its split group lacks this much memory (0: not short, unknown) */
 } promo_model_t;
 
 typedef struct {
@@ -75,6 +80,7 @@ typedef struct {
 typedef enum {
     PROMO_NONE = 0,
     PROMO_ALL_GONE,
+    PROMO_SPLIT_SHORT,
     PROMO_REQUESTED,
     PROMO_UNSERVED,
     PROMO_HOT,
@@ -82,7 +88,7 @@ typedef enum {
 
 typedef struct {
     promo_reason_t reason;
-    const char *model; /* borrowed from the input's disk list */
+    const char *model; /* borrowed from the input's disk list (SPLIT_SHORT: its models) */
 } promo_result_t;
 
 void promo_decide(const promo_input_t *in, promo_state_t *st, promo_result_t *out);
@@ -93,7 +99,7 @@ size_t promo_models_from_sums(const demand_sum_t *s, size_t n, promo_model_t *ou
 
 /* The mesh's models as a routing table shows them (a passive standby; route_table.h): a model's
  * hosts are its ready hosts, its rate the sum of their announced loads, loading its status,
- * requested the table's flag. Names are borrowed from t. */
+ * requested the table's flag, short_bytes the table's. Names are borrowed from t. */
 size_t promo_models_from_table(const rt_table_t *t, promo_model_t *out, size_t max);
 
 /* Whether a node stands by passively (seed 002: no gossip, routing tables instead): it has no

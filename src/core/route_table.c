@@ -60,9 +60,12 @@ json_t *rt_request_encode(const rt_request_t *rq)
     json_t *models = json_array();
     for (size_t i = 0; models && i < rq->n_models; i++)
         json_array_append_new(models, json_string(rq->models[i]));
-    return json_pack("{s:i,s:s,s:s,s:s,s:I,s:o*}", "v", 1, "type", "route_request", "id", rq->id,
-                     "role", rt_role_name(rq->role), "vram_bytes", (json_int_t)rq->vram_bytes,
-                     "models", models);
+    json_t *silent = rq->n_silent ? json_array() : NULL;
+    for (size_t i = 0; silent && i < rq->n_silent && i < RT_MAX_SILENT; i++)
+        json_array_append_new(silent, json_string(rq->silent[i]));
+    return json_pack("{s:i,s:s,s:s,s:s,s:I,s:o*,s:o*}", "v", 1, "type", "route_request", "id",
+                     rq->id, "role", rt_role_name(rq->role), "vram_bytes",
+                     (json_int_t)rq->vram_bytes, "models", models, "silent", silent);
 }
 
 int rt_request_decode(const json_t *f, const char *peer_id, rt_request_t *out)
@@ -98,6 +101,17 @@ int rt_request_decode(const json_t *f, const char *peer_id, rt_request_t *out)
             continue;
         }
         snprintf(out->models[out->n_models++], CATALOG_NAME_MAX, "%s", name);
+    }
+    json_t *silent = json_object_get(f, "silent");
+    if (silent && !json_is_array(silent)) out->rejected++;
+    json_array_foreach(silent, i, v)
+    {
+        const char *sid = json_string_value(v);
+        if (!sid || !catalog_id_valid(sid) || out->n_silent == RT_MAX_SILENT) {
+            out->rejected++;
+            continue;
+        }
+        snprintf(out->silent[out->n_silent++], CATALOG_ID_LEN + 1, "%s", sid);
     }
     return 0;
 }
@@ -216,6 +230,8 @@ json_t *rt_table_encode(const rt_table_t *t)
                               "hosts", hosts);
         if (o && m->has_type) json_object_set_new(o, "type", json_string(mm_type_name(m->type)));
         if (o && m->requested) json_object_set_new(o, "requested", json_true());
+        if (o && m->short_bytes)
+            json_object_set_new(o, "short_bytes", json_integer((json_int_t)m->short_bytes));
         if (!o || json_array_append_new(models, o)) goto fail;
     }
     return json_pack("{s:i,s:s,s:s,s:I,s:o,s:o}", "v", 1, "type", "route_table", "mesh_id",
@@ -280,6 +296,7 @@ static void decode_models(const json_t *arr, rt_table_t *t)
         json_t *rq = json_object_get(v, "requested");
         if (rq && !json_is_boolean(rq)) t->rejected++;
         m->requested = json_is_true(rq);
+        m->short_bytes = get_u64(v, "short_bytes", 0, &t->rejected);
         json_t *hosts = json_object_get(v, "hosts");
         if (hosts && !json_is_array(hosts)) t->rejected++;
         size_t j;

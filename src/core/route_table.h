@@ -8,17 +8,23 @@
  * FIN:
  *
  *   request  {"v":1,"type":"route_request","id":ID,"role":"client"|"standby",
- *             "vram_bytes":N,"models":[NAME…]}          (models: a standby's files on disk)
+ *             "vram_bytes":N,"models":[NAME…],         (models: a standby's files on disk)
+ *             "silent":[ID…]}   (optional: nodes whose connection with the passive node went
+ *                                silent while it waited on them; a hint: the active node
+ *                                probes them itself, so a dead host is agreed mesh-wide)
  *   answer   {"v":1,"type":"route_table","mesh_id":M,"refresh_ms":N,
  *             "nodes":[{"id":ID,"addrs":["host:port"…],"vram_bytes":N}…],   (active nodes)
  *             "models":[{"name":NAME,"status":"ready"|"loading"|"unloaded"|"needs_capacity",
  *                        "type":"llm"|"embedding"|"reranking","requested":true,
+ *                        "short_bytes":N,                        (optional, additive)
  *                        "hosts":[{"id":ID,"load":N,"slots":N}…]}…]}
  *
  * `nodes` are the active nodes to check in with (and to dial: hosts are listed there too);
  * `models` is the mesh catalog with each model's status; a model's `hosts` are the nodes whose
  * llama-server for it answers, with their load (requests per minute they announce) and their
- * server's parallel slots (optional).
+ * server's parallel slots (optional). `short_bytes` (optional, a model that needs capacity):
+ * the memory its split group lacks (need − the memory of the nodes serving or waiting for it) —
+ * a standby that has it free is promoted into the group.
  *
  * Validation (never trust the sender): the request's id must be the authenticated peer's
  * (-EPERM); ids are 64 lowercase hex, names catalog_name_valid, addresses 1..RT_ADDR_MAX-1
@@ -50,6 +56,7 @@
 #define RT_MAX_ADDRS 4       /* addresses per node */
 #define RT_ADDR_MAX 64       /* bytes including the NUL (TOKEN_ADDR_MAX) */
 #define RT_MAX_REQ_MODELS 64 /* a standby's models on disk */
+#define RT_MAX_SILENT 8      /* "silent" hints per request */
 #define RT_MESH_ID_MAX 65    /* bytes including the NUL */
 #define RT_REFRESH_MS 30000  /* MESH_LLM_ROUTE_REFRESH_MS default */
 #define RT_MAX_SLOTS 4096    /* a host's parallel slots */
@@ -63,6 +70,8 @@ typedef struct {
     uint64_t vram_bytes;
     char models[RT_MAX_REQ_MODELS][CATALOG_NAME_MAX];
     size_t n_models;
+    char silent[RT_MAX_SILENT][CATALOG_ID_LEN + 1];
+    size_t n_silent;
     size_t rejected;
 } rt_request_t;
 
@@ -84,7 +93,8 @@ typedef struct {
     catalog_status_t status;
     mm_type_t type;
     bool has_type;
-    bool requested; /* some node asks for it (a standby's promotion reads it) */
+    bool requested;       /* some node asks for it (a standby's promotion reads it) */
+    uint64_t short_bytes; /* needs_capacity: the memory its group lacks (0: not said) */
     rt_host_t hosts[RT_MAX_HOSTS];
     size_t n_hosts;
 } rt_model_t;

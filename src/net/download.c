@@ -53,6 +53,21 @@ static void retry_closed(uv_handle_t *h)
     dl_maybe_free(d);
 }
 
+/* What becomes of the partial file when a job ends in failure (finish() deletes an empty one). */
+static const char *part_fate(const job_t *j)
+{
+    return !j->mem && j->bytes > 0 ? "; the .part file is kept for a resume" : "";
+}
+
+static void finish(job_t *j, int rc, const char *err);
+
+static void cancel(job_t *j)
+{
+    char err[DL_ERR_MAX];
+    snprintf(err, sizeof err, "download cancelled%s", part_fate(j));
+    finish(j, -ECANCELED, err);
+}
+
 /* The job ends: tell everyone, free it (after its timer closed). rc 0: success. */
 static void finish(job_t *j, int rc, const char *err)
 {
@@ -99,7 +114,7 @@ void dl_close(dl_t *d)
             unlink_job(j);
             continue;
         }
-        finish(j, -ECANCELED, "download cancelled (the .part file is kept for a resume)");
+        cancel(j);
     }
     d->handles++;
     uv_close((uv_handle_t *)&d->timer, dl_timer_closed);
@@ -326,8 +341,8 @@ static void schedule_retry(job_t *j, const char *why)
     unsigned max = (unsigned)env_ms("MESH_LLM_DL_RETRIES", 5);
     if (j->attempts >= max) {
         char err[DL_ERR_MAX];
-        snprintf(err, sizeof err, "%s: %s (gave up after %u retries; the .part file is kept)",
-                 j->label, why, max);
+        snprintf(err, sizeof err, "%s: %s (gave up after %u retries%s)", j->label, why, max,
+                 part_fate(j));
         finish(j, -EIO, err);
         return;
     }
@@ -451,6 +466,18 @@ void dl_transfer_done(job_t *j, CURLcode res)
         finish(j, -EIO, err);
         return;
     }
+    if (res == CURLE_OK) j->answered = true;
+    if (!j->answered && (res == CURLE_COULDNT_RESOLVE_HOST || res == CURLE_COULDNT_RESOLVE_PROXY ||
+                         res == CURLE_COULDNT_CONNECT)) {
+        /* no server ever answered this job: offline or a wrong address, which retrying within
+         * seconds does not mend; fail now and say so */
+        bool same = strcmp(j->label, j->url0) == 0; /* a fetch's label is its URL */
+        snprintf(err, sizeof err,
+                 "%.200s: cannot reach %.300s: %s (offline, or a wrong HF_ENDPOINT / URL?)%s",
+                 j->label, same ? "it" : j->url0, cerr, part_fate(j));
+        finish(j, res == CURLE_COULDNT_CONNECT ? -ECONNREFUSED : -EHOSTUNREACH, err);
+        return;
+    }
     char why[512];
     if (res == CURLE_OK)
         snprintf(why, sizeof why, "HTTP %ld from %.400s", status, j->url);
@@ -541,7 +568,7 @@ static void after_hash(uv_work_t *w, int status)
     if (d->closing) {
         j->next = d->jobs; /* dl_close took it off the list */
         d->jobs = j;
-        finish(j, -ECANCELED, "download cancelled (the .part file is kept for a resume)");
+        cancel(j);
         return;
     }
     if (j->rehash) { /* truncated meanwhile: what was read is stale */

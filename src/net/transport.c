@@ -613,6 +613,7 @@ void tpi_conn_read(tp_conn_t *c, const struct sockaddr *from, const uint8_t *dat
                         NULL};
     ngtcp2_pkt_info pi = {0};
     int rv = ngtcp2_conn_read_pkt(c->q, &path, &pi, data, n, tpi_now_ns());
+    if (rv == 0) c->last_rx_ms = uv_now(c->ep->loop);
     if (rv != 0) {
         switch (rv) {
         case NGTCP2_ERR_DRAINING: {

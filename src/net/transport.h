@@ -37,6 +37,16 @@
  * peer's connection ends at once (on_conn_closed, err -ECONNRESET) instead of at the idle
  * timeout, and the peer can dial the new process.
  *
+ * Liveness: a connection with a stream open (a tunnel, an RPC tunnel, a route request, a gossip
+ * message) is a connection the node waits on, so a silent peer there is found in seconds, not at
+ * the idle timeout: once nothing has been heard from the peer for live_ms / 4, ngtcp2's
+ * keep-alive sends a PING (a live peer acknowledges it within a round trip, a lost one is
+ * retransmitted at the probe timeout), and once nothing has been heard for live_ms the
+ * connection is closed with err -ETIMEDOUT ("peer silent ..."): its streams end with an error
+ * at once. Idle connections (no stream) stay cheap: a PING every keepalive_ms, closed at the
+ * idle timeout. A timer that fires late because this process stalled (the peer's packets may
+ * be waiting in the socket) gives the peer another live_ms / 2 instead of closing.
+ *
  * Lifetime: a stream is freed right after its on_close callback; a connection right after
  * on_conn_closed (both called once). Close/reset calls made from inside callbacks are deferred.
  */
@@ -86,9 +96,13 @@ typedef struct {
     uint64_t handshake_timeout_ms; /* dial + admission; default 5000 (MESH_LLM_HANDSHAKE_MS) */
     uint64_t idle_timeout_ms;      /* default 30000 (MESH_LLM_QUIC_IDLE_MS) */
     uint64_t keepalive_ms;         /* default idle / 3 */
-    size_t max_conns;              /* default 1024 */
-    size_t stream_window;          /* default 1 MiB */
-    size_t high_water;             /* send queue: default 1 MiB */
+    /* Liveness while streams are open (see "Liveness" above): a PING after live_ms / 4 of
+     * silence, the connection closed (-ETIMEDOUT) after live_ms of it. Default 2000
+     * (MESH_LLM_LIVE_MS); 0 = off (only the idle timeout; the variable takes >= 1). */
+    uint64_t live_ms;
+    size_t max_conns;     /* default 1024 */
+    size_t stream_window; /* default 1 MiB */
+    size_t high_water;    /* send queue: default 1 MiB */
     /* Send-side caps (see "Memory bounds" above). */
     size_t stream_max_buffer; /* writes refused (-EAGAIN) above this: default 8 x high_water */
     size_t conn_high_water;   /* every stream of the connection over high water: default 32 MiB */

@@ -24,6 +24,7 @@ void tp_config_default(tp_config_t *cfg)
     cfg->handshake_timeout_ms = env_ms("MESH_LLM_HANDSHAKE_MS", 5000);
     cfg->idle_timeout_ms = env_ms("MESH_LLM_QUIC_IDLE_MS", 30000);
     cfg->keepalive_ms = cfg->idle_timeout_ms / 3;
+    cfg->live_ms = env_ms("MESH_LLM_LIVE_MS", 2000);
     cfg->max_conns = 1024;
     cfg->stream_window = 1 << 20;
     cfg->high_water = 1 << 20;

@@ -75,6 +75,10 @@ struct tp_conn {
     size_t n_cids;
     bool outbound, handshake_done, ready, closing, close_requested, freed, open_pending;
     uint64_t created_ms, ready_seq;
+    /* liveness (transport.h "Liveness"), loop ms: the last packet read from the peer, when
+     * streams were last opened on an idle connection, when the timer is due */
+    uint64_t last_rx_ms, busy_since, timer_due;
+    bool busy; /* a stream is open: short keep-alive, silence closes */
     char peer_id[ID_HEX_LEN + 1];
     uint8_t peer_pk[32];
     tp_stream_t *streams;

@@ -161,23 +161,76 @@ static void conn_flush(tp_conn_t *c)
     if (budget == 0) tpi_mark_dirty(c); /* more to send: continue next loop turn, after reads */
 }
 
+/* ---- liveness (transport.h "Liveness") ---- */
+
+static bool conn_has_streams(const tp_conn_t *c)
+{
+    for (const tp_stream_t *s = c->streams; s; s = s->next)
+        if (!s->internal && !s->closed) return true;
+    return false;
+}
+
+/* Streams opened on an idle connection or the last one closed: switch the keep-alive. */
+static void conn_live_update(tp_conn_t *c, uint64_t now)
+{
+    bool busy = c->ready && c->ep->cfg.live_ms && conn_has_streams(c);
+    if (busy == c->busy) return;
+    c->busy = busy;
+    if (busy) c->busy_since = now; /* silence counts from now: it was idle before */
+    uint64_t ka = busy ? c->ep->cfg.live_ms / 4 : c->ep->cfg.keepalive_ms;
+    ngtcp2_conn_set_keep_alive_timeout(c->q, ka * NGTCP2_MILLISECONDS);
+}
+
+static uint64_t conn_live_deadline(const tp_conn_t *c)
+{
+    return (c->last_rx_ms > c->busy_since ? c->last_rx_ms : c->busy_since) + c->ep->cfg.live_ms;
+}
+
+/* In the timer: true when the connection was closed for the peer's silence. */
+static bool conn_live_expired(tp_conn_t *c)
+{
+    uint64_t now = uv_now(c->ep->loop), live = c->ep->cfg.live_ms;
+    conn_live_update(c, now);
+    if (!c->busy || now < conn_live_deadline(c)) return false;
+    if (now > c->timer_due + live / 4) {
+        /* this process stalled, not (only) the peer: its packets may wait in the socket */
+        c->busy_since = now - live / 2;
+        return false;
+    }
+    c->close_err = -ETIMEDOUT;
+    snprintf(
+        c->close_why, sizeof c->close_why,
+        "peer silent for %llu ms with streams open (liveness bound %llu ms)",
+        (unsigned long long)(now - (c->last_rx_ms > c->busy_since ? c->last_rx_ms : c->busy_since)),
+        (unsigned long long)live);
+    tpi_conn_close_now(c);
+    return true;
+}
+
 static void conn_arm_timer(tp_conn_t *c)
 {
     if (c->freed || c->closing) return;
+    uint64_t n = uv_now(c->ep->loop);
     if (c->lazy) {
         /* ngtcp2's own earlier deadlines (its ACK delay, a time-threshold loss check) wait
          * for the deferred flush too: at most ACK_DEFER_MS */
-        uint64_t n = uv_now(c->ep->loop);
-        uv_timer_start(&c->timer, timer_cb, c->lazy_until > n ? c->lazy_until - n : 0, 0);
+        c->timer_due = c->lazy_until > n ? c->lazy_until : n;
+        uv_timer_start(&c->timer, timer_cb, c->timer_due - n, 0);
         return;
     }
+    conn_live_update(c, n); /* before the expiry: the keep-alive is part of it */
     uint64_t exp = ngtcp2_conn_get_expiry(c->q), now = tpi_now_ns();
     uint64_t ms = exp == UINT64_MAX ? 3600000 : exp <= now ? 0 : (exp - now + 999999) / 1000000;
     if (!c->ready) {
-        uint64_t dl = c->created_ms + c->ep->cfg.handshake_timeout_ms, n = uv_now(c->ep->loop);
+        uint64_t dl = c->created_ms + c->ep->cfg.handshake_timeout_ms;
         uint64_t left = dl > n ? dl - n : 0;
         if (left < ms) ms = left;
     }
+    if (c->busy) {
+        uint64_t dl = conn_live_deadline(c), left = dl > n ? dl - n : 0;
+        if (left < ms) ms = left;
+    }
+    c->timer_due = n + ms;
     uv_timer_start(&c->timer, timer_cb, ms, 0);
 }
 
@@ -235,6 +288,7 @@ static void timer_cb(uv_timer_t *t)
         tpi_conn_close_now(c);
         return;
     }
+    if (conn_live_expired(c)) return;
     int rv = ngtcp2_conn_handle_expiry(c->q, tpi_now_ns());
     if (rv != 0) {
         c->close_err = rv == NGTCP2_ERR_IDLE_CLOSE ? -ETIMEDOUT : -EIO;

@@ -34,6 +34,8 @@ struct rpc_fwd {
     tp_conn_t *(*get_conn)(void *data, const char *peer_id);
     void *data;
     uint64_t connect_ms;
+    tunnel_rpc_suspect_cb suspect;
+    uint64_t quiet_ms; /* a reply overdue this long makes the worker suspected */
     relay_t *links;
     size_t n_links;
 };
@@ -51,7 +53,9 @@ struct relay {
     uv_write_t wreq;
     uv_shutdown_t sreq;
     uv_timer_t timer; /* host: get_conn retries */
-    uv_check_t chk;   /* stream bytes staged this loop turn go to the socket after the poll */
+    uv_timer_t quiet; /* host: runs while a reply is awaited (tunnel_rpc_on_suspect) */
+    bool quiet_open;
+    uv_check_t chk; /* stream bytes staged this loop turn go to the socket after the poll */
     bool tcp_open, tcp_closing, timer_open, chk_open;
     bool connected; /* the TCP side can be written to */
     bool reading, tcp_eof, stream_fin, writing, failed;
@@ -92,7 +96,8 @@ static void relay_unlink(relay_t *r)
 
 static void relay_try_free(relay_t *r)
 {
-    if (r->s || r->tcp_open || r->timer_open || r->chk_open || r->hold_open) return;
+    if (r->s || r->tcp_open || r->timer_open || r->chk_open || r->hold_open || r->quiet_open)
+        return;
     relay_unlink(r);
     buf_free(&r->hold);
     buf_free(&r->stage);
@@ -129,6 +134,22 @@ static void on_hold_closed(uv_handle_t *h)
     relay_try_free(r);
 }
 
+static void on_quiet_closed(uv_handle_t *h)
+{
+    relay_t *r = h->data;
+    r->quiet_open = false;
+    relay_try_free(r);
+}
+
+/* Host side: the worker this link goes to may be dead (tunnel_rpc_on_suspect). */
+static void relay_suspect(relay_t *r, const char *why)
+{
+    rpc_fwd_t *f = r->fwd;
+    if (!f || f->closing || !f->suspect) return;
+    g_stats.suspects++;
+    f->suspect(f->data, f->peer_id, why);
+}
+
 static void relay_close_tcp(relay_t *r)
 {
     if (!r->tcp_open || r->tcp_closing) return;
@@ -137,6 +158,7 @@ static void relay_close_tcp(relay_t *r)
     uv_close((uv_handle_t *)&r->tcp, on_tcp_closed);
     uv_close((uv_handle_t *)&r->chk, on_chk_closed); /* nothing more to write */
     uv_close((uv_handle_t *)&r->hold_timer, on_hold_closed);
+    if (r->quiet_open) uv_close((uv_handle_t *)&r->quiet, on_quiet_closed);
 }
 
 static void relay_close_timer(relay_t *r)
@@ -269,6 +291,7 @@ static void st_data(tp_stream_t *s, const uint8_t *p, size_t n)
 {
     relay_t *r = tp_stream_data(s);
     if (r->host && rpc_turns_note(&r->turns, RPC_DIR_TO_HOST, n)) g_stats.host_turns++;
+    if (r->quiet_open && n) uv_timer_stop(&r->quiet);
     if (r->failed || r->tcp_closing) {
         tp_stream_consumed(s, n);
         return;
@@ -298,6 +321,9 @@ static void st_close(tp_stream_t *s, int err)
 {
     relay_t *r = tp_stream_data(s);
     r->s = NULL;
+    if (r->host && !r->failed && (err || !r->stream_fin))
+        relay_suspect(r, err ? "its rpc tunnel was reset or its connection lost"
+                             : "its rpc tunnel closed");
     if (err || !r->stream_fin || r->failed) {
         /* reset, or the connection went away: the TCP side goes too */
         relay_close_tcp(r);
@@ -362,6 +388,25 @@ static int relay_forward(relay_t *r, const char *p, size_t n)
     return rc;
 }
 
+/* Bytes went to the worker and nothing came back for quiet_ms: a reply may simply take long (a
+ * long prompt on a slow worker), or the worker died without closing anything. Suspecting it
+ * costs one probe, which a live worker answers; while the silence lasts it is suspected again
+ * at doubling intervals (at most 8 x quiet_ms apart). Only when the last command sent needs a
+ * reply (the coalescer's framing; without coalescing any bytes sent count). */
+static void on_quiet(uv_timer_t *h)
+{
+    relay_t *r = h->data;
+    uint64_t every = uv_timer_get_repeat(h);
+    if (!r->fwd || r->turns.last != RPC_DIR_TO_WORKER || (r->coalesce && !r->frame.reply)) {
+        uv_timer_stop(h);
+        return;
+    }
+    LOGD("tunnel_rpc", "worker %.12s: no reply for %.1f s", r->fwd->peer_id,
+         (double)every / 1000.0);
+    relay_suspect(r, "a reply through its rpc tunnel is overdue");
+    if (every < 8 * r->fwd->quiet_ms) uv_timer_set_repeat(h, every * 2);
+}
+
 static void tcp_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b)
 {
     relay_t *r = st->data;
@@ -392,6 +437,8 @@ static void tcp_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b)
     if (r->host) {
         g_stats.host_tx += (uint64_t)n;
         rpc_turns_note(&r->turns, RPC_DIR_TO_WORKER, (size_t)n);
+        if (r->quiet_open && r->fwd && !uv_is_active((uv_handle_t *)&r->quiet))
+            uv_timer_start(&r->quiet, on_quiet, r->fwd->quiet_ms, r->fwd->quiet_ms);
     } else
         g_stats.worker_tx += (uint64_t)n;
     if (tp_stream_over_high_water(r->s)) {
@@ -487,6 +534,7 @@ static void host_try_open(relay_t *r)
     if (uv_now(r->loop) >= r->deadline) {
         LOGW("tunnel_rpc", "no connection to worker %.12s for %s: rpc link closed", f->peer_id,
              f->model);
+        relay_suspect(r, "no connection for its rpc tunnel");
         g_stats.links_failed++;
         relay_fail(r);
         return;
@@ -523,6 +571,11 @@ static void on_connection(uv_stream_t *srv, int status)
     uv_tcp_nodelay(&r->tcp, 1);
     r->connected = true;
     r->deadline = uv_now(f->loop) + f->connect_ms;
+    if (f->suspect && f->quiet_ms) {
+        uv_timer_init(f->loop, &r->quiet);
+        r->quiet.data = r;
+        r->quiet_open = true;
+    }
     host_try_open(r);
 }
 
@@ -578,6 +631,13 @@ int tunnel_rpc_listen(uv_loop_t *loop, const char *peer_id, const char *model,
     }
     *out = f;
     return 0;
+}
+
+void tunnel_rpc_on_suspect(rpc_fwd_t *f, tunnel_rpc_suspect_cb cb)
+{
+    if (!f) return;
+    f->suspect = cb;
+    f->quiet_ms = env_ms(TUNNEL_RPC_QUIET_ENV, TUNNEL_RPC_QUIET_MS);
 }
 
 int tunnel_rpc_port(const rpc_fwd_t *f)

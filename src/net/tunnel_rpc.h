@@ -50,6 +50,16 @@ int tunnel_rpc_listen(uv_loop_t *loop, const char *peer_id, const char *model,
                       tp_conn_t *(*get_conn)(void *data, const char *peer_id), void *data,
                       rpc_fwd_t **out);
 int tunnel_rpc_port(const rpc_fwd_t *f);
+/* Host side: cb(data, peer_id, why) (data: tunnel_rpc_listen's) when a link to the worker
+ * fails — its stream is reset or closed before llama-server closed it, its connection is lost,
+ * no connection came in time — or when bytes went to the worker and no reply came for
+ * TUNNEL_RPC_QUIET_MS (again every as long while it lasts). A hint, not a verdict: a reply may
+ * just take long; the caller probes the worker (mesh_suspect). Never called from inside a
+ * tunnel_rpc_* call; links accepted before this call are not watched. */
+#define TUNNEL_RPC_QUIET_MS 2000
+#define TUNNEL_RPC_QUIET_ENV "MESH_LLM_RPC_QUIET_MS" /* "0": no overdue-reply watch */
+typedef void (*tunnel_rpc_suspect_cb)(void *data, const char *peer_id, const char *why);
+void tunnel_rpc_on_suspect(rpc_fwd_t *f, tunnel_rpc_suspect_cb cb);
 /* Close the listener and every relay it started (deferred frees, safe from callbacks). */
 void tunnel_rpc_close(rpc_fwd_t *f);
 
@@ -75,6 +85,7 @@ typedef struct {
      * other side must answer, or when no more bytes came within TUNNEL_RPC_HOLD_MS — those
      * are counted in hold_expired too) */
     uint64_t bursts, hold_expired;
+    uint64_t suspects; /* host side: workers suspected (tunnel_rpc_on_suspect) */
 } tunnel_rpc_stats_t;
 const tunnel_rpc_stats_t *tunnel_rpc_stats(void); /* process-wide counters */
 

@@ -13,6 +13,7 @@
 
 #include "httpd_guard.h"
 #include "llama_args.h"
+#include "model_fetch.h"
 #include "util.h"
 
 #define DEFAULT_MAX_BODY (8u * 1024 * 1024)
@@ -61,8 +62,9 @@ void config_usage(FILE *out)
         "  --mmproj MODEL=PATH      vision projector of MODEL (repeatable): its llama-server\n"
         "                           accepts images; requests with images to a model without\n"
         "                           one are refused (400)\n"
-        "  --bin-dir DIR            where llama-server lives (default: $MESH_LLM_BIN_DIR, PATH,\n"
-        "                           then the build cache of 'make')\n"
+        "  --bin-dir DIR            where llama-server lives (default: $MESH_LLM_BIN_DIR, the\n"
+        "                           installed PREFIX/libexec/mesh-llm/cpu, the build's\n"
+        "                           llama.cpp, ~/.cache/mesh-llm, then PATH)\n"
         "\n"
         "Mesh:\n"
         "  --join TOKEN             join the mesh of the node that printed TOKEN (repeatable:\n"
@@ -319,12 +321,17 @@ static void add_note(config_t *cfg, const char *line)
     cfg->notes = n;
 }
 
-static int add_models_dir(config_t *cfg, const char *dir, char *err, size_t errlen)
+/* lenient: the default models directory (~/.models), which the user did not name: absent is
+ * nothing to serve, and what cannot be added (a name --model took already, too many) is
+ * skipped with a note instead of stopping the node. */
+static int add_models_dir(config_t *cfg, const char *dir, bool lenient, char *err, size_t errlen)
 {
     DIR *d = opendir(dir);
+    if (!d && lenient && errno == ENOENT) return 0;
     if (!d) {
         snprintf(err, errlen, "--models-dir %s: %s", dir, strerror(errno));
-        return -EINVAL;
+        if (lenient) add_note(cfg, err);
+        return lenient ? 0 : -EINVAL;
     }
     char *names[CONFIG_MAX_MODELS];
     size_t n = 0;
@@ -360,9 +367,25 @@ static int add_models_dir(config_t *cfg, const char *dir, char *err, size_t errl
     qsort(names, n, sizeof names[0], cmp_str); /* deterministic order */
     for (size_t i = 0; i < n; i++) {
         if (rc == 0) rc = add_model(cfg, names[i], true, err, errlen);
+        if (rc && lenient) {
+            char line[1200];
+            snprintf(line, sizeof line, "%s: not served from %s: %s", names[i], dir, err);
+            add_note(cfg, line);
+            err[0] = '\0';
+            rc = 0;
+        }
         free(names[i]);
     }
     return rc;
+}
+
+/* Without --models-dir, the models directory where downloads land (~/.models, DESIGN §8) is
+ * served the same way: its files are known models, loaded on first use (not at start). */
+static int add_default_models_dir(config_t *cfg, char *err, size_t errlen)
+{
+    char dir[PATH_MAX];
+    mf_default_dir(NULL, dir, sizeof dir);
+    return add_models_dir(cfg, dir, true, err, errlen);
 }
 
 enum {
@@ -473,7 +496,7 @@ int config_parse(config_t *cfg, int argc, char **argv, char *err, size_t errlen)
         case OPT_MODELS_DIR:
             free(cfg->models_dir);
             cfg->models_dir = strdup(optarg);
-            rc = add_models_dir(cfg, optarg, err, errlen);
+            rc = add_models_dir(cfg, optarg, false, err, errlen);
             break;
         case OPT_PORT:
             rc = parse_port(optarg, "--port", &cfg->port, err, errlen);
@@ -730,14 +753,25 @@ int config_parse(config_t *cfg, int argc, char **argv, char *err, size_t errlen)
                  "--headless turns off; give --join TOKEN or --model PATH, or drop --headless");
         rc = -EINVAL;
     }
+    if (rc == 0 && !cfg->models_dir && !cfg->client) rc = add_default_models_dir(cfg, err, errlen);
     if (rc && !err[0]) snprintf(err, errlen, "%s", strerror(-rc));
     return rc < 0 ? rc : CONFIG_OK;
 }
 
+size_t config_named_models(const config_t *cfg)
+{
+    size_t named = 0;
+    for (size_t i = 0; i < cfg->n_models; i++)
+        named += !cfg->models[i].from_dir;
+    return named;
+}
+
 bool config_idle(const config_t *cfg)
 {
-    return cfg->n_models == 0 && cfg->n_requested == 0 && !cfg->models_dir && cfg->n_joins == 0 &&
-           !cfg->client && !cfg->mesh_name && !cfg->own_mesh && !cfg->auto_join && !cfg->publish;
+    /* the default models directory's files do not make a node leave idle */
+    return config_named_models(cfg) == 0 && cfg->n_requested == 0 && !cfg->models_dir &&
+           cfg->n_joins == 0 && !cfg->client && !cfg->mesh_name && !cfg->own_mesh &&
+           !cfg->auto_join && !cfg->publish;
 }
 
 void config_free(config_t *cfg)

@@ -109,6 +109,8 @@ void config_usage(FILE *out);
  * --model, --models-dir, --join, --client, --own-mesh, --mesh-name). The node then runs its
  * management API only and waits for POST /api/join. */
 bool config_idle(const config_t *cfg);
+/* The models given with --model (not found in a models directory). */
+size_t config_named_models(const config_t *cfg);
 
 /* The --mmproj file of a model, or NULL. */
 const char *config_mmproj_of(const config_t *cfg, const char *model);

@@ -39,6 +39,19 @@ static void on_progress(void *data)
     if (d->on_change) d->on_change(d->data);
 }
 
+/* Every mesh-llm listing created since now_s - LISTING_MAX_TTL_S (older ones have expired):
+ * the filter changes every second, so a relay that caches a filter's answer answers a later
+ * query afresh. */
+static nostr_filter_t listing_filter(int64_t now_s)
+{
+    return (nostr_filter_t){.kinds = {LISTING_KIND},
+                            .n_kinds = 1,
+                            .t_tags = {LISTING_TAG},
+                            .n_t = 1,
+                            .since = now_s - LISTING_MAX_TTL_S,
+                            .limit = LISTING_SET_MAX};
+}
+
 int discovery_start(discovery_t **out, uv_loop_t *loop, const char *const *urls, size_t n,
                     void (*on_change)(void *data), void *data)
 {
@@ -57,11 +70,7 @@ int discovery_start(discovery_t **out, uv_loop_t *loop, const char *const *urls,
         free(d);
         return rc;
     }
-    nostr_filter_t f = {.kinds = {LISTING_KIND},
-                        .n_kinds = 1,
-                        .t_tags = {LISTING_TAG},
-                        .n_t = 1,
-                        .limit = LISTING_SET_MAX};
+    nostr_filter_t f = listing_filter((int64_t)time(NULL));
     nostr_pool_subscribe(d->pool, "mesh-llm-listings", &f);
     *out = d;
     return 0;
@@ -80,6 +89,23 @@ bool discovery_settled(const discovery_t *d)
     size_t total;
     size_t k = nostr_pool_settled(d->pool, &total);
     return k == total;
+}
+
+void discovery_refresh(discovery_t *d, int64_t now_s)
+{
+    nostr_filter_t f = listing_filter(now_s);
+    nostr_pool_refresh(d->pool, &f);
+}
+
+size_t discovery_accepted(const discovery_t *d, size_t *open, size_t *total)
+{
+    nostr_pool_settled(d->pool, total);
+    return nostr_pool_accepted(d->pool, open);
+}
+
+bool discovery_reached(const discovery_t *d)
+{
+    return nostr_pool_answered(d->pool) > 0;
 }
 
 size_t discovery_list(discovery_t *d, int64_t now_s, const char *region, const char *model,

@@ -23,6 +23,10 @@ int discovery_start(discovery_t **out, uv_loop_t *loop, const char *const *urls,
 void discovery_stop(discovery_t *d);
 /* Every relay answered (EOSE) or failed at least once since the start. */
 bool discovery_settled(const discovery_t *d);
+/* Ask the relays again for the stored listings (nostr_pool_refresh), as of now_s. */
+void discovery_refresh(discovery_t *d, int64_t now_s);
+/* At least one relay answered a subscription (EOSE) since the start. */
+bool discovery_reached(const discovery_t *d);
 /* The live listings (expired dropped at now_s), filtered by region and model ("" or NULL: any),
  * newest first; returns how many were written to out (at most max). */
 size_t discovery_list(discovery_t *d, int64_t now_s, const char *region, const char *model,
@@ -37,5 +41,8 @@ json_t *listing_json(const mesh_listing_t *l, int64_t now_s);
 int discovery_publish(discovery_t *d, const mesh_listing_t *l, const uint8_t seckey[32],
                       int64_t now_s, int64_t ttl_s);
 void discovery_unpublish(discovery_t *d);
+/* Relays that accepted the published listing on their current connection; *open: relays
+ * connected now, *total: relays configured. */
+size_t discovery_accepted(const discovery_t *d, size_t *open, size_t *total);
 
 #endif

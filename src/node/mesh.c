@@ -99,6 +99,12 @@ void mesh_suspect(mesh_t *m, const char *peer_id)
     gossip_arm(m);
 }
 
+void mesh_on_silent(mesh_t *m, void (*cb)(void *data, const char *peer_id), void *data)
+{
+    m->on_silent = cb;
+    m->silent_data = data;
+}
+
 /* ---- outgoing messages: one stream each ---- */
 
 static void out_data(tp_stream_t *s, const uint8_t *p, size_t n)

@@ -96,5 +96,9 @@ json_t *mesh_status(mesh_t *m);
 /* A tunnel stream to peer_id failed (reset, refused, cut before its answer): probe the peer now
  * instead of waiting for its monitors (a live peer answers; a dead one is declared dead). */
 void mesh_suspect(mesh_t *m, const char *peer_id);
+/* Called when a connection to a peer ended because the peer went silent while streams were
+ * open (transport.h "Liveness": about 2 s after a kill -9): a passive node, which has no
+ * gossip, learns of a dead host from its own connection. One callback (NULL clears it). */
+void mesh_on_silent(mesh_t *m, void (*cb)(void *data, const char *peer_id), void *data);
 
 #endif

@@ -63,6 +63,8 @@ struct mesh {
     gossip_t *g;
     uv_timer_t gtimer, jtimer, stimer;
     mpeer_t *peers;
+    void (*on_silent)(void *data, const char *peer_id); /* mesh_on_silent */
+    void *silent_data;
     char token[TOKEN_MAX_LEN + 1];
     char role[16];
     char addrs[MAX_ADDRS][TOKEN_ADDR_MAX];

@@ -364,6 +364,16 @@ void mesh_on_conn_closed(tp_endpoint_t *ep, tp_conn_t *c, bool was_ready, int er
     }
     if (!was_ready) return;
     LOGD("mesh", "connection with %.12s closed: %s", id, why);
+    if (err == -ETIMEDOUT && !m->stopping) {
+        /* silent while we waited on it (or idle past the QUIC idle timeout): a failed probe;
+         * the other members confirm with their own (gossip_silent) */
+        LOGI("mesh", "peer %.12s unreachable: %s", id, why);
+        if (m->g) {
+            gossip_silent(m->g, id, mesh_now(m));
+            mesh_gossip_arm(m);
+        }
+        if (m->on_silent) m->on_silent(m->silent_data, id);
+    }
     const gossip_peer_t *gp = m->g ? gossip_find(m->g, id) : NULL;
     if (p && !m->stopping && gp && gp->state == GOSSIP_ALIVE && !tp_find(ep, id)) {
         /* e.g. a Stateless Reset: the peer restarted on its address. Dial it again now. */

@@ -6,8 +6,10 @@
  * It dials peers only for ROUTE_REQUEST and tunnels, at the addresses its routing table gives
  * (mesh_set_peer_addrs).
  *
- * A standby (standby.h) switches between the two. Promotion (mesh_go_active) joins gossip through the --join tokens like a node starting
- * active. Demotion (mesh_go_passive) sends the signed "leaving" (peers drop the node at once,
+ * A standby (standby.h) switches between the two. Promotion (mesh_go_active) joins gossip
+ * through the --join tokens like a node starting active, and says hello to the active nodes it
+ * is connected to (its check-ins): the token's node may be dead (the death that promoted it).
+ * Demotion (mesh_go_passive) sends the signed "leaving" (peers drop the node at once,
  * no probe) and starts a fresh gossip state machine at a higher incarnation, so a later
  * promotion is accepted at once (a higher incarnation supersedes the "left" record). */
 #include <string.h>
@@ -27,6 +29,10 @@ void mesh_go_active(mesh_t *m)
     LOGI("mesh", "going active: joining gossip");
     mesh_announce_changed(m);
     if (m->n_joins) mesh_join_start(m);
+    /* and through the active nodes it is connected to (routing tables gave their addresses) */
+    for (mpeer_t *p = m->peers; p; p = p->next)
+        if (p->n_addrs && tp_find(m->ep, p->id)) gossip_join(m->g, p->id, mesh_now(m));
+    mesh_gossip_arm(m);
 }
 
 void mesh_go_passive(mesh_t *m)

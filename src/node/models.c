@@ -721,6 +721,32 @@ static int add_entry(models_t *ms, const config_model_t *cm, bool preload, char 
     return 0;
 }
 
+/* A file given with --model: a regular, readable GGUF whose tensor table fits in the file
+ * (a truncated download fails here, not in llama-server). 0, or -errno with the file and why. */
+static int check_named(const config_model_t *cm, char *err, size_t errlen)
+{
+    file_id_t id;
+    char why[256];
+    int rc = model_file_check(cm->path, &id, why, sizeof why);
+    if (rc == -ENOENT) snprintf(why, sizeof why, "%s", strerror(ENOENT));
+    gguf_tensors_t tt;
+    if (rc == 0) {
+        rc = gguf_tensors_read(cm->path, &tt);
+        if (rc == 0)
+            gguf_tensors_free(&tt);
+        else
+            snprintf(why, sizeof why, "%s",
+                     rc == -EINVAL ? "not a valid GGUF model: its header or tensor table is "
+                                     "malformed, or its tensor data runs past the end of the "
+                                     "file (truncated?)"
+                                   : strerror(-rc));
+    }
+    if (rc)
+        snprintf(err, errlen, "--model %s: %s; give the path of a complete .gguf model file",
+                 cm->path, why);
+    return rc;
+}
+
 int models_init(models_t *ms, uv_loop_t *loop, const config_t *cfg, supervisor_t *sv, char *err,
                 size_t errlen)
 {
@@ -742,7 +768,10 @@ int models_init(models_t *ms, uv_loop_t *loop, const config_t *cfg, supervisor_t
         l += len + (l[len] == '\n');
     }
     for (size_t i = 0; i < cfg->n_models; i++) {
-        int rc = add_entry(ms, &cfg->models[i], !cfg->models[i].from_dir, err, errlen);
+        /* the user named this file: one that cannot be a model stops the start at once */
+        int rc = cfg->models[i].from_dir ? 0 : check_named(&cfg->models[i], err, errlen);
+        if (rc) return rc;
+        rc = add_entry(ms, &cfg->models[i], !cfg->models[i].from_dir, err, errlen);
         if (rc) return rc;
     }
     return 0;
@@ -785,6 +814,23 @@ void models_preload(models_t *ms)
         if (ms->entries[i].preload) mm_load(&ms->mm, ms->entries[i].mm, models_now(ms));
     models_run(ms);
     if (ms->preload_pending == 0 && ms->on_preload_done) ms->on_preload_done(ms->data);
+}
+
+bool models_preload_all_failed(const models_t *ms, char *why, size_t len)
+{
+    size_t named = 0, failed = 0, off = 0;
+    why[0] = '\0';
+    for (size_t i = 0; i < ms->n; i++) {
+        const model_entry_t *e = &ms->entries[i];
+        if (!e->preload) continue;
+        named++;
+        if (!e->preload_done || e->mm->state != MM_UNLOADED || !e->child->last_error[0]) continue;
+        failed++;
+        if (off < len)
+            off += (size_t)snprintf(why + off, len - off, "%s%s: %s", off ? "; " : "", e->path,
+                                    e->child->last_error);
+    }
+    return named > 0 && failed == named;
 }
 
 void models_free(models_t *ms)

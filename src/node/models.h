@@ -106,6 +106,10 @@ void models_memory_msg(const models_t *ms, const model_entry_t *e, char *buf, si
 int models_add_file(models_t *ms, const char *path, model_entry_t **out, char *err, size_t errlen);
 /* Queue the preloads (models given with --model, while slots are free). */
 void models_preload(models_t *ms);
+/* After the preloads settled: true when models were given with --model and every one of them
+ * failed to load (a start-up error: the node would serve nothing it was asked to); why names
+ * each file and its error. */
+bool models_preload_all_failed(const models_t *ms, char *why, size_t len);
 void models_free(models_t *ms);
 
 model_entry_t *models_find(models_t *ms, const char *name);

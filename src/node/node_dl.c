@@ -446,3 +446,55 @@ void node_dl_fill_view(node_dl_t *nd, view_node_t *n)
         }
     }
 }
+
+bool node_dl_on_disk(const node_dl_t *nd, const char *ref)
+{
+    model_ref_t r;
+    char err[64], path[2048];
+    struct stat st;
+    return model_ref_parse(ref, &r, err, sizeof err) == 0 &&
+           mf_local_path(&r, nd->dir, path, sizeof path) == 0 && stat(path, &st) == 0 &&
+           S_ISREG(st.st_mode) && st.st_size > 0;
+}
+
+typedef struct {
+    node_dl_probe_fn cb;
+    void *data;
+    char hub[MODEL_REF_URL_MAX];
+} probe_t;
+
+static void probe_done(void *data, int rc, const char *err, long status, const char *body,
+                       size_t len)
+{
+    probe_t *p = data;
+    (void)body;
+    (void)len;
+    char why[600];
+    if (rc == 0 && status == 200)
+        why[0] = 0;
+    else if (rc == 0)
+        snprintf(why, sizeof why, "HTTP %ld from %.500s", status, p->hub);
+    else
+        snprintf(why, sizeof why, "%s", err && *err ? err : strerror(-rc));
+    p->cb(p->data, rc == 0 && status == 200 ? 0 : rc ? rc : -EIO, why);
+    free(p);
+}
+
+int node_dl_probe(node_dl_t *nd, const char *ref, node_dl_probe_fn cb, void *data)
+{
+    model_ref_t r;
+    char err[256];
+    int rc = model_ref_parse(ref, &r, err, sizeof err);
+    if (rc) return rc;
+    if (!r.repo[0]) return -EINVAL; /* a plain URL: nothing to ask the hub */
+    probe_t *p = malloc(sizeof *p);
+    if (!p) return -ENOMEM;
+    p->cb = cb;
+    p->data = data;
+    char url[MODEL_REF_URL_MAX];
+    snprintf(url, sizeof url, "%s/api/models/%s", dl_hub(nd->d), r.repo);
+    snprintf(p->hub, sizeof p->hub, "%s", url);
+    rc = dl_fetch(nd->d, url, 1 << 20, probe_done, p);
+    if (rc) free(p);
+    return rc;
+}

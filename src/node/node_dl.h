@@ -75,6 +75,13 @@ int node_dl_start_mesh(node_dl_t *nd, const char *ref, bool solo, char *err, siz
 /* The job (active or ended) for ref, or NULL. */
 const node_dl_job_t *node_dl_job(const node_dl_t *nd, const char *ref);
 void node_dl_close(node_dl_t *nd);
+/* ref's file is in the models directory already (a download would find it there). */
+bool node_dl_on_disk(const node_dl_t *nd, const char *ref);
+/* Whether the hub can serve ref before a download starts (--auto, issue 26): asks the hub for
+ * the repository's listing (GET HF_ENDPOINT/api/models/ORG/REPO). cb(data, 0, "") when it
+ * answers 200, else cb(data, -errno, why): unreachable (offline), or the repository missing. */
+typedef void (*node_dl_probe_fn)(void *data, int rc, const char *why);
+int node_dl_probe(node_dl_t *nd, const char *ref, node_dl_probe_fn cb, void *data);
 /* The active job downloading model `name` (its model name or its ref), or NULL. */
 const node_dl_job_t *node_dl_find(node_dl_t *nd, const char *name);
 /* Progress of a job summed over its parts: bytes, total (0 unknown), rate. */

@@ -22,7 +22,9 @@ typedef struct {
     relay_state_t st;
     unsigned attempt;
     uv_timer_t retry;
-    bool settled; /* EOSE or a failure since the subscription */
+    bool settled;  /* EOSE or a failure since the subscription */
+    bool answered; /* EOSE of our subscription at least once */
+    bool accepted; /* OK true for the published event on this connection */
     char last_error[160];
     unsigned long events, bad, conns;
     unsigned conn_events, conn_bad;
@@ -36,6 +38,7 @@ struct nostr_pool {
     char sub_id[NOSTR_SUBID_MAX + 1];
     char *req;     /* the REQ text, sent on every connect */
     char *publish; /* the EVENT text, sent on every connect */
+    char publish_id[NOSTR_HEX32];
     uint64_t retry_base_ms;
     int refs; /* open timers */
     bool stopped;
@@ -84,6 +87,7 @@ static void relay_down(relay_t *r, const char *why)
     snprintf(r->last_error, sizeof r->last_error, "%s", why);
     r->ws = NULL;
     r->st = R_WAITING;
+    r->accepted = false;
     uint64_t wait = backoff_ms(r->attempt < 16 ? r->attempt : 16, p->retry_base_ms, 60000);
     r->attempt++;
     LOGD("nostr", "%s: %s; retrying in %llu ms", r->url, why, (unsigned long long)wait);
@@ -157,7 +161,10 @@ static void on_ws_text(ws_client_t *c, const char *msg, size_t len, void *data)
     case NOSTR_MSG_EOSE:
         /* a relay that answers a subscription is healthy: the next failure retries soon (one
          * that opens, then misbehaves, keeps backing off) */
-        if (strcmp(m.sub_id, p->sub_id) == 0) r->attempt = 0;
+        if (strcmp(m.sub_id, p->sub_id) == 0) {
+            r->attempt = 0;
+            r->answered = true;
+        }
         if (strcmp(m.sub_id, p->sub_id) == 0 && !r->settled) {
             r->settled = true;
             progress(p);
@@ -165,6 +172,7 @@ static void on_ws_text(ws_client_t *c, const char *msg, size_t len, void *data)
         break;
     case NOSTR_MSG_OK:
         if (!m.ok) LOGW("nostr", "%s refused event %.16s: %s", r->url, m.event_id, m.message);
+        if (p->publish && strcmp(m.event_id, p->publish_id) == 0) r->accepted = m.ok;
         break;
     case NOSTR_MSG_NOTICE:
         LOGD("nostr", "%s: notice: %s", r->url, m.message);
@@ -251,14 +259,32 @@ int nostr_pool_subscribe(nostr_pool_t *p, const char *sub_id, const nostr_filter
     return 0;
 }
 
+int nostr_pool_refresh(nostr_pool_t *p, const nostr_filter_t *f)
+{
+    char *req = nostr_msg_req(p->sub_id, f);
+    if (!req) return -EINVAL;
+    free(p->req);
+    p->req = req;
+    for (size_t i = 0; i < p->n; i++) {
+        relay_t *r = &p->relays[i];
+        if (r->st != R_OPEN) continue; /* a relay that (re)connects sends the REQ anyway */
+        r->settled = false;
+        send_text(r, req);
+    }
+    return 0;
+}
+
 int nostr_pool_publish(nostr_pool_t *p, const nostr_event_t *ev)
 {
     char *s = nostr_msg_event(ev);
     if (!s) return -ENOMEM;
     free(p->publish);
     p->publish = s;
-    for (size_t i = 0; i < p->n; i++)
+    snprintf(p->publish_id, sizeof p->publish_id, "%s", ev->id);
+    for (size_t i = 0; i < p->n; i++) {
+        p->relays[i].accepted = false; /* until it accepts this one */
         if (p->relays[i].st == R_OPEN) send_text(&p->relays[i], s);
+    }
     return 0;
 }
 
@@ -277,14 +303,33 @@ size_t nostr_pool_settled(const nostr_pool_t *p, size_t *total)
     return k;
 }
 
+size_t nostr_pool_accepted(const nostr_pool_t *p, size_t *open)
+{
+    size_t k = 0, o = 0;
+    for (size_t i = 0; i < p->n; i++) {
+        k += p->relays[i].accepted;
+        o += p->relays[i].st == R_OPEN;
+    }
+    if (open) *open = o;
+    return k;
+}
+
+size_t nostr_pool_answered(const nostr_pool_t *p)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < p->n; i++)
+        k += p->relays[i].answered;
+    return k;
+}
+
 json_t *nostr_pool_status(const nostr_pool_t *p)
 {
     static const char *st[] = {"idle", "connecting", "open", "waiting"};
     json_t *a = json_array();
     for (size_t i = 0; a && i < p->n; i++) {
         const relay_t *r = &p->relays[i];
-        json_array_append_new(a, json_pack("{s:s,s:s,s:s?,s:I,s:I,s:I}", "url", r->url, "state",
-                                           st[r->st], "last_error",
+        json_array_append_new(a, json_pack("{s:s,s:s,s:b,s:s?,s:I,s:I,s:I}", "url", r->url, "state",
+                                           st[r->st], "answered", r->answered, "last_error",
                                            r->last_error[0] ? r->last_error : NULL, "events",
                                            (json_int_t)r->events, "invalid", (json_int_t)r->bad,
                                            "connections", (json_int_t)r->conns));

@@ -44,13 +44,25 @@ int nostr_pool_start(nostr_pool_t **out, uv_loop_t *loop, const char *const *url
                      const nostr_pool_cb_t *cb);
 /* Subscribe (replaces the previous subscription). */
 int nostr_pool_subscribe(nostr_pool_t *p, const char *sub_id, const nostr_filter_t *f);
+/* Ask every open relay again for the stored events, with filter f, under the same subscription
+ * id (NIP-01: a REQ replaces the subscription of its id; no CLOSE first, so the live part never
+ * lapses). A relay may answer a REQ from a cache older than its newest events (the @nostr-relay
+ * relay keeps a filter's result for 1 s, keyed by the filter), or register the live part only
+ * after its EOSE: an event stored in between reaches neither part. Relays asked again count as
+ * unsettled until they answer. */
+int nostr_pool_refresh(nostr_pool_t *p, const nostr_filter_t *f);
 /* Publish ev to every relay now and on every reconnect (replaces the previous event). */
 int nostr_pool_publish(nostr_pool_t *p, const nostr_event_t *ev);
 /* Stop publishing (the last event stays on the relays until it expires). */
 void nostr_pool_unpublish(nostr_pool_t *p);
 /* Relays that answered the subscription (EOSE) or failed since it was made, and the total. */
 size_t nostr_pool_settled(const nostr_pool_t *p, size_t *total);
-/* Per relay: url, state, last error, counters. */
+/* Relays that accepted (OK true) the published event on their current connection; *open (may
+ * be NULL): relays connected now. */
+size_t nostr_pool_accepted(const nostr_pool_t *p, size_t *open);
+/* Relays that answered the subscription (EOSE) at least once since the start. */
+size_t nostr_pool_answered(const nostr_pool_t *p);
+/* Per relay: url, state, answered, last error, counters. */
 json_t *nostr_pool_status(const nostr_pool_t *p);
 /* Close every connection; the pool is freed once libuv has let go of it. */
 void nostr_pool_stop(nostr_pool_t *p);

@@ -16,6 +16,9 @@
 #define PV_POLL_MS 50 /* while a dial or a request waits */
 #define PV_MAX_CAND (RT_MAX_NODES + MESH_MAX_JOIN)
 #define PV_MAX_BAD 32
+/* after a host went silent: a new table once the mesh agreed it is dead (the gossip probe,
+ * GOSSIP_PROBE_MAX_MS, + slack) */
+#define PV_SILENT_REFRESH_MS 3000
 #define PV_GONE_ROUNDS 3 /* rounds in a row without an answer: every active node is gone */
 
 typedef struct {
@@ -64,6 +67,7 @@ struct passive {
     struct {
         char id[ID_HEX_LEN + 1];
         uint64_t until;
+        bool silent; /* its connection went silent: the mark outlives a new table */
     } bad[PV_MAX_BAD];
     struct {
         char id[ID_HEX_LEN + 1];
@@ -106,13 +110,34 @@ static bool is_bad(void *data, const char *id)
     return false;
 }
 
-static void mark_bad(passive_t *p, const char *id)
+static void mark_bad_as(passive_t *p, const char *id, bool silent)
 {
     size_t k = 0;
     for (size_t i = 0; i < PV_MAX_BAD; i++)
         if (p->bad[i].until < p->bad[k].until) k = i;
     snprintf(p->bad[k].id, sizeof p->bad[k].id, "%s", id);
     p->bad[k].until = now_ms(p) + p->o.refresh_ms;
+    p->bad[k].silent = silent;
+}
+
+static void mark_bad(passive_t *p, const char *id)
+{
+    mark_bad_as(p, id, false);
+}
+
+/* A new table: failed hosts get another chance, silent ones stay skipped (the table may list
+ * them until the mesh has agreed they are dead). */
+static void clear_bad(passive_t *p)
+{
+    for (size_t i = 0; i < PV_MAX_BAD; i++)
+        if (!p->bad[i].silent) memset(&p->bad[i], 0, sizeof p->bad[i]);
+}
+
+static bool is_silent(passive_t *p, const char *id)
+{
+    for (size_t i = 0; i < PV_MAX_BAD; i++)
+        if (p->bad[i].silent && strcmp(p->bad[i].id, id) == 0) return is_bad(p, id);
+    return false;
 }
 
 static void set_addrs(passive_t *p, const char *id, char addrs[][TOKEN_ADDR_MAX], size_t n)
@@ -204,7 +229,7 @@ static void ck_data(tp_stream_t *s, const uint8_t *b, size_t n)
         p->have_table = true;
         p->table_at = now_ms(p);
         snprintf(p->checkin, sizeof p->checkin, "%s", p->cand[p->i_cand].id);
-        memset(p->bad, 0, sizeof p->bad);
+        clear_bad(p);
         p->checkins++;
         p->failed_rounds = 0;
         p->state = PV_IDLE;
@@ -251,6 +276,9 @@ static int ask(passive_t *p, tp_conn_t *c)
     rq->vram_bytes = p->o.vram_bytes;
     for (size_t i = 0; i < p->o.n_models && i < RT_MAX_REQ_MODELS; i++)
         snprintf(rq->models[rq->n_models++], CATALOG_NAME_MAX, "%s", p->models[i]);
+    for (size_t i = 0; i < PV_MAX_BAD && rq->n_silent < RT_MAX_SILENT; i++)
+        if (p->bad[i].silent && p->bad[i].until > now_ms(p))
+            snprintf(rq->silent[rq->n_silent++], sizeof rq->silent[0], "%s", p->bad[i].id);
     f = rt_request_encode(rq);
     if (!f || (rc = wire_write(&b, WIRE_ROUTE_REQUEST, f)) != 0) goto out;
     x->p = p;
@@ -281,6 +309,10 @@ static void try_next(passive_t *p)
 {
     while (p->i_cand < p->n_cand && !p->stopping) {
         pv_cand_t *c = &p->cand[p->i_cand];
+        if (is_silent(p, c->id)) { /* found dead by our own connection: not worth a dial */
+            p->i_cand++;
+            continue;
+        }
         set_addrs(p, c->id, c->addrs, c->n_addrs);
         tp_conn_t *conn = mesh_conn(p->mesh, c->id);
         p->attempt_deadline = now_ms(p) + p->attempt_ms;
@@ -318,6 +350,24 @@ static void round_cb(uv_timer_t *t)
     for (size_t i = 0; i < p->o.n_joins; i++)
         add_cand(p, p->joins[i].id, p->joins[i].addrs, p->joins[i].n_addrs);
     try_next(p);
+}
+
+/* The connection to `id` went silent while streams were open (mesh_on_silent, ~2 s after a
+ * kill -9): its requests fail over or end now (the relay), later ones skip it, and a new table
+ * is asked for once the mesh has had time to agree it is dead (PV_SILENT_REFRESH_MS) instead
+ * of at the refresh period. */
+static void on_silent(void *data, const char *id)
+{
+    passive_t *p = data;
+    if (p->stopping) return;
+    LOGI("passive", "host %.12s went silent; skipping it, new routing table in %.1f s", id,
+         PV_SILENT_REFRESH_MS / 1000.0);
+    mark_bad_as(p, id, true);
+    if (!p->paused && p->state == PV_IDLE &&
+        (!uv_is_active((uv_handle_t *)&p->timer) ||
+         uv_timer_get_due_in(&p->timer) > PV_SILENT_REFRESH_MS))
+        uv_timer_start(&p->timer, round_cb, PV_SILENT_REFRESH_MS, 0);
+    kick(p, 0);
 }
 
 /* ---- requests ---- */
@@ -672,6 +722,7 @@ int passive_start(passive_t **out, uv_loop_t *loop, mesh_t *mesh, const passive_
     uv_timer_init(loop, &p->poll);
     p->timer.data = p->poll.data = p;
     p->paused = o->paused;
+    mesh_on_silent(mesh, on_silent, p);
     if (!p->paused) {
         LOGI("passive",
              "passive %s node: no gossip; routing table every %.1f s from an active node",
@@ -688,6 +739,7 @@ void passive_stop(passive_t *p)
 {
     if (!p || p->stopping) return;
     p->stopping = true;
+    mesh_on_silent(p->mesh, NULL, NULL);
     abandon_checkin(p);
     while (p->pending)
         step(p, p->pending); /* answers 503 */
@@ -779,6 +831,15 @@ void passive_status(passive_t *p, json_t *st)
         json_decref(inflight);
     }
     if (!p->have_table) return;
+    json_t *nodes = json_array(); /* the mesh's active nodes, as the table says (the console) */
+    for (size_t i = 0; nodes && i < p->table->n_nodes; i++)
+        json_array_append_new(nodes,
+                              json_pack("{s:s,s:I}", "id", p->table->nodes[i].id, "vram_bytes",
+                                        (json_int_t)p->table->nodes[i].vram_bytes));
+    if (o)
+        json_object_set_new(o, "nodes", nodes);
+    else
+        json_decref(nodes);
     json_t *cat = json_array(); /* the mesh's catalog, as the table says */
     for (size_t i = 0; cat && i < p->table->n_models; i++) {
         const rt_model_t *m = &p->table->models[i];

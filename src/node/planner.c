@@ -275,6 +275,15 @@ static tp_conn_t *get_conn(void *data, const char *peer_id)
     return pl->mesh && !pl->stopping ? mesh_conn(pl->mesh, peer_id) : NULL;
 }
 
+/* A link to a worker failed or its reply is overdue (tunnel_rpc_on_suspect): probe the worker
+ * now rather than at its monitors' next heartbeat; a confirmed death re-plans the model. */
+static void on_rpc_suspect(void *data, const char *peer_id, const char *why)
+{
+    planner_t *pl = data;
+    LOGD("planner", "split worker %.12s suspected (%s): probing it", peer_id, why);
+    if (pl->mesh && !pl->stopping) mesh_suspect(pl->mesh, peer_id);
+}
+
 /* Every worker of the plan is ready: tunnels, then llama-server with the plan. */
 static void start_host(planner_t *pl, pmodel_t *pm)
 {
@@ -283,6 +292,7 @@ static void start_host(planner_t *pl, pmodel_t *pm)
     int rc = 0;
     for (size_t k = 0; k < pm->st.n_workers && rc == 0; k++) {
         rc = tunnel_rpc_listen(pl->loop, pm->st.workers[k].id, pm->name, get_conn, pl, &pm->fwd[k]);
+        if (rc == 0) tunnel_rpc_on_suspect(pm->fwd[k], on_rpc_suspect);
         if (rc == 0) buf_printf(&rpc, "%s127.0.0.1:%d", k ? "," : "", tunnel_rpc_port(pm->fwd[k]));
     }
     char rest[1 << 14], args[1 << 15];

@@ -355,6 +355,15 @@ static const char *entry_status(planner_t *pl, const peers_t *P, const catalog_t
     return catalog_status_name(e->status);
 }
 
+/* A model that needs capacity: the memory its group lacks (need − the memory of the nodes
+ * serving or waiting for it), which a standby with that much free completes (routing tables
+ * carry it); 0 otherwise. */
+static uint64_t entry_short(const char *status, const catalog_entry_t *e)
+{
+    if (strcmp(status, "needs_capacity") != 0) return 0;
+    return e->need_bytes > e->servers_vram ? e->need_bytes - e->servers_vram : 0;
+}
+
 static json_t *ids_json(const catalog_id_t *ids, size_t n)
 {
     json_t *a = json_array();
@@ -440,7 +449,10 @@ void planner_list_models(planner_t *pl, json_t *list)
             if (!o) continue;
             json_array_append_new(list, o);
         }
-        json_object_set_new(o, "status", json_string(entry_status(pl, &P, &cat, e)));
+        const char *status = entry_status(pl, &P, &cat, e);
+        json_object_set_new(o, "status", json_string(status));
+        uint64_t short_b = entry_short(status, e);
+        if (short_b) json_object_set_new(o, "short_bytes", json_integer((json_int_t)short_b));
         json_t *dl = e->status == CATALOG_READY ? NULL : download_json(&P, &cn.self, e->name);
         if (dl) { /* being downloaded somewhere in the mesh: that is what it waits for */
             json_object_set_new(o, "status", json_string("downloading"));
@@ -566,10 +578,11 @@ void planner_status(planner_t *pl, json_t *st)
     const tunnel_rpc_stats_t *ts = tunnel_rpc_stats();
     json_object_set_new(
         st, "rpc_tunnel",
-        json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "host_tx", (json_int_t)ts->host_tx, "host_rx",
-                  (json_int_t)ts->host_rx, "worker_rx", (json_int_t)ts->worker_rx, "worker_tx",
-                  (json_int_t)ts->worker_tx, "host_turns", (json_int_t)ts->host_turns, "bursts",
-                  (json_int_t)ts->bursts, "hold_expired", (json_int_t)ts->hold_expired));
+        json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "host_tx", (json_int_t)ts->host_tx,
+                  "host_rx", (json_int_t)ts->host_rx, "worker_rx", (json_int_t)ts->worker_rx,
+                  "worker_tx", (json_int_t)ts->worker_tx, "host_turns", (json_int_t)ts->host_turns,
+                  "bursts", (json_int_t)ts->bursts, "hold_expired", (json_int_t)ts->hold_expired,
+                  "suspects", (json_int_t)ts->suspects));
     json_t *node = json_object_get(st, "node");
     if (node) {
         json_object_set_new(node, "role", json_string(self_role(pl)));

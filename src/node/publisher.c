@@ -78,15 +78,35 @@ static void publish_now(publisher_t *p)
     int rc = discovery_publish(p->disc, l, p->sk, (int64_t)time(NULL), ttl_s);
     if (rc)
         LOGW("nostr", "cannot publish the listing: %s", strerror(-rc));
-    else if (p->publishes++ == 0)
-        LOGI("nostr",
-             "publishing mesh %s ('%s', region %s): %u node(s), %zu model(s); republished every "
-             "%llu ms, expires after %lld s",
-             l->mesh_id, l->name, l->region[0] ? l->region : "-", l->node_count, l->n_models,
-             (unsigned long long)p->interval_ms, (long long)ttl_s);
+    else
+        p->publishes++;
     p->seen = true;
     p->last_ms = now_ms(p);
     free(l);
+}
+
+/* Say whether the listing is on a relay, once per change: published when a relay accepted it
+ * (OK), not published while no relay is connected (the pool reconnects with backoff and sends
+ * the listing again on every connect). */
+static void check_listed(publisher_t *p)
+{
+    if (!p->active || p->publishes == 0) return;
+    size_t open, total, ok = discovery_accepted(p->disc, &open, &total);
+    p->relays_ok = ok;
+    if (ok && p->listed != 1) {
+        p->listed = 1;
+        LOGI("nostr",
+             "mesh %s ('%s', region %s) is published: %zu of %zu relay(s) accepted its "
+             "listing; republished every %llu ms, expires after %llu s",
+             mesh_id(p->mesh), p->name, p->region[0] ? p->region : "-", ok, total,
+             (unsigned long long)p->interval_ms, (unsigned long long)((p->ttl_ms + 999) / 1000));
+    } else if (!ok && open == 0 && p->listed != 0) {
+        p->listed = 0;
+        LOGW("nostr",
+             "mesh %s is NOT published: none of the %zu Nostr relay(s) can be reached (GET "
+             "/api/discover shows why); retrying with backoff",
+             mesh_id(p->mesh), total);
+    }
 }
 
 static void tick(uv_timer_t *t)
@@ -129,6 +149,7 @@ static void tick(uv_timer_t *t)
     case PUB_NOTHING:
         break;
     }
+    check_listed(p);
     free(l);
 }
 
@@ -173,6 +194,7 @@ void publisher_start(publisher_t *p, uv_loop_t *loop, discovery_t *disc, planner
     p->timer.data = p;
     p->timer_open = true;
     p->started = true;
+    p->listed = -1;         /* not said yet */
     p->last_ms = now_ms(p); /* first(): how long it has waited for the relays */
     if (want)
         uv_timer_start(&p->timer, first, 0, 200);
@@ -194,8 +216,10 @@ void publisher_stop(publisher_t *p)
 
 json_t *publisher_status(const publisher_t *p)
 {
-    return json_pack("{s:b,s:b,s:s,s:s,s:I,s:I,s:I,s:I}", "publishing", p->active, "watching",
-                     p->started, "name", p->name, "region", p->region, "interval_ms",
-                     (json_int_t)p->interval_ms, "publishes", (json_int_t)p->publishes, "takeovers",
-                     (json_int_t)p->takeovers, "yields", (json_int_t)p->yields);
+    return json_pack("{s:b,s:b,s:b,s:I,s:s,s:s,s:I,s:I,s:I,s:I}", "publishing", p->active,
+                     "published", p->active && p->relays_ok > 0, "relays_accepted",
+                     (json_int_t)p->relays_ok, "watching", p->started, "name", p->name, "region",
+                     p->region, "interval_ms", (json_int_t)p->interval_ms, "publishes",
+                     (json_int_t)p->publishes, "takeovers", (json_int_t)p->takeovers, "yields",
+                     (json_int_t)p->yields);
 }

@@ -43,6 +43,8 @@ typedef struct {
     bool active, seen, started;
     uint64_t interval_ms, ttl_ms, last_ms;
     unsigned long publishes, takeovers, yields;
+    int listed;       /* what the log said last: 1 published, 0 not, -1 nothing yet */
+    size_t relays_ok; /* relays that accepted the listing (at the last tick) */
     uv_timer_t timer;
     bool timer_open;
     /* Passive nodes (clients, standbys) are not gossip members: the ones that check in with

@@ -113,6 +113,8 @@ int route_serve_build(route_serve_t *rs, rt_table_t *t)
         if (!m) continue;
         m->has_type = rt_type_of(json_string_value(json_object_get(e, "type")), &m->type);
         m->requested = json_is_true(json_object_get(e, "requested"));
+        json_int_t short_b = json_integer_value(json_object_get(e, "short_bytes"));
+        m->short_bytes = short_b > 0 ? (uint64_t)short_b : 0;
         for (size_t k = 0; k < t->n_nodes; k++) {
             const view_serving_t *s = view_serving(&views[k], name);
             if (s && s->http_ready && rt_model_add_host(m, k, load_of(b->anns[k], name)))
@@ -183,6 +185,10 @@ json_t *route_serve_answer(route_serve_t *rs, const char *peer_id, json_t *req)
         return NULL;
     }
     remember(rs, rq);
+    /* hosts the passive node found silent: hints, checked with our own probe (a dead one is
+     * declared dead and gossiped; the next table leaves it out) */
+    for (size_t i = 0; i < rq->n_silent; i++)
+        if (strcmp(rq->silent[i], peer_id) != 0) mesh_suspect(rs->mesh, rq->silent[i]);
     free(rq);
     uint64_t now = uv_now(rs->loop);
     if (!rs->cached || now - rs->built_at >= rs->cache_ms) {
@@ -218,6 +224,24 @@ size_t route_serve_passive_count(const route_serve_t *rs, uint64_t *vram_bytes)
     return n;
 }
 
+/* A standby left gossip (its "left" record) but checks in as a passive node: it is a member
+ * standing by, not a departed node. Its peer entry says "standby" while it checks in. */
+static void mark_standby_peers(json_t *peers, json_t *passive)
+{
+    size_t i, j;
+    json_t *p, *q;
+    json_array_foreach(peers, i, p)
+    {
+        if (strcmp(json_string_value(json_object_get(p, "state")) ?: "", "left") != 0) continue;
+        json_array_foreach(passive, j, q)
+        {
+            const char *id = json_string_value(json_object_get(q, "id"));
+            if (id && strcmp(id, json_string_value(json_object_get(p, "id")) ?: "") == 0)
+                json_object_set_new(p, "state", json_string("standby"));
+        }
+    }
+}
+
 void route_serve_status(route_serve_t *rs, json_t *st)
 {
     uint64_t now = uv_now(rs->loop);
@@ -231,6 +255,7 @@ void route_serve_status(route_serve_t *rs, json_t *st)
                          (json_int_t)p->vram_bytes, "models", (json_int_t)p->n_models));
     }
     json_object_set_new(st, "passive", a);
+    mark_standby_peers(json_object_get(st, "peers"), a);
     json_t *stats = json_object_get(st, "stats");
     if (json_is_object(stats)) {
         json_object_set_new(stats, "route_answered", json_integer((json_int_t)rs->answered));

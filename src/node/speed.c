@@ -17,6 +17,7 @@ static void speed_after(uv_work_t *w, int status)
 {
     node_speed_t *s = w->data;
     s->running = false;
+    if (s->cancelled) return;
     if (status == 0 && s->rc == 0 && s->res.mflops) {
         s->mflops = s->res.mflops;
         s->source = "measured";
@@ -57,4 +58,11 @@ int node_speed_start(node_speed_t *s, uv_loop_t *loop, node_speed_cb done, void 
     s->running = true;
     s->source = "calibrating";
     return 0;
+}
+
+void node_speed_cancel(node_speed_t *s)
+{
+    if (!s->running) return;
+    s->cancelled = true;
+    uv_cancel((uv_req_t *)&s->work);
 }

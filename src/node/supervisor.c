@@ -47,48 +47,6 @@ const char *child_state_name(child_state_t s)
     }
 }
 
-static bool is_exec(const char *p)
-{
-    struct stat st;
-    return stat(p, &st) == 0 && S_ISREG(st.st_mode) && access(p, X_OK) == 0;
-}
-
-static char *try_dir(const char *dir, const char *name)
-{
-    if (!dir || !*dir) return NULL;
-    char p[PATH_MAX];
-    int n = snprintf(p, sizeof p, "%s/%s", dir, name);
-    if (n < 0 || (size_t)n >= sizeof p || !is_exec(p)) return NULL;
-    return realpath(p, NULL);
-}
-
-char *sv_find_binary(const char *bin_dir, const char *name)
-{
-    char *r;
-    if (bin_dir)
-        return try_dir(bin_dir, name); /* an explicit --bin-dir is the only place looked at */
-    if ((r = try_dir(getenv("MESH_LLM_BIN_DIR"), name))) return r;
-    const char *path = getenv("PATH");
-    if (path) {
-        char *dup = strdup(path), *save = NULL;
-        for (char *d = strtok_r(dup, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
-            if ((r = try_dir(d, name))) {
-                free(dup);
-                return r;
-            }
-        }
-        free(dup);
-    }
-    char cache[PATH_MAX];
-    const char *mc = getenv("MESH_LLM_CACHE");
-    if (mc && *mc)
-        snprintf(cache, sizeof cache, "%s/llama.cpp/node-llama-cpp-3.22.1/bin", mc);
-    else
-        snprintf(cache, sizeof cache, "%s/.cache/mesh-llm/llama.cpp/node-llama-cpp-3.22.1/bin",
-                 getenv("HOME") ? getenv("HOME") : "");
-    return try_dir(cache, name);
-}
-
 int sv_init(supervisor_t *sv, uv_loop_t *loop, const char *llama_server, bool verbose)
 {
     memset(sv, 0, sizeof *sv);

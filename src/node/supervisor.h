@@ -110,10 +110,6 @@ struct supervisor {
     sv_probe_t *probes;       /* health checks in flight */
 };
 
-/* Find llama-server: bin_dir, $MESH_LLM_BIN_DIR, PATH, then the build cache. Returns a malloc'd
- * path or NULL. */
-char *sv_find_binary(const char *bin_dir, const char *name);
-
 /* The load timeout of a model of this size when MESH_LLM_LOAD_TIMEOUT_MS is not set. */
 uint64_t sv_default_load_timeout_ms(uint64_t model_bytes);
 

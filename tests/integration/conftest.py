@@ -201,21 +201,34 @@ def sse_events(body):
     return out
 
 
+def user_home(tmp_path):
+    """An empty HOME under tmp_path (its .cache the real one: the llama.cpp build)."""
+    home = tmp_path / "user"
+    if not home.exists():
+        home.mkdir()
+        real = os.path.expanduser("~/.cache")
+        if os.path.isdir(real):
+            os.symlink(real, home / ".cache")
+    return str(home)
+
+
 class Node:
     """A mesh-llm process started by a test; always cleaned up by pid."""
 
     def __init__(self, args, env=None, tmp_path=None, wait_ready=True, ready_timeout=60.0,
-                 prefix=None, host="127.0.0.1", ns=None):
+                 prefix=None, host="127.0.0.1", ns=None, clean_env=None, binary=None, cwd=None):
         self.host = host  # where its API and console are reached
         self.ns = ns  # the network namespace it runs in, when a test made one
         if ns is not None and prefix is None:
             prefix = ["ip", "netns", "exec", ns]
-        self.args = list(prefix or []) + [MESH_BIN] + list(args)
+        self.args = list(prefix or []) + [binary or MESH_BIN] + list(args)
         if "--console" not in args and "--headless" not in args:
             self.args += ["--console", "0"]  # never the default 3131: tests run side by side
-        if BIN_DIR and "--bin-dir" not in args:
+        if BIN_DIR and "--bin-dir" not in args and clean_env is None:
             self.args += ["--bin-dir", BIN_DIR]
-        self.env = dict(os.environ)
+        # clean_env: exactly this environment (like env -i), no --bin-dir: the binary finds
+        # llama.cpp by itself (test_install.py)
+        self.env = dict(os.environ) if clean_env is None else dict(clean_env)
         # never the public Nostr relays: a test that wants discovery gives its own relay
         self.env.setdefault("MESH_LLM_NOSTR_RELAYS", "none")
         # one compute thread per llama-server child (llama.cpp reads LLAMA_ARG_THREADS; the node
@@ -223,13 +236,16 @@ class Node:
         # are all busy a child's threads wait for each other at every step — a 1500-token stream
         # took 7 minutes with two, seconds with one. A test may set its own.
         self.env.setdefault("LLAMA_ARG_THREADS", "1")
-        if tmp_path is not None:
+        if tmp_path is not None and clean_env is None:
             self.env["MESH_LLM_HOME"] = str(tmp_path / "home")
+            # a HOME of its own: a node serves ~/.models by default, and the user's (or another
+            # test's downloads) must not show up in a test; ~/.cache stays the user's
+            self.env["HOME"] = user_home(tmp_path)
         self.env.update(env or {})
         self.stderr_path = str(tmp_path / "node.stderr") if tmp_path else "/dev/null"
         self._stderr = open(self.stderr_path, "wb") if tmp_path else subprocess.DEVNULL
         self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=self._stderr,
-                                     env=self.env)
+                                     env=self.env, cwd=cwd)
         self.pid = self.proc.pid
         self.lines = queue.Queue()
         self.stdout_lines = []
@@ -303,7 +319,7 @@ class Node:
         return r.json()
 
     def peer_states(self):
-        """peer id -> state ("alive", "dead", "left") from /api/status."""
+        """peer id -> state ("alive", "dead", "left", "standby") from /api/status."""
         return {p["id"]: p["state"] for p in self.status()["peers"]}
 
     def metric(self, series, headers=None):

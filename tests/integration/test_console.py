@@ -184,7 +184,7 @@ def test_console_idle_node_joins_from_the_form(start_node, browser):
     r = i.request("POST", "/v1/completions", {"model": A_MODEL, "prompt": "x", "max_tokens": 2})
     assert r.status == 503, r  # idle: not in a mesh yet
     browser.do("open", url=f"http://127.0.0.1:{i.console_port}/")
-    browser.wait("document.getElementById('conn').dataset.mode === 'live' &&"
+    browser.wait("document.getElementById('conn').dataset.mode === 'idle' &&"
                  f" document.getElementById('self-id').textContent === {json.dumps(i.id)}",
                  timeout=20, what="the idle node's page")
     assert browser.do("eval", js=f"{node_states_js()}") == {i.id: "self"}
@@ -201,6 +201,9 @@ def test_console_idle_node_joins_from_the_form(start_node, browser):
              "`#catalog tr[data-model=\"${m}\"] .status`); return r && r.textContent; };"
              f" return st({json.dumps(A_MODEL)}) === 'ready' && st({json.dumps(B_MODEL)}) === 'ready'; }})()")
     browser.wait(ready, timeout=60, what="both models ready on the joined node's page")
+    browser.wait("document.getElementById('conn').dataset.mode === 'live' &&"
+                 " document.getElementById('idle-banner').hidden", timeout=20,
+                 what="live, without the idle banner, once joined")
     browser.shot("joined")
     # the inference port answers now, through the mesh
     wait_for(lambda: i.request("POST", "/v1/completions",
@@ -208,4 +211,95 @@ def test_console_idle_node_joins_from_the_form(start_node, browser):
              timeout=60, what="the joined node's inference port to answer")
     r = i.complete(A_MODEL, max_tokens=4)
     assert r.status == 200 and r.headers["x-mesh-node"] == a.id, r
+    assert browser.do("log") == []
+
+
+# ---- issue 26, friction 10: the first hour in the console ----
+
+def visible(sel):
+    return f"(() => {{ const e = document.querySelector({json.dumps(sel)}); return !!e && !e.hidden" \
+           f" && e.getBoundingClientRect().height > 0; }})()"
+
+
+def test_console_asks_for_the_api_key_and_keeps_it_in_the_tab(start_node, browser, tmp_path):
+    """With --api-key-file the page said "node unreachable" and showed nothing else."""
+    key = tmp_path / "key"
+    key.write_text("s3cret-console-key\n")
+    a = start_node("--port", "0", "--model", model_path(A_MODEL), "--api-key-file", str(key),
+                   env=ENV)
+    browser.do("open", url=f"http://127.0.0.1:{a.console_port}/")
+    browser.wait(f"{visible('#key-panel')} && document.getElementById('conn').dataset.mode"
+                 " === 'locked'", timeout=20, what="the page to ask for the API key")
+    browser.shot("key")
+    browser.do("type", selector="#key-input", text="s3cret-console-key")
+    browser.do("click", selector="#key-send")
+    browser.wait("document.getElementById('conn').dataset.mode === 'live' &&"
+                 f" document.getElementById('self-id').textContent === {json.dumps(a.id)} &&"
+                 f" document.getElementById('key-panel').hidden", timeout=20,
+                 what="the node's page once the key is given")
+    assert browser.do("eval", js="sessionStorage.getItem('mesh-llm-api-key')") == \
+        "s3cret-console-key"
+    assert browser.do("eval", js="localStorage.length") == 0  # this tab only
+    browser.wait(f"(() => {{ const r = document.querySelector('#catalog tr[data-model="
+                 f"{json.dumps(A_MODEL)}] .status'); return r && r.textContent === 'ready'; }})()",
+                 timeout=60, what="the model ready")
+    # the chat sends the key too; the answer names this node once
+    browser.do("type", selector="#chat-input", text="Once upon a time")
+    browser.do("click", selector="#chat-send")
+    node = browser.wait("document.getElementById('chat-meta').dataset.node", timeout=60,
+                        what="the chat answer")
+    assert node == a.id
+    meta = browser.do("eval", js="document.getElementById('chat-meta').textContent")
+    assert meta.count("(this node)") == 1, meta  # it was printed twice
+    # a reload in the same tab keeps the key: straight to the node's page
+    browser.do("open", url=f"http://127.0.0.1:{a.console_port}/")
+    browser.wait("document.getElementById('conn').dataset.mode === 'live' &&"
+                 f" document.getElementById('self-id').textContent === {json.dumps(a.id)}",
+                 timeout=20, what="the page after a reload")
+    assert browser.do("eval", js="document.getElementById('key-panel').hidden") is True
+
+
+def test_console_idle_node_says_idle_and_join_first(start_node, browser):
+    """An idle node showed a green "live" badge, no "join a mesh first" and called itself a
+    worker."""
+    i = start_idle(start_node)
+    browser.do("open", url=f"http://127.0.0.1:{i.console_port}/")
+    browser.wait(f"document.getElementById('self-id').textContent === {json.dumps(i.id)}",
+                 timeout=20, what="the idle node's page")
+    assert browser.do("eval", js="document.getElementById('conn').dataset.mode") == "idle"
+    assert browser.do("eval", js=visible("#idle-banner")) is True
+    assert "join one first" in browser.do("eval", js="document.getElementById('idle-banner')"
+                                                     ".textContent")
+    assert browser.do("eval", js="document.getElementById('self-role').textContent") == "idle"
+    role = browser.do("eval", js="document.querySelector('#topology .node').dataset.role")
+    assert role == "idle"
+    assert browser.do("log") == []
+
+
+def test_standby_is_shown_as_standby_not_left(start_node, browser):
+    """A node that joined without a model and stands by (passive) showed as a grey "left" node
+    on the seed, and `mesh-llm status` said "left" with a live RTT; its own page showed only
+    itself."""
+    a = start_node("--port", "0", "--model", model_path(A_MODEL), env=ENV)
+    b = start_node("--port", "0", "--join", a.token, "--max-vram", "0.001", env=ENV)
+    wait_for(lambda: any(p["id"] == b.id for p in a.status().get("passive", [])), timeout=60,
+             what="the joiner standing by (checking in with the seed)")
+    wait_for(lambda: {p["id"]: p["state"] for p in a.status()["peers"]}.get(b.id) == "standby",
+             timeout=20, what="the seed to list the standby as standby")
+    r = subprocess.run([os.environ.get("MESH_LLM_BIN", os.path.join(ROOT, "build", "mesh-llm")),
+                        "status", "--console", str(a.console_port)], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    line = [l for l in r.stdout.splitlines() if b.id[:12] in l]
+    assert line and "standby" in line[0] and "left" not in line[0], r.stdout
+    browser.do("open", url=f"http://127.0.0.1:{a.console_port}/")
+    browser.wait(f"{node_states_js()}[{json.dumps(b.id)}] === 'standby'", timeout=20,
+                 what="the standby on the seed's page")
+    browser.shot("seed-standby")
+    # the joiner's page draws the mesh it routes to, from its routing table
+    browser.do("open", url=f"http://127.0.0.1:{b.console_port}/")
+    browser.wait(f"(() => {{ const s = {node_states_js()}; return s[{json.dumps(b.id)}] ==="
+                 f" 'self' && s[{json.dumps(a.id)}] === 'alive'; }})()", timeout=30,
+                 what="the seed on the joiner's page")
+    browser.shot("joiner")
     assert browser.do("log") == []

@@ -323,3 +323,25 @@ def test_download_big_file_wrong_content(hub, big, tmp_path):
     r = run_download(hub, "hf://org/big-GGUF/big.gguf", d)
     assert r.returncode == 1 and "sha256 mismatch" in r.stderr, r.stderr
     assert os.listdir(d) == []
+
+
+@pytest.mark.parametrize("endpoint,why", [("http://nonexistent.invalid/", "resolve"),
+                                          ("http://127.0.0.1:9", "connect")])
+def test_download_offline_fails_fast(tmp_path, endpoint, why):
+    """Issue 26.9: a hub that cannot be reached (a host name that does not resolve, a port where
+    nothing listens) fails at once with a clear message: no 15 s of retries printing
+    `0.0 / 0.0 MB`, and no claim of a .part file that does not exist."""
+    import time
+    d = tmp_path / "models"
+    e = dict(os.environ, HF_ENDPOINT=endpoint, MESH_LLM_PROGRESS_MS="100")
+    e.pop("HF_TOKEN", None)
+    t0 = time.monotonic()
+    r = subprocess.run([MESH_BIN, "download", "hf://org/tiny-GGUF/stories260K.gguf",
+                        "--models-dir", str(d)], capture_output=True, text=True, env=e,
+                       timeout=120)
+    took = time.monotonic() - t0
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert "cannot reach " + endpoint.rstrip("/") in r.stderr and why in r.stderr.lower(), r.stderr
+    assert "retrying" not in r.stderr and "0.0 / 0.0 MB" not in r.stdout + r.stderr, r.stderr
+    assert ".part" not in r.stderr and os.listdir(d) == [], (r.stderr, os.listdir(d))
+    assert took < 10, took  # the old code retried for 15 s (5 retries with backoff)

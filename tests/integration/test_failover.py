@@ -253,12 +253,13 @@ def test_first_byte_timeout_retries_on_other_host(start_node):
              == sorted([a.id, b.id]), timeout=30, what="both replicas listed as host")
     body = {"model": MODEL, "prompt": "Once upon a time", "max_tokens": 8, "temperature": 0}
     # a passive client sends a model's requests to the host hash(its id + model) names first:
-    # find out which, then freeze that host node: a stuck peer (its connection stays up, its
-    # tunnel streams open, and nothing ever comes back)
+    # find out which, then freeze that host's llama-server: a stuck host (its node and its
+    # connection alive, its tunnel streams open, and no answer ever comes back). A frozen node
+    # would be a silent peer, given up at the liveness bound instead (test_liveness.py).
     r = c.request("POST", "/v1/completions", body, timeout=30)
     assert r.status == 200, r
     stuck = {a.id: a, b.id: b}[r.headers["x-mesh-node"]]
-    pid = stuck.pid
+    pid, _, _ = stuck.child_for(MODEL)
     os.kill(pid, signal.SIGSTOP)
     try:
         t0 = time.monotonic()

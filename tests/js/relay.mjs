@@ -4,6 +4,10 @@
 //   node relay.mjs [PORT [CERT.pem KEY.pem]]   (0 or none: any free port; with a certificate
 //                                              and key: wss:// over TLS)
 //
+// RELAY_FILTER_CACHE_MS: how long the relay answers a REQ whose filter it answered before from
+// that earlier answer (@nostr-relay/core's filterResultCacheTtl; default 1000, as the library's):
+// a listing published meanwhile is missing from it, as on a public relay that caches.
+//
 // Prints `relay ready port=<port>` on stdout, then one JSON line per EVENT a client publishes:
 //   {"event": <the event>, "verified": <nostr-tools verifyEvent(event)>, "ok": <relay accepted>}
 // so a test checks, outside mesh-llm's code, that every event it published is valid and signed.
@@ -18,7 +22,8 @@ import { verifyEvent } from 'nostr-tools/pure';
 const port = Number(process.argv[2] || 0);
 const repo = new EventRepositorySqlite(':memory:');
 await repo.init();
-const relay = new NostrRelay(repo);
+const relay = new NostrRelay(repo, {
+  filterResultCacheTtl: Number(process.env.RELAY_FILTER_CACHE_MS || 1000) });
 const validator = new Validator();
 let wss;
 let tlsServer;

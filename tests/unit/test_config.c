@@ -1398,10 +1398,65 @@ static void test_draft_and_mmproj(void **state)
     tmp_close(&t);
 }
 
+/* Without --models-dir, ~/.models (where downloads land) is served: its files are known
+ * models loaded on demand; the node stays idle; a name --model took is skipped, not refused. */
+static void test_home_models_dir_served_by_default(void **state)
+{
+    (void)state;
+    tmpdir_t t;
+    tmp_open(&t);
+    tmp_subdir(&t, ".models");
+    const char *dl = tmp_file(&t, ".models/downloaded.gguf");
+    tmp_file(&t, ".models/other.gguf.part"); /* a download in progress: not a model */
+    const char *elsewhere = tmp_subdir(&t, "elsewhere");
+    const char *mine = tmp_file(&t, "elsewhere/downloaded.gguf");
+    const char *named = tmp_file(&t, "elsewhere/named.gguf");
+    home_set(t.dir);
+    config_t cfg;
+    char err[1024];
+    assert_int_equal(PARSE0(&cfg, err), CONFIG_OK);
+    assert_int_equal(cfg.n_models, 1);
+    assert_string_equal(cfg.models[0].path, dl);
+    assert_true(cfg.models[0].from_dir);
+    assert_null(cfg.models_dir);
+    assert_true(config_idle(&cfg)); /* no arguments: still idle mode */
+    config_free(&cfg);
+
+    assert_int_equal(PARSE(&cfg, err, "--model", named), CONFIG_OK);
+    assert_int_equal(cfg.n_models, 2);
+    assert_false(cfg.models[0].from_dir);
+    assert_true(cfg.models[1].from_dir);
+    assert_false(config_idle(&cfg));
+    config_free(&cfg);
+
+    /* the same name as a --model file: the user's file wins, the other is noted */
+    int rc = PARSE(&cfg, err, "--model", mine);
+    if (rc != CONFIG_OK) fail_msg("a name clash with ~/.models refused the start: %s", err);
+    assert_int_equal(cfg.n_models, 1);
+    assert_string_equal(cfg.models[0].path, mine);
+    assert_non_null(cfg.notes);
+    assert_non_null(strstr(cfg.notes, dl));
+    config_free(&cfg);
+
+    /* an explicit --models-dir replaces it */
+    assert_int_equal(PARSE(&cfg, err, "--models-dir", elsewhere), CONFIG_OK);
+    assert_int_equal(cfg.n_models, 2);
+    for (size_t i = 0; i < cfg.n_models; i++)
+        assert_null(strstr(cfg.models[i].path, "/.models/"));
+    config_free(&cfg);
+    home_restore();
+    tmp_close(&t);
+}
+
 int main(void)
 {
+    /* an empty HOME: the user's ~/.models (served by default) never shows up in a test */
+    char home[] = "/tmp/mesh-llm-ut-home-XXXXXX";
+    if (!mkdtemp(home)) return 1;
+    setenv("HOME", home, 1);
 #define T(f) cmocka_unit_test_setup_teardown(f, reset_getopt, cleanup)
     const struct CMUnitTest tests[] = {
+        T(test_home_models_dir_served_by_default),
         T(test_defaults),
         T(test_boolean_flags),
         T(test_idle_mode),
@@ -1446,5 +1501,7 @@ int main(void)
         T(test_draft_and_mmproj),
     };
 #undef T
-    return cmocka_run_group_tests_name("config", tests, NULL, NULL);
+    int rc = cmocka_run_group_tests_name("config", tests, NULL, NULL);
+    rmdir(home);
+    return rc;
 }

@@ -210,14 +210,15 @@ static size_t parse_models(const char *spec, promo_model_t *m, char names[][16])
     snprintf(buf, sizeof buf, "%s", spec ? spec : "");
     for (char *save, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         unsigned hosts = 0;
-        unsigned long long rate = 0;
+        unsigned long long rate = 0, short_b = 0;
         char flags[8] = "";
-        sscanf(t, "%15[^:]:%u:%llu:%7s", names[n], &hosts, &rate, flags);
+        sscanf(t, "%15[^:]:%u:%llu:%7[^:]:%llu", names[n], &hosts, &rate, flags, &short_b);
         m[n] = (promo_model_t){.name = names[n],
                                .n_hosts = hosts,
                                .rate = rate,
                                .requested = strchr(flags, 'r') != NULL,
-                               .loading = strchr(flags, 'l') != NULL};
+                               .loading = strchr(flags, 'l') != NULL,
+                               .short_bytes = short_b};
         n++;
     }
     return n;
@@ -245,6 +246,16 @@ static const promo_case_t PROMO_CASES[] = {
     {"ties: larger need, then name", 100, "B:10,A:10,C:5", "", 1, false, "unserved A"},
     {"every active node gone", 100, "M:50", "M:1:0", 0, true, "all_hosts_gone M"},
     {"no active node ever seen: not all_gone", 100, "M:50", "M:1:0", 0, false, "none"},
+    /* models "name:hosts:rate:flags:short_bytes" ("-": no flag) */
+    {"split short: free memory covers it, no file needed", 60, "", "M:0:0:-:50", 1, false,
+     "split_short M"},
+    {"split short by more than the free memory", 40, "", "M:0:0:-:50", 1, false, "none"},
+    {"split short beats requested", 100, "R:20", "M:0:0:-:50,R:0:0:r", 1, false, "split_short M"},
+    {"split short: on disk first", 100, "N:200", "M:0:5:-:50,N:0:0:-:50", 1, false,
+     "split_short N"},
+    {"split short: more demand, then the name", 100, "", "B:0:0:-:10,A:0:0:-:10,C:0:3:-:10", 1,
+     false, "split_short C"},
+    {"split short: but a host is ready", 100, "", "M:1:0:-:50", 1, false, "none"},
 };
 
 static void test_promotion_table(void **state)
@@ -332,6 +343,31 @@ static void test_promotion_from_table(void **state)
     json_decref(f);
     assert_int_equal(d.rejected, 1);
     assert_false(d.models[0].requested);
+    /* the shortfall of a split that needs capacity travels in the table (short_bytes) */
+    rt_table_add_model(&t, "short", CATALOG_NEEDS_CAPACITY)->short_bytes = 40;
+    f = rt_table_encode(&t);
+    assert_int_equal(rt_table_decode(f, &d), 0);
+    json_decref(f);
+    assert_int_equal(d.rejected, 0);
+    n = promo_models_from_table(&d, m, 8);
+    assert_int_equal(n, 5);
+    assert_string_equal(m[4].name, "short");
+    assert_int_equal(m[4].short_bytes, 40);
+    assert_int_equal(m[0].short_bytes, 0);
+    promo_disk_t none[] = {{"x", 500}};
+    in = (promo_input_t){
+        .free_bytes = 40, .disk = none, .n_disk = 1, .models = m, .n_models = n, .n_active = 2};
+    promo_decide(&in, &st, &r);
+    assert_int_equal(r.reason, PROMO_SPLIT_SHORT);
+    assert_string_equal(r.model, "short");
+    /* a bad short_bytes is counted, not taken */
+    f = rt_table_encode(&t);
+    json_object_set_new(json_array_get(json_object_get(f, "models"), 4), "short_bytes",
+                        json_integer(-1));
+    assert_int_equal(rt_table_decode(f, &d), 0);
+    json_decref(f);
+    assert_int_equal(d.rejected, 1);
+    assert_int_equal(d.models[4].short_bytes, 0);
 }
 
 static void test_go_passive(void **state)

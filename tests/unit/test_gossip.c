@@ -837,6 +837,64 @@ static void test_sim_suspect(void **state)
     sim_free(s);
 }
 
+/* Default timings (docs/timings.md), 100 nodes at the default heartbeat (60 s): the node that
+ * talks to a killed peer finds it silent at the transport's liveness bound (2 s: gossip_silent)
+ * and the whole mesh agrees within 5 s of the kill (the others confirm with their own probe,
+ * GOSSIP_PROBE_MAX_MS); a live peer that one node alone finds silent (a slow path) is never
+ * declared dead by the others and is alive again at that node once it refutes. Prints the
+ * steady gossip cost in messages per node per second. */
+static void test_sim_default_timings(void **state)
+{
+    enum { LIVE_MS = 2000 };
+    sim_t *s = sim_new(100, 13, 0); /* 0: the defaults */
+    const unsigned victim = 5, obs = 40, slow = 17, obs2 = 60;
+    uint64_t T = s->cfg.heartbeat_ms, P = s->cfg.probe_ms, D = s->dmax, tk, worst = 0, t;
+    double mx, per;
+    (void)state;
+    assert_int_equal(T, 60000);
+    assert_int_equal(P, GOSSIP_PROBE_MAX_MS);
+    sim_boot(s);
+    sim_run_until(s, s->now + T);
+    per = traffic(s, 5, &mx);
+    printf("[ gossip ] N=100, default heartbeat %llu ms: %.3f messages per node per second "
+           "(max node %.3f)\n",
+           (unsigned long long)T, per * 1000 / T, mx * 1000 / T);
+    assert_true(mx <= 3.0 * s->cfg.fanout + 2);
+
+    /* kill -9: obs had a stream open to the victim; its transport finds it silent at LIVE_MS */
+    tk = s->now;
+    node_kill(s, victim);
+    sim_run_until(s, tk + LIVE_MS);
+    gossip_silent(s->nodes[obs].g, s->nodes[victim].id, s->now);
+    reschedule(s, &s->nodes[obs]);
+    while (!all_see(s, victim, GOSSIP_DEAD) && s->now < tk + 10 * T)
+        sim_run_until(s, s->now + 5);
+    assert_true(all_see(s, victim, GOSSIP_DEAD));
+    for (unsigned i = 0; i < s->n; i++)
+        if (i != victim && s->dead_at[i][victim] - tk > worst) worst = s->dead_at[i][victim] - tk;
+    printf("[ gossip ] kill -9 seen by a node talking to it at %u ms: dead at that node at %llu "
+           "ms, everywhere within %llu ms (bound 5000)\n",
+           LIVE_MS, (unsigned long long)(s->dead_at[obs][victim] - tk), (unsigned long long)worst);
+    assert_true(s->dead_at[obs][victim] - tk <= LIVE_MS + D);
+    assert_true(worst <= 5000);
+
+    /* a slow path: obs2 alone finds `slow` silent; everyone else hears it */
+    t = s->now;
+    gossip_silent(s->nodes[obs2].g, s->nodes[slow].id, s->now);
+    reschedule(s, &s->nodes[obs2]);
+    sim_run_until(s, t + 2 * P + 10 * D);
+    for (unsigned i = 0; i < s->n; i++) {
+        if (i == victim || i == slow) continue;
+        assert_int_equal(state_of(s, i, slow), GOSSIP_ALIVE);
+        if (i != obs2) assert_true(s->dead_at[i][slow] == 0); /* never, anywhere else */
+    }
+    assert_true(s->dead_at[obs2][slow] >= t); /* suspected there, then refuted */
+    printf("[ gossip ] a live node found silent by one peer: dead nowhere else, alive again "
+           "there %llu ms later\n",
+           (unsigned long long)(s->up_at[obs2][slow] - t));
+    sim_free(s);
+}
+
 /* A node cut off from everyone (messages to and from it dropped) is declared dead; both sides
  * refute when it comes back (dead_notice path end to end). */
 static void test_sim_dead_notice_rejoin(void **state)
@@ -2307,6 +2365,7 @@ int main(void)
         cmocka_unit_test(test_sim_partition_heals),
         cmocka_unit_test(test_sim_adjacent_failures),
         cmocka_unit_test(test_sim_suspect),
+        cmocka_unit_test(test_sim_default_timings),
         cmocka_unit_test(test_sim_hostile_member),
         cmocka_unit_test(test_sim_fast_restart),
         cmocka_unit_test(test_sim_passive_scale),

@@ -458,24 +458,58 @@ static void test_publisher_decide(void **state)
     }
 }
 
+static bool disk_has(void *data, const known_model_t *m)
+{
+    const char *name = data;
+    return name && strcmp(name, m->name) == 0;
+}
+
+/* --auto's model for a new mesh: the largest that fits and runs at >= 5 tokens/s estimated,
+ * the ones on disk first; a 2-core VM (3258 MFLOP/s measured on one thread) never gets the 7B */
 static void test_auto_pick_model(void **state)
 {
     (void)state;
-    assert_null(auto_pick_model(100 * 1000 * 1000ull)); /* 100 MB: nothing fits */
-    const known_model_t *prev = NULL;
-    for (uint64_t gb = 1; gb <= 64; gb *= 2) {
-        const known_model_t *m = auto_pick_model(gb * 1000000000ull);
-        assert_non_null(m);
-        assert_int_equal(m->type, KNOWN_LLM);
-        assert_true(m->min_memory <= gb * 1000000000ull);
-        /* nothing bigger that fits */
-        for (size_t i = 0; i < known_models_n; i++)
-            if (known_models[i].type == KNOWN_LLM &&
-                known_models[i].min_memory <= gb * 1000000000ull)
-                assert_true(known_models[i].min_memory <= m->min_memory);
-        if (prev) assert_true(m->min_memory >= prev->min_memory); /* more memory: not smaller */
-        prev = m;
+    const uint64_t GBy = 1000000000ull, MBy = 1000000ull;
+    struct {
+        uint64_t mem;
+        uint32_t mflops;
+        const char *disk, *want, *best;
+        auto_pick_why_t why;
+    } rows[] = {
+        {4 * GBy, 3258, NULL, "Qwen2.5-0.5B-Instruct-Q4_K_M", NULL, AUTO_PICK_FAST},
+        {8 * GBy, 3258, NULL, "Qwen2.5-0.5B-Instruct-Q4_K_M", NULL, AUTO_PICK_FAST},
+        {16 * GBy, 40000, NULL, "Qwen2.5-7B-Instruct-Q4_K_M", NULL, AUTO_PICK_FAST},
+        {16 * GBy, 12000, NULL, "Llama-3.2-3B-Instruct-Q4_K_M", NULL, AUTO_PICK_FAST},
+        {2 * GBy, 12000, NULL, "Qwen2.5-1.5B-Instruct-Q4_K_M", NULL, AUTO_PICK_FAST},
+        {4 * GBy, 1000, NULL, NULL, "SmolLM2-360M-Instruct-Q4_K_M", AUTO_PICK_TOO_SLOW},
+        {100 * MBy, 40000, NULL, NULL, NULL, AUTO_PICK_NONE_FITS},
+        {4 * GBy, 0, NULL, "Qwen2.5-0.5B-Instruct-Q4_K_M", NULL, AUTO_PICK_UNKNOWN_SPEED},
+        {800 * MBy, 0, NULL, "SmolLM2-360M-Instruct-Q4_K_M", NULL, AUTO_PICK_UNKNOWN_SPEED},
+        /* an accelerator: memory alone */
+        {8 * GBy, AUTO_SPEED_UNLIMITED, NULL, "Qwen2.5-7B-Instruct-Q4_K_M", NULL, AUTO_PICK_FAST},
+        /* on disk and fast enough: no download */
+        {4 * GBy, 12000, "SmolLM2-360M-Instruct-Q4_K_M", "SmolLM2-360M-Instruct-Q4_K_M", NULL,
+         AUTO_PICK_FAST},
+        /* on disk but too slow here: not taken */
+        {4 * GBy, 3258, "Llama-3.2-3B-Instruct-Q4_K_M", "Qwen2.5-0.5B-Instruct-Q4_K_M", NULL,
+         AUTO_PICK_FAST},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        auto_pick_t p =
+            auto_pick_model(rows[i].mem, rows[i].mflops, disk_has, (void *)rows[i].disk);
+        const char *got = p.model ? p.model->name : NULL;
+        if (p.why != rows[i].why || (got == NULL) != (rows[i].want == NULL) ||
+            (got && strcmp(got, rows[i].want) != 0))
+            fail_msg("row %zu: %s (why %d), want %s (why %d)", i, got ? got : "none", p.why,
+                     rows[i].want ? rows[i].want : "none", rows[i].why);
+        if (rows[i].best && (!p.best || strcmp(p.best->name, rows[i].best) != 0))
+            fail_msg("row %zu: best %s, want %s", i, p.best ? p.best->name : "none", rows[i].best);
+        assert_int_equal(p.on_disk, rows[i].disk && got && strcmp(rows[i].disk, got) == 0);
+        if (p.why == AUTO_PICK_FAST) assert_true(p.tps >= AUTO_MIN_TPS);
     }
+    /* the estimate: bandwidth-bound, half of 2 bytes per measured flop */
+    assert_true(auto_est_tps(4683 * MBy, 3258) < 1.0);
+    assert_true(auto_est_tps(491 * MBy, 3258) > 6.0 && auto_est_tps(491 * MBy, 3258) < 7.0);
 }
 
 static int parse(config_t *cfg, const char *const *args, size_t n, char *err, size_t errlen)

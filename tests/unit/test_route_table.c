@@ -36,9 +36,12 @@ static void test_request_roundtrip(void **state)
     rq.vram_bytes = 123456789;
     snprintf(rq.models[rq.n_models++], CATALOG_NAME_MAX, "qwen");
     snprintf(rq.models[rq.n_models++], CATALOG_NAME_MAX, "glm");
+    mkid(rq.silent[rq.n_silent++], 9);
     json_t *f = rt_request_encode(&rq);
     assert_non_null(f);
     assert_int_equal(rt_request_decode(f, rq.id, &back), 0);
+    assert_int_equal(back.n_silent, 1);
+    assert_string_equal(back.silent[0], rq.silent[0]);
     assert_string_equal(back.id, rq.id);
     assert_int_equal(back.role, RT_ROLE_STANDBY);
     assert_int_equal(back.vram_bytes, 123456789);
@@ -82,14 +85,16 @@ static void test_request_invalid(void **state)
     char buf[1024];
     snprintf(buf, sizeof buf,
              "{\"type\":\"route_request\",\"id\":\"%s\",\"role\":\"client\",\"vram_bytes\":-5,"
-             "\"models\":[\"a\",7,\"\",\"a\",\"b\\u0001\",\"c\"]}",
-             id);
+             "\"models\":[\"a\",7,\"\",\"a\",\"b\\u0001\",\"c\"],"
+             "\"silent\":[\"%s\",\"XYZ\",3]}",
+             id, id);
     json_t *f = json_loads(buf, 0, NULL);
     assert_int_equal(rt_request_decode(f, id, &out), 0);
     assert_int_equal(out.vram_bytes, 0);
     assert_int_equal(out.n_models, 2);
     assert_string_equal(out.models[1], "c");
-    assert_int_equal(out.rejected, 5);
+    assert_int_equal(out.n_silent, 1); /* the hints: bad ids skipped and counted */
+    assert_int_equal(out.rejected, 7);
     json_decref(f);
 }
 

@@ -819,6 +819,7 @@ typedef struct {
     uv_udp_t sock, spoof;
     struct sockaddr_in a, b;
     int tampered;
+    bool drop; /* the path goes silent: nothing passes either way */
 } relay_t;
 
 static void relay_alloc(uv_handle_t *h, size_t sz, uv_buf_t *b)
@@ -832,7 +833,7 @@ static void relay_recv(uv_udp_t *h, ssize_t n, const uv_buf_t *buf, const struct
                        unsigned flags)
 {
     relay_t *r = h->data;
-    if (n <= 0 || !from) return;
+    if (n <= 0 || !from || r->drop) return;
     const struct sockaddr_in *f = (const struct sockaddr_in *)from;
     uv_buf_t out = uv_buf_init(buf->base, (unsigned)n);
     if (f->sin_port == r->b.sin_port) {
@@ -854,6 +855,29 @@ static void relay_recv(uv_udp_t *h, ssize_t n, const uv_buf_t *buf, const struct
     uv_udp_try_send(&r->sock, &out, 1, (const struct sockaddr *)&r->b);
 }
 
+/* A relay on 127.0.0.1 to b; ra: its address (dial it to reach b through it). */
+static void relay_up(relay_t *r, node_t *b, struct sockaddr_in *ra)
+{
+    memset(r, 0, sizeof *r);
+    addr_of(b, &r->b);
+    struct sockaddr_in any;
+    uv_ip4_addr("127.0.0.1", 0, &any);
+    uv_udp_init(&loop, &r->sock);
+    uv_udp_init(&loop, &r->spoof);
+    r->sock.data = r;
+    assert_int_equal(uv_udp_bind(&r->sock, (struct sockaddr *)&any, 0), 0);
+    assert_int_equal(uv_udp_bind(&r->spoof, (struct sockaddr *)&any, 0), 0);
+    int len = sizeof *ra;
+    uv_udp_getsockname(&r->sock, (struct sockaddr *)ra, &len);
+    assert_int_equal(uv_udp_recv_start(&r->sock, relay_alloc, relay_recv), 0);
+}
+
+static void relay_down(relay_t *r)
+{
+    uv_close((uv_handle_t *)&r->sock, NULL);
+    uv_close((uv_handle_t *)&r->spoof, NULL);
+}
+
 static void test_retry_address_validation(void **state)
 {
     node_t a, b;
@@ -864,18 +888,8 @@ static void test_retry_address_validation(void **state)
     node_up_cfg(&b, secret_a, &cfg);
     b.echo = true;
     relay_t r;
-    memset(&r, 0, sizeof r);
-    addr_of(&b, &r.b);
-    struct sockaddr_in any, ra;
-    uv_ip4_addr("127.0.0.1", 0, &any);
-    uv_udp_init(&loop, &r.sock);
-    uv_udp_init(&loop, &r.spoof);
-    r.sock.data = &r;
-    assert_int_equal(uv_udp_bind(&r.sock, (struct sockaddr *)&any, 0), 0);
-    assert_int_equal(uv_udp_bind(&r.spoof, (struct sockaddr *)&any, 0), 0);
-    int len = sizeof ra;
-    uv_udp_getsockname(&r.sock, (struct sockaddr *)&ra, &len);
-    assert_int_equal(uv_udp_recv_start(&r.sock, relay_alloc, relay_recv), 0);
+    struct sockaddr_in ra;
+    relay_up(&r, &b, &ra);
 
     tp_conn_t *c = NULL;
     assert_int_equal(tp_dial(a.ep, b.id.id, (struct sockaddr *)&ra, &c), 0);
@@ -893,10 +907,99 @@ static void test_retry_address_validation(void **state)
     assert_int_equal(x->got.len, 5000);
     sctx_free(x);
 
-    uv_close((uv_handle_t *)&r.sock, NULL);
-    uv_close((uv_handle_t *)&r.spoof, NULL);
+    relay_down(&r);
     node_down(&a);
     node_down(&b);
+}
+
+/* ---- liveness (transport.h "Liveness") ---- */
+
+/* a and b with a short liveness bound (and the default 30 s idle timeout); a reaches b through
+ * a relay that can go silent; b holds its streams open */
+static tp_conn_t *live_pair(node_t *a, node_t *b, relay_t *r, uint64_t live_ms)
+{
+    tp_config_t cfg;
+    tp_config_default(&cfg);
+    cfg.handshake_timeout_ms = 3000;
+    cfg.live_ms = live_ms;
+    node_up_cfg(a, secret_a, &cfg);
+    node_up_cfg(b, secret_a, &cfg);
+    b->hold = true;
+    struct sockaddr_in ra;
+    relay_up(r, b, &ra);
+    tp_conn_t *c = NULL;
+    assert_int_equal(tp_dial(a->ep, b->id.id, (struct sockaddr *)&ra, &c), 0);
+    RUN_UNTIL(a->ready && b->ready, 5000);
+    assert_int_equal(a->ready, 1);
+    return c;
+}
+
+static sctx_t *open_held_stream(tp_conn_t *c, node_t *b)
+{
+    sctx_t *x = calloc(1, sizeof *x); /* no FIN from us, b holds: stays open */
+    buf_init(&x->got, 1024);
+    x->to_send = 10;
+    x->no_fin = true;
+    assert_int_equal(tp_stream_open(c, &client_cb, x, &x->s), 0);
+    cl_pump(x);
+    RUN_UNTIL(b->bytes_in == 10, 5000);
+    assert_int_equal(b->bytes_in, 10);
+    return x;
+}
+
+static void test_silent_peer_ends_busy_connection(void **state)
+{
+    enum { LIVE = 600 };
+    node_t a, b;
+    relay_t r;
+    tp_conn_t *c = live_pair(&a, &b, &r, LIVE);
+    /* idle (no stream): a silent path costs nothing and ends nothing before the idle timeout */
+    r.drop = true;
+    RUN_UNTIL(a.closed, 4 * LIVE);
+    assert_int_equal(a.closed, 0);
+    r.drop = false;
+    /* a stream in flight: the silent peer is found at the liveness bound, long before the
+     * 30 s idle timeout (the old and only bound), and the stream ends with an error */
+    sctx_t *x = open_held_stream(c, &b);
+    r.drop = true;
+    RUN_UNTIL(a.closed && x->closed, 10000);
+    assert_int_equal(a.closed, 1);
+    assert_int_equal(a.last_err, -ETIMEDOUT);
+    assert_non_null(strstr(a.last_why, "peer silent"));
+    assert_true(x->closed);
+    assert_int_not_equal(x->close_err, 0);
+    sctx_free(x);
+    relay_down(&r);
+    node_down(&a);
+    node_down(&b);
+}
+
+static void test_quiet_live_peer_keeps_busy_connection(void **state)
+{
+    enum { LIVE = 400 };
+    node_t a, b;
+    relay_t r;
+    tp_conn_t *c = live_pair(&a, &b, &r, LIVE);
+    /* a stream open and nothing sent on it for many liveness bounds: the PINGs keep a live
+     * peer's connection up */
+    sctx_t *x = open_held_stream(c, &b);
+    uint64_t out0 = tp_stats(a.ep)->datagrams_out, outb = tp_stats(b.ep)->datagrams_out;
+    uv_update_time(&loop);
+    uint64_t t0 = uv_now(&loop);
+    RUN_UNTIL(a.closed || x->closed, 8 * LIVE);
+    assert_int_equal(a.closed, 0);
+    assert_false(x->closed);
+    assert_true(tp_stats(a.ep)->datagrams_out > out0); /* the PINGs */
+    double secs = (double)(uv_now(&loop) - t0) / 1000;
+    printf("[ transport ] a silent stream open, liveness %d ms: %.1f datagrams/s from the "
+           "dialer, %.1f from the other side\n",
+           LIVE, (double)(tp_stats(a.ep)->datagrams_out - out0) / secs,
+           (double)(tp_stats(b.ep)->datagrams_out - outb) / secs);
+    relay_down(&r);
+    node_down(&a); /* ends the stream (x->closed) before x goes */
+    node_down(&b);
+    assert_true(x->closed);
+    sctx_free(x);
 }
 
 /* ---- send-queue caps ---- */
@@ -1017,6 +1120,8 @@ int main(void)
         cmocka_unit_test(test_one_way_bulk),
         cmocka_unit_test(test_retry_address_validation),
         cmocka_unit_test(test_send_queue_caps),
+        cmocka_unit_test(test_silent_peer_ends_busy_connection),
+        cmocka_unit_test(test_quiet_live_peer_keeps_busy_connection),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     uv_loop_close(&loop);

@@ -678,6 +678,53 @@ static void test_conn_dies_mid_transfer(void **state)
     close_fwd(f);
 }
 
+static int suspects;
+static char suspected[ID_HEX_LEN + 1], suspect_why[128];
+
+static void on_suspect(void *data, const char *peer_id, const char *why)
+{
+    assert_ptr_equal(data, &host);
+    suspects++;
+    snprintf(suspected, sizeof suspected, "%s", peer_id);
+    snprintf(suspect_why, sizeof suspect_why, "%s", why);
+}
+
+/* The host suspects its worker: a reply overdue (again, at doubling intervals, while the
+ * silence lasts) and a lost connection; a worker that answers is not suspected. */
+static void test_suspect(void **state)
+{
+    rpc_fwd_t *f = listen_fwd();
+    tunnel_rpc_on_suspect(f, on_suspect); /* default quiet time (2 s): echoed at once */
+    suspects = 0;
+    client_t *c = cl_start(tunnel_rpc_port(f), 50, 50000, false);
+    RUN_UNTIL(c->closed, 5000);
+    assert_echoed(c, 50000);
+    cl_free(c);
+    assert_int_equal(suspects, 0);
+    close_fwd(f);
+
+    setenv(TUNNEL_RPC_QUIET_ENV, "100", 1);
+    setenv(TUNNEL_RPC_COALESCE_ENV, "0", 1); /* any bytes sent wait for a reply */
+    rpc_port = sink.port;                    /* takes everything, never answers */
+    f = listen_fwd();
+    tunnel_rpc_on_suspect(f, on_suspect);
+    c = cl_start(tunnel_rpc_port(f), 51, 1000, true);
+    RUN_UNTIL(suspects >= 2, 5000); /* after 100 ms, then 200 ms more */
+    unsetenv(TUNNEL_RPC_QUIET_ENV);
+    unsetenv(TUNNEL_RPC_COALESCE_ENV);
+    assert_true(suspects >= 2);
+    assert_string_equal(suspected, worker.id.id);
+    assert_non_null(strstr(suspect_why, "overdue"));
+    assert_int_equal(tunnel_rpc_stats()->suspects - st0.suspects, (uint64_t)suspects);
+    assert_false(c->closed);
+    tp_conn_close(hconn, 0, "test"); /* the connection is lost: suspected at once */
+    RUN_UNTIL(c->closed, 5000);
+    assert_true(c->closed);
+    assert_non_null(strstr(suspect_why, "connection lost"));
+    cl_free(c);
+    close_fwd(f);
+}
+
 /* (5) tunnel_rpc_close with live relays (mid-transfer, and waiting for a connection) */
 static void test_close_with_live_relays(void **state)
 {
@@ -857,6 +904,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_get_conn_retry, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_frames, setup, teardown),
         cmocka_unit_test_setup_teardown(test_counters, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_suspect, setup, teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     uv_loop_close(&loop);

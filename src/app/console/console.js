@@ -9,6 +9,10 @@
   const SSE_RETRY_MS = 10000;
 
   let status = null;
+  /* --api-key-file: the key the user gave, kept in this tab only (sessionStorage) */
+  const KEY_ITEM = 'mesh-llm-api-key';
+  let apiKey = sessionStorage.getItem(KEY_ITEM) || '';
+  const authed = (h) => Object.assign({}, h || {}, apiKey ? { Authorization: `Bearer ${apiKey}` } : {});
   const deadSince = new Map(); /* node id -> when this page first saw it dead or left */
 
   /* ---------------- helpers ---------------- */
@@ -37,9 +41,32 @@
     return `${n >= 100 || i === 0 ? n.toFixed(0) : n.toFixed(1)} ${u[i]}`;
   }
   const num = (v, digits) => (typeof v === 'number' && isFinite(v) ? v.toFixed(digits) : '–');
+  const isSelf = (id) => !!(id && status && status.node && id === status.node.id);
   function nodeName(id) {
     if (!id) return '?';
-    return status && status.node && id === status.node.id ? `${short(id)} (this node)` : short(id);
+    return isSelf(id) ? `${short(id)} (this node)` : short(id);
+  }
+  /* an idle node (no mesh yet) is not "live": it waits for a join */
+  const isIdle = (st) => !!(st && st.node && st.node.state === 'idle' && st.node.joined === false);
+  const roleOf = (n) => n.role || (n.state === 'idle' ? 'idle' : 'worker');
+
+  /* Read a text/event-stream body to its end, calling onData with each "data:" line's value
+   * (what onData throws ends the reading). */
+  async function readSSE(body, onData) {
+    const reader = body.getReader();
+    const dec = new TextDecoder();
+    let buf = '';
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      buf += dec.decode(value, { stream: true });
+      let i;
+      while ((i = buf.search(/\r?\n\r?\n/)) >= 0) {
+        const block = buf.slice(0, i);
+        buf = buf.slice(i).replace(/^\r?\n\r?\n/, '');
+        for (const line of block.split(/\r?\n/)) if (line.startsWith('data:')) onData(line.slice(5).trim());
+      }
+    }
   }
 
   /* ---------------- live updates: events, else polling ---------------- */
@@ -47,12 +74,51 @@
   let es = null, pollTimer = null, retryTimer = null;
 
   function setMode(mode, text) {
+    if (isIdle(status) && (mode === 'live' || mode === 'polling')) {
+      mode = 'idle';
+      text = 'idle · not in a mesh';
+    }
     const c = $('conn');
     c.dataset.mode = mode;
     c.textContent = text;
   }
 
+  /* The key asked for (a 401): the form shows, nothing polls until it is given. */
+  function needKey(wrong) {
+    stopPolling();
+    clearTimeout(retryTimer);
+    if (es) { es.close(); es = null; }
+    setMode('locked', 'API key needed');
+    $('key-panel').hidden = false;
+    $('key-result').textContent = wrong ? 'that key was refused: try again' : '';
+  }
+
+  function eventsFailed() {
+    startPolling();
+    clearTimeout(retryTimer);
+    retryTimer = setTimeout(startEvents, SSE_RETRY_MS);
+  }
+
+  /* /api/events read with fetch: EventSource cannot send the Authorization header */
+  async function streamEvents() {
+    try {
+      const r = await fetch('/api/events', { headers: authed(), cache: 'no-store' });
+      if (r.status === 401) { needKey(true); return; }
+      if (!r.ok || !r.body) throw new Error(`HTTP ${r.status}`);
+      stopPolling();
+      setMode('live', 'live');
+      await readSSE(r.body, (data) => {
+        let st;
+        try { st = JSON.parse(data); } catch (err) { return; }
+        render(st);
+        setMode('live', 'live');
+      });
+    } catch (err) { /* the node went away: poll */ }
+    eventsFailed();
+  }
+
   function startEvents() {
+    if (apiKey) { streamEvents(); return; }
     if (!window.EventSource) { startPolling(); return; }
     es = new EventSource('/api/events');
     es.onopen = () => { stopPolling(); setMode('live', 'live'); };
@@ -64,9 +130,7 @@
     es.onerror = () => {
       es.close();
       es = null;
-      startPolling();
-      clearTimeout(retryTimer);
-      retryTimer = setTimeout(startEvents, SSE_RETRY_MS);
+      eventsFailed();
     };
   }
 
@@ -80,7 +144,8 @@
     setMode('polling', 'polling');
     const tick = async () => {
       try {
-        const r = await fetch('/api/status', { cache: 'no-store' });
+        const r = await fetch('/api/status', { cache: 'no-store', headers: authed() });
+        if (r.status === 401) { needKey(!!apiKey); return; }
         if (!r.ok) throw new Error(`HTTP ${r.status}`);
         render(await r.json());
         setMode('polling', 'polling');
@@ -98,7 +163,7 @@
     status = st;
     const now = Date.now();
     for (const p of st.peers || []) {
-      if (p.state === 'alive') deadSince.delete(p.id);
+      if (p.state === 'alive' || p.state === 'standby') deadSince.delete(p.id);
       else if (!deadSince.has(p.id)) deadSince.set(p.id, now);
     }
     renderSummary(st);
@@ -107,14 +172,20 @@
     renderSelf(st);
     renderRequests(st);
     renderChatModels(st);
+    $('idle-banner').hidden = !isIdle(st);
+    const c = $('conn');
+    if (c.dataset.mode === 'live' || c.dataset.mode === 'polling' || c.dataset.mode === 'idle')
+      setMode(es || !pollTimer ? 'live' : 'polling', es || !pollTimer ? 'live' : 'polling');
   }
 
   function renderSummary(st) {
     const alive = (st.peers || []).filter((p) => p.state === 'alive').length;
     const cat = st.catalog || [];
     const ready = cat.filter((m) => m.status === 'ready').length;
+    const standby = (st.peers || []).filter((p) => p.state === 'standby').length;
     $('summary').textContent =
-      `${alive + 1} node${alive ? 's' : ''} · ${ready}/${cat.length} models ready`;
+      `${alive + 1} node${alive ? 's' : ''}${standby ? ` (+${standby} standing by)` : ''}` +
+      ` · ${ready}/${cat.length} models ready`;
   }
 
   function localModels(st) {
@@ -125,11 +196,22 @@
     const svg = $('topology');
     const self = st.node || {};
     const nodes = [{
-      id: self.id, role: self.role || 'worker', state: 'self', vram: self.vram_bytes,
+      id: self.id, role: roleOf(self), state: 'self', vram: self.vram_bytes,
       models: localModels(st),
     }];
+    /* a passive node (a standby, a client) is in no gossip: it knows the mesh's nodes from
+     * its routing table */
+    const route = st.route || {};
+    for (const t of (self.passive || self.role === 'client') ? route.nodes || [] : []) {
+      if (t.id === self.id) continue;
+      nodes.push({
+        id: t.id, role: 'host', state: 'alive', vram: t.vram_bytes, rtt: null,
+        models: (st.catalog || []).filter((m) => (m.hosts || []).includes(t.id)).map((m) => m.name),
+      });
+    }
     for (const p of st.peers || []) {
-      if (p.state !== 'alive' && now - (deadSince.get(p.id) || now) > GONE_AFTER_MS) continue;
+      if (p.state !== 'alive' && p.state !== 'standby' &&
+          now - (deadSince.get(p.id) || now) > GONE_AFTER_MS) continue;
       nodes.push({
         id: p.id, role: p.role || 'worker', state: p.state, vram: p.vram_bytes, rtt: p.rtt_ms,
         models: (p.serving || []).map((s) => (s.state && s.state !== 'ready'
@@ -155,7 +237,7 @@
     nodes.forEach((n, i) => {
       const [x, y] = pos[i];
       if (i > 0) {
-        const live = n.state === 'alive';
+        const live = n.state === 'alive' || n.state === 'standby';
         links.append(sv('line', { class: live ? 'link' : 'link dead', x1: cx, y1: cy, x2: x, y2: y }));
         if (live && typeof n.rtt === 'number') {
           links.append(sv('text', { class: 'rtt', x: (cx + x) / 2, y: (cy + y) / 2 - 4 },
@@ -243,7 +325,7 @@
   function renderSelf(st) {
     const n = st.node || {};
     $('self-id').textContent = n.id || '–';
-    $('self-role').textContent = n.role || '–';
+    $('self-role').textContent = n.id ? roleOf(n) : '–';
     $('self-mesh').textContent = n.mesh_id || (n.joined === false ? 'not in a mesh' : '–');
     $('self-ports').textContent =
       `API :${n.api_port || '–'} · console :${n.console_port || '–'} · QUIC :${n.quic_port || '–'}`;
@@ -316,7 +398,8 @@
    * must then be allowed there, --allow-origin). */
   async function postChat(body) {
     const opts = {
-      method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body),
+      method: 'POST', headers: authed({ 'Content-Type': 'application/json' }),
+      body: JSON.stringify(body),
     };
     let r = await fetch(chatUrl, opts);
     if (r.status === 404 && chatUrl === '/api/chat' && status && status.node) {
@@ -360,43 +443,29 @@
         throw new Error(msg);
       }
       out = chatMsg('assistant', `${model} on ${nodeName(node)}`, '');
-      const reader = r.body.getReader();
-      const dec = new TextDecoder();
-      let buf = '';
-      for (;;) {
-        const { value, done } = await reader.read();
-        if (done) break;
-        buf += dec.decode(value, { stream: true });
-        let i;
-        while ((i = buf.search(/\r?\n\r?\n/)) >= 0) {
-          const block = buf.slice(0, i);
-          buf = buf.slice(i).replace(/^\r?\n\r?\n/, '');
-          for (const line of block.split(/\r?\n/)) {
-            if (!line.startsWith('data:')) continue;
-            const data = line.slice(5).trim();
-            if (data === '[DONE]') continue;
-            let j;
-            try { j = JSON.parse(data); } catch (err) { continue; }
-            if (j.error) throw new Error(j.error.message || 'error');
-            if (j.timings) timings = j.timings;
-            const d = j.choices && j.choices[0] && j.choices[0].delta;
-            if (d && typeof d.content === 'string' && d.content) {
-              if (!chunks) tFirst = performance.now();
-              chunks++;
-              answer += d.content;
-              out.textContent = answer;
-              $('chat-log').scrollTop = $('chat-log').scrollHeight;
-            }
-          }
+      await readSSE(r.body, (data) => {
+        if (data === '[DONE]') return;
+        let j;
+        try { j = JSON.parse(data); } catch (err) { return; }
+        if (j.error) throw new Error(j.error.message || 'error');
+        if (j.timings) timings = j.timings;
+        const d = j.choices && j.choices[0] && j.choices[0].delta;
+        if (d && typeof d.content === 'string' && d.content) {
+          if (!chunks) tFirst = performance.now();
+          chunks++;
+          answer += d.content;
+          out.textContent = answer;
+          $('chat-log').scrollTop = $('chat-log').scrollHeight;
         }
-      }
+      });
       history.push({ role: 'assistant', content: answer });
       const secs = (performance.now() - tFirst) / 1000;
       const tps = timings && timings.predicted_per_second ? timings.predicted_per_second
         : chunks > 1 && secs > 0 ? (chunks - 1) / secs : null;
       const ntok = timings && timings.predicted_n ? timings.predicted_n : chunks;
       meta.dataset.node = node;
-      meta.textContent = `answered by ${nodeName(node)} (${route.startsWith('tunnel') ? 'through the mesh' : 'this node'})` +
+      meta.textContent = (isSelf(node) ? `answered by ${nodeName(node)}`
+        : `answered by ${short(node)} (${route.startsWith('tunnel') ? 'through the mesh' : 'another node'})`) +
         ` · ${ntok} tokens · ${tps === null ? '–' : tps.toFixed(1)} tokens/s` +
         ` · first token after ${tFirst ? (tFirst - t0).toFixed(0) : '–'} ms`;
     } catch (err) {
@@ -419,7 +488,7 @@
     out.textContent = 'joining…';
     try {
       const r = await fetch('/api/join', {
-        method: 'POST', headers: { 'Content-Type': 'application/json' },
+        method: 'POST', headers: authed({ 'Content-Type': 'application/json' }),
         body: JSON.stringify({ token }),
       });
       let j = {};
@@ -436,6 +505,20 @@
     } finally {
       $('join-send').disabled = false;
     }
+  });
+
+  /* ---------------- the API key ---------------- */
+
+  $('key-form').addEventListener('submit', (e) => {
+    e.preventDefault();
+    const k = $('key-input').value.trim();
+    if (!k) return;
+    apiKey = k;
+    sessionStorage.setItem(KEY_ITEM, k);
+    $('key-input').value = '';
+    $('key-panel').hidden = true;
+    setMode('connecting', 'connecting…');
+    startEvents();
   });
 
   startEvents();

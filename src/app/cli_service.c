@@ -1,0 +1,197 @@
+/* cli_service — see cli_service.h. */
+#include "cli_service.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "home_lock.h"
+#include "identity.h"
+#include "util.h"
+
+#define UNIT_NAME "mesh-llm.service"
+
+/* The node's settings: a systemd environment file (KEY=VALUE lines). MESH_LLM_ARGS holds the
+ * command line options; empty, the node starts idle and joins a mesh from the console. */
+static const char ENV_TEMPLATE[] =
+    "# mesh-llm service settings: KEY=VALUE lines read by systemd (EnvironmentFile=).\n"
+    "# MESH_LLM_ARGS: the node's options (mesh-llm --help), for example\n"
+    "#   MESH_LLM_ARGS=--model /home/me/.models/model.gguf --join "
+    "@/home/me/.config/mesh-llm/token\n"
+    "# Empty: the node starts idle; join a mesh from the console (http://127.0.0.1:3131).\n"
+    "MESH_LLM_ARGS=\n";
+
+/* The unit for the binary exe; man: it has a man page (make install installs one). */
+static int unit_text(char *out, size_t len, const char *exe, bool man)
+{
+    if (strpbrk(exe, " \t\n%$\\\"'")) return -EINVAL; /* systemd would read them */
+    int n =
+        snprintf(out, len,
+                 "# mesh-llm as a systemd user service: systemctl --user enable --now mesh-llm\n"
+                 "# Settings: ~/.config/mesh-llm/env (MESH_LLM_ARGS=the node's options)\n"
+                 "[Unit]\n"
+                 "Description=mesh-llm node: pool machines into one OpenAI-compatible LLM API\n"
+                 "%s"
+                 "\n"
+                 "[Service]\n"
+                 "Type=exec\n"
+                 "EnvironmentFile=-%%h/.config/mesh-llm/env\n"
+                 "ExecStart=%s $MESH_LLM_ARGS\n"
+                 "Restart=on-failure\n"
+                 "RestartSec=5\n"
+                 "# 2: bad options; restarting cannot fix them\n"
+                 "RestartPreventExitStatus=2\n"
+                 "TimeoutStopSec=30\n"
+                 "\n"
+                 "[Install]\n"
+                 "WantedBy=default.target\n",
+                 man ? "Documentation=man:mesh-llm(1)\n" : "", exe);
+    return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+static int config_dir(char *out, size_t len, const char *sub)
+{
+    const char *x = getenv("XDG_CONFIG_HOME"), *home = getenv("HOME");
+    int n;
+    if (x && *x)
+        n = snprintf(out, len, "%s/%s", x, sub);
+    else if (home && *home)
+        n = snprintf(out, len, "%s/.config/%s", home, sub);
+    else
+        return -ENOENT;
+    return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+/* Write text into path (mode 0644) through a temporary file. */
+static int write_file(const char *path, const char *text)
+{
+    char tmp[PATH_MAX + 8];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) return -errno;
+    fputs(text, f);
+    if (fclose(f) != 0 || rename(tmp, path) != 0) {
+        int e = -errno;
+        unlink(tmp);
+        return e;
+    }
+    return 0;
+}
+
+/* This binary's path, and whether its prefix has the man page (an installed copy). */
+static int self_exe(char *exe, size_t len, bool *man)
+{
+    ssize_t n = readlink("/proc/self/exe", exe, len - 1);
+    if (n <= 0) return -errno;
+    exe[n] = '\0';
+    char page[PATH_MAX + 32];
+    snprintf(page, sizeof page, "%s/../../share/man/man1/mesh-llm.1", exe);
+    *man = access(page, R_OK) == 0;
+    return 0;
+}
+
+static int fail(const char *what, const char *path, int rc)
+{
+    fprintf(stderr, "mesh-llm service: cannot %s %s: %s\n", what, path, strerror(-rc));
+    return 1;
+}
+
+static int service_install(void)
+{
+    char exe[PATH_MAX], dir[PATH_MAX], unit[PATH_MAX + 32], env[PATH_MAX + 32];
+    char text[PATH_MAX + 2048];
+    bool man;
+    if (self_exe(exe, sizeof exe, &man) != 0) return fail("read", "/proc/self/exe", -errno);
+    int rc = config_dir(dir, sizeof dir, "mesh-llm");
+    if (rc == 0 && (rc = mkdir_p(dir, 0755)) != 0) return fail("create", dir, rc);
+    if (rc) return fail("find", "the configuration directory (set HOME)", rc);
+    snprintf(env, sizeof env, "%s/env", dir);
+    if (access(env, F_OK) != 0 && (rc = write_file(env, ENV_TEMPLATE)) != 0)
+        return fail("write", env, rc);
+    if ((rc = config_dir(dir, sizeof dir, "systemd/user")) != 0 || (rc = mkdir_p(dir, 0755)) != 0)
+        return fail("create", dir, rc);
+    snprintf(unit, sizeof unit, "%s/" UNIT_NAME, dir);
+    if ((rc = unit_text(text, sizeof text, exe, man)) != 0)
+        return fail("write a unit for", exe, rc);
+    if ((rc = write_file(unit, text)) != 0) return fail("write", unit, rc);
+    printf("wrote %s (runs %s)\n"
+           "settings: %s (MESH_LLM_ARGS=the node's options)\n"
+           "enable and start it now and at every login:\n"
+           "  systemctl --user daemon-reload && systemctl --user enable --now mesh-llm\n"
+           "to keep it running when you are logged out: loginctl enable-linger\n",
+           unit, exe, env);
+    return 0;
+}
+
+static int service_uninstall(void)
+{
+    char dir[PATH_MAX], unit[PATH_MAX + 32], link[PATH_MAX + 64];
+    int rc = config_dir(dir, sizeof dir, "systemd/user");
+    if (rc) return fail("find", "the configuration directory (set HOME)", rc);
+    snprintf(unit, sizeof unit, "%s/" UNIT_NAME, dir);
+    snprintf(link, sizeof link, "%s/default.target.wants/" UNIT_NAME, dir);
+    if (unlink(link) != 0 && errno != ENOENT) return fail("remove", link, -errno);
+    if (unlink(unit) != 0) {
+        if (errno != ENOENT) return fail("remove", unit, -errno);
+        printf("%s is not installed: nothing to do\n", unit);
+        return 0;
+    }
+    printf("removed %s (the settings in ~/.config/mesh-llm stay)\n"
+           "if it is running, stop it: systemctl --user stop mesh-llm && systemctl --user "
+           "daemon-reload\n",
+           unit);
+    return 0;
+}
+
+static int service_status(void)
+{
+    char dir[PATH_MAX], unit[PATH_MAX + 32], home[4096];
+    if (config_dir(dir, sizeof dir, "systemd/user") == 0) {
+        snprintf(unit, sizeof unit, "%s/" UNIT_NAME, dir);
+        printf("unit: %s (%s)\n", unit,
+               access(unit, F_OK) == 0 ? "installed" : "not installed: mesh-llm service install");
+    }
+    if (identity_home(home, sizeof home) == 0) {
+        pid_t p = home_lock_holder(home);
+        if (p > 0)
+            printf("node: running, pid %ld, state directory %s\n", (long)p, home);
+        else
+            printf("node: none running with the state directory %s\n", home);
+    }
+    printf("systemd's view: systemctl --user status mesh-llm\n");
+    return 0;
+}
+
+static int usage(void)
+{
+    fputs("usage: mesh-llm service install|uninstall|status\n"
+          "       mesh-llm service unit [--exec PATH]   print the systemd user unit\n",
+          stderr);
+    return 2;
+}
+
+int cli_service_main(int argc, char **argv)
+{
+    if (argc < 3) return usage();
+    const char *cmd = argv[2];
+    if (strcmp(cmd, "install") == 0 && argc == 3) return service_install();
+    if (strcmp(cmd, "uninstall") == 0 && argc == 3) return service_uninstall();
+    if (strcmp(cmd, "status") == 0 && argc == 3) return service_status();
+    if (strcmp(cmd, "unit") == 0 && (argc == 3 || (argc == 5 && !strcmp(argv[3], "--exec")))) {
+        char exe[PATH_MAX], text[PATH_MAX + 2048];
+        bool man = true; /* --exec: make install, which installs the man page */
+        if (argc == 3 && self_exe(exe, sizeof exe, &man) != 0)
+            return fail("read", "/proc/self/exe", -errno);
+        const char *path = argc == 5 ? argv[4] : exe;
+        int rc = unit_text(text, sizeof text, path, man);
+        if (rc) return fail("write a unit for", path, rc);
+        fputs(text, stdout);
+        return 0;
+    }
+    return usage();
+}

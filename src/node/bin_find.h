@@ -1,0 +1,28 @@
+/* Where llama.cpp's binaries (llama-server, ggml-rpc-server) are found. */
+#ifndef MESH_BIN_FIND_H
+#define MESH_BIN_FIND_H
+
+#include <stddef.h>
+
+#define BIN_DIRS_MAX 4
+
+/* The directories searched before PATH, in order: $MESH_LLM_BIN_DIR; the installed copy,
+ * PREFIX/libexec/mesh-llm/<flavour> next to this binary's PREFIX/bin (so a relocated prefix
+ * works); the directory the build used (recorded by CMake from scripts/llama.sh); the cache
+ * ($MESH_LLM_CACHE, default ~/.cache/mesh-llm) under the same pinned name. */
+typedef struct {
+    size_t n;
+    const char *what[BIN_DIRS_MAX];
+    char dir[BIN_DIRS_MAX][4096];
+} bin_dirs_t;
+
+void bin_dirs(bin_dirs_t *d);
+
+/* Find name: only in bin_dir when given (an explicit --bin-dir), else in bin_dirs() order,
+ * then PATH. Returns a malloc'd real path or NULL. */
+char *sv_find_binary(const char *bin_dir, const char *name);
+
+/* The "not found" message: the places searched and how to fix it. */
+void bin_not_found(char *out, size_t outlen, const char *name);
+
+#endif
