@@ -190,6 +190,16 @@ static bool local_gate(void *data, const char *model, int needs, httpd_req_t *re
     return routing_local_gate(&n->route, model, needs, req, hop);
 }
 
+/* admission: whether requests that wait for a model of this node can be served (local_gate's
+ * choices) */
+static bool has_host(void *data, const char *model)
+{
+    node_t *n = data;
+    const rt_table_t *t = passive_active(n->passive) ? passive_table(n->passive) : NULL;
+    const rt_model_t *m = t ? rt_table_find_model(t, model) : NULL;
+    return (m && m->n_hosts > 0) || routing_has_host(&n->route, model);
+}
+
 static int rpc_port(void *data, const char *peer_id, const char *model)
 {
     node_t *n = data;
@@ -723,6 +733,8 @@ int main(int argc, char **argv)
     /* admission control (node/admission.h): every inference request passes it, idle or not */
     n->adm.resume = api_inference;
     n->adm.resume_data = &n->api;
+    n->adm.has_host = has_host;
+    n->adm.host_data = n;
     n->api.admit = admit;
     n->api.admit_data = &n->adm;
     if (admission_has_keys(&n->adm)) {

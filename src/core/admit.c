@@ -20,9 +20,16 @@ const char *admit_why_code(admit_why_t w)
         return "queue_timeout";
     case ADMIT_WHY_NO_SPACE:
         return "too_many_requests";
+    case ADMIT_WHY_NO_HOST:
+        return "no_host";
     default:
         return "none";
     }
+}
+
+unsigned admit_why_status(admit_why_t w)
+{
+    return w == ADMIT_WHY_QUEUE_TIMEOUT || w == ADMIT_WHY_NO_HOST ? 503 : 429;
 }
 
 void admit_init(admit_t *a, unsigned queue_len, uint64_t max_wait_ms)
@@ -241,6 +248,11 @@ admit_verdict_t admit_try(admit_t *a, int model, int key, uint64_t now, uint64_t
     }
     bool go = model_has_room(m) && key_has_room(a, key) && !queue_ahead;
     if (!go) {
+        if (m->no_host) {
+            rej->why = ADMIT_WHY_NO_HOST;
+            rej->retry_after_s = ADMIT_NO_HOST_RETRY_S;
+            goto reject;
+        }
         unsigned places = key_queue_places(a, key);
         if (places < a->queue_len && key_queued_for(a, model, key) >= places) {
             rej->why = ADMIT_WHY_KEY_QUEUE_FULL;
@@ -305,6 +317,14 @@ void admit_set_blocked(admit_t *a, int model, bool blocked)
     if (model >= 0 && (size_t)model < a->n_models) a->models[model].blocked = blocked;
 }
 
+bool admit_set_no_host(admit_t *a, int model, bool no_host)
+{
+    if (model < 0 || (size_t)model >= a->n_models || a->models[model].no_host == no_host)
+        return false;
+    a->models[model].no_host = no_host;
+    return true;
+}
+
 uint64_t admit_deadline(const admit_t *a)
 {
     uint64_t d = UINT64_MAX;
@@ -316,20 +336,32 @@ uint64_t admit_deadline(const admit_t *a)
     return d;
 }
 
+uint64_t admit_oldest_queued(const admit_t *a, int model)
+{
+    uint64_t t = UINT64_MAX;
+    for (size_t i = 0; i < ADMIT_MAX_ENTRIES && a->models[model].queued; i++) {
+        const admit_entry_t *e = &a->entries[i];
+        if (e->state == ADMIT_QUEUED_E && e->model == model && e->since < t) t = e->since;
+    }
+    return t;
+}
+
 bool admit_next(admit_t *a, uint64_t now, admit_action_t *out)
 {
     memset(out, 0, sizeof *out);
-    /* 1. a wait that ran out (the oldest first) */
+    /* 1. a wait that ran out or a model no host serves (the oldest first) */
     admit_entry_t *old = NULL;
     for (size_t i = 0; i < ADMIT_MAX_ENTRIES; i++) {
         admit_entry_t *e = &a->entries[i];
-        if (e->state == ADMIT_QUEUED_E && e->since + a->max_wait_ms <= now &&
+        if (e->state == ADMIT_QUEUED_E &&
+            (e->since + a->max_wait_ms <= now || a->models[e->model].no_host) &&
             (!old || e->seq < old->seq))
             old = e;
     }
     if (old) {
         admit_model_t *m = &a->models[old->model];
         out->kind = ADMIT_ACT_EXPIRE;
+        out->why = old->since + a->max_wait_ms <= now ? ADMIT_WHY_QUEUE_TIMEOUT : ADMIT_WHY_NO_HOST;
         out->id = old->id;
         out->model = old->model;
         out->key = old->key;
@@ -338,7 +370,7 @@ bool admit_next(admit_t *a, uint64_t now, admit_action_t *out)
         m->expired++;
         m->rejected++;
         a->keys[old->key].rejected++;
-        out->retry_after_s = retry_after(m);
+        out->retry_after_s = out->why == ADMIT_WHY_NO_HOST ? ADMIT_NO_HOST_RETRY_S : retry_after(m);
         memset(old, 0, sizeof *old);
         return true;
     }

@@ -8,7 +8,13 @@
  * admit_tokens and counted in a sliding window of 60 one-second buckets).
  *
  * admit_try decides at once: GO (counted in flight), QUEUED, or REJECT with the limit that
- * said no and a Retry-After. admit_release ends a request (running: its slot frees; queued: it
+ * said no and a Retry-After. A queue is a place to wait, not a failure: the wait is bounded by
+ * what a client waits (ADMIT_DEFAULT_WAIT_MS, like the usual SDK timeouts of several minutes),
+ * and only a limit of the client's own (its key's tier: share of the queue, tokens per minute)
+ * or a full queue says no at once (HTTP 429). A queue that cannot drain says so instead of
+ * letting its requests wait: a wait that ran out, or a model that no host serves now
+ * (admit_set_no_host: nothing new queues for it and what waits leaves), is HTTP 503
+ * (admit_why_status). admit_release ends a request (running: its slot frees; queued: it
  * leaves the queue — a client that went away). admit_next hands out what the driver does next:
  * start a queued request (GO) or answer one whose wait ran out (EXPIRE, a 429). A model the
  * driver blocks (admit_set_blocked: its slot is about to be switched to another model) starts
@@ -31,7 +37,9 @@
 #define ADMIT_MAX_TIERS 16
 #define ADMIT_MAX_ENTRIES 8192 /* requests running or queued, every model together */
 #define ADMIT_NAME_MAX 128
-#define ADMIT_TPM_BUCKETS 60 /* one-second buckets of the tokens-per-minute window */
+#define ADMIT_TPM_BUCKETS 60         /* one-second buckets of the tokens-per-minute window */
+#define ADMIT_DEFAULT_WAIT_MS 600000 /* 10 min: the OpenAI SDK's own request timeout */
+#define ADMIT_NO_HOST_RETRY_S 5      /* Retry-After when no host serves the model */
 
 typedef struct {
     char name[ADMIT_NAME_MAX];
@@ -55,6 +63,7 @@ typedef struct {
     unsigned cap; /* requests in flight; 0: no cap */
     unsigned in_flight, queued;
     bool blocked;
+    bool no_host; /* nothing serves the model now: its queue cannot drain */
     uint64_t admitted, rejected, expired, cancelled;
     uint64_t wait_ms_total; /* time queued requests waited before they started */
     uint64_t service_ms;    /* moving average of a request's time in flight (Retry-After) */
@@ -80,6 +89,7 @@ typedef enum {
     ADMIT_WHY_TPM,            /* the key's tokens per minute are used up */
     ADMIT_WHY_QUEUE_TIMEOUT,  /* waited max_wait_ms without a slot */
     ADMIT_WHY_NO_SPACE,       /* ADMIT_MAX_ENTRIES */
+    ADMIT_WHY_NO_HOST,        /* no host serves the model now (admit_set_no_host) */
 } admit_why_t;
 
 typedef struct {
@@ -94,6 +104,7 @@ typedef struct {
     uint64_t id;
     int model, key;
     uint64_t waited_ms;
+    admit_why_t why;        /* EXPIRE: ADMIT_WHY_QUEUE_TIMEOUT or ADMIT_WHY_NO_HOST */
     unsigned retry_after_s; /* EXPIRE */
 } admit_action_t;
 
@@ -132,13 +143,22 @@ void admit_release(admit_t *a, uint64_t id, uint64_t now);
 void admit_tokens(admit_t *a, int key, uint64_t tokens, uint64_t now);
 /* A blocked model starts nothing from its queue (expiry still applies). */
 void admit_set_blocked(admit_t *a, int model, bool blocked);
+/* A model that no host serves now: a request that would queue is refused (ADMIT_WHY_NO_HOST)
+ * and admit_next expires the queued ones; one that may start at once still goes (its own route
+ * answers it). Returns whether the flag changed. */
+bool admit_set_no_host(admit_t *a, int model, bool no_host);
 /* The next thing to do, or false. Call until false after every event. */
 bool admit_next(admit_t *a, uint64_t now, admit_action_t *out);
 /* When the earliest queued request's wait runs out (UINT64_MAX: nothing queued). */
 uint64_t admit_deadline(const admit_t *a);
+/* When the model's oldest queued request arrived (UINT64_MAX: none queued). */
+uint64_t admit_oldest_queued(const admit_t *a, int model);
 /* The key's tokens in the current window. */
 uint64_t admit_key_tokens(const admit_t *a, int key, uint64_t now);
 const char *admit_why_code(admit_why_t w);
+/* The HTTP status of a refusal: 429 for the client's own limits and a full queue, 503 for a
+ * queue that cannot drain (its wait ran out, no host). */
+unsigned admit_why_status(admit_why_t w);
 /* The entry of id, or NULL. */
 const admit_entry_t *admit_entry(const admit_t *a, uint64_t id);
 

@@ -681,6 +681,14 @@ double tp_conn_rtt_ms(const tp_conn_t *c)
     return (double)st.smoothed_rtt / (double)NGTCP2_MILLISECONDS;
 }
 
+double tp_conn_min_rtt_ms(const tp_conn_t *c)
+{
+    if (!c->q) return 0;
+    ngtcp2_conn_stat st;
+    ngtcp2_conn_get_conn_stat(c->q, &st);
+    return st.min_rtt == UINT64_MAX ? -1 : (double)st.min_rtt / (double)NGTCP2_MILLISECONDS;
+}
+
 void tp_conn_set_data(tp_conn_t *c, void *data)
 {
     c->data = data;

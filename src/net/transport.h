@@ -138,6 +138,9 @@ const char *tp_conn_peer_id(const tp_conn_t *c);
 bool tp_conn_is_ready(const tp_conn_t *c);
 bool tp_conn_outbound(const tp_conn_t *c);
 double tp_conn_rtt_ms(const tp_conn_t *c);
+/* The lowest RTT measured on the connection so far (the path's latency without the queueing and
+ * the event-loop delays a busy machine adds to the smoothed RTT); < 0 before the first sample. */
+double tp_conn_min_rtt_ms(const tp_conn_t *c);
 void tp_conn_set_data(tp_conn_t *c, void *data);
 void *tp_conn_data(const tp_conn_t *c);
 

@@ -19,7 +19,8 @@
 #define KEYS_FILE_MAX 65536
 #define DEFAULT_PARALLEL ADMISSION_DEFAULT_PARALLEL
 #define REMOTE_NAME "(routed to the mesh)"
-#define HELD_POLL_MS 100 /* a model held for a switch: look again this soon */
+#define HELD_POLL_MS 100  /* a model held for a switch: look again this soon */
+#define HOST_POLL_MS 1000 /* requests wait: whether their model still has a host, this often */
 
 struct ticket {
     admission_t *ad;
@@ -221,8 +222,10 @@ static void start(admission_t *ad, ticket_t *t, uint64_t waited_ms)
     ad->resume(ad->resume_data, req, t->needs);
 }
 
-static void respond_429(httpd_req_t *req, const admit_t *a, int model, int key, admit_why_t why,
-                        unsigned retry_s, uint64_t waited_ms)
+/* A refusal: 429 for the client's own limits and a full queue, 503 for a queue that cannot drain
+ * (admit_why_status); both with Retry-After. */
+static void respond_refusal(httpd_req_t *req, const admit_t *a, int model, int key, admit_why_t why,
+                            unsigned retry_s, uint64_t waited_ms)
 {
     char msg[512];
     const char *m = a->models[model].name;
@@ -249,30 +252,43 @@ static void respond_429(httpd_req_t *req, const admit_t *a, int model, int key, 
                  (unsigned long long)a->tiers[a->keys[key].tier].tpm, retry_s);
         break;
     case ADMIT_WHY_QUEUE_TIMEOUT:
+    case ADMIT_WHY_NO_HOST:
         snprintf(msg, sizeof msg,
-                 "model '%s' stayed busy: the request waited %llu ms in the queue without a "
-                 "slot (MESH_LLM_QUEUE_WAIT_MS); retry after %u s",
-                 m, (unsigned long long)waited_ms, retry_s);
+                 "model '%s' %s: the request waited %llu ms in the queue; retry after %u s", m,
+                 why == ADMIT_WHY_NO_HOST
+                     ? "has no host in the mesh now, so its queue cannot drain"
+                     : "stayed busy without a free slot (MESH_LLM_QUEUE_WAIT_MS)",
+                 (unsigned long long)waited_ms, retry_s);
         break;
     default:
         snprintf(msg, sizeof msg, "too many requests waiting on this node; retry after %u s",
                  retry_s);
         break;
     }
-    json_t *o = json_pack("{s:{s:s,s:s,s:s}}", "error", "message", msg, "type", "rate_limit_error",
-                          "code", admit_why_code(why));
+    unsigned status = admit_why_status(why);
+    json_t *o =
+        json_pack("{s:{s:s,s:s,s:s}}", "error", "message", msg, "type",
+                  status == 429 ? "rate_limit_error" : "unavailable", "code", admit_why_code(why));
     char *body = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     char extra[64];
     snprintf(extra, sizeof extra, "Retry-After: %u\r\n", retry_s);
     if (body)
-        httpd_respond(req, 429, "application/json", body, strlen(body), extra);
+        httpd_respond(req, (int)status, "application/json", body, strlen(body), extra);
     else
         httpd_respond_error(req, 500, "server_error", "out_of_memory", "out of memory");
     free(body);
 }
 
 /* ---- the loop: deadlines, releases, starts ---- */
+
+/* Whether a local model has a host (here or elsewhere in the mesh); asked while requests for it
+ * wait, and before one queues. */
+static void check_host(admission_t *ad, int model)
+{
+    if (!ad->has_host || model == ad->remote || !ad->local[model]) return;
+    admit_set_no_host(ad->a, model, !ad->has_host(ad->host_data, ad->a->models[model].name));
+}
 
 static void process(admission_t *ad)
 {
@@ -289,9 +305,11 @@ static void process(admission_t *ad)
         mm_tick(&ad->ms->mm, now);
         models_run(ad->ms);
     }
-    for (size_t i = 0; i < ad->a->n_models; i++)
-        if (ad->local[i])
-            admit_set_blocked(ad->a, (int)i, mm_hold(&ad->ms->mm, ad->local[i]->mm, now));
+    for (size_t i = 0; i < ad->a->n_models; i++) {
+        if (!ad->local[i]) continue;
+        admit_set_blocked(ad->a, (int)i, mm_hold(&ad->ms->mm, ad->local[i]->mm, now));
+        if (ad->a->models[i].queued) check_host(ad, (int)i);
+    }
     admit_action_t act;
     while (admit_next(ad->a, now, &act)) {
         ticket_t *t = ticket_find(ad, act.id);
@@ -305,8 +323,8 @@ static void process(admission_t *ad)
             req->data = NULL;
             req->on_abort = NULL;
             ticket_free(ad, t);
-            respond_429(req, ad->a, act.model, act.key, ADMIT_WHY_QUEUE_TIMEOUT, act.retry_after_s,
-                        act.waited_ms);
+            respond_refusal(req, ad->a, act.model, act.key, act.why, act.retry_after_s,
+                            act.waited_ms);
             continue;
         }
         start(ad, t,
@@ -334,9 +352,13 @@ static void schedule(admission_t *ad)
         due = admit_deadline(ad->a);
         uint64_t d = mm_deadline(&ad->ms->mm);
         if (d < due) due = d;
-        for (size_t i = 0; i < ad->a->n_models; i++) /* held for a switch: look again soon */
-            if (ad->a->models[i].blocked && ad->a->models[i].queued && now + HELD_POLL_MS < due)
-                due = now + HELD_POLL_MS;
+        for (size_t i = 0; i < ad->a->n_models; i++) {
+            const admit_model_t *m = &ad->a->models[i];
+            if (!m->queued) continue;
+            /* held for a switch: look again soon; waiting: does the model still have a host? */
+            uint64_t poll = m->blocked ? HELD_POLL_MS : ad->has_host ? HOST_POLL_MS : UINT64_MAX;
+            if (poll != UINT64_MAX && now + poll < due) due = now + poll;
+        }
     }
     if (due == UINT64_MAX) {
         uv_timer_stop(&ad->timer);
@@ -412,10 +434,11 @@ bool admission_enter(admission_t *ad, httpd_req_t *req, int needs)
         if (key < 0) key = 0;
     }
     uint64_t now = now_ms(ad), id;
+    if (model != ad->remote) check_host(ad, model);
     admit_reject_t rej;
     admit_verdict_t v = admit_try(ad->a, model, key, now, &id, &rej);
     if (v == ADMIT_REJECT) {
-        respond_429(req, ad->a, model, key, rej.why, rej.retry_after_s, 0);
+        respond_refusal(req, ad->a, model, key, rej.why, rej.retry_after_s, 0);
         return true;
     }
     ticket_t *t = calloc(1, sizeof *t);
@@ -455,7 +478,7 @@ int admission_init(admission_t *ad, uv_loop_t *loop, const config_t *cfg, models
     ad->ms = ms;
     ad->a = calloc(1, sizeof *ad->a);
     if (!ad->a) return -ENOMEM;
-    admit_init(ad->a, cfg->queue_len, env_ms0("MESH_LLM_QUEUE_WAIT_MS", 30000));
+    admit_init(ad->a, cfg->queue_len, env_ms0("MESH_LLM_QUEUE_WAIT_MS", ADMIT_DEFAULT_WAIT_MS));
     mm_set_fair_ms(&ms->mm, env_ms0("MESH_LLM_SWITCH_FAIR_MS", 10000));
     ad->remote = admit_model(ad->a, REMOTE_NAME, 0);
     if (cfg->api_keys_file) {
@@ -536,13 +559,16 @@ void admission_status(admission_t *ad, json_t *st)
     json_t *models = json_object(), *keys = json_object();
     for (size_t i = 0; i < ad->a->n_models; i++) {
         const admit_model_t *m = &ad->a->models[i];
-        json_object_set_new(models, m->name,
-                            json_pack("{s:i,s:i,s:i,s:I,s:I,s:I,s:I,s:I,s:b}", "cap", (int)m->cap,
-                                      "in_flight", (int)m->in_flight, "queued", (int)m->queued,
-                                      "admitted", (json_int_t)m->admitted, "rejected",
-                                      (json_int_t)m->rejected, "expired", (json_int_t)m->expired,
-                                      "cancelled", (json_int_t)m->cancelled, "wait_ms_total",
-                                      (json_int_t)m->wait_ms_total, "held", m->blocked));
+        uint64_t oldest = admit_oldest_queued(ad->a, (int)i);
+        json_object_set_new(
+            models, m->name,
+            json_pack("{s:i,s:i,s:i,s:I,s:I,s:I,s:I,s:I,s:I,s:b,s:b}", "cap", (int)m->cap,
+                      "in_flight", (int)m->in_flight, "queued", (int)m->queued, "admitted",
+                      (json_int_t)m->admitted, "rejected", (json_int_t)m->rejected, "expired",
+                      (json_int_t)m->expired, "cancelled", (json_int_t)m->cancelled,
+                      "wait_ms_total", (json_int_t)m->wait_ms_total, "oldest_wait_ms",
+                      (json_int_t)(oldest == UINT64_MAX || oldest > now ? 0 : now - oldest), "held",
+                      m->blocked, "no_host", m->no_host));
     }
     for (size_t i = 0; i < ad->a->n_keys; i++) {
         const admit_key_t *k = &ad->a->keys[i];

@@ -3,8 +3,12 @@
  * routed. Per local model a cap on requests in flight (llama-server's parallel slots, -np, 4
  * when not given) and a FIFO queue (--queue-len, wait bounded by MESH_LLM_QUEUE_WAIT_MS);
  * requests for models served elsewhere are capped at the node that serves them (here only their
- * key's limits apply). Over a limit: 429 with Retry-After and an OpenAI-shaped error
- * ("type":"rate_limit_error", the code names the limit).
+ * key's limits apply). A request waits in the queue as long as a client would (10 min by
+ * default). Over a limit of the client's key or a full queue: 429 with Retry-After and an
+ * OpenAI-shaped error ("type":"rate_limit_error", the code names the limit); a queue that cannot
+ * drain (the wait ran out, or no node serves the model: has_host): 503 with Retry-After
+ * ("type":"unavailable", "code":"queue_timeout" or "no_host"). A queued request whose client
+ * goes away leaves the queue at once.
  *
  * API keys (--api-keys FILE, see README): a key has a name and a tier; only digests of the keys
  * are kept. --api-key KEY is one more key of tier "default". Requests through a mesh tunnel are
@@ -44,6 +48,10 @@ typedef struct {
     /* Serve an admitted request: the rest of the API's handling (routing, local serving). */
     void (*resume)(void *data, httpd_req_t *req, int needs);
     void *resume_data;
+    /* Whether a model of this node has a host now (here or elsewhere; NULL: always): requests
+     * that would wait for one that has none are answered 503 (core/admit.h). */
+    bool (*has_host)(void *data, const char *model);
+    void *host_data;
 } admission_t;
 
 /* Read --api-keys, --queue-len, --pin; refuses (err) unknown pins, pins that cannot all fit
@@ -68,7 +76,8 @@ int admission_req_key(const admission_t *ad, const httpd_req_t *req);
 bool admission_enter(admission_t *ad, httpd_req_t *req, int needs);
 
 /* "admission": {"queue_len","queue_wait_ms","switch_fair_ms","model_switches",
- * "models":{NAME:{cap,in_flight,queued,admitted,rejected,expired,cancelled,wait_ms_total}},
+ * "models":{NAME:{cap,in_flight,queued,admitted,rejected,expired,cancelled,wait_ms_total,
+ * oldest_wait_ms,held,no_host}},
  * "keys":{NAME:{tier,in_flight,queued,admitted,rejected,tokens_last_minute}}} */
 void admission_status(admission_t *ad, json_t *st);
 

@@ -117,7 +117,7 @@ void config_usage(FILE *out)
         "                           tokens per minute); see README 'Admission control'\n"
         "  --queue-len N            requests that may wait per model when its slots are busy\n"
         "                           (default 256; more get 429; $MESH_LLM_QUEUE_WAIT_MS bounds\n"
-        "                           the wait, default 30000)\n"
+        "                           the wait, default 600000 = 10 min, then 503)\n"
         "  --pin MODEL              keep MODEL loaded whatever the LRU says (repeatable)\n"
         "  --allow-origin ORIGIN    let web pages of ORIGIN (like http://localhost:5173) call\n"
         "                           the APIs from a browser (repeatable; default: none)\n"

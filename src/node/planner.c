@@ -17,6 +17,7 @@
 
 #define KICK_DELAY_MS 30
 #define TICK_MS 250
+#define WAIT_REPLAN_MS 2000 /* a model waiting for more nodes: planned again this often */
 #define MAX_PARKED 256
 
 _Static_assert(PLAN_ID_MAX == VIEW_PLAN_ID_MAX, "plan ids are announced");
@@ -490,9 +491,13 @@ static void plan_models(planner_t *pl, const peers_t *P)
     static pp_state_t st[PLAN_MAX_MODELS];
     size_t np = P->n < CATALOG_MAX_NODES ? P->n : CATALOG_MAX_NODES;
     int32_t rtt[CATALOG_MAX_NODES];
+    /* a worker's distance is the path's least RTT: the smoothed RTT of a busy machine (a starved
+     * event loop, loss recovery) read 80 ms and more on a 50 ms link, and a split chosen by it
+     * changed (or never formed) with the load */
     for (size_t i = 0; i < np; i++) {
         tp_conn_t *c = mesh_conn(pl->mesh, P->v[i].id);
-        rtt[i] = c ? (int32_t)(tp_conn_rtt_ms(c) + 0.5) : -1;
+        double ms = c ? tp_conn_min_rtt_ms(c) : -1;
+        rtt[i] = ms < 0 ? -1 : (int32_t)(ms + 0.5);
     }
     pp_input_t in = {.id = pl->id,
                      .force_split = pl->cfg->split,
@@ -557,6 +562,20 @@ static void on_kick(uv_timer_t *t)
     replan(t->data);
 }
 
+/* A model waits for more nodes (its group is short of memory, or a worker was too far): the plan
+ * is made again every WAIT_REPLAN_MS, since what it waits for (a peer's RTT falling under the
+ * bound) is no event of its own. */
+static bool waits_for_nodes(planner_t *pl)
+{
+    bool waits = false;
+    for (size_t i = 0; i < pl->n && !waits; i++)
+        waits = pl->models[i].st.waiting && pl->models[i].st.planned;
+    uint64_t now = now_ms(pl);
+    if (!waits || now - pl->last_wait_replan_ms < WAIT_REPLAN_MS) return false;
+    pl->last_wait_replan_ms = now;
+    return true;
+}
+
 static void on_tick(uv_timer_t *t)
 {
     planner_t *pl = t->data;
@@ -564,7 +583,8 @@ static void on_tick(uv_timer_t *t)
     /* a node without a model re-decides on changes (peers, children, models: planner_kick),
      * on this tick only while allocation waits for the mesh to settle; a passive standby
      * decides on its routing tables (standby.h) */
-    if (pl->waiting || (pl->allocating && pl->n == 0 && !pl->passive && pl->alloc_settling))
+    if (pl->waiting || (pl->allocating && pl->n == 0 && !pl->passive && pl->alloc_settling) ||
+        waits_for_nodes(pl))
         replan(pl);
 }
 

@@ -108,6 +108,7 @@ struct planner {
     void (*on_replanned)(void *data);
     void *hook_data;
     uint64_t serving_since_ms, last_demote_check_ms;
+    uint64_t last_wait_replan_ms; /* a model waits for more nodes: its last re-plan */
     uint64_t idle_ms, min_serve_ms;
     uint64_t promotions, demotions;
     /* compute speed (speed.h): announced as speed_mflops; the models are not planned while it

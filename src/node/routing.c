@@ -133,6 +133,21 @@ bool routing_local_gate(routing_t *rt, const char *model, int needs, httpd_req_t
     return true;
 }
 
+bool routing_has_host(routing_t *rt, const char *model)
+{
+    if (planner_route(rt->plan, model) != PLAN_REMOTE) return true; /* served or starting here */
+    if (!rt->mesh) return false;
+    static router_peer_t peers[1024]; /* one per live peer (GOSSIP_MAX_PEERS) */
+    size_t np = planner_route_facts(rt->plan, model, peers, sizeof peers / sizeof peers[0]);
+    router_request_t rq = {.needs = -1};
+    router_result_t res;
+    router_route(peers, np, planner_requested(rt->plan, model), &rq, &res);
+    char who[80];
+    uint64_t b, t; /* a host that loads it, or a download of it, will drain the queue */
+    return res.verdict == ROUTER_FORWARD || (res.verdict == ROUTER_UNAVAILABLE && res.loading) ||
+           planner_downloading(rt->plan, model, who, sizeof who, &b, &t);
+}
+
 int routing_rpc_port(routing_t *rt, const char *peer_id, const char *model)
 {
     sv_child_t *c = rt->plan->rpc;

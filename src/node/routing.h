@@ -23,6 +23,9 @@ bool routing_remote(routing_t *rt, const char *model, int needs, httpd_req_t *re
 /* A model this node has: false when it is served here; true when the request was taken care
  * of (parked, forwarded, or answered). hop: it came through a tunnel (never forwarded again). */
 bool routing_local_gate(routing_t *rt, const char *model, int needs, httpd_req_t *req, bool hop);
+/* Whether a model this node has is served now or soon: here, by its split starting here, by a
+ * host the router would forward to, one that loads it, or a download (admission's has_host). */
+bool routing_has_host(routing_t *rt, const char *model);
 /* The local rpc-server's port for a TUNNEL_RPC stream from peer_id for model; -1 refuses it (not
  * the host of a split this node works for, or no rpc-server). */
 int routing_rpc_port(routing_t *rt, const char *peer_id, const char *model);

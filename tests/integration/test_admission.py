@@ -1,6 +1,7 @@
-"""Admission control (issue 17 item 2): a per-model cap and a bounded FIFO queue, 429 with
-Retry-After over the limits, API keys with tiers, a queued client that leaves, anti-thrash
-switching and --pin.
+"""Admission control (issue 17 item 2, issue 27 item 4): a per-model cap and a bounded FIFO queue
+whose requests wait as long as a client would (10 min by default), 429 with Retry-After over the
+limits (a key's tier, a full queue), 503 with Retry-After for a queue that cannot drain, API keys
+with tiers, a queued client that leaves, anti-thrash switching and --pin.
 
 Determinism on a busy machine: the model's llama-server is stopped (SIGSTOP) while the test
 fills the queue, so nothing admitted can finish before every request has arrived; requests are
@@ -180,6 +181,61 @@ def test_queued_client_leaves(start_node):
         s.close()
     wait_for(lambda: adm(n, S)["in_flight"] == 0, timeout=30, what="all done")
     assert adm(n, S)["admitted"] == 4  # warm-up, gate, and the two that stayed
+
+
+def test_64_concurrent_outlast_a_stall(start_node):
+    """64 concurrent requests at 2 slots (-np 2), with the default queue wait: the model's
+    server stalls (SIGSTOP) until the oldest queued request has waited past the old 30 s
+    bound; none is refused, and once it runs again all 64 complete."""
+    n = start_node("--port", "0", "--model", model_path(S), "--llamacpp-args", "-np 2",
+                   env={"MESH_LLM_HANG_TIMEOUT_MS": "300000"})  # no MESH_LLM_QUEUE_WAIT_MS
+    assert n.complete(S).status == 200
+    pid = llama_pid(n, S)
+    snd = Sender(n)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        for i in range(64):
+            snd.send(i, body(S, max_tokens=16))
+        wait_for(lambda: (lambda a: (a["in_flight"], a["queued"]) == (2, 62))(adm(n, S)),
+                 timeout=60, what="2 in flight and 62 queued")
+        # (the old 30 s bound emptied the queue with 429s: then the queue shrinks)
+        wait_for(lambda: (lambda a: a.get("oldest_wait_ms", 0) > 31000 or a["queued"] < 62)(
+            adm(n, S)), timeout=90, what="the queue's oldest request waiting longer than 30 s")
+        a = adm(n, S)
+        assert (a["queued"], a["rejected"], a["expired"]) == (62, 0, 0), a
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    snd.join()
+    bad = {i: r for i, r in snd.results.items() if getattr(r, "status", None) != 200}
+    assert not bad and len(snd.results) == 64, bad
+    a = adm(n, S)
+    assert (a["in_flight"], a["queued"], a["admitted"], a["rejected"]) == (0, 0, 65, 0), a
+
+
+def test_queue_that_cannot_drain_is_503(start_node):
+    """A request whose wait runs out (MESH_LLM_QUEUE_WAIT_MS) is not over a limit of its own:
+    503 with Retry-After ("unavailable"/"queue_timeout"), not 429; the request in its slot
+    still completes."""
+    n = start_node("--port", "0", "--model", model_path(S), "--llamacpp-args", "-np 1",
+                   env={"MESH_LLM_QUEUE_WAIT_MS": "1500", "MESH_LLM_HANG_TIMEOUT_MS": "300000"})
+    assert n.complete(S).status == 200
+    pid = llama_pid(n, S)
+    snd = Sender(n)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        send_counted(n, snd, "gate", body(S), S)
+        send_counted(n, snd, "late", body(S), S)
+        wait_for(lambda: "late" in snd.results, timeout=60, what="the queued request answered")
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    snd.join()
+    r = snd.results["late"]
+    assert r.status == 503, r
+    assert int(r.headers["retry-after"]) >= 1
+    err = r.json()["error"]
+    assert err["type"] == "unavailable" and err["code"] == "queue_timeout", err
+    assert snd.results["gate"].status == 200
+    assert adm(n, S)["expired"] == 1
 
 
 KEYS = """# tiers: name and limits

@@ -153,6 +153,7 @@ static void test_wait_expires(void **state)
     assert_int_equal(act.kind, ADMIT_ACT_EXPIRE);
     assert_int_equal(act.id, id[1]);
     assert_int_equal(act.waited_ms, 550);
+    assert_int_equal(act.why, ADMIT_WHY_QUEUE_TIMEOUT);
     assert_true(act.retry_after_s >= 1);
     assert_false(admit_next(a, 650, &act));
     assert_int_equal(admit_deadline(a), 700);
@@ -278,6 +279,94 @@ static void test_blocked(void **state)
     admit_set_blocked(a, m, false);
     assert_true(admit_next(a, 2, &act));
     assert_int_equal(act.id, id);
+}
+
+/* A model no host serves: what would queue is refused (503 no_host), what waits leaves oldest
+ * first, what may start at once still goes; once a host is back, requests queue again. */
+static void test_no_host(void **state)
+{
+    (void)state;
+    admit_t *a = fresh(10, 100000);
+    int m = admit_model(a, "A", 1), other = admit_model(a, "B", 1);
+    uint64_t id[4], ido;
+    admit_reject_t why;
+    assert_int_equal(admit_try(a, m, 0, 0, &id[0], &why), ADMIT_GO);
+    assert_int_equal(admit_try(a, m, 0, 10, &id[1], &why), ADMIT_QUEUED);
+    assert_int_equal(admit_try(a, m, 0, 20, &id[2], &why), ADMIT_QUEUED);
+    assert_int_equal(admit_try(a, other, 0, 25, &ido, &why), ADMIT_GO);
+    assert_int_equal(admit_try(a, other, 0, 26, &ido, &why), ADMIT_QUEUED);
+    assert_true(admit_set_no_host(a, m, true));
+    assert_false(admit_set_no_host(a, m, true)); /* unchanged */
+    assert_int_equal(admit_try(a, m, 0, 30, &id[3], &why), ADMIT_REJECT);
+    assert_int_equal(why.why, ADMIT_WHY_NO_HOST);
+    assert_int_equal(why.retry_after_s, ADMIT_NO_HOST_RETRY_S);
+    assert_int_equal(id[3], 0);
+    admit_action_t act;
+    for (int i = 1; i <= 2; i++) {
+        assert_true(admit_next(a, 40, &act));
+        assert_int_equal(act.kind, ADMIT_ACT_EXPIRE);
+        assert_int_equal(act.why, ADMIT_WHY_NO_HOST);
+        assert_int_equal(act.id, id[i]);
+        assert_int_equal(act.waited_ms, 40 - 10 * (uint64_t)i);
+        assert_int_equal(act.retry_after_s, ADMIT_NO_HOST_RETRY_S);
+    }
+    assert_false(admit_next(a, 40, &act)); /* model B's queue is not touched */
+    assert_int_equal(a->models[other].queued, 1);
+    assert_int_equal(a->models[m].queued, 0);
+    admit_release(a, id[0], 50);
+    assert_int_equal(admit_try(a, m, 0, 60, &id[3], &why), ADMIT_GO); /* a free slot: goes */
+    assert_true(admit_set_no_host(a, m, false));
+    assert_int_equal(admit_try(a, m, 0, 70, &id[1], &why), ADMIT_QUEUED);
+    assert_false(admit_next(a, 80, &act));
+}
+
+/* 429: the client's own limits and a full queue; 503: a queue that cannot drain. */
+static void test_why_status(void **state)
+{
+    (void)state;
+    static const struct {
+        admit_why_t why;
+        unsigned status;
+        const char *code;
+    } rows[] = {
+        {ADMIT_WHY_QUEUE_FULL, 429, "queue_full"},
+        {ADMIT_WHY_KEY_QUEUE_FULL, 429, "key_queue_share_exceeded"},
+        {ADMIT_WHY_TPM, 429, "tokens_per_minute_exceeded"},
+        {ADMIT_WHY_NO_SPACE, 429, "too_many_requests"},
+        {ADMIT_WHY_QUEUE_TIMEOUT, 503, "queue_timeout"},
+        {ADMIT_WHY_NO_HOST, 503, "no_host"},
+    };
+    for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
+        assert_int_equal(admit_why_status(rows[r].why), rows[r].status);
+        assert_string_equal(admit_why_code(rows[r].why), rows[r].code);
+    }
+}
+
+/* A queue that is slow to drain is not a failure: 64 arrivals at 4 slots all start, in order,
+ * when each request takes far longer than the old 30 s bound, under the default wait. */
+static void test_default_wait_drains(void **state)
+{
+    (void)state;
+    admit_t *a = fresh(256, ADMIT_DEFAULT_WAIT_MS);
+    int m = admit_model(a, "A", 4);
+    uint64_t ids[64], now = 0;
+    admit_reject_t why;
+    for (int i = 0; i < 64; i++)
+        assert_int_not_equal(admit_try(a, m, 0, now, &ids[i], &why), ADMIT_REJECT);
+    unsigned started = 4;
+    admit_action_t act;
+    for (int i = 0; started < 64; i++) {
+        now += 9000; /* each request runs 9 s: the last of 64 starts after 9 min */
+        admit_release(a, ids[i], now);
+        assert_true(admit_next(a, now, &act));
+        assert_int_equal(act.kind, ADMIT_ACT_GO);
+        assert_int_equal(act.id, ids[started]);
+        started++;
+    }
+    assert_true(now > 30000 * 4);
+    assert_int_equal(a->models[m].expired, 0);
+    assert_int_equal(a->models[m].rejected, 0);
+    assert_int_equal(admit_oldest_queued(a, m), UINT64_MAX);
 }
 
 static void test_tiers_keys_errors(void **state)
@@ -552,6 +641,9 @@ int main(void)
         cmocka_unit_test(test_queue_share),
         cmocka_unit_test(test_tpm),
         cmocka_unit_test(test_blocked),
+        cmocka_unit_test(test_no_host),
+        cmocka_unit_test(test_why_status),
+        cmocka_unit_test(test_default_wait_drains),
         cmocka_unit_test(test_tiers_keys_errors),
         cmocka_unit_test(test_mm_pending_protects),
         cmocka_unit_test(test_mm_fairness_bound),
