@@ -104,7 +104,6 @@ void config_free(config_t *cfg);
 /* Startup warnings about the configuration (stderr, through the log): --listen-all without an
  * API key, secrets given in argv. */
 void config_log_warnings(const config_t *cfg);
-void config_usage(FILE *out);
 /* Idle mode: nothing on the command line puts the node in a mesh or gives it a model (no
  * --model, --models-dir, --join, --client, --own-mesh, --mesh-name). The node then runs its
  * management API only and waits for POST /api/join. */
