@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #include "httpd_guard.h"
+#include "config_file.h"
 #include "llama_args.h"
 #include "options.h"
 #include "suggest.h"
@@ -299,7 +300,8 @@ static int parse_port(const char *s, const char *flag, int *out, char *err, size
     return 0;
 }
 
-int config_parse(config_t *cfg, int argc, char **argv, char *err, size_t errlen)
+static int parse(config_t *cfg, int argc, char **argv, const config_src_t *src, char *err,
+                 size_t errlen)
 {
     memset(cfg, 0, sizeof *cfg);
     cfg->port = 9337;
@@ -316,7 +318,9 @@ int config_parse(config_t *cfg, int argc, char **argv, char *err, size_t errlen)
     uint64_t v = 0;
     struct option opts[OPTIONS_MAX + 1];
     build_getopt(opts);
+    bool from_file = false;
     while (rc == 0 && (c = getopt_long(argc, argv, ":vh", opts, NULL)) != -1) {
+        from_file = src && optind > 0 && config_src_owns(src, argv[optind - 1]);
         switch (c) {
         case OPT_MODEL:
             rc = add_model(cfg, optarg, false, err, errlen);
@@ -368,7 +372,7 @@ int config_parse(config_t *cfg, int argc, char **argv, char *err, size_t errlen)
                 break;
             }
             rc = config_set_api_key(cfg, optarg, strlen(optarg), "--api-key", err, errlen);
-            cfg->api_key_in_argv = rc == 0;
+            cfg->api_key_in_argv = rc == 0 && !from_file;
             break;
         case OPT_MAX_BODY:
             if (parse_size(optarg, &cfg->max_body_bytes)) {
@@ -422,6 +426,7 @@ int config_parse(config_t *cfg, int argc, char **argv, char *err, size_t errlen)
         }
         case OPT_JOIN:
             rc = config_join_arg(cfg, optarg, err, errlen);
+            if (from_file) cfg->join_in_argv = false; /* the file's tokens: not in argv */
             break;
         case OPT_AUTO:
         case OPT_PUBLISH:
@@ -531,6 +536,8 @@ int config_parse(config_t *cfg, int argc, char **argv, char *err, size_t errlen)
             break;
         }
     }
+    if (rc && from_file && strlen(err) + 40 < errlen)
+        snprintf(err + strlen(err), errlen - strlen(err), " (in the config file %s)", src->path);
     if (rc == 0) rc = config_secrets_from_env(cfg, err, errlen);
     if (rc == 0) rc = config_serve_finish(cfg, err, errlen);
     if (rc == 0 && optind < argc) {
@@ -588,6 +595,42 @@ int config_parse(config_t *cfg, int argc, char **argv, char *err, size_t errlen)
     return rc < 0 ? rc : CONFIG_OK;
 }
 
+int config_parse(config_t *cfg, int argc, char **argv, char *err, size_t errlen)
+{
+    return parse(cfg, argc, argv, NULL, err, errlen);
+}
+
+int config_parse_src(config_t *cfg, config_src_t *src, char *err, size_t errlen)
+{
+    int rc = parse(cfg, src->argc, src->argv, src, err, errlen);
+    if (rc != CONFIG_OK) return rc;
+    /* the file's per-model settings move to cfg */
+    memcpy(cfg->model_opts, src->model_opts, sizeof cfg->model_opts);
+    cfg->n_model_opts = src->n_model_opts;
+    src->n_model_opts = 0;
+    if (src->path[0] && !(cfg->config_path = strdup(src->path))) return -ENOMEM;
+    return CONFIG_OK;
+}
+
+const config_model_opts_t *config_model_opts_of(const config_t *cfg, const char *name)
+{
+    for (size_t i = 0; i < cfg->n_model_opts; i++)
+        if (strcmp(cfg->model_opts[i].name, name) == 0) return &cfg->model_opts[i];
+    return NULL;
+}
+
+uint32_t config_ctx_of(const config_t *cfg, const char *name)
+{
+    const config_model_opts_t *mo = config_model_opts_of(cfg, name);
+    return mo && mo->ctx_size ? mo->ctx_size : cfg->ctx_size;
+}
+
+const char *config_llamacpp_args_of(const config_t *cfg, const char *name)
+{
+    const config_model_opts_t *mo = config_model_opts_of(cfg, name);
+    return mo && mo->llamacpp_args ? mo->llamacpp_args : cfg->llamacpp_args;
+}
+
 bool config_idle(const config_t *cfg)
 {
     return cfg->n_models == 0 && cfg->n_requested == 0 && !cfg->models_dir && cfg->n_joins == 0 &&
@@ -608,6 +651,9 @@ void config_free(config_t *cfg)
         free(cfg->allow_origins[i]);
     free(cfg->mesh_name);
     free(cfg->api_keys_file);
+    free(cfg->config_path);
+    for (size_t i = 0; i < cfg->n_model_opts; i++)
+        free(cfg->model_opts[i].llamacpp_args);
     config_nostr_free(cfg);
     config_serve_free(cfg);
     sodium_memzero(cfg->joins, sizeof cfg->joins);
