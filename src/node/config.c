@@ -609,6 +609,7 @@ int config_parse_src(config_t *cfg, config_src_t *src, char *err, size_t errlen)
     cfg->n_model_opts = src->n_model_opts;
     src->n_model_opts = 0;
     if (src->path[0] && !(cfg->config_path = strdup(src->path))) return -ENOMEM;
+    cfg->config_has_secret = src->has_secret;
     return CONFIG_OK;
 }
 

@@ -101,7 +101,8 @@ typedef struct {
     size_t n_mmproj;
     config_model_opts_t model_opts[CONFIG_MAX_MODELS]; /* from the config file */
     size_t n_model_opts;
-    char *config_path; /* the config file read, or NULL */
+    char *config_path;      /* the config file read, or NULL */
+    bool config_has_secret; /* it holds a join token or an API key */
     char *notes; /* warnings found while parsing, one per line, for the log (skipped entries) */
 } config_t;
 

@@ -118,6 +118,7 @@ static int read_option(reader_t *r, const mesh_option_t *o, const config_setting
         }
         return config_setting_get_bool(s) ? add_arg(r, flag) : 0;
     }
+    if (o->flags & OPTF_SECRET) r->src->has_secret = true;
     bool many = config_setting_is_aggregate(s);
     if (many && config_setting_is_group(s)) {
         problem(r, line, "%s takes %s, not a group", key, kind_text(o->value));

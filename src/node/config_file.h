@@ -24,6 +24,7 @@ typedef struct config_src {
     char *owned[CONFIG_SRC_MAX_ARGS]; /* the strings made from the file */
     size_t n_owned;
     char path[4096]; /* the file read, "" when none */
+    bool has_secret; /* it gives a secret (a join token, an API key) */
     config_model_opts_t model_opts[CONFIG_MAX_MODELS];
     size_t n_model_opts;
 } config_src_t;

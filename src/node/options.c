@@ -284,8 +284,9 @@ void options_usage(FILE *out)
         }
         char label[96], text[1024];
         size_t n = option_label(o, label, sizeof label);
-        snprintf(text, sizeof text, "%s%s%s%s", o->help, o->def ? " (default: " : "",
-                 o->def ? o->def : "", o->def ? ")" : "");
+        snprintf(text, sizeof text, "%s%s%s%s%s%s%s", o->help, o->def ? " (default: " : "",
+                 o->def ? o->def : "", o->def ? ")" : "", o->env ? " [env: " : "",
+                 o->env ? o->env : "", o->env ? "]" : "");
         fprintf(out, "  %s", label);
         if (n + 2 >= HELP_COL) {
             fprintf(out, "\n%*s", HELP_COL, "");
