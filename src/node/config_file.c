@@ -118,7 +118,6 @@ static int read_option(reader_t *r, const mesh_option_t *o, const config_setting
         }
         return config_setting_get_bool(s) ? add_arg(r, flag) : 0;
     }
-    if (o->flags & OPTF_SECRET) r->src->has_secret = true;
     bool many = config_setting_is_aggregate(s);
     if (many && config_setting_is_group(s)) {
         problem(r, line, "%s takes %s, not a group", key, kind_text(o->value));
@@ -147,6 +146,7 @@ static int read_option(reader_t *r, const mesh_option_t *o, const config_setting
             rc = add_arg(r, flag);
         }
         if (rc == 0) rc = add_arg(r, val);
+        if ((o->flags & OPTF_SECRET) && val[0] != '@') r->src->has_secret = true;
     }
     sodium_memzero(val, sizeof val);
     return rc;
@@ -168,6 +168,11 @@ static void unknown_key(reader_t *r, int line, const char *key, const char *pref
         } else if (strncmp(ok, prefix, np) == 0 && (np > 0 || !strchr(ok, '.'))) {
             names[k++] = ok + np;
         }
+    }
+    if (!*prefix) {
+        static const char *const top[] = {"models", "devices", "api", "mesh", "discovery", "log"};
+        for (size_t i = 0; i < sizeof top / sizeof top[0] && k < 80; i++)
+            names[k++] = top[i];
     }
     const char *near = suggest_closest(key, names, k);
     if (near)

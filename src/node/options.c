@@ -2,6 +2,7 @@
  * docs/cli.md in it (docs/cli.md is regenerated with `mesh-llm --help-markdown`). */
 #include "options.h"
 
+#include <ctype.h>
 #include <string.h>
 
 #include "suggest.h"
@@ -155,8 +156,7 @@ static const mesh_command_t COMMANDS[] = {
      "or an https:// URL of a GGUF. The file goes to the models directory (default ~/.models)."},
     {"discover", "[--region R] [--model M] [--json] [--nostr-relay URL]... [--timeout SECONDS]",
      "list public meshes (Nostr)",
-     "Exit status 0 when meshes were found or relays answered with none; see --auto to join the "
-     "best one."},
+     "Lists the meshes that Nostr relays announce (--publish); --auto joins the best one."},
     {"config", "check FILE", "validate a config file",
      "Reports syntax errors with their line numbers and unknown keys (with the closest known "
      "key); exit status 0 when FILE is valid, 2 when it is not. The format: docs/config.md."},
@@ -351,8 +351,9 @@ void options_markdown(FILE *out)
           out);
     for (size_t i = 0; i < N_COMMANDS; i++) {
         const mesh_command_t *c = &COMMANDS[i];
-        fprintf(out, "### mesh-llm %s\n\n`mesh-llm %s %s`\n\n%s.%s%s\n\n", c->name, c->name,
-                c->args, c->summary, c->help ? " " : "", c->help ? c->help : "");
+        fprintf(out, "### mesh-llm %s\n\n`mesh-llm %s %s`\n\n%c%s.%s%s\n\n", c->name, c->name,
+                c->args, toupper((unsigned char)c->summary[0]), c->summary + 1, c->help ? " " : "",
+                c->help ? c->help : "");
     }
     const char *group = NULL;
     fputs("## Options\n", out);
@@ -382,7 +383,8 @@ void options_markdown(FILE *out)
         md_cell(out, o->def);
         fputs(" | ", out);
         md_cell(out, o->help);
-        if (o->flags & OPTF_REPEAT) fputs(" *(repeatable)*", out);
+        if ((o->flags & OPTF_REPEAT) && !strstr(o->help, "repeatable"))
+            fputs(" *(repeatable)*", out);
         if (o->flags & OPTF_SECRET) fputs(" *(secret)*", out);
         fputs(" |\n", out);
     }
