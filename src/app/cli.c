@@ -50,6 +50,7 @@ int cli_dispatch(int argc, char **argv)
     }
     if (strcmp(cmd, "help") == 0) return help_main(argc, argv);
     if (strcmp(cmd, "config") == 0) return config_main(argc, argv);
+    /* slot: "service" (its entry in options.c's command table too) */
     if (cli_is_command(cmd)) return cli_main(argc, argv);
     if (cli_discover_is_command(cmd)) return cli_discover_main(argc, argv);
     int rc = cli_models_main(argc, argv);

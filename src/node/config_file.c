@@ -415,14 +415,21 @@ static const char *config_arg(int argc, char **argv)
 /* whether the command line gives option o (long or short form) */
 static bool in_argv(const mesh_option_t *o, int argc, char **argv)
 {
-    size_t nl = strlen(o->name);
+    size_t nl = strlen(o->name), n, ns = 0;
+    const mesh_option_t *all = options_all(&n);
+    char shorts[16];
+    for (size_t i = 0; i < n && ns < sizeof shorts - 1; i++)
+        if (all[i].short_name) shorts[ns++] = all[i].short_name;
+    shorts[ns] = '\0';
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--") == 0) break;
         if (a[0] == '-' && a[1] == '-' && strncmp(a + 2, o->name, nl) == 0 &&
             (a[2 + nl] == '\0' || a[2 + nl] == '='))
             return true;
-        if (o->short_name && a[0] == '-' && a[1] != '-' && strchr(a + 1, o->short_name))
+        /* a cluster of short switches ("-vh"), not a value that starts with '-' */
+        if (o->short_name && a[0] == '-' && a[1] && strspn(a + 1, shorts) == strlen(a + 1) &&
+            strchr(a + 1, o->short_name))
             return true;
     }
     return false;
