@@ -1,0 +1,79 @@
+"""What a hostile or careless API client can do to a node: bodies the node must refuse in the
+shape of its API, arguments that would take memory behind the ledger's back, model files that
+must not cost the node its loaded model.
+
+Real mesh-llm processes, real llama-server children, models from ../shared/models."""
+import os
+
+from conftest import model_path, wait_for
+
+S = "stories260K"
+T = "TinyStories-656K-Q8_0"
+
+
+def models_dir(tmp_path, *names):
+    d = tmp_path / "models"
+    d.mkdir(exist_ok=True)
+    for name in names:
+        os.symlink(model_path(name), d / f"{name}.gguf")
+    return d
+
+
+def ready(n, name):
+    return any(m["name"] == name and m["status"] == "ready" for m in n.status()["models"])
+
+
+def anthropic_error(r, status=400):
+    assert r.status == status, r
+    body = r.json()
+    assert body["type"] == "error", body
+    assert body["error"]["type"] == "invalid_request_error" and body["error"]["message"], body
+    return body["error"]["message"]
+
+
+def test_messages_invalid_body_is_anthropic_400(start_node, tmp_path):
+    n = start_node("--port", "0", "--models-dir", str(models_dir(tmp_path, S)))
+    for body, says in (({}, "messages"), ({"model": S}, "messages"),
+                       ({"model": S, "messages": []}, "messages"),
+                       ({"model": S, "messages": "hi"}, "messages"),
+                       ({"model": S, "messages": [{"content": "hi"}]}, "messages.0"),
+                       ({"model": S, "max_tokens": "lots",
+                         "messages": [{"role": "user", "content": "hi"}]}, "max_tokens")):
+        for path in ("/v1/messages", "/v1/messages/count_tokens"):
+            if path.endswith("count_tokens") and "max_tokens" in body:
+                continue
+            assert says in anthropic_error(n.request("POST", path, body)), (path, body)
+    # a valid body still reaches the model
+    r = n.request("POST", "/v1/messages", {"model": S, "max_tokens": 4,
+                                           "messages": [{"role": "user", "content": "Once"}]})
+    assert r.status == 200 and r.json()["type"] == "message", r
+
+
+def chat(n, model, path="/v1/chat/completions"):
+    return n.request("POST", path, {"model": model, "max_tokens": 4,
+                                    "messages": [{"role": "user", "content": "Once"}]})
+
+
+def test_unusable_gguf_evicts_nothing(start_node, tmp_path):
+    """A 0-byte, truncated or bad-header GGUF fails at once, on its first request too, and the
+    model that was loaded stays loaded (its llama-server is the same process)."""
+    d = models_dir(tmp_path, S)
+    good = open(model_path(S), "rb").read()
+    (d / "empty.gguf").write_bytes(b"")
+    (d / "truncated.gguf").write_bytes(good[:len(good) // 2])
+    (d / "badheader.gguf").write_bytes(b"GGUF" + b"\xff" * 60)
+    n = start_node("--port", "0", "--models-dir", str(d), "--max-loaded-models", "1")
+    assert chat(n, S).status == 200
+    pid = n.child_for(S)[0]
+    offered = {m["id"] for m in n.request("GET", "/v1/models").json()["data"]}
+    assert {"empty", "truncated", "badheader"} <= offered, offered
+    for bad in ("empty", "truncated", "badheader"):
+        for path in ("/v1/chat/completions", "/v1/messages"):
+            r = chat(n, bad, path)
+            assert ready(n, S) and n.child_for(S)[0] == pid, (bad, "evicted", r)
+            assert r.status == 500 and b"unusable" in r.body, (bad, r)
+        assert f"starting llama-server for model {bad} " not in n.stderr()
+    r = n.request("POST", "/api/v1/load", {"model_name": "truncated"})
+    assert r.status == 500 and b"unusable" in r.body, r
+    assert ready(n, S) and n.child_for(S)[0] == pid
+    assert chat(n, S).status == 200
