@@ -11,6 +11,7 @@
 
 #include "gguf_info.h"
 #include "gguf_tensors.h"
+#include "llama_args.h"
 #include "log.h"
 #include "meshstat.h"
 #include "models_int.h"
@@ -325,7 +326,15 @@ static uint32_t load_ctx(const model_entry_t *e)
 uint64_t models_need_bytes(const models_t *ms, const model_entry_t *e)
 {
     (void)ms;
-    return ledger_need(e->size + e->serve_bytes, ledger_kv_bytes(&e->shape, load_ctx(e)));
+    /* the arguments in the order llama-server reads them (set_child_options): the last wins */
+    llama_mem_t mem = LLAMA_MEM_INIT;
+    llama_args_memory(e->serve_args, &mem);
+    llama_args_memory(e->llamacpp_args, &mem);
+    uint32_t ctx = !mem.has_ctx ? load_ctx(e) : mem.ctx ? mem.ctx : e->train_ctx;
+    uint64_t kv = ledger_kv_bytes_as(&e->shape, ctx, mem.k_x32, mem.v_x32);
+    uint64_t compute = ledger_compute_bytes(&e->shape, ctx, llama_mem_ubatch(&mem));
+    uint64_t extra = kv + compute < kv ? UINT64_MAX : kv + compute;
+    return ledger_need(e->size + e->serve_bytes, extra);
 }
 
 uint64_t models_host_bytes(const models_t *ms, const model_entry_t *e)

@@ -77,3 +77,35 @@ def test_unusable_gguf_evicts_nothing(start_node, tmp_path):
     assert r.status == 500 and b"unusable" in r.body, r
     assert ready(n, S) and n.child_for(S)[0] == pid
     assert chat(n, S).status == 200
+
+
+def test_llamacpp_args_memory_counted_by_the_ledger(start_node, tmp_path):
+    """--max-vram 0.05 (50 MB): what ctx_size cannot load, llamacpp_args cannot load either;
+    KV cache types and the micro-batch count too; absurd numbers are refused outright."""
+    n = start_node("--port", "0", "--max-vram", "0.05", "--models-dir",
+                   str(models_dir(tmp_path, S)))
+
+    def load(**body):
+        return n.request("POST", "/api/v1/load", dict(model_name=S, **body))
+
+    r = load(ctx_size=400000)
+    assert r.status == 503 and r.json()["error"]["code"] == "insufficient_memory", r
+    # 400000 tokens of F32 K and V: 512 MB for stories260K (it used to load a 539 MB child)
+    for args in ("-c 400000 -ctk f32 -ctv f32", "--ctx_size=400000",
+                 "-c 16384 -b 8192 -ub 8192"):  # 4 GB of attention scores per micro-batch
+        r = load(llamacpp_args=args)
+        assert r.status == 503 and r.json()["error"]["code"] == "insufficient_memory", (args, r)
+        assert n.llama_children() == {}, args
+    for args, flag in (("-c 1000000000", "-c"), ("--parallel 100000", "--parallel"),
+                       ("-cram -1", "-cram"), ("-b 1000000", "-b")):
+        r = load(llamacpp_args=args)
+        assert r.status == 400 and r.json()["error"]["code"] == "invalid_llamacpp_args", (args, r)
+        assert f"{flag} takes" in r.json()["error"]["message"], r
+    assert n.llama_children() == {}
+    # within the offer it loads, and the ledger holds the context it was given
+    r = load(llamacpp_args="-c 256 -ctk f32")
+    assert r.status == 200, r
+    argv = n.child_for(S)[2]
+    assert argv[argv.index("-c") + 1] == "256" and "f32" in argv
+    held = n.status()["node"]["memory"]["held"]
+    assert [h["model"] for h in held] == [S] and held[0]["bytes"] < 5e6, held
