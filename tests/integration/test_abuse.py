@@ -3,9 +3,14 @@ shape of its API, arguments that would take memory behind the ledger's back, mod
 must not cost the node its loaded model.
 
 Real mesh-llm processes, real llama-server children, models from ../shared/models."""
+import json
 import os
+import socket
+import time
 
-from conftest import model_path, wait_for
+import pytest
+
+from conftest import http, model_path, wait_for
 
 S = "stories260K"
 T = "TinyStories-656K-Q8_0"
@@ -109,3 +114,57 @@ def test_llamacpp_args_memory_counted_by_the_ledger(start_node, tmp_path):
     assert argv[argv.index("-c") + 1] == "256" and "f32" in argv
     held = n.status()["node"]["memory"]["held"]
     assert [h["model"] for h in held] == [S] and held[0]["bytes"] < 5e6, held
+
+
+TPM_CASES = {  # path, body: each generates more than 10 tokens (or 10 in one go at most)
+    "chat_stream": ("/v1/chat/completions", {"stream": True, "max_tokens": 12,
+                                             "messages": [{"role": "user", "content": "Once"}]}),
+    "chat_n4": ("/v1/chat/completions", {"n": 4, "max_tokens": 3,
+                                         "messages": [{"role": "user", "content": "Once"}]}),
+    "messages": ("/v1/messages", {"max_tokens": 12, "messages": [{"role": "user",
+                                                                    "content": "Once"}]}),
+    "messages_stream": ("/v1/messages", {"stream": True, "max_tokens": 12,
+                                         "messages": [{"role": "user", "content": "Once"}]}),
+    "responses_stream": ("/v1/responses", {"stream": True, "max_output_tokens": 12,
+                                           "input": "Once"}),
+    "completion": ("/completion", {"n_predict": 12, "prompt": "Once"}),
+    "completions_stream": ("/completions", {"stream": True, "max_tokens": 12,
+                                            "prompt": "Once"}),
+}
+
+
+@pytest.mark.parametrize("case", list(TPM_CASES) + ["disconnect"])
+def test_tokens_per_minute_counted_on_every_path(start_node, tmp_path, case):
+    """A key limited to 10 tokens a minute: whatever path, streamed or not, n > 1 or a client
+    that leaves mid-stream, the tokens generated count and its next request is a 429."""
+    kf = tmp_path / "keys"
+    kf.write_text("tier tiny tokens_per_minute=10\nkey k tiny sk-k-0123456789\n")
+    os.chmod(kf, 0o600)
+    n = start_node("--port", "0", "--models-dir", str(models_dir(tmp_path, S)),
+                   "--api-keys", str(kf))
+    auth = {"Authorization": "Bearer sk-k-0123456789"}
+
+    def used():
+        st = http(n.console_port, "GET", "/api/status", headers=auth).json()
+        return st["admission"]["keys"]["k"]["tokens_last_minute"]
+
+    if case == "disconnect":
+        # a streaming client that goes away after a few events: what was generated counts
+        req = json.dumps({"model": S, "stream": True, "max_tokens": 400, "ignore_eos": True,
+                          "messages": [{"role": "user", "content": "Once"}]}).encode()
+        with socket.create_connection(("127.0.0.1", n.api_port), timeout=30) as s:
+            s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                      b"Authorization: Bearer sk-k-0123456789\r\nContent-Type: "
+                      b"application/json\r\nContent-Length: %d\r\n\r\n" % len(req) + req)
+            got = b""
+            deadline = time.monotonic() + 30
+            while got.count(b"data: ") < 12 and time.monotonic() < deadline:
+                got += s.recv(4096)
+    else:
+        path, b = TPM_CASES[case]
+        r = http(n.api_port, "POST", path, dict(b, model=S, ignore_eos=True), headers=auth)
+        assert r.status == 200, r
+    wait_for(lambda: used() >= 10, timeout=10, what=f"{case}'s tokens to count")
+    r = http(n.api_port, "POST", "/v1/completions", {"model": S, "prompt": "x", "max_tokens": 1},
+             headers=auth)
+    assert r.status == 429 and r.json()["error"]["code"] == "tokens_per_minute_exceeded", r
