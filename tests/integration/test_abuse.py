@@ -168,3 +168,48 @@ def test_tokens_per_minute_counted_on_every_path(start_node, tmp_path, case):
     r = http(n.api_port, "POST", "/v1/completions", {"model": S, "prompt": "x", "max_tokens": 1},
              headers=auth)
     assert r.status == 429 and r.json()["error"]["code"] == "tokens_per_minute_exceeded", r
+
+
+AGENT_STREAMS = {
+    "messages": ("/v1/messages", {"max_tokens": 1500, "messages": [{"role": "user",
+                                                                      "content": "Once"}]},
+                 "content_block_delta", "error"),
+    "responses": ("/v1/responses", {"max_output_tokens": 1500, "input": "Once"},
+                  "response.output_text.delta", "response.failed"),
+}
+
+
+@pytest.mark.parametrize("case", list(AGENT_STREAMS))
+def test_host_death_ends_agent_stream_in_its_own_shape(start_node, case):
+    """A routed /v1/messages or /v1/responses stream whose host dies mid-stream ends with its
+    protocol's error event (Anthropic "error", Responses "response.failed") and a proper end of
+    the chunked body, not a silent cut."""
+    import signal
+    from test_failover import MODEL, Stream, three_nodes
+    path, body, delta, end = AGENT_STREAMS[case]
+    hosts, c = three_nodes(start_node, replicas=1)
+    # a stream the host finishes still ends as the host ended it
+    short = dict(body, model=MODEL, stream=True)
+    short["max_tokens" if case == "messages" else "max_output_tokens"] = 4
+    st = Stream(c.api_port, path, short)
+    whole = [json.loads(ev) for ev in st.events()]
+    st.close()
+    assert st.ended_properly and whole[-1]["type"] in ("message_stop", "response.completed"), \
+        whole[-2:]
+    st = Stream(c.api_port, path, dict(body, model=MODEL, stream=True, ignore_eos=True,
+                                       temperature=0))
+    assert st.status == 200, (st.status, st.buf)
+    evs, killed = [], False
+    for ev in st.events():
+        evs.append(json.loads(ev))
+        if not killed and evs[-1].get("type") == delta:
+            pid, _, _ = hosts[0].child_for(MODEL)
+            os.kill(pid, signal.SIGSTOP)  # frozen at the first token, then the host dies
+            hosts[0].proc.send_signal(signal.SIGKILL)
+            killed = True
+    st.close()
+    assert killed and st.ended_properly, evs[-3:]
+    last = evs[-1]
+    assert last["type"] == end, evs[-3:]
+    err = last["error"] if case == "messages" else last["response"]["error"]
+    assert "failed in the middle of the stream" in err["message"], last
