@@ -213,3 +213,25 @@ def test_host_death_ends_agent_stream_in_its_own_shape(start_node, case):
     assert last["type"] == end, evs[-3:]
     err = last["error"] if case == "messages" else last["response"]["error"]
     assert "failed in the middle of the stream" in err["message"], last
+
+
+@pytest.mark.parametrize("case", list(AGENT_STREAMS))
+def test_local_child_death_ends_agent_stream_in_its_own_shape(start_node, tmp_path, case):
+    """The same when the node's own llama-server dies in the middle of the stream."""
+    import signal
+    from test_failover import Stream
+    path, body, delta, end = AGENT_STREAMS[case]
+    n = start_node("--port", "0", "--models-dir", str(models_dir(tmp_path, S)))
+    st = Stream(n.api_port, path, dict(body, model=S, stream=True, ignore_eos=True))
+    assert st.status == 200 and st.chunked, (st.status, st.headers)
+    evs, killed = [], False
+    for ev in st.events():
+        evs.append(json.loads(ev))
+        if not killed and evs[-1].get("type") == delta:
+            pid, _, _ = n.child_for(S)
+            os.kill(pid, signal.SIGSTOP)  # stopped between two events, then killed
+            os.kill(pid, signal.SIGKILL)
+            killed = True
+    st.close()
+    assert killed and st.ended_properly, evs[-3:]
+    assert evs[-1]["type"] == end, evs[-3:]
