@@ -49,6 +49,45 @@ int api_body_model(const char *body, size_t len, char *out, size_t outlen, char 
     return rc;
 }
 
+/* One message of an Anthropic body: an object with a string "role" and a "content" that is a
+ * string or an array. */
+static bool anthropic_message_ok(json_t *m)
+{
+    json_t *c = json_object_get(m, "content");
+    return json_is_object(m) && json_is_string(json_object_get(m, "role")) &&
+           (json_is_string(c) || json_is_array(c));
+}
+
+int api_anthropic_body_check(const char *body, size_t len, char *err, size_t errlen)
+{
+    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, NULL);
+    int rc = 0;
+    json_t *msgs = json_object_get(root, "messages");
+    json_t *mt = json_object_get(root, "max_tokens");
+    if (!json_is_array(msgs) || json_array_size(msgs) == 0) {
+        snprintf(err, errlen, "messages: field required (a non-empty array of messages)");
+        rc = -EINVAL;
+    } else if (mt && !(json_is_integer(mt) && json_integer_value(mt) > 0)) {
+        snprintf(err, errlen, "max_tokens: must be a positive integer");
+        rc = -EINVAL;
+    } else {
+        size_t i;
+        json_t *m;
+        json_array_foreach(msgs, i, m)
+        {
+            if (anthropic_message_ok(m)) continue;
+            snprintf(err, errlen,
+                     "messages.%zu: each message needs a string 'role' and a 'content' that is a "
+                     "string or an array",
+                     i);
+            rc = -EINVAL;
+            break;
+        }
+    }
+    json_decref(root);
+    return rc;
+}
+
 static bool key_equal(const char *given, const char *key);
 
 bool api_key_ok(const char *header, const char *key)
@@ -180,6 +219,12 @@ static void handle_inference(api_t *api, httpd_req_t *req, const api_route_t *ro
     char name[MODEL_NAME_MAX], err[512];
     int rc = api_body_model(req->body, req->body_len, name, sizeof name, err, sizeof err);
     if (rc < 0) {
+        httpd_respond_error(req, 400, "invalid_request_error", "invalid_body", "%s", err);
+        return;
+    }
+    /* an Anthropic body llama-server would answer with a 500 in OpenAI's shape */
+    if (route->errors == API_ERR_ANTHROPIC &&
+        api_anthropic_body_check(req->body, req->body_len, err, sizeof err) < 0) {
         httpd_respond_error(req, 400, "invalid_request_error", "invalid_body", "%s", err);
         return;
     }

@@ -26,7 +26,8 @@ typedef struct {
      * serve it here. hop: the request came through the mesh already. */
     bool (*local_gate)(void *data, const char *model, int needs, httpd_req_t *req, bool hop);
     void *remote_data;
-    /* Idle mode: the /v1 endpoints (but GET /v1/models) answer 503 with this message until a join. */
+    /* Idle mode: the /v1 endpoints (but GET /v1/models) answer 503 with this message until a join.
+     */
     const char *unavailable;
     /* Admission control (node/admission.h): admit takes an inference request before it is
      * served or routed (true: taken; it comes back through api_inference once admitted);
@@ -46,6 +47,10 @@ void api_stop(api_t *api);
 void api_chat(api_t *api, httpd_req_t *req);
 
 enum { API_MODEL_FOUND = 0, API_MODEL_ABSENT = 1 };
+/* The fields an Anthropic /v1/messages body must have (it parses as a JSON object already):
+ * a non-empty "messages" array of {role, content} objects, and "max_tokens", when given, a
+ * positive integer. 0, or -EINVAL with a message in err. */
+int api_anthropic_body_check(const char *body, size_t len, char *err, size_t errlen);
 /* Validate a request body (a JSON object) and read its "model". Returns API_MODEL_FOUND with
  * the name in out, API_MODEL_ABSENT when there is no "model" key, or -EINVAL with a message. */
 int api_body_model(const char *body, size_t len, char *out, size_t outlen, char *err,

@@ -1,6 +1,7 @@
 #include "admit.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -401,4 +402,42 @@ bool admit_next(admit_t *a, uint64_t now, admit_action_t *out)
     a->models[best->model].wait_ms_total += out->waited_ms;
     start(a, best, now);
     return true;
+}
+
+/* the value after the last `needle` in tail (0: none) */
+static uint64_t last_number(const char *tail, size_t len, const char *needle)
+{
+    size_t nl = strlen(needle);
+    const char *last = NULL;
+    for (const char *p = tail; p < tail + len;) {
+        const char *q = memmem(p, (size_t)(tail + len - p), needle, nl);
+        if (!q) break;
+        last = q;
+        p = q + 1;
+    }
+    if (!last) return 0;
+    char num[24];
+    size_t n = 0;
+    for (const char *p = last + nl; p < tail + len && n < sizeof num - 1 && *p >= '0' && *p <= '9';
+         p++)
+        num[n++] = *p;
+    num[n] = '\0';
+    return strtoull(num, NULL, 10);
+}
+
+uint64_t admit_tail_tokens(const char *tail, size_t len, unsigned choices)
+{
+    static const char *const NEEDLES[] = {"\"predicted_n\":", "\"completion_tokens\":",
+                                          "\"output_tokens\":", "\"tokens_predicted\":"};
+    if (!tail) return 0;
+    uint64_t n = 0;
+    for (size_t i = 0; i < sizeof NEEDLES / sizeof NEEDLES[0]; i++) {
+        uint64_t v = last_number(tail, len, NEEDLES[i]);
+        if (v > n) n = v;
+    }
+    if (n) return n * (choices ? choices : 1);
+    /* cut short: one token per event */
+    for (const char *p = tail; p + 5 <= tail + len; p++)
+        if ((p == tail || p[-1] == '\n') && memcmp(p, "data:", 5) == 0) n++;
+    return n;
 }

@@ -141,6 +141,12 @@ admit_verdict_t admit_try(admit_t *a, int model, int key, uint64_t now, uint64_t
 void admit_release(admit_t *a, uint64_t id, uint64_t now);
 /* Completion tokens a key used (its TPM window). */
 void admit_tokens(admit_t *a, int key, uint64_t tokens, uint64_t now);
+/* The tokens a response generated, from the last bytes of its body (tail): the largest of the
+ * last "predicted_n" (llama-server's timings, on every endpoint, streamed or not),
+ * "completion_tokens", "output_tokens" (Anthropic, Responses) and "tokens_predicted", times
+ * `choices` (the request's "n": llama-server reports one choice). A stream cut before its end
+ * reports none: then each "data:" event of the tail counts as one token. */
+uint64_t admit_tail_tokens(const char *tail, size_t len, unsigned choices);
 /* A blocked model starts nothing from its queue (expiry still applies). */
 void admit_set_blocked(admit_t *a, int model, bool blocked);
 /* A model that no host serves now: a request that would queue is refused (ADMIT_WHY_NO_HOST)

@@ -1,6 +1,9 @@
 /* api_routes — see api_routes.h. */
 #include "api_routes.h"
 
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define R_LLM(p, lbl)                                                                              \
@@ -113,4 +116,35 @@ const char *api_anthropic_error_type(int status)
     default:
         return status >= 400 && status < 500 ? "invalid_request_error" : "api_error";
     }
+}
+
+api_stream_t api_stream_kind(const char *path)
+{
+    if (path && strcmp(path, "/v1/messages") == 0) return API_STREAM_ANTHROPIC;
+    if (path && strcmp(path, "/v1/responses") == 0) return API_STREAM_RESPONSES;
+    return API_STREAM_OPENAI;
+}
+
+char *api_stream_error(api_stream_t kind, const char *code, const char *msg)
+{
+    json_t *e = kind == API_STREAM_ANTHROPIC
+                    ? json_pack("{s:s,s:{s:s,s:s}}", "type", "error", "error", "type", "api_error",
+                                "message", msg)
+                : kind == API_STREAM_RESPONSES
+                    ? json_pack("{s:s,s:{s:s,s:{s:s,s:s}}}", "type", "response.failed", "response",
+                                "status", "failed", "error", "code", code, "message", msg)
+                    : json_pack("{s:{s:s,s:s,s:s}}", "error", "message", msg, "type",
+                                "upstream_error", "code", code);
+    char *js = e ? json_dumps(e, JSON_COMPACT) : NULL;
+    json_decref(e);
+    if (!js) return NULL;
+    const char *head = kind == API_STREAM_ANTHROPIC   ? "event: error\n"
+                       : kind == API_STREAM_RESPONSES ? "event: response.failed\n"
+                                                      : "";
+    const char *tail = kind == API_STREAM_OPENAI ? "\n\ndata: [DONE]\n\n" : "\n\n";
+    size_t len = strlen(head) + strlen(js) + strlen(tail) + 8;
+    char *out = malloc(len);
+    if (out) snprintf(out, len, "%sdata: %s%s", head, js, tail);
+    free(js);
+    return out;
 }

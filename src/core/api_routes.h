@@ -42,4 +42,13 @@ bool api_route_tunnel_line_allowed(const char *line, size_t len);
  * overloaded_error). */
 const char *api_anthropic_error_type(int status);
 
+/* How a streamed answer on path ends when its model server dies in the middle: OpenAI's
+ * error data then "[DONE]" (chat, completions, llama.cpp's own), Anthropic's "event: error"
+ * (/v1/messages), the Responses API's "response.failed" (/v1/responses). */
+typedef enum { API_STREAM_OPENAI = 0, API_STREAM_ANTHROPIC, API_STREAM_RESPONSES } api_stream_t;
+api_stream_t api_stream_kind(const char *path);
+/* The SSE text (event and data lines, each event ending in a blank line) that ends such a
+ * stream with an error: malloc'd, NULL without memory. */
+char *api_stream_error(api_stream_t kind, const char *code, const char *msg);
+
 #endif

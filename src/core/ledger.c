@@ -96,14 +96,29 @@ uint64_t ledger_offer_for(const ledger_t *l, const char *name)
 
 uint64_t ledger_kv_bytes(const ledger_shape_t *s, uint32_t n_ctx)
 {
+    return ledger_kv_bytes_as(s, n_ctx, 64, 64);
+}
+
+uint64_t ledger_kv_bytes_as(const ledger_shape_t *s, uint32_t n_ctx, uint32_t k_x32, uint32_t v_x32)
+{
     if (!s->n_layers || !s->n_embd || !s->n_head || !n_ctx) return 0;
     uint64_t head_dim = s->n_embd / s->n_head;
     uint64_t kv_heads = s->n_head_kv ? s->n_head_kv : s->n_head;
     uint64_t k = s->key_length ? s->key_length : head_dim;
     uint64_t v = s->value_length ? s->value_length : head_dim;
-    /* per token and layer: K and V rows of kv_heads × dim, F16 (2 bytes) */
-    uint64_t per_tok_layer = sat_mul(sat_add(sat_mul(k, kv_heads), sat_mul(v, kv_heads)), 2);
-    return sat_mul(sat_mul(per_tok_layer, s->n_layers), n_ctx);
+    /* per token and layer: K and V rows of kv_heads × dim, x32 bytes per 32 elements */
+    uint64_t x32 =
+        sat_add(sat_mul(sat_mul(k, kv_heads), k_x32), sat_mul(sat_mul(v, kv_heads), v_x32));
+    uint64_t all = sat_mul(sat_mul(x32, s->n_layers), n_ctx);
+    return all / 32 + (all % 32 != 0);
+}
+
+uint64_t ledger_compute_bytes(const ledger_shape_t *s, uint32_t n_ctx, uint32_t ubatch)
+{
+    if (ubatch > n_ctx) ubatch = n_ctx; /* llama.cpp caps the batch at the context */
+    if (ubatch <= LEDGER_UBATCH_DEFAULT || !s->n_head) return 0;
+    /* the attention scores of one layer: n_ctx × ubatch × n_head F32 */
+    return sat_mul(sat_mul(sat_mul(ubatch - LEDGER_UBATCH_DEFAULT, n_ctx), s->n_head), 4);
 }
 
 uint64_t ledger_need(uint64_t file_bytes, uint64_t kv_bytes)

@@ -14,8 +14,10 @@
  * Sizes: a whole model needs ledger_need(file bytes, KV bytes) = max(ceil(1.1 × file),
  * file + KV for its context) — the seeds' 1.1 × size rule, raised when the KV cache of the
  * context it is loaded with is larger than that 10 % margin (ledger_kv_bytes, from GGUF
- * metadata). The mesh's plans (catalog, allocation, election) use the same figure, announced
- * per model as need_bytes, so `needs_capacity` and the plans agree with what nodes do. */
+ * metadata, for the cache types and context its llama-server arguments set, plus what a
+ * micro-batch above the default adds: ledger_kv_bytes_as, ledger_compute_bytes). The mesh's plans
+ * (catalog, allocation, election) use the same figure, announced per model as need_bytes, so
+ * `needs_capacity` and the plans agree with what nodes do. */
 #ifndef MESH_LEDGER_H
 #define MESH_LEDGER_H
 
@@ -67,6 +69,15 @@ typedef struct {
 
 /* KV cache bytes (F16 K and V) for n_ctx tokens; 0 when the shape is unknown. */
 uint64_t ledger_kv_bytes(const ledger_shape_t *s, uint32_t n_ctx);
+/* The same for cache types of k_x32 and v_x32 bytes per 32 elements (F16: 64, Q8_0: 34, F32:
+ * 128; llama_args_memory reads them from -ctk/-ctv). */
+uint64_t ledger_kv_bytes_as(const ledger_shape_t *s, uint32_t n_ctx, uint32_t k_x32,
+                            uint32_t v_x32);
+/* llama.cpp's micro-batch by default; the 10 % margin of ledger_need covers its buffers. */
+#define LEDGER_UBATCH_DEFAULT 512
+/* What a larger micro-batch adds: the attention scores (n_ctx × ubatch × n_head F32) beyond
+ * those of the default micro-batch (ubatch is at most n_ctx, as in llama.cpp). */
+uint64_t ledger_compute_bytes(const ledger_shape_t *s, uint32_t n_ctx, uint32_t ubatch);
 /* What a whole model needs: max(ceil(1.1 × file), file + kv), saturating. */
 uint64_t ledger_need(uint64_t file_bytes, uint64_t kv_bytes);
 

@@ -281,6 +281,89 @@ static bool valid_value(const spec_t *sp, const char *v, const char **expect)
     }
 }
 
+/* Bounds of the numbers that decide memory (or threads): a client gives nothing beyond. */
+typedef struct {
+    const char *flag; /* the canonical (first) name of its spec */
+    long long lo, hi;
+} bound_t;
+
+static const bound_t BOUNDS[] = {
+    {"-c", 0, 1 << 24},
+    {"-b", 1, 8192},
+    {"-ub", 1, 8192},
+    {"-np", -1, 64},
+    {"-cram", 0, 8192},
+    {"-ctxcp", 0, 64},
+    {"--spec-draft-n-max", 0, 64},
+    {"--spec-draft-n-min", 0, 64},
+    {"-t", -1, 1024},
+    {"-tb", -1, 1024},
+    {"--threads-http", -1, 1024},
+    {"-fitc", 0, 1 << 24},
+    {"--cache-reuse", 0, 1 << 24},
+    {"--keep", -1, 1 << 24},
+};
+
+static const bound_t *bound_of(const spec_t *sp)
+{
+    for (size_t i = 0; i < sizeof BOUNDS / sizeof BOUNDS[0]; i++)
+        if (strcmp(sp->names[0], BOUNDS[i].flag) == 0) return &BOUNDS[i];
+    return NULL;
+}
+
+/* bytes per 32 elements of a cache type (ggml's block sizes) */
+static uint32_t cache_x32(const char *t)
+{
+    static const struct {
+        const char *name;
+        uint32_t x32;
+    } T[] = {{"f32", 128}, {"f16", 64},    {"bf16", 64}, {"q8_0", 34}, {"q4_0", 18},
+             {"q4_1", 20}, {"iq4_nl", 18}, {"q5_0", 22}, {"q5_1", 24}};
+    for (size_t i = 0; i < sizeof T / sizeof T[0]; i++)
+        if (strcmp(t, T[i].name) == 0) return T[i].x32;
+    return 64;
+}
+
+static uint32_t u32_of(const char *v)
+{
+    long long x = strtoll(v, NULL, 10);
+    return x < 0 ? 0 : x > UINT32_MAX ? UINT32_MAX : (uint32_t)x;
+}
+
+void llama_args_memory(const char *args, llama_mem_t *m)
+{
+    char **av;
+    if (!args || argv_split(args, &av) < 0) return;
+    for (size_t i = 0; av[i]; i++) {
+        char f[FLAG_MAX];
+        const char *v;
+        flag_of(av[i], f, &v);
+        const spec_t *sp = lookup(f);
+        if (!sp || sp->kind == V_NONE) continue;
+        if (!v && !(v = av[++i])) break;
+        const char *n = sp->names[0];
+        if (strcmp(n, "-c") == 0) {
+            m->has_ctx = true;
+            m->ctx = u32_of(v);
+        } else if (strcmp(n, "-ctk") == 0) {
+            m->k_x32 = cache_x32(v);
+        } else if (strcmp(n, "-ctv") == 0) {
+            m->v_x32 = cache_x32(v);
+        } else if (strcmp(n, "-b") == 0) {
+            m->batch = u32_of(v);
+        } else if (strcmp(n, "-ub") == 0) {
+            m->ubatch = u32_of(v);
+        }
+    }
+    argv_free(av);
+}
+
+uint32_t llama_mem_ubatch(const llama_mem_t *m)
+{
+    uint32_t b = m->batch ? m->batch : 2048, ub = m->ubatch ? m->ubatch : 512;
+    return ub < b ? ub : b;
+}
+
 static void describe_choices(const spec_t *sp, char *out, size_t len)
 {
     size_t at = 0;
@@ -346,6 +429,14 @@ static int check_client(char **av, buf_t *out, char *err, size_t errlen)
             i++;
         }
         const char *expect = NULL;
+        const bound_t *bd = bound_of(sp);
+        if (bd && valid_value(sp, value, &expect) && !parse_long(value, bd->lo, bd->hi)) {
+            snprintf(err, errlen,
+                     "llamacpp_args: %s takes %lld to %lld here (it decides the memory or "
+                     "threads a load takes), got '%.64s'",
+                     flag, bd->lo, bd->hi, value);
+            return -EINVAL;
+        }
         if (!valid_value(sp, value, &expect)) {
             char choices[256];
             if (!expect) describe_choices(sp, choices, sizeof choices);

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "api_routes.h"
 #include "log.h"
 #include "meshstat.h"
 #include "util.h"
@@ -141,16 +142,13 @@ static bool end_stream_with_error(proxy_t *p, const char *code, const char *why)
 {
     if (!p->sse_chunked || p->in_chunk) return false;
     if (p->resp_bytes > 0 && !tail_ends_with(p, "\n\n\r\n")) return false; /* mid-event */
-    json_t *e = json_pack("{s:{s:s,s:s,s:s}}", "error", "message", why, "type", "upstream_error",
-                          "code", code);
-    char *js = e ? json_dumps(e, JSON_COMPACT) : NULL;
-    json_decref(e);
-    if (!js) return false;
+    /* in the shape of the endpoint's own protocol (OpenAI, Anthropic, Responses) */
+    char *ev = api_stream_error(api_stream_kind(p->req->path), code, why);
+    if (!ev) return false;
     buf_t out;
     buf_init(&out, 8192);
-    int rc = buf_printf(&out, "%zx\r\ndata: %s\n\n\r\n", strlen(js) + 8, js);
-    free(js);
-    if (rc == 0) rc = buf_printf(&out, "e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n");
+    int rc = buf_printf(&out, "%zx\r\n%s\r\n0\r\n\r\n", strlen(ev), ev);
+    free(ev);
     if (rc == 0) rc = httpd_write(p->req, out.data, out.len);
     buf_free(&out);
     if (rc) return false;

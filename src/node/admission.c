@@ -28,6 +28,7 @@ struct ticket {
     httpd_req_t *req; /* NULL once finished */
     int needs;
     int model, key;
+    unsigned choices; /* the body's "n" (1 when absent): llama-server reports one choice */
     bool started, done;
     ticket_t *next;
 };
@@ -379,26 +380,21 @@ static void on_flight_tail(void *data, uint64_t tag, int status, const char *tai
 {
     admission_t *ad = data;
     ticket_t *t = ticket_find(ad, tag);
-    if (!t || status != 200 || !tail) return;
-    /* the last "completion_tokens": N of the response (usage of a reply or of a stream's end) */
-    static const char needle[] = "\"completion_tokens\":";
-    const char *last = NULL;
-    for (const char *p = tail; p < tail + len;) {
-        const char *q = memmem(p, (size_t)(tail + len - p), needle, sizeof needle - 1);
-        if (!q) break;
-        last = q;
-        p = q + 1;
-    }
-    if (!last) return;
-    unsigned long long n = strtoull(last + sizeof needle - 1, NULL, 10);
-    admit_tokens(ad->a, t->key, n, now_ms(ad));
+    (void)status; /* a stream its client left (499) generated tokens too */
+    if (!t || !tail) return;
+    uint64_t n = admit_tail_tokens(tail, len, t->choices);
+    if (n) admit_tokens(ad->a, t->key, n, now_ms(ad));
 }
 
-static int body_model(const httpd_req_t *req, char *out, size_t outlen)
+#define MAX_CHOICES 128 /* choices counted per request at most */
+
+static int body_model(const httpd_req_t *req, char *out, size_t outlen, unsigned *choices)
 {
     json_error_t je;
     json_t *root = json_loadb(req->body, req->body_len, 0, &je);
     json_t *m = json_is_object(root) ? json_object_get(root, "model") : NULL;
+    json_int_t nc = json_integer_value(json_object_get(root, "n"));
+    *choices = nc < 1 ? 1 : nc > MAX_CHOICES ? MAX_CHOICES : (unsigned)nc;
     int rc = -ENOENT;
     if (json_is_string(m) && json_string_length(m) < outlen) {
         snprintf(out, outlen, "%s", json_string_value(m));
@@ -414,7 +410,8 @@ bool admission_enter(admission_t *ad, httpd_req_t *req, int needs)
 {
     if (req->tag || ad->closing) return false; /* admitted already */
     char name[MODEL_NAME_MAX];
-    int rc = body_model(req, name, sizeof name);
+    unsigned choices;
+    int rc = body_model(req, name, sizeof name, &choices);
     model_entry_t *e = NULL;
     if (rc == 0)
         e = models_find(ad->ms, name);
@@ -453,6 +450,7 @@ bool admission_enter(admission_t *ad, httpd_req_t *req, int needs)
     t->needs = needs;
     t->model = model;
     t->key = key;
+    t->choices = choices;
     t->next = ad->tickets;
     ad->tickets = t;
     ad->n_tickets++;

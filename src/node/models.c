@@ -11,6 +11,7 @@
 
 #include "gguf_info.h"
 #include "gguf_tensors.h"
+#include "llama_args.h"
 #include "log.h"
 #include "meshstat.h"
 #include "models_int.h"
@@ -243,14 +244,32 @@ static void remember_bad(model_entry_t *e, const file_id_t *id, const char *reas
     snprintf(e->bad_reason, sizeof e->bad_reason, "%s", reason);
 }
 
-/* Known to be unusable, and unchanged since: fail at once, evict nothing. */
+static int vet_file(const char *path, file_id_t *id, char *why, size_t len);
+
+/* Known to be unusable, and unchanged since, or a new version of the file that is not a
+ * complete GGUF: fail at once, evict nothing. A version found complete is not read again. */
 bool models_known_bad(models_t *ms, model_entry_t *e)
 {
-    if (!e->bad) return false;
+    (void)ms;
     file_id_t now;
-    if (file_id_of(e->path, &now) == 0 && file_id_same(&now, &e->bad_id)) return true;
-    LOGI("models", "%s changed since it failed to load; trying it again", e->path);
-    e->bad = false;
+    bool have = file_id_of(e->path, &now) == 0;
+    if (e->bad) {
+        if (have && file_id_same(&now, &e->bad_id)) return true;
+        LOGI("models", "%s changed since it failed to load; trying it again", e->path);
+        e->bad = false;
+    }
+    if (!have || (e->vetted && file_id_same(&now, &e->vetted_id))) return false;
+    char why[256];
+    int rc = vet_file(e->path, &now, why, sizeof why);
+    if (rc == -ENOENT) return false; /* gone meanwhile: the load reports it */
+    if (rc) {
+        LOGW("models", "model %s: %s is unusable (%s); nothing is unloaded for it", e->mm->name,
+             e->path, why);
+        remember_bad(e, &now, why);
+        return true;
+    }
+    e->vetted = true;
+    e->vetted_id = now;
     return false;
 }
 
@@ -307,7 +326,15 @@ static uint32_t load_ctx(const model_entry_t *e)
 uint64_t models_need_bytes(const models_t *ms, const model_entry_t *e)
 {
     (void)ms;
-    return ledger_need(e->size + e->serve_bytes, ledger_kv_bytes(&e->shape, load_ctx(e)));
+    /* the arguments in the order llama-server reads them (set_child_options): the last wins */
+    llama_mem_t mem = LLAMA_MEM_INIT;
+    llama_args_memory(e->serve_args, &mem);
+    llama_args_memory(e->llamacpp_args, &mem);
+    uint32_t ctx = !mem.has_ctx ? load_ctx(e) : mem.ctx ? mem.ctx : e->train_ctx;
+    uint64_t kv = ledger_kv_bytes_as(&e->shape, ctx, mem.k_x32, mem.v_x32);
+    uint64_t compute = ledger_compute_bytes(&e->shape, ctx, llama_mem_ubatch(&mem));
+    uint64_t extra = kv + compute < kv ? UINT64_MAX : kv + compute;
+    return ledger_need(e->size + e->serve_bytes, extra);
 }
 
 uint64_t models_host_bytes(const models_t *ms, const model_entry_t *e)
@@ -722,26 +749,33 @@ static int add_entry(models_t *ms, const config_model_t *cm, bool preload, char 
     return 0;
 }
 
-/* A file given with --model: a regular, readable GGUF whose tensor table fits in the file
- * (a truncated download fails here, not in llama-server). 0, or -errno with the file and why. */
-static int check_named(const config_model_t *cm, char *err, size_t errlen)
+/* A regular, readable GGUF whose tensor table fits in the file (a truncated download fails
+ * here, not in llama-server, and before anything is evicted for it). 0, or -errno with why. */
+static int vet_file(const char *path, file_id_t *id, char *why, size_t len)
 {
-    file_id_t id;
-    char why[256];
-    int rc = model_file_check(cm->path, &id, why, sizeof why);
-    if (rc == -ENOENT) snprintf(why, sizeof why, "%s", strerror(ENOENT));
+    int rc = model_file_check(path, id, why, len);
+    if (rc == -ENOENT) snprintf(why, len, "%s", strerror(ENOENT));
     gguf_tensors_t tt;
     if (rc == 0) {
-        rc = gguf_tensors_read(cm->path, &tt);
+        rc = gguf_tensors_read(path, &tt);
         if (rc == 0)
             gguf_tensors_free(&tt);
         else
-            snprintf(why, sizeof why, "%s",
+            snprintf(why, len, "%s",
                      rc == -EINVAL ? "not a valid GGUF model: its header or tensor table is "
                                      "malformed, or its tensor data runs past the end of the "
                                      "file (truncated?)"
                                    : strerror(-rc));
     }
+    return rc;
+}
+
+/* A file given with --model: vet_file. 0, or -errno with the file and why. */
+static int check_named(const config_model_t *cm, char *err, size_t errlen)
+{
+    file_id_t id;
+    char why[256];
+    int rc = vet_file(cm->path, &id, why, sizeof why);
     if (rc)
         snprintf(err, errlen, "--model %s: %s; give the path of a complete .gguf model file",
                  cm->path, why);

@@ -53,6 +53,9 @@ typedef struct {
     bool bad;
     file_id_t bad_id;
     char bad_reason[CHILD_LINE_MAX];
+    /* the file version found complete before a load (vetted before anything is evicted) */
+    bool vetted;
+    file_id_t vetted_id;
 } model_entry_t;
 
 typedef struct models {

@@ -13,8 +13,8 @@ int models_park(models_t *ms, model_entry_t *e, httpd_req_t *req, int kind);
 void models_run(models_t *ms);
 /* An unloaded model whose file is gone (404 before anything is evicted for it). */
 bool models_file_missing(model_entry_t *e);
-/* Its file failed in a way no retry fixes and is unchanged since: answer with
- * models_respond_bad, evict nothing. */
+/* Its file failed in a way no retry fixes and is unchanged since, or (a version not checked
+ * yet) is not a complete GGUF now: answer with models_respond_bad, evict nothing. */
 bool models_known_bad(models_t *ms, model_entry_t *e);
 void models_respond_bad(model_entry_t *e, httpd_req_t *req);
 /* The memory e's next load needs (ledger), after its options changed. */

@@ -9,6 +9,7 @@
 #include <strings.h>
 
 #include "affinity.h"
+#include "api_routes.h"
 #include "log.h"
 #include "meshstat.h"
 #include "proxy.h"
@@ -38,6 +39,8 @@ typedef struct {
     size_t cur;
     mode_t_ mode;
     int kind; /* resume_kind_t, for MODE_SSE */
+    /* MODE_SSE of an API whose stream is not continued: ended in its own error shape */
+    api_stream_t shape;
     tunnel_call_t *call;
     uv_timer_t timer;
     bool timer_open;
@@ -186,16 +189,14 @@ static void end_stream(relay_t *r)
     httpd_end(req, false);
 }
 
+/* The end of a stream that lost its host: its protocol's error event (OpenAI's error data and
+ * "[DONE]", Anthropic "event: error", Responses "response.failed"), then the last chunk. */
 static void stream_error(relay_t *r, const char *msg)
 {
     if (!r->req) return;
-    json_t *e = json_pack("{s:{s:s,s:s,s:s}}", "error", "message", msg, "type", "upstream_error",
-                          "code", "host_failed");
-    char *s = e ? json_dumps(e, JSON_COMPACT) : NULL;
-    json_decref(e);
-    if (s) emit_event(r, NULL, s, strlen(s));
-    free(s);
-    emit_event(r, NULL, "[DONE]", 6);
+    char *ev = api_stream_error((api_stream_t)r->shape, "host_failed", msg);
+    if (ev) chunk(r, ev, strlen(ev));
+    free(ev);
     end_stream(r);
 }
 
@@ -288,6 +289,14 @@ static void on_event(void *ud, const char *event, const char *data, size_t len)
 {
     relay_t *r = ud;
     if (!r->req) return;
+    if (r->shape != API_STREAM_OPENAI) { /* passed as they come; the last one ends the stream */
+        emit_event(r, event, data, len);
+        if (event &&
+            (strcmp(event, "message_stop") == 0 || strncmp(event, "response.completed", 18) == 0 ||
+             strcmp(event, "response.incomplete") == 0 || strcmp(event, "response.failed") == 0))
+            end_stream(r);
+        return;
+    }
     if (!r->splicing) {
         resume_track_event(&r->track, data, len);
         emit_event(r, event, data, len);
@@ -460,6 +469,23 @@ static void attempt_next(relay_t *r, const char *why)
  * error event. */
 static void failover(relay_t *r, const char *why)
 {
+    if (r->shape != API_STREAM_OPENAI) { /* not continued: ended in its own protocol's error */
+        if (r->msg_done) {               /* the host ended it itself */
+            end_stream(r);
+            return;
+        }
+        count(r, METRICS_RELAY_FAILED);
+        mesh_suspect(r->mesh, r->hosts[r->cur].id);
+        LOGW("relay", "model %s: host %.12s died mid-stream (%s): error event sent", r->model,
+             r->hosts[r->cur].id, why);
+        char msg[512];
+        snprintf(msg, sizeof msg,
+                 "the node serving model '%s' failed in the middle of the stream (%s); retry "
+                 "the request",
+                 r->model, why);
+        stream_error(r, msg);
+        return;
+    }
     if (r->track.finished && !r->track.blocked) {
         /* everything was said but "[DONE]" */
         emit_event(r, NULL, "[DONE]", 6);
@@ -684,8 +710,10 @@ int relay_start(mesh_t *mesh, const char *model, httpd_req_t *req, const relay_h
     streamed = json_is_true(json_object_get(o, "stream"));
     json_decref(o);
     r->kind = kind;
+    r->shape = streamed ? api_stream_kind(req->path) : API_STREAM_OPENAI;
     r->mode =
-        !streamed ? MODE_WHOLE
+        !streamed                       ? MODE_WHOLE
+        : r->shape != API_STREAM_OPENAI ? MODE_SSE
         : kind >= 0 && resume_request_ok((resume_kind_t)kind, req->body, req->body_len, NULL, 0)
             ? MODE_SSE
             : MODE_RAW;

@@ -628,6 +628,38 @@ static void test_interleaved_switches(void **state)
     assert_string_equal(g_order, "ABCABC");
 }
 
+static uint64_t tail_tokens(const char *t, unsigned choices)
+{
+    return admit_tail_tokens(t, strlen(t), choices);
+}
+
+static void test_tail_tokens(void **state)
+{
+    (void)state;
+    /* a streamed chat's last chunk: only llama-server's timings */
+    assert_int_equal(tail_tokens("data: {\"timings\":{\"prompt_n\":43,\"predicted_n\":6}}\n\n"
+                                 "data: [DONE]\n\n",
+                                 1),
+                     6);
+    /* n: 4 -- llama-server reports one choice */
+    assert_int_equal(
+        tail_tokens("{\"usage\":{\"completion_tokens\":3},\"timings\":{\"predicted_n\":3}}", 4),
+        12);
+    /* Anthropic and Responses */
+    assert_int_equal(
+        tail_tokens("event: message_delta\ndata: {\"usage\":{\"output_tokens\":7}}\n\n", 1), 7);
+    assert_int_equal(tail_tokens("{\"tokens_predicted\":9,\"x\":1}", 1), 9);
+    /* the last value wins, the largest kind */
+    assert_int_equal(tail_tokens("\"predicted_n\":2 \"predicted_n\":5 \"completion_tokens\":4", 1),
+                     5);
+    /* a stream cut short: one token per event */
+    assert_int_equal(tail_tokens("data: {\"a\":1}\n\ndata: {\"a\":2}\n\ndata: {\"a", 1), 3);
+    assert_int_equal(tail_tokens("", 1), 0);
+    assert_int_equal(admit_tail_tokens(NULL, 0, 1), 0);
+    /* a number cut at the end of the tail is read as far as it goes */
+    assert_int_equal(admit_tail_tokens("\"predicted_n\":123456", 17, 1), 123);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -649,6 +681,7 @@ int main(void)
         cmocka_unit_test(test_mm_fairness_bound),
         cmocka_unit_test(test_mm_pin),
         cmocka_unit_test(test_interleaved_switches),
+        cmocka_unit_test(test_tail_tokens),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

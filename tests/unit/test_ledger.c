@@ -91,6 +91,15 @@ static void test_kv_and_need(void **state)
     assert_int_equal(ledger_kv_bytes(&g, 4096), 4096ULL * 32 * 4096 * 2 * 2); /* 2 GiB */
     ledger_shape_t unknown = {0};
     assert_int_equal(ledger_kv_bytes(&unknown, 4096), 0);
+    /* cache types: F32 K doubles K, Q8_0 V takes 34 bytes per 32 elements */
+    assert_int_equal(ledger_kv_bytes_as(&g, 4096, 64, 64), ledger_kv_bytes(&g, 4096));
+    assert_int_equal(ledger_kv_bytes_as(&g, 4096, 128, 34),
+                     4096ULL * 32 * 4096 * 4 + 4096ULL * 32 * 4096 / 32 * 34);
+    /* a micro-batch above the default adds its attention scores; the default adds nothing */
+    assert_int_equal(ledger_compute_bytes(&g, 4096, 512), 0);
+    assert_int_equal(ledger_compute_bytes(&g, 4096, 2048), 1536ULL * 4096 * 32 * 4);
+    assert_int_equal(ledger_compute_bytes(&unknown, 4096, 2048), 0);
+    assert_int_equal(ledger_compute_bytes(&g, 1024, 8192), 512ULL * 1024 * 32 * 4);
     /* need: the 1.1 × rule, raised by a KV cache larger than the 10 % margin */
     assert_int_equal(ledger_need(1000, 0), 1100);
     assert_int_equal(ledger_need(1001, 0), 1102); /* ceil */

@@ -118,6 +118,17 @@ static const row_t ROWS[] = {
     /* values are checked: numbers are numbers, choices are choices */
     {"-c", C, -EINVAL, "-c needs a value"},
     {"-c abc", C, -EINVAL, "-c needs an integer"},
+    /* numbers that decide memory are bounded (issue 33: -c 1000000000 kept a child allocating) */
+    {"-c 1000000000", C, -EINVAL, "-c takes 0 to 16777216"},
+    {"-c 16777216", C, 0, "-c 16777216"},
+    {"-b 100000", C, -EINVAL, "-b takes 1 to 8192"},
+    {"-ub 0", C, -EINVAL, "-ub takes 1 to 8192"},
+    {"--parallel 1000", C, -EINVAL, "--parallel takes -1 to 64"},
+    {"-cram -1", C, -EINVAL, "-cram takes 0 to 8192"},
+    {"--ctx-checkpoints 100000", C, -EINVAL, "--ctx-checkpoints"},
+    {"--spec-draft-n-max 100000", C, -EINVAL, "--spec-draft-n-max takes 0 to 64"},
+    {"--threads 100000", C, -EINVAL, "--threads takes -1 to 1024"},
+    {"--fit-ctx=99999999", C, -EINVAL, "--fit-ctx"},
     {"-c 12abc", C, -EINVAL, "'12abc'"},
     {"-c 99999999999", C, -EINVAL, "-c"},
     {"--ctx-size=", C, -EINVAL, "--ctx-size"},
@@ -262,12 +273,34 @@ static void test_sets(void **state)
                      T[i].sets);
 }
 
+static void test_memory(void **state)
+{
+    (void)state;
+    llama_mem_t m = LLAMA_MEM_INIT;
+    llama_args_memory(NULL, &m);
+    assert_false(m.has_ctx);
+    assert_int_equal(m.k_x32, 64);
+    assert_int_equal(llama_mem_ubatch(&m), 512);
+    llama_args_memory("--temp 0.5 -c 4096 -ctk f32 --cache_type_v=q8_0 -ub 4096", &m);
+    assert_true(m.has_ctx);
+    assert_int_equal(m.ctx, 4096);
+    assert_int_equal(m.k_x32, 128);
+    assert_int_equal(m.v_x32, 34);
+    assert_int_equal(llama_mem_ubatch(&m), 2048); /* at most -b, 2048 by default */
+    /* a later set of args overrides (the last value wins, as in llama-server) */
+    llama_args_memory("--ctx-size=0 -b 8192 -ctk q4_0", &m);
+    assert_int_equal(m.ctx, 0);
+    assert_int_equal(m.k_x32, 18);
+    assert_int_equal(llama_mem_ubatch(&m), 4096);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_table),      cmocka_unit_test(test_canonical_round_trip),
         cmocka_unit_test(test_too_long),   cmocka_unit_test(test_control_characters_refused),
         cmocka_unit_test(test_is_managed), cmocka_unit_test(test_sets),
+        cmocka_unit_test(test_memory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

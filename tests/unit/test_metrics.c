@@ -315,6 +315,28 @@ static void test_response_headers(void **state)
     assert_int_equal(metrics_resp_headers(&r, "node1", "local", 0, 0, out, 16), -ENOSPC);
 }
 
+static void test_stream_error_shapes(void **state)
+{
+    (void)state;
+    assert_int_equal(api_stream_kind("/v1/messages"), API_STREAM_ANTHROPIC);
+    assert_int_equal(api_stream_kind("/v1/responses"), API_STREAM_RESPONSES);
+    assert_int_equal(api_stream_kind("/v1/chat/completions"), API_STREAM_OPENAI);
+    assert_int_equal(api_stream_kind(NULL), API_STREAM_OPENAI);
+    char *s = api_stream_error(API_STREAM_ANTHROPIC, "host_failed", "gone \"x\"");
+    assert_string_equal(s, "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":"
+                           "\"api_error\",\"message\":\"gone \\\"x\\\"\"}}\n\n");
+    free(s);
+    s = api_stream_error(API_STREAM_RESPONSES, "host_failed", "gone");
+    assert_string_equal(s, "event: response.failed\ndata: {\"type\":\"response.failed\","
+                           "\"response\":{\"status\":\"failed\",\"error\":{\"code\":"
+                           "\"host_failed\",\"message\":\"gone\"}}}\n\n");
+    free(s);
+    s = api_stream_error(API_STREAM_OPENAI, "upstream_closed", "gone");
+    assert_string_equal(s, "data: {\"error\":{\"message\":\"gone\",\"type\":\"upstream_error\","
+                           "\"code\":\"upstream_closed\"}}\n\ndata: [DONE]\n\n");
+    free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -327,6 +349,7 @@ int main(void)
         cmocka_unit_test(test_relay_and_key_rejections),
         cmocka_unit_test(test_usage_parsing),
         cmocka_unit_test(test_response_headers),
+        cmocka_unit_test(test_stream_error_shapes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
