@@ -42,8 +42,7 @@ int node_dl_take_args(int *argc, char **argv)
             i += 2;
             continue;
         }
-        if (mf_local_path(&r, dir, path, sizeof path) == 0 && stat(path, &st) == 0 &&
-            S_ISREG(st.st_mode)) {
+        if (mf_on_disk(&r, dir, path, sizeof path)) {
             char *p = strdup(path); /* on disk already: the file itself (lives until exit) */
             if (p) argv[i + 1] = p;
             if (g_n_present < NODE_DL_MAX)
@@ -103,7 +102,7 @@ int node_dl_init(node_dl_t *nd, uv_loop_t *loop, const char *models_dir)
         char err[64], path[2048];
         struct stat st;
         if (model_ref_parse(g_present[i], &r, err, sizeof err) != 0 ||
-            mf_local_path(&r, nd->dir, path, sizeof path) != 0 || stat(path, &st) != 0 ||
+            !mf_on_disk(&r, nd->dir, path, sizeof path) || stat(path, &st) != 0 ||
             model_name_from_path(path, j->name, sizeof j->name) != 0)
             continue;
         snprintf(j->ref, sizeof j->ref, "%s", g_present[i]);
@@ -453,8 +452,7 @@ bool node_dl_on_disk(const node_dl_t *nd, const char *ref)
     char err[64], path[2048];
     struct stat st;
     return model_ref_parse(ref, &r, err, sizeof err) == 0 &&
-           mf_local_path(&r, nd->dir, path, sizeof path) == 0 && stat(path, &st) == 0 &&
-           S_ISREG(st.st_mode) && st.st_size > 0;
+           mf_on_disk(&r, nd->dir, path, sizeof path) && stat(path, &st) == 0 && st.st_size > 0;
 }
 
 typedef struct {
