@@ -244,3 +244,32 @@ def test_failed_mesh_download_is_given_up(hub, tmp_path, start_node):
     assert asks() == before + 2, hub.stats()["requests"]
     assert b.status()["node"]["assignment"]["rule"] == "standby"
     assert not (home_b / ".models" / "stories260K.gguf").exists()
+
+
+def test_download_errors_keep_earlier_errors_of_a_model(hub, tmp_path, start_node):
+    """Issue 33 item 12: download_errors keeps a bounded list of a model's errors, not only the
+    latest: a 401, then a hash mismatch for the same ref, are both there (oldest first)."""
+    from conftest import model_path
+    home = tmp_path / "userhome"
+    home.mkdir()
+    n = start_node("--model", model_path("stories260K"), "--port", "0",
+                   env={"HF_ENDPOINT": hub.url, "HOME": str(home),
+                        "MESH_LLM_DL_BACKOFF_MS": "50"}, ready_timeout=60)
+    ref = "hf://org/tiny-GGUF/TinyStories-656K-Q8_0.gguf"
+
+    def failed(count):
+        e = next((x for x in n.status()["download_errors"] if x["ref"] == ref), None)
+        return e if e and len(e.get("errors", [])) >= count else None
+    hub.control(token="sekrit")
+    r = n.request("POST", "/api/v1/load", {"model_name": ref})
+    assert r.status == 202, r
+    wait_for(lambda: next((x for x in n.status()["download_errors"] if x["ref"] == ref), None),
+             30, 0.1, "the 401 in /api/status")
+    hub.control(token="", wrong=1)
+    r = n.request("POST", "/api/v1/load", {"model_name": ref})
+    assert r.status == 202, r
+    e = wait_for(lambda: failed(2), 60, 0.1, "both errors in /api/status")
+    assert len(e["errors"]) == 2, e
+    assert "access denied (HTTP 401)" in e["errors"][0], e
+    assert "sha256 mismatch" in e["errors"][1], e
+    assert e["error"] == e["errors"][1]
