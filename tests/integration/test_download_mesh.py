@@ -273,3 +273,33 @@ def test_download_errors_keep_earlier_errors_of_a_model(hub, tmp_path, start_nod
     assert "access denied (HTTP 401)" in e["errors"][0], e
     assert "sha256 mismatch" in e["errors"][1], e
     assert e["error"] == e["errors"][1]
+
+
+def test_a_member_cannot_make_a_joiner_download_a_url(hub, tmp_path, start_node):
+    """Issue 33 item 11: a node announcing --model http://…/x.gguf (which it cannot hold) does
+    not make a joiner without --model fetch that URL: only the hub's and the catalog's
+    references are followed for others; MESH_LLM_DL_FOLLOW_URLS=1 on the joiner allows it."""
+    home_a, home_b, home_c = (tmp_path / h for h in ("home_a", "home_b", "home_c"))
+    for h in (home_a, home_b, home_c):
+        h.mkdir()
+    url = hub.url + "/org/tiny-GGUF/resolve/main/stories260K.gguf"
+    a = start_node("--port", "0", "--model", url, "--max-vram", "0.001",
+                   env=dict(ENV, HF_ENDPOINT=hub.url, HOME=str(home_a)), ready_timeout=30)
+    wait_for(lambda: a.status().get("download_errors"), 20, 0.1, "A's refusal")
+    n_req = len(hub.stats()["requests"])
+    b = start_node("--port", "0", "--join", a.token,
+                   env=dict(ENV, HF_ENDPOINT=hub.url, HOME=str(home_b)), ready_timeout=30)
+    wait_converged([a, b])
+    wait_for(lambda: "standing by as a worker" in b.stderr(), 30, 0.2,
+             "B to decide it has no source to follow")
+    assert b.status()["node"]["assignment"]["rule"] == "standby", b.status()["node"]
+    assert b.status()["downloads"] == []
+    assert len(hub.stats()["requests"]) == n_req + 1  # the /_stats call above only
+    assert not (home_b / ".models" / "stories260K.gguf").exists()
+    # a node whose own configuration allows URLs follows it
+    c = start_node("--port", "0", "--join", a.token,
+                   env=dict(ENV, HF_ENDPOINT=hub.url, HOME=str(home_c),
+                            MESH_LLM_DL_FOLLOW_URLS="1"), ready_timeout=30)
+    wait_for(lambda: (home_c / ".models" / "stories260K.gguf").exists(), 60, 0.2,
+             "C to download the URL")
+    assert sha256(home_c / ".models" / "stories260K.gguf") == sha256(STORIES)
