@@ -3,11 +3,13 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -211,6 +213,16 @@ static int list_installed(const char *dir)
     return 0;
 }
 
+/* A download holds an exclusive flock on its .part while it writes it (download.c). */
+static bool part_in_use(const char *pp)
+{
+    int fd = open(pp, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    bool busy = flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+    close(fd);
+    return busy;
+}
+
 static int remove_model(const char *name, const char *dir)
 {
     if (strchr(name, '/') || strcmp(name, "..") == 0 || strcmp(name, ".") == 0) {
@@ -227,6 +239,21 @@ static int remove_model(const char *name, const char *dir)
                  l > 5 && strcasecmp(name + l - 5, ".gguf") == 0 ? "" : ".gguf");
     unsigned idx, n = 1;
     bool split = model_ref_split(file, &idx, &n, NULL);
+    for (unsigned i = 1; i <= (split ? n : 1); i++) {
+        char f[MODEL_REF_FILE_MAX], pp[2100];
+        if (split)
+            model_ref_split_part(file, i, f, sizeof f);
+        else
+            snprintf(f, sizeof f, "%s", file);
+        snprintf(pp, sizeof pp, "%s/%s.part", dir, f);
+        if (part_in_use(pp)) {
+            fprintf(stderr,
+                    "mesh-llm: %s is being downloaded by another process (its .part is locked); "
+                    "stop that download first\n",
+                    pp);
+            return 1;
+        }
+    }
     int removed = 0;
     for (unsigned i = 1; i <= (split ? n : 1); i++) {
         char f[MODEL_REF_FILE_MAX], p[2048], pp[2100];
@@ -244,6 +271,8 @@ static int remove_model(const char *name, const char *dir)
             printf("removed %s\n", pp);
             removed++;
         }
+        snprintf(pp, sizeof pp, "%s.source", p);
+        unlink(pp); /* where it came from (model_fetch.c) */
     }
     if (!removed) {
         fprintf(stderr, "mesh-llm: no model '%s' in %s (see 'mesh-llm models installed')\n", name,

@@ -246,3 +246,22 @@ bool model_ref_remote(const model_ref_t *r)
     return r->kind == MODEL_REF_CATALOG || r->kind == MODEL_REF_HF_FILE ||
            r->kind == MODEL_REF_HF_QUANT || r->kind == MODEL_REF_URL;
 }
+
+int model_ref_source(const model_ref_t *r, const char *file, char *out, size_t len)
+{
+    int w;
+    if (r->kind == MODEL_REF_URL) {
+        size_t n = strcspn(r->url, "?#"), dir = n;
+        while (dir > 0 && r->url[dir - 1] != '/')
+            dir--;
+        if (file && strcmp(file, r->file) != 0) /* a split part next to the first */
+            w = snprintf(out, len, "%.*s%s", (int)dir, r->url, model_ref_basename(file));
+        else
+            w = snprintf(out, len, "%.*s", (int)n, r->url);
+    } else {
+        bool main_rev = !r->rev[0] || strcmp(r->rev, "main") == 0;
+        w = snprintf(out, len, "hf://%s/%s%s%s", r->repo, file ? file : r->file,
+                     main_rev ? "" : "@", main_rev ? "" : r->rev);
+    }
+    return w < 0 || (size_t)w >= len ? -ENAMETOOLONG : 0;
+}

@@ -77,5 +77,9 @@ int model_ref_hf_url(const char *endpoint, const char *repo, const char *rev, co
 int model_ref_pick_quant(const char *const *files, size_t n, const char *quant);
 /* Whether s looks like a sha256 in hex (64 hex digits). */
 bool model_ref_is_sha256(const char *s);
+/* Where a reference's file comes from, independent of the hub's address: "hf://ORG/REPO/FILE"
+ * (with "@REV" unless main) for the hub kinds and catalog names, the URL without its query for
+ * URLs. file: the file in the repo (a split part) or NULL for r->file. 0 or -ENAMETOOLONG. */
+int model_ref_source(const model_ref_t *r, const char *file, char *out, size_t len);
 
 #endif

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model_ref.h"
+
 static void emit(pp_actions_t *out, pp_action_kind_t k, size_t model, ledger_kind_t lk,
                  uint64_t bytes)
 {
@@ -365,6 +367,15 @@ int pp_cnodes_build(const view_node_t *v, size_t n, const view_node_t *self, pp_
 
 /* ---- allocation ---- */
 
+bool pp_source_followed(const char *ref, bool follow_urls)
+{
+    model_ref_t r;
+    char err[128];
+    if (model_ref_parse(ref, &r, err, sizeof err) != 0) return false;
+    return r.kind == MODEL_REF_CATALOG || r.kind == MODEL_REF_HF_FILE ||
+           r.kind == MODEL_REF_HF_QUANT || (r.kind == MODEL_REF_URL && follow_urls);
+}
+
 void pp_allocate(const pp_alloc_input_t *in, pp_alloc_state_t *st, uint64_t now_ms,
                  pp_alloc_result_t *out)
 {
@@ -392,6 +403,7 @@ void pp_allocate(const pp_alloc_input_t *in, pp_alloc_state_t *st, uint64_t now_
     for (size_t i = 0; i < in->n_peers; i++) {
         for (size_t k = 0; k < in->peers[i].n_sources; k++) {
             const char *m = in->peers[i].sources[k].model;
+            if (!pp_source_followed(in->peers[i].sources[k].ref, in->follow_urls)) continue;
             bool failed = false;
             for (size_t f = 0; f < in->n_failed && !failed; f++)
                 failed = strcmp(in->failed[f], m) == 0;
@@ -436,8 +448,10 @@ void pp_allocate(const pp_alloc_input_t *in, pp_alloc_state_t *st, uint64_t now_
     for (size_t i = 0; i < in->n_disk; i++)
         if (strcmp(in->disk[i].name, res.model) == 0) out->has_file = true;
     const view_source_t *vs = NULL;
-    for (size_t i = 0; i < in->n_peers && !vs && !out->has_file && res.download; i++)
+    for (size_t i = 0; i < in->n_peers && !vs && !out->has_file && res.download; i++) {
         vs = view_source(&in->peers[i], res.model);
+        if (vs && !pp_source_followed(vs->ref, in->follow_urls)) vs = NULL;
+    }
     for (size_t f = 0; vs && f < in->n_failed; f++)
         if (strcmp(in->failed[f], res.model) == 0) vs = NULL;
     if (res.rule == ALLOC_RULE_NONE)

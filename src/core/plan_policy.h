@@ -203,10 +203,18 @@ typedef struct {
     size_t n_requested;
     const view_node_t *peers;
     size_t n_peers;
-    bool can_download;         /* this node has a downloader (rule 4) */
+    bool can_download; /* this node has a downloader (rule 4) */
+    bool follow_urls;  /* download a URL a peer announces as a model's source (else the hub's and
+                          the catalog's references only: MESH_LLM_DL_FOLLOW_URLS=1) */
     const char *const *failed; /* models whose download failed here: not downloaded again */
     size_t n_failed;
 } pp_alloc_input_t;
+
+/* Whether a model source a peer announces is downloaded here (rule 4): a catalog name or a
+ * reference to the hub (hf://ORG/REPO/FILE, ORG/REPO:QUANT) always, any other URL only when this
+ * node's own configuration allows it (follow_urls): a member must not make others fetch from an
+ * address of its choosing. */
+bool pp_source_followed(const char *ref, bool follow_urls);
 
 typedef enum {
     PP_ALLOC_LATER = 0, /* not now (settling, error) */

@@ -40,7 +40,8 @@ typedef struct job {
     uint64_t total;       /* 0 unknown */
     struct sha256_ctx st; /* nettle: SHA-NI when the CPU has it (libsodium's is 5x slower) */
     unsigned redirects, attempts;
-    bool answered; /* a server answered this job at least once (any HTTP status) */
+    bool answered;   /* a server answered this job at least once (any HTTP status) */
+    bool token_sent; /* the current request carries HF_TOKEN (its origin is the hub's) */
     uint64_t bytes_at_attempt;
     CURL *easy;
     struct curl_slist *hdrs;

@@ -22,6 +22,20 @@
 
 static void begin(job_t *j);
 
+/* The minimum rate (bytes/s, MESH_LLM_DL_MIN_RATE, default 1024) a transfer must keep over the
+ * stall window (MESH_LLM_DL_STALL_MS, default 60 s) before it counts as stalled and is retried
+ * from where it was: far below any home link, far above a hub trickling to keep it busy. */
+static uint64_t dl_min_rate(void)
+{
+    uint64_t r = env_ms("MESH_LLM_DL_MIN_RATE", 1024);
+    return r > 0 ? r : 1;
+}
+
+static uint64_t dl_stall_s(void)
+{
+    return (env_ms("MESH_LLM_DL_STALL_MS", 60000) + 999) / 1000;
+}
+
 /* ---------------------------------------------------------------------------------------- */
 
 static void job_free(job_t *j)
@@ -334,9 +348,11 @@ static void retry_cb(uv_timer_t *t)
     begin(j);
 }
 
-static void schedule_retry(job_t *j, const char *why)
+/* slow: the attempt ended below the minimum rate, which is no progress (a trickle would else
+ * be retried for ever) */
+static void schedule_retry(job_t *j, const char *why, bool slow)
 {
-    if (j->bytes > j->bytes_at_attempt) j->attempts = 0; /* progress was made */
+    if (j->bytes > j->bytes_at_attempt && !slow) j->attempts = 0; /* progress was made */
     j->bytes_at_attempt = j->bytes;
     unsigned max = (unsigned)env_ms("MESH_LLM_DL_RETRIES", 5);
     if (j->attempts >= max) {
@@ -360,6 +376,16 @@ static void schedule_retry(job_t *j, const char *why)
     uv_timer_start(&j->retry, retry_cb, delay, 0);
 }
 
+/* A file saved as *.gguf must start with the GGUF magic: an HTML error page or any other body
+ * served with a 200 is not a model. Other files (none today) are not checked. */
+static bool is_gguf_part(const job_t *j)
+{
+    size_t n = strlen(j->dest);
+    if (n < 5 || strcasecmp(j->dest + n - 5, ".gguf") != 0) return true;
+    char m[4];
+    return pread(j->fd, m, sizeof m, 0) == (ssize_t)sizeof m && memcmp(m, "GGUF", 4) == 0;
+}
+
 static void complete(job_t *j)
 {
     const char *want = want_sha(j);
@@ -381,6 +407,15 @@ static void complete(job_t *j)
         snprintf(err, sizeof err,
                  "%s: sha256 mismatch: expected %s, got %s; the downloaded file was deleted",
                  j->label, want, got);
+        finish(j, -EBADMSG, err);
+        return;
+    }
+    if (!is_gguf_part(j)) {
+        unlink(j->part);
+        snprintf(err, sizeof err,
+                 "%s: the server sent something that is not a GGUF model (no GGUF magic at its "
+                 "start); the downloaded file was deleted",
+                 j->label);
         finish(j, -EBADMSG, err);
         return;
     }
@@ -432,12 +467,19 @@ void dl_transfer_done(job_t *j, CURLcode res)
         return;
     }
     if (res == CURLE_OK && (status == 401 || status == 403)) {
-        snprintf(err, sizeof err, "%.200s: access denied (HTTP %ld) by %.400s. %s", j->label,
-                 status, j->url,
-                 d->token ? "HF_TOKEN was sent but not accepted: check that it can read this "
+        /* say HF_TOKEN was sent only when it was (to the hub's origin, nowhere else) */
+        char origin[512];
+        bool hub =
+            dl_origin_of(j->url0, origin, sizeof origin) == 0 && strcmp(origin, d->hub_origin) == 0;
+        const char *hint =
+            j->token_sent ? "HF_TOKEN was sent but not accepted: check that it can read this "
                             "repository (gated models need their licence accepted on the hub)"
-                          : "The repository is gated or private: set HF_TOKEN to a Hugging "
-                            "Face access token that can read it");
+            : hub ? "The repository is gated or private: set HF_TOKEN to a Hugging Face access "
+                    "token that can read it"
+                  : "This server is not the hub: mesh-llm sends it no credentials (HF_TOKEN "
+                    "goes to the hub only)";
+        snprintf(err, sizeof err, "%.200s: access denied (HTTP %ld) by %.400s. %s", j->label,
+                 status, j->url, hint);
         finish(j, -EACCES, err);
         return;
     }
@@ -455,7 +497,7 @@ void dl_transfer_done(job_t *j, CURLcode res)
             return;
         }
         if (j->total > 0 && j->bytes < j->total) {
-            schedule_retry(j, "the connection ended early");
+            schedule_retry(j, "the connection ended early", false);
             return;
         }
         complete_when_hashed(j);
@@ -479,11 +521,15 @@ void dl_transfer_done(job_t *j, CURLcode res)
         return;
     }
     char why[512];
+    bool slow = res == CURLE_OPERATION_TIMEDOUT && status != 0;
     if (res == CURLE_OK)
         snprintf(why, sizeof why, "HTTP %ld from %.400s", status, j->url);
+    else if (slow)
+        snprintf(why, sizeof why, "slower than %llu bytes/s for %llu s",
+                 (unsigned long long)dl_min_rate(), (unsigned long long)dl_stall_s());
     else
         snprintf(why, sizeof why, "%s", cerr);
-    schedule_retry(j, why);
+    schedule_retry(j, why, slow);
 }
 
 static void begin(job_t *j)
@@ -500,6 +546,7 @@ static void begin(job_t *j)
     j->body_ok = false;
     if (j->hdrs) curl_slist_free_all(j->hdrs);
     j->hdrs = NULL;
+    j->token_sent = false;
     char origin[512];
     if (d->token && dl_origin_of(j->url, origin, sizeof origin) == 0 &&
         strcmp(origin, d->hub_origin) == 0) {
@@ -507,6 +554,7 @@ static void begin(job_t *j)
         snprintf(auth, sizeof auth, "Authorization: Bearer %s", d->token);
         j->hdrs = curl_slist_append(NULL, auth);
         sodium_memzero(auth, sizeof auth);
+        j->token_sent = j->hdrs != NULL;
     }
     CURL *e = j->easy;
     curl_easy_setopt(e, CURLOPT_URL, j->url);
@@ -519,9 +567,10 @@ static void begin(job_t *j)
     curl_easy_setopt(e, CURLOPT_WRITEDATA, j);
     curl_easy_setopt(e, CURLOPT_USERAGENT, "mesh-llm/" MESH_VERSION);
     curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT, 30L);
-    curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
-    curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME,
-                     (long)(env_ms("MESH_LLM_DL_STALL_MS", 60000) + 999) / 1000);
+    /* slower than the minimum rate over the whole stall window counts as a stall: a trickle
+     * cannot keep a download busy for ever (the retry then resumes where it was) */
+    curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, (long)dl_min_rate());
+    curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, (long)dl_stall_s());
     curl_easy_setopt(e, CURLOPT_BUFFERSIZE, 256L * 1024);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     if (j->hdrs) curl_easy_setopt(e, CURLOPT_HTTPHEADER, j->hdrs);

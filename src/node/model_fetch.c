@@ -22,6 +22,8 @@ typedef struct {
     char url_base[MODEL_REF_URL_MAX]; /* URL kind: the URL with its file name cut off */
     unsigned part, nparts;
     char first[2048];
+    char cur[2048];                        /* the file being downloaded */
+    char cur_src[MODEL_REF_URL_MAX + 100]; /* where it comes from (model_ref_source) */
     bool fetched;
     mf_opts_t o;
     mf_done_fn cb;
@@ -46,6 +48,57 @@ int mf_local_path(const model_ref_t *r, const char *dir, char *out, size_t len)
 
 static void next_part(mf_t *m);
 
+/* FILE.source beside a downloaded file records where it came from, so a second reference with
+ * the same file name (another organisation's a.gguf) is not taken for it. */
+static void source_path(const char *dest, char *out, size_t len)
+{
+    snprintf(out, len, "%s.source", dest);
+}
+
+static void source_write(const char *dest, const char *src)
+{
+    char p[2100], tmp[2120];
+    source_path(dest, p, sizeof p);
+    snprintf(tmp, sizeof tmp, "%s.tmp", p);
+    FILE *f = fopen(tmp, "w");
+    if (!f) return;
+    bool ok = fprintf(f, "%s\n", src) > 0;
+    ok = fclose(f) == 0 && ok;
+    if (!ok || rename(tmp, p) != 0) unlink(tmp);
+}
+
+int mf_source_of(const char *dest, char *out, size_t len)
+{
+    char p[2100];
+    source_path(dest, p, sizeof p);
+    FILE *f = fopen(p, "r");
+    if (!f) return -errno;
+    int rc = fgets(out, (int)len, f) ? 0 : -EIO;
+    fclose(f);
+    out[strcspn(out, "\r\n")] = 0;
+    return rc;
+}
+
+/* dest (there) is r's file: it has no source record (put there by hand: taken as it is) or the
+ * record names r's source. Else have gets the recorded source. */
+static bool source_matches(const model_ref_t *r, const char *file, const char *dest, char *have,
+                           size_t hl)
+{
+    char want[MODEL_REF_URL_MAX + 100];
+    have[0] = 0;
+    if (model_ref_source(r, file, want, sizeof want) != 0) return true;
+    if (mf_source_of(dest, have, hl) != 0) return true;
+    return strcmp(have, want) == 0;
+}
+
+bool mf_on_disk(const model_ref_t *r, const char *dir, char *path, size_t len)
+{
+    struct stat st;
+    char have[MODEL_REF_URL_MAX + 100];
+    return mf_local_path(r, dir, path, len) == 0 && stat(path, &st) == 0 && S_ISREG(st.st_mode) &&
+           source_matches(r, NULL, path, have, sizeof have);
+}
+
 static void end(mf_t *m, int rc, const char *err)
 {
     m->cb(m->data, rc, err, rc == 0 ? m->first : NULL, rc == 0 && !m->fetched);
@@ -60,6 +113,7 @@ static void part_done(void *data, int rc, const char *err, const char *path)
         return;
     }
     m->fetched = true;
+    source_write(m->cur, m->cur_src);
     m->part++;
     next_part(m);
 }
@@ -77,10 +131,22 @@ static void next_part(mf_t *m)
         snprintf(dest, sizeof dest, "%s/%s", m->dir, model_ref_basename(file));
         if (m->part == 1) snprintf(m->first, sizeof m->first, "%s", dest);
         struct stat st;
+        char have[MODEL_REF_URL_MAX + 100];
         if (stat(dest, &st) == 0 && S_ISREG(st.st_mode)) {
+            if (!source_matches(&m->r, file, dest, have, sizeof have)) {
+                snprintf(err, sizeof err,
+                         "%.200s: %.300s in the models directory came from %.300s, another "
+                         "model with the same file name: remove it (mesh-llm models rm) or use "
+                         "another --models-dir",
+                         m->ref, dest, have);
+                end(m, -EEXIST, err);
+                return;
+            }
             m->part++;
             continue;
         }
+        snprintf(m->cur, sizeof m->cur, "%s", dest);
+        model_ref_source(&m->r, file, m->cur_src, sizeof m->cur_src);
         int rc;
         if (m->r.kind == MODEL_REF_URL)
             rc = m->nparts > 1 ? (snprintf(url, sizeof url, "%s%s", m->url_base,

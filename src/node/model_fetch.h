@@ -31,5 +31,10 @@ int mf_fetch_opts(dl_t *d, const char *ref, const char *dir, const mf_opts_t *o,
                   void *data, char *err, size_t errlen);
 /* Where a reference's file lives in dir when it needs no listing (catalog, hf file, URL). */
 int mf_local_path(const model_ref_t *r, const char *dir, char *out, size_t len);
+/* r's file is in dir (path set): there, a regular file, and not downloaded from another source
+ * (FILE.source, written after each download, names where it came from). */
+bool mf_on_disk(const model_ref_t *r, const char *dir, char *path, size_t len);
+/* The source recorded for a downloaded file (one line), or a negative errno. */
+int mf_source_of(const char *dest, char *out, size_t len);
 
 #endif

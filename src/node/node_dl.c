@@ -42,8 +42,7 @@ int node_dl_take_args(int *argc, char **argv)
             i += 2;
             continue;
         }
-        if (mf_local_path(&r, dir, path, sizeof path) == 0 && stat(path, &st) == 0 &&
-            S_ISREG(st.st_mode)) {
+        if (mf_on_disk(&r, dir, path, sizeof path)) {
             char *p = strdup(path); /* on disk already: the file itself (lives until exit) */
             if (p) argv[i + 1] = p;
             if (g_n_present < NODE_DL_MAX)
@@ -103,7 +102,7 @@ int node_dl_init(node_dl_t *nd, uv_loop_t *loop, const char *models_dir)
         char err[64], path[2048];
         struct stat st;
         if (model_ref_parse(g_present[i], &r, err, sizeof err) != 0 ||
-            mf_local_path(&r, nd->dir, path, sizeof path) != 0 || stat(path, &st) != 0 ||
+            !mf_on_disk(&r, nd->dir, path, sizeof path) || stat(path, &st) != 0 ||
             model_name_from_path(path, j->name, sizeof j->name) != 0)
             continue;
         snprintf(j->ref, sizeof j->ref, "%s", g_present[i]);
@@ -173,6 +172,15 @@ static void fetched(void *data, int rc, const char *err, const char *path, bool 
     if (nd->on_change && rc != -ECANCELED) nd->on_change(nd->data);
 }
 
+static void push_err(char (*errs)[512], unsigned *n, const char *err)
+{
+    if (*n == NODE_DL_ERRS) {
+        memmove(errs[0], errs[1], (NODE_DL_ERRS - 1) * sizeof errs[0]);
+        (*n)--;
+    }
+    snprintf(errs[(*n)++], sizeof errs[0], "%s", err);
+}
+
 static int start(node_dl_t *nd, const char *ref, bool asked, bool solo, char *err, size_t errlen)
 {
     if (strlen(ref) >= NODE_DL_REF_MAX) {
@@ -193,8 +201,22 @@ static int start(node_dl_t *nd, const char *ref, bool asked, bool solo, char *er
         }
     }
     node_dl_job_t *j = &nd->jobs[idx];
+    bool same = idx < nd->n && strcmp(j->ref, ref) == 0;
     bool was_asked = idx < nd->n && j->asked;
+    /* the same model again: its earlier errors stay (a bounded list), the latest first */
+    char(*keep)[512] = same ? malloc(sizeof j->errs) : NULL;
+    unsigned n_keep = 0;
+    if (keep) {
+        n_keep = j->n_errs;
+        memcpy(keep, j->errs, sizeof j->errs);
+        if (j->failed && j->err[0]) push_err(keep, &n_keep, j->err);
+    }
     memset(j, 0, sizeof *j);
+    if (keep) {
+        memcpy(j->errs, keep, sizeof j->errs);
+        j->n_errs = n_keep;
+        free(keep);
+    }
     snprintf(j->ref, sizeof j->ref, "%s", ref);
     j->asked = asked || was_asked;
     model_ref_t r;
@@ -416,10 +438,17 @@ void node_dl_status(node_dl_t *nd, json_t *st)
     }
     json_object_set_new(st, "downloads", a);
     json_t *f = json_array();
-    for (size_t i = 0; i < nd->n; i++)
-        if (nd->jobs[i].failed)
-            json_array_append_new(f, json_pack("{s:s,s:s,s:s}", "model", nd->jobs[i].name, "ref",
-                                               nd->jobs[i].ref, "error", nd->jobs[i].err));
+    for (size_t i = 0; i < nd->n; i++) {
+        const node_dl_job_t *j = &nd->jobs[i];
+        if (!j->failed) continue;
+        /* error: the latest; errors: the earlier ones too, oldest first (bounded) */
+        json_t *all = json_array();
+        for (unsigned k = 0; k < j->n_errs; k++)
+            json_array_append_new(all, json_string(j->errs[k]));
+        json_array_append_new(all, json_string(j->err));
+        json_array_append_new(f, json_pack("{s:s,s:s,s:s,s:o}", "model", j->name, "ref", j->ref,
+                                           "error", j->err, "errors", all));
+    }
     json_object_set_new(st, "download_errors", f);
 }
 
@@ -453,8 +482,7 @@ bool node_dl_on_disk(const node_dl_t *nd, const char *ref)
     char err[64], path[2048];
     struct stat st;
     return model_ref_parse(ref, &r, err, sizeof err) == 0 &&
-           mf_local_path(&r, nd->dir, path, sizeof path) == 0 && stat(path, &st) == 0 &&
-           S_ISREG(st.st_mode) && st.st_size > 0;
+           mf_on_disk(&r, nd->dir, path, sizeof path) && stat(path, &st) == 0 && st.st_size > 0;
 }
 
 typedef struct {

@@ -30,6 +30,7 @@
 #define NODE_DL_MAX 8
 #define NODE_DL_REF_MAX 512
 #define NODE_DL_NAME_MAX 256
+#define NODE_DL_ERRS 4 /* earlier errors of one model's downloads kept (the oldest dropped) */
 
 typedef struct {
     char ref[NODE_DL_REF_MAX];
@@ -39,7 +40,9 @@ typedef struct {
     bool too_big;   /* refused: serving it would need more than this node offers */
     uint64_t size;  /* the file's size once known (catalog, the server), else 0 */
     uint64_t limit; /* refuse a file larger than this (0: none) */
-    char err[512];
+    char err[512];  /* the latest error */
+    char errs[NODE_DL_ERRS][512]; /* the errors before it, oldest first */
+    unsigned n_errs;
 } node_dl_job_t;
 
 typedef struct node_dl {

@@ -179,6 +179,7 @@ static void allocate(planner_t *pl, const peers_t *P)
                            .peers = P->v,
                            .n_peers = P->n,
                            .can_download = pl->dl != NULL && pl->dl->d != NULL,
+                           .follow_urls = env_ms("MESH_LLM_DL_FOLLOW_URLS", 0) != 0,
                            .failed = failed,
                            .n_failed = pl->n_dl_failed};
     pp_alloc_result_t res;

@@ -180,6 +180,96 @@ def test_download_quant_pick_and_already_there(hub, tmp_path):
     assert rm.returncode == 0 and not (d / "TinyStories-656K-Q8_0.gguf").exists()
 
 
+def test_download_same_file_name_from_another_repo_is_not_taken_for_it(hub, tmp_path):
+    """Issue 33 item 5: org2's a.gguf is not "already there" because org1's a.gguf is."""
+    other = hub.root / "org2" / "tiny-GGUF"
+    other.mkdir(parents=True)
+    shutil.copy(TINY, other / "stories260K.gguf")  # same name, other bytes
+    d = tmp_path / "models"
+    r = run_download(hub, "hf://org/tiny-GGUF/stories260K.gguf", d)
+    assert r.returncode == 0, r.stderr
+    r = run_download(hub, "hf://org2/tiny-GGUF/stories260K.gguf", d)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "already there" not in r.stdout
+    assert "came from hf://org/tiny-GGUF/stories260K.gguf" in r.stderr, r.stderr
+    assert sha256(d / "stories260K.gguf") == sha256(STORIES)
+    # the same source again is there already
+    r = run_download(hub, "hf://org/tiny-GGUF/stories260K.gguf", d)
+    assert r.returncode == 0 and "already there" in r.stdout, r.stdout + r.stderr
+    rm = subprocess.run([MESH_BIN, "models", "rm", "stories260K", "--models-dir", str(d)],
+                        capture_output=True, text=True)
+    assert rm.returncode == 0, rm.stderr
+    r = run_download(hub, "hf://org2/tiny-GGUF/stories260K.gguf", d)
+    assert r.returncode == 0, r.stderr
+    assert sha256(d / "stories260K.gguf") == sha256(TINY)
+
+
+def test_download_non_gguf_body_is_not_saved(hub, tmp_path):
+    """Issue 33 item 5: a 200 whose body is not a GGUF file (an HTML page) is an error, and
+    nothing is saved as a model, even though its size and hash match what the hub said."""
+    repo = hub.root / "org" / "tiny-GGUF"
+    (repo / "page.gguf").write_bytes(b"<!doctype html><html><body>Sign in</body></html>\n" * 50)
+    d = tmp_path / "models"
+    r = run_download(hub, "hf://org/tiny-GGUF/page.gguf", d)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "not a GGUF model" in r.stderr, r.stderr
+    assert os.listdir(d) == []
+
+
+def test_download_trickle_counts_as_a_stall(hub, tmp_path):
+    """Issue 33 item 6: a CDN trickling 100 B/s is below the default minimum rate (1 KiB/s over
+    the stall window): retried, then given up, instead of downloading for hours."""
+    hub.control(trickle=100)
+    d = tmp_path / "models"
+    r = run_download(hub, "hf://org/tiny-GGUF/stories260K.gguf", d,
+                     env={"MESH_LLM_DL_STALL_MS": "2000", "MESH_LLM_DL_RETRIES": "1"},
+                     timeout=90)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "slower than 1024 bytes/s for 2 s" in r.stderr, r.stderr
+    assert "gave up after 1 retries" in r.stderr
+    assert not (d / "stories260K.gguf").exists()
+
+
+def test_download_401_from_a_url_that_is_not_the_hub(hub, tmp_path):
+    """Issue 33 item 12: HF_TOKEN goes to the hub only, so a 401 from another server must not
+    say it was sent."""
+    hub.control(token="sekrit")
+    d = tmp_path / "models"
+    url = hub.url + "/org/tiny-GGUF/resolve/main/stories260K.gguf"
+    # the hub is elsewhere (nothing is sent there): this URL's server is not the hub
+    r = run_download(hub, url, d, env={"HF_TOKEN": "sekrit", "HF_ENDPOINT": "http://127.0.0.2:9"})
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "access denied (HTTP 401)" in r.stderr, r.stderr
+    assert "HF_TOKEN was sent" not in r.stderr, r.stderr
+    assert "not the hub" in r.stderr
+
+
+def test_models_rm_refuses_a_part_being_downloaded(hub, tmp_path):
+    """Issue 33 item 12: 'models rm' does not delete the .part another process is writing."""
+    hub.control(trickle=20000)
+    d = tmp_path / "models"
+    part = d / "stories260K.gguf.part"
+    e = dict(os.environ, HF_ENDPOINT=hub.url)
+    e.pop("HF_TOKEN", None)
+    p = subprocess.Popen([MESH_BIN, "download", "hf://org/tiny-GGUF/stories260K.gguf",
+                          "--models-dir", str(d)], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, env=e)
+    try:
+        wait_for(lambda: part.exists() and part.stat().st_size > 0, timeout=30,
+                 what="the download writing its .part")
+        rm = subprocess.run([MESH_BIN, "models", "rm", "stories260K", "--models-dir", str(d)],
+                            capture_output=True, text=True)
+        assert rm.returncode == 1, rm.stdout + rm.stderr
+        assert "being downloaded by another process" in rm.stderr, rm.stderr
+        assert part.exists()
+    finally:
+        p.kill()
+        p.wait(timeout=10)
+    rm = subprocess.run([MESH_BIN, "models", "rm", "stories260K", "--models-dir", str(d)],
+                        capture_output=True, text=True)
+    assert rm.returncode == 0 and not part.exists(), rm.stdout + rm.stderr
+
+
 def test_models_list_and_search():
     r = subprocess.run([MESH_BIN, "models", "list", "--max-vram", "1.5"], capture_output=True,
                        text=True)
@@ -279,6 +369,7 @@ def big(hub):
     d.mkdir(parents=True)
     rnd = random.Random(14)
     with open(d / "big.gguf", "wb") as f:
+        f.write(b"GGUF")  # a download saved as .gguf must start with the magic
         for _ in range(BIG_MB):
             f.write(rnd.randbytes(1 << 20))
     return d / "big.gguf"

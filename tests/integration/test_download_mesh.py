@@ -244,3 +244,62 @@ def test_failed_mesh_download_is_given_up(hub, tmp_path, start_node):
     assert asks() == before + 2, hub.stats()["requests"]
     assert b.status()["node"]["assignment"]["rule"] == "standby"
     assert not (home_b / ".models" / "stories260K.gguf").exists()
+
+
+def test_download_errors_keep_earlier_errors_of_a_model(hub, tmp_path, start_node):
+    """Issue 33 item 12: download_errors keeps a bounded list of a model's errors, not only the
+    latest: a 401, then a hash mismatch for the same ref, are both there (oldest first)."""
+    from conftest import model_path
+    home = tmp_path / "userhome"
+    home.mkdir()
+    n = start_node("--model", model_path("stories260K"), "--port", "0",
+                   env={"HF_ENDPOINT": hub.url, "HOME": str(home),
+                        "MESH_LLM_DL_BACKOFF_MS": "50"}, ready_timeout=60)
+    ref = "hf://org/tiny-GGUF/TinyStories-656K-Q8_0.gguf"
+
+    def failed(count):
+        e = next((x for x in n.status()["download_errors"] if x["ref"] == ref), None)
+        return e if e and len(e.get("errors", [])) >= count else None
+    hub.control(token="sekrit")
+    r = n.request("POST", "/api/v1/load", {"model_name": ref})
+    assert r.status == 202, r
+    wait_for(lambda: next((x for x in n.status()["download_errors"] if x["ref"] == ref), None),
+             30, 0.1, "the 401 in /api/status")
+    hub.control(token="", wrong=1)
+    r = n.request("POST", "/api/v1/load", {"model_name": ref})
+    assert r.status == 202, r
+    e = wait_for(lambda: failed(2), 60, 0.1, "both errors in /api/status")
+    assert len(e["errors"]) == 2, e
+    assert "access denied (HTTP 401)" in e["errors"][0], e
+    assert "sha256 mismatch" in e["errors"][1], e
+    assert e["error"] == e["errors"][1]
+
+
+def test_a_member_cannot_make_a_joiner_download_a_url(hub, tmp_path, start_node):
+    """Issue 33 item 11: a node announcing --model http://…/x.gguf (which it cannot hold) does
+    not make a joiner without --model fetch that URL: only the hub's and the catalog's
+    references are followed for others; MESH_LLM_DL_FOLLOW_URLS=1 on the joiner allows it."""
+    home_a, home_b, home_c = (tmp_path / h for h in ("home_a", "home_b", "home_c"))
+    for h in (home_a, home_b, home_c):
+        h.mkdir()
+    url = hub.url + "/org/tiny-GGUF/resolve/main/stories260K.gguf"
+    a = start_node("--port", "0", "--model", url, "--max-vram", "0.001",
+                   env=dict(ENV, HF_ENDPOINT=hub.url, HOME=str(home_a)), ready_timeout=30)
+    wait_for(lambda: a.status().get("download_errors"), 20, 0.1, "A's refusal")
+    n_req = len(hub.stats()["requests"])
+    b = start_node("--port", "0", "--join", a.token,
+                   env=dict(ENV, HF_ENDPOINT=hub.url, HOME=str(home_b)), ready_timeout=30)
+    wait_converged([a, b])
+    wait_for(lambda: "standing by as a worker" in b.stderr(), 30, 0.2,
+             "B to decide it has no source to follow")
+    assert b.status()["node"]["assignment"]["rule"] == "standby", b.status()["node"]
+    assert b.status()["downloads"] == []
+    assert len(hub.stats()["requests"]) == n_req + 1  # the /_stats call above only
+    assert not (home_b / ".models" / "stories260K.gguf").exists()
+    # a node whose own configuration allows URLs follows it
+    c = start_node("--port", "0", "--join", a.token,
+                   env=dict(ENV, HF_ENDPOINT=hub.url, HOME=str(home_c),
+                            MESH_LLM_DL_FOLLOW_URLS="1"), ready_timeout=30)
+    wait_for(lambda: (home_c / ".models" / "stories260K.gguf").exists(), 60, 0.2,
+             "C to download the URL")
+    assert sha256(home_c / ".models" / "stories260K.gguf") == sha256(STORIES)

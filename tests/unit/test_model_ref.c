@@ -164,6 +164,23 @@ static void test_catalog_is_sane(void **state)
     assert_false(model_ref_is_sha256("\"270cba\""));
 }
 
+static void test_source(void **state)
+{
+    (void)state;
+    char out[600];
+    model_ref_t a = parse_ok("hf://org1/r/a.gguf"), b = parse_ok("hf://org2/r/a.gguf");
+    assert_int_equal(model_ref_source(&a, NULL, out, sizeof out), 0);
+    assert_string_equal(out, "hf://org1/r/a.gguf");
+    assert_int_equal(model_ref_source(&b, NULL, out, sizeof out), 0);
+    assert_string_equal(out, "hf://org2/r/a.gguf");
+    model_ref_t u = parse_ok("https://example.com/a/b/m-00001-of-00002.gguf?download=true");
+    assert_int_equal(model_ref_source(&u, NULL, out, sizeof out), 0);
+    assert_string_equal(out, "https://example.com/a/b/m-00001-of-00002.gguf");
+    assert_int_equal(model_ref_source(&u, "m-00002-of-00002.gguf", out, sizeof out), 0);
+    assert_string_equal(out, "https://example.com/a/b/m-00002-of-00002.gguf");
+    assert_int_equal(model_ref_source(&a, NULL, out, 8), -ENAMETOOLONG);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -175,6 +192,7 @@ int main(void)
         cmocka_unit_test(test_split_names),
         cmocka_unit_test(test_urls_and_quant_pick),
         cmocka_unit_test(test_catalog_is_sane),
+        cmocka_unit_test(test_source),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -631,6 +631,19 @@ static int teardown(void **state)
     return 0;
 }
 
+static void test_source_followed(void **state)
+{
+    (void)state;
+    assert_true(pp_source_followed("hf://org/r/a.gguf", false));
+    assert_true(pp_source_followed("org/r:Q4_K_M", false));
+    assert_true(pp_source_followed("Qwen2.5-0.5B-Instruct-Q4_K_M", false));
+    assert_false(pp_source_followed("http://10.0.0.1/x.gguf", false));
+    assert_false(pp_source_followed("https://example.com/x.gguf", false));
+    assert_true(pp_source_followed("https://example.com/x.gguf", true));
+    assert_false(pp_source_followed("/etc/x.gguf", true));
+    assert_false(pp_source_followed("", true));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -648,6 +661,7 @@ int main(void)
         cmocka_unit_test_teardown(test_host_without_layers_waits, teardown),
         cmocka_unit_test_teardown(test_unknown_size_is_empty, teardown),
         cmocka_unit_test(test_allocation),
+        cmocka_unit_test(test_source_followed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
