@@ -284,9 +284,15 @@ static void join_failed_cb(uv_timer_t *t)
     m->joining = false;
     uint64_t wait =
         mesh_retry_delay(m->join_rounds, m->tm.dial_base, m->tm.dial_cap, mesh_random());
+    char why[160];
+    snprintf(why, sizeof why, "%.159s", m->join_err);
+    snprintf(m->join_err, sizeof m->join_err,
+             "could not reach %.12s: %s (attempt %u; trying again, or POST /api/join with "
+             "another token)",
+             m->joins[m->n_joins - 1].id, why, m->join_rounds + 1);
     if (loud(m->join_rounds))
-        LOGW("mesh", "no --join token worked; serving alone, trying again in %.1f s",
-             (double)wait / 1000);
+        LOGW("mesh", "no --join token worked; serving alone, trying again in %.1f s: %s",
+             (double)wait / 1000, m->join_err);
     m->join_rounds++;
     uv_timer_start(&m->jtimer, join_round_cb, wait, 0);
 }
@@ -299,6 +305,32 @@ bool mesh_joined(const mesh_t *m)
 const char *mesh_join_error(const mesh_t *m)
 {
     return m->joined ? "" : m->join_err;
+}
+
+bool mesh_join_stuck(const mesh_t *m)
+{
+    return m->n_joins > 0 && !m->joined && !m->passive && alone((mesh_t *)m);
+}
+
+int mesh_join_replace(mesh_t *m, const token_t *t)
+{
+    if (!mesh_join_stuck(m) || m->stopping) return -EBUSY;
+    LOGI("mesh", "joining through %.12s (mesh %s) instead of the %zu token(s) that reached no one",
+         t->id, t->mesh_id, m->n_joins);
+    sodium_memzero(m->joins, sizeof m->joins);
+    m->joins[0] = *t;
+    m->n_joins = 1;
+    m->join_rounds = 0;
+    m->join_err[0] = '\0';
+    m->joining = false;
+    uv_timer_stop(&m->jtimer);
+    mpeer_t *p = mesh_peer_get(m, t->id, false);
+    if (p) { /* the same node at a corrected address: dial it now, not after the old dial */
+        p->dials = 0;
+        p->fails = 0;
+    }
+    mesh_join_start(m);
+    return 0;
 }
 
 void mesh_join_start(mesh_t *m)
