@@ -222,6 +222,12 @@ static void g_event(void *data, gossip_event_t ev, const gossip_peer_t *peer)
     case GOSSIP_EV_LEFT:
         LOGI("mesh", "peer %.12s left the mesh", peer->id);
         break;
+    case GOSSIP_EV_FORGOTTEN: { /* its entry goes too, unless it is connected (a passive) */
+        LOGD("mesh", "departed peer %.12s forgotten", peer->id);
+        mpeer_t *p = mesh_peer_get(m, peer->id, false);
+        if (p && !tp_find(m->ep, peer->id) && p->dials == 0) mesh_peer_forget(m, p);
+        break;
+    }
     }
     if (!m->stopping && m->o.on_peers_changed) m->o.on_peers_changed(m->o.data);
     if (ev == GOSSIP_EV_DEAD || ev == GOSSIP_EV_LEFT) mesh_peer_gone(m);
