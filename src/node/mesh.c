@@ -444,6 +444,7 @@ void mesh_set_cred(mesh_t *m, const mesh_cred_t *cred)
         return;
     m->cred = *cred;
     tp_endpoint_set_secret(m->ep, m->cred.secret);
+    tp_endpoint_set_mesh_id(m->ep, m->cred.mesh_id);
     if (encode_token(m) != 0)
         LOGW("mesh", "cannot encode the invite token of mesh %s", cred->mesh_id);
     mesh_announce_changed(m);
@@ -554,6 +555,7 @@ int mesh_start(mesh_t **out, uv_loop_t *loop, const mesh_opts_t *opts, char *err
         m->ep = NULL;
         goto fail;
     }
+    tp_endpoint_set_mesh_id(m->ep, m->cred.mesh_id);
     own_addrs(m);
     rc = encode_token(m);
     if (rc) {

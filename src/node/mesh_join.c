@@ -356,6 +356,29 @@ void mesh_peer_gone(mesh_t *m)
 
 /* ---- transport callbacks ---- */
 
+/* The join target proved it holds the token's secret and says which mesh it is in: a token
+ * whose mesh id was altered (issue 33 item 8) is refused here, before any gossip, so this node
+ * never reports, saves or hands out the wrong id. A peer of an older version says nothing. */
+static bool mesh_id_forged(mesh_t *m, tp_conn_t *c, mpeer_t *p)
+{
+    const char *theirs = tp_conn_peer_mesh(c);
+    if (!theirs[0] || strcmp(theirs, m->cred.mesh_id) == 0) return false;
+    char why[sizeof m->join_err];
+    snprintf(why, sizeof why,
+             "the token says mesh %.64s, but %.12s (holding its secret) is in mesh %.64s: the "
+             "token was altered; ask a member for its token",
+             m->cred.mesh_id, tp_conn_peer_id(c), theirs);
+    LOGE("mesh", "join refused: %s", why);
+    mesh_queue_drop(p); /* nothing was sent to it: no gossip with a mesh under a wrong id */
+    tp_conn_close(c, 0, "mesh id mismatch");
+    if (!m->stopping) {
+        m->join_refused = false;
+        snprintf(m->join_err, sizeof m->join_err, "%s", why);
+        uv_timer_start(&m->jtimer, join_failed_cb, 0, 0);
+    }
+    return true;
+}
+
 void mesh_on_conn_ready(tp_endpoint_t *ep, tp_conn_t *c)
 {
     mesh_t *m = tp_endpoint_data(ep);
@@ -364,6 +387,7 @@ void mesh_on_conn_ready(tp_endpoint_t *ep, tp_conn_t *c)
     mpeer_t *p = mesh_peer_get(m, id, true);
     if (!p) return;
     if (tp_conn_outbound(c) && p->dials > 0) p->dials--; /* this dial is over */
+    if (is_join_target(m, id) && mesh_id_forged(m, c, p)) return;
     p->fails = 0;
     p->next_dial = 0;
     mesh_flush_queue(m, p);

@@ -205,6 +205,36 @@ def test_a_join_that_reaches_no_one_ends_in_an_error_and_a_new_token_replaces_it
         dead.close()
 
 
+def test_token_with_a_forged_mesh_id_is_refused(start_node):
+    """Issue 33 item 8: a token with the mesh's valid secret but an altered mesh id was
+    admitted, and the joiner reported, saved in last-mesh and handed out the wrong id. Now the
+    admitted node's own mesh id (sent with its admission proof) is checked: the join is refused
+    with a clear error, and the genuine token then works."""
+    a = start_node("--port", "0", "--own-mesh", env=ENV)
+    b = start_idle(start_node)
+    f = token_fields(a.token)
+    forged_id = "f" * len(f["mesh"])
+    assert forged_id != f["mesh"]
+    r = join(b, make_token(**dict(f, mesh=forged_id)))
+    assert r.status == 202, r
+    wait_for(lambda: "altered" in b.status()["node"].get("join_error", ""), timeout=30,
+             what="the forged mesh id refused")
+    st = b.status()["node"]
+    assert st["state"] == "joining" and f["mesh"] in st["join_error"], st
+    assert forged_id in st["join_error"], st
+    assert "join refused" in b.stderr() and "altered" in b.stderr()
+    assert b.id not in a.peer_states()  # no gossip under the wrong id
+    last = os.path.join(b.env["MESH_LLM_HOME"], "last-mesh")
+    assert not os.path.exists(last) or forged_id not in open(last).read()
+    r = join(b, a.token)  # the genuine token replaces it
+    assert r.status == 202, r
+    wait_for(lambda: b.status()["node"]["state"] == "member", timeout=30, what="B a member")
+    assert b.status()["node"]["mesh_id"] == f["mesh"]
+    assert token_fields(b.status()["node"]["token"])["mesh"] == f["mesh"]
+    wait_for(lambda: os.path.exists(last) and open(last).read().strip() == f["mesh"],
+             timeout=10, what="last-mesh: the genuine id")
+
+
 def test_join_other_mesh_is_a_conflict(start_node):
     a = start_node("--port", "0", "--own-mesh", env=ENV)
     c = start_node("--port", "0", "--own-mesh", env=ENV)
