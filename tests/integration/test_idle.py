@@ -194,7 +194,8 @@ def test_a_join_that_reaches_no_one_ends_in_an_error_and_a_new_token_replaces_it
         st = b.status()["node"]
         assert st["state"] == "joining" and a.id[:12] in st["join_error"], st
         assert "/api/join" in st["join_error"], st
-        wait_for(lambda: "could not reach" in b.stderr(), timeout=10, what="the log says it")
+        wait_for(lambda: "POST /api/join with another token" in b.stderr(), timeout=10,
+                 what="the log says it")
         r = join(b, a.token)  # the correct token: replaces the failing one
         assert r.status == 202 and r.json()["status"] == "joining", r
         wait_for(lambda: b.status()["node"]["state"] == "member", timeout=30,
