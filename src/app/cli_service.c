@@ -2,6 +2,7 @@
 #include "cli_service.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdbool.h>
 #include <limits.h>
 #include <stdio.h>
@@ -16,15 +17,18 @@
 
 #define UNIT_NAME "mesh-llm.service"
 
-/* The node's settings: a systemd environment file (KEY=VALUE lines). MESH_LLM_ARGS holds the
- * command line options; empty, the node starts idle and joins a mesh from the console. */
-static const char ENV_TEMPLATE[] =
-    "# mesh-llm service settings: KEY=VALUE lines read by systemd (EnvironmentFile=).\n"
-    "# MESH_LLM_ARGS: the node's options (mesh-llm --help), for example\n"
-    "#   MESH_LLM_ARGS=--model /home/me/.models/model.gguf --join "
-    "@/home/me/.config/mesh-llm/token\n"
-    "# Empty: the node starts idle; join a mesh from the console (http://127.0.0.1:3131).\n"
-    "MESH_LLM_ARGS=\n";
+/* The service's config file (docs/config.md): all comments, so the node starts idle and joins a
+ * mesh from the console until the user fills it in. */
+static const char CONFIG_TEMPLATE[] =
+    "# mesh-llm service settings (libconfig format: docs/config.md, mesh-llm help config).\n"
+    "# Check it with: mesh-llm config check ~/.config/mesh-llm/config\n"
+    "# With nothing set the node starts idle: join a mesh from the console at\n"
+    "# http://127.0.0.1:3131. For example:\n"
+    "#\n"
+    "# models = ( \"/home/me/.models/model.gguf\",\n"
+    "#            { model = \"Qwen2.5-0.5B-Instruct-Q4_K_M\"; ctx_size = 8192; } );\n"
+    "# mesh = { join = \"@/home/me/.config/mesh-llm/token\"; max_vram = 8.0; };\n"
+    "# api = { port = 9337; console = 3131; };\n";
 
 /* The unit for the binary exe; man: it has a man page (make install installs one). */
 static int unit_text(char *out, size_t len, const char *exe, bool man)
@@ -33,15 +37,14 @@ static int unit_text(char *out, size_t len, const char *exe, bool man)
     int n =
         snprintf(out, len,
                  "# mesh-llm as a systemd user service: systemctl --user enable --now mesh-llm\n"
-                 "# Settings: ~/.config/mesh-llm/env (MESH_LLM_ARGS=the node's options)\n"
+                 "# Settings: ~/.config/mesh-llm/config (docs/config.md)\n"
                  "[Unit]\n"
                  "Description=mesh-llm node: pool machines into one OpenAI-compatible LLM API\n"
                  "%s"
                  "\n"
                  "[Service]\n"
                  "Type=exec\n"
-                 "EnvironmentFile=-%%h/.config/mesh-llm/env\n"
-                 "ExecStart=%s $MESH_LLM_ARGS\n"
+                 "ExecStart=%s --config %%h/.config/mesh-llm/config\n"
                  "Restart=on-failure\n"
                  "RestartSec=5\n"
                  "# 2: bad options; restarting cannot fix them\n"
@@ -67,13 +70,21 @@ static int config_dir(char *out, size_t len, const char *sub)
     return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }
 
-/* Write text into path (mode 0644) through a temporary file. */
-static int write_file(const char *path, const char *text)
+/* Write text into path (mode: 0644 for the unit, 0600 for a settings file that may come to hold
+ * secrets) through a temporary file. */
+static int write_file(const char *path, const char *text, mode_t mode)
 {
     char tmp[PATH_MAX + 8];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) return -errno;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+    if (fd < 0) return -errno;
+    FILE *f = fdopen(fd, "w");
+    if (!f) {
+        int e = -errno;
+        close(fd);
+        unlink(tmp);
+        return e;
+    }
     fputs(text, f);
     if (fclose(f) != 0 || rename(tmp, path) != 0) {
         int e = -errno;
@@ -103,28 +114,28 @@ static int fail(const char *what, const char *path, int rc)
 
 static int service_install(void)
 {
-    char exe[PATH_MAX], dir[PATH_MAX], unit[PATH_MAX + 32], env[PATH_MAX + 32];
+    char exe[PATH_MAX], dir[PATH_MAX], unit[PATH_MAX + 32], conf[PATH_MAX + 32];
     char text[PATH_MAX + 2048];
     bool man;
     if (self_exe(exe, sizeof exe, &man) != 0) return fail("read", "/proc/self/exe", -errno);
     int rc = config_dir(dir, sizeof dir, "mesh-llm");
     if (rc == 0 && (rc = mkdir_p(dir, 0755)) != 0) return fail("create", dir, rc);
     if (rc) return fail("find", "the configuration directory (set HOME)", rc);
-    snprintf(env, sizeof env, "%s/env", dir);
-    if (access(env, F_OK) != 0 && (rc = write_file(env, ENV_TEMPLATE)) != 0)
-        return fail("write", env, rc);
+    snprintf(conf, sizeof conf, "%s/config", dir);
+    if (access(conf, F_OK) != 0 && (rc = write_file(conf, CONFIG_TEMPLATE, 0600)) != 0)
+        return fail("write", conf, rc);
     if ((rc = config_dir(dir, sizeof dir, "systemd/user")) != 0 || (rc = mkdir_p(dir, 0755)) != 0)
         return fail("create", dir, rc);
     snprintf(unit, sizeof unit, "%s/" UNIT_NAME, dir);
     if ((rc = unit_text(text, sizeof text, exe, man)) != 0)
         return fail("write a unit for", exe, rc);
-    if ((rc = write_file(unit, text)) != 0) return fail("write", unit, rc);
+    if ((rc = write_file(unit, text, 0644)) != 0) return fail("write", unit, rc);
     printf("wrote %s (runs %s)\n"
-           "settings: %s (MESH_LLM_ARGS=the node's options)\n"
+           "settings: %s (docs/config.md; check it with mesh-llm config check FILE)\n"
            "enable and start it now and at every login:\n"
            "  systemctl --user daemon-reload && systemctl --user enable --now mesh-llm\n"
            "to keep it running when you are logged out: loginctl enable-linger\n",
-           unit, exe, env);
+           unit, exe, conf);
     return 0;
 }
 

@@ -10,12 +10,9 @@
 
 #include "admission.h"
 #include "api_mgmt.h"
-#include "cli_discover.h"
-#include "cli_models.h"
+#include "cli.h"
 #include "api_openai.h"
 #include "bin_find.h"
-#include "cli_service.h"
-#include "cli_status.h"
 #include "identity.h"
 #include "join_policy.h"
 #include "mesh.h"
@@ -24,6 +21,7 @@
 #include "routing.h"
 #include "statgen.h"
 #include "config.h"
+#include "config_file.h"
 #include "home_lock.h"
 #include "log.h"
 #include "offer.h"
@@ -583,18 +581,20 @@ static int lock_home(const char *home)
 int main(int argc, char **argv)
 {
     if (argc >= 2 && strcmp(argv[1], "--exec-child") == 0) return sv_exec_child_main(argc, argv);
-    if (argc >= 2 && cli_is_command(argv[1])) return cli_main(argc, argv);
-    if (argc >= 2 && cli_discover_is_command(argv[1])) return cli_discover_main(argc, argv);
-    if (argc >= 2 && strcmp(argv[1], "service") == 0) return cli_service_main(argc, argv);
-    int cli_rc = cli_models_main(argc, argv);
+    int cli_rc = cli_dispatch(argc, argv);
     if (cli_rc >= 0) return cli_rc;
-    node_dl_take_args(&argc, argv); /* --model REF: downloaded by the running node */
 
     static node_t node;
     node_t *n = &node;
     g_node = n;
     char err[1024];
-    int rc = config_parse(&n->cfg, argc, argv, err, sizeof err);
+    static config_src_t src; /* the command line merged with the config file */
+    int rc = config_src_load(&src, argc, argv, err, sizeof err);
+    if (rc == 0) {
+        node_dl_take_args(&src.argc, src.argv); /* --model REF: downloaded by the running node */
+        rc = config_parse_src(&n->cfg, &src, err, sizeof err);
+        config_src_free(&src);
+    }
     if (rc == CONFIG_EXIT) return 0;
     if (rc < 0) {
         fprintf(stderr, "mesh-llm: error: %s\nRun 'mesh-llm --help' for usage.\n", err);

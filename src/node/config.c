@@ -12,8 +12,11 @@
 #include <sys/stat.h>
 
 #include "httpd_guard.h"
+#include "config_file.h"
 #include "llama_args.h"
 #include "model_fetch.h"
+#include "options.h"
+#include "suggest.h"
 #include "util.h"
 
 #define DEFAULT_MAX_BODY (8u * 1024 * 1024)
@@ -28,119 +31,6 @@ const char *model_type_name(model_type_t t)
     default:
         return "llm";
     }
-}
-
-void config_usage(FILE *out)
-{
-    fputs(
-        "mesh-llm " MESH_VERSION " — pool machines into one OpenAI-compatible LLM API\n"
-        "\n"
-        "Usage: mesh-llm [OPTIONS]\n"
-        "       mesh-llm status [--console PORT]       summary of the node running here\n"
-        "       mesh-llm join TOKEN [--console PORT]   make the node running here join a mesh\n"
-        "       mesh-llm discover [--region R] [--model M]   public meshes (Nostr)\n"
-        "\n"
-        "Models:\n"
-        "  --model PATH[:TYPE]      serve a GGUF model (repeatable). Its name is the file name\n"
-        "                           without .gguf. Its type (llm, embedding, reranking) is read\n"
-        "                           from the file; a :TYPE suffix overrides it (embedding models\n"
-        "                           get --embeddings --pooling mean, reranking --reranking).\n"
-        "  --models-dir DIR         every .gguf file in DIR is a known model, loaded on first\n"
-        "                           use (models given with --model load at startup)\n"
-        "  --max-loaded-models L [E [R]]\n"
-        "                           how many llm, embedding and reranking models stay loaded\n"
-        "                           at once (default 1 1 1); the least recently used idle\n"
-        "                           model of a type is unloaded to make room\n"
-        "  --ctx-size N             context size passed to llama-server (default: the model's)\n"
-        "  --llamacpp-args \"...\"    extra arguments for every llama-server child (not the\n"
-        "                           flags the node manages: --port, --host, -m, --alias, ...)\n"
-        "  --draft NAME|PATH        draft model for speculative decoding of this node's llm\n"
-        "                           models (a GGUF file, or a catalog name whose file is in\n"
-        "                           the models directory); by default a catalog model gets its\n"
-        "                           catalog draft when that file is on disk\n"
-        "  --no-draft               no draft model, not even the catalog's\n"
-        "  --mmproj MODEL=PATH      vision projector of MODEL (repeatable): its llama-server\n"
-        "                           accepts images; requests with images to a model without\n"
-        "                           one are refused (400)\n"
-        "  --bin-dir DIR            where llama-server lives (default: $MESH_LLM_BIN_DIR, the\n"
-        "                           installed PREFIX/libexec/mesh-llm/cpu, the build's\n"
-        "                           llama.cpp, ~/.cache/mesh-llm, then PATH)\n"
-        "\n"
-        "Mesh:\n"
-        "  --join TOKEN             join the mesh of the node that printed TOKEN (repeatable:\n"
-        "                           tried in order until one answers). The token holds the\n"
-        "                           mesh secret: prefer --join @FILE (tokens read from FILE)\n"
-        "                           or $MESH_LLM_JOIN, which other users cannot see in ps\n"
-        "  --own-mesh               form this node's own mesh (the one it created before, else\n"
-        "                           a new one) even without a model: others join its token\n"
-        "  --mesh-name NAME         create a named mesh (its id is derived from NAME and this\n"
-        "                           node's key, so it survives restarts)\n"
-        "  --bind-port N            UDP port for QUIC between nodes (default any free)\n"
-        "  --max-vram GB            memory this node offers to the mesh (default: detected;\n"
-        "                           on a CPU-only node half of the available RAM)\n"
-        "  --split                  serve this node's models as a split over several nodes\n"
-        "                           (llama.cpp RPC) even when one node could hold them\n"
-        "  --split-private          when this node hosts a split, keep the token embedding\n"
-        "                           and the output layer (output, output_norm) on it: its\n"
-        "                           workers see hidden states only, never token ids or logits\n"
-        "  --client                 route requests through the mesh only: serve no model and\n"
-        "                           lend no memory\n"
-        "  Without --model, a node that joins a mesh is given a model by the mesh (one of its\n"
-        "  --models-dir files), or stays a standby worker that lends memory to split models.\n"
-        "  With --join, --model NAME for a model this node has no file of asks the mesh for it:\n"
-        "  it is listed in the catalog as requested (models are not downloaded).\n"
-        "\n"
-        "Public discovery (Nostr):\n"
-        "  --publish                list this node's mesh on Nostr relays (name from\n"
-        "                           --mesh-name, region from --region) so others can find it\n"
-        "  --auto                   find a public mesh, pick the best (region, last mesh,\n"
-        "                           capacity, your models), join it; none: start a new mesh\n"
-        "  --region R               this node's region (listed; preferred by --auto)\n"
-        "  --nostr-relay URL        a ws:// or wss:// relay (repeatable; default: a few public\n"
-        "                           relays, or $MESH_LLM_NOSTR_RELAYS, comma-separated)\n"
-        "  mesh-llm discover [--region R] [--model M] [--json]   list public meshes\n"
-        "  State (node key, mesh id) lives in $MESH_LLM_HOME (default ~/.mesh-llm).\n"
-        "  With none of --model, --models-dir, --join, --client, --own-mesh, --mesh-name the\n"
-        "  node starts idle: management API only, until a join (the console, POST /api/join,\n"
-        "  or 'mesh-llm join TOKEN').\n"
-        "\n"
-        "API:\n"
-        "  --port N                 OpenAI API port on 127.0.0.1 (default 9337, 0 = any free)\n"
-        "  --console N              management port (default 3131, 0 = any free)\n"
-        "  --headless               no management API / console\n"
-        "  --listen-all             bind the API and console on all interfaces, not 127.0.0.1\n"
-        "                           (anyone on the network can then use them: add an API key)\n"
-        "  --api-key-file FILE      require 'Authorization: Bearer KEY' on /v1/* and /api/*,\n"
-        "                           KEY read from FILE (or $MESH_LLM_API_KEY; --api-key KEY\n"
-        "                           also works but shows the key in ps)\n"
-        "  --api-keys FILE          API keys with names and tiers (concurrency, queue share,\n"
-        "                           tokens per minute); see README 'Admission control'\n"
-        "  --queue-len N            requests that may wait per model when its slots are busy\n"
-        "                           (default 256; more get 429; $MESH_LLM_QUEUE_WAIT_MS bounds\n"
-        "                           the wait, default 600000 = 10 min, then 503)\n"
-        "  --pin MODEL              keep MODEL loaded whatever the LRU says (repeatable)\n"
-        "  --allow-origin ORIGIN    let web pages of ORIGIN (like http://localhost:5173) call\n"
-        "                           the APIs from a browser (repeatable; default: none);\n"
-        "                           that origin can then read the invite token (the mesh\n"
-        "                           secret), join other meshes and load/unload models\n"
-        "  --max-body-size BYTES    largest accepted request body (default 8M; K/M suffixes)\n"
-        "  --max-connections N      client connections the API holds at once (default 4096);\n"
-        "                           one more is answered 503 and closed\n"
-        "\n"
-        "Output:\n"
-        "  --log-format pretty|json log style on stderr (default pretty)\n"
-        "  -v, --verbose            debug logs, including llama-server's own output\n"
-        "  -h, --help               this help\n"
-        "  --version                print the version\n"
-        "\n"
-        "When ready, one line goes to stdout:\n"
-        "  mesh-llm ready api=PORT console=PORT quic=PORT id=NODE_ID token=INVITE_TOKEN\n"
-        "\n"
-        "Example:\n"
-        "  mesh-llm --model ~/.models/stories260K.gguf\n"
-        "  curl localhost:9337/v1/chat/completions -H 'Content-Type: application/json' -d "
-        "'{\"model\":\"stories260K\",\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}]}'\n",
-        out);
 }
 
 int config_parse_model_arg(const char *arg, config_model_t *out, char *err, size_t errlen)
@@ -390,39 +280,36 @@ static int add_default_models_dir(config_t *cfg, char *err, size_t errlen)
     return add_models_dir(cfg, dir, true, err, errlen);
 }
 
-enum {
-    OPT_MODEL = 256,
-    OPT_MODELS_DIR,
-    OPT_PORT,
-    OPT_CONSOLE,
-    OPT_HEADLESS,
-    OPT_LISTEN_ALL,
-    OPT_CTX,
-    OPT_LLAMA_ARGS,
-    OPT_BIN_DIR,
-    OPT_API_KEY,
-    OPT_MAX_BODY,
-    OPT_MAX_CONNS,
-    OPT_LOG_FORMAT,
-    OPT_VERSION,
-    OPT_MAX_LOADED,
-    OPT_JOIN,
-    OPT_MESH_NAME,
-    OPT_BIND_PORT,
-    OPT_MAX_VRAM,
-    OPT_SPLIT,
-    OPT_SPLIT_PRIVATE,
-    OPT_CLIENT,
-    OPT_ALLOW_ORIGIN,
-    OPT_API_KEY_FILE,
-    OPT_OWN_MESH,
-    OPT_API_KEYS,
-    OPT_QUEUE_LEN,
-    OPT_PIN,
-    OPT_DRAFT,
-    OPT_NO_DRAFT,
-    OPT_MMPROJ,
-};
+#define OPTIONS_MAX 64
+
+/* getopt_long's table, from the option table */
+static void build_getopt(struct option *opts)
+{
+    size_t n, k = 0;
+    const mesh_option_t *all = options_all(&n);
+    for (size_t i = 0; i < n && k < OPTIONS_MAX; i++, k++)
+        opts[k] = (struct option){all[i].name,
+                                  all[i].value == OPTV_SWITCH ? no_argument : required_argument,
+                                  NULL, all[i].id};
+    opts[k] = (struct option){NULL, 0, NULL, 0};
+}
+
+/* "unknown option '--prot'; did you mean --port?" */
+static void unknown_option(int opt, const char *arg, char *err, size_t errlen)
+{
+    if (opt && opt < 256) {
+        snprintf(err, errlen, "unknown option '-%c'", opt);
+        return;
+    }
+    char name[SUGGEST_NAME_MAX + 1];
+    const char *p = arg + strspn(arg, "-");
+    snprintf(name, sizeof name, "%.*s", (int)strcspn(p, "="), p);
+    const char *near = options_suggest(name);
+    if (near)
+        snprintf(err, errlen, "unknown option '%s'; did you mean --%s?", arg, near);
+    else
+        snprintf(err, errlen, "unknown option '%s'", arg);
+}
 
 static int parse_port(const char *s, const char *flag, int *out, char *err, size_t errlen)
 {
@@ -435,7 +322,8 @@ static int parse_port(const char *s, const char *flag, int *out, char *err, size
     return 0;
 }
 
-int config_parse(config_t *cfg, int argc, char **argv, char *err, size_t errlen)
+static int parse(config_t *cfg, int argc, char **argv, const config_src_t *src, char *err,
+                 size_t errlen)
 {
     memset(cfg, 0, sizeof *cfg);
     cfg->port = 9337;
@@ -446,51 +334,15 @@ int config_parse(config_t *cfg, int argc, char **argv, char *err, size_t errlen)
     cfg->queue_len = 256;
     err[0] = '\0';
 
-    static const struct option opts[] = {
-        {"model", required_argument, NULL, OPT_MODEL},
-        {"models-dir", required_argument, NULL, OPT_MODELS_DIR},
-        {"port", required_argument, NULL, OPT_PORT},
-        {"console", required_argument, NULL, OPT_CONSOLE},
-        {"headless", no_argument, NULL, OPT_HEADLESS},
-        {"listen-all", no_argument, NULL, OPT_LISTEN_ALL},
-        {"ctx-size", required_argument, NULL, OPT_CTX},
-        {"llamacpp-args", required_argument, NULL, OPT_LLAMA_ARGS},
-        {"bin-dir", required_argument, NULL, OPT_BIN_DIR},
-        {"api-key", required_argument, NULL, OPT_API_KEY},
-        {"max-body-size", required_argument, NULL, OPT_MAX_BODY},
-        {"max-connections", required_argument, NULL, OPT_MAX_CONNS},
-        {"log-format", required_argument, NULL, OPT_LOG_FORMAT},
-        {"verbose", no_argument, NULL, 'v'},
-        {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, OPT_VERSION},
-        {"max-loaded-models", required_argument, NULL, OPT_MAX_LOADED},
-        {"join", required_argument, NULL, OPT_JOIN},
-        {"mesh-name", required_argument, NULL, OPT_MESH_NAME},
-        {"bind-port", required_argument, NULL, OPT_BIND_PORT},
-        {"max-vram", required_argument, NULL, OPT_MAX_VRAM},
-        {"split", no_argument, NULL, OPT_SPLIT},
-        {"split-private", no_argument, NULL, OPT_SPLIT_PRIVATE},
-        {"client", no_argument, NULL, OPT_CLIENT},
-        {"allow-origin", required_argument, NULL, OPT_ALLOW_ORIGIN},
-        {"api-key-file", required_argument, NULL, OPT_API_KEY_FILE},
-        {"own-mesh", no_argument, NULL, OPT_OWN_MESH},
-        {"api-keys", required_argument, NULL, OPT_API_KEYS},
-        {"queue-len", required_argument, NULL, OPT_QUEUE_LEN},
-        {"pin", required_argument, NULL, OPT_PIN},
-        {"auto", no_argument, NULL, CONFIG_OPT_AUTO},
-        {"publish", no_argument, NULL, CONFIG_OPT_PUBLISH},
-        {"region", required_argument, NULL, CONFIG_OPT_REGION},
-        {"nostr-relay", required_argument, NULL, CONFIG_OPT_NOSTR_RELAY},
-        {"draft", required_argument, NULL, OPT_DRAFT},
-        {"no-draft", no_argument, NULL, OPT_NO_DRAFT},
-        {"mmproj", required_argument, NULL, OPT_MMPROJ},
-        {NULL, 0, NULL, 0},
-    };
     optind = 0; /* 0: glibc fully re-initialises (clustered short options) */
     opterr = 0;
     int c, rc = 0;
     uint64_t v = 0;
+    struct option opts[OPTIONS_MAX + 1];
+    build_getopt(opts);
+    bool from_file = false;
     while (rc == 0 && (c = getopt_long(argc, argv, ":vh", opts, NULL)) != -1) {
+        from_file = src && optind > 0 && config_src_owns(src, argv[optind - 1]);
         switch (c) {
         case OPT_MODEL:
             rc = add_model(cfg, optarg, false, err, errlen);
@@ -542,7 +394,7 @@ int config_parse(config_t *cfg, int argc, char **argv, char *err, size_t errlen)
                 break;
             }
             rc = config_set_api_key(cfg, optarg, strlen(optarg), "--api-key", err, errlen);
-            cfg->api_key_in_argv = rc == 0;
+            cfg->api_key_in_argv = rc == 0 && !from_file;
             break;
         case OPT_MAX_BODY:
             if (parse_size(optarg, &cfg->max_body_bytes)) {
@@ -596,11 +448,12 @@ int config_parse(config_t *cfg, int argc, char **argv, char *err, size_t errlen)
         }
         case OPT_JOIN:
             rc = config_join_arg(cfg, optarg, err, errlen);
+            if (from_file) cfg->join_in_argv = false; /* the file's tokens: not in argv */
             break;
-        case CONFIG_OPT_AUTO:
-        case CONFIG_OPT_PUBLISH:
-        case CONFIG_OPT_REGION:
-        case CONFIG_OPT_NOSTR_RELAY:
+        case OPT_AUTO:
+        case OPT_PUBLISH:
+        case OPT_REGION:
+        case OPT_NOSTR_RELAY:
             rc = config_nostr_opt(cfg, c, optarg, err, errlen);
             break;
         case OPT_MESH_NAME:
@@ -680,11 +533,18 @@ int config_parse(config_t *cfg, int argc, char **argv, char *err, size_t errlen)
             rc = config_mmproj_arg(cfg, optarg, err, errlen);
             break;
         case 'v':
+        case OPT_VERBOSE:
             cfg->verbose = true;
             break;
         case 'h':
-            config_usage(stdout);
+        case OPT_HELP:
+            options_usage(stdout);
             return CONFIG_EXIT;
+        case OPT_HELP_MARKDOWN:
+            options_markdown(stdout);
+            return CONFIG_EXIT;
+        case OPT_CONFIG:
+            break; /* read before (config_file.c) */
         case OPT_VERSION:
             printf("mesh-llm %s\n", MESH_VERSION);
             return CONFIG_EXIT;
@@ -693,15 +553,13 @@ int config_parse(config_t *cfg, int argc, char **argv, char *err, size_t errlen)
             rc = -EINVAL;
             break;
         default:
-            if (optopt && optopt < 256)
-                snprintf(err, errlen, "unknown option '-%c' (see mesh-llm --help)", optopt);
-            else
-                snprintf(err, errlen, "unknown option '%s' (see mesh-llm --help)",
-                         argv[optind - 1]);
+            unknown_option(optopt, argv[optind - 1], err, errlen);
             rc = -EINVAL;
             break;
         }
     }
+    if (rc && from_file && strlen(err) + 40 < errlen)
+        snprintf(err + strlen(err), errlen - strlen(err), " (in the config file %s)", src->path);
     if (rc == 0) rc = config_secrets_from_env(cfg, err, errlen);
     if (rc == 0) rc = config_serve_finish(cfg, err, errlen);
     if (rc == 0 && optind < argc) {
@@ -768,6 +626,43 @@ size_t config_named_models(const config_t *cfg)
     return named;
 }
 
+int config_parse(config_t *cfg, int argc, char **argv, char *err, size_t errlen)
+{
+    return parse(cfg, argc, argv, NULL, err, errlen);
+}
+
+int config_parse_src(config_t *cfg, config_src_t *src, char *err, size_t errlen)
+{
+    int rc = parse(cfg, src->argc, src->argv, src, err, errlen);
+    if (rc != CONFIG_OK) return rc;
+    /* the file's per-model settings move to cfg */
+    memcpy(cfg->model_opts, src->model_opts, sizeof cfg->model_opts);
+    cfg->n_model_opts = src->n_model_opts;
+    src->n_model_opts = 0;
+    if (src->path[0] && !(cfg->config_path = strdup(src->path))) return -ENOMEM;
+    cfg->config_has_secret = src->has_secret;
+    return CONFIG_OK;
+}
+
+const config_model_opts_t *config_model_opts_of(const config_t *cfg, const char *name)
+{
+    for (size_t i = 0; i < cfg->n_model_opts; i++)
+        if (strcmp(cfg->model_opts[i].name, name) == 0) return &cfg->model_opts[i];
+    return NULL;
+}
+
+uint32_t config_ctx_of(const config_t *cfg, const char *name)
+{
+    const config_model_opts_t *mo = config_model_opts_of(cfg, name);
+    return mo && mo->ctx_size ? mo->ctx_size : cfg->ctx_size;
+}
+
+const char *config_llamacpp_args_of(const config_t *cfg, const char *name)
+{
+    const config_model_opts_t *mo = config_model_opts_of(cfg, name);
+    return mo && mo->llamacpp_args ? mo->llamacpp_args : cfg->llamacpp_args;
+}
+
 bool config_idle(const config_t *cfg)
 {
     /* the default models directory's files do not make a node leave idle */
@@ -790,6 +685,9 @@ void config_free(config_t *cfg)
         free(cfg->allow_origins[i]);
     free(cfg->mesh_name);
     free(cfg->api_keys_file);
+    free(cfg->config_path);
+    for (size_t i = 0; i < cfg->n_model_opts; i++)
+        free(cfg->model_opts[i].llamacpp_args);
     config_nostr_free(cfg);
     config_serve_free(cfg);
     sodium_memzero(cfg->joins, sizeof cfg->joins);

@@ -33,6 +33,13 @@ typedef struct {
     bool from_dir;     /* found in --models-dir (loaded on demand) rather than --model */
 } config_model_t;
 
+/* Per-model settings from the config file's models list (by model name). */
+typedef struct {
+    char name[MODEL_NAME_MAX];
+    uint32_t ctx_size;   /* 0: the node's --ctx-size */
+    char *llamacpp_args; /* NULL: the node's --llamacpp-args */
+} config_model_opts_t;
+
 typedef struct {
     config_model_t models[CONFIG_MAX_MODELS];
     size_t n_models;
@@ -92,6 +99,10 @@ typedef struct {
         char *path;
     } mmproj[CONFIG_MAX_MODELS];
     size_t n_mmproj;
+    config_model_opts_t model_opts[CONFIG_MAX_MODELS]; /* from the config file */
+    size_t n_model_opts;
+    char *config_path;      /* the config file read, or NULL */
+    bool config_has_secret; /* it holds a join token or an API key */
     char *notes; /* warnings found while parsing, one per line, for the log (skipped entries) */
 } config_t;
 
@@ -100,11 +111,20 @@ enum { CONFIG_OK = 0, CONFIG_EXIT = 1 };
 /* Parse argv. Returns CONFIG_OK, CONFIG_EXIT when --help/--version printed what was asked,
  * or -EINVAL with a human message in err. */
 int config_parse(config_t *cfg, int argc, char **argv, char *err, size_t errlen);
+struct config_src;
+/* The same on a command line merged with the config file and the environment
+ * (config_file.h): secrets from the file do not count as given in argv. */
+int config_parse_src(config_t *cfg, struct config_src *src, char *err, size_t errlen);
 void config_free(config_t *cfg);
+/* The config file's settings for model name, or NULL. */
+const config_model_opts_t *config_model_opts_of(const config_t *cfg, const char *name);
+/* A model's context size and llama-server arguments: the config file's for that model, else
+ * --ctx-size and --llamacpp-args. */
+uint32_t config_ctx_of(const config_t *cfg, const char *name);
+const char *config_llamacpp_args_of(const config_t *cfg, const char *name);
 /* Startup warnings about the configuration (stderr, through the log): --listen-all without an
  * API key, secrets given in argv. */
 void config_log_warnings(const config_t *cfg);
-void config_usage(FILE *out);
 /* Idle mode: nothing on the command line puts the node in a mesh or gives it a model (no
  * --model, --models-dir, --join, --client, --own-mesh, --mesh-name). The node then runs its
  * management API only and waits for POST /api/join. */

@@ -24,7 +24,6 @@ int config_secrets_from_env(config_t *cfg, char *err, size_t errlen);
 int config_nostr_opt(config_t *cfg, int opt, const char *arg, char *err, size_t errlen);
 int config_nostr_check(const config_t *cfg, char *err, size_t errlen);
 void config_nostr_free(config_t *cfg);
-enum { CONFIG_OPT_AUTO = 1000, CONFIG_OPT_PUBLISH, CONFIG_OPT_REGION, CONFIG_OPT_NOSTR_RELAY };
 /* config_serve.c: --draft NAME|PATH, --mmproj MODEL=PATH; finish: checks once every option is
  * read (a catalog --draft resolved to its file in the models directory); free: their memory */
 int config_draft_arg(config_t *cfg, const char *arg, char *err, size_t errlen);

@@ -6,18 +6,19 @@
 
 #include "config_int.h"
 #include "listing.h"
+#include "options.h"
 #include "ws_client.h"
 
 int config_nostr_opt(config_t *cfg, int opt, const char *arg, char *err, size_t errlen)
 {
     switch (opt) {
-    case CONFIG_OPT_AUTO:
+    case OPT_AUTO:
         cfg->auto_join = true;
         return 0;
-    case CONFIG_OPT_PUBLISH:
+    case OPT_PUBLISH:
         cfg->publish = true;
         return 0;
-    case CONFIG_OPT_REGION:
+    case OPT_REGION:
         if (!*arg || strlen(arg) > LISTING_REGION_MAX) {
             snprintf(err, errlen, "--region needs a name of 1 to %d characters, like eu or us",
                      LISTING_REGION_MAX);
@@ -26,7 +27,7 @@ int config_nostr_opt(config_t *cfg, int opt, const char *arg, char *err, size_t 
         free(cfg->region);
         cfg->region = strdup(arg);
         return cfg->region ? 0 : -ENOMEM;
-    case CONFIG_OPT_NOSTR_RELAY: {
+    case OPT_NOSTR_RELAY: {
         int tls, port;
         char host[256], path[WS_URL_MAX];
         if (ws_parse_url(arg, &tls, host, sizeof host, &port, path, sizeof path) != 0) {

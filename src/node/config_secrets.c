@@ -188,6 +188,14 @@ int config_secrets_from_env(config_t *cfg, char *err, size_t errlen)
 
 void config_log_warnings(const config_t *cfg)
 {
+    struct stat st;
+    if (cfg->config_path) LOGI("config", "settings read from %s", cfg->config_path);
+    if (cfg->config_path && cfg->config_has_secret && stat(cfg->config_path, &st) == 0 &&
+        (st.st_mode & 077))
+        LOGW("config",
+             "%s holds a secret (a join token or an API key) and other users of this "
+             "machine may read it: chmod 600 %s",
+             cfg->config_path, cfg->config_path);
     if (cfg->listen_all && !cfg->api_key)
         LOGW("config", "--listen-all without an API key: the API and the console are open to "
                        "the NETWORK — anyone who can reach this machine can run inference and "

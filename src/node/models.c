@@ -700,8 +700,9 @@ static int add_entry(models_t *ms, const config_model_t *cm, bool preload, char 
         gguf_tensors_free(&tt);
     }
     e->preload = preload;
-    e->ctx_size = ms->cfg->ctx_size;
-    e->llamacpp_args = ms->cfg->llamacpp_args ? strdup(ms->cfg->llamacpp_args) : NULL;
+    e->ctx_size = config_ctx_of(ms->cfg, cm->name);
+    const char *args = config_llamacpp_args_of(ms->cfg, cm->name);
+    e->llamacpp_args = args ? strdup(args) : NULL;
     snprintf(e->backend, sizeof e->backend, "cpu");
     model_type_t st_type = type == MM_EMBEDDING   ? MODEL_TYPE_EMBEDDING
                            : type == MM_RERANKING ? MODEL_TYPE_RERANKING

@@ -185,8 +185,8 @@ static void api_load(models_t *ms, httpd_req_t *req)
         goto out;
     }
     /* Precedence: this request > CLI > built-in defaults. */
-    uint32_t want_ctx = has_ctx ? (uint32_t)ctx : ms->cfg->ctx_size;
-    const char *want_args = args ? args : ms->cfg->llamacpp_args;
+    uint32_t want_ctx = has_ctx ? (uint32_t)ctx : config_ctx_of(ms->cfg, e->mm->name);
+    const char *want_args = args ? args : config_llamacpp_args_of(ms->cfg, e->mm->name);
     bool same = want_ctx == e->ctx_size &&
                 strcmp(want_args ? want_args : "", e->llamacpp_args ? e->llamacpp_args : "") == 0;
     if (!same) {

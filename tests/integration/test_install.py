@@ -152,15 +152,19 @@ def test_service_install_status_uninstall(start_node, tmp_path):
     assert "systemctl --user daemon-reload && systemctl --user enable --now mesh-llm" in p.stdout
     unit = home / ".config/systemd/user/mesh-llm.service"
     text = unit.read_text()
-    assert f"ExecStart={os.path.realpath(MESH_BIN)} $MESH_LLM_ARGS" in text, text
-    assert "EnvironmentFile=-%h/.config/mesh-llm/env" in text, text
-    assert "MESH_LLM_ARGS=" in (home / ".config/mesh-llm/env").read_text()
+    conf = home / ".config/mesh-llm/config"
+    assert f"ExecStart={os.path.realpath(MESH_BIN)} --config %h/.config/mesh-llm/config" in text, text
+    assert (conf.stat().st_mode & 0o777) == 0o600  # it may come to hold a join token
+    p = run([MESH_BIN, "config", "check", str(conf)], env=env)
+    assert p.returncode == 0 and "OK" in p.stdout, p.stdout + p.stderr
     verify_unit(unit)
 
     p = run([MESH_BIN, "service", "status"], env=env)
     assert p.returncode == 0 and f"{unit} (installed)" in p.stdout, p.stdout + p.stderr
     assert "node: none running" in p.stdout, p.stdout
-    n = start(start_node, tmp_path, "n", ["--port", "0"], env, wait_ready=False)
+    # what the unit's ExecStart runs: the written (all-comments) config starts an idle node
+    n = start(start_node, tmp_path, "n", ["--config", str(conf), "--port", "0"], env,
+              wait_ready=False)
     wait_idle(n, timeout=60)
     p = run([MESH_BIN, "service", "status"], env=env)
     assert f"node: running, pid {n.pid}," in p.stdout, p.stdout + p.stderr

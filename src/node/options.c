@@ -1,0 +1,397 @@
+/* options — see options.h. The table is the single source: keep --help, the config keys and
+ * docs/cli.md in it (docs/cli.md is regenerated with `mesh-llm --help-markdown`). */
+#include "options.h"
+
+#include <ctype.h>
+#include <string.h>
+
+#include "suggest.h"
+
+#define G_MODELS "Models"
+#define G_MESH "Mesh"
+#define G_DISCOVERY "Public discovery (Nostr)"
+#define G_API "API"
+#define G_OUTPUT "Configuration and output"
+
+static const mesh_option_t OPTIONS[] = {
+    {OPT_MODEL, "model", 0, OPTV_STRING, "MODEL[:TYPE]", G_MODELS, "models.model", NULL, NULL,
+     OPTF_REPEAT | OPTF_MODEL,
+     "serve a model (repeatable): a GGUF file path, a catalog name (mesh-llm models list), "
+     "hf://ORG/REPO/FILE.gguf or an https:// URL; a model not on disk is downloaded into the "
+     "models directory while the node starts. Its name is the file name without .gguf; its type "
+     "(llm, embedding, reranking) is read from the file, a :TYPE suffix overrides it. With "
+     "--join, a name that is neither a file nor a catalog model is asked of the mesh (listed as "
+     "requested)."},
+    {OPT_MODELS_DIR, "models-dir", 0, OPTV_STRING, "DIR", G_MODELS, "models_dir", NULL, NULL, 0,
+     "every .gguf file in DIR is a known model, loaded on first use (models given with --model "
+     "load at startup); default: ~/.models, where downloads land"},
+    {OPT_MAX_LOADED, "max-loaded-models", 0, OPTV_INTS, "L [E [R]]", G_MODELS, "max_loaded_models",
+     NULL, "1 1 1", 0,
+     "how many llm, embedding and reranking models stay loaded at once; the least recently used "
+     "idle model of a type is unloaded to make room"},
+    {OPT_CTX, "ctx-size", 0, OPTV_INT, "N", G_MODELS, "ctx_size", NULL, "the model's", OPTF_MODEL,
+     "context size passed to llama-server (in the config file also per model)"},
+    {OPT_LLAMA_ARGS, "llamacpp-args", 0, OPTV_STRING, "\"ARGS\"", G_MODELS, "llamacpp_args", NULL,
+     NULL, OPTF_MODEL,
+     "extra arguments for every llama-server child (in the config file also per model), not the "
+     "flags the node manages: --port, --host, -m, --alias, ..."},
+    {OPT_DRAFT, "draft", 0, OPTV_STRING, "NAME|PATH", G_MODELS, "draft", NULL, NULL, 0,
+     "draft model for speculative decoding of this node's llm models (a GGUF file, or a catalog "
+     "name whose file is in the models directory); by default a catalog model gets its catalog "
+     "draft when that file is on disk"},
+    {OPT_NO_DRAFT, "no-draft", 0, OPTV_SWITCH, NULL, G_MODELS, "no_draft", NULL, NULL, 0,
+     "no draft model, not even the catalog's"},
+    {OPT_MMPROJ, "mmproj", 0, OPTV_STRING, "MODEL=PATH", G_MODELS, "models.mmproj", NULL, NULL,
+     OPTF_REPEAT | OPTF_MODEL,
+     "vision projector of MODEL (repeatable): its llama-server accepts images; requests with "
+     "images to a model without one are refused (400). In the config file: the mmproj = PATH "
+     "of a models entry"},
+    {OPT_PIN, "pin", 0, OPTV_STRING, "MODEL", G_MODELS, "pin", NULL, NULL, OPTF_REPEAT,
+     "keep MODEL loaded whatever the LRU says (repeatable)"},
+    {OPT_BIN_DIR, "bin-dir", 0, OPTV_STRING, "DIR", G_MODELS, "bin_dir", "MESH_LLM_BIN_DIR", NULL,
+     0,
+     "where llama-server and ggml-rpc-server live (default: $MESH_LLM_BIN_DIR, the installed "
+     "PREFIX/libexec/mesh-llm/cpu, the build's llama.cpp, ~/.cache/mesh-llm, then PATH)"},
+
+    {OPT_JOIN, "join", 0, OPTV_STRING, "TOKEN|@FILE", G_MESH, "mesh.join", "MESH_LLM_JOIN", NULL,
+     OPTF_REPEAT | OPTF_SECRET,
+     "join the mesh of the node that printed TOKEN (repeatable: tried in order until one "
+     "answers). The token holds the mesh secret: prefer @FILE (tokens read from FILE), "
+     "$MESH_LLM_JOIN or the config file, which other users cannot see in ps"},
+    {OPT_OWN_MESH, "own-mesh", 0, OPTV_SWITCH, NULL, G_MESH, "mesh.own_mesh", NULL, NULL, 0,
+     "form this node's own mesh (the one it created before, else a new one) even without a "
+     "model: others join its token"},
+    {OPT_MESH_NAME, "mesh-name", 0, OPTV_STRING, "NAME", G_MESH, "mesh.name", NULL, NULL, 0,
+     "create a named mesh (its id is derived from NAME and this node's key, so it survives "
+     "restarts)"},
+    {OPT_BIND_PORT, "bind-port", 0, OPTV_INT, "N", G_MESH, "mesh.bind_port", NULL, "any free", 0,
+     "UDP port for QUIC between nodes"},
+    {OPT_MAX_VRAM, "max-vram", 0, OPTV_NUMBER, "GB", G_MESH, "mesh.max_vram", NULL, "detected", 0,
+     "memory this node offers to the mesh (on a CPU-only node half of the available RAM)"},
+    {OPT_SPLIT, "split", 0, OPTV_SWITCH, NULL, G_MESH, "mesh.split", NULL, NULL, 0,
+     "serve this node's models as a split over several nodes (llama.cpp RPC) even when one node "
+     "could hold them"},
+    {OPT_SPLIT_PRIVATE, "split-private", 0, OPTV_SWITCH, NULL, G_MESH, "mesh.split_private", NULL,
+     NULL, 0,
+     "when this node hosts a split, keep the token embedding and the output layer on it: its "
+     "workers see hidden states only, never token ids or logits"},
+    {OPT_CLIENT, "client", 0, OPTV_SWITCH, NULL, G_MESH, "mesh.client", NULL, NULL, 0,
+     "route requests through the mesh only: serve no model and lend no memory"},
+
+    {OPT_PUBLISH, "publish", 0, OPTV_SWITCH, NULL, G_DISCOVERY, "discovery.publish", NULL, NULL, 0,
+     "list this node's mesh on Nostr relays (name from --mesh-name, region from --region) so "
+     "others can find it"},
+    {OPT_AUTO, "auto", 0, OPTV_SWITCH, NULL, G_DISCOVERY, "discovery.auto", NULL, NULL, 0,
+     "find a public mesh, pick the best (region, last mesh, capacity, your models), join it; "
+     "none: start a new mesh"},
+    {OPT_REGION, "region", 0, OPTV_STRING, "R", G_DISCOVERY, "discovery.region", NULL, NULL, 0,
+     "this node's region (listed; preferred by --auto)"},
+    {OPT_NOSTR_RELAY, "nostr-relay", 0, OPTV_STRING, "URL", G_DISCOVERY, "discovery.nostr_relay",
+     "MESH_LLM_NOSTR_RELAYS", "a few public relays", OPTF_REPEAT,
+     "a ws:// or wss:// relay (repeatable; the environment variable takes a comma-separated "
+     "list)"},
+
+    {OPT_PORT, "port", 0, OPTV_INT, "N", G_API, "api.port", NULL, "9337", 0,
+     "OpenAI API port on 127.0.0.1 (0 = any free)"},
+    {OPT_CONSOLE, "console", 0, OPTV_INT, "N", G_API, "api.console", NULL, "3131", 0,
+     "management API and web console port (0 = any free)"},
+    {OPT_HEADLESS, "headless", 0, OPTV_SWITCH, NULL, G_API, "api.headless", NULL, NULL, 0,
+     "no management API / console"},
+    {OPT_LISTEN_ALL, "listen-all", 0, OPTV_SWITCH, NULL, G_API, "api.listen_all", NULL, NULL, 0,
+     "bind the API and console on all interfaces, not 127.0.0.1 (anyone on the network can then "
+     "use them: add an API key)"},
+    {OPT_API_KEY_FILE, "api-key-file", 0, OPTV_STRING, "FILE", G_API, "api.key_file", NULL, NULL, 0,
+     "require 'Authorization: Bearer KEY' on /v1/* and /api/*, KEY read from FILE"},
+    {OPT_API_KEY, "api-key", 0, OPTV_STRING, "KEY", G_API, "api.key", "MESH_LLM_API_KEY", NULL,
+     OPTF_SECRET,
+     "the same with KEY itself (shows the key in ps: prefer --api-key-file, $MESH_LLM_API_KEY "
+     "or the config file)"},
+    {OPT_API_KEYS, "api-keys", 0, OPTV_STRING, "FILE", G_API, "api.keys_file", NULL, NULL, 0,
+     "API keys with names and tiers (concurrency, queue share, tokens per minute)"},
+    {OPT_QUEUE_LEN, "queue-len", 0, OPTV_INT, "N", G_API, "api.queue_len", NULL, "256", 0,
+     "requests that may wait per model when its slots are busy (more get 429; "
+     "$MESH_LLM_QUEUE_WAIT_MS bounds the wait, default 600000 = 10 min, then 503)"},
+    {OPT_ALLOW_ORIGIN, "allow-origin", 0, OPTV_STRING, "ORIGIN", G_API, "api.allow_origin", NULL,
+     "none", OPTF_REPEAT,
+     "let web pages of ORIGIN (like http://localhost:5173) call the APIs from a browser "
+     "(repeatable); that origin can then read the invite token (the mesh secret), join other "
+     "meshes and load/unload models"},
+    {OPT_MAX_BODY, "max-body-size", 0, OPTV_STRING, "BYTES", G_API, "api.max_body_size", NULL, "8M",
+     0, "largest accepted request body (K/M/G suffixes)"},
+    {OPT_MAX_CONNS, "max-connections", 0, OPTV_INT, "N", G_API, "api.max_connections", NULL, "4096",
+     0, "client connections the API holds at once; one more is answered 503 and closed"},
+
+    {OPT_CONFIG, "config", 0, OPTV_STRING, "FILE", G_OUTPUT, NULL, NULL, "$MESH_LLM_HOME/config", 0,
+     "read settings from FILE (libconfig format, see docs/config.md); without --config, "
+     "$MESH_LLM_HOME/config (~/.mesh-llm/config) when it exists. Flags override environment "
+     "variables, which override the file"},
+    {OPT_LOG_FORMAT, "log-format", 0, OPTV_STRING, "pretty|json", G_OUTPUT, "log.format", NULL,
+     "pretty", 0, "log style on stderr"},
+    {OPT_VERBOSE, "verbose", 'v', OPTV_SWITCH, NULL, G_OUTPUT, "log.verbose", NULL, NULL, 0,
+     "debug logs, including llama-server's own output"},
+    {OPT_HELP, "help", 'h', OPTV_SWITCH, NULL, G_OUTPUT, NULL, NULL, NULL, 0,
+     "this help (mesh-llm help COMMAND: a command's)"},
+    {OPT_VERSION, "version", 0, OPTV_SWITCH, NULL, G_OUTPUT, NULL, NULL, NULL, 0,
+     "print the version"},
+    {OPT_HELP_MARKDOWN, "help-markdown", 0, OPTV_SWITCH, NULL, G_OUTPUT, NULL, NULL, NULL,
+     OPTF_HIDDEN, "print the CLI reference (docs/cli.md)"},
+};
+
+#define N_OPTIONS (sizeof OPTIONS / sizeof OPTIONS[0])
+
+static const mesh_command_t COMMANDS[] = {
+    {"status", "[--console PORT]", "summary of the node running here (its mesh, models, peers)",
+     "Asks the node's management API on 127.0.0.1 (default port 3131; $MESH_LLM_API_KEY when "
+     "the node requires a key)."},
+    {"join", "TOKEN|@FILE [--console PORT] [--timeout SECONDS]",
+     "make the node running here join a mesh",
+     "For an idle node (started with no --model, --join or --models-dir): the same as the "
+     "console's join button or POST /api/join."},
+    {"models", "list|installed|search TEXT|rm NAME [--models-dir DIR] [--max-vram GB]",
+     "the model catalog and the models on disk",
+     "list: the catalog, with what fits the memory this node offers; installed: the GGUF files "
+     "in the models directory (default ~/.models); search TEXT: catalog entries matching TEXT; "
+     "rm NAME: delete a downloaded model."},
+    {"download", "REF [--models-dir DIR]", "download a model into the models directory",
+     "REF: a catalog name (mesh-llm models list), hf://ORG/REPO/FILE.gguf[@REV], ORG/REPO:QUANT, "
+     "or an https:// URL of a GGUF. The file goes to the models directory (default ~/.models)."},
+    {"discover", "[--region R] [--model M] [--json] [--nostr-relay URL]... [--timeout SECONDS]",
+     "list public meshes (Nostr)",
+     "Lists the meshes that Nostr relays announce (--publish); --auto joins the best one."},
+    {"config", "check FILE", "validate a config file",
+     "Reports syntax errors with their line numbers and unknown keys (with the closest known "
+     "key); exit status 0 when FILE is valid, 2 when it is not. The format: docs/config.md."},
+    {"service", "install|uninstall|status|unit [--exec PATH]",
+     "run the node as a systemd user service",
+     "install: write ~/.config/systemd/user/mesh-llm.service (running this binary with "
+     "--config ~/.config/mesh-llm/config) and print the systemctl line that enables it; "
+     "uninstall: remove the unit; status: is it installed, which node holds the state directory; "
+     "unit: print the unit. docs/install.md."},
+    {"help", "[COMMAND]", "this help, or a command's", NULL},
+};
+
+#define N_COMMANDS (sizeof COMMANDS / sizeof COMMANDS[0])
+
+const mesh_option_t *options_all(size_t *n)
+{
+    *n = N_OPTIONS;
+    return OPTIONS;
+}
+
+const mesh_option_t *options_by_id(int id)
+{
+    for (size_t i = 0; i < N_OPTIONS; i++)
+        if (OPTIONS[i].id == id) return &OPTIONS[i];
+    return NULL;
+}
+
+const mesh_option_t *options_by_name(const char *name)
+{
+    for (size_t i = 0; i < N_OPTIONS; i++)
+        if (strcmp(OPTIONS[i].name, name) == 0) return &OPTIONS[i];
+    return NULL;
+}
+
+const mesh_option_t *options_by_key(const char *key)
+{
+    for (size_t i = 0; i < N_OPTIONS; i++)
+        if (OPTIONS[i].key && strcmp(OPTIONS[i].key, key) == 0) return &OPTIONS[i];
+    return NULL;
+}
+
+const char *options_suggest(const char *typed)
+{
+    const char *names[N_OPTIONS];
+    for (size_t i = 0; i < N_OPTIONS; i++)
+        names[i] = OPTIONS[i].flags & OPTF_HIDDEN ? NULL : OPTIONS[i].name;
+    return suggest_closest(typed, names, N_OPTIONS);
+}
+
+const mesh_command_t *options_commands(size_t *n)
+{
+    *n = N_COMMANDS;
+    return COMMANDS;
+}
+
+const mesh_command_t *options_command(const char *name)
+{
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        if (strcmp(COMMANDS[i].name, name) == 0) return &COMMANDS[i];
+    return NULL;
+}
+
+const char *options_command_suggest(const char *typed)
+{
+    const char *names[N_COMMANDS];
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        names[i] = COMMANDS[i].name;
+    return suggest_closest(typed, names, N_COMMANDS);
+}
+
+/* ---- printing ---- */
+
+/* text wrapped at width, every line after the first indented by indent columns (the first is
+ * where the caller left the cursor, at column col) */
+static void wrap(FILE *out, const char *text, size_t col, size_t indent, size_t width)
+{
+    const char *p = text;
+    while (*p) {
+        size_t w = strcspn(p, " ");
+        if (col > indent && col + 1 + w > width) {
+            fprintf(out, "\n%*s", (int)indent, "");
+            col = indent;
+        } else if (col > indent) {
+            fputc(' ', out);
+            col++;
+        }
+        fwrite(p, 1, w, out);
+        col += w;
+        p += w;
+        while (*p == ' ')
+            p++;
+    }
+    fputc('\n', out);
+}
+
+/* "-v, --verbose" or "--port N" */
+static size_t option_label(const mesh_option_t *o, char *buf, size_t len)
+{
+    int n = snprintf(buf, len, "%s%c%s--%s%s%s", o->short_name ? "-" : "",
+                     o->short_name ? o->short_name : ' ', o->short_name ? ", " : "", o->name,
+                     o->metavar ? " " : "", o->metavar ? o->metavar : "");
+    if (!o->short_name) { /* drop the placeholder space */
+        memmove(buf, buf + 1, strlen(buf));
+        n--;
+    }
+    return n < 0 ? 0 : (size_t)n;
+}
+
+#define HELP_COL 26
+#define HELP_WIDTH 96
+
+void options_usage(FILE *out)
+{
+    fputs("mesh-llm " MESH_VERSION " — pool machines into one OpenAI-compatible LLM API\n\n"
+          "Usage: mesh-llm [OPTIONS]            run a node (see the options below)\n",
+          out);
+    for (size_t i = 0; i < N_COMMANDS; i++) {
+        char head[160];
+        snprintf(head, sizeof head, "       mesh-llm %s", COMMANDS[i].name);
+        fprintf(out, "%-36s %s\n", head, COMMANDS[i].summary);
+    }
+    fputs("Run 'mesh-llm help COMMAND' for a command's options.\n", out);
+    const char *group = NULL;
+    for (size_t i = 0; i < N_OPTIONS; i++) {
+        const mesh_option_t *o = &OPTIONS[i];
+        if (o->flags & OPTF_HIDDEN) continue;
+        if (!group || strcmp(group, o->group) != 0) {
+            group = o->group;
+            fprintf(out, "\n%s:\n", group);
+        }
+        char label[96], text[1024];
+        size_t n = option_label(o, label, sizeof label);
+        snprintf(text, sizeof text, "%s%s%s%s%s%s%s", o->help, o->def ? " (default: " : "",
+                 o->def ? o->def : "", o->def ? ")" : "", o->env ? " [env: " : "",
+                 o->env ? o->env : "", o->env ? "]" : "");
+        fprintf(out, "  %s", label);
+        if (n + 2 >= HELP_COL) {
+            fprintf(out, "\n%*s", HELP_COL, "");
+        } else {
+            fprintf(out, "%*s", (int)(HELP_COL - 2 - n), "");
+        }
+        wrap(out, text, HELP_COL, HELP_COL, HELP_WIDTH);
+    }
+    fputs("\nWithout --model, a node that joins a mesh is given a model by the mesh, or stays a\n"
+          "standby worker that lends memory to split models. With none of --model, --models-dir,\n"
+          "--join, --client, --own-mesh, --mesh-name, --auto, --publish the node starts idle:\n"
+          "management API and console only, until a join (the console, POST /api/join, or\n"
+          "'mesh-llm join TOKEN'). State (node key, mesh id) lives in $MESH_LLM_HOME (default\n"
+          "~/.mesh-llm).\n"
+          "\n"
+          "When ready, one line goes to stdout:\n"
+          "  mesh-llm ready api=PORT console=PORT quic=PORT id=NODE_ID token=INVITE_TOKEN\n"
+          "\n"
+          "Example:\n"
+          "  mesh-llm --model ~/.models/stories260K.gguf\n"
+          "  open http://127.0.0.1:3131 (the console), or:\n"
+          "  curl localhost:9337/v1/chat/completions -H 'Content-Type: application/json' -d "
+          "'{\"model\":\"stories260K\",\"max_tokens\":32,\"messages\":[{\"role\":\"user\","
+          "\"content\":\"Hi\"}]}'\n",
+          out);
+}
+
+void options_command_usage(const mesh_command_t *c, FILE *out)
+{
+    fprintf(out, "Usage: mesh-llm %s %s\n\n", c->name, c->args);
+    wrap(out, c->summary, 0, 0, HELP_WIDTH);
+    if (c->help) {
+        fputc('\n', out);
+        wrap(out, c->help, 0, 0, HELP_WIDTH);
+    }
+}
+
+/* a table cell: '|' escaped */
+static void md_cell(FILE *out, const char *s)
+{
+    for (; s && *s; s++) {
+        if (*s == '|') fputc('\\', out);
+        fputc(*s, out);
+    }
+}
+
+void options_markdown(FILE *out)
+{
+    fputs("<!-- Generated by `mesh-llm --help-markdown` from the option table (src/node/options.c)."
+          " Do not edit: edit the table and regenerate. -->\n"
+          "# mesh-llm command line\n\n"
+          "```text\nmesh-llm [OPTIONS]\n",
+          out);
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        fprintf(out, "mesh-llm %s %s\n", COMMANDS[i].name, COMMANDS[i].args);
+    fputs("```\n\n"
+          "Every option can also be set in the config file (`--config FILE`, default "
+          "`$MESH_LLM_HOME/config`; see [config.md](config.md)) under the key shown, and some "
+          "through an environment variable. Precedence: command-line flags, then environment "
+          "variables, then the config file, then the defaults.\n\n"
+          "## Commands\n\n",
+          out);
+    for (size_t i = 0; i < N_COMMANDS; i++) {
+        const mesh_command_t *c = &COMMANDS[i];
+        fprintf(out, "### mesh-llm %s\n\n`mesh-llm %s %s`\n\n%c%s.%s%s\n\n", c->name, c->name,
+                c->args, toupper((unsigned char)c->summary[0]), c->summary + 1, c->help ? " " : "",
+                c->help ? c->help : "");
+    }
+    const char *group = NULL;
+    fputs("## Options\n", out);
+    for (size_t i = 0; i < N_OPTIONS; i++) {
+        const mesh_option_t *o = &OPTIONS[i];
+        if (o->flags & OPTF_HIDDEN) continue;
+        if (!group || strcmp(group, o->group) != 0) {
+            group = o->group;
+            fprintf(out,
+                    "\n### %s\n\n| Option | Config key | Environment | Default | Description |\n"
+                    "|---|---|---|---|---|\n",
+                    group);
+        }
+        char label[96];
+        option_label(o, label, sizeof label);
+        fputs("| `", out);
+        md_cell(out, label);
+        fputs("` | ", out);
+        if (o->key) {
+            fputc('`', out);
+            md_cell(out, o->key);
+            fputc('`', out);
+        }
+        fputs(" | ", out);
+        if (o->env) fprintf(out, "`%s`", o->env);
+        fputs(" | ", out);
+        md_cell(out, o->def);
+        fputs(" | ", out);
+        md_cell(out, o->help);
+        if ((o->flags & OPTF_REPEAT) && !strstr(o->help, "repeatable"))
+            fputs(" *(repeatable)*", out);
+        if (o->flags & OPTF_SECRET) fputs(" *(secret)*", out);
+        fputs(" |\n", out);
+    }
+}

@@ -1,0 +1,111 @@
+/* options — the one table of mesh-llm's options. It drives the argv parser (config.c), --help,
+ * the config file's keys (config_file.c), the MESH_LLM_* environment variables and the CLI
+ * reference page docs/cli.md (mesh-llm --help-markdown), so they cannot disagree. It also holds
+ * the subcommands' names, summaries and usage (mesh-llm help [COMMAND]). */
+#ifndef MESH_OPTIONS_H
+#define MESH_OPTIONS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+/* Option ids: getopt_long's return values (above any short option character). */
+enum {
+    OPT_MODEL = 256,
+    OPT_MODELS_DIR,
+    OPT_MAX_LOADED,
+    OPT_CTX,
+    OPT_LLAMA_ARGS,
+    OPT_DRAFT,
+    OPT_NO_DRAFT,
+    OPT_MMPROJ,
+    OPT_PIN,
+    OPT_BIN_DIR,
+    OPT_JOIN,
+    OPT_OWN_MESH,
+    OPT_MESH_NAME,
+    OPT_BIND_PORT,
+    OPT_MAX_VRAM,
+    OPT_SPLIT,
+    OPT_SPLIT_PRIVATE,
+    OPT_CLIENT,
+    OPT_PUBLISH,
+    OPT_AUTO,
+    OPT_REGION,
+    OPT_NOSTR_RELAY,
+    OPT_PORT,
+    OPT_CONSOLE,
+    OPT_HEADLESS,
+    OPT_LISTEN_ALL,
+    OPT_API_KEY_FILE,
+    OPT_API_KEY,
+    OPT_API_KEYS,
+    OPT_QUEUE_LEN,
+    OPT_ALLOW_ORIGIN,
+    OPT_MAX_BODY,
+    OPT_MAX_CONNS,
+    OPT_CONFIG,
+    OPT_LOG_FORMAT,
+    OPT_VERBOSE,
+    OPT_HELP,
+    OPT_VERSION,
+    OPT_HELP_MARKDOWN,
+};
+
+/* How a config file gives an option's value (the argv form is always text). */
+typedef enum {
+    OPTV_SWITCH = 0, /* no value on the command line; true/false in the file */
+    OPTV_STRING,
+    OPTV_INT,
+    OPTV_NUMBER, /* integer or float in the file */
+    OPTV_INTS,   /* several integers after the flag; an array of integers in the file */
+} opt_value_t;
+
+enum {
+    OPTF_REPEAT = 1u << 0, /* may be given several times; a list in the file */
+    OPTF_SECRET = 1u << 1, /* its value is a secret: never logged, never in children's argv */
+    OPTF_HIDDEN = 1u << 2, /* not in --help or docs/cli.md */
+    OPTF_MODEL = 1u << 3,  /* a per-model setting: a key of an entry of the file's models list */
+};
+
+typedef struct {
+    int id;
+    const char *name;    /* long name, without "--" */
+    char short_name;     /* 0: none */
+    opt_value_t value;   /* what it takes */
+    const char *metavar; /* the value's placeholder in --help (NULL for a switch) */
+    const char *group;   /* heading in --help */
+    const char *key;     /* config file key: "key", "section.key" or "models.key"; NULL: none */
+    const char *env;     /* environment variable, or NULL */
+    const char *def;     /* the default, as text, or NULL */
+    unsigned flags;      /* OPTF_* */
+    const char *help;    /* one paragraph; wrapped when printed */
+} mesh_option_t;
+
+/* The table, in --help order. */
+const mesh_option_t *options_all(size_t *n);
+const mesh_option_t *options_by_id(int id);
+const mesh_option_t *options_by_name(const char *name);
+const mesh_option_t *options_by_key(const char *key);
+/* The closest long option to a mistyped one (without "--"), or NULL. */
+const char *options_suggest(const char *typed);
+
+/* The subcommands (mesh-llm COMMAND ...). */
+typedef struct {
+    const char *name;
+    const char *args;    /* its usage after the name */
+    const char *summary; /* one line */
+    const char *help;    /* the rest of its help text (may be NULL) */
+} mesh_command_t;
+const mesh_command_t *options_commands(size_t *n);
+const mesh_command_t *options_command(const char *name);
+const char *options_command_suggest(const char *typed);
+
+/* mesh-llm --help */
+void options_usage(FILE *out);
+/* mesh-llm help COMMAND: its usage and help text */
+void options_command_usage(const mesh_command_t *c, FILE *out);
+/* docs/cli.md (mesh-llm --help-markdown) */
+void options_markdown(FILE *out);
+
+#endif

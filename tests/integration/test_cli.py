@@ -1,0 +1,154 @@
+"""The command line a new user meets (issue 26, item 7) and the config file: --help agrees with
+what the binary does, `mesh-llm help [COMMAND]`, "did you mean", `mesh-llm config check`, a node
+configured from a file, and the CLI reference generated from the option table."""
+import os
+import re
+import socket
+import subprocess
+
+from conftest import MESH_BIN, ROOT, cmdline, model_path, wait_for
+
+DOCS = os.path.join(ROOT, "docs")
+COMMANDS = ["status", "join", "models", "download", "discover", "config", "help"]
+
+
+def run(*args, env=None, timeout=20):
+    e = dict(os.environ)
+    e.update(env or {})
+    return subprocess.run([MESH_BIN, *args], capture_output=True, text=True, timeout=timeout,
+                          env=e)
+
+
+def test_help_lists_the_commands_and_what_model_accepts():
+    r = run("--help")
+    assert r.returncode == 0
+    for c in COMMANDS:
+        assert re.search(rf"^\s+mesh-llm {c}\s", r.stdout, re.M), f"{c} missing from --help"
+    model = r.stdout[r.stdout.index("--model "):r.stdout.index("--models-dir")]
+    for src in ("catalog name", "hf://", "https://"):
+        assert src in model, f"--model help does not say it accepts {src}"
+    assert "not downloaded" not in r.stdout
+    assert "--config FILE" in r.stdout
+
+
+def test_help_command_and_command_help():
+    r = run("help")
+    assert r.returncode == 0 and "Usage: mesh-llm [OPTIONS]" in r.stdout
+    for c in COMMANDS:
+        r = run("help", c)
+        assert r.returncode == 0 and r.stdout.startswith(f"Usage: mesh-llm {c} "), (c, r)
+    r = run("status", "--help")
+    assert r.returncode == 0 and r.stdout.startswith("Usage: mesh-llm status ")
+    r = run("help", "sttaus")
+    assert r.returncode == 2 and "did you mean 'status'?" in r.stderr
+
+
+def test_unknown_option_hint_once_with_suggestion():
+    r = run("--prot", "9000")
+    assert r.returncode == 2
+    assert "unknown option '--prot'; did you mean --port?" in r.stderr
+    assert r.stderr.count("--help") == 1, r.stderr
+    r = run("--modle=x.gguf")
+    assert r.returncode == 2 and "did you mean --model?" in r.stderr
+    r = run("--frobnicate")
+    assert r.returncode == 2 and "did you mean" not in r.stderr and "--frobnicate" in r.stderr
+
+
+def test_unknown_command_suggestion():
+    r = run("stauts")
+    assert r.returncode == 2 and "did you mean 'mesh-llm status'?" in r.stderr, r.stderr
+    r = run("dowload", "x")
+    assert r.returncode == 2 and "did you mean 'mesh-llm download'?" in r.stderr
+
+
+def test_config_check_reports_lines_and_unknown_keys(tmp_path):
+    f = tmp_path / "bad.cfg"
+    f.write_text("# comment\n"
+                 "api = {\n"
+                 "  prot = 9000;\n"
+                 "};\n"
+                 "mesh = { split = \"yes\"; };\n"
+                 "modles = [\"a.gguf\"];\n")
+    r = run("config", "check", str(f))
+    assert r.returncode == 2
+    assert f"{f}:3: unknown key 'api.prot'; did you mean 'api.port'?" in r.stdout
+    assert f"{f}:5: mesh.split takes true or false" in r.stdout
+    assert f"{f}:6: unknown key 'modles'; did you mean 'models'?" in r.stdout
+    f.write_text("api = {\n  port = ;\n};\n")
+    r = run("config", "check", str(f))
+    assert r.returncode == 2 and f"{f}:2: syntax error" in r.stdout
+    # the node refuses the same file, naming the line
+    r = run("--config", str(f))
+    assert r.returncode == 2 and f"{f}:2:" in r.stderr
+
+
+def test_config_md_example_is_valid(tmp_path):
+    text = open(os.path.join(DOCS, "config.md")).read()
+    blocks = re.findall(r"```libconfig\n(.*?)```", text, re.S)
+    assert len(blocks) == 1
+    f = tmp_path / "example.cfg"
+    f.write_text(blocks[0])
+    r = run("config", "check", str(f))
+    assert r.returncode == 0 and r.stdout.strip() == f"{f}: OK", r.stdout
+
+
+def test_cli_md_is_generated_from_the_table():
+    """docs/cli.md is `mesh-llm --help-markdown`; regenerate it after editing the table."""
+    r = run("--help-markdown")
+    assert r.returncode == 0
+    with open(os.path.join(DOCS, "cli.md")) as f:
+        assert f.read() == r.stdout, "docs/cli.md is stale: build/mesh-llm --help-markdown > docs/cli.md"
+    # every option of the reference is in --help, and every config key of it passes check
+    helptext = run("--help").stdout
+    for opt in re.findall(r"^\| `(?:-\w, )?(--[\w-]+)", r.stdout, re.M):
+        assert re.search(rf"{opt}\b", helptext), f"{opt} in docs/cli.md but not in --help"
+    for c in COMMANDS:
+        assert f"### mesh-llm {c}\n" in r.stdout
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def test_node_reads_its_home_config(start_node, tmp_path):
+    """$MESH_LLM_HOME/config, read without --config: the API port and a per-model ctx_size."""
+    home = tmp_path / "home"
+    home.mkdir()
+    port = free_port()
+    (home / "config").write_text(
+        "# a node from its config file\n"
+        f"api = {{ port = {port}; }};\n"
+        f"models = ( {{ model = \"{model_path('stories260K')}\"; ctx_size = 320; }} );\n")
+    n = start_node(env={"MESH_LLM_HOME": str(home)})
+    assert n.api_port == port
+    _, _, argv = wait_for(lambda: n.child_for("stories260K"), timeout=30, what="the child")
+    assert argv[argv.index("--ctx-size") + 1] == "320"
+    assert f"settings read from {home}/config" in n.stderr()
+    # a flag overrides the file
+    n.stop()
+    m = start_node("--port", "0", env={"MESH_LLM_HOME": str(home)})
+    assert m.api_port != port
+
+
+def test_join_token_from_config_file_stays_secret(start_node, tmp_path):
+    a = start_node("--model", model_path("stories260K"), "--port", "0")
+    cfg = tmp_path / "b.cfg"
+    cfg.write_text(f"mesh = {{ join = \"{a.token}\"; }};\napi = {{ port = 0; }};\n")
+    os.chmod(cfg, 0o600)
+    b = start_node("--config", str(cfg))
+    wait_for(lambda: a.id in b.peer_states(), timeout=30, what="B sees A")
+    err = b.stderr()
+    assert "on the command line" not in err and "chmod 600" not in err
+    assert a.token not in err
+    secret = a.token
+    for pid in [b.pid] + list(b.child_pids):
+        assert not any(secret in arg for arg in cmdline(pid))
+    b.stop()
+    # the same file readable by others: a warning, still no token in the log
+    os.chmod(cfg, 0o644)
+    c = start_node("--config", str(cfg))
+    assert "chmod 600" in c.stderr() and a.token not in c.stderr()
