@@ -106,7 +106,7 @@ def test_allow_origin_warns_that_the_origin_gets_the_mesh_secret():
     /api/join and unload; the flag's help and the security model must say so."""
     out = subprocess.run([MESH_BIN, "--help"], capture_output=True, text=True, timeout=20).stdout
     para = out[out.index("--allow-origin"):]
-    para = para[:para.index("\n  --", 1)]
+    para = " ".join(para[:para.index("\n  --", 1)].split())  # the help wraps its lines
     assert "invite token" in para and "mesh" in para and "secret" in para, para
     root = os.path.join(os.path.dirname(__file__), "..", "..")
     with open(os.path.join(root, "docs", "operations.md")) as f:
