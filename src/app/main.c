@@ -410,7 +410,7 @@ static int auto_join(void *data, const token_t *t, char *err, size_t errlen)
         snprintf(err, errlen, "this node is already in a mesh");
         return -EALREADY;
     }
-    if (t && join_decide(n->idle_id, NULL, t->id, t->mesh_id) == JOIN_OWN_TOKEN) {
+    if (t && join_decide(n->idle_id, NULL, false, t->id, t->mesh_id) == JOIN_OWN_TOKEN) {
         snprintf(err, errlen, "this is this node's own listing");
         return -EINVAL;
     }
@@ -464,8 +464,8 @@ static int on_join(void *data, const token_t *t, char *msg, size_t msglen)
         return 503;
     }
     const char *cur = n->mesh ? mesh_id(n->mesh) : NULL;
-    join_decision_t d =
-        join_decide(n->mesh ? mesh_node_id(n->mesh) : n->idle_id, cur, t->id, t->mesh_id);
+    join_decision_t d = join_decide(n->mesh ? mesh_node_id(n->mesh) : n->idle_id, cur,
+                                    n->mesh && mesh_join_stuck(n->mesh), t->id, t->mesh_id);
     if (d == JOIN_OWN_TOKEN) {
         snprintf(msg, msglen,
                  "this is this node's own invite token: give the token of a node "
@@ -479,6 +479,18 @@ static int on_join(void *data, const token_t *t, char *msg, size_t msglen)
                  "mesh while running: restart it with --join TOKEN (or with no arguments to be "
                  "idle again)",
                  mesh_joined(n->mesh) ? "in" : "joining", cur, t->mesh_id);
+    } else if (d == JOIN_REPLACE) {
+        if (mesh_join_replace(n->mesh, t) != 0) {
+            snprintf(msg, msglen, "this node's join is under way: try again");
+            return 409;
+        }
+        n->joined_at_runtime = true;
+        LOGI("node", "joining mesh %s through %.12s instead (asked through the management API)",
+             t->mesh_id, t->id);
+        snprintf(msg, msglen,
+                 "the join through the earlier token reached no one: joining mesh %s through %s "
+                 "(%s) instead; follow GET /api/status",
+                 t->mesh_id, t->id, t->addrs[0]);
     } else {
         char err[512];
         int rc = enter_mesh(n, t, 1, err, sizeof err);

@@ -371,6 +371,43 @@ out:
     json_decref(hb);
 }
 
+/* Remove a record, then tell the I/O layer (the record is gone when it hears it). */
+static void forget_at(gossip_t *g, size_t i)
+{
+    gossip_peer_t pub = g->v[i]->pub;
+    pub.ann = NULL;
+    gsp_remove_at(g, i);
+    if (g->io.event) g->io.event(g->io.data, GOSSIP_EV_FORGOTTEN, &pub);
+}
+
+/* Forget departed records older than twice their gossip window (2 x dead_retry_beats
+ * heartbeats: stale gossip about them has long stopped, so forgetting cannot resurrect them),
+ * then the oldest ones beyond GOSSIP_MAX_DEPARTED. Called at the end of the entry points only (no
+ * caller holds a record pointer then). */
+void gsp_prune_departed(gossip_t *g, uint64_t now)
+{
+    uint64_t ttl = 2 * (uint64_t)g->cfg.dead_retry_beats * g->cfg.heartbeat_ms;
+    size_t departed = 0, i;
+    for (i = g->n; i-- > 0;) {
+        struct peer *p = g->v[i];
+        if (p->pub.state == GOSSIP_ALIVE) continue;
+        if (now - p->pub.changed_at >= ttl && now >= p->pub.changed_at) {
+            forget_at(g, i);
+        } else {
+            departed++;
+        }
+    }
+    while (departed > GOSSIP_MAX_DEPARTED) {
+        size_t old = g->n;
+        for (i = 0; i < g->n; i++)
+            if (g->v[i]->pub.state != GOSSIP_ALIVE &&
+                (old == g->n || g->v[i]->pub.changed_at < g->v[old]->pub.changed_at))
+                old = i;
+        forget_at(g, old);
+        departed--;
+    }
+}
+
 void gossip_tick(gossip_t *g, uint64_t now)
 {
     struct peer *pp[2];
@@ -408,6 +445,7 @@ void gossip_tick(gossip_t *g, uint64_t now)
         g->next_hb += g->cfg.heartbeat_ms;
         if (g->next_hb <= now) g->next_hb = now + g->cfg.heartbeat_ms;
     }
+    gsp_prune_departed(g, now);
 }
 
 uint64_t gossip_next_deadline(const gossip_t *g)

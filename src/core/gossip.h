@@ -20,8 +20,11 @@
  *    makes us bump past it (it carries our own signature). An incarnation bump resets seq to 0.
  *  - A new ring predecessor is watched from the moment it becomes one (not from its last
  *    direct message, which may be old).
- *  - Dead records stay (not gossiped) after dead_retry_beats until the table is full. Claims
- *    about peers never seen are dropped (a signed leave is kept as a tombstone).
+ *  - Departed (dead or left) records are gossiped for dead_retry_beats heartbeats and
+ *    forgotten after twice that (GOSSIP_EV_FORGOTTEN; 60 min at the default heartbeat); at most
+ * GOSSIP_MAX_DEPARTED are kept, the oldest goes first — so a churning mesh cannot grow a node's
+ * view, its status or its metrics' peer series. Claims about peers never seen are dropped (a signed
+ * leave is kept as a tombstone while the record lasts).
  *  - gossip_new: cfg may be NULL; zero fields take the defaults. Callbacks may use the read-only
  *    accessors and gossip_unreachable (which only flags the probe: it fails at the next tick,
  *    due at once), nothing else. A message passed to send() is never modified afterwards, so the
@@ -138,6 +141,7 @@
 
 #define GOSSIP_ID_LEN 64           /* hex of a 32-byte Ed25519 public key */
 #define GOSSIP_MAX_PEERS 1024      /* live + dead records; beyond it the oldest dead record goes */
+#define GOSSIP_MAX_DEPARTED 64     /* dead + left records kept; beyond it the oldest goes */
 #define GOSSIP_MAX_ANN_BYTES 65536 /* canonical JSON of one announcement */
 #define GOSSIP_MAX_AHEAD_MS (24ULL * 3600 * 1000) /* incarnations past the wall clock + this */
 /* The default probe's cap: a peer suspected (a failed stream, a claim from a third party) is
@@ -153,10 +157,11 @@ typedef enum {
 } gossip_state_t;
 
 typedef enum {
-    GOSSIP_EV_UP = 0,  /* a peer became known/alive (new, restarted, or refuted its death) */
-    GOSSIP_EV_UPDATED, /* a live peer's announcement changed */
-    GOSSIP_EV_DEAD,    /* declared dead */
-    GOSSIP_EV_LEFT,    /* left cleanly */
+    GOSSIP_EV_UP = 0,    /* a peer became known/alive (new, restarted, or refuted its death) */
+    GOSSIP_EV_UPDATED,   /* a live peer's announcement changed */
+    GOSSIP_EV_DEAD,      /* declared dead */
+    GOSSIP_EV_LEFT,      /* left cleanly */
+    GOSSIP_EV_FORGOTTEN, /* a departed record dropped (too old, or over GOSSIP_MAX_DEPARTED) */
 } gossip_event_t;
 
 typedef struct {

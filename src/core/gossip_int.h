@@ -51,6 +51,7 @@ void gsp_remove_at(gossip_t *g, size_t i);
 struct peer *gsp_insert(gossip_t *g, const char *id, uint64_t now);
 bool gsp_newer(uint64_t inc, uint64_t seq, uint64_t inc2, uint64_t seq2);
 void gsp_emit(gossip_t *g, gossip_event_t ev, struct peer *p);
+void gsp_prune_departed(gossip_t *g, uint64_t now);
 json_t *gsp_new_msg(const gossip_t *g, int type);
 void gsp_send_free(gossip_t *g, const char *to, json_t *m);
 json_t *gsp_dead_rec(const char *id, uint64_t inc, gossip_state_t st);

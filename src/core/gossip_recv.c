@@ -273,7 +273,16 @@ static bool own_statement_ok(gossip_t *g, const char *from, const struct gmsg *m
     return ok;
 }
 
+static int receive(gossip_t *g, const char *from, json_t *msg, uint64_t now);
+
 int gossip_receive(gossip_t *g, const char *from, json_t *msg, uint64_t now)
+{
+    int rc = receive(g, from, msg, now);
+    gsp_prune_departed(g, now);
+    return rc;
+}
+
+static int receive(gossip_t *g, const char *from, json_t *msg, uint64_t now)
 {
     struct gmsg m;
     struct peer *s;

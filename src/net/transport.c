@@ -161,6 +161,7 @@ static int admission_send(tp_conn_t *c, tp_stream_t *s, bool with_type)
     identity_admission_mac(c->ep->secret, c->ep->id->pk, c->peer_pk, mac);
     hex_encode(mac, sizeof mac, hex);
     json_t *f = json_pack("{s:i,s:s,s:s}", "v", 1, "type", "admit", "proof", hex);
+    if (f && c->ep->mesh_id[0]) json_object_set_new(f, "mesh", json_string(c->ep->mesh_id));
     buf_t b;
     buf_init(&b, 4096);
     int rc = f ? wire_write(&b, with_type ? WIRE_GOSSIP : -1, f) : -ENOMEM;
@@ -179,7 +180,15 @@ static bool admission_check(tp_conn_t *c, json_t *f)
         hex_decode(proof, strlen(proof), got, sizeof got) != 0)
         return false;
     identity_admission_mac(c->ep->secret, c->peer_pk, c->ep->id->pk, want);
-    return crypto_verify_32(got, want) == 0;
+    if (crypto_verify_32(got, want) != 0) return false;
+    /* the peer's mesh id: kept only when well formed (1 to MESH_ID_MAX lowercase hex) */
+    const char *mesh = json_string_value(json_object_get(f, "mesh"));
+    size_t ml = mesh ? strlen(mesh) : 0;
+    bool hex = ml > 0 && ml <= MESH_ID_MAX;
+    for (size_t i = 0; hex && i < ml; i++)
+        hex = (mesh[i] >= '0' && mesh[i] <= '9') || (mesh[i] >= 'a' && mesh[i] <= 'f');
+    snprintf(c->peer_mesh, sizeof c->peer_mesh, "%s", hex ? mesh : "");
+    return true;
 }
 
 /* Admission bytes (either side). Returns an ngtcp2 callback result. */
@@ -661,6 +670,11 @@ void tpi_conn_read(tp_conn_t *c, const struct sockaddr *from, const uint8_t *dat
 const char *tp_conn_peer_id(const tp_conn_t *c)
 {
     return c->peer_id;
+}
+
+const char *tp_conn_peer_mesh(const tp_conn_t *c)
+{
+    return c->peer_mesh;
 }
 
 bool tp_conn_is_ready(const tp_conn_t *c)

@@ -4,7 +4,10 @@
  * certificate made from their Ed25519 node key (tlsid); a dialer requires the key it dialled; an
  * acceptor learns the peer's id from its key. Then admission: the dialer opens the first stream
  * and sends [0x01][frame {"type":"admit","proof":HMAC(secret, dialer || acceptor)}]; the acceptor
- * checks it and answers with its own proof (reversed order) and a FIN. A connection is "ready"
+ * checks it and answers with its own proof (reversed order) and a FIN. Each frame may also carry
+ * "mesh": the mesh id its sender is in (optional, additive: older nodes send none), which the
+ * other side reads with tp_conn_peer_mesh — the id comes from a peer that just proved it holds
+ * the secret, so a token whose mesh id was altered is caught. A connection is "ready"
  * only once both proofs are checked; before that no other stream is accepted (a peer that tries
  * is disconnected). A connection that is not ready within the handshake timeout is closed.
  *
@@ -128,6 +131,8 @@ void tp_endpoint_close(tp_endpoint_t *ep, void (*cb)(void *data), void *data);
 void *tp_endpoint_data(const tp_endpoint_t *ep);
 /* The mesh secret for admissions from now on (both directions); ready connections stay. */
 void tp_endpoint_set_secret(tp_endpoint_t *ep, const uint8_t secret[32]);
+/* The mesh id this node sends in its admission frames from now on ("" or NULL: none). */
+void tp_endpoint_set_mesh_id(tp_endpoint_t *ep, const char *mesh_id);
 
 /* Dial peer `peer_id` (hex) at addr. The result arrives as on_conn_ready / on_conn_closed. */
 int tp_dial(tp_endpoint_t *ep, const char *peer_id, const struct sockaddr *addr, tp_conn_t **out);
@@ -135,6 +140,8 @@ int tp_dial(tp_endpoint_t *ep, const char *peer_id, const struct sockaddr *addr,
 tp_conn_t *tp_find(tp_endpoint_t *ep, const char *peer_id);
 void tp_conn_close(tp_conn_t *c, int app_error, const char *why);
 const char *tp_conn_peer_id(const tp_conn_t *c);
+/* The mesh id the peer sent with its admission proof ("" when it sent none). */
+const char *tp_conn_peer_mesh(const tp_conn_t *c);
 bool tp_conn_is_ready(const tp_conn_t *c);
 bool tp_conn_outbound(const tp_conn_t *c);
 double tp_conn_rtt_ms(const tp_conn_t *c);

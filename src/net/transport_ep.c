@@ -468,6 +468,11 @@ void tp_endpoint_set_secret(tp_endpoint_t *ep, const uint8_t secret[32])
     memcpy(ep->secret, secret, 32);
 }
 
+void tp_endpoint_set_mesh_id(tp_endpoint_t *ep, const char *mesh_id)
+{
+    snprintf(ep->mesh_id, sizeof ep->mesh_id, "%s", mesh_id ? mesh_id : "");
+}
+
 int tp_endpoint_port(const tp_endpoint_t *ep)
 {
     return ep->port;

@@ -80,6 +80,7 @@ struct tp_conn {
     uint64_t last_rx_ms, busy_since, timer_due;
     bool busy; /* a stream is open: short keep-alive, silence closes */
     char peer_id[ID_HEX_LEN + 1];
+    char peer_mesh[MESH_ID_MAX + 1]; /* from its admission frame, "" if none */
     uint8_t peer_pk[32];
     tp_stream_t *streams;
     tp_stream_t *sendq_head, *sendq_tail;
@@ -107,6 +108,7 @@ struct tp_endpoint {
     uv_idle_t idle;
     const identity_t *id;
     uint8_t secret[32];
+    char mesh_id[MESH_ID_MAX + 1]; /* sent in admission frames ("" none) */
     uint8_t reset_key[32]; /* stateless reset tokens: derived from the node key (restarts) */
     uint64_t reset_window, resets_sent; /* rate limit: per-second window (loop ms), count */
     uint8_t retry_secret[32];           /* Retry tokens: random per endpoint (process) */

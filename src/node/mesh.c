@@ -222,6 +222,12 @@ static void g_event(void *data, gossip_event_t ev, const gossip_peer_t *peer)
     case GOSSIP_EV_LEFT:
         LOGI("mesh", "peer %.12s left the mesh", peer->id);
         break;
+    case GOSSIP_EV_FORGOTTEN: { /* its entry goes too, unless it is connected (a passive) */
+        LOGD("mesh", "departed peer %.12s forgotten", peer->id);
+        mpeer_t *p = mesh_peer_get(m, peer->id, false);
+        if (p && !tp_find(m->ep, peer->id) && p->dials == 0) mesh_peer_forget(m, p);
+        break;
+    }
     }
     if (!m->stopping && m->o.on_peers_changed) m->o.on_peers_changed(m->o.data);
     if (ev == GOSSIP_EV_DEAD || ev == GOSSIP_EV_LEFT) mesh_peer_gone(m);
@@ -438,6 +444,7 @@ void mesh_set_cred(mesh_t *m, const mesh_cred_t *cred)
         return;
     m->cred = *cred;
     tp_endpoint_set_secret(m->ep, m->cred.secret);
+    tp_endpoint_set_mesh_id(m->ep, m->cred.mesh_id);
     if (encode_token(m) != 0)
         LOGW("mesh", "cannot encode the invite token of mesh %s", cred->mesh_id);
     mesh_announce_changed(m);
@@ -548,6 +555,7 @@ int mesh_start(mesh_t **out, uv_loop_t *loop, const mesh_opts_t *opts, char *err
         m->ep = NULL;
         goto fail;
     }
+    tp_endpoint_set_mesh_id(m->ep, m->cred.mesh_id);
     own_addrs(m);
     rc = encode_token(m);
     if (rc) {

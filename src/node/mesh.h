@@ -91,6 +91,11 @@ int mesh_quic_port(const mesh_t *m);
 bool mesh_joined(const mesh_t *m);
 /* Why the last join attempt failed ("" when none failed, or once joined). */
 const char *mesh_join_error(const mesh_t *m);
+/* A join under way that has reached no one (not a member, no live peer, not passive). */
+bool mesh_join_stuck(const mesh_t *m);
+/* Give up the stuck join's tokens and join through t instead (POST /api/join); -EBUSY when
+ * the join is not stuck. */
+int mesh_join_replace(mesh_t *m, const token_t *t);
 /* {"node":{…},"peers":[…]} (caller owns). */
 json_t *mesh_status(mesh_t *m);
 /* A tunnel stream to peer_id failed (reset, refused, cut before its answer): probe the peer now

@@ -74,7 +74,7 @@ struct mesh {
     unsigned join_rounds;
     bool joined, joining;
     bool join_refused;  /* the last join attempt failed on admission (another mesh's secret) */
-    char join_err[160]; /* and why */
+    char join_err[512]; /* and why */
     bool stopping;
     bool passive;      /* no gossip (mesh_passive.c) */
     uint64_t route_in; /* ROUTE_REQUEST streams answered */

@@ -222,17 +222,20 @@ static void join_send(mesh_t *m)
     if (m->joining && tp_find(m->ep, t->id)) join_done(m); /* already connected */
 }
 
+static void take_token_mesh(mesh_t *m, const token_t *t)
+{
+    mesh_cred_t c;
+    snprintf(c.mesh_id, sizeof c.mesh_id, "%s", t->mesh_id);
+    memcpy(c.secret, t->secret, 32);
+    mesh_set_cred(m, &c);
+    sodium_memzero(&c, sizeof c);
+}
+
 static void join_try(mesh_t *m)
 {
     if (m->stopping || m->joined || m->passive || m->join_idx >= m->n_joins) return;
     const token_t *t = &m->joins[m->join_idx];
-    if (alone(m)) { /* nothing to lose: take the token's mesh */
-        mesh_cred_t c;
-        snprintf(c.mesh_id, sizeof c.mesh_id, "%s", t->mesh_id);
-        memcpy(c.secret, t->secret, 32);
-        mesh_set_cred(m, &c);
-        sodium_memzero(&c, sizeof c);
-    }
+    if (alone(m)) take_token_mesh(m, t); /* nothing to lose */
     m->joining = true;
     if (loud(m->join_rounds))
         LOGI("mesh", "joining mesh %s through %.12s (%s%s)", m->cred.mesh_id, t->id, t->addrs[0],
@@ -284,9 +287,15 @@ static void join_failed_cb(uv_timer_t *t)
     m->joining = false;
     uint64_t wait =
         mesh_retry_delay(m->join_rounds, m->tm.dial_base, m->tm.dial_cap, mesh_random());
+    char why[320];
+    snprintf(why, sizeof why, "%.319s", m->join_err);
+    snprintf(m->join_err, sizeof m->join_err,
+             "could not join through %.12s: %s (attempt %u; trying again, or POST /api/join with "
+             "another token)",
+             m->joins[m->n_joins - 1].id, why, m->join_rounds + 1);
     if (loud(m->join_rounds))
-        LOGW("mesh", "no --join token worked; serving alone, trying again in %.1f s",
-             (double)wait / 1000);
+        LOGW("mesh", "no --join token worked; serving alone, trying again in %.1f s: %s",
+             (double)wait / 1000, m->join_err);
     m->join_rounds++;
     uv_timer_start(&m->jtimer, join_round_cb, wait, 0);
 }
@@ -299,6 +308,36 @@ bool mesh_joined(const mesh_t *m)
 const char *mesh_join_error(const mesh_t *m)
 {
     return m->joined ? "" : m->join_err;
+}
+
+/* Stuck: no gossip peer (a connection being closed after a refusal does not count). */
+bool mesh_join_stuck(const mesh_t *m)
+{
+    return m->n_joins > 0 && !m->joined && !m->passive && gossip_alive_count(m->g) == 0;
+}
+
+int mesh_join_replace(mesh_t *m, const token_t *t)
+{
+    if (!mesh_join_stuck(m) || m->stopping) return -EBUSY;
+    LOGI("mesh", "joining through %.12s (mesh %s) instead of the %zu token(s) that reached no one",
+         t->id, t->mesh_id, m->n_joins);
+    sodium_memzero(m->joins, sizeof m->joins);
+    m->joins[0] = *t;
+    m->n_joins = 1;
+    /* nothing to lose: at once (join_try may not see the node alone while a refused
+     * connection closes) */
+    take_token_mesh(m, t);
+    m->join_rounds = 0;
+    m->join_err[0] = '\0';
+    m->joining = false;
+    uv_timer_stop(&m->jtimer);
+    mpeer_t *p = mesh_peer_get(m, t->id, false);
+    if (p) { /* the same node at a corrected address: dial it now, not after the old dial */
+        p->dials = 0;
+        p->fails = 0;
+    }
+    mesh_join_start(m);
+    return 0;
 }
 
 void mesh_join_start(mesh_t *m)
@@ -324,6 +363,40 @@ void mesh_peer_gone(mesh_t *m)
 
 /* ---- transport callbacks ---- */
 
+/* A peer that proved it holds our secret says which mesh it is in (with its admission proof).
+ * Another id than ours means a token whose mesh id was altered (issue 33 item 8): the dialler
+ * closes the connection before any gossip goes over it (any dial, not only the join's: the
+ * gossip layer retries its hello by itself; the acceptor leaves it to the dialler, whose join
+ * error then names both ids), so this node never reports, saves or hands out
+ * the wrong id, and the join target's refusal is the join's error. A peer of an older version
+ * says nothing. */
+static bool mesh_id_forged(mesh_t *m, tp_conn_t *c, mpeer_t *p)
+{
+    const char *theirs = tp_conn_peer_mesh(c);
+    if (!tp_conn_outbound(c) || !theirs[0] || strcmp(theirs, m->cred.mesh_id) == 0) return false;
+    mesh_queue_drop(p); /* nothing is sent to it: no gossip with a mesh under a wrong id */
+    tp_conn_close(c, 0, "mesh id mismatch");
+    if (!is_join_target(m, tp_conn_peer_id(c))) {
+        LOGW("mesh",
+             "refused %.12s: it holds this mesh's secret but says mesh %s, not %s (a "
+             "token with an altered mesh id)",
+             tp_conn_peer_id(c), theirs, m->cred.mesh_id);
+        return true;
+    }
+    char why[320];
+    snprintf(why, sizeof why,
+             "the token says mesh %.64s, but %.12s (holding its secret) is in mesh %.64s: the "
+             "token was altered; ask a member for its token",
+             m->cred.mesh_id, tp_conn_peer_id(c), theirs);
+    LOGE("mesh", "join refused: %s", why);
+    if (!m->stopping) {
+        m->join_refused = false;
+        snprintf(m->join_err, sizeof m->join_err, "%s", why);
+        uv_timer_start(&m->jtimer, join_failed_cb, 0, 0);
+    }
+    return true;
+}
+
 void mesh_on_conn_ready(tp_endpoint_t *ep, tp_conn_t *c)
 {
     mesh_t *m = tp_endpoint_data(ep);
@@ -332,6 +405,7 @@ void mesh_on_conn_ready(tp_endpoint_t *ep, tp_conn_t *c)
     mpeer_t *p = mesh_peer_get(m, id, true);
     if (!p) return;
     if (tp_conn_outbound(c) && p->dials > 0) p->dials--; /* this dial is over */
+    if (mesh_id_forged(m, c, p)) return;
     p->fails = 0;
     p->next_dial = 0;
     mesh_flush_queue(m, p);

@@ -114,7 +114,8 @@ static const mesh_option_t OPTIONS[] = {
     {OPT_ALLOW_ORIGIN, "allow-origin", 0, OPTV_STRING, "ORIGIN", G_API, "api.allow_origin", NULL,
      "none", OPTF_REPEAT,
      "let web pages of ORIGIN (like http://localhost:5173) call the APIs from a browser "
-     "(repeatable)"},
+     "(repeatable); that origin can then read the invite token (the mesh secret), join other "
+     "meshes and load/unload models"},
     {OPT_MAX_BODY, "max-body-size", 0, OPTV_STRING, "BYTES", G_API, "api.max_body_size", NULL, "8M",
      0, "largest accepted request body (K/M/G suffixes)"},
     {OPT_MAX_CONNS, "max-connections", 0, OPTV_INT, "N", G_API, "api.max_connections", NULL, "4096",

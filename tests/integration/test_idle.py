@@ -5,6 +5,7 @@ import base64
 import json
 import os
 import queue
+import socket
 import subprocess
 import time
 
@@ -172,6 +173,67 @@ def test_join_through_the_api_gets_a_model_and_serves(start_node, tmp_path):
     # again with the same mesh: nothing to do
     r = join(b, a.token)
     assert r.status == 200 and r.json()["status"] == "already_in_mesh", r
+
+
+def test_a_join_that_reaches_no_one_ends_in_an_error_and_a_new_token_replaces_it(start_node):
+    """Issue 33 item 3: a token whose address was edited to an unreachable one left the node
+    `joining` for ever, and the correct token then got 200 already_in_mesh: only a restart
+    recovered. Now the attempt ends with an error in /api/status and the log, and a new token
+    (the same mesh, or another) replaces the failing one."""
+    a = start_node("--port", "0", "--own-mesh", env=ENV)
+    b = start_idle(start_node)
+    f = token_fields(a.token)
+    dead = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)  # a bound port nobody answers on
+    dead.bind(("127.0.0.1", 0))
+    try:
+        bad = make_token(**dict(f, addrs=[f"127.0.0.1:{dead.getsockname()[1]}"]))
+        r = join(b, bad)
+        assert r.status == 202, r
+        wait_for(lambda: b.status()["node"].get("join_error"), timeout=30,
+                 what="the failed join attempt reported")
+        st = b.status()["node"]
+        assert st["state"] == "joining" and a.id[:12] in st["join_error"], st
+        assert "/api/join" in st["join_error"], st
+        wait_for(lambda: "POST /api/join with another token" in b.stderr(), timeout=10,
+                 what="the log says it")
+        r = join(b, a.token)  # the correct token: replaces the failing one
+        assert r.status == 202 and r.json()["status"] == "joining", r
+        wait_for(lambda: b.status()["node"]["state"] == "member", timeout=30,
+                 what="B a member through the new token")
+        assert b.status()["node"]["join_error"] == ""
+        assert b.status()["node"]["mesh_id"] == f["mesh"]
+    finally:
+        dead.close()
+
+
+def test_token_with_a_forged_mesh_id_is_refused(start_node):
+    """Issue 33 item 8: a token with the mesh's valid secret but an altered mesh id was
+    admitted, and the joiner reported, saved in last-mesh and handed out the wrong id. Now the
+    admitted node's own mesh id (sent with its admission proof) is checked: the join is refused
+    with a clear error, and the genuine token then works."""
+    a = start_node("--port", "0", "--own-mesh", env=ENV)
+    b = start_idle(start_node)
+    f = token_fields(a.token)
+    forged_id = "f" * len(f["mesh"])
+    assert forged_id != f["mesh"]
+    r = join(b, make_token(**dict(f, mesh=forged_id)))
+    assert r.status == 202, r
+    wait_for(lambda: "altered" in b.status()["node"].get("join_error", ""), timeout=30,
+             what="the forged mesh id refused")
+    st = b.status()["node"]
+    assert st["state"] == "joining" and f["mesh"] in st["join_error"], st
+    assert forged_id in st["join_error"], st
+    assert "join refused" in b.stderr() and "altered" in b.stderr()
+    assert b.id not in a.peer_states()  # no gossip under the wrong id
+    last = os.path.join(b.env["MESH_LLM_HOME"], "last-mesh")
+    assert not os.path.exists(last) or forged_id not in open(last).read()
+    r = join(b, a.token)  # the genuine token replaces it
+    assert r.status == 202, r
+    wait_for(lambda: b.status()["node"]["state"] == "member", timeout=30, what="B a member")
+    assert b.status()["node"]["mesh_id"] == f["mesh"]
+    assert token_fields(b.status()["node"]["token"])["mesh"] == f["mesh"]
+    wait_for(lambda: os.path.exists(last) and open(last).read().strip() == f["mesh"],
+             timeout=10, what="last-mesh: the genuine id")
 
 
 def test_join_other_mesh_is_a_conflict(start_node):

@@ -130,6 +130,35 @@ def test_sigterm_leaves_at_once_and_restart_rejoins(start_node):
     assert new_inc > old_inc
 
 
+def test_departed_peers_are_forgotten_from_status_and_metrics(start_node):
+    """Issue 33 item 7: nodes that joined and left (or died) stayed in /api/status and as
+    /metrics peer series for ever. Now a departed record is forgotten twice its gossip window
+    after it departed (2 x 30 heartbeats: 12 s at a 200 ms heartbeat), and at most 64 are kept
+    (the count is table-tested in test_gossip)."""
+    env = {"MESH_LLM_HEARTBEAT_MS": "200"}
+    a = start_node("--port", "0", "--own-mesh", env=env)
+    gone = [start_node("--port", "0", "--join", a.token, env=env) for _ in range(3)]
+    wait_for(lambda: sees(a, gone), timeout=30, what="A to see the 3 joiners alive")
+    for n in gone[:2]:
+        assert n.stop(signal.SIGTERM) == 0
+    gone[2].proc.kill()
+    gone[2].proc.wait(timeout=10)
+    wait_for(lambda: sees(a, gone[:2], "left") and sees(a, gone[2:], "dead"), timeout=30,
+             what="A to see 2 left, 1 dead")
+
+    def series(n):
+        return [ln for ln in http(a.console_port, "GET", "/metrics").body.decode().splitlines()
+                if f'peer="{n.id}' in ln]
+
+    assert all(series(n) for n in gone)  # listed while departed recently
+    t0 = time.monotonic()
+    wait_for(lambda: not any(n.id in a.peer_states() for n in gone), timeout=60,
+             what="the departed peers forgotten from A's status")
+    print(f"departed peers forgotten after {time.monotonic() - t0:.1f} s (record window 12 s)")
+    assert not any(series(n) for n in gone)
+    assert a.status()["stats"]["peer_entries"] == 0, a.status()["stats"]
+
+
 def test_wrong_secret_refused_mesh_keeps_working(start_node):
     a, b = chain(start_node, 2)
     wait_converged([a, b])

@@ -101,6 +101,21 @@ def test_tunnel_pipelined_admin_request_refused(start_node, models_dir, tmp_path
 # 2. Web pages: cross-site requests, content types, CORS, on both ports
 # ---------------------------------------------------------------------------------------------
 
+def test_allow_origin_warns_that_the_origin_gets_the_mesh_secret():
+    """Issue 33 item 13: an allowed origin can read the invite token (the mesh secret), call
+    /api/join and unload; the flag's help and the security model must say so."""
+    out = subprocess.run([MESH_BIN, "--help"], capture_output=True, text=True, timeout=20).stdout
+    para = out[out.index("--allow-origin"):]
+    para = " ".join(para[:para.index("\n  --", 1)].split())  # the help wraps its lines
+    assert "invite token" in para and "mesh" in para and "secret" in para, para
+    root = os.path.join(os.path.dirname(__file__), "..", "..")
+    with open(os.path.join(root, "docs", "operations.md")) as f:
+        sec = f.read()
+    sec = sec[sec.index("`--allow-origin ORIGIN` lets one origin in"):][:1200]
+    for what in ("invite token", "mesh secret", "/api/join", "unload"):
+        assert what in sec, what
+
+
 def test_cross_site_and_content_type_on_api_port(start_node, models_dir):
     n = start_node("--port", "0", "--model", model_path(S), "--models-dir", str(models_dir))
     p = n.api_port

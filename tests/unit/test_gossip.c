@@ -931,8 +931,8 @@ typedef struct {
     sent_t sent[64];
     unsigned nsent;
     gossip_t *reenter; /* when set, every ping sent reports its target unreachable at once */
-    unsigned nev[4];
-    char ev_id[4][GOSSIP_ID_LEN + 1];
+    unsigned nev[GOSSIP_EV_FORGOTTEN + 1];
+    char ev_id[GOSSIP_EV_FORGOTTEN + 1][GOSSIP_ID_LEN + 1];
     uint64_t rng;
     uint64_t wall;     /* the wall clock it reports */
     const uint8_t *sk; /* the key it signs with */
@@ -2347,6 +2347,58 @@ static void test_sim_passive_scale(void **state)
     sim_free(s);
 }
 
+/* Issue 33 item 7: nodes with fresh keys that join and leave do not pile up: at most
+ * GOSSIP_MAX_DEPARTED departed records are kept (the oldest go first), and each is forgotten
+ * twice its gossip window (2 x dead_retry_beats heartbeats) after it departed. */
+static void test_departed_records_bounded(void **state)
+{
+    (void)state;
+    rec_t r;
+    gossip_t *g = rec_new(&r, 0);
+    uint64_t seed = 4321, now = 100;
+    char first[GOSSIP_ID_LEN + 1] = "", last[GOSSIP_ID_LEN + 1] = "";
+    for (int i = 0; i < GOSSIP_MAX_DEPARTED + 10; i++) {
+        char id[GOSSIP_ID_LEN + 1], sig[GMSG_SIG_HEX + 1];
+        uint8_t sk[64];
+        size_t len = 0;
+        make_key(&seed, id, sk);
+        json_t *a = json_pack("{s:s,s:i,s:i}", "id", id, "incarnation", 1, "seq", 0);
+        assert_int_equal(gmsg_ann_sign(a, sign_with, sk), 0);
+        char *js = json_dumps(a, JSON_COMPACT);
+        assert_int_equal(recvf(g, id, now, "{\"v\":1,\"type\":\"hello\",\"inc\":1,\"ann\":%s}", js),
+                         0);
+        free(js);
+        json_decref(a);
+        char *b = gmsg_leave_bytes(id, 1, &len);
+        gmsg_sign_hex(sign_with, sk, b, len, sig);
+        free(b);
+        assert_int_equal(
+            recvf(g, id, now, "{\"v\":1,\"type\":\"leaving\",\"inc\":1,\"sig\":\"%s\"}", sig), 0);
+        assert_int_equal(gossip_find(g, id)->state, GOSSIP_LEFT);
+        if (!first[0]) memcpy(first, id, sizeof first);
+        memcpy(last, id, sizeof last);
+        assert_true(gossip_peer_count(g) <= GOSSIP_MAX_DEPARTED);
+        now += 10;
+        rec_clear(&r);
+    }
+    /* the count: the oldest went, the newest stays */
+    assert_int_equal(gossip_peer_count(g), GOSSIP_MAX_DEPARTED);
+    assert_null(gossip_find(g, first));
+    assert_non_null(gossip_find(g, last));
+    assert_int_equal(r.nev[GOSSIP_EV_FORGOTTEN], 0); /* cleared above; 10 were reported */
+    /* the time: still kept just before twice the window, all gone at it */
+    uint64_t ttl = 2 * 30 * (uint64_t)HB;
+    gossip_tick(g, now - 10 + ttl - 1);
+    assert_non_null(gossip_find(g, last));
+    rec_clear(&r);
+    gossip_tick(g, now - 10 + ttl);
+    assert_int_equal(gossip_peer_count(g), 0);
+    assert_int_equal(r.nev[GOSSIP_EV_FORGOTTEN], 1);
+    assert_string_equal(r.ev_id[GOSSIP_EV_FORGOTTEN], last);
+    rec_clear(&r);
+    gossip_free(g);
+}
+
 int main(void)
 {
     if (sodium_init() < 0) return 1;
@@ -2369,6 +2421,7 @@ int main(void)
         cmocka_unit_test(test_sim_hostile_member),
         cmocka_unit_test(test_sim_fast_restart),
         cmocka_unit_test(test_sim_passive_scale),
+        cmocka_unit_test(test_departed_records_bounded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
