@@ -110,7 +110,6 @@ const char *options_command_suggest(const char *typed);
 enum {
     ENVF_TEST = 1u << 0,   /* for tests and benchmarks only */
     ENVF_SECRET = 1u << 1, /* its value is a secret */
-    ENVF_TIMER = 1u << 2,  /* a timer documented with its cost in docs/timings.md */
 };
 typedef struct {
     const char *name;

@@ -156,6 +156,17 @@ def test_every_environment_variable_is_in_the_table():
             assert table[name].isdigit() and int(table[name]) == lit, \
                 f"{path}: {name} defaults to {lit}, the table says {table[name]}"
     assert "help environment" in run("--help").stdout
+    # docs/timings.md names every timer, with the table's default where a row gives one number
+    with open(os.path.join(DOCS, "timings.md")) as f:
+        timings = f.read()
+    timers = re.findall(r"^\| `(MESH_LLM_\w+)` \| [^|]+ \| ms", md, re.M)
+    assert len(timers) > 30
+    for name in timers:
+        assert f"`{name}`" in timings, f"{name} is a timer missing from docs/timings.md"
+    rows = re.findall(r"^\| [^|]+ \| (\d+) \| `(MESH_LLM_\w+)` \|", timings, re.M)
+    assert len(rows) > 10
+    for value, name in rows:
+        assert table[name] == value, f"docs/timings.md: {name} {value}, the table: {table[name]}"
 
 
 def free_port():
