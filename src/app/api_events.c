@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "options.h"
 #include "statgen.h"
 #include "util.h"
 
@@ -144,9 +145,9 @@ static struct events *events_get(mgmt_t *g)
     struct events *ev = calloc(1, sizeof *ev);
     if (!ev) return NULL;
     ev->g = g;
-    ev->period_ms = env_ms("MESH_LLM_EVENTS_MS", 2000);
+    ev->period_ms = options_env_ms("MESH_LLM_EVENTS_MS");
     if (ev->period_ms < EVENTS_MIN_GAP_MS) ev->period_ms = EVENTS_MIN_GAP_MS;
-    ev->max_queue = (size_t)env_ms("MESH_LLM_EVENTS_MAX_QUEUE", EVENTS_MAX_QUEUE);
+    ev->max_queue = (size_t)options_env_ms("MESH_LLM_EVENTS_MAX_QUEUE");
     uv_timer_init(g->httpd.loop, &ev->timer);
     ev->timer.data = ev;
     g->events = ev;

@@ -8,8 +8,8 @@
  * some may not: the token is only for loopback clients, as in /api/status).
  *
  * Memory is bounded per client: a client whose untaken bytes (queued in the node plus those in
- * its socket's send queue, httpd_unsent) would pass EVENTS_MAX_QUEUE (MESH_LLM_EVENTS_MAX_QUEUE)
- * is dropped, so a client that does not read costs at most that much, never more. */
+ * its socket's send queue, httpd_unsent) would pass MESH_LLM_EVENTS_MAX_QUEUE (default 256 KiB,
+ * options.c) is dropped, so a client that does not read costs at most that much, never more. */
 #ifndef MESH_API_EVENTS_H
 #define MESH_API_EVENTS_H
 
@@ -21,7 +21,6 @@
 
 #define EVENTS_MIN_GAP_MS 100
 #define EVENTS_KEEPALIVE_MS 15000
-#define EVENTS_MAX_QUEUE (256u << 10)
 #define EVENTS_MAX_CLIENTS 128
 
 /* Answers req and returns true when it is for /api/events. */

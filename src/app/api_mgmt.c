@@ -8,6 +8,7 @@
 #include "api_openai.h"
 #include "httpd_guard.h"
 #include "meshstat.h"
+#include "options.h"
 #include "relay.h"
 #include "util.h"
 
@@ -132,9 +133,9 @@ int mgmt_start(mgmt_t *g, uv_loop_t *loop, const config_t *cfg, mesh_t *mesh, mo
         .host = cfg->listen_all ? "0.0.0.0" : "127.0.0.1",
         .port = cfg->console_port,
         .max_body_bytes = 1024 * 1024, /* POST /api/chat bodies (conversations) */
-        .idle_timeout_ms = env_ms("MESH_LLM_HTTP_IDLE_MS", 60000),
-        .read_timeout_ms = env_ms("MESH_LLM_HTTP_READ_MS", 30000),
-        .write_timeout_ms = env_ms("MESH_LLM_HTTP_WRITE_MS", 30000),
+        .idle_timeout_ms = options_env_ms("MESH_LLM_HTTP_IDLE_MS"),
+        .read_timeout_ms = options_env_ms("MESH_LLM_HTTP_READ_MS"),
+        .write_timeout_ms = options_env_ms("MESH_LLM_HTTP_WRITE_MS"),
         .max_conns = 256,
         .web_guard = true,
         .allow_origins = (const char *const *)cfg->allow_origins,

@@ -12,6 +12,7 @@
 
 #include "api_routes.h"
 #include "log.h"
+#include "options.h"
 #include "util.h"
 #include "vision.h"
 
@@ -400,9 +401,9 @@ int api_start(api_t *api, uv_loop_t *loop, const config_t *cfg, models_t *ms)
         .port = cfg->port,
         .max_body_bytes = cfg->max_body_bytes,
         .max_conns = cfg->max_connections,
-        .idle_timeout_ms = env_ms("MESH_LLM_HTTP_IDLE_MS", 60000),
-        .read_timeout_ms = env_ms("MESH_LLM_HTTP_READ_MS", 30000),
-        .write_timeout_ms = env_ms("MESH_LLM_HTTP_WRITE_MS", 30000),
+        .idle_timeout_ms = options_env_ms("MESH_LLM_HTTP_IDLE_MS"),
+        .read_timeout_ms = options_env_ms("MESH_LLM_HTTP_READ_MS"),
+        .write_timeout_ms = options_env_ms("MESH_LLM_HTTP_WRITE_MS"),
         .web_guard = true,
         .allow_origins = (const char *const *)cfg->allow_origins,
         .n_allow_origins = cfg->n_allow_origins,

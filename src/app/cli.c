@@ -22,6 +22,10 @@ static int help_main(int argc, char **argv)
         options_usage(stdout);
         return 0;
     }
+    if (strcmp(argv[2], "environment") == 0) {
+        options_env_usage(stdout);
+        return 0;
+    }
     const mesh_command_t *c = options_command(argv[2]);
     if (c) {
         options_command_usage(c, stdout);

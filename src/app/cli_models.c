@@ -18,6 +18,7 @@
 #include "model_fetch.h"
 #include "model_ref.h"
 #include "offer.h"
+#include "options.h"
 #include "bin_find.h"
 #include "util.h"
 
@@ -97,7 +98,8 @@ static int run_fetch(const char *ref, const char *dir, char *path, size_t pathle
     r->tty = isatty(STDERR_FILENO);
     uv_timer_init(&r->loop, &r->progress);
     r->progress.data = r;
-    uint64_t every = env_ms("MESH_LLM_PROGRESS_MS", r->tty ? 250 : 3000);
+    uint64_t every =
+        env_ms("MESH_LLM_PROGRESS_MS", r->tty ? 250 : options_env_default("MESH_LLM_PROGRESS_MS"));
     uv_timer_start(&r->progress, progress_cb, every, every);
     uv_signal_init(&r->loop, &r->sigint);
     uv_signal_init(&r->loop, &r->sigterm);

@@ -17,6 +17,7 @@
 #include "join_policy.h"
 #include "mesh.h"
 #include "meshstat.h"
+#include "options.h"
 #include "planner.h"
 #include "routing.h"
 #include "statgen.h"
@@ -342,7 +343,7 @@ static int enter_mesh(node_t *n, const token_t *joins, size_t n_joins, char *err
         .api = &n->api.httpd,
         .api_key = n->cfg.api_key,
         .console_port = n->mgmt.started ? n->mgmt.httpd.port : 0,
-        .heartbeat_ms = env_ms("MESH_LLM_HEARTBEAT_MS", 60000),
+        .heartbeat_ms = options_env_ms("MESH_LLM_HEARTBEAT_MS"),
         .fill_announcement = fill_announcement,
         .on_peers_changed = peers_changed,
         .rpc_port = rpc_port,
@@ -351,7 +352,7 @@ static int enter_mesh(node_t *n, const token_t *joins, size_t n_joins, char *err
         .route_request = n->cfg.client ? NULL : route_request,
         .data = n,
     };
-    uint64_t refresh_ms = env_ms("MESH_LLM_ROUTE_REFRESH_MS", RT_REFRESH_MS);
+    uint64_t refresh_ms = options_env_ms("MESH_LLM_ROUTE_REFRESH_MS");
     route_serve_init(&n->rs, n->loop, &n->plan, refresh_ms);
     int rc = mesh_start(&n->mesh, n->loop, &mo, err, errlen);
     if (rc) return rc;

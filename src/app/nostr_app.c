@@ -12,6 +12,7 @@
 #include "log.h"
 #include "nostr_key.h"
 #include "nostr_pool.h"
+#include "options.h"
 #include "probe.h"
 #include "util.h"
 
@@ -316,7 +317,7 @@ static void on_probe(void *data, int rc, double rtt_ms, const char *why)
 
 static void probe_batch(nostr_app_t *na)
 {
-    uint64_t timeout = env_ms("MESH_LLM_PROBE_MS", 5000);
+    uint64_t timeout = options_env_ms("MESH_LLM_PROBE_MS");
     size_t n = na->n_cands - na->batch_start;
     na->batch_n = n < AUTO_PROBE_BATCH ? n : AUTO_PROBE_BATCH;
     na->pending = na->batch_n;
@@ -389,7 +390,7 @@ static void auto_listen_refresh(uv_timer_t *t)
     if (!na->auto_pending) return;
     LOGD("nostr", "--auto: asking the relays again for listings");
     discovery_refresh(na->disc, (int64_t)time(NULL));
-    uint64_t listen = env_ms("MESH_LLM_AUTO_LISTEN_MS", AUTO_LISTEN_MS);
+    uint64_t listen = options_env_ms("MESH_LLM_AUTO_LISTEN_MS");
     uv_timer_start(&na->auto_timer, auto_listen_end, listen - listen / 2, 0);
 }
 
@@ -405,7 +406,7 @@ static void auto_decide(nostr_app_t *na, bool final)
     }
     size_t n = auto_collect(na);
     if (na->n_cands == 0 && !final) {
-        uint64_t listen = env_ms("MESH_LLM_AUTO_LISTEN_MS", AUTO_LISTEN_MS);
+        uint64_t listen = options_env_ms("MESH_LLM_AUTO_LISTEN_MS");
         if (!na->auto_listening && listen > 0) {
             na->auto_listening = true;
             LOGI("nostr",
@@ -448,7 +449,7 @@ void nostr_app_auto(nostr_app_t *na)
     uv_timer_init(na->loop, &na->auto_timer);
     na->auto_timer.data = na;
     na->auto_timer_open = true;
-    uv_timer_start(&na->auto_timer, auto_timeout, env_ms("MESH_LLM_AUTO_WAIT_MS", 15000), 0);
+    uv_timer_start(&na->auto_timer, auto_timeout, options_env_ms("MESH_LLM_AUTO_WAIT_MS"), 0);
     LOGI("nostr", "--auto: looking for public meshes%s%s%s", na->cfg->region ? " (region " : "",
          na->cfg->region ? na->cfg->region : "", na->cfg->region ? ")" : "");
     if (discovery_settled(na->disc)) auto_decide(na, false);

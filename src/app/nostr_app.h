@@ -19,7 +19,6 @@
 #define AUTO_PROBE_BATCH 3 /* candidates probed at once */
 #define AUTO_MAX_CANDIDATES 12
 #define AUTO_SPEED_WAITS 100 /* x 100 ms: the longest --auto waits for the speed calibration */
-#define AUTO_LISTEN_MS 4000  /* MESH_LLM_AUTO_LISTEN_MS: listening with nothing listed */
 
 typedef struct {
     uv_loop_t *loop;

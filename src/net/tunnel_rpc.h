@@ -57,7 +57,7 @@ int tunnel_rpc_port(const rpc_fwd_t *f);
  * just take long; the caller probes the worker (mesh_suspect). Never called from inside a
  * tunnel_rpc_* call; links accepted before this call are not watched. */
 #define TUNNEL_RPC_QUIET_MS 2000
-#define TUNNEL_RPC_QUIET_ENV "MESH_LLM_RPC_QUIET_MS" /* "0": no overdue-reply watch */
+#define TUNNEL_RPC_QUIET_ENV "MESH_LLM_RPC_QUIET_MS"
 typedef void (*tunnel_rpc_suspect_cb)(void *data, const char *peer_id, const char *why);
 void tunnel_rpc_on_suspect(rpc_fwd_t *f, tunnel_rpc_suspect_cb cb);
 /* Close the listener and every relay it started (deferred frees, safe from callbacks). */

@@ -14,6 +14,7 @@
 #include "log.h"
 #include "meshstat.h"
 #include "models_int.h"
+#include "options.h"
 #include "util.h"
 
 #define KEYS_FILE_MAX 65536
@@ -476,8 +477,10 @@ int admission_init(admission_t *ad, uv_loop_t *loop, const config_t *cfg, models
     ad->ms = ms;
     ad->a = calloc(1, sizeof *ad->a);
     if (!ad->a) return -ENOMEM;
-    admit_init(ad->a, cfg->queue_len, env_ms0("MESH_LLM_QUEUE_WAIT_MS", ADMIT_DEFAULT_WAIT_MS));
-    mm_set_fair_ms(&ms->mm, env_ms0("MESH_LLM_SWITCH_FAIR_MS", 10000));
+    admit_init(ad->a, cfg->queue_len,
+               env_ms0("MESH_LLM_QUEUE_WAIT_MS", options_env_default("MESH_LLM_QUEUE_WAIT_MS")));
+    mm_set_fair_ms(&ms->mm, env_ms0("MESH_LLM_SWITCH_FAIR_MS",
+                                    options_env_default("MESH_LLM_SWITCH_FAIR_MS")));
     ad->remote = admit_model(ad->a, REMOTE_NAME, 0);
     if (cfg->api_keys_file) {
         char *text = NULL;

@@ -11,6 +11,7 @@
 #include "log.h"
 #include "model_fetch.h"
 #include "model_ref.h"
+#include "options.h"
 #include "util.h"
 
 #define RETRY_AFTER_S 5
@@ -258,7 +259,7 @@ static int start(node_dl_t *nd, const char *ref, bool asked, bool solo, char *er
     LOGI("download", "model %s: downloading %s into %s (%s)", j->name, ref, nd->dir,
          asked ? "the node serves it when it is there"
                : "the mesh gives this node the model: download and serve");
-    uint64_t every = env_ms("MESH_LLM_PROGRESS_MS", 3000);
+    uint64_t every = options_env_ms("MESH_LLM_PROGRESS_MS");
     if (!uv_is_active((uv_handle_t *)&nd->progress))
         uv_timer_start(&nd->progress, log_progress, every, every);
     if (nd->on_change) nd->on_change(nd->data);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "options.h"
 #include "util.h"
 #include "ws_client.h"
 
@@ -205,7 +206,7 @@ static void relay_connect(relay_t *r)
                    .on_close = on_ws_close,
                    .data = r,
                    .max_msg = NOSTR_MSG_MAX,
-                   .open_timeout_ms = env_ms("MESH_LLM_NOSTR_OPEN_TIMEOUT_MS", 10000)};
+                   .open_timeout_ms = options_env_ms("MESH_LLM_NOSTR_OPEN_TIMEOUT_MS")};
     char err[256];
     r->st = R_CONNECTING;
     if (ws_connect(&r->ws, r->pool->loop, r->url, &o, err, sizeof err) != 0) relay_down(r, err);
@@ -218,7 +219,7 @@ int nostr_pool_start(nostr_pool_t **out, uv_loop_t *loop, const char *const *url
     if (!p) return -ENOMEM;
     p->loop = loop;
     p->cb = *cb;
-    p->retry_base_ms = env_ms("MESH_LLM_NOSTR_RETRY_MS", 1000);
+    p->retry_base_ms = options_env_ms("MESH_LLM_NOSTR_RETRY_MS");
     for (size_t i = 0; i < n && p->n < NOSTR_POOL_MAX; i++) {
         int tls, port;
         char host[256], path[WS_URL_MAX];

@@ -3,9 +3,17 @@
 #include "options.h"
 
 #include <ctype.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "admit.h"
+#include "demand.h"
+#include "httpd.h"
+#include "promote.h"
+#include "route_table.h"
 #include "suggest.h"
+#include "tunnel_rpc.h"
+#include "util.h"
 
 #define G_MODELS "Models"
 #define G_MESH "Mesh"
@@ -139,6 +147,143 @@ static const mesh_option_t OPTIONS[] = {
 
 #define N_OPTIONS (sizeof OPTIONS / sizeof OPTIONS[0])
 
+/* The environment variables, sorted by name. A timer's value is its default in ms (its cost is
+ * in docs/timings.md); 0 and a def text where the code computes it. */
+static const mesh_env_t ENV_VARS[] = {
+    {"MESH_LLM_API_KEY", 0, "none", "text", ENVF_SECRET,
+     "the API key a node requires (as --api-key) and that 'mesh-llm status' sends"},
+    {"MESH_LLM_AUTO_LISTEN_MS", 4000, NULL, "ms", 0,
+     "--auto with no listing yet: how long it keeps listening (asking the relays again halfway)"},
+    {"MESH_LLM_AUTO_WAIT_MS", 15000, NULL, "ms", 0,
+     "--auto: how long it waits for every relay to answer before it decides with what arrived"},
+    {"MESH_LLM_BIN_DIR", 0, "searched", "path", 0,
+     "where llama-server and ggml-rpc-server live (as --bin-dir)"},
+    {"MESH_LLM_CACHE", 0, "~/.cache/mesh-llm", "path", 0,
+     "the cache whose pinned llama.cpp build is searched for the binaries"},
+    {"MESH_LLM_DEMAND_WINDOW_MS", DEMAND_WINDOW_MS, NULL, "ms", ENVF_TEST,
+     "the window of the requests-per-minute count announced to the mesh"},
+    {"MESH_LLM_DL_BACKOFF_MS", 500, NULL, "ms", 0,
+     "first wait before a failed download is retried (doubling, at most 8000)"},
+    {"MESH_LLM_DL_FOLLOW_URLS", 0, "0 (off)", "0/1", 0,
+     "1: also download http(s):// URLs that other nodes announce (by default only catalog "
+     "names and hub references are followed for others)"},
+    {"MESH_LLM_DL_MIN_RATE", 1024, NULL, "bytes/s", 0,
+     "a download slower than this over MESH_LLM_DL_STALL_MS counts as stalled and is retried"},
+    {"MESH_LLM_DL_RETRIES", 5, NULL, "count", 0,
+     "retries of a download that makes no progress before it is given up"},
+    {"MESH_LLM_DL_STALL_MS", 60000, NULL, "ms", 0,
+     "a download that receives nothing this long is retried (rounded up to seconds)"},
+    {"MESH_LLM_EVENTS_MAX_QUEUE", 262144, NULL, "bytes", 0,
+     "an /api/events client whose unsent bytes would pass this is dropped"},
+    {"MESH_LLM_EVENTS_MS", 2000, NULL, "ms", 0, "period of the /api/events status snapshots"},
+    {"MESH_LLM_FIRST_BYTE_MS", 30000, NULL, "ms", 0,
+     "a host that sends no first byte of a reply this long is given up and the request retried "
+     "on another"},
+    {"MESH_LLM_FIRST_BYTE_MS_PER_KB", 2000, NULL, "ms per KiB", 0,
+     "added to MESH_LLM_FIRST_BYTE_MS per KiB of request body"},
+    {"MESH_LLM_HANDSHAKE_MS", 5000, NULL, "ms", 0,
+     "a QUIC dial plus admission that does not complete is given up"},
+    {"MESH_LLM_HANG_TIMEOUT_MS", 30000, NULL, "ms", 0,
+     "a child that stops answering /health this long is restarted"},
+    {"MESH_LLM_HEALTH_INTERVAL_MS", 5000, NULL, "ms", 0, "period of a child's /health check"},
+    {"MESH_LLM_HEALTH_TIMEOUT_MS", 5000, NULL, "ms", 0, "timeout of a child's /health check"},
+    {"MESH_LLM_HEARTBEAT_MS", 60000, NULL, "ms", 0, "gossip heartbeat"},
+    {"MESH_LLM_HOME", 0, "~/.mesh-llm", "path", 0,
+     "the state directory (node key, mesh id, config, lock): one node per home"},
+    {"MESH_LLM_HTTP_IDLE_MS", 60000, NULL, "ms", 0,
+     "an API or console connection idle this long is closed"},
+    {"MESH_LLM_HTTP_MAX_BUFFERED", HTTPD_DEFAULT_BUFFER_CAP, NULL, "bytes", 0,
+     "request bytes all HTTP connections may buffer together (at least 4096)"},
+    {"MESH_LLM_HTTP_READ_MS", 30000, NULL, "ms", 0, "a request that does not arrive in full"},
+    {"MESH_LLM_HTTP_WRITE_MS", 30000, NULL, "ms", 0, "a response the client does not read"},
+    {"MESH_LLM_IDLE_UNLOAD_MS", PROMO_IDLE_MS, NULL, "ms", 0,
+     "a model nobody asked for this long is unloaded (standbys step back)"},
+    {"MESH_LLM_JOIN", 0, "none", "tokens", ENVF_SECRET,
+     "invite tokens to join, comma-separated (as --join)"},
+    {"MESH_LLM_LIVE_MS", 2000, NULL, "ms", 0,
+     "a QUIC connection with a stream open is closed after this long without a packet"},
+    {"MESH_LLM_LOAD_TIMEOUT_MS", 0, "2 min + 1 min per GiB of model", "ms", 0,
+     "a child that does not become ready this long is given up"},
+    {"MESH_LLM_MIN_SERVE_MS", PROMO_MIN_SERVE_MS, NULL, "ms", 0,
+     "a promoted node serves at least this long"},
+    {"MESH_LLM_NOSTR_CA_FILE", 0, "none", "path", ENVF_TEST,
+     "a PEM file of extra certificate authorities for wss:// relays"},
+    {"MESH_LLM_NOSTR_OPEN_TIMEOUT_MS", 10000, NULL, "ms", 0,
+     "a relay connection that does not open this long is given up"},
+    {"MESH_LLM_NOSTR_RELAYS", 0, "a few public relays", "list", 0,
+     "Nostr relays, comma-separated (as --nostr-relay); \"none\": no relay"},
+    {"MESH_LLM_NOSTR_RETRY_MS", 1000, NULL, "ms", 0,
+     "first wait before a lost relay is reconnected (doubling)"},
+    {"MESH_LLM_PLAN_WAIT_MS", 30000, NULL, "ms", 0,
+     "a request for a model being planned or starting on a split waits this long, then 503"},
+    {"MESH_LLM_PREFIX_AFFINITY", 1, NULL, "0/1", 0,
+     "0: do not prefer the host that served a request's prompt prefix before"},
+    {"MESH_LLM_PROBE_MS", 5000, "5000 for --auto; gossip: min(heartbeat / 4, 2000)", "ms", 0,
+     "a suspected peer that does not answer a ping this long is dead; --auto's probe of a "
+     "listed mesh"},
+    {"MESH_LLM_PROGRESS_MS", 3000, "3000 (mesh-llm download on a terminal: 250)", "ms", 0,
+     "period of download progress lines"},
+    {"MESH_LLM_PUBLISH_INTERVAL_MS", 60000, NULL, "ms", 0,
+     "--publish: the listing is republished this often"},
+    {"MESH_LLM_PUBLISH_TTL_MS", 0, "2 x MESH_LLM_PUBLISH_INTERVAL_MS", "ms", 0,
+     "--publish: the listing's expiry"},
+    {"MESH_LLM_QUEUE_WAIT_MS", ADMIT_DEFAULT_WAIT_MS, NULL, "ms", 0,
+     "a request waits this long for a slot, then 503 (0 .. 1 day)"},
+    {"MESH_LLM_QUIC_CC", 0, "bbr2", "reno|cubic|bbr|bbr2", 0, "QUIC congestion control"},
+    {"MESH_LLM_QUIC_IDLE_MS", 30000, NULL, "ms", 0,
+     "an idle QUIC connection (no stream) whose peer is gone is closed"},
+    {"MESH_LLM_QUIC_RETRY_AFTER", 16, NULL, "count", 0,
+     "inbound QUIC connections not yet admitted before a new one must pass a Retry (0: always; at "
+     "most 64)"},
+    {"MESH_LLM_RETRY_DIAL_MS", 5000, NULL, "ms", 0,
+     "a retried request waits this long for a dial to another host"},
+    {"MESH_LLM_ROUTE_REFRESH_MS", RT_REFRESH_MS, NULL, "ms", 0,
+     "a passive node asks an active node for the routing table this often"},
+    {"MESH_LLM_RPC_COALESCE", 1, NULL, "0/1", ENVF_TEST,
+     "0: write each read of a split's RPC bytes at once, not coalesced per burst"},
+    {"MESH_LLM_RPC_CONNECT_MS", 5000, NULL, "ms", 0,
+     "a split worker's rpc-server must accept the tunnel within this"},
+    {"MESH_LLM_RPC_QUIET_MS", TUNNEL_RPC_QUIET_MS, NULL, "ms", 0,
+     "a split host probes a worker whose RPC reply is this late"},
+    {"MESH_LLM_SPEED_MFLOPS", 0, "measured", "MFLOPS", ENVF_TEST,
+     "the speed announced instead of measuring it (0: none announced)"},
+    {"MESH_LLM_SWITCH_FAIR_MS", 10000, NULL, "ms", 0,
+     "a model waiting for the memory another holds gets it after this (0 .. 1 day)"},
+    {"MESH_LLM_TEST_CHILD_PORT", 0, "a free port", "port", ENVF_TEST,
+     "the first child of the process gets this port"},
+    {"MESH_LLM_VERBOSE", 0, "unset", "set/unset", 0, "set: debug logs of 'mesh-llm discover'"},
+};
+
+#define N_ENV (sizeof ENV_VARS / sizeof ENV_VARS[0])
+
+const mesh_env_t *options_env_all(size_t *n)
+{
+    *n = N_ENV;
+    return ENV_VARS;
+}
+
+static int env_cmp(const void *name, const void *e)
+{
+    return strcmp(name, ((const mesh_env_t *)e)->name);
+}
+
+/* the table is sorted (test_options checks it) */
+const mesh_env_t *options_env(const char *name)
+{
+    return bsearch(name, ENV_VARS, N_ENV, sizeof ENV_VARS[0], env_cmp);
+}
+
+uint64_t options_env_default(const char *name)
+{
+    const mesh_env_t *e = options_env(name);
+    return e ? e->value : 0;
+}
+
+uint64_t options_env_ms(const char *name)
+{
+    return env_ms(name, options_env_default(name));
+}
+
 static const mesh_command_t COMMANDS[] = {
     {"status", "[--console PORT]", "summary of the node running here (its mesh, models, peers)",
      "Asks the node's management API on 127.0.0.1 (default port 3131; $MESH_LLM_API_KEY when "
@@ -167,7 +312,7 @@ static const mesh_command_t COMMANDS[] = {
      "--config ~/.config/mesh-llm/config) and print the systemctl line that enables it; "
      "uninstall: remove the unit; status: is it installed, which node holds the state directory; "
      "unit: print the unit. docs/install.md."},
-    {"help", "[COMMAND]", "this help, or a command's", NULL},
+    {"help", "[COMMAND|environment]", "this help, a command's, or the environment variables", NULL},
 };
 
 #define N_COMMANDS (sizeof COMMANDS / sizeof COMMANDS[0])
@@ -301,23 +446,27 @@ void options_usage(FILE *out)
         }
         wrap(out, text, HELP_COL, HELP_COL, HELP_WIDTH);
     }
-    fputs("\nWithout --model, a node that joins a mesh is given a model by the mesh, or stays a\n"
-          "standby worker that lends memory to split models. With none of --model, --models-dir,\n"
-          "--join, --client, --own-mesh, --mesh-name, --auto, --publish the node starts idle:\n"
-          "management API and console only, until a join (the console, POST /api/join, or\n"
-          "'mesh-llm join TOKEN'). State (node key, mesh id) lives in $MESH_LLM_HOME (default\n"
-          "~/.mesh-llm).\n"
-          "\n"
-          "When ready, one line goes to stdout:\n"
-          "  mesh-llm ready api=PORT console=PORT quic=PORT id=NODE_ID token=INVITE_TOKEN\n"
-          "\n"
-          "Example:\n"
-          "  mesh-llm --model ~/.models/stories260K.gguf\n"
-          "  open http://127.0.0.1:3131 (the console), or:\n"
-          "  curl localhost:9337/v1/chat/completions -H 'Content-Type: application/json' -d "
-          "'{\"model\":\"stories260K\",\"max_tokens\":32,\"messages\":[{\"role\":\"user\","
-          "\"content\":\"Hi\"}]}'\n",
-          out);
+    fputs(
+        "\nWithout --model, a node that joins a mesh is given a model by the mesh, or stays a\n"
+        "standby worker that lends memory to split models. With none of --model, --models-dir,\n"
+        "--join, --client, --own-mesh, --mesh-name, --auto, --publish the node starts idle:\n"
+        "management API and console only, until a join (the console, POST /api/join, or\n"
+        "'mesh-llm join TOKEN'). State (node key, mesh id) lives in $MESH_LLM_HOME (default\n"
+        "~/.mesh-llm).\n"
+        "\n"
+        "Environment: the MESH_LLM_* variables (timers, paths, test knobs) are listed with their\n"
+        "defaults by 'mesh-llm help environment'.\n"
+        "\n"
+        "When ready, one line goes to stdout:\n"
+        "  mesh-llm ready api=PORT console=PORT quic=PORT id=NODE_ID token=INVITE_TOKEN\n"
+        "\n"
+        "Example:\n"
+        "  mesh-llm --model ~/.models/stories260K.gguf\n"
+        "  open http://127.0.0.1:3131 (the console), or:\n"
+        "  curl localhost:9337/v1/chat/completions -H 'Content-Type: application/json' -d "
+        "'{\"model\":\"stories260K\",\"max_tokens\":32,\"messages\":[{\"role\":\"user\","
+        "\"content\":\"Hi\"}]}'\n",
+        out);
 }
 
 void options_command_usage(const mesh_command_t *c, FILE *out)
@@ -327,6 +476,29 @@ void options_command_usage(const mesh_command_t *c, FILE *out)
     if (c->help) {
         fputc('\n', out);
         wrap(out, c->help, 0, 0, HELP_WIDTH);
+    }
+}
+
+/* an environment variable's default as text */
+static const char *env_default(const mesh_env_t *e, char *buf, size_t len)
+{
+    if (e->def) return e->def;
+    snprintf(buf, len, "%llu", (unsigned long long)e->value);
+    return buf;
+}
+
+void options_env_usage(FILE *out)
+{
+    fputs("Environment variables read by mesh-llm (flags and the config file hold the rest).\n"
+          "Timers are in ms; their costs are in docs/timings.md. [test]: for tests only.\n",
+          out);
+    for (size_t i = 0; i < N_ENV; i++) {
+        const mesh_env_t *e = &ENV_VARS[i];
+        char num[32], text[1024];
+        snprintf(text, sizeof text, "%s (default: %s; %s)%s", e->help,
+                 env_default(e, num, sizeof num), e->unit, e->flags & ENVF_TEST ? " [test]" : "");
+        fprintf(out, "\n  %s\n%*s", e->name, 6, "");
+        wrap(out, text, 6, 6, HELP_WIDTH);
     }
 }
 
@@ -392,6 +564,26 @@ void options_markdown(FILE *out)
         if ((o->flags & OPTF_REPEAT) && !strstr(o->help, "repeatable"))
             fputs(" *(repeatable)*", out);
         if (o->flags & OPTF_SECRET) fputs(" *(secret)*", out);
+        fputs(" |\n", out);
+    }
+    fputs("\n## Environment variables\n\n"
+          "Every `MESH_LLM_*` variable the node reads (`mesh-llm help environment` prints the "
+          "same list). Timers are in milliseconds; [timings.md](timings.md) gives what each one "
+          "bounds and what it costs. A value a variable does not accept (not a number, out of "
+          "range) leaves the default. Variables marked *(test)* are for tests and benchmarks.\n\n"
+          "| Variable | Default | Unit | Description |\n|---|---|---|---|\n",
+          out);
+    for (size_t i = 0; i < N_ENV; i++) {
+        const mesh_env_t *e = &ENV_VARS[i];
+        char num[32];
+        fprintf(out, "| `%s` | ", e->name);
+        md_cell(out, env_default(e, num, sizeof num));
+        fputs(" | ", out);
+        md_cell(out, e->unit);
+        fputs(" | ", out);
+        md_cell(out, e->help);
+        if (e->flags & ENVF_TEST) fputs(" *(test)*", out);
+        if (e->flags & ENVF_SECRET) fputs(" *(secret)*", out);
         fputs(" |\n", out);
     }
 }

@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 /* Option ids: getopt_long's return values (above any short option character). */
@@ -101,10 +102,36 @@ const mesh_command_t *options_commands(size_t *n);
 const mesh_command_t *options_command(const char *name);
 const char *options_command_suggest(const char *typed);
 
+/* The MESH_LLM_* environment variables the node reads (the four that stand for an option are
+ * also in the option table's env field). Each call site names its variable, and a timer's call
+ * site takes its default from here (options_env_ms), so the code and the docs cannot disagree;
+ * tests/integration/test_cli.py checks that every variable the sources name is listed and that
+ * every listed one is read. */
+enum {
+    ENVF_TEST = 1u << 0,   /* for tests and benchmarks only */
+    ENVF_SECRET = 1u << 1, /* its value is a secret */
+};
+typedef struct {
+    const char *name;
+    uint64_t value;   /* the numeric default the code applies (0 for a text variable) */
+    const char *def;  /* the default as shown; NULL: value */
+    const char *unit; /* "ms", "bytes", "count", "path", "text", ... */
+    unsigned flags;   /* ENVF_* */
+    const char *help;
+} mesh_env_t;
+const mesh_env_t *options_env_all(size_t *n);
+const mesh_env_t *options_env(const char *name); /* NULL: not in the table */
+/* The table's numeric default of variable name (0 when it is not in the table). */
+uint64_t options_env_default(const char *name);
+/* env_ms(name, its table default): a timer in ms, 1 ms .. 7 days, else the default. */
+uint64_t options_env_ms(const char *name);
+
 /* mesh-llm --help */
 void options_usage(FILE *out);
 /* mesh-llm help COMMAND: its usage and help text */
 void options_command_usage(const mesh_command_t *c, FILE *out);
+/* mesh-llm help environment: the variables with their defaults */
+void options_env_usage(FILE *out);
 /* docs/cli.md (mesh-llm --help-markdown) */
 void options_markdown(FILE *out);
 

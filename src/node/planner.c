@@ -11,6 +11,7 @@
 #include "ledger.h"
 #include "llama_args.h"
 #include "log.h"
+#include "options.h"
 #include "rpc_cache.h"
 #include "tunnel_rpc.h"
 #include "util.h"
@@ -648,7 +649,7 @@ int planner_init(planner_t *pl, uv_loop_t *loop, const config_t *cfg, models_t *
     pl->ms = ms;
     pl->sv = sv;
     pl->vram = cfg->client ? 0 : vram;
-    pl->wait_ms = env_ms("MESH_LLM_PLAN_WAIT_MS", 30000);
+    pl->wait_ms = options_env_ms("MESH_LLM_PLAN_WAIT_MS");
     pd_init(pl);
     pl->allocating = cfg->n_joins > 0 && !cfg->client;
     for (size_t i = 0; i < ms->n && pl->n < PLAN_MAX_MODELS; i++) {

@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "options.h"
 #include "promote.h"
 #include "tunnel_rpc.h"
 #include "util.h"
@@ -33,8 +34,8 @@ static uint64_t now_ms(planner_t *pl)
 
 void pd_init(planner_t *pl)
 {
-    pl->idle_ms = env_ms("MESH_LLM_IDLE_UNLOAD_MS", PROMO_IDLE_MS);
-    pl->min_serve_ms = env_ms("MESH_LLM_MIN_SERVE_MS", PROMO_MIN_SERVE_MS);
+    pl->idle_ms = options_env_ms("MESH_LLM_IDLE_UNLOAD_MS");
+    pl->min_serve_ms = options_env_ms("MESH_LLM_MIN_SERVE_MS");
 }
 
 void pd_fill_self(planner_t *pl, view_node_t *n)

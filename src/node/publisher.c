@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "options.h"
 #include "util.h"
 
 pub_action_t publisher_decide(bool active, bool listed, const char *lister, const char *self,
@@ -188,7 +189,7 @@ void publisher_start(publisher_t *p, uv_loop_t *loop, discovery_t *disc, planner
     memcpy(p->sk, sk, 32);
     snprintf(p->name, sizeof p->name, "%s", name && *name ? name : "mesh-llm");
     snprintf(p->region, sizeof p->region, "%s", region ? region : "");
-    p->interval_ms = env_ms("MESH_LLM_PUBLISH_INTERVAL_MS", 60000);
+    p->interval_ms = options_env_ms("MESH_LLM_PUBLISH_INTERVAL_MS");
     p->ttl_ms = env_ms("MESH_LLM_PUBLISH_TTL_MS", 2 * p->interval_ms);
     uv_timer_init(loop, &p->timer);
     p->timer.data = p;

@@ -12,6 +12,7 @@
 #include "api_routes.h"
 #include "log.h"
 #include "meshstat.h"
+#include "options.h"
 #include "proxy.h"
 #include "resume.h"
 #include "sse.h"
@@ -380,8 +381,8 @@ static int attempt_start(relay_t *r, size_t idx)
     if (rc) return rc;
     /* a host still loading the model holds the request until it is ready: no deadline */
     if (r->hosts[idx].ready) {
-        uint64_t ms = resume_first_byte_ms(env_ms("MESH_LLM_FIRST_BYTE_MS", 30000),
-                                           env_ms("MESH_LLM_FIRST_BYTE_MS_PER_KB", 2000), len);
+        uint64_t ms = resume_first_byte_ms(options_env_ms("MESH_LLM_FIRST_BYTE_MS"),
+                                           options_env_ms("MESH_LLM_FIRST_BYTE_MS_PER_KB"), len);
         uv_timer_start(&r->timer, on_first_byte_timeout, ms, 0);
     }
     return 0;
@@ -421,7 +422,7 @@ static bool try_other(relay_t *r)
     /* no connection to any other host yet, but a dial is under way: wait for it, bounded */
     r->dial_waited = true;
     r->wait_idx = dialling;
-    r->wait_until = uv_now(r->loop) + env_ms("MESH_LLM_RETRY_DIAL_MS", 5000);
+    r->wait_until = uv_now(r->loop) + options_env_ms("MESH_LLM_RETRY_DIAL_MS");
     uv_timer_start(&r->timer, on_dial_wait, 20, 20);
     return true;
 }

@@ -15,6 +15,7 @@
 
 #include "child_log.h"
 #include "log.h"
+#include "options.h"
 #include "supervisor_int.h"
 #include "util.h"
 
@@ -58,10 +59,10 @@ int sv_init(supervisor_t *sv, uv_loop_t *loop, const char *llama_server, bool ve
     if (n <= 0 || !sv->llama_server) return -errno;
     exe[n] = '\0';
     sv->self_exe = strdup(exe);
-    sv->health_interval_ms = env_ms("MESH_LLM_HEALTH_INTERVAL_MS", 5000);
-    sv->health_timeout_ms = env_ms("MESH_LLM_HEALTH_TIMEOUT_MS", 5000);
-    sv->hang_ms = env_ms("MESH_LLM_HANG_TIMEOUT_MS", 30000);
-    sv->load_timeout_ms = env_ms("MESH_LLM_LOAD_TIMEOUT_MS", 0);
+    sv->health_interval_ms = options_env_ms("MESH_LLM_HEALTH_INTERVAL_MS");
+    sv->health_timeout_ms = options_env_ms("MESH_LLM_HEALTH_TIMEOUT_MS");
+    sv->hang_ms = options_env_ms("MESH_LLM_HANG_TIMEOUT_MS");
+    sv->load_timeout_ms = options_env_ms("MESH_LLM_LOAD_TIMEOUT_MS");
     uv_timer_init(loop, &sv->kill_timer);
     sv->kill_timer.data = sv;
     return 0;

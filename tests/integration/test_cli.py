@@ -106,6 +106,69 @@ def test_cli_md_is_generated_from_the_table():
         assert f"### mesh-llm {c}\n" in r.stdout
 
 
+def source_env_reads():
+    """{name: literal default or None} of the MESH_LLM_* names in the C sources' string literals
+    (comments skipped), outside the table itself; the default is the integer literal of an
+    env_ms/env_ms0 call that names the variable (directly or through a #define)."""
+    src = os.path.join(ROOT, "src")
+    token = re.compile(r'"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'|/\*.*?\*/|//[^\n]*', re.S)
+    names, codes, macros, defaults = {}, {}, {}, {}
+    for d, _, files in os.walk(src):
+        for fn in files:
+            path = os.path.join(d, fn)
+            if not fn.endswith((".c", ".h")) or os.path.relpath(path, src) == "node/options.c":
+                continue
+            with open(path) as f:
+                text = f.read()
+            code = token.sub(lambda m: m.group(0) if m.group(0)[0] in "\"'" else " ", text)
+            for lit in re.findall(r'"(?:[^"\\\n]|\\.)*"', code):
+                for n in re.findall(r"MESH_LLM_[A-Z0-9_]+", lit):
+                    names.setdefault(n, path)
+            codes[path] = code
+            macros.update(re.findall(r'#define\s+(\w+)\s+"(MESH_LLM_\w+)"', code))
+    for path, code in codes.items():
+        for ref, lit in re.findall(r'\benv_ms0?\(\s*("?\w+"?)\s*,\s*(\d+)\s*\)', code):
+            defaults.setdefault(macros.get(ref, ref.strip('"')), set()).add((int(lit), path))
+    return names, defaults
+
+
+def test_every_environment_variable_is_in_the_table():
+    """Every MESH_LLM_* variable a source names is in the table (docs/cli.md's environment
+    section, mesh-llm help environment), every listed one is read, and a call site that still
+    gives its default as a literal gives the table's."""
+    md = run("--help-markdown").stdout
+    assert "## Environment variables" in md
+    table = dict(re.findall(r"^\| `(MESH_LLM_\w+)` \| ([^|]+?) \|", md, re.M))
+    names, defaults = source_env_reads()
+    assert len(names) > 40
+    missing = sorted(set(names) - set(table))
+    assert not missing, f"read by the sources, not in ENV_VARS of src/node/options.c: " + \
+        ", ".join(f"{n} ({names[n]})" for n in missing)
+    unread = sorted(set(table) - set(names))
+    assert not unread, f"in the environment table, read by no source: {unread}"
+    helpenv = run("help", "environment")
+    assert helpenv.returncode == 0
+    assert set(re.findall(r"^  (MESH_LLM_\w+)$", helpenv.stdout, re.M)) == set(table)
+    for name, sites in sorted(defaults.items()):
+        for lit, path in sites:
+            if lit == 0 and not table[name].isdigit():
+                continue  # 0: the code computes the default, which the table describes
+            assert table[name].isdigit() and int(table[name]) == lit, \
+                f"{path}: {name} defaults to {lit}, the table says {table[name]}"
+    assert "help environment" in run("--help").stdout
+    # docs/timings.md names every timer, with the table's default where a row gives one number
+    with open(os.path.join(DOCS, "timings.md")) as f:
+        timings = f.read()
+    timers = re.findall(r"^\| `(MESH_LLM_\w+)` \| [^|]+ \| ms", md, re.M)
+    assert len(timers) > 30
+    for name in timers:
+        assert f"`{name}`" in timings, f"{name} is a timer missing from docs/timings.md"
+    rows = re.findall(r"^\| [^|]+ \| (\d+) \| `(MESH_LLM_\w+)` \|", timings, re.M)
+    assert len(rows) > 10
+    for value, name in rows:
+        assert table[name] == value, f"docs/timings.md: {name} {value}, the table: {table[name]}"
+
+
 def free_port():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))

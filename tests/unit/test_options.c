@@ -345,6 +345,53 @@ static int teardown(void **state)
     return system(cmd) == 0 ? 0 : -1;
 }
 
+/* The environment table: names unique and sorted, every option's variable listed, a timer's
+ * value read through options_env_ms and its default taken from the table. */
+static void test_env_table(void **state)
+{
+    (void)state;
+    size_t n, no;
+    const mesh_env_t *e = options_env_all(&n);
+    assert_true(n > 40);
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(strncmp(e[i].name, "MESH_LLM_", 9), 0);
+        assert_non_null(e[i].unit);
+        assert_non_null(e[i].help);
+        if (i > 0 && strcmp(e[i - 1].name, e[i].name) >= 0)
+            fail_msg("%s after %s: keep the table sorted, each name once", e[i].name,
+                     e[i - 1].name);
+        if (e[i].value == 0 && !e[i].def) fail_msg("%s: no default shown", e[i].name);
+    }
+    const mesh_option_t *o = options_all(&no);
+    for (size_t i = 0; i < no; i++)
+        if (o[i].env && !options_env(o[i].env))
+            fail_msg("--%s's %s is not in the environment table", o[i].name, o[i].env);
+    assert_null(options_env("MESH_LLM_NOPE"));
+
+    unsetenv("MESH_LLM_HEARTBEAT_MS");
+    assert_int_equal(options_env_ms("MESH_LLM_HEARTBEAT_MS"), 60000);
+    setenv("MESH_LLM_HEARTBEAT_MS", "1234", 1);
+    assert_int_equal(options_env_ms("MESH_LLM_HEARTBEAT_MS"), 1234);
+    setenv("MESH_LLM_HEARTBEAT_MS", "0", 1); /* below 1 ms: the default */
+    assert_int_equal(options_env_ms("MESH_LLM_HEARTBEAT_MS"), 60000);
+    setenv("MESH_LLM_HEARTBEAT_MS", "12x", 1);
+    assert_int_equal(options_env_ms("MESH_LLM_HEARTBEAT_MS"), 60000);
+    unsetenv("MESH_LLM_HEARTBEAT_MS");
+    assert_int_equal(options_env_default("MESH_LLM_QUEUE_WAIT_MS"), 600000);
+
+    /* mesh-llm help environment lists every variable with its default */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    options_env_usage(f);
+    fclose(f);
+    for (size_t i = 0; i < n; i++)
+        if (!strstr(buf, e[i].name)) fail_msg("%s missing from help environment", e[i].name);
+    assert_non_null(strstr(buf, "MESH_LLM_LIVE_MS\n      a QUIC connection"));
+    assert_non_null(strstr(buf, "(default: 2000; ms)"));
+    free(buf);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -357,6 +404,7 @@ int main(void)
         cmocka_unit_test(test_models_list),
         cmocka_unit_test(test_secret_from_file_not_in_argv),
         cmocka_unit_test(test_default_file),
+        cmocka_unit_test(test_env_table),
     };
     return cmocka_run_group_tests_name("options", tests, setup, teardown);
 }
