@@ -212,6 +212,44 @@ def test_64_concurrent_outlast_a_stall(start_node):
     assert (a["in_flight"], a["queued"], a["admitted"], a["rejected"]) == (0, 0, 65, 0), a
 
 
+def test_queued_on_another_node_outlasts_the_first_byte_deadline(start_node):
+    """16 requests enter node A and queue on node B, the only host (-np 1, its slot held by a
+    request sent to B itself while B's llama-server is stopped) for longer than A's default
+    first-byte deadline (30 s): B tells A they are queued (the tunnel's queued signal), so A
+    keeps waiting instead of giving them up with 503; once B's server runs again all complete."""
+    from test_mesh import wait_converged
+    b = start_node("--port", "0", "--model", model_path(S), "--llamacpp-args", "-np 1",
+                   env={"MESH_LLM_HANG_TIMEOUT_MS": "300000"})  # default queue wait
+    a = start_node("--port", "0", "--join", b.token, "--max-vram", "0.0001")  # hosts nothing
+    wait_converged([a, b])
+    wait_for(lambda: a.complete(S).status == 200, timeout=60, what="A routing to B")
+    assert b.child_for(S) and not a.child_for(S)
+    pid = llama_pid(b, S)
+    gate, snd = Sender(b), Sender(a)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        gate.send("gate", body(S))  # B's own client: no first-byte deadline; holds the slot
+        wait_for(lambda: adm(b, S)["in_flight"] == 1, timeout=60, what="the gate in flight")
+        for i in range(16):
+            snd.send(i, body(S, prompt=f"Once upon a time {i}"))
+        wait_for(lambda: adm(b, S)["queued"] == 16, timeout=60, what="16 queued on B")
+        # the old code gave each up at 30 s: then B's queue empties and A answers 503
+        wait_for(lambda: (lambda m: m.get("oldest_wait_ms", 0) > 34000 or m["queued"] < 16)(
+            adm(b, S)), timeout=120, what="B's queue holding them past A's first-byte deadline")
+        m = adm(b, S)
+        assert (m["queued"], m["expired"], m["cancelled"]) == (16, 0, 0), m
+        assert a.status()["routing"]["first_byte_timeouts"] == 0, a.status()["routing"]
+        assert not snd.results, snd.results
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    gate.join()
+    snd.join()
+    assert getattr(gate.results["gate"], "status", None) == 200, gate.results
+    bad = {i: r for i, r in snd.results.items() if getattr(r, "status", None) != 200}
+    assert not bad and len(snd.results) == 16, bad
+    assert a.status()["routing"]["first_byte_timeouts"] == 0
+
+
 def test_queue_that_cannot_drain_is_503(start_node):
     """A request whose wait runs out (MESH_LLM_QUEUE_WAIT_MS) is not over a limit of its own:
     503 with Retry-After ("unavailable"/"queue_timeout"), not 429; the request in its slot
