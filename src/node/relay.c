@@ -382,15 +382,17 @@ static int attempt_start(relay_t *r, size_t idx)
 }
 
 /* The host's admission queue holds the request (tunnel.h, the queued signal): it is waiting its
- * turn, not stuck, so the first-byte deadline starts again (it counts from the last signal; the
- * connection's own liveness is watched by the transport, MESH_LLM_LIVE_MS). */
+ * turn, not stuck, so the first-byte deadline starts again (it counts from the last signal, and
+ * spans at least 3 signal intervals, so that a short MESH_LLM_FIRST_BYTE_MS does not outrun the
+ * next signal; the connection's own liveness is watched by the transport, MESH_LLM_LIVE_MS). */
 static void sink_queued(void *ud)
 {
     relay_t *r = ud;
     if (!r->first_byte_ms || r->got || !uv_is_active((uv_handle_t *)&r->timer)) return;
     LOGD("relay", "model %s: queued on host %.12s; first-byte deadline restarted", r->model,
          r->hosts[r->cur].id);
-    uv_timer_start(&r->timer, on_first_byte_timeout, r->first_byte_ms, 0);
+    uint64_t ms = r->first_byte_ms, floor = 3 * (uint64_t)TUNNEL_QUEUED_EVERY_MS;
+    uv_timer_start(&r->timer, on_first_byte_timeout, ms > floor ? ms : floor, 0);
 }
 
 /* The next untried host after cur (ring order), or n_hosts. */
