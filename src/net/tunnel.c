@@ -142,7 +142,7 @@ static void fwd_close(tp_stream_t *s, int err)
 static const tp_stream_cb_t fwd_cb = {fwd_data, fwd_fin, NULL, fwd_close};
 
 int tunnel_http_request(tp_conn_t *conn, const char *model, httpd_req_t *req, const char *body,
-                        size_t body_len, buf_t *b)
+                        size_t body_len, bool queued_signal, buf_t *b)
 {
     req->mesh.route = METRICS_ROUTE_TUNNEL;
     snprintf(req->mesh.peer, sizeof req->mesh.peer, "%s", tp_conn_peer_id(conn));
@@ -154,9 +154,9 @@ int tunnel_http_request(tp_conn_t *conn, const char *model, httpd_req_t *req, co
     if (rc == 0)
         rc = buf_printf(b,
                         "%s %s HTTP/1.1\r\nHost: mesh\r\nContent-Type: %s\r\n"
-                        "Content-Length: %zu\r\nConnection: close\r\n%s: 1\r\n\r\n",
+                        "Content-Length: %zu\r\nConnection: close\r\n%s: 1\r\n%s\r\n",
                         req->method_str, req->url, ctype ? ctype : "application/json", body_len,
-                        TUNNEL_HOP_HEADER);
+                        TUNNEL_HOP_HEADER, queued_signal ? TUNNEL_QUEUED_HEADER ": 1\r\n" : "");
     if (rc == 0 && body_len) rc = buf_append(b, body, body_len);
     return rc;
 }
@@ -171,7 +171,7 @@ int tunnel_http_forward(tp_conn_t *conn, const char *model, httpd_req_t *req,
     f->data = data;
     buf_t b;
     buf_init(&b, TUNNEL_REQUEST_MAX);
-    int rc = tunnel_http_request(conn, model, req, req->body, req->body_len, &b);
+    int rc = tunnel_http_request(conn, model, req, req->body, req->body_len, false, &b);
     if (rc == 0) rc = tp_stream_open(conn, &fwd_cb, f, &f->s);
     if (rc == 0) rc = tp_stream_write(f->s, b.data, b.len);
     buf_free(&b);

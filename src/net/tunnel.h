@@ -27,15 +27,26 @@
 
 #define TUNNEL_HOP_HEADER "x-mesh-hop"
 
+/* The queued signal (additive, optional): a requester that sends this header (value 1) accepts
+ * TUNNEL_QUEUED_BYTE bytes before the response's status line. A host whose admission queue holds
+ * such a request sends one when it queues it and one every TUNNEL_QUEUED_EVERY_MS while it waits
+ * (node/admission.c), so the requester knows the host is holding the request rather than stuck,
+ * and restarts its first-byte deadline (node/relay.c). A host of an older version ignores the
+ * header and sends none; a requester of an older version never sends it, so gets none. */
+#define TUNNEL_QUEUED_HEADER "x-mesh-queued-signal"
+#define TUNNEL_QUEUED_BYTE '\n'
+#define TUNNEL_QUEUED_EVERY_MS 5000
+
 /* Largest request a TUNNEL_HTTP stream opens with: the control frame, head and body. */
 #define TUNNEL_REQUEST_MAX (WIRE_MAX_FRAME + (64u << 20))
 
 /* Append to b what a TUNNEL_HTTP stream for req starts with: the control frame naming model,
- * then req's request line and head, with body (body_len bytes: the request's own body or a
- * rewritten one) — the one builder of the requester side (tunnel_http_forward, tunnel_call.h).
- * Marks req's metrics record as tunnelled to conn's peer. 0 or a negative errno. */
+ * then req's request line and head (with TUNNEL_QUEUED_HEADER when queued_signal), with body
+ * (body_len bytes: the request's own body or a rewritten one) — the one builder of the requester
+ * side (tunnel_http_forward, tunnel_call.h). Marks req's metrics record as tunnelled to conn's
+ * peer. 0 or a negative errno. */
 int tunnel_http_request(tp_conn_t *conn, const char *model, httpd_req_t *req, const char *body,
-                        size_t body_len, buf_t *b);
+                        size_t body_len, bool queued_signal, buf_t *b);
 
 /* Forward req to `conn`'s node. on_fail (may be NULL) is called instead of answering when the
  * host fails before the first response byte, so the caller can retry elsewhere; it must answer

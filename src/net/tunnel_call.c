@@ -15,6 +15,7 @@ struct tunnel_call {
     const tunnel_sink_t *sink; /* NULL once cancelled */
     void *ud;
     bool fin;
+    bool answering; /* a response byte came: no more queued signals */
 };
 
 static void call_data(tp_stream_t *s, const uint8_t *p, size_t n)
@@ -25,6 +26,17 @@ static void call_data(tp_stream_t *s, const uint8_t *p, size_t n)
         return;
     }
     metrics_tunnel_bytes(meshstat(), false, n);
+    size_t sig = 0;
+    while (!c->answering && sig < n && p[sig] == TUNNEL_QUEUED_BYTE)
+        sig++;
+    if (sig) {
+        tp_stream_consumed(s, sig);
+        if (c->sink->on_queued) c->sink->on_queued(c->ud);
+        if (sig == n) return;
+        p += sig;
+        n -= sig;
+    }
+    c->answering = true;
     c->sink->on_data(c->ud, p, n);
 }
 
@@ -53,7 +65,7 @@ int tunnel_call_open(tp_conn_t *conn, const char *model, httpd_req_t *req, const
     c->ud = ud;
     buf_t b;
     buf_init(&b, TUNNEL_REQUEST_MAX);
-    int rc = tunnel_http_request(conn, model, req, body, body_len, &b);
+    int rc = tunnel_http_request(conn, model, req, body, body_len, true, &b);
     if (rc == 0) rc = tp_stream_open(conn, &call_cb, c, &c->s);
     if (rc == 0) rc = tp_stream_write(c->s, b.data, b.len);
     buf_free(&b);

@@ -6,7 +6,9 @@
  * The request sent is the same as tunnel_http_forward's ([0x04][frame {"v":1,"model"}], then
  * HTTP/1.1 with Connection: close and X-Mesh-Hop: 1, then half-close), with the method, URL and
  * Content-Type of req and the given body (the original, or a continuation). The route is noted
- * in req->mesh (peer, dispatch time) for tunnel_route_headers() and the metrics. */
+ * in req->mesh (peer, dispatch time) for tunnel_route_headers() and the metrics. The request
+ * asks for the queued signal (tunnel.h, TUNNEL_QUEUED_HEADER): the signal bytes before the
+ * response are taken out here and reported through on_queued. */
 #ifndef MESH_TUNNEL_CALL_H
 #define MESH_TUNNEL_CALL_H
 
@@ -25,6 +27,10 @@ typedef struct {
     /* The stream is over: fin = the host finished its response cleanly; err from the
      * transport (0 clean). The last callback: the call is freed when it returns. */
     void (*on_end)(void *ud, int err, bool fin);
+    /* The host's admission queue holds the request (sent when queued, then every
+     * TUNNEL_QUEUED_EVERY_MS); only before the first response byte. May be NULL; must not cancel
+     * the call. */
+    void (*on_queued)(void *ud);
 } tunnel_sink_t;
 
 /* Returns 0 with *out set, or a negative errno (nothing sent, no callback will run). */

@@ -15,6 +15,7 @@
 #include "meshstat.h"
 #include "models_int.h"
 #include "options.h"
+#include "tunnel.h"
 #include "util.h"
 
 #define KEYS_FILE_MAX 65536
@@ -31,6 +32,7 @@ struct ticket {
     int model, key;
     unsigned choices; /* the body's "n" (1 when absent): llama-server reports one choice */
     bool started, done;
+    bool signal; /* queued through a tunnel whose requester takes the queued signal */
     ticket_t *next;
 };
 
@@ -207,6 +209,20 @@ static void on_queued_abort(httpd_req_t *req)
     schedule(ad);
 }
 
+/* The queued signal (net/tunnel.h) to every tunnelled request that waits here and asked for it:
+ * its entry node then restarts its first-byte deadline instead of giving the request up. */
+static void send_queued_signals(admission_t *ad, uint64_t now)
+{
+    if (now < ad->signal_due) return;
+    ad->signal_due = UINT64_MAX;
+    static const char sig = TUNNEL_QUEUED_BYTE;
+    for (ticket_t *t = ad->tickets; t; t = t->next) {
+        if (!t->signal || t->started || !t->req) continue;
+        httpd_write(t->req, &sig, 1);
+        ad->signal_due = now + TUNNEL_QUEUED_EVERY_MS;
+    }
+}
+
 /* waited_ms: how long it was queued (0: admitted at once) */
 static void start(admission_t *ad, ticket_t *t, uint64_t waited_ms)
 {
@@ -332,6 +348,7 @@ static void process(admission_t *ad)
         start(ad, t,
               act.waited_ms); /* mm counts it before the pending count drops (sync_pending below) */
     }
+    send_queued_signals(ad, now);
     sync_pending(ad);
     schedule(ad);
 }
@@ -354,6 +371,7 @@ static void schedule(admission_t *ad)
         due = admit_deadline(ad->a);
         uint64_t d = mm_deadline(&ad->ms->mm);
         if (d < due) due = d;
+        if (ad->signal_due < due) due = ad->signal_due;
         for (size_t i = 0; i < ad->a->n_models; i++) {
             const admit_model_t *m = &ad->a->models[i];
             if (!m->queued) continue;
@@ -461,6 +479,11 @@ bool admission_enter(admission_t *ad, httpd_req_t *req, int needs)
     }
     req->data = t;
     req->on_abort = on_queued_abort;
+    if (req->peer == HTTPD_PEER_TUNNEL && httpd_header(req, TUNNEL_QUEUED_HEADER)) {
+        t->signal = true;
+        ad->signal_due = now; /* at once, then every TUNNEL_QUEUED_EVERY_MS */
+        send_queued_signals(ad, now);
+    }
     sync_pending(ad);
     schedule(ad);
     return true;
@@ -472,6 +495,7 @@ int admission_init(admission_t *ad, uv_loop_t *loop, const config_t *cfg, models
                    size_t errlen)
 {
     memset(ad, 0, sizeof *ad);
+    ad->signal_due = UINT64_MAX;
     ad->loop = loop;
     ad->cfg = cfg;
     ad->ms = ms;

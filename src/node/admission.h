@@ -44,7 +44,8 @@ typedef struct {
     unsigned n_tickets;
     uv_timer_t timer;
     bool timer_init, kick, closing;
-    bool in_timer; /* inside the timer's callback: see schedule() */
+    bool in_timer;       /* inside the timer's callback: see schedule() */
+    uint64_t signal_due; /* the next queued signal (UINT64_MAX: none waits for one) */
     /* Serve an admitted request: the rest of the API's handling (routing, local serving). */
     void (*resume)(void *data, httpd_req_t *req, int needs);
     void *resume_data;

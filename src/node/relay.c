@@ -43,6 +43,7 @@ typedef struct {
     /* MODE_SSE of an API whose stream is not continued: ended in its own error shape */
     api_stream_t shape;
     tunnel_call_t *call;
+    uint64_t first_byte_ms; /* the attempt's first-byte deadline; 0: none (host not ready) */
     uv_timer_t timer;
     bool timer_open;
     /* the attempt in progress */
@@ -90,7 +91,8 @@ static void attempt_next(relay_t *r, const char *why);
 static bool try_other(relay_t *r);
 static void sink_data(void *ud, const uint8_t *p, size_t n);
 static void sink_end(void *ud, int err, bool fin);
-static const tunnel_sink_t sink = {sink_data, sink_end};
+static void sink_queued(void *ud);
+static const tunnel_sink_t sink = {sink_data, sink_end, sink_queued};
 
 /* ---------- lifetime ---------- */
 
@@ -380,12 +382,28 @@ static int attempt_start(relay_t *r, size_t idx)
     int rc = tunnel_call_open(c, r->model, r->req, body, len, &sink, r, &r->call);
     if (rc) return rc;
     /* a host still loading the model holds the request until it is ready: no deadline */
+    r->first_byte_ms = 0;
     if (r->hosts[idx].ready) {
-        uint64_t ms = resume_first_byte_ms(options_env_ms("MESH_LLM_FIRST_BYTE_MS"),
-                                           options_env_ms("MESH_LLM_FIRST_BYTE_MS_PER_KB"), len);
-        uv_timer_start(&r->timer, on_first_byte_timeout, ms, 0);
+        r->first_byte_ms =
+            resume_first_byte_ms(options_env_ms("MESH_LLM_FIRST_BYTE_MS"),
+                                 options_env_ms("MESH_LLM_FIRST_BYTE_MS_PER_KB"), len);
+        uv_timer_start(&r->timer, on_first_byte_timeout, r->first_byte_ms, 0);
     }
     return 0;
+}
+
+/* The host's admission queue holds the request (tunnel.h, the queued signal): it is waiting its
+ * turn, not stuck, so the first-byte deadline starts again (it counts from the last signal, and
+ * spans at least 3 signal intervals, so that a short MESH_LLM_FIRST_BYTE_MS does not outrun the
+ * next signal; the connection's own liveness is watched by the transport, MESH_LLM_LIVE_MS). */
+static void sink_queued(void *ud)
+{
+    relay_t *r = ud;
+    if (!r->first_byte_ms || r->got || !uv_is_active((uv_handle_t *)&r->timer)) return;
+    LOGD("relay", "model %s: queued on host %.12s; first-byte deadline restarted", r->model,
+         r->hosts[r->cur].id);
+    uint64_t ms = r->first_byte_ms, floor = 3 * (uint64_t)TUNNEL_QUEUED_EVERY_MS;
+    uv_timer_start(&r->timer, on_first_byte_timeout, ms > floor ? ms : floor, 0);
 }
 
 /* The next untried host after cur (ring order), or n_hosts. */

@@ -212,6 +212,58 @@ def test_64_concurrent_outlast_a_stall(start_node):
     assert (a["in_flight"], a["queued"], a["admitted"], a["rejected"]) == (0, 0, 65, 0), a
 
 
+def queued_on_b(start_node, hold_ms, a_env=None):
+    """16 requests enter node A and queue on node B, the only host (-np 1, its slot held by a
+    request sent to B itself while B's llama-server is stopped), until the oldest has waited
+    hold_ms; then B's server runs again. Returns A's routing counters and the answers."""
+    from test_mesh import wait_converged
+    b = start_node("--port", "0", "--model", model_path(S), "--llamacpp-args", "-np 1",
+                   env={"MESH_LLM_HANG_TIMEOUT_MS": "300000"})  # default queue wait
+    a = start_node("--port", "0", "--join", b.token, "--max-vram", "0.0001",  # hosts nothing
+                   env=a_env)
+    wait_converged([a, b])
+    wait_for(lambda: a.complete(S).status == 200, timeout=60, what="A routing to B")
+    assert b.child_for(S) and not a.child_for(S)
+    pid = llama_pid(b, S)
+    gate, snd = Sender(b), Sender(a)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        gate.send("gate", body(S))  # B's own client: no first-byte deadline; holds the slot
+        wait_for(lambda: adm(b, S)["in_flight"] == 1, timeout=60, what="the gate in flight")
+        for i in range(16):
+            snd.send(i, body(S, prompt=f"Once upon a time {i}"))
+        wait_for(lambda: adm(b, S)["queued"] == 16, timeout=60, what="16 queued on B")
+        # the old code gave each up at A's first-byte deadline: then B's queue empties
+        wait_for(lambda: (lambda m: m.get("oldest_wait_ms", 0) > hold_ms or m["queued"] < 16)(
+            adm(b, S)), timeout=hold_ms / 1000 + 90, what="B's queue holding them")
+        m = adm(b, S)
+        assert (m["queued"], m["expired"], m["cancelled"]) == (16, 0, 0), m
+        assert not snd.results, snd.results
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    gate.join()
+    snd.join()
+    assert getattr(gate.results["gate"], "status", None) == 200, gate.results
+    bad = {i: r for i, r in snd.results.items() if getattr(r, "status", None) != 200}
+    assert not bad and len(snd.results) == 16, bad
+    return a.status()["routing"]
+
+
+def test_queued_on_another_node_outlasts_the_first_byte_deadline(start_node):
+    """Queued on B past A's default first-byte deadline (30 s): B tells A they are queued (the
+    tunnel's queued signal), so A keeps waiting instead of giving them up with 503; once B's
+    server runs again all complete."""
+    assert queued_on_b(start_node, 34000)["first_byte_timeouts"] == 0
+
+
+def test_queued_signal_outlasts_a_short_first_byte_deadline(start_node):
+    """With A's first-byte deadline (2 s) shorter than B's signal interval (5 s), a signal still
+    holds the request for 3 intervals: 12 s in B's queue, all complete."""
+    r = queued_on_b(start_node, 12000, {"MESH_LLM_FIRST_BYTE_MS": "2000",
+                                        "MESH_LLM_FIRST_BYTE_MS_PER_KB": "0"})
+    assert r["first_byte_timeouts"] == 0
+
+
 def test_queue_that_cannot_drain_is_503(start_node):
     """A request whose wait runs out (MESH_LLM_QUEUE_WAIT_MS) is not over a limit of its own:
     503 with Retry-After ("unavailable"/"queue_timeout"), not 429; the request in its slot
