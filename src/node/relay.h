@@ -5,7 +5,8 @@
  *  - first byte: a ready host that sends nothing within resume_first_byte_ms(
  *    MESH_LLM_FIRST_BYTE_MS [30000], MESH_LLM_FIRST_BYTE_MS_PER_KB [2000], body size) is given
  *    up (its stream reset, so it stops) and the request goes to the next host, once; a host
- *    that fails before answering is also retried once;
+ *    that fails before answering is also retried once; a host whose admission queue holds the
+ *    request says so (the queued signal, net/tunnel.h) and each signal starts the deadline again;
  *  - a streamed /v1/chat/completions or /v1/completions (core/resume.h) is parsed event by
  *    event (core/sse.h, bounded) and re-sent to the client as a chunked text/event-stream;
  *    when its host dies before "[DONE]" the request goes to another replica with the text
