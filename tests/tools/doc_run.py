@@ -143,8 +143,9 @@ def setup(root, work, mesh_bin, models):
                   "--root", os.path.join(work, "hub")], root, os.path.join(work, "hub.log"))
     helpers.append(hub)
     hub_port = dict(kv.split("=") for kv in hub.first.split())["hub"]
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("MESH_LLM_") or k in ("MESH_LLM_BIN_DIR",)}
+    # no MESH_LLM_* at all (not even MESH_LLM_BIN_DIR): the binary finds its llama.cpp by itself,
+    # as a user's does; the relay and hub below are the only pointers, to the local stand-ins
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MESH_LLM_")}
     env.pop("HF_TOKEN", None)
     env.update(HOME=home, PATH=bindir + os.pathsep + env.get("PATH", "/usr/bin:/bin"),
                HF_ENDPOINT=f"http://127.0.0.1:{hub_port}")
