@@ -35,7 +35,8 @@ typedef struct {
     const char *models_dir; /* the file's models_dir (names of remote models) */
 } reader_t;
 
-static void problem(reader_t *r, int line, const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) static void problem(reader_t *r, int line, const char *fmt,
+                                                          ...)
 {
     char msg[768], full[1024];
     va_list ap;
