@@ -3,6 +3,7 @@
 #include "options.h"
 
 #include <ctype.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,6 +13,7 @@
 #include "promote.h"
 #include "route_table.h"
 #include "suggest.h"
+#include "tunables.h"
 #include "tunnel_rpc.h"
 #include "util.h"
 
@@ -147,114 +149,154 @@ static const mesh_option_t OPTIONS[] = {
 
 #define N_OPTIONS (sizeof OPTIONS / sizeof OPTIONS[0])
 
+/* How tunables_load reads a row (options.h:tun_kind_t) into its field of tunables_t. */
+#define T_FIELD(kind_, f) .kind = (kind_), .off = offsetof(tunables_t, f)
+#define T_MS(f) T_FIELD(TUN_MS, f), .min = 1, .max = TUN_MS_MAX
+#define T_MS0(f) T_FIELD(TUN_MS0, f), .min = 0, .max = TUN_MS0_MAX
+#define T_U64(f, lo, hi) T_FIELD(TUN_U64, f), .min = (lo), .max = (hi)
+#define T_ULONG(f, lo, hi) T_FIELD(TUN_ULONG, f), .min = (lo), .max = (hi)
+#define T_BOOL(f, hi) T_FIELD(TUN_BOOL, f), .min = 0, .max = (hi)
+#define T_OFF0(f) T_FIELD(TUN_OFF0, f)
+#define T_SET(f) T_FIELD(TUN_SET, f)
+#define T_TEXT(f) T_FIELD(TUN_TEXT, f)
+#define T_CHOICE(f) T_FIELD(TUN_CHOICE, f)
+#define T_OPTION .kind = TUN_OPTION
+
 /* The environment variables, sorted by name. A timer's value is its default in ms (its cost is
- * in docs/timings.md); 0 and a def text where the code computes it. */
+ * in docs/timings.md); 0 and a def text where the code computes it. The last column says how
+ * tunables_load reads it: the parser its call site uses (tests/unit/test_tunables.c). */
 static const mesh_env_t ENV_VARS[] = {
     {"MESH_LLM_API_KEY", 0, "none", "text", ENVF_SECRET,
-     "the API key a node requires (as --api-key) and that 'mesh-llm status' sends"},
+     "the API key a node requires (as --api-key) and that 'mesh-llm status' sends", T_OPTION},
     {"MESH_LLM_AUTO_LISTEN_MS", 4000, NULL, "ms", 0,
-     "--auto with no listing yet: how long it keeps listening (asking the relays again halfway)"},
+     "--auto with no listing yet: how long it keeps listening (asking the relays again halfway)",
+     T_MS(auto_listen_ms)},
     {"MESH_LLM_AUTO_WAIT_MS", 15000, NULL, "ms", 0,
-     "--auto: how long it waits for every relay to answer before it decides with what arrived"},
+     "--auto: how long it waits for every relay to answer before it decides with what arrived",
+     T_MS(auto_wait_ms)},
     {"MESH_LLM_BIN_DIR", 0, "searched", "path", 0,
-     "where llama-server and ggml-rpc-server live (as --bin-dir)"},
+     "where llama-server and ggml-rpc-server live (as --bin-dir)", T_OPTION},
     {"MESH_LLM_CACHE", 0, "~/.cache/mesh-llm", "path", 0,
-     "the cache whose pinned llama.cpp build is searched for the binaries"},
+     "the cache whose pinned llama.cpp build is searched for the binaries", T_TEXT(cache)},
     {"MESH_LLM_DEMAND_WINDOW_MS", DEMAND_WINDOW_MS, NULL, "ms", ENVF_TEST,
-     "the window of the requests-per-minute count announced to the mesh"},
+     "the window of the requests-per-minute count announced to the mesh", T_MS(demand_window_ms)},
     {"MESH_LLM_DL_BACKOFF_MS", 500, NULL, "ms", 0,
-     "first wait before a failed download is retried (doubling, at most 8000)"},
+     "first wait before a failed download is retried (doubling, at most 8000)",
+     T_MS(dl_backoff_ms)},
     {"MESH_LLM_DL_FOLLOW_URLS", 0, "0 (off)", "0/1", 0,
      "1: also download http(s):// URLs that other nodes announce (by default only catalog "
-     "names and hub references are followed for others)"},
+     "names and hub references are followed for others)",
+     T_BOOL(dl_follow_urls, TUN_MS_MAX)},
     {"MESH_LLM_DL_MIN_RATE", 1024, NULL, "bytes/s", 0,
-     "a download slower than this over MESH_LLM_DL_STALL_MS counts as stalled and is retried"},
+     "a download slower than this over MESH_LLM_DL_STALL_MS counts as stalled and is retried",
+     T_U64(dl_min_rate, 1, TUN_MS_MAX)},
     {"MESH_LLM_DL_RETRIES", 5, NULL, "count", 0,
-     "retries of a download that makes no progress before it is given up"},
+     "retries of a download that makes no progress before it is given up",
+     T_U64(dl_retries, 1, TUN_MS_MAX)},
     {"MESH_LLM_DL_STALL_MS", 60000, NULL, "ms", 0,
-     "a download that receives nothing this long is retried (rounded up to seconds)"},
+     "a download that receives nothing this long is retried (rounded up to seconds)",
+     T_MS(dl_stall_ms)},
     {"MESH_LLM_EVENTS_MAX_QUEUE", 262144, NULL, "bytes", 0,
-     "an /api/events client whose unsent bytes would pass this is dropped"},
-    {"MESH_LLM_EVENTS_MS", 2000, NULL, "ms", 0, "period of the /api/events status snapshots"},
+     "an /api/events client whose unsent bytes would pass this is dropped",
+     T_U64(events_max_queue, 1, TUN_MS_MAX)},
+    {"MESH_LLM_EVENTS_MS", 2000, NULL, "ms", 0, "period of the /api/events status snapshots",
+     T_MS(events_ms)},
     {"MESH_LLM_FIRST_BYTE_MS", 30000, NULL, "ms", 0,
      "a host that sends no first byte of a reply this long is given up and the request retried "
-     "on another"},
+     "on another",
+     T_MS(first_byte_ms)},
     {"MESH_LLM_FIRST_BYTE_MS_PER_KB", 2000, NULL, "ms per KiB", 0,
-     "added to MESH_LLM_FIRST_BYTE_MS per KiB of request body"},
+     "added to MESH_LLM_FIRST_BYTE_MS per KiB of request body", T_MS(first_byte_ms_per_kb)},
     {"MESH_LLM_HANDSHAKE_MS", 5000, NULL, "ms", 0,
-     "a QUIC dial plus admission that does not complete is given up"},
+     "a QUIC dial plus admission that does not complete is given up", T_MS(handshake_ms)},
     {"MESH_LLM_HANG_TIMEOUT_MS", 30000, NULL, "ms", 0,
-     "a child that stops answering /health this long is restarted"},
-    {"MESH_LLM_HEALTH_INTERVAL_MS", 5000, NULL, "ms", 0, "period of a child's /health check"},
-    {"MESH_LLM_HEALTH_TIMEOUT_MS", 5000, NULL, "ms", 0, "timeout of a child's /health check"},
-    {"MESH_LLM_HEARTBEAT_MS", 60000, NULL, "ms", 0, "gossip heartbeat"},
+     "a child that stops answering /health this long is restarted", T_MS(hang_timeout_ms)},
+    {"MESH_LLM_HEALTH_INTERVAL_MS", 5000, NULL, "ms", 0, "period of a child's /health check",
+     T_MS(health_interval_ms)},
+    {"MESH_LLM_HEALTH_TIMEOUT_MS", 5000, NULL, "ms", 0, "timeout of a child's /health check",
+     T_MS(health_timeout_ms)},
+    {"MESH_LLM_HEARTBEAT_MS", 60000, NULL, "ms", 0, "gossip heartbeat", T_MS(heartbeat_ms)},
     {"MESH_LLM_HOME", 0, "~/.mesh-llm", "path", 0,
-     "the state directory (node key, mesh id, config, lock): one node per home"},
+     "the state directory (node key, mesh id, config, lock): one node per home", T_TEXT(home)},
     {"MESH_LLM_HTTP_IDLE_MS", 60000, NULL, "ms", 0,
-     "an API or console connection idle this long is closed"},
+     "an API or console connection idle this long is closed", T_MS(http_idle_ms)},
     {"MESH_LLM_HTTP_MAX_BUFFERED", HTTPD_DEFAULT_BUFFER_CAP, NULL, "bytes", 0,
-     "request bytes all HTTP connections may buffer together (at least 4096)"},
-    {"MESH_LLM_HTTP_READ_MS", 30000, NULL, "ms", 0, "a request that does not arrive in full"},
-    {"MESH_LLM_HTTP_WRITE_MS", 30000, NULL, "ms", 0, "a response the client does not read"},
+     "request bytes all HTTP connections may buffer together (at least 4096)",
+     T_U64(http_max_buffered, 4096, 1ULL << 40)},
+    {"MESH_LLM_HTTP_READ_MS", 30000, NULL, "ms", 0, "a request that does not arrive in full",
+     T_MS(http_read_ms)},
+    {"MESH_LLM_HTTP_WRITE_MS", 30000, NULL, "ms", 0, "a response the client does not read",
+     T_MS(http_write_ms)},
     {"MESH_LLM_IDLE_UNLOAD_MS", PROMO_IDLE_MS, NULL, "ms", 0,
-     "a model nobody asked for this long is unloaded (standbys step back)"},
+     "a model nobody asked for this long is unloaded (standbys step back)", T_MS(idle_unload_ms)},
     {"MESH_LLM_JOIN", 0, "none", "tokens", ENVF_SECRET,
-     "invite tokens to join, comma-separated (as --join)"},
+     "invite tokens to join, comma-separated (as --join)", T_OPTION},
     {"MESH_LLM_LIVE_MS", 2000, NULL, "ms", 0,
-     "a QUIC connection with a stream open is closed after this long without a packet"},
+     "a QUIC connection with a stream open is closed after this long without a packet",
+     T_MS(live_ms)},
     {"MESH_LLM_LOAD_TIMEOUT_MS", 0, "2 min + 1 min per GiB of model", "ms", 0,
-     "a child that does not become ready this long is given up"},
+     "a child that does not become ready this long is given up", T_MS(load_timeout_ms)},
     {"MESH_LLM_MIN_SERVE_MS", PROMO_MIN_SERVE_MS, NULL, "ms", 0,
-     "a promoted node serves at least this long"},
+     "a promoted node serves at least this long", T_MS(min_serve_ms)},
     {"MESH_LLM_NOSTR_CA_FILE", 0, "none", "path", ENVF_TEST,
-     "a PEM file of extra certificate authorities for wss:// relays"},
+     "a PEM file of extra certificate authorities for wss:// relays", T_TEXT(nostr_ca_file)},
     {"MESH_LLM_NOSTR_OPEN_TIMEOUT_MS", 10000, NULL, "ms", 0,
-     "a relay connection that does not open this long is given up"},
+     "a relay connection that does not open this long is given up", T_MS(nostr_open_timeout_ms)},
     {"MESH_LLM_NOSTR_RELAYS", 0, "a few public relays", "list", 0,
-     "Nostr relays, comma-separated (as --nostr-relay); \"none\": no relay"},
+     "Nostr relays, comma-separated (as --nostr-relay); \"none\": no relay", T_OPTION},
     {"MESH_LLM_NOSTR_RETRY_MS", 1000, NULL, "ms", 0,
-     "first wait before a lost relay is reconnected (doubling)"},
+     "first wait before a lost relay is reconnected (doubling)", T_MS(nostr_retry_ms)},
     {"MESH_LLM_PLAN_WAIT_MS", 30000, NULL, "ms", 0,
-     "a request for a model being planned or starting on a split waits this long, then 503"},
+     "a request for a model being planned or starting on a split waits this long, then 503",
+     T_MS(plan_wait_ms)},
     {"MESH_LLM_PREFIX_AFFINITY", 1, NULL, "0/1", 0,
-     "0: do not prefer the host that served a request's prompt prefix before"},
+     "0: do not prefer the host that served a request's prompt prefix before",
+     T_OFF0(prefix_affinity)},
     {"MESH_LLM_PROBE_MS", 5000, "5000 for --auto; gossip: min(heartbeat / 4, 2000)", "ms", 0,
      "a suspected peer that does not answer a ping this long is dead; --auto's probe of a "
-     "listed mesh"},
+     "listed mesh",
+     T_MS(probe_ms)},
     {"MESH_LLM_PROGRESS_MS", 3000, "3000 (mesh-llm download on a terminal: 250)", "ms", 0,
-     "period of download progress lines"},
+     "period of download progress lines", T_MS(progress_ms)},
     {"MESH_LLM_PUBLISH_INTERVAL_MS", 60000, NULL, "ms", 0,
-     "--publish: the listing is republished this often"},
+     "--publish: the listing is republished this often", T_MS(publish_interval_ms)},
     {"MESH_LLM_PUBLISH_TTL_MS", 0, "2 x MESH_LLM_PUBLISH_INTERVAL_MS", "ms", 0,
-     "--publish: the listing's expiry"},
+     "--publish: the listing's expiry", T_MS(publish_ttl_ms)},
     {"MESH_LLM_QUEUE_WAIT_MS", ADMIT_DEFAULT_WAIT_MS, NULL, "ms", 0,
-     "a request waits this long for a slot, then 503 (0 .. 1 day)"},
-    {"MESH_LLM_QUIC_CC", 0, "bbr2", "reno|cubic|bbr|bbr2", 0, "QUIC congestion control"},
+     "a request waits this long for a slot, then 503 (0 .. 1 day)", T_MS0(queue_wait_ms)},
+    {"MESH_LLM_QUIC_CC", 0, "bbr2", "reno|cubic|bbr|bbr2", 0, "QUIC congestion control",
+     T_CHOICE(quic_cc)},
     {"MESH_LLM_QUIC_IDLE_MS", 30000, NULL, "ms", 0,
-     "an idle QUIC connection (no stream) whose peer is gone is closed"},
+     "an idle QUIC connection (no stream) whose peer is gone is closed", T_MS(quic_idle_ms)},
     {"MESH_LLM_QUIC_RETRY_AFTER", 16, NULL, "count", 0,
      "inbound QUIC connections not yet admitted before a new one must pass a Retry (0: always; at "
-     "most 64)"},
+     "most 64)",
+     T_U64(quic_retry_after, 0, 64)},
     {"MESH_LLM_RETRY_DIAL_MS", 5000, NULL, "ms", 0,
-     "a retried request waits this long for a dial to another host"},
+     "a retried request waits this long for a dial to another host", T_MS(retry_dial_ms)},
     {"MESH_LLM_ROUTE_REFRESH_MS", RT_REFRESH_MS, NULL, "ms", 0,
-     "a passive node asks an active node for the routing table this often"},
+     "a passive node asks an active node for the routing table this often", T_MS(route_refresh_ms)},
     {"MESH_LLM_RPC_COALESCE", 1, NULL, "0/1", ENVF_TEST,
-     "0: write each read of a split's RPC bytes at once, not coalesced per burst"},
+     "0: write each read of a split's RPC bytes at once, not coalesced per burst",
+     T_OFF0(rpc_coalesce)},
     {"MESH_LLM_RPC_CONNECT_MS", 5000, NULL, "ms", 0,
-     "a split worker's rpc-server must accept the tunnel within this"},
+     "a split worker's rpc-server must accept the tunnel within this", T_MS(rpc_connect_ms)},
     {"MESH_LLM_RPC_QUIET_MS", TUNNEL_RPC_QUIET_MS, NULL, "ms", 0,
-     "a split host probes a worker whose RPC reply is this late"},
+     "a split host probes a worker whose RPC reply is this late", T_MS(rpc_quiet_ms)},
     {"MESH_LLM_SPEED_MFLOPS", 0, "measured", "MFLOPS", ENVF_TEST,
-     "the speed announced instead of measuring it (0: none announced)"},
+     "the speed announced instead of measuring it (0: none announced)",
+     T_ULONG(speed_mflops, 0, 100000000)},
     {"MESH_LLM_SWITCH_FAIR_MS", 10000, NULL, "ms", 0,
-     "a model waiting for the memory another holds gets it after this (0 .. 1 day)"},
+     "a model waiting for the memory another holds gets it after this (0 .. 1 day)",
+     T_MS0(switch_fair_ms)},
     {"MESH_LLM_TEST_CHILD_PORT", 0, "a free port", "port", ENVF_TEST,
-     "the first child of the process gets this port"},
-    {"MESH_LLM_VERBOSE", 0, "unset", "set/unset", 0, "set: debug logs of 'mesh-llm discover'"},
+     "the first child of the process gets this port", T_U64(test_child_port, 1, 65535)},
+    {"MESH_LLM_VERBOSE", 0, "unset", "set/unset", 0, "set: debug logs of 'mesh-llm discover'",
+     T_SET(verbose)},
 };
 
 #define N_ENV (sizeof ENV_VARS / sizeof ENV_VARS[0])
+_Static_assert(N_ENV <= TUNABLES_MAX_VARS, "raise TUNABLES_MAX_VARS (tunables.h)");
 
 const mesh_env_t *options_env_all(size_t *n)
 {

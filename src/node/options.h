@@ -106,11 +106,32 @@ const char *options_command_suggest(const char *typed);
  * also in the option table's env field). Each call site names its variable, and a timer's call
  * site takes its default from here (options_env_ms), so the code and the docs cannot disagree;
  * tests/integration/test_cli.py checks that every variable the sources name is listed and that
- * every listed one is read. */
+ * every listed one is read. tunables_load (tunables.h) reads every one that does not stand for
+ * an option into one typed struct, driven by the kind, field and range columns of this table. */
 enum {
     ENVF_TEST = 1u << 0,   /* for tests and benchmarks only */
     ENVF_SECRET = 1u << 1, /* its value is a secret */
 };
+/* How tunables_load (tunables.h) reads a variable into its field of tunables_t: one kind per
+ * parser the call sites use today, so that moving a call site to its tunable changes nothing.
+ * An empty value counts as unset, except for TUN_SET. A value a kind does not accept leaves the
+ * default. */
+typedef enum {
+    TUN_NONE = 0, /* not filled in: tests/unit/test_tunables.c refuses the row */
+    TUN_MS,       /* uint64_t: a decimal integer min..max, min 1, max 7 days (util.c:env_ms) */
+    TUN_MS0,      /* uint64_t: the same, 0 .. 1 day (admission.c:env_ms0) */
+    TUN_U64,      /* uint64_t: a decimal integer min..max (parse_u64: digits only) */
+    TUN_ULONG,    /* uint64_t: strtoul's syntax (leading space, sign), min..max (speed.c) */
+    TUN_BOOL,     /* bool: a decimal integer 0..max, true when not 0 */
+    TUN_OFF0,     /* bool: "0" is false, any other value true */
+    TUN_SET,      /* bool: true when the variable is set at all, even empty */
+    TUN_TEXT,     /* char[TUN_PATH_MAX]: the value as is ("" when unset) */
+    TUN_CHOICE,   /* char[TUN_CHOICE_MAX]: one of the words of unit ("a|b|c"); default def */
+    TUN_OPTION,   /* stands for an option (its env field): read with the options by config*.c,
+                     bin_find.c, nostr_pool.c, cli_status.c; no field of tunables_t */
+} tun_kind_t;
+#define TUN_MS_MAX (86400000ULL * 7) /* 7 days */
+#define TUN_MS0_MAX 86400000ULL      /* 1 day */
 typedef struct {
     const char *name;
     uint64_t value;   /* the numeric default the code applies (0 for a text variable) */
@@ -118,6 +139,9 @@ typedef struct {
     const char *unit; /* "ms", "bytes", "count", "path", "text", ... */
     unsigned flags;   /* ENVF_* */
     const char *help;
+    tun_kind_t kind;   /* how it is read (TUN_OPTION: with the options) */
+    size_t off;        /* its field: offsetof(tunables_t, ...) */
+    uint64_t min, max; /* the numbers accepted (TUN_MS, TUN_MS0, TUN_U64, TUN_ULONG, TUN_BOOL) */
 } mesh_env_t;
 const mesh_env_t *options_env_all(size_t *n);
 const mesh_env_t *options_env(const char *name); /* NULL: not in the table */
