@@ -1,0 +1,205 @@
+/* tunables — see tunables.h. The loader knows no variable by name: the table does. */
+#include "tunables.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "options.h"
+#include "util.h"
+
+extern char **environ;
+
+static uint64_t *u64_of(tunables_t *t, const mesh_env_t *e)
+{
+    return (uint64_t *)((char *)t + e->off);
+}
+
+static bool *bool_of(tunables_t *t, const mesh_env_t *e)
+{
+    return (bool *)((char *)t + e->off);
+}
+
+static char *text_of(tunables_t *t, const mesh_env_t *e)
+{
+    return (char *)t + e->off;
+}
+
+static void set_default(tunables_t *t, const mesh_env_t *e)
+{
+    switch (e->kind) {
+    case TUN_MS:
+    case TUN_MS0:
+    case TUN_U64:
+    case TUN_ULONG:
+        *u64_of(t, e) = e->value;
+        break;
+    case TUN_BOOL:
+    case TUN_OFF0:
+    case TUN_SET:
+        *bool_of(t, e) = e->value != 0;
+        break;
+    case TUN_TEXT:
+        text_of(t, e)[0] = '\0';
+        break;
+    case TUN_CHOICE:
+        snprintf(text_of(t, e), TUN_CHOICE_MAX, "%s", e->def ? e->def : "");
+        break;
+    case TUN_NONE:
+    case TUN_OPTION:
+        break;
+    }
+}
+
+void tunables_defaults(tunables_t *t)
+{
+    size_t n;
+    const mesh_env_t *rows = options_env_all(&n);
+    memset(t, 0, sizeof *t);
+    for (size_t i = 0; i < n; i++)
+        set_default(t, &rows[i]);
+}
+
+/* getenv over envp: the first NAME=VALUE entry's VALUE, or NULL */
+static const char *lookup(const char *const *envp, const char *name)
+{
+    size_t len = strlen(name);
+    for (; envp && *envp; envp++)
+        if (strncmp(*envp, name, len) == 0 && (*envp)[len] == '=') return *envp + len + 1;
+    return NULL;
+}
+
+/* speed.c's parser: strtoul's syntax (leading space, a sign), all of it a number */
+static bool parse_ulong(const char *s, uint64_t min, uint64_t max, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long v = strtoul(s, &end, 10);
+    if (end == s || *end != '\0' || v < min || v > max) return false;
+    *out = v;
+    return true;
+}
+
+/* a word of "a|b|c" */
+static bool is_choice(const char *choices, const char *s)
+{
+    size_t len = strlen(s);
+    for (const char *p = choices; p && *p;) {
+        size_t w = strcspn(p, "|");
+        if (w == len && strncmp(p, s, len) == 0) return true;
+        p += w + (p[w] == '|');
+    }
+    return false;
+}
+
+/* Read value s of row e into t. 1: accepted; 0: not (why says what it takes); -ENAMETOOLONG. */
+static int parse(tunables_t *t, const mesh_env_t *e, const char *s, char *why, size_t wl)
+{
+    uint64_t v;
+    switch (e->kind) {
+    case TUN_MS:
+    case TUN_MS0:
+    case TUN_U64:
+        if (parse_u64(s, e->min, e->max, &v) != 0) break;
+        *u64_of(t, e) = v;
+        return 1;
+    case TUN_ULONG:
+        if (!parse_ulong(s, e->min, e->max, &v)) break;
+        *u64_of(t, e) = v;
+        return 1;
+    case TUN_BOOL:
+        if (parse_u64(s, 0, e->max, &v) != 0) break;
+        *bool_of(t, e) = v != 0;
+        return 1;
+    case TUN_OFF0:
+        *bool_of(t, e) = strcmp(s, "0") != 0;
+        if (strcmp(s, "0") == 0 || strcmp(s, "1") == 0) return 1;
+        snprintf(why, wl, "not 0 or 1 (on)"); /* on, as it always was */
+        return 0;
+    case TUN_SET:
+        *bool_of(t, e) = true;
+        return 1;
+    case TUN_TEXT:
+        if (strlen(s) >= TUN_PATH_MAX) return -ENAMETOOLONG;
+        memcpy(text_of(t, e), s, strlen(s) + 1);
+        return 1;
+    case TUN_CHOICE:
+        if (!is_choice(e->unit, s) || strlen(s) >= TUN_CHOICE_MAX) {
+            snprintf(why, wl, "not %s", e->unit);
+            return 0;
+        }
+        memcpy(text_of(t, e), s, strlen(s) + 1);
+        return 1;
+    case TUN_NONE:
+    case TUN_OPTION:
+        return 1;
+    }
+    if (e->kind == TUN_BOOL)
+        snprintf(why, wl, "not 0 .. %llu", (unsigned long long)e->max);
+    else
+        snprintf(why, wl, "not %llu .. %llu", (unsigned long long)e->min,
+                 (unsigned long long)e->max);
+    return 0;
+}
+
+/* "NAME=VALUE (why)" after what err holds, "; " between, "..." when it no longer fits */
+static void report(char *err, size_t errlen, const mesh_env_t *e, const char *s, const char *why)
+{
+    if (!err || !errlen) return;
+    size_t used = strlen(err);
+    if (used + 4 >= errlen || (used >= 3 && strcmp(err + used - 3, "...") == 0)) return;
+    char one[256];
+    snprintf(one, sizeof one, "%s%s=%s%.40s%s (%s): ignored", used ? "; " : "", e->name,
+             e->flags & ENVF_SECRET ? "(secret)" : "", e->flags & ENVF_SECRET ? "" : s,
+             !(e->flags & ENVF_SECRET) && strlen(s) > 40 ? "..." : "", why);
+    if (used + strlen(one) < errlen)
+        memcpy(err + used, one, strlen(one) + 1);
+    else
+        snprintf(err + used, errlen - used, "%s", used ? "; ..." : "...");
+}
+
+int tunables_load(tunables_t *t, const char *const *envp, char *err, size_t errlen)
+{
+    if (!envp) envp = (const char *const *)environ;
+    if (err && errlen) err[0] = '\0';
+    tunables_defaults(t);
+    size_t n;
+    const mesh_env_t *rows = options_env_all(&n);
+    int ignored = 0;
+    for (size_t i = 0; i < n && i < TUNABLES_MAX_VARS; i++) {
+        const mesh_env_t *e = &rows[i];
+        if (e->kind == TUN_NONE || e->kind == TUN_OPTION) continue;
+        const char *s = lookup(envp, e->name);
+        if (!s || (!*s && e->kind != TUN_SET))
+            continue; /* empty: unset, as every call site reads it */
+        char why[96] = "";
+        int rc = parse(t, e, s, why, sizeof why);
+        if (rc < 0) {
+            if (err && errlen)
+                snprintf(err, errlen, "%s is longer than %d bytes", e->name, TUN_PATH_MAX - 1);
+            tunables_defaults(t);
+            return rc;
+        }
+        if (rc == 0) {
+            report(err, errlen, e, s, why);
+            ignored++;
+            continue;
+        }
+        t->given[i / 8] |= (uint8_t)(1u << (i % 8));
+    }
+    return ignored;
+}
+
+bool tunables_given(const tunables_t *t, const void *field)
+{
+    size_t n;
+    const mesh_env_t *rows = options_env_all(&n);
+    uintptr_t f = (uintptr_t)field, base = (uintptr_t)t;
+    if (f < base || f >= base + sizeof *t) return false;
+    size_t off = (size_t)(f - base);
+    for (size_t i = 0; i < n && i < TUNABLES_MAX_VARS; i++)
+        if (rows[i].kind != TUN_NONE && rows[i].kind != TUN_OPTION && rows[i].off == off)
+            return t->given[i / 8] & (1u << (i % 8));
+    return false;
+}
