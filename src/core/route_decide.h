@@ -1,0 +1,169 @@
+/* route_decide — where one inference request goes, for active and passive nodes alike (pure:
+ * no I/O, no clock; the caller gathers the facts and carries the verdict out).
+ *
+ * Input: the typed request (request.h), what the endpoint needs, whether it came through the
+ * mesh already (a hop is never forwarded again), this node's own facts about the model (it
+ * has it, its type and vision, the planner's gate), and the hosts: for an active node, what
+ * each live peer announces about the model; for a passive node, the model's hosts in its route
+ * table (route_table.h), each with this node's requests in flight there and whether it just
+ * failed. Output: one verdict —
+ *  - RD_LOCAL: serve it here; RD_PARK: hold it while the split starting here gets ready;
+ *  - RD_FORWARD: relay it, `order` the hosts to try in turn (indexes into hosts);
+ *  - RD_WAIT: a passive node with no table yet: decide again when one comes (bounded by the
+ *    caller's deadline, then table_expired);
+ *  - RD_REFUSE: answer status / type / code / msg (or, `download` set, the download's 503
+ *    with its progress, which the caller knows);
+ *  - RD_UNKNOWN: no node knows the model: 404 (msg says so; the caller appends the names
+ *    available, as GET /v1/models lists them).
+ *
+ * The order of the decision is today's (app/api_openai.c:handle_inference with
+ * app/main.c:route_remote / local_gate / has_host, node/routing.c, core/router.c and
+ * node/passive.c:passive_route / step):
+ *  1. a model this node has, a request with images and no projector here: another node's copy
+ *     with one (not for a hop), else 400 model_not_multimodal;
+ *  2. a model this node has, on a passive node whose table lists hosts for it: the table's
+ *     hosts (not for a hop);
+ *  3. a model this node has: the planner's gate — serve (after the type check, 400
+ *     model_type_mismatch), park, or (its host is elsewhere) forward by the active rule, else
+ *     503 "not ready yet";
+ *  4. a model this node does not have: 404 for a hop; a download of it here: 503
+ *     model_downloading; a passive node: its table (no table yet: wait, then 503 no_route; not
+ *     in it: unknown; another type: 400; no hosts: 503 with the table's status; tried
+ *     min(hosts, RD_MAX_TRIES) hosts: 503 host_unreachable); an active node: the peers (none
+ *     knows it: unknown; another type: 400; images and no peer with a projector: 400; no
+ *     candidate: a download in the mesh 503 model_downloading, else 503 — requested but no
+ *     file anywhere, or loading / unloaded).
+ * Candidates of an active node: the peers whose server for the model answers, else those that
+ * would take it (a host still starting it, a node with the file); with images, only peers
+ * serving it with a vision projector. Of a passive node: every host of its table (a table lists
+ * only hosts whose server answers; it says nothing of vision: a host without a projector
+ * answers 400 itself). At most RD_MAX_HOSTS candidates, the lowest ids.
+ *
+ * THE STICKINESS RULE (one, for active and passive nodes; it is passive.c's of today plus
+ * prefix affinity):
+ *  - candidates are ordered by id (strcmp), so every node sees the same ring;
+ *  - a request with a stickiness key (request_t.sticky: a non-empty "user", else a non-empty
+ *    "session_id") starts at candidate FNV-1a(key) % n and takes the others in ring order; it
+ *    is pinned there: no affinity, no spill (one conversation stays on one host for its KV
+ *    cache, from whichever entry node it comes);
+ *  - a request without one starts at candidate mix(FNV-1a(self_id "\n" model)) % n (each
+ *    entry node has its own home host per model, so entry nodes spread over the hosts), then:
+ *    when its prefix key (request_t.prefix) was last sent to a host that is a candidate, that
+ *    host goes first (prefix affinity: its prompt cache holds the prefix); else, on a first try,
+ *    the candidate with the fewest of this node's requests in flight per slot goes first (the
+ *    home host among equals, so with nothing in flight always the home host: spill-over);
+ *  - hosts that just failed (bad) go last, in ring order; the others keep theirs;
+ *  - the caller remembers order[0] for the prefix key (`remember`) and counts an affinity hit
+ *    or miss when `affinity` is set.
+ * This differs from today's ACTIVE router (router.c + routing.c + relay_order_by_prefix),
+ * which the stickiness commit (plan S20) changes; until then `legacy_order` keeps it exactly:
+ *  - key: "user", else "session_id", even EMPTY ("user": "" shadows session_id and pins every
+ *    such request on FNV-1a("")), else the compact JSON of messages[0] (mostly a shared system
+ *    prompt: all conversations with one system prompt pin one host) — request_t.router_key;
+ *    keys cut at 511 bytes (passive.c cuts at 255; the one rule hashes the whole key);
+ *  - no key: round robin (the caller's rotation counter), not a home host, and no spill;
+ *  - prefix affinity moves the remembered host first for keyed requests too;
+ *  - at most 16 candidates (ROUTER_MAX_CANDIDATES; RD_MAX_HOSTS for the one rule).
+ * And from today's passive nodes: they gain prefix affinity; "user": "" with a session_id pins
+ * by the session_id (rt_sticky_key gives no key then); keys over 255 bytes hash whole. */
+#ifndef MESH_ROUTE_DECIDE_H
+#define MESH_ROUTE_DECIDE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "request.h"
+
+#define RD_MAX_HOSTS 32  /* candidates ordered (RT_MAX_HOSTS: a table's hosts per model) */
+#define RD_LEGACY_MAX 16 /* today's active router's candidates (ROUTER_MAX_CANDIDATES) */
+#define RD_MAX_TRIES 3   /* hosts a request tries before 503 host_unreachable (PV_MAX_TRIES) */
+#define RD_MSG_MAX 320
+
+/* the planner's gate for a model this node has (node/planner.h's plan_route_t values) */
+enum { RD_PLAN_SERVE = 0, RD_PLAN_REMOTE = 1, RD_PLAN_WAIT = 2 };
+
+typedef enum { RD_DL_NONE = 0, RD_DL_HERE, RD_DL_MESH } rd_download_t;
+
+typedef struct {
+    const char *id;
+    bool ready;        /* its server for the model answers (active: http_ready) */
+    bool starting;     /* runs the model's server (solo or split host), not ready yet */
+    bool member;       /* serves it in another role (split worker, waiting) */
+    bool has_file;     /* has the GGUF on disk: would load it on request */
+    bool requested;    /* asks for the model */
+    bool vision;       /* serves it with a vision projector */
+    int type;          /* mm_type_t of its file, -1 unknown (read with has_file only) */
+    uint32_t slots;    /* its server's parallel slots, 0 unknown (RT_DEFAULT_SLOTS) */
+    uint32_t inflight; /* this node's requests in flight there */
+    bool bad;          /* failed just now: tried last */
+} rd_host_t;
+
+typedef enum {
+    RD_LOCAL = 0,
+    RD_PARK,
+    RD_FORWARD,
+    RD_WAIT,
+    RD_REFUSE,
+    RD_UNKNOWN,
+} rd_verdict_t;
+
+typedef struct {
+    const request_t *rq; /* NULL: no body facts (no images, no keys) */
+    const char *path;    /* the endpoint, for the texts */
+    const char *model;
+    int needs; /* mm_type_t the endpoint needs, -1 any */
+    bool hop;  /* came through the mesh: never forwarded again */
+    const char *self_id;
+    /* this node's own facts */
+    bool local;     /* it has the model */
+    int local_type; /* its mm_type_t */
+    bool local_vision;
+    int local_plan; /* RD_PLAN_* (planner_route) */
+    bool self_requested;
+    bool offline; /* no mesh (before it starts, once it stops): peers unknown */
+    bool dl_here; /* a download of the model runs here (node_dl_find) */
+    bool dl_mesh; /* a peer announces a download of it (planner_downloading) */
+    /* a passive node: the route table is the source of hosts */
+    bool passive;
+    bool have_table;
+    bool table_expired; /* no table came within the request's wait */
+    bool in_table;
+    int table_status; /* catalog_status_t of the model in the table */
+    int table_type;   /* mm_type_t the table says, -1 unknown */
+    unsigned tries;   /* hosts tried already for this request */
+    /* the hosts (peers that know the model, or the table's hosts of it) */
+    const rd_host_t *hosts;
+    size_t n_hosts;
+    const char *affinity_host; /* where rq->prefix went last (affinity_get), NULL */
+    bool no_affinity;          /* MESH_LLM_PREFIX_AFFINITY=0 */
+    /* today's active order, kept until the stickiness commit (see above) */
+    bool legacy_order;
+    uint64_t rotation; /* legacy_order: the caller's counter of requests without a key */
+} rd_input_t;
+
+typedef struct {
+    rd_verdict_t verdict;
+    int status;              /* RD_REFUSE (400, 503), RD_UNKNOWN (404) */
+    const char *type, *code; /* of the error answer */
+    char msg[RD_MSG_MAX];
+    rd_download_t download;     /* RD_REFUSE: answer with this download's progress (503) */
+    size_t order[RD_MAX_HOSTS]; /* RD_FORWARD: indexes into hosts, first to try first */
+    size_t n;
+    size_t n_good;     /* of those, the first n_good did not just fail */
+    bool spilled;      /* order[0] is not the hashed host: it spilled by load */
+    bool affinity;     /* the prefix key took part: count a hit or a miss */
+    bool affinity_hit; /* affinity_host went first */
+    bool remember;     /* remember order[0] for rq->prefix (affinity_put) */
+} rd_decision_t;
+
+/* Decide. in->hosts may be NULL when n_hosts is 0. */
+void route_decide(const rd_input_t *in, rd_decision_t *out);
+
+/* Whether requests queued for a model this node has will be served (admission's has_host):
+ * served or starting here, a passive table's hosts, a candidate peer, a peer loading it, or a
+ * download of it in the mesh. Reads local_plan, offline, dl_mesh, passive, have_table,
+ * in_table, self_requested, hosts. */
+bool route_has_host(const rd_input_t *in);
+
+#endif
