@@ -91,6 +91,7 @@ static void on_conn_handle_closed(uv_handle_t *h)
     buf_free(&c->body);
     buf_free(&c->path);
     buf_free(&c->pending);
+    free(c->req.tail);
     free(c);
 }
 
@@ -343,6 +344,10 @@ static void dispatch(httpd_conn_t *c)
     r->on_finish = NULL;
     r->finish_data = NULL;
     r->tag = 0;
+    r->keep_tail = false;
+    free(r->tail);
+    r->tail = NULL;
+    r->tail_len = 0;
     r->peer = c->peer;
     r->cors_origin = NULL;
     r->error_shape = 0;
@@ -597,10 +602,29 @@ const char *httpd_header(const httpd_req_t *req, const char *name)
     return NULL;
 }
 
+/* The last HTTPD_TAIL_BYTES bytes written (req->keep_tail); out of memory: no tail. */
+static void keep_tail(httpd_req_t *req, const char *p, size_t n)
+{
+    if (!req->tail && !(req->tail = malloc(HTTPD_TAIL_BYTES))) return;
+    if (n >= HTTPD_TAIL_BYTES) {
+        memcpy(req->tail, p + n - HTTPD_TAIL_BYTES, HTTPD_TAIL_BYTES);
+        req->tail_len = HTTPD_TAIL_BYTES;
+        return;
+    }
+    if (req->tail_len + n > HTTPD_TAIL_BYTES) {
+        size_t drop = req->tail_len + n - HTTPD_TAIL_BYTES;
+        memmove(req->tail, req->tail + drop, req->tail_len - drop);
+        req->tail_len -= drop;
+    }
+    memcpy(req->tail + req->tail_len, p, n);
+    req->tail_len += n;
+}
+
 int httpd_write(httpd_req_t *req, const void *data, size_t len)
 {
     httpd_conn_t *c = req->conn;
     if (!c->req_live) return -EPIPE;
+    if (req->keep_tail && len) keep_tail(req, data, len);
     if (!req->mesh.status && len >= 12 && memcmp(data, "HTTP/1.", 7) == 0) {
         const char *d = (const char *)data + 9; /* "HTTP/1.1 200 ..." */
         if (d[0] >= '1' && d[0] <= '5' && d[1] >= '0' && d[1] <= '9' && d[2] >= '0' && d[2] <= '9')

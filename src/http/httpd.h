@@ -72,8 +72,16 @@ struct httpd_req {
     void (*on_finish)(httpd_req_t *req);
     void *finish_data;
     uint64_t tag; /* the handler's id for the request (admission control); 0: none */
+    /* Set by the handler (before the response starts) to keep the last HTTPD_TAIL_BYTES bytes
+     * written to the client: the response's usage and timings, read by on_finish (admission
+     * counts a routed request's tokens from them). Freed when the next request starts. */
+    bool keep_tail;
+    char *tail;
+    size_t tail_len;
     httpd_conn_t *conn;
 };
+
+#define HTTPD_TAIL_BYTES 4096
 
 typedef void (*httpd_handler_cb)(httpd_req_t *req);
 

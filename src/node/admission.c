@@ -32,7 +32,8 @@ struct ticket {
     int model, key;
     unsigned choices; /* the body's "n" (1 when absent): llama-server reports one choice */
     bool started, done;
-    bool signal; /* queued through a tunnel whose requester takes the queued signal */
+    bool counted; /* its tokens were counted (the local child's tail or the response's) */
+    bool signal;  /* queued through a tunnel whose requester takes the queued signal */
     ticket_t *next;
 };
 
@@ -192,6 +193,13 @@ static void sync_pending(admission_t *ad)
 static void on_req_finish(httpd_req_t *req)
 {
     ticket_t *t = req->finish_data;
+    /* a request the node did not answer from its own child (routed to a peer, a passive
+     * client's host): its tokens from what went to the client (usage, timings, data events) */
+    if (!t->counted && req->tail_len) {
+        uint64_t n = admit_tail_tokens(req->tail, req->tail_len, t->choices);
+        if (n) admit_tokens(t->ad->a, t->key, n, now_ms(t->ad));
+        t->counted = true;
+    }
     t->done = true;
     t->req = NULL;
     kick(t->ad); /* the slot frees on the next loop turn, after the request's own cleanup */
@@ -237,6 +245,7 @@ static void start(admission_t *ad, ticket_t *t, uint64_t waited_ms)
     req->tag = t->id;
     req->on_finish = on_req_finish;
     req->finish_data = t;
+    req->keep_tail = ad->n_secret_keys > 0; /* tokens per minute are per key */
     ad->resume(ad->resume_data, req, t->needs);
 }
 
@@ -400,7 +409,8 @@ static void on_flight_tail(void *data, uint64_t tag, int status, const char *tai
     admission_t *ad = data;
     ticket_t *t = ticket_find(ad, tag);
     (void)status; /* a stream its client left (499) generated tokens too */
-    if (!t || !tail) return;
+    if (!t || !tail || t->counted) return;
+    t->counted = true;
     uint64_t n = admit_tail_tokens(tail, len, t->choices);
     if (n) admit_tokens(ad->a, t->key, n, now_ms(ad));
 }
@@ -418,8 +428,9 @@ static int body_model(const httpd_req_t *req, char *out, size_t outlen, unsigned
     if (json_is_string(m) && json_string_length(m) < outlen) {
         snprintf(out, outlen, "%s", json_string_value(m));
         rc = 0;
-    } else if (json_is_object(root) && !m) {
-        rc = -ENODATA;
+    } else if (json_is_object(root) && (!m || json_is_null(m))) {
+        rc = -ENODATA; /* no model named: the API serves it as the node's one model, or the
+                          mesh's one model on a node that serves none (api_body_model) */
     }
     json_decref(root);
     return rc;
@@ -436,8 +447,10 @@ bool admission_enter(admission_t *ad, httpd_req_t *req, int needs)
         e = models_find(ad->ms, name);
     else if (rc == -ENODATA && ad->ms->n == 1)
         e = &ad->ms->entries[0];
+    else if (rc == -ENODATA && ad->ms->n == 0)
+        e = NULL; /* the API may route it to the mesh's one model: admitted as routed */
     else
-        return false; /* a bad body: the API answers it */
+        return false; /* a bad body, or a model the API asks for: it answers with a 400 */
     int model = ad->remote;
     if (e) {
         model = admit_model(ad->a, e->mm->name, cap_of(e));

@@ -348,14 +348,49 @@ def test_key_tiers(start_node, tmp_path):
     assert r.status == 429, r
     assert r.json()["error"]["code"] == "tokens_per_minute_exceeded"
     assert 1 <= int(r.headers["retry-after"]) <= 60
+    # a body that names no model ("model": null, or none) is the node's one model to the API,
+    # and to admission too: it was let through unadmitted, past the key's limits
+    for named in ({"model": None}, {}):
+        b = {k: v for k, v in body(S).items() if k != "model"}
+        b.update(named)
+        r = http(n.api_port, "POST", "/v1/completions", b, headers=auth("carol"))
+        assert r.status == 429, (named, r)
+        assert r.json()["error"]["code"] == "tokens_per_minute_exceeded"
     # the 429s by key, tier and reason in /metrics
     rej = 'mesh_llm_key_rejected_total{{key="{}",tier="{}",reason="{}"}}'
     a = auth("alice")  # /metrics asks for a key too
     assert n.metric(rej.format("bob", "bronze", "key_queue_share_exceeded"), a) == 8
     assert n.metric(rej.format("alice", "gold", "key_queue_share_exceeded"), a) == 2
-    assert n.metric(rej.format("carol", "tiny", "tokens_per_minute_exceeded"), a) == 1
+    assert n.metric(rej.format("carol", "tiny", "tokens_per_minute_exceeded"), a) == 3
     n.check_metrics_with_promtool(a)
     assert "sk-" not in n.stderr()  # secrets are never logged
+
+
+@pytest.mark.parametrize("role", [["--max-vram", "0.0001"], ["--client"]],
+                         ids=["active", "passive"])
+def test_key_limits_hold_for_routed_requests(start_node, tmp_path, role):
+    """A routed request (to another node, from an active node that hosts nothing or a passive
+    client) counts its tokens against the entry node's key, named model or none (a body that
+    names none goes to the mesh's one model)."""
+    kf = tmp_path / "keys"
+    kf.write_text(KEYS)
+    os.chmod(kf, 0o600)
+    host = start_node("--port", "0", "--model", model_path(S))
+    entry = start_node("--port", "0", "--join", host.token, *role, "--api-keys", str(kf))
+    wait_for(lambda: http(entry.api_port, "POST", "/v1/completions", body(S),
+                          headers=auth("alice")).status == 200,
+             timeout=60, what="the entry node routing to the host")
+    assert host.child_for(S) and not entry.child_for(S)
+    # carol's tier allows 10 tokens a minute; a 16-token answer uses them up
+    r = http(entry.api_port, "POST", "/v1/completions",
+             body(S, max_tokens=16, ignore_eos=True), headers=auth("carol"))
+    assert r.status == 200 and r.json()["usage"]["completion_tokens"] == 16, r
+    for named in ({"model": S}, {"model": None}, {}):
+        b = {k: v for k, v in body(S).items() if k != "model"}
+        b.update(named)
+        r = http(entry.api_port, "POST", "/v1/completions", b, headers=auth("carol"))
+        assert r.status == 429, (named, r)
+        assert r.json()["error"]["code"] == "tokens_per_minute_exceeded"
 
 
 def test_keys_file_checks(start_node, tmp_path):
