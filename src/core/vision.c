@@ -51,6 +51,15 @@ static bool list_has_image(const json_t *list, bool may_be_object, size_t *budge
     return false;
 }
 
+bool vision_json_has_image(const json_t *root)
+{
+    size_t budget = VISION_MAX_ITEMS;
+    return json_is_object(root) &&
+           (list_has_image(json_object_get(root, "messages"), false, &budget) ||
+            list_has_image(json_object_get(root, "input"), false, &budget) ||
+            list_has_image(json_object_get(root, "prompt"), true, &budget));
+}
+
 bool vision_has_image(const char *body, size_t len)
 {
     /* every image part names one of these: most bodies are judged without parsing them */
@@ -58,11 +67,7 @@ bool vision_has_image(const char *body, size_t len)
         return false;
     json_error_t je;
     json_t *root = body && len ? json_loadb(body, len, 0, &je) : NULL;
-    size_t budget = VISION_MAX_ITEMS;
-    bool found = json_is_object(root) &&
-                 (list_has_image(json_object_get(root, "messages"), false, &budget) ||
-                  list_has_image(json_object_get(root, "input"), false, &budget) ||
-                  list_has_image(json_object_get(root, "prompt"), true, &budget));
+    bool found = vision_json_has_image(root);
     json_decref(root);
     return found;
 }

@@ -24,6 +24,11 @@
  * own validation answers that). */
 bool vision_has_image(const char *body, size_t len);
 
+/* The same rule over a parsed body (its root object; anything else has no image), for a body
+ * parsed once (request.h). No prefilter: the caller's. */
+struct json_t;
+bool vision_json_has_image(const struct json_t *root);
+
 /* The error code and message of a refusal (400): model cannot read the request's images. */
 #define VISION_ERR_CODE "model_not_multimodal"
 void vision_refusal(const char *model, char *out, size_t len);
