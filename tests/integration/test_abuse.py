@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import http, model_path, wait_for
+from harness.node import http, model_path, wait_for
 
 S = "stories260K"
 T = "TinyStories-656K-Q8_0"

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, http, model_path, wait_for
+from harness.node import ROOT, http, model_path, wait_for
 from test_idle import start_idle
 from test_mesh import DEAD_BOUND_S, ENV
 

@@ -12,7 +12,7 @@ import urllib.request
 
 import pytest
 
-from conftest import MESH_BIN, MODELS, ROOT, wait_for
+from harness.node import MESH_BIN, MODELS, ROOT, wait_for
 
 STORIES = os.path.join(MODELS, "stories260K.gguf")
 TINY = os.path.join(MODELS, "TinyStories-656K-Q8_0.gguf")

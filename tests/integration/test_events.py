@@ -6,7 +6,7 @@ import socket
 import threading
 import time
 
-from conftest import SANITIZED, http, model_path, wait_for
+from harness.node import SANITIZED, http, model_path, wait_for
 from test_mesh import ENV
 
 A_MODEL = "stories260K"

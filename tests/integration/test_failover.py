@@ -9,7 +9,7 @@ import socket
 import time
 import urllib.request
 
-from conftest import http, model_path, wait_for
+from harness.node import http, model_path, wait_for
 from test_mesh import wait_converged
 
 MODEL = "stories260K"

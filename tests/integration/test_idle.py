@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import BIN_DIR, MESH_BIN, http, model_path, sse_events, wait_for
+from harness.node import BIN_DIR, MESH_BIN, http, model_path, sse_events, wait_for
 from test_mesh import ENV
 from test_mesh_split import SMALL, SMALL_CTX, SMALL_SIZE, env_for, gb, plan_of
 from test_security_http import netns  # noqa: F401 (a fixture)

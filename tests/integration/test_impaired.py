@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from conftest import MESH_BIN, model_path, sse_events, wait_for
-from netimp import ImpairedNet, available
+from harness.netimp import ImpairedNet, available
+from harness.node import MESH_BIN, model_path, sse_events, wait_for
 from test_mesh import ENV, HB_MS, wait_converged
 from test_mesh_split import (PROMPT, SMALL, SMALL_CTX, SMALL_SIZE, TINY, gb, models_dir,
                              models_status)

@@ -3,7 +3,7 @@ import os
 import threading
 import time
 
-from conftest import http, model_path, wait_for
+from harness.node import http, model_path, wait_for
 from test_mesh import wait_converged
 from test_mesh_split import (SMALL, SMALL_CTX, SMALL_SIZE, env_for, gb, greedy, models_dir,
                              models_status, plan_of, text)

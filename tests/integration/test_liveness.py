@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import model_path, sse_events, wait_for
+from harness.node import model_path, sse_events, wait_for
 from test_failover import MODEL, Stream, ready_everywhere, text_of
 from test_impaired import WHY_NOT, impaired  # noqa: F401 (a fixture)
 from test_mesh import wait_converged

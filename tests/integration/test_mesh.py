@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import MESH_BIN, http, wait_for
+from harness.node import MESH_BIN, http, wait_for
 
 HB_MS = 1000
 PROBE_MS = min(HB_MS // 4, 5000)

@@ -1,7 +1,7 @@
 """Several models across the mesh: any node answers for any model (TUNNEL_HTTP)."""
 import os
 
-from conftest import model_path, sse_events, wait_for
+from harness.node import model_path, sse_events, wait_for
 from test_mesh import ENV, wait_converged
 
 A_MODEL = "stories260K"

@@ -4,7 +4,7 @@ import signal
 import subprocess
 import time
 
-from conftest import http, model_path, wait_for
+from harness.node import http, model_path, wait_for
 from test_mesh import ENV, wait_converged
 
 SMALL = "stories260K"

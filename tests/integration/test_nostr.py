@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from conftest import MESH_BIN, ROOT, http, model_path, wait_for
+from harness.node import MESH_BIN, ROOT, http, model_path, wait_for
 
 JS = os.path.join(ROOT, "tests", "js")
 SMALL = "stories260K"

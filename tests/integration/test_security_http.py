@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import MESH_BIN, Node, cmdline, http, model_path, read_response, wait_for
+from harness.node import MESH_BIN, Node, cmdline, http, model_path, read_response, wait_for
 
 S = "stories260K"
 T = "TinyStories-656K-Q8_0"

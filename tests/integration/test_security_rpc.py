@@ -1,7 +1,7 @@
 """A split worker's rpc-server is reachable only by the host of the plan it works for."""
 import subprocess
 
-from conftest import wait_for
+from harness.node import wait_for
 from test_mesh import TEST_PEER
 from test_mesh_split import SMALL, greedy, plan_of, split_pair, text
 

@@ -9,7 +9,7 @@ import os
 import signal
 import time
 
-from conftest import http, model_path, wait_for
+from harness.node import http, model_path, wait_for
 from test_mesh_split import (PROMPT, SMALL, SMALL_CTX, SMALL_SIZE, gb, models_dir, models_status,
                              plan_of, text)
 

@@ -13,7 +13,7 @@ import os
 import struct
 import subprocess
 
-from conftest import model_path, wait_for
+from harness.node import model_path, wait_for
 from test_mesh_split import SYNTH_BIN, THRESHOLD, env_for, gb, models_status, plan_of, text
 
 PROMPT = "Once upon a time"

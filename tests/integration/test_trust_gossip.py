@@ -8,7 +8,7 @@ import socket
 import subprocess
 import time
 
-from conftest import model_path, wait_for
+from harness.node import model_path, wait_for
 from test_mesh import TEST_PEER, sees, wait_converged
 
 HB_MS = 1000
