@@ -232,7 +232,7 @@ def main():
             n.stop()
         for h in helpers:
             h.stop()
-    if not failed:  # a sanitizer build's reports (make asan) fail the run, as in harness/fixtures.py
+    if not failed:  # a sanitizer build's reports (make asan) fail the run (harness/fixtures.py)
         for i in range(1, n_node + 1):
             with open(os.path.join(a.work, f"node{i}.log"), "rb") as f:
                 err = f.read().decode(errors="replace")

@@ -71,6 +71,10 @@ def cmdline(pid):
         return []
 
 
+def sh(*args, check=True):
+    return subprocess.run(list(args), capture_output=True, timeout=30, check=check)
+
+
 class Response:
     def __init__(self, status, headers, body):
         self.status = status

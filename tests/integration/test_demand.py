@@ -3,7 +3,7 @@ import os
 import signal
 
 from harness.node import children_of, cmdline, model_path, pid_alive, wait_for
-from test_mesh import ENV, wait_converged
+from harness.mesh import ENV, wait_converged
 
 SMALL = "stories260K"
 TINY = "TinyStories-656K-Q8_0"

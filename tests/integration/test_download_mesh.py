@@ -5,8 +5,8 @@ the whole mesh sees it `downloading` with progress, then the joiner serves it to
 import os
 
 from harness.node import wait_for
-from test_download import STORIES, hub, sha256  # noqa: F401 (hub is a fixture)
-from test_mesh import ENV, wait_converged
+from harness.hub import STORIES, sha256
+from harness.mesh import ENV, wait_converged
 
 REF = "hf://org/tiny-GGUF/stories260K.gguf"
 NAME = "stories260K"
@@ -129,7 +129,7 @@ def test_node_sigterm_mid_download_then_restart_resumes(hub, tmp_path, start_nod
     """A node stopped (SIGTERM) while it downloads keeps the .part; started again with the same
     --model REF it resumes with a Range request from there, and the hub sends no more than the
     file once plus one chunk of the fake CDN."""
-    from test_download import CHUNK
+    from harness.hub import CHUNK
     home = tmp_path / "userhome"
     home.mkdir()
     part = home / ".models" / "stories260K.gguf.part"

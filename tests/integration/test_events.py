@@ -7,7 +7,7 @@ import threading
 import time
 
 from harness.node import SANITIZED, http, model_path, wait_for
-from test_mesh import ENV
+from harness.mesh import ENV
 
 A_MODEL = "stories260K"
 B_MODEL = "TinyStories-656K-Q8_0"

@@ -6,7 +6,7 @@ import re
 import pytest
 
 from harness.node import model_path, wait_for
-from test_mesh import ENV, wait_converged
+from harness.mesh import ENV, wait_converged
 
 S = "stories260K"
 T = "TinyStories-656K-Q8_0"

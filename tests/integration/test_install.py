@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 from harness.node import BIN_DIR, MESH_BIN, ROOT, Node, model_path, pid_alive, wait_for
-from test_idle import wait_idle
+from harness.idle import wait_idle
 
 MODEL = "stories260K"
 BUILD = os.path.dirname(os.path.abspath(MESH_BIN))  # build/ or build-asan/: make install's BUILD

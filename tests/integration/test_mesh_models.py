@@ -2,7 +2,7 @@
 import os
 
 from harness.node import model_path, sse_events, wait_for
-from test_mesh import ENV, wait_converged
+from harness.mesh import ENV, wait_converged
 
 A_MODEL = "stories260K"
 B_MODEL = "TinyStories-656K-Q8_0"

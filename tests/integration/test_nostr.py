@@ -457,7 +457,7 @@ def catalog_hub(tmp_path, name, repo, file):
     """The download tests' hub stand-in, also holding catalog model `name` (the test model's
     bytes under the catalog's repository and file name)."""
     import shutil
-    from test_download import Hub
+    from harness.hub import Hub
     hub = Hub(tmp_path)
     d = hub.root / repo
     d.mkdir(parents=True)

@@ -2,8 +2,8 @@
 import subprocess
 
 from harness.node import wait_for
-from test_mesh import TEST_PEER
-from test_mesh_split import SMALL, greedy, plan_of, split_pair, text
+from harness.mesh import TEST_PEER
+from harness.split import SMALL, greedy, plan_of, split_pair, text
 
 
 def test_rpc_tunnel_only_from_the_plan_host(start_node, tmp_path):

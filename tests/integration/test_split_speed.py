@@ -16,10 +16,10 @@ import subprocess
 import pytest
 
 from harness.cpu_quota import CpuQuota, QuotaUnavailable
-from harness.node import wait_for
-from test_mesh import wait_converged
-from test_mesh_split import (SMALL, SMALL_CTX, SMALL_SIZE, env_for, gb, greedy, model_path,
-                             models_dir, models_status, plan_of, text)
+from harness.mesh import wait_converged
+from harness.node import model_path, wait_for
+from harness.split import (SMALL, SMALL_CTX, SMALL_SIZE, env_for, gb, greedy, models_dir,
+                           models_status, plan_of, text)
 
 LAYERS = 5  # stories260K: 5 repeating layers + the output layer = 6 slots
 EQUAL_RATIO = 1.5  # LS_EQUAL_RATIO
