@@ -6,7 +6,8 @@
 #                   it runs in libexec/mesh-llm/cpu, the man page, the systemd user unit
 #   make uninstall  remove what make install installed (same PREFIX and DESTDIR)
 #   make run        start a node serving MODEL=path/to/model.gguf (default: first ~/.models/*.gguf)
-#   make test       unit, integration, 60 s chaos soak, the same under ASan+UBSan, fuzz smoke
+#   make test       unit, integration, 60 s chaos soak, the same under ASan+UBSan, fuzz smoke;
+#                   ends with one line per stage: passed, failed, skipped and why (summary.py)
 #   make fuzz       every libFuzzer target for FUZZ_SECONDS each (tests/fuzz/README.md)
 #   make bench      benchmarks against plain llama.cpp
 PYTHON   ?= /usr/bin/python3
@@ -74,10 +75,16 @@ build-fuzz: deps-test
 run: build
 	@scripts/run.sh "$(MODEL)" $(ARGS)
 
+# the stages, then tests/tools/summary.py: one line per stage (passed, failed, skipped with the
+# skipped tests' names and reasons) from ctest's logs and the junit files the pytest runs write to
+# $(BUILD)/junit/; printed when a stage fails too, whose exit status make test keeps
 test: deps-test llama
 	@[ -f $(BUILD)/CMakeCache.txt ] && grep -q 'CMOCKA_FOUND:INTERNAL=1' $(BUILD)/CMakeCache.txt || cmake -S . -B $(BUILD) $(GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMESH_TESTS=ON >/dev/null
 	@$(MAKE) --no-print-directory build build-asan
-	@$(MAKE) --no-print-directory unit integration soak-smoke asan fuzz-smoke
+	@mkdir -p $(BUILD)/junit && touch $(BUILD)/junit/.start
+	@st=0; $(MAKE) --no-print-directory unit integration soak-smoke asan fuzz-smoke || st=$$?; \
+	  $(PYTHON) tests/tools/summary.py --build $(BUILD) --asan $(ASAN) --fuzz $(FUZZ) \
+	    --since $(BUILD)/junit/.start; exit $$st
 
 unit:
 	@echo "== unit tests"
@@ -86,34 +93,38 @@ unit:
 integration:
 	@echo "== integration tests (real llama-server children, shared models)"
 	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" MESH_LLM_BIN=$(CURDIR)/$(BUILD)/mesh-llm \
-	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration $(PYTEST_ARGS)
+	  $(PYTHON) -m pytest -q -rs -p no:cacheprovider --junitxml=$(BUILD)/junit/integration.xml \
+	  tests/integration $(PYTEST_ARGS)
 
 asan:
 	@echo "== unit tests under ASan+UBSan"
 	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir $(ASAN) --output-on-failure
 	@echo "== integration tests under ASan+UBSan"
 	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" MESH_LLM_BIN=$(CURDIR)/$(ASAN)/mesh-llm \
-	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration $(PYTEST_ARGS)
+	  $(PYTHON) -m pytest -q -rs -p no:cacheprovider --junitxml=$(BUILD)/junit/integration-asan.xml \
+	  tests/integration $(PYTEST_ARGS)
 
 fuzz-smoke: build-fuzz
 	@echo "== fuzz smoke (libFuzzer: seed corpora + bounded new inputs)"
 	@scripts/fuzz.sh smoke $(FUZZ)
 
-# chaos soak: faults under load over impaired links (tests/soak, tests/integration/soak.py)
+# chaos soak: faults under load over impaired links (tests/soak, tests/harness/soak.py)
 SOAK_SECONDS ?= 600
 soak: build
 	@echo "== chaos soak ($(SOAK_SECONDS) s)"
 	@SOAK_SECONDS=$(SOAK_SECONDS) MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" MESH_LLM_BIN=$(CURDIR)/$(BUILD)/mesh-llm \
-	  $(PYTHON) -m pytest -q -s -p no:cacheprovider tests/soak $(PYTEST_ARGS)
+	  $(PYTHON) -m pytest -q -s -rs -p no:cacheprovider --junitxml=$(BUILD)/junit/soak.xml \
+	  tests/soak $(PYTEST_ARGS)
 
 # the 60-second chaos soak, part of make test: the release build, then the ASan build
 soak-smoke:
 	@echo "== chaos soak, 60 s (release build)"
 	@SOAK_SECONDS=60 MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" MESH_LLM_BIN=$(CURDIR)/$(BUILD)/mesh-llm \
-	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/soak
+	  $(PYTHON) -m pytest -q -rs -p no:cacheprovider --junitxml=$(BUILD)/junit/soak-smoke.xml tests/soak
 	@echo "== chaos soak, 60 s (ASan+UBSan build)"
 	@SOAK_SECONDS=60 MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" MESH_LLM_BIN=$(CURDIR)/$(ASAN)/mesh-llm \
-	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/soak
+	  $(PYTHON) -m pytest -q -rs -p no:cacheprovider --junitxml=$(BUILD)/junit/soak-smoke-asan.xml \
+	  tests/soak
 
 fuzz: build-fuzz
 	@FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh long $(FUZZ)

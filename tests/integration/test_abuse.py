@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import http, model_path, wait_for
+from harness.node import http, model_path, wait_for
 
 S = "stories260K"
 T = "TinyStories-656K-Q8_0"
@@ -185,7 +185,8 @@ def test_host_death_ends_agent_stream_in_its_own_shape(start_node, case):
     protocol's error event (Anthropic "error", Responses "response.failed") and a proper end of
     the chunked body, not a silent cut."""
     import signal
-    from test_failover import MODEL, Stream, three_nodes
+    from harness.failover import MODEL, three_nodes
+    from harness.streams import Stream
     path, body, delta, end = AGENT_STREAMS[case]
     hosts, c = three_nodes(start_node, replicas=1)
     # a stream the host finishes still ends as the host ended it
@@ -219,7 +220,7 @@ def test_host_death_ends_agent_stream_in_its_own_shape(start_node, case):
 def test_local_child_death_ends_agent_stream_in_its_own_shape(start_node, tmp_path, case):
     """The same when the node's own llama-server dies in the middle of the stream."""
     import signal
-    from test_failover import Stream
+    from harness.streams import Stream
     path, body, delta, end = AGENT_STREAMS[case]
     n = start_node("--port", "0", "--models-dir", str(models_dir(tmp_path, S)))
     st = Stream(n.api_port, path, dict(body, model=S, stream=True, ignore_eos=True))

@@ -16,7 +16,7 @@ import threading
 
 import pytest
 
-from conftest import http, model_path, wait_for
+from harness.node import http, model_path, wait_for
 
 S = "stories260K"
 T = "TinyStories-656K-Q8_0"
@@ -216,7 +216,7 @@ def queued_on_b(start_node, hold_ms, a_env=None):
     """16 requests enter node A and queue on node B, the only host (-np 1, its slot held by a
     request sent to B itself while B's llama-server is stopped), until the oldest has waited
     hold_ms; then B's server runs again. Returns A's routing counters and the answers."""
-    from test_mesh import wait_converged
+    from harness.mesh import wait_converged
     b = start_node("--port", "0", "--model", model_path(S), "--llamacpp-args", "-np 1",
                    env={"MESH_LLM_HANG_TIMEOUT_MS": "300000"})  # default queue wait
     a = start_node("--port", "0", "--join", b.token, "--max-vram", "0.0001",  # hosts nothing

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import BIN_DIR, MESH_BIN, http, model_path, pid_alive, wait_for
+from harness.node import BIN_DIR, MESH_BIN, http, model_path, pid_alive, wait_for
 
 S = "stories260K"
 R = "llama-2-tiny-random"

@@ -6,7 +6,7 @@ import re
 import socket
 import subprocess
 
-from conftest import MESH_BIN, ROOT, cmdline, model_path, wait_for
+from harness.node import MESH_BIN, ROOT, cmdline, model_path, wait_for
 
 DOCS = os.path.join(ROOT, "docs")
 COMMANDS = ["status", "join", "models", "download", "discover", "config", "help"]

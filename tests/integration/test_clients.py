@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from conftest import ROOT, model_path, wait_for
+from harness.node import ROOT, model_path, wait_for
 
 LLM = "stories260K"
 EMB = "TinyStories-656K-Q8_0"

@@ -5,7 +5,7 @@ import resource
 import select
 import socket
 
-from conftest import SANITIZED, model_path, read_response, wait_for
+from harness.node import SANITIZED, model_path, read_response, wait_for
 
 MODEL = "stories260K"
 

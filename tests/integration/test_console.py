@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-from conftest import ROOT, http, model_path, wait_for
-from test_idle import start_idle
-from test_mesh import DEAD_BOUND_S, ENV
+from harness.node import ROOT, http, model_path, wait_for
+from harness.idle import start_idle
+from harness.mesh import DEAD_BOUND_S, ENV
 
 A_MODEL = "stories260K"
 B_MODEL = "TinyStories-656K-Q8_0"

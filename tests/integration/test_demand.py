@@ -2,8 +2,8 @@
 import os
 import signal
 
-from conftest import children_of, cmdline, model_path, pid_alive, wait_for
-from test_mesh import ENV, wait_converged
+from harness.node import children_of, cmdline, model_path, pid_alive, wait_for
+from harness.mesh import ENV, wait_converged
 
 SMALL = "stories260K"
 TINY = "TinyStories-656K-Q8_0"

@@ -1,7 +1,7 @@
 """Doc tests: the commands README.md and docs/*.md show are run, so the docs cannot rot.
 
 Every fenced block marked ```sh test / ```sh test-node (docs/testing.md, "Doc tests") is run in
-order by tests/tools/doc_run.py, inside a network namespace of its own (so the documented
+order by tests/harness/doc_run.py, inside a network namespace of its own (so the documented
 default ports 9337/3131 are free and nothing leaves the machine), with a fresh HOME, the built
 binary as `mesh-llm` on PATH, and local stand-ins for the hub and a Nostr relay. Any docs/*.md
 added later is picked up by the glob. Also: README.md stays a guide (<= 250 lines), no shell block
@@ -15,10 +15,8 @@ import sys
 
 import pytest
 
-from conftest import BIN_DIR, MESH_BIN, MODELS, ROOT, http
-
-sys.path.insert(0, os.path.join(ROOT, "tests", "tools"))
-import doc_run  # noqa: E402
+from harness import doc_run
+from harness.node import BIN_DIR, MESH_BIN, MODELS, ROOT, http
 
 DOCS = [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
 SHELL = {"sh", "bash", "shell", "console"}
@@ -40,7 +38,7 @@ def run_doc(path, tmp_path, timeout=1500):
     env = dict(os.environ)
     if BIN_DIR:
         env["MESH_LLM_BIN_DIR"] = BIN_DIR
-    return subprocess.run(ns + [sys.executable, os.path.join(ROOT, "tests", "tools", "doc_run.py"),
+    return subprocess.run(ns + [sys.executable, os.path.join(ROOT, "tests", "harness", "doc_run.py"),
                                 path, "--root", ROOT, "--work", str(work), "--bin", MESH_BIN,
                                 "--models", os.path.abspath(MODELS)],
                           capture_output=True, text=True, timeout=timeout, env=env)

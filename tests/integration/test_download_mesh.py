@@ -4,9 +4,9 @@ announces where it comes from (model_source); a joiner with room downloads it fr
 the whole mesh sees it `downloading` with progress, then the joiner serves it to the asker."""
 import os
 
-from conftest import wait_for
-from test_download import STORIES, hub, sha256  # noqa: F401 (hub is a fixture)
-from test_mesh import ENV, wait_converged
+from harness.node import wait_for
+from harness.hub import STORIES, sha256
+from harness.mesh import ENV, wait_converged
 
 REF = "hf://org/tiny-GGUF/stories260K.gguf"
 NAME = "stories260K"
@@ -85,7 +85,7 @@ def test_load_api_with_a_reference_downloads_then_loads(hub, tmp_path, start_nod
     loads and answers; a second load of the same ref loads the model by its name; bad refs and a
     model too big for the node are clear 400s; a ref the hub does not have ends in
     download_errors naming the ref."""
-    from conftest import model_path
+    from harness.node import model_path
     home = tmp_path / "userhome"
     home.mkdir()
     n = start_node("--model", model_path("stories260K"), "--port", "0", "--max-vram", "1",
@@ -129,7 +129,7 @@ def test_node_sigterm_mid_download_then_restart_resumes(hub, tmp_path, start_nod
     """A node stopped (SIGTERM) while it downloads keeps the .part; started again with the same
     --model REF it resumes with a Range request from there, and the hub sends no more than the
     file once plus one chunk of the fake CDN."""
-    from test_download import CHUNK
+    from harness.hub import CHUNK
     home = tmp_path / "userhome"
     home.mkdir()
     part = home / ".models" / "stories260K.gguf.part"
@@ -249,7 +249,7 @@ def test_failed_mesh_download_is_given_up(hub, tmp_path, start_node):
 def test_download_errors_keep_earlier_errors_of_a_model(hub, tmp_path, start_node):
     """Issue 33 item 12: download_errors keeps a bounded list of a model's errors, not only the
     latest: a 401, then a hash mismatch for the same ref, are both there (oldest first)."""
-    from conftest import model_path
+    from harness.node import model_path
     home = tmp_path / "userhome"
     home.mkdir()
     n = start_node("--model", model_path("stories260K"), "--port", "0",

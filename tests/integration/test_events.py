@@ -6,8 +6,8 @@ import socket
 import threading
 import time
 
-from conftest import SANITIZED, http, model_path, wait_for
-from test_mesh import ENV
+from harness.node import SANITIZED, http, model_path, wait_for
+from harness.mesh import ENV
 
 A_MODEL = "stories260K"
 B_MODEL = "TinyStories-656K-Q8_0"

@@ -5,97 +5,15 @@ request retried on another host."""
 import json
 import os
 import signal
-import socket
 import time
 import urllib.request
 
-from conftest import http, model_path, wait_for
-from test_mesh import wait_converged
+from harness.failover import ENV, MODEL, ready_everywhere, three_nodes
+from harness.mesh import wait_converged
+from harness.node import http, model_path, wait_for
+from harness.streams import Stream, text_of
 
-MODEL = "stories260K"
-HB_MS = 400  # dead-peer detection ~2.25 heartbeats: the "within 2 s" bound below rests on it
-ENV = {"MESH_LLM_HEARTBEAT_MS": str(HB_MS)}
-# a passive client fetches its routing table every second, so it sees every replica at once
-CLIENT_ENV = dict(ENV, MESH_LLM_ROUTE_REFRESH_MS="1000")
 N_BEFORE_KILL = 20
-
-
-def ready_everywhere(nodes):
-    for n in nodes:
-        wait_for(lambda: any(m["id"] == MODEL and m["status"] == "ready"
-                             for m in n.request("GET", "/v1/models").json()["data"]),
-                 timeout=60, what=f"{MODEL} ready as seen from {n.id[:8]}")
-
-
-class Stream:
-    """A streamed request read event by event from a raw socket (chunked or close-delimited)."""
-
-    def __init__(self, port, path, body, timeout=60):
-        raw = json.dumps(body).encode()
-        self.s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
-        self.s.sendall((f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
-                        f"Content-Type: application/json\r\nContent-Length: {len(raw)}\r\n\r\n")
-                       .encode() + raw)
-        self.buf = b""
-        while b"\r\n\r\n" not in self.buf:
-            c = self.s.recv(65536)
-            assert c, f"closed before headers: {self.buf!r}"
-            self.buf += c
-        head, self.buf = self.buf.split(b"\r\n\r\n", 1)
-        lines = head.decode("latin-1").split("\r\n")
-        self.status = int(lines[0].split()[1])
-        self.headers = {l.split(":", 1)[0].lower(): l.split(":", 1)[1].strip() for l in lines[1:]}
-        self.chunked = self.headers.get("transfer-encoding", "").lower() == "chunked"
-        self.body = b""
-        self.ended_properly = False  # last chunk (or a clean close for non-chunked)
-        self.eof = False
-
-    def _more(self):
-        c = self.s.recv(65536)
-        if not c:
-            self.eof = True
-            return False
-        self.buf += c
-        return True
-
-    def _pump(self):
-        """Move decoded body bytes from buf to body; False at the end of the stream."""
-        if not self.chunked:
-            self.body += self.buf
-            self.buf = b""
-            if not self._more():
-                self.ended_properly = True
-                return False
-            self.body += self.buf
-            self.buf = b""
-            return True
-        while True:
-            if b"\r\n" in self.buf:
-                size = int(self.buf.split(b"\r\n", 1)[0].split(b";")[0], 16)
-                line_len = self.buf.index(b"\r\n") + 2
-                if len(self.buf) >= line_len + size + 2:
-                    if size == 0:
-                        self.ended_properly = True
-                        return False
-                    self.body += self.buf[line_len:line_len + size]
-                    self.buf = self.buf[line_len + size + 2:]
-                    return True
-            if not self._more():
-                return False
-
-    def events(self):
-        """Yields each SSE data payload as it completes."""
-        while True:
-            while b"\n\n" in self.body:
-                block, self.body = self.body.split(b"\n\n", 1)
-                data = [l[6:] for l in block.decode().split("\n") if l.startswith("data: ")]
-                if data:
-                    yield "\n".join(data)
-            if not self._pump():
-                return
-
-    def close(self):
-        self.s.close()
 
 
 def slots_busy(node):
@@ -103,12 +21,6 @@ def slots_busy(node):
     _, port, _ = node.child_for(MODEL)
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/slots", timeout=5) as r:
         return any(s.get("is_processing") for s in json.load(r))
-
-
-def text_of(ev, chat):
-    d = json.loads(ev)
-    c = d["choices"][0] if d.get("choices") else {}
-    return (c.get("delta", {}).get("content") if chat else c.get("text")) or ""
 
 
 def run_killed_stream(hosts, client, path, body, chat):
@@ -140,22 +52,6 @@ def run_killed_stream(hosts, client, path, body, chat):
             before = text  # what reached the client before the host died (what was in flight)
     st.close()
     return st, evs, before, killed, t_kill, text
-
-
-def three_nodes(start_node, replicas=2):
-    a = start_node("--port", "0", "--model", model_path(MODEL), env=ENV)
-    hosts = [a]
-    for _ in range(replicas - 1):
-        hosts.append(start_node("--port", "0", "--model", model_path(MODEL), "--join", a.token,
-                                env=ENV))
-    c = start_node("--port", "0", "--client", "--join", a.token, env=CLIENT_ENV)
-    if len(hosts) > 1:
-        wait_converged(hosts)  # a --client is passive: not a gossip member
-    ready_everywhere([c])
-    # the client's catalog lists every replica as a host before the test relies on it
-    wait_for(lambda: sorted(next(m for m in c.status()["catalog"] if m["name"] == MODEL)["hosts"])
-             == sorted(h.id for h in hosts), timeout=30, what="every replica listed as host")
-    return hosts, c
 
 
 def test_stream_continues_on_other_replica(start_node):

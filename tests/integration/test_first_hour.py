@@ -5,8 +5,8 @@ import re
 
 import pytest
 
-from conftest import model_path, wait_for
-from test_mesh import ENV, wait_converged
+from harness.node import model_path, wait_for
+from harness.mesh import ENV, wait_converged
 
 S = "stories260K"
 T = "TinyStories-656K-Q8_0"
@@ -118,7 +118,7 @@ def meminfo(key):
 
 def models_list(tmp_path, *args):
     import subprocess
-    from conftest import MESH_BIN, BIN_DIR
+    from harness.node import MESH_BIN, BIN_DIR
     env = dict(os.environ, HOME=str(tmp_path))
     extra = ["--bin-dir", BIN_DIR] if BIN_DIR else []
     p = subprocess.run([MESH_BIN, "models", "list", *extra, *args], capture_output=True,

@@ -2,21 +2,18 @@
 between them delayed and dropped by mesh-netimp (tests/tools/netimp.c; the kernel's netem is not
 available on these machines)."""
 import json
-import os
 import subprocess
 import time
 
 import pytest
 
-from conftest import MESH_BIN, model_path, sse_events, wait_for
-from netimp import ImpairedNet, available
-from test_mesh import ENV, HB_MS, wait_converged
-from test_mesh_split import (PROMPT, SMALL, SMALL_CTX, SMALL_SIZE, TINY, gb, models_dir,
-                             models_status)
+from harness.impaired import WHY_NOT
+from harness.mesh import ENV, HB_MS, wait_converged
+from harness.node import model_path, sse_events, wait_for
+from harness.split import (PROMPT, SMALL, SMALL_CTX, SMALL_SIZE, TINY, gb, models_dir,
+                           models_status)
 
-NETIMP = os.path.join(os.path.dirname(MESH_BIN), "mesh-netimp")
 ENV_HB_S = HB_MS / 1000
-WHY_NOT = available()
 pytestmark = pytest.mark.skipif(WHY_NOT is not None, reason=f"impaired networks: {WHY_NOT}")
 
 ECHO = """
@@ -73,20 +70,6 @@ for i in range(int(sys.argv[2])):
 c.close()
 print("ok")
 """
-
-
-@pytest.fixture
-def impaired(tmp_path):
-    nets = []
-
-    def _make(n, seed=1):
-        net = ImpairedNet(n, NETIMP, seed=seed)
-        nets.append(net)
-        return net
-
-    yield _make
-    for net in nets:
-        net.close()
 
 
 def ping(net, src, dst, count, timeout=0.5):

@@ -9,8 +9,8 @@ import subprocess
 
 import pytest
 
-from conftest import BIN_DIR, MESH_BIN, ROOT, Node, model_path, pid_alive, wait_for
-from test_idle import wait_idle
+from harness.node import BIN_DIR, MESH_BIN, ROOT, Node, model_path, pid_alive, wait_for
+from harness.idle import wait_idle
 
 MODEL = "stories260K"
 BUILD = os.path.dirname(os.path.abspath(MESH_BIN))  # build/ or build-asan/: make install's BUILD
@@ -18,7 +18,7 @@ BUILD = os.path.dirname(os.path.abspath(MESH_BIN))  # build/ or build-asan/: mak
 
 def clean_env(home):
     """What `env -i HOME=home PATH=/usr/bin:/bin` gives, plus no public Nostr relays (nothing
-    leaves the machine) and one llama.cpp thread (conftest.Node's reasons). home exists."""
+    leaves the machine) and one llama.cpp thread (harness.node.Node's reasons). home exists."""
     os.makedirs(home, exist_ok=True)
     return {"HOME": str(home), "PATH": "/usr/bin:/bin", "MESH_LLM_NOSTR_RELAYS": "none",
             "LLAMA_ARG_THREADS": "1"}
@@ -31,7 +31,7 @@ def home_env(home):
 
 
 def start(start_node, tmp_path, name, args, env, binary=None, wait_ready=True):
-    """A node (conftest's start_node: cleaned up, its stderr checked for sanitizer reports) with
+    """A node (the start_node fixture: cleaned up, its stderr checked for sanitizer reports) with
     exactly env, run from a directory that is not the source tree."""
     elsewhere = tmp_path / (name + "-cwd")
     elsewhere.mkdir()

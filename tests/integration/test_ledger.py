@@ -3,10 +3,10 @@ import os
 import threading
 import time
 
-from conftest import http, model_path, wait_for
-from test_mesh import wait_converged
-from test_mesh_split import (SMALL, SMALL_CTX, SMALL_SIZE, env_for, gb, greedy, models_dir,
-                             models_status, plan_of, text)
+from harness.node import http, model_path, wait_for
+from harness.mesh import wait_converged
+from harness.split import (SMALL, SMALL_CTX, SMALL_SIZE, env_for, gb, greedy, models_dir,
+                           models_status, plan_of, text)
 
 
 def test_model_bigger_than_offer_is_503_not_a_load(start_node, tmp_path):

@@ -13,10 +13,11 @@ import time
 
 import pytest
 
-from conftest import model_path, sse_events, wait_for
-from test_failover import MODEL, Stream, ready_everywhere, text_of
-from test_impaired import WHY_NOT, impaired  # noqa: F401 (a fixture)
-from test_mesh import wait_converged
+from harness.node import model_path, sse_events, wait_for
+from harness.failover import MODEL, ready_everywhere
+from harness.impaired import WHY_NOT
+from harness.mesh import wait_converged
+from harness.streams import Stream, text_of
 
 # generous (the detection is ~2 s; the old paths took 30 s and more): holds under ASan on a busy
 # machine

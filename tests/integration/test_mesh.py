@@ -12,15 +12,8 @@ import time
 
 import pytest
 
-from conftest import MESH_BIN, http, wait_for
-
-HB_MS = 1000
-PROBE_MS = min(HB_MS // 4, 5000)
-ENV = {"MESH_LLM_HEARTBEAT_MS": str(HB_MS)}
-# A dead peer is noticed by a monitor after 2.25 heartbeats of silence, confirmed by its probe,
-# then every receiver of PEER_DOWN probes once more. Slack: message delays and a loaded CI box.
-DEAD_BOUND_S = (2.25 * HB_MS + 2 * PROBE_MS) / 1000 + 2.0
-TEST_PEER = os.path.join(os.path.dirname(MESH_BIN), "mesh-test-peer")
+from harness.mesh import DEAD_BOUND_S, ENV, HB_MS, TEST_PEER, sees, wait_converged
+from harness.node import MESH_BIN, http, wait_for
 
 
 def chain(start_node, n, **kw):
@@ -29,21 +22,6 @@ def chain(start_node, n, **kw):
     for _ in range(n - 1):
         nodes.append(start_node("--port", "0", "--join", nodes[-1].token, env=ENV, **kw))
     return nodes
-
-
-def sees(node, others, state="alive"):
-    try:
-        st = node.peer_states()
-    except (OSError, AssertionError):
-        return False
-    return all(st.get(o.id) == state for o in others)
-
-
-def wait_converged(nodes, timeout=30):
-    for n in nodes:
-        others = [o for o in nodes if o is not n]
-        wait_for(lambda: sees(n, others), timeout=timeout,
-                 what=f"{n.id[:8]} to see {len(others)} peers alive")
 
 
 def token_with(token, **changes):

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from conftest import model_path, wait_for
+from harness.node import model_path, wait_for
 
 HB_MS = 2000
 ENV = {"MESH_LLM_HEARTBEAT_MS": str(HB_MS), "MESH_LLM_ROUTE_REFRESH_MS": str(HB_MS)}

@@ -1,8 +1,8 @@
 """Several models across the mesh: any node answers for any model (TUNNEL_HTTP)."""
 import os
 
-from conftest import model_path, sse_events, wait_for
-from test_mesh import ENV, wait_converged
+from harness.node import model_path, sse_events, wait_for
+from harness.mesh import ENV, wait_converged
 
 A_MODEL = "stories260K"
 B_MODEL = "TinyStories-656K-Q8_0"

@@ -10,7 +10,7 @@ import urllib.request
 
 import pytest
 
-from conftest import http, model_path, sse_events, wait_for
+from harness.node import http, model_path, sse_events, wait_for
 
 S = "stories260K"
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import MESH_BIN, http, model_path, sse_events, wait_for
+from harness.node import MESH_BIN, http, model_path, sse_events, wait_for
 
 S = "stories260K"
 T = "TinyStories-656K-Q8_0"

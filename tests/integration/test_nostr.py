@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from conftest import MESH_BIN, ROOT, http, model_path, wait_for
+from harness.node import MESH_BIN, ROOT, http, model_path, wait_for
 
 JS = os.path.join(ROOT, "tests", "js")
 SMALL = "stories260K"
@@ -457,7 +457,7 @@ def catalog_hub(tmp_path, name, repo, file):
     """The download tests' hub stand-in, also holding catalog model `name` (the test model's
     bytes under the catalog's repository and file name)."""
     import shutil
-    from test_download import Hub
+    from harness.hub import Hub
     hub = Hub(tmp_path)
     d = hub.root / repo
     d.mkdir(parents=True)

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import model_path, wait_for
+from harness.node import model_path, wait_for
 
 MODEL = "stories260K"
 REFRESH_MS = 4000

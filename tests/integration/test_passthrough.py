@@ -8,7 +8,7 @@ import re
 import socket
 import subprocess
 
-from conftest import MESH_BIN, http, model_path, wait_for
+from harness.node import MESH_BIN, http, model_path, wait_for
 
 S = "stories260K"
 E = "TinyStories-656K-Q8_0"

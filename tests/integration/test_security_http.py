@@ -5,15 +5,13 @@ mesh-test-peer (an admitted peer made from the project's modules)."""
 import base64
 import json
 import os
-import random
-import shutil
 import socket
 import subprocess
 import time
 
 import pytest
 
-from conftest import MESH_BIN, Node, cmdline, http, model_path, read_response, wait_for
+from harness.node import MESH_BIN, Node, cmdline, http, model_path, read_response, sh, wait_for
 
 S = "stories260K"
 T = "TinyStories-656K-Q8_0"
@@ -220,36 +218,6 @@ def test_allow_origin_validated(tmp_path):
 # ---------------------------------------------------------------------------------------------
 # 3. --listen-all: a loud warning; the invite token only for loopback clients
 # ---------------------------------------------------------------------------------------------
-
-def sh(*args, check=True):
-    return subprocess.run(list(args), capture_output=True, timeout=30, check=check)
-
-
-@pytest.fixture
-def netns():
-    """A network namespace joined to this one by a veth pair: (ns name, our address)."""
-    if not shutil.which("ip") or sh("ip", "netns", "list", check=False).returncode != 0:
-        pytest.skip("ip netns is not available")
-    tag = f"{os.getpid() % 10000}{random.randrange(100)}"
-    ns, va, vb = f"mlsec{tag}", f"mlsa{tag}", f"mlsb{tag}"
-    net = f"10.{200 + random.randrange(50)}.{random.randrange(250)}"
-    try:
-        sh("ip", "netns", "add", ns)
-        sh("ip", "link", "add", va, "type", "veth", "peer", "name", vb)
-        sh("ip", "link", "set", vb, "netns", ns)
-        sh("ip", "addr", "add", f"{net}.1/30", "dev", va)
-        sh("ip", "link", "set", va, "up")
-        sh("ip", "netns", "exec", ns, "ip", "addr", "add", f"{net}.2/30", "dev", vb)
-        sh("ip", "netns", "exec", ns, "ip", "link", "set", vb, "up")
-        sh("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
-    except subprocess.CalledProcessError as e:
-        sh("ip", "link", "del", va, check=False)
-        sh("ip", "netns", "del", ns, check=False)
-        pytest.skip(f"cannot set up a network namespace: {e.stderr.decode().strip()}")
-    yield ns, f"{net}.1"
-    sh("ip", "link", "del", va, check=False)
-    sh("ip", "netns", "del", ns, check=False)
-
 
 FETCH = """
 import json, sys, urllib.request

@@ -1,9 +1,9 @@
 """A split worker's rpc-server is reachable only by the host of the plan it works for."""
 import subprocess
 
-from conftest import wait_for
-from test_mesh import TEST_PEER
-from test_mesh_split import SMALL, greedy, plan_of, split_pair, text
+from harness.node import wait_for
+from harness.mesh import TEST_PEER
+from harness.split import SMALL, greedy, plan_of, split_pair, text
 
 
 def test_rpc_tunnel_only_from_the_plan_host(start_node, tmp_path):

@@ -8,7 +8,7 @@ vocabulary, and a real llama-server drafting and verifying tokens (acceptance is
 the counts are llama-server's own)."""
 import shutil
 
-from conftest import model_path, wait_for
+from harness.node import model_path, wait_for
 
 S = "stories260K"
 T = "TinyStories-656K-Q8_0"  # another vocabulary (2048 tokens)
@@ -82,7 +82,7 @@ def test_catalog_pairing_and_no_draft(start_node, tmp_path):
 
 def test_draft_refused_when_missing(start_node, tmp_path):
     import subprocess
-    from conftest import MESH_BIN
+    from harness.node import MESH_BIN
     r = subprocess.run([MESH_BIN, "--model", model_path(S), "--draft",
                         str(tmp_path / "nope.gguf")], capture_output=True, text=True, timeout=30)
     assert r.returncode != 0 and "--draft" in r.stderr and "no such file" in r.stderr, r.stderr

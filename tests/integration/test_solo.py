@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import (MESH_BIN, Node, Pushback, children_of, cmdline, http, model_path, pid_alive,
+from harness.node import (MESH_BIN, Node, Pushback, children_of, cmdline, http, model_path, pid_alive,
                       read_response, sse_events, wait_for)
 
 S = "stories260K"

@@ -6,10 +6,10 @@ The shared models have no draft/target pair with one vocabulary, so the draft is
 target's file (same vocabulary; llama-server refuses the target's own path as its draft)."""
 import shutil
 
-from conftest import model_path, wait_for
-from test_mesh import wait_converged
-from test_mesh_split import (SMALL, SMALL_CTX, SMALL_SIZE, env_for, gb, greedy, models_dir,
-                             models_status, plan_of, text)
+from harness.node import model_path, wait_for
+from harness.mesh import wait_converged
+from harness.split import (SMALL, SMALL_CTX, SMALL_SIZE, env_for, gb, greedy, models_dir,
+                           models_status, plan_of, text)
 
 
 def llama_argv(node):

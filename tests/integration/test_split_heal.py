@@ -9,9 +9,9 @@ import os
 import signal
 import time
 
-from conftest import http, model_path, wait_for
-from test_mesh_split import (PROMPT, SMALL, SMALL_CTX, SMALL_SIZE, gb, models_dir, models_status,
-                             plan_of, text)
+from harness.node import http, model_path, wait_for
+from harness.split import (PROMPT, SMALL, SMALL_CTX, SMALL_SIZE, gb, models_dir, models_status,
+                           plan_of, text)
 
 # Bound from the worker's kill -9 to the split answering again. The path: the next request's
 # RPC reply is overdue (2 s) → probe (5 s at the default heartbeat) → re-plan → the new worker

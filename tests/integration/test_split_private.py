@@ -13,8 +13,8 @@ import os
 import struct
 import subprocess
 
-from conftest import model_path, wait_for
-from test_mesh_split import SYNTH_BIN, THRESHOLD, env_for, gb, models_status, plan_of, text
+from harness.node import model_path, wait_for
+from harness.split import SYNTH_BIN, THRESHOLD, env_for, gb, models_status, plan_of, text
 
 PROMPT = "Once upon a time"
 GGUF_ALIGN = 32

@@ -3,7 +3,7 @@ speed at start, announces it, and the split host gives it fewer layers than the
 memory-proportional split does — which the same test shows by running that layout too.
 
 Throttling is real: node B and its children run in a cgroup of their own limited to a tenth of
-one CPU (tests/tools/cpu_quota.py: cgroup cpu quota); where the machine has no cgroup cpu
+one CPU (tests/harness/cpu_quota.py: cgroup cpu quota); where the machine has no cgroup cpu
 controller, B runs on CPU 0 only (taskset) beside CPU hogs pinned to that CPU, which the test
 starts and stops by pid, and A on CPU 1. The assertions
 are on the layout (which follows the announced speeds and memory exactly, by the rule of
@@ -12,17 +12,14 @@ never asserted here."""
 import os
 import signal
 import subprocess
-import sys
 
 import pytest
 
-from conftest import wait_for
-from test_mesh import wait_converged
-from test_mesh_split import (SMALL, SMALL_CTX, SMALL_SIZE, env_for, gb, greedy, model_path,
-                             models_dir, models_status, plan_of, text)
-
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tools"))
-from cpu_quota import CpuQuota, QuotaUnavailable  # noqa: E402
+from harness.cpu_quota import CpuQuota, QuotaUnavailable
+from harness.mesh import wait_converged
+from harness.node import model_path, wait_for
+from harness.split import (SMALL, SMALL_CTX, SMALL_SIZE, env_for, gb, greedy, models_dir,
+                           models_status, plan_of, text)
 
 LAYERS = 5  # stories260K: 5 repeating layers + the output layer = 6 slots
 EQUAL_RATIO = 1.5  # LS_EQUAL_RATIO

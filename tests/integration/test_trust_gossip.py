@@ -8,8 +8,8 @@ import socket
 import subprocess
 import time
 
-from conftest import model_path, wait_for
-from test_mesh import TEST_PEER, sees, wait_converged
+from harness.node import model_path, wait_for
+from harness.mesh import TEST_PEER, sees, wait_converged
 
 HB_MS = 1000
 ENV = {"MESH_LLM_HEARTBEAT_MS": str(HB_MS)}

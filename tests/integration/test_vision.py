@@ -5,7 +5,7 @@ routed (also for a model a peer serves), and the node keeps serving. A node give
 model announces that it takes images (available_models[].vision)."""
 import shutil
 
-from conftest import http, model_path, wait_for
+from harness.node import http, model_path, wait_for
 
 S = "stories260K"
 T = "TinyStories-656K-Q8_0"

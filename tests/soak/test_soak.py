@@ -1,18 +1,13 @@
-"""The chaos soak (tests/integration/soak.py): faults under load over impaired links;
+"""The chaos soak (tests/harness/soak.py): faults under load over impaired links;
 no hung or truncated request, no crash or sanitizer report, no leaked process, fd or memory, and
 a mesh that converges after the last fault. `make soak SOAK_SECONDS=600` runs the long one."""
 import json
 import os
-import sys
 
 import pytest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "integration"))  # the harness and soak engine
-sys.path.insert(0, os.path.join(HERE, "..", "tools"))  # netimp
-
-from netimp import available
-from soak import Soak
+from harness.netimp import available
+from harness.soak import Soak
 
 WHY_NOT = available()
 

@@ -9,7 +9,7 @@
  *
  * Node i has the address SUBNET.i.2 (router side SUBNET.i.1); the link of a packet is named by
  * the third octets of its source and destination. Namespaces, veths and routes are created by
- * tests/tools/netimp.py; this program only moves packets and answers its control socket.
+ * tests/harness/netimp.py; this program only moves packets and answers its control socket.
  *
  * Usage: mesh-netimp --netns ROUTER_NS --tun NAME --ctl SOCKET_PATH [--subnet A.B] [--seed N]
  * Control socket (unix stream, one line per command, one reply line "ok ..." or "err ..."):

@@ -137,12 +137,18 @@ static void test_hostile_headers(void **state)
 static void test_shared_models(void **state)
 {
     const char *dir = getenv("MESH_LLM_TEST_MODELS");
-    if (!dir) skip();
+    if (!dir) {
+        print_message("skipping: MESH_LLM_TEST_MODELS is not set\n");
+        skip();
+    }
     char path[4096];
     snprintf(path, sizeof path, "%s/stories260K.gguf", dir);
     gguf_info_t g;
     int rc = gguf_info_read(path, &g);
-    if (rc == -ENOENT) skip();
+    if (rc == -ENOENT) {
+        print_message("skipping: %s not found\n", path);
+        skip();
+    }
     assert_int_equal(rc, 0);
     assert_string_equal(g.architecture, "llama");
     assert_int_equal(g.block_count, 5);

@@ -247,7 +247,10 @@ static void test_models_list(void **state)
 {
     (void)state;
     const char *models = getenv("MESH_LLM_TEST_MODELS");
-    if (!models) skip();
+    if (!models) {
+        print_message("skipping: MESH_LLM_TEST_MODELS is not set\n");
+        skip();
+    }
     char path[256], text[2048], err[512];
     snprintf(path, sizeof path, "%s/models.cfg", tmpdir);
     snprintf(text, sizeof text,

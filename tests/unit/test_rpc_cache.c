@@ -390,7 +390,10 @@ static void test_shared_models(void **state)
 {
     gguf_tensors_t t;
     int rc = read_model("stories260K.gguf", &t);
-    if (rc == -ENOENT) skip();
+    if (rc == -ENOENT) {
+        print_message("skipping: stories260K.gguf not found in the shared models\n");
+        skip();
+    }
     assert_int_equal(rc, 0);
     assert_int_equal(t.n_tensors, 3 + 5 * 9);
     assert_int_equal(t.file_size, 1185376);
@@ -445,7 +448,10 @@ static void test_truncated_models(void **state)
     models_dir(dir, sizeof dir);
     snprintf(path, sizeof path, "%s/TinyStories-656K-Q8_0.gguf", dir);
     FILE *f = fopen(path, "rb");
-    if (!f) skip();
+    if (!f) {
+        print_message("skipping: %s not found\n", path);
+        skip();
+    }
     static uint8_t img[1 << 20];
     size_t n = fread(img, 1, sizeof img, f);
     fclose(f);

@@ -149,7 +149,7 @@ def setup(root, work, mesh_bin, models):
     env.pop("HF_TOKEN", None)
     env.update(HOME=home, PATH=bindir + os.pathsep + env.get("PATH", "/usr/bin:/bin"),
                HF_ENDPOINT=f"http://127.0.0.1:{hub_port}")
-    # one compute thread per llama-server child, as the other integration tests (conftest.py)
+    # one compute thread per llama-server child, as the other integration tests (harness/node.py)
     env.setdefault("LLAMA_ARG_THREADS", "1")
     js = os.path.join(root, "tests", "js")
     relay = Helper(["node", os.path.join(js, "relay.mjs")], js, os.path.join(work, "relay.log"))
@@ -232,7 +232,7 @@ def main():
             n.stop()
         for h in helpers:
             h.stop()
-    if not failed:  # a sanitizer build's reports (make asan) fail the run, as in conftest.py
+    if not failed:  # a sanitizer build's reports (make asan) fail the run (harness/fixtures.py)
         for i in range(1, n_node + 1):
             with open(os.path.join(a.work, f"node{i}.log"), "rb") as f:
                 err = f.read().decode(errors="replace")

@@ -1,18 +1,19 @@
-"""Shared harness for integration tests: real mesh-llm nodes, real llama-server children."""
+"""The node harness of the integration tests: real mesh-llm nodes, real llama-server children
+(Node), HTTP on raw sockets (http, read_response, Pushback, sse_events), /proc helpers and
+bounded polling (wait_for). The start_node fixture that starts and cleans up Nodes is in
+harness/fixtures.py."""
 import json
 import os
 import queue
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "tests", "tools"))  # netimp.py
 MODELS = os.environ.get("MESH_LLM_TEST_MODELS", os.path.join(ROOT, "..", "shared", "models"))
 MESH_BIN = os.environ.get("MESH_LLM_BIN", os.path.join(ROOT, "build", "mesh-llm"))
 BIN_DIR = os.environ.get("MESH_LLM_BIN_DIR", "")
@@ -23,10 +24,6 @@ SANITIZED = "asan" in os.path.basename(os.path.dirname(os.path.abspath(MESH_BIN)
 
 def model_path(name):
     return os.path.join(MODELS, name + ".gguf")
-
-
-def pytest_configure(config):
-    config.addinivalue_line("markers", "asan_smoke: also run against the ASan+UBSan build")
 
 
 def wait_for(cond, timeout=20.0, interval=0.05, what="condition"):
@@ -72,6 +69,10 @@ def cmdline(pid):
             return [a.decode() for a in f.read().split(b"\0") if a]
     except OSError:  # gone (ENOENT) or exited while being read (ESRCH): no command line
         return []
+
+
+def sh(*args, check=True):
+    return subprocess.run(list(args), capture_output=True, timeout=30, check=check)
 
 
 class Response:
@@ -183,7 +184,7 @@ def http(port, method, path, body=None, headers=None, timeout=60.0, raw_body=Non
     h.update(headers or {})
     req = f"{method} {path} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in h.items()) + "\r\n"
     if ns is not None:
-        from netimp import ns_connect
+        from harness.netimp import ns_connect
         conn = ns_connect(ns, (host, port), timeout)
     else:
         conn = socket.create_connection((host, port), timeout=timeout)
@@ -375,28 +376,3 @@ class Node:
                     pass
         if hasattr(self._stderr, "close"):
             self._stderr.close()
-
-
-@pytest.fixture
-def start_node(tmp_path):
-    nodes = []
-    counter = [0]
-
-    def _start(*args, **kw):
-        counter[0] += 1
-        d = tmp_path / f"node{counter[0]}"
-        d.mkdir()
-        n = Node(list(args), tmp_path=d, **kw)
-        nodes.append(n)
-        return n
-
-    yield _start
-    for n in nodes:
-        n.cleanup()
-    # a sanitizer build reports memory errors and leaks on stderr: they fail the test
-    for n in nodes:
-        err = n.stderr()
-        for marker in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:"):
-            if marker in err:
-                i = err.index(marker)
-                pytest.fail(f"sanitizer report from node {n.pid}:\n{err[max(0, i - 200):i + 3000]}")

@@ -1,9 +1,9 @@
-"""Chaos soak: a mesh in network namespaces over impaired links (tests/tools/netimp), a load
+"""Chaos soak: a mesh in network namespaces over impaired links (harness/netimp.py), a load
 generator sending streamed and non-streamed requests through random nodes, and a seeded,
 reproducible fault schedule (kill -9, SIGTERM, restarts, SIGSTOP pauses, partitions, a full disk,
 killed llama-server and rpc-server children), with the invariants checked as it runs and at the end.
 
-Used by tests/integration/test_soak.py (60 s, part of make test) and `make soak SOAK_SECONDS=N`.
+Used by tests/soak/test_soak.py (60 s, part of make test) and `make soak SOAK_SECONDS=N`.
 """
 import json
 import os
@@ -15,8 +15,8 @@ import subprocess
 import threading
 import time
 
-from conftest import MESH_BIN, SANITIZED, Node, children_of, cmdline, http, model_path, pid_alive
-from netimp import ImpairedNet
+from harness.netimp import ImpairedNet
+from harness.node import MESH_BIN, SANITIZED, Node, children_of, cmdline, http, model_path, pid_alive
 
 NETIMP = os.path.join(os.path.dirname(MESH_BIN), "mesh-netimp")
 HB_MS = 1000
