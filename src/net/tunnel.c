@@ -14,44 +14,8 @@
 #include "wire.h"
 
 #define LINE_MAX_BYTES 8192
-#define CLIENT_HIGH_WATER (1u << 20)
 
 /* ---------------- requester side ---------------- */
-
-typedef struct {
-    httpd_req_t *req;  /* NULL once the client is gone */
-    tp_stream_t *s;    /* NULL once closed */
-    size_t got;        /* response bytes received */
-    size_t unconsumed; /* written to the client, window not reopened yet */
-    bool ended;
-    bool status_line_done; /* CORS headers (if any) go right after the status line */
-    void (*on_fail)(httpd_req_t *req, void *data, const char *why);
-    void *data;
-} fwd_t;
-
-static void fwd_free_if_done(fwd_t *f)
-{
-    if (f->req || f->s) return;
-    free(f->data); /* never handed to on_fail: ours to free */
-    free(f);
-}
-
-static void fwd_client_abort(httpd_req_t *req)
-{
-    fwd_t *f = req->data;
-    f->req = NULL;
-    if (f->s) tp_stream_reset(f->s, 1);
-    fwd_free_if_done(f);
-}
-
-static void fwd_client_drain(httpd_req_t *req)
-{
-    fwd_t *f = req->data;
-    if (f->s && f->unconsumed) {
-        tp_stream_consumed(f->s, f->unconsumed);
-        f->unconsumed = 0;
-    }
-}
 
 /* The headers this node adds to a tunnelled answer (CORS, route, hop timing). */
 int tunnel_route_headers(httpd_req_t *req, char *out, size_t outlen)
@@ -69,77 +33,6 @@ int tunnel_route_headers(httpd_req_t *req, char *out, size_t outlen)
                  cors, req->mesh.peer, fb, req->mesh.peer);
     return k < 0 || (size_t)k >= outlen ? -ENOSPC : k;
 }
-
-static void fwd_data(tp_stream_t *s, const uint8_t *p, size_t n)
-{
-    fwd_t *f = tp_stream_data(s);
-    if (!f->req) {
-        tp_stream_consumed(s, n);
-        return;
-    }
-    f->got += n;
-    metrics_tunnel_bytes(meshstat(), false, n);
-    if (!f->status_line_done) {
-        /* After the status line: the route this node took (X-Mesh-Route, Server-Timing of the
-         * hop; the host's own X-Mesh-Node and timings follow in its headers) and, for a web
-         * page of an allowed origin, our CORS headers, not the host's (its API saw no Origin).
-         * Only the first bytes are looked at. */
-        const uint8_t *nl = memchr(p, '\n', n);
-        size_t head = nl ? (size_t)(nl - p) + 1 : n;
-        httpd_write(f->req, p, head);
-        if (nl) {
-            char extra[768];
-            f->status_line_done = true;
-            if (tunnel_route_headers(f->req, extra, sizeof extra) > 0)
-                httpd_write(f->req, extra, strlen(extra));
-            httpd_write(f->req, p + head, n - head);
-        }
-    } else {
-        httpd_write(f->req, p, n);
-    }
-    if (httpd_write_queue(f->req) > CLIENT_HIGH_WATER)
-        f->unconsumed += n; /* reopened by fwd_client_drain */
-    else
-        tp_stream_consumed(s, n);
-}
-
-static void fwd_fin(tp_stream_t *s)
-{
-    fwd_t *f = tp_stream_data(s);
-    if (f->req && f->got) {
-        httpd_end(f->req, false);
-        f->ended = true;
-    }
-}
-
-static void fwd_close(tp_stream_t *s, int err)
-{
-    fwd_t *f = tp_stream_data(s);
-    f->s = NULL;
-    if (f->req && !f->ended) {
-        httpd_req_t *req = f->req;
-        f->req = NULL;
-        req->on_abort = NULL;
-        req->on_drain = NULL;
-        if (f->got) {
-            httpd_abort(req); /* cut mid-response: the client must see it */
-        } else if (f->on_fail) {
-            void *data = f->data;
-            f->data = NULL; /* on_fail owns it now */
-            f->on_fail(req, data, err ? "the host closed the tunnel" : "empty answer");
-        } else {
-            httpd_respond_error(req, 502, "server_error", "upstream_failed",
-                                "the node serving this model failed before answering");
-        }
-    } else if (f->req) {
-        f->req->on_abort = NULL;
-        f->req->on_drain = NULL;
-        f->req = NULL;
-    }
-    fwd_free_if_done(f);
-}
-
-static const tp_stream_cb_t fwd_cb = {fwd_data, fwd_fin, NULL, fwd_close};
 
 int tunnel_http_request(tp_conn_t *conn, const char *model, httpd_req_t *req, const char *body,
                         size_t body_len, bool queued_signal, buf_t *b)
@@ -159,37 +52,6 @@ int tunnel_http_request(tp_conn_t *conn, const char *model, httpd_req_t *req, co
                         TUNNEL_HOP_HEADER, queued_signal ? TUNNEL_QUEUED_HEADER ": 1\r\n" : "");
     if (rc == 0 && body_len) rc = buf_append(b, body, body_len);
     return rc;
-}
-
-int tunnel_http_forward(tp_conn_t *conn, const char *model, httpd_req_t *req,
-                        void (*on_fail)(httpd_req_t *req, void *data, const char *why), void *data)
-{
-    fwd_t *f = calloc(1, sizeof *f);
-    if (!f) return -ENOMEM;
-    f->req = req;
-    f->on_fail = on_fail;
-    f->data = data;
-    buf_t b;
-    buf_init(&b, TUNNEL_REQUEST_MAX);
-    int rc = tunnel_http_request(conn, model, req, req->body, req->body_len, false, &b);
-    if (rc == 0) rc = tp_stream_open(conn, &fwd_cb, f, &f->s);
-    if (rc == 0) rc = tp_stream_write(f->s, b.data, b.len);
-    buf_free(&b);
-    if (rc) {
-        f->data = NULL; /* still the caller's */
-        if (f->s) {
-            f->req = NULL; /* the caller answers */
-            tp_stream_reset(f->s, 1);
-        } else {
-            free(f);
-        }
-        return rc;
-    }
-    tp_stream_shutdown(f->s);
-    req->data = f;
-    req->on_abort = fwd_client_abort;
-    req->on_drain = fwd_client_drain;
-    return 0;
 }
 
 /* ---------------- host side ----------------

@@ -1,12 +1,9 @@
 /* tunnel — HTTP through the mesh (TUNNEL_HTTP streams).
  *
- * Requester side: tunnel_http_forward() sends an API request that this node cannot serve to a
- * peer that can: [0x04][frame {"v":1,"model":NAME}] followed by the request as HTTP/1.1 bytes
- * (Connection: close, X-Mesh-Hop: 1), then half-close. Every byte of the peer's HTTP response
- * is written to the client as it arrives (byte for byte; SSE streams stream), and the client
- * connection closes after it. Back-pressure: the stream's window is reopened only as the
- * client's socket takes the bytes. A client that goes away resets the stream, which closes the
- * host's upstream connection, so generation stops.
+ * Requester side: tunnel_http_request() builds what the stream carries, for tunnel_call.h (the
+ * node's relay, node/relay.h, the only forwarder): [0x04][frame {"v":1,"model":NAME}] followed
+ * by the request as HTTP/1.1 bytes (Connection: close, X-Mesh-Hop: 1), then half-close; the
+ * relay adds tunnel_route_headers() after the status line of the host's answer.
  *
  * Host side: tunnel_http_serve() takes over an incoming TUNNEL_HTTP stream and hands it to this
  * node's own API server in-process, over a socketpair (the API then routes it to the local
@@ -43,18 +40,10 @@
 /* Append to b what a TUNNEL_HTTP stream for req starts with: the control frame naming model,
  * then req's request line and head (with TUNNEL_QUEUED_HEADER when queued_signal), with body
  * (body_len bytes: the request's own body or a rewritten one) — the one builder of the requester
- * side (tunnel_http_forward, tunnel_call.h). Marks req's metrics record as tunnelled to conn's
- * peer. 0 or a negative errno. */
+ * side (tunnel_call.h). Marks req's metrics record as tunnelled to conn's peer. 0 or a negative
+ * errno. */
 int tunnel_http_request(tp_conn_t *conn, const char *model, httpd_req_t *req, const char *body,
                         size_t body_len, bool queued_signal, buf_t *b);
-
-/* Forward req to `conn`'s node. on_fail (may be NULL) is called instead of answering when the
- * host fails before the first response byte, so the caller can retry elsewhere; it must answer
- * req itself. data (malloc'd or NULL) goes to on_fail, which then owns it; when the forward
- * ends without on_fail the tunnel frees it. Returns 0, or a negative errno when nothing was
- * sent (req not answered, data still the caller's). */
-int tunnel_http_forward(tp_conn_t *conn, const char *model, httpd_req_t *req,
-                        void (*on_fail)(httpd_req_t *req, void *data, const char *why), void *data);
 
 /* The headers a node adds after the status line of a tunnelled answer (CORS for an allowed
  * origin, X-Mesh-Route, Server-Timing of the hop), from req->mesh. Returns the length or

@@ -1,9 +1,9 @@
 /* tunnel_call — one HTTP request through a TUNNEL_HTTP stream whose response bytes go to the
- * caller instead of straight to the client (tunnel.h forwards them byte for byte). The node's
- * relay (node/relay.h) uses it to watch a routed response: first-byte deadline, retry, and
- * continuing a stream on another replica when its host dies.
+ * caller (not straight to the client). The node's relay (node/relay.h), the only forwarder,
+ * uses it to watch a routed response: first-byte deadline, retry, and continuing a stream on
+ * another replica when its host dies.
  *
- * The request sent is the same as tunnel_http_forward's ([0x04][frame {"v":1,"model"}], then
+ * The request sent is built by tunnel_http_request() ([0x04][frame {"v":1,"model"}], then
  * HTTP/1.1 with Connection: close and X-Mesh-Hop: 1, then half-close), with the method, URL and
  * Content-Type of req and the given body (the original, or a continuation). The route is noted
  * in req->mesh (peer, dispatch time) for tunnel_route_headers() and the metrics. The request

@@ -735,8 +735,8 @@ static int add_entry(models_t *ms, const config_model_t *cm, bool preload, char 
     model_type_t st_type = type == MM_EMBEDDING   ? MODEL_TYPE_EMBEDDING
                            : type == MM_RERANKING ? MODEL_TYPE_RERANKING
                                                   : MODEL_TYPE_LLM;
-    models_update_bytes(ms, e);
     int rc = models_serve_setup(ms, e);
+    models_update_bytes(ms, e); /* with its serving features' arguments and files */
     if (rc) {
         snprintf(err, errlen, "model %s: %s", cm->name, strerror(-rc));
         return rc;

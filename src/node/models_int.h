@@ -21,7 +21,9 @@ void models_respond_bad(model_entry_t *e, httpd_req_t *req);
 void models_update_bytes(models_t *ms, model_entry_t *e);
 
 /* Decide e's serving features (draft model, vision projector: models_serve.c) and store the
- * llama-server arguments that turn them on in e->serve_args. 0 or -ENOMEM / -E2BIG. */
-int models_serve_setup(models_t *ms, model_entry_t *e);
+ * llama-server arguments that turn them on in e->serve_args, with e->serve_bytes, e->vision and
+ * e->draft. Only computes: the caller updates e's memory need (models_update_bytes). 0 or
+ * -ENOMEM / -E2BIG. */
+int models_serve_setup(const models_t *ms, model_entry_t *e);
 
 #endif

@@ -37,7 +37,7 @@ static bool catalog_draft_on_disk(const models_t *ms, const model_entry_t *e, ch
     return regular_file(out);
 }
 
-int models_serve_setup(models_t *ms, model_entry_t *e)
+int models_serve_setup(const models_t *ms, model_entry_t *e)
 {
     const config_t *cfg = ms->cfg;
     char found[4096];
@@ -64,7 +64,6 @@ int models_serve_setup(models_t *ms, model_entry_t *e)
     if (rc) return rc;
     e->vision = o.mmproj != NULL;
     e->serve_bytes = file_bytes(draft) + file_bytes(o.mmproj); /* memory they take when loaded */
-    models_update_bytes(ms, e);
     snprintf(e->draft, sizeof e->draft, "%s", draft ? draft : "");
     if (draft)
         LOGI("models", "model %s: speculative decoding with draft %s%s", e->mm->name, draft,

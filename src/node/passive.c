@@ -9,7 +9,6 @@
 
 #include "log.h"
 #include "relay.h"
-#include "tunnel.h"
 #include "util.h"
 #include "wire.h"
 
@@ -489,8 +488,6 @@ static void count_forward(passive_t *p, const char *id)
     if (k >= 0) p->fwd[k].n++;
 }
 
-static void forward_failed(httpd_req_t *req, void *data, const char *why);
-
 /* One step for a waiting request: true when it left the pending list (forwarded/answered). */
 static bool step(passive_t *p, pv_req_t *r)
 {
@@ -588,7 +585,8 @@ static bool step(passive_t *p, pv_req_t *r)
         free(r);
         return true;
     }
-    if (tunnel_http_forward(c, r->model, req, forward_failed, r) == 0) return true;
+    /* no host took it (the first one's stream limit or send queue full, the others not
+     * connected): skip that host until the next table and try the next one at the next poll */
     if (r->spilled) p->spilled--;
     untrack(req);
     int k = fwd_slot(p, host->id, false);
@@ -597,29 +595,6 @@ static bool step(passive_t *p, pv_req_t *r)
     r->tries++;
     park(p, r);
     return false;
-}
-
-static void forward_failed(httpd_req_t *req, void *data, const char *why)
-{
-    pv_req_t *r = data;
-    passive_t *p = r->p;
-    untrack(req);
-    if (p->stopping) {
-        finish(r, 503, "unavailable", "shutting_down", "this node is shutting down");
-        return;
-    }
-    p->retries++;
-    LOGI("passive", "model %s: host failed before answering (%s); retrying on another", r->model,
-         why);
-    /* the failed host is the first of the order (not bad yet): mark it */
-    const rt_model_t *m = rt_table_find_model(p->table, r->model);
-    size_t order[1];
-    if (m && rt_pick_hosts(p->table, m, mesh_node_id(p->mesh), r->has_key ? r->key : NULL, is_bad,
-                           p, order, 1) == 1)
-        mark_bad(p, p->table->nodes[order[0]].id);
-    r->tries++;
-    park(p, r);
-    kick(p, 0);
 }
 
 static void pump(passive_t *p)

@@ -11,15 +11,16 @@
  * checks in with costs one attempt. When every candidate fails the round is retried after a
  * jittered backoff below the refresh period.
  *
- * Requests. A request for a model of the table goes through a TUNNEL_HTTP stream to a host
- * picked by rt_pick_hosts (the request's "user"/"session_id", else hash(own id + model); a
- * request without a key spills to the host with the fewest of this node's requests in flight
- * per slot, rt_spill — counted until the request's life ends, httpd on_finish, chained); the
- * tunnel is on a connection this node dials to the host itself (addresses from the table). A
- * host that fails before the first response byte (or cannot be dialled within the attempt
- * bound) is skipped until the next table and the request retried on the next host (at most
- * PV_MAX_TRIES hosts). Requests that arrive before the first table wait for it (bounded). A
- * model the table does not list is unknown (the API answers 404). */
+ * Requests. A request for a model of the table goes through the relay (relay.h: first-byte
+ * deadline, one retry on the next host, streams continued elsewhere) to the hosts picked by
+ * rt_pick_hosts (the request's "user"/"session_id", else hash(own id + model); a request
+ * without a key spills to the host with the fewest of this node's requests in flight per slot,
+ * rt_spill — counted until the request's life ends, httpd on_finish, chained); the tunnel is
+ * on a connection this node dials to the host itself (addresses from the table). A host that
+ * cannot be dialled within the attempt bound (or takes no stream) is skipped until the next
+ * table and the request retried on the next host (at most PV_MAX_TRIES hosts). Requests that
+ * arrive before the first table wait for it (bounded). A model the table does not list is
+ * unknown (the API answers 404). */
 #ifndef MESH_PASSIVE_H
 #define MESH_PASSIVE_H
 

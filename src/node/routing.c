@@ -2,36 +2,12 @@
 #include "routing.h"
 
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "log.h"
 #include "relay.h"
 #include "router.h"
-#include "tunnel.h"
 #include "vision.h"
-
-typedef struct {
-    routing_t *rt;
-    char model[MODEL_NAME_MAX];
-    char next[ID_HEX_LEN + 1]; /* where to retry once */
-} retry_t;
-
-static void forward_failed(httpd_req_t *req, void *data, const char *why)
-{
-    retry_t *r = data;
-    tp_conn_t *c = r->next[0] && r->rt->mesh ? mesh_conn(r->rt->mesh, r->next) : NULL;
-    if (c) {
-        LOGI("node", "model %s: host failed before answering (%s); retrying on %.12s", r->model,
-             why, r->next);
-        r->next[0] = '\0';
-        if (tunnel_http_forward(c, r->model, req, forward_failed, r) == 0) return;
-    }
-    httpd_respond_error(req, 503, "unavailable", "host_failed",
-                        "the node serving model '%s' failed before answering (%s); retry shortly",
-                        r->model, why);
-    free(r);
-}
 
 bool routing_remote(routing_t *rt, const char *model, int needs, httpd_req_t *req)
 {
@@ -94,18 +70,8 @@ bool routing_remote(routing_t *rt, const char *model, int needs, httpd_req_t *re
         hosts[nh].ready = peers[res.order[k]].ready;
     }
     if (relay_start(rt->mesh, model, req, hosts, nh) == 0) return true;
-    for (size_t k = 0; k < res.n; k++) {
-        tp_conn_t *c = mesh_conn(rt->mesh, peers[res.order[k]].id);
-        if (!c) continue; /* a dial started; try the next host */
-        retry_t *r = calloc(1, sizeof *r);
-        if (!r) break;
-        r->rt = rt;
-        snprintf(r->model, sizeof r->model, "%s", model);
-        if (res.n > 1)
-            snprintf(r->next, sizeof r->next, "%s", peers[res.order[(k + 1) % res.n]].id);
-        if (tunnel_http_forward(c, model, req, forward_failed, r) == 0) return true;
-        free(r);
-    }
+    /* the relay tried each host: none is connected yet (dials to them are under way) or took a
+     * stream (its stream limit or send queue full) */
     httpd_respond_error(req, 503, "unavailable", "host_unreachable",
                         "model '%s': its host%s cannot be reached right now; retry shortly", model,
                         res.n > 1 ? "s" : "");

@@ -1,8 +1,8 @@
 /* routing — the driver of the router (core/router.h) and of the planner's gate: a request for
- * a model this node does not serve goes through a TUNNEL_HTTP stream to the peer the router
- * picks, retried once on the next candidate when the first fails before answering; a request
- * for a model this node has is served here, parked while its split starts, or sent to the
- * model's host. Also who may reach this node's rpc-server through TUNNEL_RPC. */
+ * a model this node does not serve goes to the peers the router picks through the relay
+ * (relay.h: first-byte deadline, one retry on the next candidate, streams continued elsewhere);
+ * a request for a model this node has is served here, parked while its split starts, or sent to
+ * the model's host. Also who may reach this node's rpc-server through TUNNEL_RPC. */
 #ifndef MESH_ROUTING_H
 #define MESH_ROUTING_H
 
