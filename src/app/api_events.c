@@ -1,6 +1,7 @@
 /* api_events — see api_events.h. */
 #include "api_events.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,16 +9,20 @@
 #include "log.h"
 #include "options.h"
 #include "statgen.h"
+#include "status_doc.h"
 #include "util.h"
 
 typedef struct client {
     httpd_req_t *req;
+    struct events *ev;
     bool secrets; /* may see the invite token (a loopback client) */
     struct client *next, *prev;
 } client_t;
 
 struct events {
-    mgmt_t *g;
+    uv_loop_t *loop;
+    json_t *(*doc)(void *data); /* the status document (api_events.h) */
+    void *data;
     uv_timer_t timer;
     client_t *clients;
     unsigned n_clients;
@@ -41,8 +46,7 @@ static void unlink_client(struct events *ev, client_t *c)
 static void on_client_abort(httpd_req_t *req)
 {
     client_t *c = req->data;
-    struct events *ev = req->server->data ? ((mgmt_t *)req->server->data)->events : NULL;
-    if (ev) unlink_client(ev, c);
+    unlink_client(c->ev, c);
     free(c);
 }
 
@@ -87,9 +91,9 @@ static char *frame_of(json_t *st, bool keepalive, size_t *len)
 /* One snapshot to `only`, or to every client. */
 static void snapshot(struct events *ev, client_t *only)
 {
-    json_t *st = mgmt_status(ev->g);
+    json_t *st = ev->doc(ev->data);
     if (!st) return;
-    uint64_t now = uv_now(ev->g->httpd.loop);
+    uint64_t now = uv_now(ev->loop);
     bool ka = !only && now - ev->last_keepalive_ms >= EVENTS_KEEPALIVE_MS;
     if (ka) ev->last_keepalive_ms = now;
     bool want_secret = false, want_plain = false;
@@ -103,7 +107,7 @@ static void snapshot(struct events *ev, client_t *only)
     char *with = want_secret ? frame_of(st, ka, &len_s) : NULL;
     char *without = NULL;
     if (want_plain) {
-        json_object_set_new(json_object_get(st, "node"), "token", json_null());
+        status_doc_hide_secrets(st);
         without = frame_of(st, ka, &len_p);
     }
     json_decref(st);
@@ -139,37 +143,38 @@ static void on_change(void *data)
     uv_timer_start(&ev->timer, on_timer, gap >= EVENTS_MIN_GAP_MS ? 0 : EVENTS_MIN_GAP_MS - gap, 0);
 }
 
-static struct events *events_get(mgmt_t *g)
+int api_events_init(events_t **out, uv_loop_t *loop, json_t *(*doc)(void *data), void *data)
 {
-    if (g->events) return g->events;
     struct events *ev = calloc(1, sizeof *ev);
-    if (!ev) return NULL;
-    ev->g = g;
+    if (!ev) return -ENOMEM;
+    ev->loop = loop;
+    ev->doc = doc;
+    ev->data = data;
     ev->period_ms = options_env_ms("MESH_LLM_EVENTS_MS");
     if (ev->period_ms < EVENTS_MIN_GAP_MS) ev->period_ms = EVENTS_MIN_GAP_MS;
     ev->max_queue = (size_t)options_env_ms("MESH_LLM_EVENTS_MAX_QUEUE");
-    uv_timer_init(g->httpd.loop, &ev->timer);
+    uv_timer_init(loop, &ev->timer);
     ev->timer.data = ev;
-    g->events = ev;
     status_listen(on_change, ev);
-    return ev;
+    *out = ev;
+    return 0;
 }
 
-bool api_events_handle(mgmt_t *g, httpd_req_t *req)
+bool api_events_handle(events_t *ev, httpd_req_t *req)
 {
     if (strcmp(req->path, "/api/events") != 0) return false;
     if (strcmp(req->method_str, "GET") != 0) {
         httpd_respond_405(req, "GET");
         return true;
     }
-    struct events *ev = events_get(g);
-    client_t *c = ev && ev->n_clients < EVENTS_MAX_CLIENTS ? calloc(1, sizeof *c) : NULL;
+    client_t *c = ev->n_clients < EVENTS_MAX_CLIENTS ? calloc(1, sizeof *c) : NULL;
     if (!c) {
         httpd_respond_error(req, 503, "server_error", "too_many_event_streams",
                             "too many event streams are open on this node; retry later");
         return true;
     }
     c->req = req;
+    c->ev = ev;
     c->secrets = mgmt_may_see_secrets(req->peer, httpd_header(req, "host"));
     if (httpd_stream_begin(req, 200, "text/event-stream", NULL) != 0) {
         free(c);
@@ -192,9 +197,8 @@ bool api_events_handle(mgmt_t *g, httpd_req_t *req)
     return true;
 }
 
-void api_events_status(mgmt_t *g, json_t *st)
+void api_events_status(const events_t *ev, json_t *st)
 {
-    struct events *ev = g->events;
     json_object_set_new(st, "events",
                         json_pack("{s:i,s:I,s:I}", "clients", ev ? (int)ev->n_clients : 0,
                                   "dropped", (json_int_t)(ev ? ev->dropped : 0), "snapshots",
@@ -206,9 +210,8 @@ static void on_timer_closed(uv_handle_t *h)
     free(h->data);
 }
 
-void api_events_stop(mgmt_t *g)
+void api_events_stop(events_t *ev)
 {
-    struct events *ev = g->events;
     if (!ev) return;
     status_listen(NULL, NULL);
     while (ev->clients) {
@@ -219,7 +222,6 @@ void api_events_stop(mgmt_t *g)
         httpd_end(c->req, false);
         free(c);
     }
-    g->events = NULL;
     uv_timer_stop(&ev->timer);
     uv_close((uv_handle_t *)&ev->timer, on_timer_closed);
 }

@@ -9,25 +9,35 @@
  *
  * Memory is bounded per client: a client whose untaken bytes (queued in the node plus those in
  * its socket's send queue, httpd_unsent) would pass MESH_LLM_EVENTS_MAX_QUEUE (default 256 KiB,
- * options.c) is dropped, so a client that does not read costs at most that much, never more. */
+ * options.c) is dropped, so a client that does not read costs at most that much, never more.
+ *
+ * The streams know nothing of the management server: the document comes from the snapshot
+ * callback (doc) given to api_events_init (api_mgmt.c's: status_doc.h plus api_events_status). */
 #ifndef MESH_API_EVENTS_H
 #define MESH_API_EVENTS_H
 
 #include <stdbool.h>
 #include <jansson.h>
+#include <uv.h>
 
-#include "api_mgmt.h"
 #include "httpd.h"
 
 #define EVENTS_MIN_GAP_MS 100
 #define EVENTS_KEEPALIVE_MS 15000
 #define EVENTS_MAX_CLIENTS 128
 
+typedef struct events events_t;
+
+/* The event streams of one server on loop. doc returns the whole status document (a new
+ * reference; NULL: no snapshot this time), with the invite token in it: the streams hide it
+ * from clients that may not see it. 0 or -ENOMEM. */
+int api_events_init(events_t **out, uv_loop_t *loop, json_t *(*doc)(void *data), void *data);
 /* Answers req and returns true when it is for /api/events. */
-bool api_events_handle(mgmt_t *g, httpd_req_t *req);
-/* {"clients","dropped","snapshots"} into the status document's "events". */
-void api_events_status(mgmt_t *g, json_t *st);
-/* Close every stream and the timer (the management server is stopping). */
-void api_events_stop(mgmt_t *g);
+bool api_events_handle(events_t *ev, httpd_req_t *req);
+/* {"clients","dropped","snapshots"} into the status document's "events" (ev NULL: zeros). */
+void api_events_status(const events_t *ev, json_t *st);
+/* Close every stream and the timer (the server is stopping); ev is freed once the timer is
+ * closed. */
+void api_events_stop(events_t *ev);
 
 #endif

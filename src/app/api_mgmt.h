@@ -1,4 +1,5 @@
-/* api_mgmt — the management API on 127.0.0.1:--console (default 3131): GET /api/status,
+/* api_mgmt — the management API on 127.0.0.1:--console (default 3131): GET /api/status (the
+ * document is status_doc.h's), GET /api/events (api_events.h), GET /metrics (api_metrics.h),
  * POST /api/join, POST /api/chat, GET /api/discover (api_mgmt_join.c). */
 #ifndef MESH_API_MGMT_H
 #define MESH_API_MGMT_H
@@ -23,7 +24,7 @@ typedef struct {
     /* Adds the mesh plan and catalog to a status document. */
     void (*extra_status)(void *data, json_t *status);
     void *extra_data;
-    struct events *events; /* GET /api/events (api_events.h), made by its first client */
+    struct events *events; /* GET /api/events (api_events.h), made by mgmt_start */
     /* Idle mode (mesh NULL): this node's id for the status document. */
     const char *idle_id;
     /* POST /api/join with a decoded token: returns the HTTP status (join_policy.h) and says in
@@ -43,15 +44,7 @@ typedef struct {
 int mgmt_start(mgmt_t *g, uv_loop_t *loop, const config_t *cfg, mesh_t *mesh, models_t *ms,
                supervisor_t *sv);
 void mgmt_stop(mgmt_t *g);
-/* Whether a client may see the invite token (the mesh secret) in the status document: only one
- * on this machine that names it by a loopback host (Host header). */
-bool mgmt_may_see_secrets(httpd_peer_t peer, const char *host_header);
-/* The whole status document (also what the console shows). node.state: idle (no mesh yet),
- * joining (a join is under way; node.join_error says why the last attempt failed), member. */
-json_t *mgmt_status(mgmt_t *g);
 /* api_mgmt_join.c: POST /api/join, POST /api/chat, GET /api/discover (false: another path). */
 bool mgmt_join_routes(mgmt_t *g, httpd_req_t *req);
-/* The status document of an idle node (no mesh). */
-json_t *mgmt_idle_status(mgmt_t *g);
 
 #endif

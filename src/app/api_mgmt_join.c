@@ -1,5 +1,5 @@
 /* The management API's mesh-membership endpoints: POST /api/join, POST /api/chat,
- * GET /api/discover, and the status document of an idle node (api_mgmt.h). */
+ * GET /api/discover (api_mgmt.h). */
 #include <jansson.h>
 #include <sodium.h>
 #include <stdio.h>
@@ -118,11 +118,4 @@ bool mgmt_join_routes(mgmt_t *g, httpd_req_t *req)
         return true;
     }
     return false;
-}
-
-json_t *mgmt_idle_status(mgmt_t *g)
-{
-    return json_pack("{s:{s:s?,s:s,s:n,s:n,s:i,s:n,s:n,s:s,s:b},s:[]}", "node", "id", g->idle_id,
-                     "state", "idle", "mesh_id", "role", "quic_port", 0, "token", "incarnation",
-                     "version", MESH_VERSION, "joined", false, "peers");
 }

@@ -24,13 +24,8 @@
 #define BACKOFF_MAX_MS 30000
 #define STABLE_MS 30000
 #define MAX_PORT_LOSSES 5 /* in a row: then it is not a race, and the start fails */
-#define GIB (1024ull * 1024 * 1024)
 
-uint64_t sv_default_load_timeout_ms(uint64_t model_bytes)
-{
-    /* 2 minutes, plus a minute per GiB: reading a file at ~20 MB/s still fits */
-    return 120000 + (model_bytes + GIB - 1) / GIB * 60000;
-}
+static void on_verdict(void *data, sv_child_t *c, svw_verdict_t v);
 
 const char *child_state_name(child_state_t s)
 {
@@ -52,6 +47,8 @@ int sv_init(supervisor_t *sv, uv_loop_t *loop, const char *llama_server, bool ve
 {
     memset(sv, 0, sizeof *sv);
     sv->loop = loop;
+    sv->on_verdict = on_verdict;
+    sv->verdict_data = sv;
     sv->verbose = verbose;
     sv->llama_server = strdup(llama_server);
     char exe[PATH_MAX];
@@ -106,14 +103,6 @@ int sv_add_rpc(supervisor_t *sv, const char *name, sv_child_t **out)
     return 0;
 }
 
-const char *sv_prog_name(const sv_child_t *c)
-{
-    static char buf[MODEL_NAME_MAX + 32];
-    if (c->kind == SV_KIND_RPC) return "rpc-server";
-    snprintf(buf, sizeof buf, "llama-server for model %s", c->name);
-    return buf;
-}
-
 sv_child_t *sv_find(supervisor_t *sv, const char *name)
 {
     for (sv_child_t *c = sv->children; c; c = c->next)
@@ -147,7 +136,7 @@ static int test_port(void)
     return (int)v;
 }
 
-void sv_set_state(sv_child_t *c, child_state_t s)
+static void sv_set_state(sv_child_t *c, child_state_t s)
 {
     if (c->state == s) return;
     c->state = s;
@@ -268,10 +257,47 @@ static void on_out_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
     }
 }
 
-/* The process is there and its exit has not been seen yet. */
-bool sv_running(const sv_child_t *c)
+/* ---- what sv_watch.c found ---- */
+
+static void on_verdict(void *data, sv_child_t *c, svw_verdict_t v)
 {
-    return c->proc_open && !uv_is_closing((const uv_handle_t *)&c->proc);
+    supervisor_t *sv = data;
+    uint64_t now = uv_now(sv->loop);
+    switch (v) {
+    case SVW_READY:
+        c->ready_ms = now;
+        c->ever_ready = true;
+        c->ready_this_spawn = true;
+        c->first_outcome = true;
+        c->port_losses = 0;
+        if (c->kind == SV_KIND_RPC)
+            LOGI("supervisor", "rpc-server ready on 127.0.0.1:%u (pid %d)", c->port, c->pid);
+        else
+            LOGI("supervisor", "model %s ready on 127.0.0.1:%u (pid %d, %.1f s)", c->name, c->port,
+                 c->pid, (double)(now - c->spawned_ms) / 1000.0);
+        sv_set_state(c, CHILD_READY);
+        svw_ready(c);
+        if (sv->on_ready) sv->on_ready(sv, c);
+        break;
+    case SVW_TIMED_OUT:
+        c->timed_out = true;
+        LOGE("supervisor", "%s (pid %d) did not become ready within %.1f s; killing it",
+             sv_prog_name(c), c->pid, (double)(now - c->spawned_ms) / 1000.0);
+        uv_process_kill(&c->proc, SIGKILL); /* the exit reports the failed load */
+        break;
+    case SVW_WEDGED: /* the watch has stopped its ticks */
+        LOGE("supervisor",
+             "%s (pid %d) stopped responding (no answer to /health for %.1f s%s); "
+             "killing it",
+             sv_prog_name(c), c->pid, (double)(now - c->last_alive_ms) / 1000.0,
+             c->in_flight > 0 ? ", no CPU progress on its requests" : "");
+        c->wedged = true;
+        uv_process_kill(&c->proc, SIGKILL); /* the exit restarts it with backoff */
+        if (sv->on_wedged) sv->on_wedged(sv, c);
+        break;
+    default: /* the watch's own (SVW_WAIT, SVW_PORT_TAKEN) */
+        break;
+    }
 }
 
 /* ---- lifecycle ---- */

@@ -83,6 +83,16 @@ struct sv_child {
 
 typedef void (*sv_event_cb)(supervisor_t *sv, sv_child_t *child);
 
+/* What sv_watch.c found about a child (supervisor_int.h). It reports READY, TIMED_OUT and
+ * WEDGED to on_verdict, and supervisor.c acts on them; the others it handles itself. */
+typedef enum {
+    SVW_WAIT = 0,   /* nothing new: keep watching */
+    SVW_PORT_TAKEN, /* /health answered from a process other than the child: keep polling */
+    SVW_READY,      /* a starting child answers /health (an rpc-server: connections) */
+    SVW_TIMED_OUT,  /* a starting child is not ready at its load deadline */
+    SVW_WEDGED,     /* a ready child stopped responding (sv_watch.c's header says when) */
+} svw_verdict_t;
+
 struct supervisor {
     uv_loop_t *loop;
     char *llama_server; /* absolute path */
@@ -108,6 +118,9 @@ struct supervisor {
     uint64_t hang_ms; /* no answer (and, if busy, no CPU progress) this long: wedged (30 s) */
     uint64_t load_timeout_ms; /* MESH_LLM_LOAD_TIMEOUT_MS: every load; 0 = per child */
     sv_probe_t *probes;       /* health checks in flight */
+    /* sv_watch.c reports its verdicts here: supervisor.c's, set by sv_init */
+    void (*on_verdict)(void *data, sv_child_t *c, svw_verdict_t v);
+    void *verdict_data;
 };
 
 /* The load timeout of a model of this size when MESH_LLM_LOAD_TIMEOUT_MS is not set. */

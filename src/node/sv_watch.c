@@ -6,7 +6,10 @@
  *    hang_ms. The progress check spares a child whose HTTP threads are merely slow while it
  *    computes; a child blocked on a slow client still answers /health and is spared too.
  * A /health 200 counts only from the process that holds the port: another process may have
- * taken a port the node picked before the child could bind it. */
+ * taken a port the node picked before the child could bind it.
+ *
+ * The watch decides (sv_child.c's pure verdicts) and reports READY, TIMED_OUT and WEDGED to
+ * supervisor_t.on_verdict: supervisor.c logs them, changes the child's state, kills it. */
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,7 +36,6 @@ struct sv_probe {
 };
 
 static void schedule_health(sv_child_t *c);
-static void start_liveness(sv_child_t *c);
 
 void svw_init(sv_child_t *c)
 {
@@ -57,22 +59,9 @@ static void on_probe_closed(uv_handle_t *hd)
     if (--h->open == 0) free(h);
 }
 
-static void became_ready(sv_child_t *c)
+static void report(sv_child_t *c, svw_verdict_t v)
 {
-    uint64_t now = uv_now(c->sv->loop);
-    c->ready_ms = now;
-    c->ever_ready = true;
-    c->ready_this_spawn = true;
-    c->first_outcome = true;
-    c->port_losses = 0;
-    if (c->kind == SV_KIND_RPC)
-        LOGI("supervisor", "rpc-server ready on 127.0.0.1:%u (pid %d)", c->port, c->pid);
-    else
-        LOGI("supervisor", "model %s ready on 127.0.0.1:%u (pid %d, %.1f s)", c->name, c->port,
-             c->pid, (double)(now - c->spawned_ms) / 1000.0);
-    sv_set_state(c, CHILD_READY);
-    start_liveness(c);
-    if (c->sv->on_ready) c->sv->on_ready(c->sv, c);
+    c->sv->on_verdict(c->sv->verdict_data, c, v);
 }
 
 static void probe_finish(sv_probe_t *h, bool ok)
@@ -93,17 +82,17 @@ static void probe_finish(sv_probe_t *h, bool ok)
     /* a check that ends after the process exited must not re-arm c->timer: it now holds the
      * post-mortem, which reports the failed load */
     if (c->state != CHILD_STARTING) return;
-    if (ok && procfs_port_held_by(c->pid, c->port) == 0) {
+    svw_verdict_t v = svw_probe_verdict(ok, ok ? procfs_port_held_by(c->pid, c->port) : 1);
+    if (v == SVW_PORT_TAKEN) {
         if (!c->port_warned)
             LOGW("supervisor",
                  "port %u answers but is not held by %s (pid %d): another "
                  "process took it; waiting for the child",
                  c->port, sv_prog_name(c), c->pid);
         c->port_warned = true;
-        ok = false;
     }
-    if (ok)
-        became_ready(c);
+    if (v == SVW_READY)
+        report(c, SVW_READY);
     else
         schedule_health(c);
 }
@@ -207,16 +196,7 @@ static void on_load_deadline(uv_timer_t *t)
 {
     sv_child_t *c = t->data;
     if (c->state != CHILD_STARTING || !sv_running(c) || c->timed_out) return;
-    c->timed_out = true;
-    LOGE("supervisor", "%s (pid %d) did not become ready within %.1f s; killing it",
-         sv_prog_name(c), c->pid, (double)(uv_now(c->sv->loop) - c->spawned_ms) / 1000.0);
-    uv_process_kill(&c->proc, SIGKILL); /* the exit reports the failed load */
-}
-
-uint64_t svw_load_limit(const sv_child_t *c)
-{
-    if (c->sv->load_timeout_ms) return c->sv->load_timeout_ms;
-    return c->load_timeout_ms ? c->load_timeout_ms : sv_default_load_timeout_ms(0);
+    report(c, SVW_TIMED_OUT); /* killed: the exit reports the failed load */
 }
 
 void svw_spawned(sv_child_t *c)
@@ -228,20 +208,6 @@ void svw_spawned(sv_child_t *c)
 
 /* ---- liveness ---- */
 
-static void wedge(sv_child_t *c, uint64_t now, bool busy)
-{
-    supervisor_t *sv = c->sv;
-    LOGE("supervisor",
-         "%s (pid %d) stopped responding (no answer to /health for %.1f s%s); "
-         "killing it",
-         sv_prog_name(c), c->pid, (double)(now - c->last_alive_ms) / 1000.0,
-         busy ? ", no CPU progress on its requests" : "");
-    c->wedged = true;
-    uv_timer_stop(&c->watch);
-    uv_process_kill(&c->proc, SIGKILL); /* the exit restarts it with backoff */
-    if (sv->on_wedged) sv->on_wedged(sv, c);
-}
-
 static void on_watch_tick(uv_timer_t *t)
 {
     sv_child_t *c = t->data;
@@ -250,22 +216,25 @@ static void on_watch_tick(uv_timer_t *t)
         uv_timer_stop(t);
         return;
     }
-    uint64_t now = uv_now(sv->loop), ticks;
-    bool busy = c->in_flight > 0;
-    if (!busy || (procfs_cpu_ticks(c->pid, &ticks, NULL) == 0 && ticks != c->cpu_ticks)) {
-        if (busy) c->cpu_ticks = ticks;
-        c->progress_ms = now; /* idle: there is nothing to make progress on */
-    }
-    bool unanswered = now - c->last_alive_ms >= sv->hang_ms;
-    bool no_progress = now - c->progress_ms >= sv->hang_ms;
-    if (unanswered && (!busy || no_progress)) {
-        wedge(c, now, busy);
+    uint64_t ticks;
+    svw_tick_t k = {.now_ms = uv_now(sv->loop),
+                    .last_alive_ms = c->last_alive_ms,
+                    .progress_ms = c->progress_ms,
+                    .hang_ms = sv->hang_ms,
+                    .busy = c->in_flight > 0};
+    k.cpu_advanced = k.busy && procfs_cpu_ticks(c->pid, &ticks, NULL) == 0 && ticks != c->cpu_ticks;
+    if (k.cpu_advanced) c->cpu_ticks = ticks;
+    svw_verdict_t v = svw_tick(&k);
+    c->progress_ms = k.progress_ms;
+    if (v == SVW_WEDGED) {
+        uv_timer_stop(t);
+        report(c, SVW_WEDGED); /* killed: the exit restarts it with backoff */
         return;
     }
     if (!c->probing) probe(c, true);
 }
 
-static void start_liveness(sv_child_t *c)
+void svw_ready(sv_child_t *c)
 {
     if (c->kind != SV_KIND_LLAMA) {
         uv_timer_stop(&c->watch);

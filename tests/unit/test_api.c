@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api_mgmt.h"
 #include "api_openai.h"
+#include "status_doc.h"
 
 /* ------------------------------------------------------------------------------------------
  * api_body_model
