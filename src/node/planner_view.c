@@ -452,7 +452,7 @@ static json_t *download_json(const peers_t *P, const view_node_t *self, const ch
              : NULL;
 }
 
-void planner_list_models(planner_t *pl, json_t *list)
+static void list_catalog(planner_t *pl, json_t *list, bool downloads)
 {
     peers_t P;
     cnodes_t cn;
@@ -479,7 +479,8 @@ void planner_list_models(planner_t *pl, json_t *list)
         json_object_set_new(o, "status", json_string(entry_status_name(status)));
         uint64_t short_b = entry_short(status, e);
         if (short_b) json_object_set_new(o, "short_bytes", json_integer((json_int_t)short_b));
-        json_t *dl = e->status == CATALOG_READY ? NULL : download_json(&P, &cn.self, e->name);
+        json_t *dl =
+            !downloads || e->status == CATALOG_READY ? NULL : download_json(&P, &cn.self, e->name);
         if (dl) { /* being downloaded somewhere in the mesh: that is what it waits for */
             json_object_set_new(o, "status", json_string("downloading"));
             json_object_set_new(o, "progress", dl);
@@ -492,6 +493,16 @@ void planner_list_models(planner_t *pl, json_t *list)
     catalog_free(&cat);
     cnodes_free(&cn);
     peers_free(&P);
+}
+
+void planner_list_models(planner_t *pl, json_t *list)
+{
+    list_catalog(pl, list, true);
+}
+
+void planner_list_catalog(planner_t *pl, json_t *list)
+{
+    list_catalog(pl, list, false);
 }
 
 /* ---- status ---- */
