@@ -120,11 +120,11 @@ static void handle_models(api_t *api, httpd_req_t *req)
     json_t *data = json_array();
     for (size_t i = 0; i < api->ms->n; i++) {
         model_entry_t *e = &api->ms->entries[i];
-        json_array_append_new(data,
-                              json_pack("{s:s,s:s,s:I,s:s,s:s,s:s,s:I}", "id", e->mm->name,
-                                        "object", "model", "created", (json_int_t)time(NULL),
-                                        "owned_by", "mesh-llm", "status", models_status(e), "type",
-                                        mm_type_name(e->mm->type), "size", (json_int_t)e->size));
+        json_array_append_new(
+            data, json_pack("{s:s,s:s,s:I,s:s,s:s,s:s,s:I}", "id", e->mm->name, "object", "model",
+                            "created", (json_int_t)time(NULL), "owned_by", "mesh-llm", "status",
+                            model_state_name(models_state(e)), "type", mm_type_name(e->mm->type),
+                            "size", (json_int_t)e->size));
     }
     if (api->list_remote) api->list_remote(api->remote_data, data);
     httpd_respond_json(req, 200, json_pack("{s:s,s:o}", "object", "list", "data", data));
@@ -134,8 +134,9 @@ static void handle_health(api_t *api, httpd_req_t *req)
 {
     json_t *models = json_array();
     for (size_t i = 0; i < api->ms->n; i++)
-        json_array_append_new(models, json_pack("{s:s,s:s}", "name", api->ms->entries[i].mm->name,
-                                                "status", models_status(&api->ms->entries[i])));
+        json_array_append_new(models,
+                              json_pack("{s:s,s:s}", "name", api->ms->entries[i].mm->name, "status",
+                                        model_state_name(models_state(&api->ms->entries[i]))));
     httpd_respond_json(req, 200, json_pack("{s:s,s:o}", "status", "ok", "models", models));
 }
 

@@ -108,10 +108,10 @@ static void announce(void *data)
     size_t off = 0, ready = 0;
     for (size_t i = 0; i < n->ms.n && off < sizeof names - 1; i++) {
         model_entry_t *e = &n->ms.entries[i];
-        const char *st = models_status(e);
-        if (strcmp(st, "ready") == 0) ready++;
+        model_state_t st = models_state(e);
+        if (st == MODEL_READY) ready++;
         off += (size_t)snprintf(names + off, sizeof names - off, "%s%s (%s, %s)", off ? ", " : "",
-                                e->mm->name, mm_type_name(e->mm->type), st);
+                                e->mm->name, mm_type_name(e->mm->type), model_state_name(st));
     }
     LOGI("node", "ready: OpenAI API at http://%s:%d/v1 — %zu of %zu known model(s) loaded%s%s",
          n->cfg.listen_all ? "0.0.0.0" : "127.0.0.1", n->api.httpd.port, ready, n->ms.n,

@@ -12,8 +12,9 @@ static json_t *models_json(models_t *ms)
     for (size_t i = 0; ms && i < ms->n; i++) {
         model_entry_t *e = &ms->entries[i];
         json_array_append_new(a, json_pack("{s:s,s:s,s:s,s:I,s:s}", "name", e->mm->name, "type",
-                                           mm_type_name(e->mm->type), "status", models_status(e),
-                                           "size_bytes", (json_int_t)e->size, "node", "local"));
+                                           mm_type_name(e->mm->type), "status",
+                                           model_state_name(models_state(e)), "size_bytes",
+                                           (json_int_t)e->size, "node", "local"));
     }
     return a;
 }

@@ -30,12 +30,6 @@ const char *view_state_name(view_state_t s)
     return (size_t)s < sizeof STATES / sizeof *STATES ? STATES[s] : NULL;
 }
 
-view_state_t view_state_of(const char *s)
-{
-    int i = word_index(STATES, sizeof STATES / sizeof *STATES, s);
-    return i < 0 ? VIEW_STATE_NONE : (view_state_t)i;
-}
-
 /* ---- building ---- */
 
 void view_node_init(view_node_t *n)

@@ -207,6 +207,5 @@ void view_to_catalog_sized(const view_node_t *n, catalog_node_t *cn, catalog_ava
 
 const char *view_serve_role_name(view_serve_role_t r); /* NULL for NONE */
 const char *view_state_name(view_state_t s);           /* NULL for NONE */
-view_state_t view_state_of(const char *s);             /* NONE when unknown */
 
 #endif

@@ -48,15 +48,27 @@ model_entry_t *models_find(models_t *ms, const char *name)
     return NULL;
 }
 
-const char *models_status(const model_entry_t *e)
+model_state_t models_state(const model_entry_t *e)
 {
     switch (e->mm->state) {
     case MM_LOADED:
-        return e->child->state == CHILD_READY ? "ready" : "loading";
+        return e->child->state == CHILD_READY ? MODEL_READY : MODEL_LOADING;
     case MM_LOADING:
+        return MODEL_LOADING;
+    default:
+        return (e->mm->queued || e->mm->waiters) ? MODEL_LOADING : MODEL_UNLOADED;
+    }
+}
+
+const char *model_state_name(model_state_t s)
+{
+    switch (s) {
+    case MODEL_READY:
+        return "ready";
+    case MODEL_LOADING:
         return "loading";
     default:
-        return (e->mm->queued || e->mm->waiters) ? "loading" : "unloaded";
+        return "unloaded";
     }
 }
 

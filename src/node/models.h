@@ -128,7 +128,12 @@ void models_load(models_t *ms, model_entry_t *e, bool reload);
 /* Unload e if it is loaded or loading. */
 void models_unload(models_t *ms, model_entry_t *e);
 
-/* "ready" | "loading" | "unloaded" for /v1/models. */
-const char *models_status(const model_entry_t *e);
+/* A model's state on this node: what the planner, the announcement and the listings (/v1/models,
+ * /health, /api/status, /api/v1/models) go by. Loading covers a load that is queued or has
+ * requests waiting for it, and a started server not yet answering /health. */
+typedef enum { MODEL_UNLOADED, MODEL_LOADING, MODEL_READY } model_state_t;
+model_state_t models_state(const model_entry_t *e);
+/* "unloaded" | "loading" | "ready": the one place these words are written. */
+const char *model_state_name(model_state_t s);
 
 #endif

@@ -31,11 +31,11 @@ static void api_health(models_t *ms, httpd_req_t *req)
         if (!recent || e->mm->last_use > recent->mm->last_use) recent = e;
         char url[64];
         snprintf(url, sizeof url, "http://127.0.0.1:%u", e->child->port);
-        json_array_append_new(all, json_pack("{s:s,s:s,s:I,s:s,s:s,s:s,s:s}", "model_name",
-                                             e->mm->name, "checkpoint", e->path, "last_use",
-                                             unix_of(ms, e->mm->last_use), "type",
-                                             mm_type_name(e->mm->type), "device", "cpu",
-                                             "backend_url", url, "status", models_status(e)));
+        json_array_append_new(
+            all, json_pack("{s:s,s:s,s:I,s:s,s:s,s:s,s:s}", "model_name", e->mm->name, "checkpoint",
+                           e->path, "last_use", unix_of(ms, e->mm->last_use), "type",
+                           mm_type_name(e->mm->type), "device", "cpu", "backend_url", url, "status",
+                           model_state_name(models_state(e))));
     }
     json_t *o = json_pack("{s:s,s:o,s:o,s:o,s:{s:I,s:I,s:I}}", "status", "ok", "model_loaded",
                           recent ? json_string(recent->mm->name) : json_null(), "checkpoint_loaded",
@@ -52,9 +52,10 @@ static void api_models(models_t *ms, httpd_req_t *req)
     for (size_t i = 0; i < ms->n; i++) {
         model_entry_t *e = &ms->entries[i];
         json_array_append_new(
-            data, json_pack("{s:s,s:s,s:s,s:I,s:b,s:s}", "model_name", e->mm->name, "checkpoint",
-                            e->path, "type", mm_type_name(e->mm->type), "size", (json_int_t)e->size,
-                            "loaded", e->mm->state == MM_LOADED, "status", models_status(e)));
+            data,
+            json_pack("{s:s,s:s,s:s,s:I,s:b,s:s}", "model_name", e->mm->name, "checkpoint", e->path,
+                      "type", mm_type_name(e->mm->type), "size", (json_int_t)e->size, "loaded",
+                      e->mm->state == MM_LOADED, "status", model_state_name(models_state(e))));
     }
     httpd_respond_json(req, 200, json_pack("{s:o}", "data", data));
 }

@@ -130,14 +130,14 @@ plan_route_t planner_route(planner_t *pl, const char *model)
 {
     pmodel_t *pm = pm_find(pl, model);
     model_entry_t *e = models_find(pl->ms, model);
-    const char *st = e ? models_status(e) : "unloaded";
+    model_state_t st = e ? models_state(e) : MODEL_UNLOADED;
     if (!pm) /* not planned here: served on demand, unless a ready host elsewhere has it */
-        return strcmp(st, "unloaded") == 0 && ready_elsewhere(pl, model) ? PLAN_REMOTE : PLAN_SERVE;
+        return st == MODEL_UNLOADED && ready_elsewhere(pl, model) ? PLAN_REMOTE : PLAN_SERVE;
     if (!pm->e) return PLAN_REMOTE;
     if (!pm->st.planned) /* before the first plan: as a node alone would, if it fits alone */
         return models_fits(pl->ms, pm->e) && !pl->cfg->split ? PLAN_SERVE : PLAN_WAIT;
     if (pm->st.role == ELECTION_REPLICA) /* bootstrap: while it loads here, a ready peer answers */
-        return strcmp(st, "ready") != 0 && ready_elsewhere(pl, model) ? PLAN_REMOTE : PLAN_SERVE;
+        return st != MODEL_READY && ready_elsewhere(pl, model) ? PLAN_REMOTE : PLAN_SERVE;
     if (pm->st.role == ELECTION_HOST) return pm->st.launched ? PLAN_SERVE : PLAN_WAIT;
     return PLAN_REMOTE;
 }
@@ -469,7 +469,7 @@ static void log_changes(const pmodel_t *pm, const pp_state_t *was)
 static pp_model_t model_facts(planner_t *pl, const pmodel_t *pm)
 {
     model_entry_t *e = pm->e;
-    const char *s = e ? models_status(e) : "unloaded";
+    model_state_t s = e ? models_state(e) : MODEL_UNLOADED;
     return (pp_model_t){.name = pm->name,
                         .has_file = e != NULL,
                         .size_bytes = e ? e->size : 0,
@@ -477,8 +477,8 @@ static pp_model_t model_facts(planner_t *pl, const pmodel_t *pm)
                         .host_bytes = e ? models_host_bytes(pl->ms, e) : 0,
                         .n_layers = e ? e->n_layers : 0,
                         .offer_bytes = ledger_offer_for(&pl->ms->ledger, pm->name),
-                        .loaded = strcmp(s, "unloaded") != 0,
-                        .ready = strcmp(s, "ready") == 0,
+                        .loaded = s != MODEL_UNLOADED,
+                        .ready = s == MODEL_READY,
                         .mesh_args = e && e->mesh_args,
                         .retired_tunnels = pm->n_retired > 0,
                         .seeding = pm->seeding,

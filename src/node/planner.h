@@ -168,5 +168,8 @@ void planner_status(planner_t *pl, json_t *status);
 void planner_listing(planner_t *pl, mesh_listing_t *l);
 /* /v1/models: sets each listed model's status from the catalog and appends the mesh's others. */
 void planner_list_models(planner_t *pl, json_t *list);
+/* The same objects as route tables carry them: a model downloaded somewhere keeps its catalog
+ * status (the catalog's word, or "waiting"; see rt_status_of_listing), not "downloading". */
+void planner_list_catalog(planner_t *pl, json_t *list);
 
 #endif

@@ -221,12 +221,11 @@ static void check_demote(planner_t *pl)
     }
     const demand_entry_t *d = demand_find(&pl->ms->demand, pm->name);
     const demand_sum_t *m = demand_sum_find(sums, ns, pm->name);
-    const char *status = models_status(e);
     promo_demote_input_t in = {
         .id = pl->id,
         .pinned = strcmp(pm->rule, "explicit") == 0,
         .replica = pm->st.role == ELECTION_REPLICA && pm->st.mode == ELECTION_SOLO,
-        .busy = e->mm->in_flight > 0 || e->waiting != NULL || strcmp(status, "loading") == 0,
+        .busy = e->mm->in_flight > 0 || e->waiting != NULL || models_state(e) == MODEL_LOADING,
         .now_ms = now_ms(pl),
         .serving_since_ms = pl->serving_since_ms,
         .last_request_ms = d ? d->last_ms : 0,

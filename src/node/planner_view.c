@@ -162,8 +162,20 @@ const char *self_role(planner_t *pl)
     for (size_t i = 0; i < pl->n; i++)
         if (pm_is_host(&pl->models[i])) return "host";
     for (size_t i = 0; i < pl->ms->n; i++)
-        if (strcmp(models_status(&pl->ms->entries[i]), "unloaded") != 0) return "host";
+        if (models_state(&pl->ms->entries[i]) != MODEL_UNLOADED) return "host";
     return "worker";
+}
+
+static view_state_t view_state_of_model(model_state_t s)
+{
+    switch (s) {
+    case MODEL_READY:
+        return VIEW_STATE_READY;
+    case MODEL_LOADING:
+        return VIEW_STATE_LOADING;
+    default:
+        return VIEW_STATE_UNLOADED;
+    }
 }
 
 static view_serve_role_t serve_role(const pmodel_t *pm)
@@ -187,14 +199,14 @@ static int self_serving(planner_t *pl, view_node_t *n)
 {
     for (size_t i = 0; i < pl->n; i++) {
         pmodel_t *pm = &pl->models[i];
-        const char *st = pm->e ? models_status(pm->e) : "unloaded";
+        model_state_t st = pm->e ? models_state(pm->e) : MODEL_UNLOADED;
         bool host = pm_is_host(pm);
         view_serving_t *s = view_add_serving(n, pm->name);
         if (!s) return -ENOMEM;
         s->member = true;
         s->role = serve_role(pm);
-        s->state = host ? view_state_of(st) : VIEW_STATE_STANDBY;
-        s->http_ready = host && strcmp(st, "ready") == 0;
+        s->state = host ? view_state_of_model(st) : VIEW_STATE_STANDBY;
+        s->http_ready = host && st == MODEL_READY;
         s->is_host = host;
         s->split = pl->cfg->split;
         s->pinned = strcmp(pm->rule, "explicit") == 0;
@@ -220,13 +232,13 @@ static int self_serving(planner_t *pl, view_node_t *n)
     }
     for (size_t i = 0; i < pl->ms->n; i++) {
         model_entry_t *e = &pl->ms->entries[i];
-        const char *st = models_status(e);
-        if (pm_find(pl, e->mm->name) || strcmp(st, "unloaded") == 0) continue;
+        model_state_t st = models_state(e);
+        if (pm_find(pl, e->mm->name) || st == MODEL_UNLOADED) continue;
         view_serving_t *s = view_add_serving(n, e->mm->name);
         if (!s) return -ENOMEM;
         s->role = VIEW_SERVE_REPLICA;
-        s->state = view_state_of(st);
-        s->http_ready = strcmp(st, "ready") == 0;
+        s->state = view_state_of_model(st);
+        s->http_ready = st == MODEL_READY;
         s->is_host = true;
         s->bytes = ledger_held_for(&pl->ms->ledger, e->mm->name);
         s->slots = admission_parallel_of(e->llamacpp_args, ADMISSION_DEFAULT_PARALLEL);
@@ -347,20 +359,34 @@ static bool group_waiting(planner_t *pl, const peers_t *P, const char *model)
     return any;
 }
 
-static const char *entry_status(planner_t *pl, const peers_t *P, const catalog_t *cat,
-                                const catalog_entry_t *e)
+/* A catalog entry as the listings show it: the catalog's status, except that a loading model
+ * whose whole group waits needs capacity when the mesh lacks its memory, and waits otherwise. */
+typedef struct {
+    catalog_status_t status;
+    bool waiting; /* status is loading: "waiting" */
+} entry_status_t;
+
+static entry_status_t entry_status(planner_t *pl, const peers_t *P, const catalog_t *cat,
+                                   const catalog_entry_t *e)
 {
     if (e->status == CATALOG_LOADING && group_waiting(pl, P, e->name))
-        return cat->capacity_bytes < e->need_bytes ? "needs_capacity" : "waiting";
-    return catalog_status_name(e->status);
+        return cat->capacity_bytes < e->need_bytes
+                   ? (entry_status_t){.status = CATALOG_NEEDS_CAPACITY}
+                   : (entry_status_t){.status = CATALOG_LOADING, .waiting = true};
+    return (entry_status_t){.status = e->status};
+}
+
+static const char *entry_status_name(entry_status_t s)
+{
+    return s.waiting ? "waiting" : catalog_status_name(s.status);
 }
 
 /* A model that needs capacity: the memory its group lacks (need − the memory of the nodes
  * serving or waiting for it), which a standby with that much free completes (routing tables
  * carry it); 0 otherwise. */
-static uint64_t entry_short(const char *status, const catalog_entry_t *e)
+static uint64_t entry_short(entry_status_t s, const catalog_entry_t *e)
 {
-    if (strcmp(status, "needs_capacity") != 0) return 0;
+    if (s.status != CATALOG_NEEDS_CAPACITY) return 0;
     return e->need_bytes > e->servers_vram ? e->need_bytes - e->servers_vram : 0;
 }
 
@@ -426,7 +452,7 @@ static json_t *download_json(const peers_t *P, const view_node_t *self, const ch
              : NULL;
 }
 
-void planner_list_models(planner_t *pl, json_t *list)
+static void list_catalog(planner_t *pl, json_t *list, bool downloads)
 {
     peers_t P;
     cnodes_t cn;
@@ -449,11 +475,12 @@ void planner_list_models(planner_t *pl, json_t *list)
             if (!o) continue;
             json_array_append_new(list, o);
         }
-        const char *status = entry_status(pl, &P, &cat, e);
-        json_object_set_new(o, "status", json_string(status));
+        entry_status_t status = entry_status(pl, &P, &cat, e);
+        json_object_set_new(o, "status", json_string(entry_status_name(status)));
         uint64_t short_b = entry_short(status, e);
         if (short_b) json_object_set_new(o, "short_bytes", json_integer((json_int_t)short_b));
-        json_t *dl = e->status == CATALOG_READY ? NULL : download_json(&P, &cn.self, e->name);
+        json_t *dl =
+            !downloads || e->status == CATALOG_READY ? NULL : download_json(&P, &cn.self, e->name);
         if (dl) { /* being downloaded somewhere in the mesh: that is what it waits for */
             json_object_set_new(o, "status", json_string("downloading"));
             json_object_set_new(o, "progress", dl);
@@ -466,6 +493,16 @@ void planner_list_models(planner_t *pl, json_t *list)
     catalog_free(&cat);
     cnodes_free(&cn);
     peers_free(&P);
+}
+
+void planner_list_models(planner_t *pl, json_t *list)
+{
+    list_catalog(pl, list, true);
+}
+
+void planner_list_catalog(planner_t *pl, json_t *list)
+{
+    list_catalog(pl, list, false);
 }
 
 /* ---- status ---- */
@@ -522,8 +559,9 @@ void planner_status(planner_t *pl, json_t *st)
             json_array_append_new(
                 a, json_pack("{s:s,s:I,s:I,s:s,s:s,s:o,s:o,s:o,s:b}", "name", e->name, "size_bytes",
                              (json_int_t)e->size_bytes, "need_bytes", (json_int_t)e->need_bytes,
-                             "type", mm_type_name(e->type), "status", entry_status(pl, &P, &cat, e),
-                             "holders", ids_json(e->holders, e->n_holders), "servers",
+                             "type", mm_type_name(e->type), "status",
+                             entry_status_name(entry_status(pl, &P, &cat, e)), "holders",
+                             ids_json(e->holders, e->n_holders), "servers",
                              ids_json(e->servers, e->n_servers), "hosts",
                              ids_json(e->hosts, e->n_hosts), "requested", e->requested));
             json_t *o = json_array_get(a, json_array_size(a) - 1);
@@ -621,7 +659,8 @@ void planner_listing(planner_t *pl, mesh_listing_t *l)
         const catalog_entry_t *e = &cat.entries[i];
         listing_model_t *m = &l->models[l->n_models++];
         snprintf(m->name, sizeof m->name, "%s", e->name);
-        snprintf(m->status, sizeof m->status, "%s", entry_status(pl, &P, &cat, e));
+        snprintf(m->status, sizeof m->status, "%s",
+                 entry_status_name(entry_status(pl, &P, &cat, e)));
         m->served = e->status == CATALOG_READY || e->status == CATALOG_LOADING;
     }
     catalog_free(&cat);

@@ -101,14 +101,14 @@ int route_serve_build(route_serve_t *rs, rt_table_t *t)
         view_node_init(&views[k]);
         if (view_decode(b->anns[k], t->nodes[k].id, &views[k]) != 0) view_node_free(&views[k]);
     }
-    planner_list_models(rs->plan, list);
+    planner_list_catalog(rs->plan, list);
     size_t i;
     json_t *e;
     json_array_foreach(list, i, e)
     {
         catalog_status_t st;
         const char *name = json_string_value(json_object_get(e, "id"));
-        if (!rt_status_of(json_string_value(json_object_get(e, "status")), &st)) continue;
+        if (!rt_status_of_listing(json_string_value(json_object_get(e, "status")), &st)) continue;
         rt_model_t *m = rt_table_add_model(t, name, st);
         if (!m) continue;
         m->has_type = rt_type_of(json_string_value(json_object_get(e, "type")), &m->type);

@@ -406,6 +406,38 @@ static void test_sticky_key(void **state)
     assert_null(rt_sticky_key("nope", 4, buf, sizeof buf));
 }
 
+/* The words of the planner's listing a route table is built from (route_serve_build): a model
+ * whose split group waits is in the table as loading (a passive node answers 503 for it, as an
+ * active one does, instead of 404); the wire's own decoder stays with its four words. */
+static void test_status_of_listing(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *word;
+        bool known;
+        catalog_status_t want;
+    } rows[] = {
+        {"unloaded", true, CATALOG_UNLOADED},
+        {"loading", true, CATALOG_LOADING},
+        {"ready", true, CATALOG_READY},
+        {"needs_capacity", true, CATALOG_NEEDS_CAPACITY},
+        {"waiting", true, CATALOG_LOADING},
+        {"downloading", false, 0}, /* planner_list_catalog gives the catalog's status instead */
+        {"Waiting", false, 0},
+        {"", false, 0},
+        {NULL, false, 0},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        catalog_status_t st = (catalog_status_t)99;
+        bool known = rt_status_of_listing(rows[i].word, &st);
+        if (known != rows[i].known || (known && st != rows[i].want))
+            fail_msg("row %zu (%s): known %d, status %d", i, rows[i].word ? rows[i].word : "NULL",
+                     known, (int)st);
+    }
+    catalog_status_t st;
+    assert_false(rt_status_of("waiting", &st)); /* not a word of the ROUTE_REQUEST table */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -418,6 +450,7 @@ int main(void)
         cmocka_unit_test(test_spill),
         cmocka_unit_test(test_checkin_order),
         cmocka_unit_test(test_sticky_key),
+        cmocka_unit_test(test_status_of_listing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
