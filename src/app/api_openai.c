@@ -12,82 +12,12 @@
 
 #include "api_routes.h"
 #include "log.h"
+#include "meshstat.h"
 #include "options.h"
 #include "util.h"
 #include "vision.h"
 
 #define API_AVAIL_MAX_NAMES 20 /* in a "not found; available: …" message */
-
-int api_body_model(const char *body, size_t len, char *out, size_t outlen, char *err, size_t errlen)
-{
-    json_error_t je;
-    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
-    if (!root) {
-        snprintf(err, errlen, "request body is not valid JSON: %s (line %d, column %d)", je.text,
-                 je.line, je.column);
-        return -EINVAL;
-    }
-    int rc;
-    if (!json_is_object(root)) {
-        snprintf(err, errlen, "request body must be a JSON object");
-        rc = -EINVAL;
-    } else {
-        json_t *m = json_object_get(root, "model");
-        if (!m || json_is_null(m)) {
-            rc = API_MODEL_ABSENT;
-        } else if (!json_is_string(m) || json_string_length(m) == 0) {
-            snprintf(err, errlen, "'model' must be a non-empty string");
-            rc = -EINVAL;
-        } else if (json_string_length(m) >= outlen) {
-            snprintf(err, errlen, "'model' is too long");
-            rc = -EINVAL;
-        } else {
-            snprintf(out, outlen, "%s", json_string_value(m));
-            rc = API_MODEL_FOUND;
-        }
-    }
-    json_decref(root);
-    return rc;
-}
-
-/* One message of an Anthropic body: an object with a string "role" and a "content" that is a
- * string or an array. */
-static bool anthropic_message_ok(json_t *m)
-{
-    json_t *c = json_object_get(m, "content");
-    return json_is_object(m) && json_is_string(json_object_get(m, "role")) &&
-           (json_is_string(c) || json_is_array(c));
-}
-
-int api_anthropic_body_check(const char *body, size_t len, char *err, size_t errlen)
-{
-    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, NULL);
-    int rc = 0;
-    json_t *msgs = json_object_get(root, "messages");
-    json_t *mt = json_object_get(root, "max_tokens");
-    if (!json_is_array(msgs) || json_array_size(msgs) == 0) {
-        snprintf(err, errlen, "messages: field required (a non-empty array of messages)");
-        rc = -EINVAL;
-    } else if (mt && !(json_is_integer(mt) && json_integer_value(mt) > 0)) {
-        snprintf(err, errlen, "max_tokens: must be a positive integer");
-        rc = -EINVAL;
-    } else {
-        size_t i;
-        json_t *m;
-        json_array_foreach(msgs, i, m)
-        {
-            if (anthropic_message_ok(m)) continue;
-            snprintf(err, errlen,
-                     "messages.%zu: each message needs a string 'role' and a 'content' that is a "
-                     "string or an array",
-                     i);
-            rc = -EINVAL;
-            break;
-        }
-    }
-    json_decref(root);
-    return rc;
-}
 
 static bool key_equal(const char *given, const char *key);
 
@@ -217,21 +147,25 @@ static void available_names(api_t *api, char *out, size_t len)
 static void handle_inference(api_t *api, httpd_req_t *req, const api_route_t *route)
 {
     int needs = route->needs;
+    /* the one parse of the body (again after admission: the same facts, not parsed again);
+     * admission, routing, the relay read req->rq */
+    const request_t *rq = meshstat_parse_body(req);
     if (api->admit && api->admit(api->admit_data, req, needs)) return;
-    char name[MODEL_NAME_MAX], err[512];
-    int rc = api_body_model(req->body, req->body_len, name, sizeof name, err, sizeof err);
+    char name[MODEL_NAME_MAX];
+    int rc = rq->model_rc;
     if (rc < 0) {
-        httpd_respond_error(req, 400, "invalid_request_error", "invalid_body", "%s", err);
+        httpd_respond_error(req, 400, "invalid_request_error", "invalid_body", "%s", rq->err);
         return;
     }
     /* an Anthropic body llama-server would answer with a 500 in OpenAI's shape */
-    if (route->errors == API_ERR_ANTHROPIC &&
-        api_anthropic_body_check(req->body, req->body_len, err, sizeof err) < 0) {
-        httpd_respond_error(req, 400, "invalid_request_error", "invalid_body", "%s", err);
+    if (route->errors == API_ERR_ANTHROPIC && rq->anthropic_rc < 0) {
+        httpd_respond_error(req, 400, "invalid_request_error", "invalid_body", "%s",
+                            rq->anthropic_err);
         return;
     }
+    snprintf(name, sizeof name, "%s", rq->model);
     model_entry_t *e = NULL;
-    if (rc == API_MODEL_ABSENT) {
+    if (rc == REQUEST_MODEL_ABSENT) {
         if (api->ms->n != 1) {
             if (api->ms->n == 0 && api->route_remote) {
                 if (only_mesh_model(api, name, sizeof name)) goto named;
@@ -253,7 +187,7 @@ static void handle_inference(api_t *api, httpd_req_t *req, const api_route_t *ro
      * forwarded again (a member cannot make this node relay for it). */
     bool hop = req->peer == HTTPD_PEER_TUNNEL || httpd_header(req, "x-mesh-hop") != NULL;
     /* images for a model of this node that has no vision projector: refused before routing */
-    if (e && !e->vision && vision_has_image(req->body, req->body_len)) {
+    if (e && !e->vision && rq->images) {
         /* a peer that serves it with one takes it (the router sends images only there) */
         if (!hop && api->route_remote && api->route_remote(api->remote_data, name, needs, req))
             return;

@@ -46,15 +46,9 @@ void api_stop(api_t *api);
  * POST /v1/chat/completions: the same checks, routing and byte-for-byte proxying. */
 void api_chat(api_t *api, httpd_req_t *req);
 
-enum { API_MODEL_FOUND = 0, API_MODEL_ABSENT = 1 };
-/* The fields an Anthropic /v1/messages body must have (it parses as a JSON object already):
- * a non-empty "messages" array of {role, content} objects, and "max_tokens", when given, a
- * positive integer. 0, or -EINVAL with a message in err. */
-int api_anthropic_body_check(const char *body, size_t len, char *err, size_t errlen);
-/* Validate a request body (a JSON object) and read its "model". Returns API_MODEL_FOUND with
- * the name in out, API_MODEL_ABSENT when there is no "model" key, or -EINVAL with a message. */
-int api_body_model(const char *body, size_t len, char *out, size_t outlen, char *err,
-                   size_t errlen);
+/* (A request's body — its "model", the Anthropic fields — is validated from the facts parsed
+ * once, core/request.h: model_rc REQUEST_MODEL_FOUND / _ABSENT or -EINVAL with err,
+ * anthropic_rc / anthropic_err.) */
 
 /* Whether a request from peer may reach path: everything for local and network clients (the
  * API key and the web guard apply), only the model endpoints (api_routes.h), /v1/models and

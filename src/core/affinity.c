@@ -1,37 +1,9 @@
 /* affinity — see affinity.h. */
 #include "affinity.h"
 
-#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static uint64_t fnv1a(const char *s, size_t n)
-{
-    uint64_t h = 1469598103934665603ULL;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ (uint8_t)s[i]) * 1099511628211ULL;
-    return h ? h : 1;
-}
-
-uint64_t affinity_prefix_key(const char *body, size_t len)
-{
-    if (!body || !len) return 0;
-    json_t *o = json_loadb(body, len, 0, NULL);
-    uint64_t key = 0;
-    const char *prompt = json_string_value(json_object_get(o, "prompt"));
-    json_t *msgs = json_object_get(o, "messages");
-    char *dump = NULL;
-    if (!prompt && json_is_array(msgs)) prompt = dump = json_dumps(msgs, JSON_COMPACT);
-    if (prompt) {
-        size_t pl = strlen(prompt);
-        if (pl >= AFFINITY_MIN_BYTES)
-            key = fnv1a(prompt, pl < AFFINITY_PREFIX_BYTES ? pl : AFFINITY_PREFIX_BYTES);
-    }
-    free(dump);
-    json_decref(o);
-    return key;
-}
 
 static affinity_entry_t *find(affinity_t *t, uint64_t key)
 {

@@ -4,11 +4,11 @@
  * conversation) should go to the replica that already holds that prefix in its prompt cache
  * (llama-server reuses the longest common prefix of a slot's last prompt, and keeps prompts in
  * its host-memory cache), instead of prefilling it again on another replica.
- *  - affinity_prefix_key(): a 64-bit key from the first AFFINITY_PREFIX_BYTES bytes of the
- *    prompt: the "prompt" string of /v1/completions, the compact JSON of the "messages" of chat
- *    (so turn N+1 of a conversation, which repeats turns 1..N, has the key of turn N as soon as
- *    those bytes are longer than the prefix). Prompts shorter than AFFINITY_MIN_BYTES get no
- *    key (0): short requests keep the router's spreading.
+ *  - the prefix key (request.h's prefix, read when the body is parsed): a 64-bit key from the first
+ * AFFINITY_PREFIX_BYTES bytes of the prompt: the "prompt" string of /v1/completions, the compact
+ * JSON of the "messages" of chat (so turn N+1 of a conversation, which repeats turns 1..N, has the
+ * key of turn N as soon as those bytes are longer than the prefix). Prompts shorter than
+ * AFFINITY_MIN_BYTES get no key (0): short requests keep the router's spreading.
  *  - affinity_t: a bounded LRU table key → host id. affinity_pick() moves the remembered host
  *    of a key to the front of the router's candidate order when it is still a candidate, and
  *    remembers the host the request goes to. */
@@ -35,9 +35,6 @@ typedef struct {
     uint64_t tick;
     uint64_t hits, misses;
 } affinity_t;
-
-/* 0: no key (no prompt, too short, not JSON). */
-uint64_t affinity_prefix_key(const char *body, size_t len);
 
 /* The host remembered for key (NULL when none); counts as a use. */
 const char *affinity_get(affinity_t *t, uint64_t key);

@@ -301,6 +301,14 @@ static int head(buf_t *b, const char *name, const char *type, const char *help)
     return buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+/* A counter without labels. */
+static int counter(buf_t *b, const char *name, const char *help, uint64_t v)
+{
+    int rc = head(b, name, "counter", help);
+    if (rc == 0) rc = buf_printf(b, "%s %llu\n", name, (unsigned long long)v);
+    return rc;
+}
+
 /* A counter family with two series labelled direction=d0 / d1. */
 static int by_direction(buf_t *b, const char *name, const char *help, const char *d0, uint64_t v0,
                         const char *d1, uint64_t v1)
@@ -537,18 +545,18 @@ int metrics_render(const metrics_t *m, const char *node_id, const char *version,
                           "(to_worker: commands and inputs; from_worker: replies).",
                           "to_worker", m->rpc_bytes[0], "from_worker", m->rpc_bytes[1]);
     if (rc == 0)
-        rc = head(out, "mesh_llm_tunnel_rpc_turns_total", "counter",
-                  "Request/response turns of llama.cpp RPC on a split host's TUNNEL_RPC streams "
-                  "(round trips it waited for; per decoded token: round trips per token).");
+        rc = counter(out, "mesh_llm_tunnel_rpc_turns_total",
+                     "Request/response turns of llama.cpp RPC on a split host's TUNNEL_RPC streams "
+                     "(round trips it waited for; per decoded token: round trips per token).",
+                     m->rpc_turns);
     if (rc == 0)
-        rc = buf_printf(out, "mesh_llm_tunnel_rpc_turns_total %llu\n",
-                        (unsigned long long)m->rpc_turns);
+        rc = counter(out, "mesh_llm_download_bytes_total", "Model bytes downloaded by this node.",
+                     m->download_bytes);
     if (rc == 0)
-        rc = head(out, "mesh_llm_download_bytes_total", "counter",
-                  "Model bytes downloaded by this node.");
-    if (rc == 0)
-        rc = buf_printf(out, "mesh_llm_download_bytes_total %llu\n",
-                        (unsigned long long)m->download_bytes);
+        rc = counter(out, "mesh_llm_request_parses_total",
+                     "JSON parses of inference request bodies (one per request: the body is "
+                     "parsed once, core/request.h).",
+                     m->request_parses);
     return rc ? -ENOSPC : 0;
 }
 

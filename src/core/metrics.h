@@ -100,8 +100,9 @@ typedef struct {
     uint64_t key_rejected[METRICS_MAX_KEYS + 1][METRICS_N_REASONS];
     uint64_t tunnel_bytes[2]; /* rx, tx */
     uint64_t download_bytes;
-    uint64_t rpc_bytes[2]; /* TUNNEL_RPC, host side: to workers, from workers */
-    uint64_t rpc_turns;    /* TUNNEL_RPC request/response turns, host side */
+    uint64_t rpc_bytes[2];   /* TUNNEL_RPC, host side: to workers, from workers */
+    uint64_t rpc_turns;      /* TUNNEL_RPC request/response turns, host side */
+    uint64_t request_parses; /* inference request bodies parsed (meshstat_parse_body) */
 } metrics_t;
 
 void metrics_init(metrics_t *m);

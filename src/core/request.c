@@ -130,6 +130,18 @@ static void read_sticky(request_t *rq, const json_t *root)
     rq->sticky = fnv1a(key, strlen(key));
 }
 
+/* rt_sticky_key: "user", else "session_id" (when "user" is not a string), if non-empty; its
+ * first REQUEST_PASSIVE_KEY_MAX bytes. */
+static void read_passive_key(request_t *rq, const json_t *root)
+{
+    const char *key = json_string_value(json_object_get(root, "user"));
+    if (!key) key = json_string_value(json_object_get(root, "session_id"));
+    if (!key || !*key) return;
+    size_t n = strlen(key);
+    rq->passive_key = fnv1a(key, n < REQUEST_PASSIVE_KEY_MAX ? n : REQUEST_PASSIVE_KEY_MAX);
+    rq->has_passive_key = true;
+}
+
 /* router_request_key: "user" (even empty), else "session_id", else the compact JSON of
  * messages[0]; its first ROUTER_KEY_MAX bytes. */
 static void read_router_key(request_t *rq, const json_t *root)
@@ -223,6 +235,7 @@ int request_parse(request_t *rq, const char *path, const char *body, size_t len)
     rq->images = has_images(root, body, len);
     read_sticky(rq, root);
     read_router_key(rq, root);
+    read_passive_key(rq, root);
     read_prefix(rq, root);
     rq->max_tokens = read_max_tokens(root);
     json_decref(root);

@@ -20,9 +20,10 @@ static void set_why(char *why, size_t wl, const char *msg)
     if (why && wl) snprintf(why, wl, "%s", msg);
 }
 
-bool resume_request_ok(resume_kind_t kind, const char *body, size_t len, char *why, size_t wl)
+/* Can a stream of this request (o: its parsed body) be continued elsewhere? The rule of
+ * request.h's request_resumable, on the body resume_build parses anyway; false with why. */
+static bool continuable(resume_kind_t kind, const json_t *o, char *why, size_t wl)
 {
-    json_t *o = json_loadb(body, len, 0, NULL);
     bool ok = false;
     if (!json_is_object(o)) {
         set_why(why, wl, "the request is not a JSON object");
@@ -40,7 +41,6 @@ bool resume_request_ok(resume_kind_t kind, const char *body, size_t len, char *w
     } else {
         ok = true;
     }
-    json_decref(o);
     return ok;
 }
 
@@ -180,8 +180,11 @@ int resume_build(const resume_track_t *t, const char *body, size_t len, char **o
         set_why(why, wl, t->why);
         return -EINVAL;
     }
-    if (!resume_request_ok(t->kind, body, len, why, wl)) return -EINVAL;
-    json_t *o = json_loadb(body, len, 0, NULL);
+    json_t *o = json_loadb(body, len, 0, NULL); /* the failover's rewrite: its own parse */
+    if (!continuable(t->kind, o, why, wl)) {
+        json_decref(o);
+        return -EINVAL;
+    }
     int rc = 0;
     bool nothing_left = false;
     const char *text = t->text ? t->text : "";

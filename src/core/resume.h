@@ -13,8 +13,9 @@
  *  - max_tokens / max_completion_tokens / n_predict lowered by the tokens already generated.
  * The new stream's events go through resume_splice_event(): id and created are rewritten to the
  * first stream's, and the chat role-only opening chunk is dropped, so the client sees one
- * stream. Requests a continuation cannot honour are refused up front (resume_request_ok): not
- * streamed, n > 1, a non-string prompt, grammar / JSON-schema constrained output. */
+ * stream. Requests a continuation cannot honour are refused up front (request.h:
+ * request_resumable): not streamed, n > 1, a non-string prompt, grammar / JSON-schema constrained
+ * output. */
 #ifndef MESH_RESUME_H
 #define MESH_RESUME_H
 
@@ -46,9 +47,8 @@ typedef struct {
 
 /* The kind for an API path, -1 when the path has no continuation. */
 int resume_kind_for_path(const char *path);
-/* Can a stream of this request be continued elsewhere? false with why when not (or when the
- * body does not ask for a stream). */
-bool resume_request_ok(resume_kind_t kind, const char *body, size_t len, char *why, size_t wl);
+/* (Whether a stream of a request can be continued elsewhere is request.h's
+ * request_resumable, read from the body parsed once.) */
 
 void resume_track_init(resume_track_t *t, resume_kind_t kind);
 void resume_track_free(resume_track_t *t);

@@ -65,7 +65,7 @@
  *  - prefix affinity moves the remembered host first for keyed requests too;
  *  - at most 16 candidates (ROUTER_MAX_CANDIDATES; RD_MAX_HOSTS for the one rule).
  * And from today's passive nodes: they gain prefix affinity; "user": "" with a session_id pins
- * by the session_id (rt_sticky_key gives no key then); keys over 255 bytes hash whole. */
+ * by the session_id (the passive key, request.h, has none then); keys over 255 bytes hash whole. */
 #ifndef MESH_ROUTE_DECIDE_H
 #define MESH_ROUTE_DECIDE_H
 

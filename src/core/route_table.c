@@ -364,7 +364,7 @@ uint64_t rt_score(const char *self_id, const char *node_id)
 }
 
 size_t rt_pick_hosts(const rt_table_t *t, const rt_model_t *m, const char *self_id,
-                     const char *sticky, bool (*skip)(void *data, const char *id), void *data,
+                     const uint64_t *sticky, bool (*skip)(void *data, const char *id), void *data,
                      size_t *order, size_t max)
 {
     size_t ids[RT_MAX_HOSTS], n = 0;
@@ -379,8 +379,8 @@ size_t rt_pick_hosts(const rt_table_t *t, const rt_model_t *m, const char *self_
         ids[k] = node;
     }
     if (n == 0 || max == 0) return 0;
-    uint64_t h = sticky && *sticky
-                     ? fnv1a(FNV_BASIS, sticky)
+    uint64_t h = sticky
+                     ? *sticky
                      : mix(fnv1a(fnv1a(fnv1a(FNV_BASIS, self_id ? self_id : ""), "\n"), m->name));
     size_t first = (size_t)(h % n), out = 0, later[RT_MAX_HOSTS], n_later = 0;
     for (size_t k = 0; k < n; k++) {
@@ -428,19 +428,4 @@ size_t rt_checkin_order(const rt_table_t *t, const char *self_id, size_t *order,
         order[k] = i;
     }
     return n;
-}
-
-const char *rt_sticky_key(const char *body, size_t len, char *buf, size_t buflen)
-{
-    if (!body || !buf || buflen == 0) return NULL;
-    json_t *o = json_loadb(body, len, 0, NULL);
-    const char *key = json_string_value(json_object_get(o, "user"));
-    if (!key) key = json_string_value(json_object_get(o, "session_id"));
-    const char *res = NULL;
-    if (key && *key) {
-        snprintf(buf, buflen, "%s", key);
-        res = buf;
-    }
-    json_decref(o);
-    return res;
 }

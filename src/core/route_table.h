@@ -140,10 +140,10 @@ int rt_table_find_node(const rt_table_t *t, const char *id);
 const rt_model_t *rt_table_find_model(const rt_table_t *t, const char *name);
 
 /* Hosts of m to try for a request, in order (node indexes into t->nodes); at most max.
- * sticky: the request's stickiness key (rt_sticky_key) or NULL. skip(id) (may be NULL) marks
- * hosts that just failed: they go last. */
+ * sticky: the FNV-1a hash of the request's stickiness key (request.h's passive_key) or NULL.
+ * skip(id) (may be NULL) marks hosts that just failed: they go last. */
 size_t rt_pick_hosts(const rt_table_t *t, const rt_model_t *m, const char *self_id,
-                     const char *sticky, bool (*skip)(void *data, const char *id), void *data,
+                     const uint64_t *sticky, bool (*skip)(void *data, const char *id), void *data,
                      size_t *order, size_t max);
 /* Spill-over of a request without a stickiness key (a passive node's own load balance): order
  * (n hosts, from rt_pick_hosts, without the ones that just failed) starts with the hashed host;
@@ -160,8 +160,5 @@ uint32_t rt_host_slots(const rt_model_t *m, size_t node);
 size_t rt_checkin_order(const rt_table_t *t, const char *self_id, size_t *order, size_t max);
 /* Rendezvous score of node for self (the check-in order sorts by it, descending). */
 uint64_t rt_score(const char *self_id, const char *node_id);
-
-/* "user", else "session_id" of a JSON request body, copied into buf; NULL when none. */
-const char *rt_sticky_key(const char *body, size_t len, char *buf, size_t buflen);
 
 #endif

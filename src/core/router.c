@@ -1,19 +1,10 @@
 /* router — see router.h. */
 #include "router.h"
 
-#include <jansson.h>
 #include <stdio.h>
 #include <string.h>
 
 static const char *const TYPES[] = {"llm", "embedding", "reranking"};
-
-static uint64_t fnv1a(const char *s)
-{
-    uint64_t h = 1469598103934665603ULL;
-    for (; *s; s++)
-        h = (h ^ (uint8_t)*s) * 1099511628211ULL;
-    return h;
-}
 
 void router_route(const router_peer_t *peers, size_t n_peers, bool self_requested,
                   const router_request_t *rq, router_result_t *out)
@@ -63,31 +54,8 @@ void router_route(const router_peer_t *peers, size_t n_peers, bool self_requeste
         return;
     }
     size_t first =
-        rq && rq->key ? (size_t)(fnv1a(rq->key) % nc) : (size_t)((rq ? rq->rotation : 0) % nc);
+        rq && rq->has_key ? (size_t)(rq->key % nc) : (size_t)((rq ? rq->rotation : 0) % nc);
     for (size_t k = 0; k < nc; k++)
         out->order[out->n++] = cand[(first + k) % nc];
     out->verdict = ROUTER_FORWARD;
-}
-
-const char *router_request_key(const char *body, size_t len, char *buf, size_t buflen)
-{
-    if (!body || !buf || buflen == 0) return NULL;
-    json_t *o = json_loadb(body, len, 0, NULL);
-    const char *key = json_string_value(json_object_get(o, "user"));
-    if (!key) key = json_string_value(json_object_get(o, "session_id"));
-    const char *res = NULL;
-    if (key) {
-        snprintf(buf, buflen, "%s", key);
-        res = buf;
-    } else {
-        json_t *m0 = json_array_get(json_object_get(o, "messages"), 0);
-        char *first = m0 ? json_dumps(m0, JSON_COMPACT) : NULL;
-        if (first) {
-            snprintf(buf, buflen, "%s", first);
-            res = buf;
-        }
-        free(first);
-    }
-    json_decref(o);
-    return res;
 }

@@ -56,7 +56,8 @@ typedef struct {
 
 typedef struct {
     int needs;         /* mm_type_t the endpoint needs, -1 any */
-    const char *key;   /* stickiness key (router_request_key), NULL: rotate */
+    bool has_key;      /* a stickiness key (request.h's router_key); else rotate */
+    uint64_t key;      /* its FNV-1a hash */
     uint64_t rotation; /* the caller's counter for requests without a key */
     bool images;       /* the request carries images (vision.h): only peers with vision */
 } router_request_t;
@@ -64,10 +65,5 @@ typedef struct {
 /* Decide. peers may be NULL when n_peers is 0; self_requested: this node asked for the model. */
 void router_route(const router_peer_t *peers, size_t n_peers, bool self_requested,
                   const router_request_t *rq, router_result_t *out);
-
-/* The stickiness key of an OpenAI request body: "user", else "session_id", else the compact
- * JSON of messages[0]; NULL when none (or the body is not JSON). Written to buf (truncated to
- * len - 1 bytes; a truncated key still picks consistently). */
-const char *router_request_key(const char *body, size_t len, char *buf, size_t buflen);
 
 #endif

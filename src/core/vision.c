@@ -60,18 +60,6 @@ bool vision_json_has_image(const json_t *root)
             list_has_image(json_object_get(root, "prompt"), true, &budget));
 }
 
-bool vision_has_image(const char *body, size_t len)
-{
-    /* every image part names one of these: most bodies are judged without parsing them */
-    if (!body || (!memmem(body, len, "image", 5) && !memmem(body, len, "multimodal_data", 15)))
-        return false;
-    json_error_t je;
-    json_t *root = body && len ? json_loadb(body, len, 0, &je) : NULL;
-    bool found = vision_json_has_image(root);
-    json_decref(root);
-    return found;
-}
-
 void vision_refusal(const char *model, char *out, size_t len)
 {
     snprintf(out, len,

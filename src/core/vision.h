@@ -20,12 +20,8 @@
 
 #define VISION_MAX_ITEMS 4096
 
-/* Whether body (a JSON request) has image content. Not JSON or not an object: false (the API's
- * own validation answers that). */
-bool vision_has_image(const char *body, size_t len);
-
-/* The same rule over a parsed body (its root object; anything else has no image), for a body
- * parsed once (request.h). No prefilter: the caller's. */
+/* Whether a parsed request body (its root object; anything else has no image) has image
+ * content: request.h's images, for the body parsed once. No prefilter: the caller's. */
 struct json_t;
 bool vision_json_has_image(const struct json_t *root);
 

@@ -365,6 +365,7 @@ static void dispatch(httpd_conn_t *c)
     r->keep_alive = llhttp_should_keep_alive(p);
     r->start_ns = httpd_now_ns();
     metrics_req_init(&r->mesh, r->start_ns);
+    r->rq_ok = false;
     c->end_pending = false;
     c->above_high = false;
     c->req_live = true;

@@ -12,6 +12,7 @@
 #include <uv.h>
 
 #include "metrics.h"
+#include "request.h"
 
 #define HTTPD_MAX_HEADERS 128
 
@@ -64,6 +65,10 @@ struct httpd_req {
     /* What the node learns about the request as it handles it (model, route, timings, tokens):
      * its response headers and metrics (meshstat.h). Counted when the response ends. */
     metrics_req_t mesh;
+    /* The body of an inference request, parsed once (core/request.h) by the API's handler
+     * (meshstat_parse_body) before it is admitted: every stage after reads these facts. */
+    request_t rq;
+    bool rq_ok; /* rq is this request's */
     /* Set by the handler when it keeps the request past the handler call. */
     void (*on_abort)(httpd_req_t *req); /* client gone; req is invalid after this returns */
     void (*on_drain)(httpd_req_t *req); /* write queue fell below the low-water mark */

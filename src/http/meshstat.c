@@ -44,3 +44,13 @@ void meshstat_req_done(httpd_req_t *req)
         status_changed(); /* the request log is part of the status */
     }
 }
+
+const request_t *meshstat_parse_body(httpd_req_t *req)
+{
+    if (!req->rq_ok) {
+        request_parse(&req->rq, req->path, req->body, req->body_len);
+        req->rq_ok = true;
+        g_metrics.request_parses++;
+    }
+    return &req->rq;
+}

@@ -17,5 +17,8 @@ const reqlog_t *meshstat_reqlog(void);
 /* The request ended (answered, cut or abandoned): counted once and logged if it named a
  * model. */
 void meshstat_req_done(httpd_req_t *req);
+/* The request's body parsed into req->rq (request_parse), once: later calls return the same
+ * facts without parsing again. Each parse is counted (mesh_llm_request_parses_total). */
+const request_t *meshstat_parse_body(httpd_req_t *req);
 
 #endif

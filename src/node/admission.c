@@ -415,42 +415,24 @@ static void on_flight_tail(void *data, uint64_t tag, int status, const char *tai
     if (n) admit_tokens(ad->a, t->key, n, now_ms(ad));
 }
 
-#define MAX_CHOICES 128 /* choices counted per request at most */
-
-static int body_model(const httpd_req_t *req, char *out, size_t outlen, unsigned *choices)
-{
-    json_error_t je;
-    json_t *root = json_loadb(req->body, req->body_len, 0, &je);
-    json_t *m = json_is_object(root) ? json_object_get(root, "model") : NULL;
-    json_int_t nc = json_integer_value(json_object_get(root, "n"));
-    *choices = nc < 1 ? 1 : nc > MAX_CHOICES ? MAX_CHOICES : (unsigned)nc;
-    int rc = -ENOENT;
-    if (json_is_string(m) && json_string_length(m) < outlen) {
-        snprintf(out, outlen, "%s", json_string_value(m));
-        rc = 0;
-    } else if (json_is_object(root) && (!m || json_is_null(m))) {
-        rc = -ENODATA; /* no model named: the API serves it as the node's one model, or the
-                          mesh's one model on a node that serves none (api_body_model) */
-    }
-    json_decref(root);
-    return rc;
-}
-
 bool admission_enter(admission_t *ad, httpd_req_t *req, int needs)
 {
     if (req->tag || ad->closing) return false; /* admitted already */
-    char name[MODEL_NAME_MAX];
-    unsigned choices;
-    int rc = body_model(req, name, sizeof name, &choices);
+    /* the body, parsed once by the API (req->rq): no model named is served as the node's one
+     * model, or the mesh's one model on a node that serves none */
+    const request_t *rq = meshstat_parse_body(req);
+    unsigned choices = rq->choices;
     model_entry_t *e = NULL;
-    if (rc == 0)
-        e = models_find(ad->ms, name);
-    else if (rc == -ENODATA && ad->ms->n == 1)
+    if (rq->model_rc < 0)
+        return false; /* a bad body: the API answers with a 400 */
+    else if (rq->model_rc == REQUEST_MODEL_FOUND)
+        e = models_find(ad->ms, rq->model);
+    else if (ad->ms->n == 1)
         e = &ad->ms->entries[0];
-    else if (rc == -ENODATA && ad->ms->n == 0)
+    else if (ad->ms->n == 0)
         e = NULL; /* the API may route it to the mesh's one model: admitted as routed */
     else
-        return false; /* a bad body, or a model the API asks for: it answers with a 400 */
+        return false; /* a model the API asks for: it answers with a 400 */
     int model = ad->remote;
     if (e) {
         model = admit_model(ad->a, e->mm->name, cap_of(e));

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "meshstat.h"
 #include "relay.h"
 #include "util.h"
 #include "wire.h"
@@ -33,8 +34,8 @@ typedef struct pv_req {
     httpd_req_t *req;
     char model[CATALOG_NAME_MAX];
     int needs;
-    char key[256];
     bool has_key;
+    uint64_t key;           /* request.h's passive_key */
     unsigned tries;         /* hosts tried */
     bool spilled;           /* the last step sent it past its hashed host (rt_spill) */
     uint64_t dial_deadline; /* waiting for the connection to the current host */
@@ -522,8 +523,8 @@ static bool step(passive_t *p, pv_req_t *r)
         return true;
     }
     size_t order[RT_MAX_HOSTS];
-    size_t n = rt_pick_hosts(p->table, m, mesh_node_id(p->mesh), r->has_key ? r->key : NULL, is_bad,
-                             p, order, RT_MAX_HOSTS);
+    size_t n = rt_pick_hosts(p->table, m, mesh_node_id(p->mesh), r->has_key ? &r->key : NULL,
+                             is_bad, p, order, RT_MAX_HOSTS);
     if (n == 0) {
         char msg[160];
         snprintf(msg, sizeof msg,
@@ -619,7 +620,9 @@ bool passive_route(passive_t *p, const char *model, int needs, httpd_req_t *req)
     r->req = req;
     r->needs = needs;
     snprintf(r->model, sizeof r->model, "%s", model);
-    r->has_key = rt_sticky_key(req->body, req->body_len, r->key, sizeof r->key) != NULL;
+    const request_t *rq = meshstat_parse_body(req); /* parsed once already (api_openai.c) */
+    r->has_key = rq->has_passive_key;
+    r->key = rq->passive_key;
     r->deadline = now_ms(p) + 2 * p->attempt_ms * (p->o.n_joins + 1) + p->o.refresh_ms;
     park(p, r);
     step(p, r);

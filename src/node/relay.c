@@ -724,18 +724,14 @@ int relay_start(mesh_t *mesh, const char *model, httpd_req_t *req, const relay_h
     r->settings.on_body = cb_body;
     r->settings.on_message_complete = cb_message_complete;
     int kind = resume_kind_for_path(req->path);
-    bool streamed = false;
-    json_t *o = json_loadb(req->body, req->body_len, 0, NULL);
-    streamed = json_is_true(json_object_get(o, "stream"));
-    json_decref(o);
+    const request_t *rq = meshstat_parse_body(req); /* parsed once already (api_openai.c) */
+    bool streamed = rq->stream;
     r->kind = kind;
     r->shape = streamed ? api_stream_kind(req->path) : API_STREAM_OPENAI;
-    r->mode =
-        !streamed                       ? MODE_WHOLE
-        : r->shape != API_STREAM_OPENAI ? MODE_SSE
-        : kind >= 0 && resume_request_ok((resume_kind_t)kind, req->body, req->body_len, NULL, 0)
-            ? MODE_SSE
-            : MODE_RAW;
+    r->mode = !streamed                        ? MODE_WHOLE
+              : r->shape != API_STREAM_OPENAI  ? MODE_SSE
+              : request_resumable(rq, NULL, 0) ? MODE_SSE
+                                               : MODE_RAW;
     resume_track_init(&r->track, kind == RESUME_COMPLETION ? RESUME_COMPLETION : RESUME_CHAT);
     uv_timer_init(r->loop, &r->timer);
     r->timer.data = r;
@@ -763,7 +759,7 @@ void relay_order_by_prefix(const httpd_req_t *req, const char *const *ids, size_
 {
     const char *ev = getenv("MESH_LLM_PREFIX_AFFINITY");
     if (n < 2 || (ev && strcmp(ev, "0") == 0)) return;
-    uint64_t key = affinity_prefix_key(req->body, req->body_len);
+    uint64_t key = req->rq.prefix;
     if (key) affinity_pick(&g_affinity, key, ids, order, n);
 }
 

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "meshstat.h"
 #include "relay.h"
 #include "router.h"
 #include "vision.h"
@@ -15,11 +16,12 @@ bool routing_remote(routing_t *rt, const char *model, int needs, httpd_req_t *re
     static uint64_t rotation;
     static router_peer_t peers[1024]; /* one per live peer (GOSSIP_MAX_PEERS) */
     size_t np = planner_route_facts(rt->plan, model, peers, sizeof peers / sizeof peers[0]);
-    char key[512];
+    const request_t *body = meshstat_parse_body(req); /* parsed once already (api_openai.c) */
     router_request_t rq = {.needs = needs,
-                           .key = router_request_key(req->body, req->body_len, key, sizeof key),
+                           .has_key = body->has_router_key,
+                           .key = body->router_key,
                            .rotation = rotation++,
-                           .images = vision_has_image(req->body, req->body_len)};
+                           .images = body->images};
     router_result_t res;
     router_route(peers, np, planner_requested(rt->plan, model), &rq, &res);
     char who[80], where[96];

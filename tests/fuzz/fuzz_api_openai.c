@@ -1,10 +1,10 @@
-/* libFuzzer target: request-body validation on the inference API (api_body_model reads the
- * client's JSON body to route it by "model"), the image check made before routing
- * (vision_has_image) and the Authorization header check (api_key_ok).
+/* libFuzzer target: request-body validation on the inference API (the body parsed once,
+ * core/request.h: its "model" routes it), the image check made before routing (request_t's
+ * images) and the Authorization header check (api_key_ok).
  *
  * Oracles besides the sanitizers: the documented return codes; on success the name is the
  * body's "model" string exactly (jansson parses the same bytes independently); an error always
- * comes with a message; small output buffers are never overrun. */
+ * comes with a message. */
 #include <errno.h>
 #include <jansson.h>
 #include <stdint.h>
@@ -13,40 +13,30 @@
 #include <strings.h>
 
 #include "api_openai.h"
-#include "vision.h"
+#include "request.h"
 
 #define CHECK(c)                                                                                   \
     do {                                                                                           \
         if (!(c)) abort();                                                                         \
     } while (0)
 
-static void body_model(const char *body, size_t len, size_t outlen, size_t errlen)
+static void body_model(const request_t *rq, const char *body, size_t len)
 {
-    /* Exact-size heap buffers so ASan catches a write past outlen/errlen. */
-    char *out = malloc(outlen), *err = malloc(errlen);
-    if (!out || !err) goto done;
-    memset(out, 0x7f, outlen);
-    err[0] = '\0';
-    int rc = api_body_model(body, len, out, outlen, err, errlen);
-    CHECK(rc == API_MODEL_FOUND || rc == API_MODEL_ABSENT || rc == -EINVAL);
-    if (rc == -EINVAL) {
-        CHECK(memchr(err, '\0', errlen) != NULL);
-        CHECK(errlen == 1 || err[0] != '\0');
-    }
-    if (rc == API_MODEL_FOUND) {
-        CHECK(memchr(out, '\0', outlen) != NULL);
-        CHECK(out[0] != '\0');
+    int rc = rq->model_rc;
+    CHECK(rc == REQUEST_MODEL_FOUND || rc == REQUEST_MODEL_ABSENT || rc == -EINVAL);
+    CHECK(memchr(rq->err, '\0', sizeof rq->err) != NULL);
+    if (rc == -EINVAL) CHECK(rq->err[0] != '\0');
+    if (rc == REQUEST_MODEL_FOUND) {
+        CHECK(memchr(rq->model, '\0', sizeof rq->model) != NULL);
+        CHECK(rq->model[0] != '\0');
         json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, NULL);
         CHECK(root != NULL);
         json_t *m = json_object_get(root, "model");
         CHECK(json_is_string(m));
-        CHECK(json_string_length(m) == strlen(out));
-        CHECK(strcmp(json_string_value(m), out) == 0);
+        CHECK(json_string_length(m) == strlen(rq->model));
+        CHECK(strcmp(json_string_value(m), rq->model) == 0);
         json_decref(root);
     }
-done:
-    free(out);
-    free(err);
 }
 
 static bool ref_key_ok(const char *header, const char *key)
@@ -66,12 +56,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(body, data, size);
     body[size] = '\0';
 
-    body_model(body, size, MODEL_NAME_MAX, 512);
-    body_model(body, size, 4, 16);
-    body_model(body, size, 1, 1);
+    request_t rq;
+    request_parse(&rq, "/v1/chat/completions", body, size);
+    body_model(&rq, body, size);
 
     /* images are only ever found in a JSON object that names an image part */
-    if (vision_has_image(body, size)) {
+    if (rq.images) {
         json_t *root = json_loadb(body, size, 0, NULL);
         CHECK(json_is_object(root));
         json_decref(root);

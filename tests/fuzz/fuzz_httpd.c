@@ -122,8 +122,9 @@ static void handler(httpd_req_t *req)
     handled++;
     check_req(req);
     /* What the inference API does with every request. */
-    char name[MODEL_NAME_MAX], err[512];
-    int rc = api_body_model(req->body, req->body_len, name, sizeof name, err, sizeof err);
+    request_t rq;
+    request_parse(&rq, req->path, req->body, req->body_len); /* the body, parsed once */
+    int rc = rq.model_rc;
     api_key_ok(httpd_header(req, "authorization"), "sk-secret");
 
     switch (mode) {

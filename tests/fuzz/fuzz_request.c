@@ -1,5 +1,6 @@
 /* libFuzzer target: the typed request (src/core/request.h), parsed once from a client's body,
- * against the functions it replaces, each of which parses the body again.
+ * against the functions it replaced (verbatim in tests/unit/body_oracle.h), each of which
+ * parsed the body again.
  *
  * Each input is a request body, parsed as one to each of four paths (chat, completions,
  * Anthropic messages, Responses). Oracles besides the sanitizers:
@@ -10,7 +11,8 @@
  *  - for a body that parses (no duplicate keys): vision_has_image, affinity_prefix_key,
  *    router_request_key (hashed as router.c does), admission's choices (node/admission.c's
  *    rule, restated here) and resume_request_ok (answer and reason) agree exactly;
- *    rt_sticky_key's key, when it returns one under its 255-byte cut, is the sticky key, and a
+ *    rt_sticky_key's key, hashed, is the passive key; when it returns one under its 255-byte
+ *    cut, it is the sticky key, and a
  *    sticky key it does not return is a non-empty "session_id" behind an empty "user";
  *  - for a body that does not: no images, no keys, one choice, not resumable.
  * The body is handed over in an exact-size buffer with no NUL after it (request_parse reads len
@@ -21,13 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "affinity.h"
-#include "api_openai.h"
+#include "../unit/body_oracle.h"
 #include "request.h"
-#include "resume.h"
-#include "route_table.h"
-#include "router.h"
-#include "vision.h"
 
 #define CHECK(c)                                                                                   \
     do {                                                                                           \
@@ -82,7 +79,7 @@ static void one(const char *path, const char *body, size_t len)
     char name[CATALOG_NAME_MAX], err[REQUEST_ERR_MAX] = "";
     int rc = api_body_model(body, len, name, sizeof name, err, sizeof err);
     CHECK(rc == rq.model_rc);
-    if (rc == API_MODEL_FOUND) CHECK(strcmp(name, rq.model) == 0);
+    if (rc == REQUEST_MODEL_FOUND) CHECK(strcmp(name, rq.model) == 0);
     if (rc < 0) CHECK(strcmp(err, rq.err) == 0);
     if (api_route_err_shape(path) == API_ERR_ANTHROPIC) {
         char aerr[REQUEST_ANTHROPIC_ERR_MAX] = "";
@@ -99,7 +96,8 @@ static void one(const char *path, const char *body, size_t len)
     CHECK(request_resumable(&rq, tiny, sizeof tiny) == ok);
     CHECK(request_resumable(&rq, NULL, 0) == ok);
     if (rq.rc < 0) {
-        CHECK(!rq.images && !rq.has_sticky && !rq.has_router_key && rq.prefix == 0);
+        CHECK(!rq.images && !rq.has_sticky && !rq.has_router_key && !rq.has_passive_key &&
+              rq.prefix == 0);
         CHECK(rq.choices == 1 && !rq.stream && !ok);
         return;
     }
@@ -121,6 +119,8 @@ static void one(const char *path, const char *body, size_t len)
     if (sk && strlen(sk) < sizeof sbuf - 1)
         CHECK(rq.has_sticky && rq.sticky == fnv(sk, strlen(sk)));
     if (sk) CHECK(rq.has_sticky);
+    CHECK(rq.has_passive_key == (sk != NULL));
+    if (sk) CHECK(rq.passive_key == fnv(sk, strlen(sk)));
     if (!sk && rq.has_sticky) { /* "user": "" shadows session_id there, not here */
         json_t *root = json_loadb(body, len, 0, NULL);
         const char *u = json_string_value(json_object_get(root, "user"));

@@ -9,6 +9,15 @@
 #include <string.h>
 
 #include "affinity.h"
+#include "request.h"
+
+/* the prefix key as the node reads it: request_t.prefix of the body parsed once */
+static uint64_t prefix_of(const char *body, size_t len)
+{
+    request_t rq;
+    request_parse(&rq, "/v1/chat/completions", body, len);
+    return rq.prefix;
+}
 
 static char ctx[3000];
 
@@ -32,22 +41,22 @@ static void test_keys(void **state)
     /* later turns of one conversation share the key of the first */
     chat(a, sizeof a, 1);
     chat(b, sizeof b, 3);
-    uint64_t k1 = affinity_prefix_key(a, strlen(a));
-    uint64_t k3 = affinity_prefix_key(b, strlen(b));
+    uint64_t k1 = prefix_of(a, strlen(a));
+    uint64_t k3 = prefix_of(b, strlen(b));
     assert_true(k1 != 0);
     assert_true(k1 == k3);
     /* another scaffold: another key */
     ctx[10] = 'y';
     chat(b, sizeof b, 1);
-    assert_true(affinity_prefix_key(b, strlen(b)) != k1);
+    assert_true(prefix_of(b, strlen(b)) != k1);
     /* completions: the prompt string */
     snprintf(a, sizeof a, "{\"prompt\":\"%s and more\"}", ctx);
     snprintf(b, sizeof b, "{\"prompt\":\"%s then other\"}", ctx);
-    assert_true(affinity_prefix_key(a, strlen(a)) == affinity_prefix_key(b, strlen(b)));
+    assert_true(prefix_of(a, strlen(a)) == prefix_of(b, strlen(b)));
     /* short, absent, not JSON: no key */
     static const char *const none[] = {"{\"prompt\":\"short\"}", "{\"input\":\"x\"}", "nope", ""};
     for (size_t i = 0; i < sizeof none / sizeof none[0]; i++)
-        assert_true(affinity_prefix_key(none[i], strlen(none[i])) == 0);
+        assert_true(prefix_of(none[i], strlen(none[i])) == 0);
 }
 
 static void test_pick_and_lru(void **state)

@@ -1,4 +1,6 @@
-/* Unit tests for the pure helpers of src/app/api_openai.h: api_body_model and api_key_ok. */
+/* Unit tests for the pure helpers of src/app/api_openai.h (api_key_ok, the paths a tunnel may
+ * reach) and the API's reading of a body's "model" (core/request.h's model_rc / model / err,
+ * what api_body_model answered before the body was parsed once). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -10,13 +12,33 @@
 #include <string.h>
 
 #include "api_openai.h"
+#include "request.h"
 #include "status_doc.h"
 
 /* ------------------------------------------------------------------------------------------
- * api_body_model
+ * the body's "model" (request_parse)
  * ---------------------------------------------------------------------------------------- */
 
-/* Run api_body_model on a heap copy of exactly strlen(body) bytes (no NUL terminator), so
+static void copy(char *dst, size_t dl, const char *src)
+{
+    size_t n = strlen(src);
+    if (dl == 0) return;
+    if (n >= dl) n = dl - 1;
+    memcpy(dst, src, n);
+    dst[n] = '\0';
+}
+
+static int model_of(const char *body, size_t len, char *out, size_t outlen, char *err,
+                    size_t errlen)
+{
+    request_t rq;
+    request_parse(&rq, "/v1/chat/completions", body, len);
+    if (rq.model_rc == REQUEST_MODEL_FOUND) copy(out, outlen, rq.model);
+    copy(err, errlen, rq.err);
+    return rq.model_rc;
+}
+
+/* Run model_of on a heap copy of exactly strlen(body) bytes (no NUL terminator), so
  * ASan catches any read past the length. */
 static int body_model(const char *body, char *out, size_t outlen, char *err, size_t errlen)
 {
@@ -27,7 +49,7 @@ static int body_model(const char *body, char *out, size_t outlen, char *err, siz
     memset(out, 'Z', outlen);
     if (outlen) out[outlen - 1] = '\0';
     memset(err, 0, errlen);
-    int rc = api_body_model(copy, len, out, outlen, err, errlen);
+    int rc = model_of(copy, len, out, outlen, err, errlen);
     free(copy);
     return rc;
 }
@@ -36,8 +58,8 @@ static void expect_found(const char *body, const char *want)
 {
     char out[128], err[256];
     int rc = body_model(body, out, sizeof out, err, sizeof err);
-    if (rc != API_MODEL_FOUND)
-        fail_msg("api_body_model(%s) returned %d (%s), expected FOUND '%s'", body, rc, err, want);
+    if (rc != REQUEST_MODEL_FOUND)
+        fail_msg("model_of(%s) returned %d (%s), expected FOUND '%s'", body, rc, err, want);
     assert_string_equal(out, want);
 }
 
@@ -45,16 +67,16 @@ static void expect_absent(const char *body)
 {
     char out[128], err[256];
     int rc = body_model(body, out, sizeof out, err, sizeof err);
-    if (rc != API_MODEL_ABSENT)
-        fail_msg("api_body_model(%s) returned %d (%s), expected ABSENT", body, rc, err);
+    if (rc != REQUEST_MODEL_ABSENT)
+        fail_msg("model_of(%s) returned %d (%s), expected ABSENT", body, rc, err);
 }
 
 static void expect_invalid(const char *body)
 {
     char out[128], err[256];
     int rc = body_model(body, out, sizeof out, err, sizeof err);
-    if (rc != -EINVAL) fail_msg("api_body_model(%s) returned %d, expected -EINVAL", body, rc);
-    if (err[0] == '\0') fail_msg("api_body_model(%s) failed without a message", body);
+    if (rc != -EINVAL) fail_msg("model_of(%s) returned %d, expected -EINVAL", body, rc);
+    if (err[0] == '\0') fail_msg("model_of(%s) failed without a message", body);
     assert_true(strlen(err) < sizeof err);
 }
 
@@ -149,60 +171,57 @@ static void test_body_model_length_respected(void **state)
     const char buf[] = "{\"model\":\"a\"}GARBAGE";
     char out[16], err[128];
     size_t len = strlen("{\"model\":\"a\"}");
-    assert_int_equal(api_body_model(buf, len, out, sizeof out, err, sizeof err), API_MODEL_FOUND);
+    assert_int_equal(model_of(buf, len, out, sizeof out, err, sizeof err), REQUEST_MODEL_FOUND);
     assert_string_equal(out, "a");
-    assert_int_equal(api_body_model(buf, len - 1, out, sizeof out, err, sizeof err), -EINVAL);
-    assert_int_equal(api_body_model(buf, 0, out, sizeof out, err, sizeof err), -EINVAL);
+    assert_int_equal(model_of(buf, len - 1, out, sizeof out, err, sizeof err), -EINVAL);
+    assert_int_equal(model_of(buf, 0, out, sizeof out, err, sizeof err), -EINVAL);
     assert_true(err[0] != '\0');
+}
+
+/* a name of n bytes: m... (n - tail bytes) then tail */
+static const char *named(char *buf, size_t n, const char *tail)
+{
+    size_t t = strlen(tail);
+    strcpy(buf, "{\"model\":\"");
+    memset(buf + 10, 'm', n - t);
+    strcpy(buf + 10 + n - t, tail);
+    strcat(buf, "\"}");
+    return buf;
 }
 
 static void test_body_model_too_long(void **state)
 {
     (void)state;
-    char out[8], err[128];
-    /* 7 characters + NUL fit exactly. */
-    assert_int_equal(body_model("{\"model\":\"1234567\"}", out, sizeof out, err, sizeof err),
-                     API_MODEL_FOUND);
-    assert_string_equal(out, "1234567");
+    char out[CATALOG_NAME_MAX], err[256], body[400], want[CATALOG_NAME_MAX];
+    /* CATALOG_NAME_MAX - 1 bytes + NUL fit exactly. */
+    assert_int_equal(
+        body_model(named(body, CATALOG_NAME_MAX - 1, ""), out, sizeof out, err, sizeof err),
+        REQUEST_MODEL_FOUND);
+    memset(want, 'm', CATALOG_NAME_MAX - 1);
+    want[CATALOG_NAME_MAX - 1] = '\0';
+    assert_string_equal(out, want);
 
     memset(err, 0, sizeof err);
-    assert_int_equal(body_model("{\"model\":\"12345678\"}", out, sizeof out, err, sizeof err),
-                     -EINVAL);
-    assert_true(err[0] != '\0');
-    assert_non_null(strstr(err, "model"));
+    assert_int_equal(
+        body_model(named(body, CATALOG_NAME_MAX, ""), out, sizeof out, err, sizeof err), -EINVAL);
+    assert_string_equal(err, "'model' is too long");
     assert_int_equal(out[0], 'Z'); /* nothing written on failure */
 
     /* Multi-byte UTF-8 counts in bytes: "\u00e9" is two bytes. */
-    assert_int_equal(body_model("{\"model\":\"123456\\u00e9\"}", out, sizeof out, err, sizeof err),
-                     -EINVAL);
-    assert_int_equal(body_model("{\"model\":\"12345\\u00e9\"}", out, sizeof out, err, sizeof err),
-                     API_MODEL_FOUND);
-    assert_string_equal(out, "12345\xc3\xa9");
+    assert_int_equal(
+        body_model(named(body, CATALOG_NAME_MAX + 4, "\\u00e9"), out, sizeof out, err, sizeof err),
+        -EINVAL);
+    assert_int_equal(
+        body_model(named(body, CATALOG_NAME_MAX + 3, "\\u00e9"), out, sizeof out, err, sizeof err),
+        REQUEST_MODEL_FOUND);
+    assert_string_equal(out + CATALOG_NAME_MAX - 3, "\xc3\xa9");
 
-    /* A very long name against a normal buffer. */
+    /* A very long name. */
     size_t n = 5000;
-    char *body = malloc(n + 32);
-    assert_non_null(body);
-    strcpy(body, "{\"model\":\"");
-    memset(body + strlen(body), 'm', n);
-    strcpy(body + 10 + n, "\"}");
-    char out2[MODEL_NAME_MAX];
-    assert_int_equal(body_model(body, out2, sizeof out2, err, sizeof err), -EINVAL);
-    free(body);
-}
-
-static void test_body_model_tiny_err_buffer(void **state)
-{
-    (void)state;
-    char out[16];
-    char err[4];
-    memset(err, 'X', sizeof err);
-    assert_int_equal(api_body_model("nope", 4, out, sizeof out, err, sizeof err), -EINVAL);
-    assert_true(memchr(err, '\0', sizeof err) != NULL); /* truncated but terminated */
-    memset(err, 'X', sizeof err);
-    assert_int_equal(api_body_model("{\"model\":3}", 11, out, sizeof out, err, sizeof err),
-                     -EINVAL);
-    assert_true(memchr(err, '\0', sizeof err) != NULL);
+    char *big = malloc(n + 32);
+    assert_non_null(big);
+    assert_int_equal(body_model(named(big, n, ""), out, sizeof out, err, sizeof err), -EINVAL);
+    free(big);
 }
 
 static void test_body_model_deep_nesting(void **state)
@@ -360,7 +379,6 @@ int main(void)
         cmocka_unit_test(test_body_model_duplicate_keys),
         cmocka_unit_test(test_body_model_length_respected),
         cmocka_unit_test(test_body_model_too_long),
-        cmocka_unit_test(test_body_model_tiny_err_buffer),
         cmocka_unit_test(test_body_model_deep_nesting),
         cmocka_unit_test(test_key_ok_correct),
         cmocka_unit_test(test_key_ok_wrong),

@@ -195,6 +195,7 @@ static void test_loads_queue_peers_tunnel(void **state)
     metrics_tunnel_bytes(&m, false, 100);
     metrics_tunnel_bytes(&m, true, 7);
     metrics_set_rpc_tunnel(&m, 4096, 512, 33);
+    m.request_parses = 5; /* meshstat_parse_body counts one per inference request */
     metrics_peer_t p[2] = {{"p1", "alive", 0.0125}, {"p2", "dead", -1}};
     metrics_set_peers(&m, p, 2);
     char *s = render(&m);
@@ -213,6 +214,8 @@ static void test_loads_queue_peers_tunnel(void **state)
     assert_non_null(strstr(s, "mesh_llm_tunnel_rpc_bytes_total{direction=\"to_worker\"} 4096\n"));
     assert_non_null(strstr(s, "mesh_llm_tunnel_rpc_bytes_total{direction=\"from_worker\"} 512\n"));
     assert_non_null(strstr(s, "mesh_llm_tunnel_rpc_turns_total 33\n"));
+    assert_non_null(strstr(s, "# TYPE mesh_llm_request_parses_total counter\n"));
+    assert_non_null(strstr(s, "mesh_llm_request_parses_total 5\n"));
     assert_non_null(strstr(s, "mesh_llm_peer_rtt_seconds{peer=\"p1\"} 0.012500\n"));
     assert_null(strstr(s, "mesh_llm_peer_rtt_seconds{peer=\"p2\"}"));
     assert_non_null(strstr(s, "mesh_llm_peer_state{peer=\"p2\",state=\"dead\"} 1\n"));

@@ -1,6 +1,7 @@
 /* Unit tests for the typed request (src/core/request.h): differential tables against the
- * functions request_parse replaces. The core ones (vision_has_image, affinity_prefix_key,
- * resume_request_ok, router_request_key, rt_sticky_key) run on every row; the ones above core
+ * functions request_parse replaced. The core ones (vision_has_image, affinity_prefix_key,
+ * resume_request_ok, router_request_key, rt_sticky_key: verbatim in body_oracle.h since the node
+ * parses a body once) run on every row; the ones above core
  * (app/api_openai.c:api_body_model and api_anthropic_body_check, node/admission.c:body_model)
  * cannot be linked here, so their answers are written in the rows, each column naming its
  * function. A row where request_parse deliberately differs says so (`differs`). */
@@ -16,6 +17,7 @@
 #include <string.h>
 
 #include "affinity.h"
+#include "body_oracle.h"
 #include "request.h"
 #include "resume.h"
 #include "route_table.h"
@@ -226,6 +228,7 @@ static void test_keys(void **state)
         request_t rq = parse("/v1/chat/completions", r->body);
         check_key(r->what, "sticky", rq.has_sticky, rq.sticky, r->sticky);
         check_key(r->what, "router key", rq.has_router_key, rq.router_key, r->router);
+        check_key(r->what, "passive key", rq.has_passive_key, rq.passive_key, passive);
         /* today's functions, live */
         char buf[256], rbuf[512];
         const char *p = rt_sticky_key(r->body, strlen(r->body), buf, sizeof buf);

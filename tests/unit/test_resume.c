@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "request.h"
 #include "resume.h"
 
 #define EV(s) resume_track_event(&t, s, strlen(s))
@@ -128,13 +129,28 @@ static void test_blocked(void **state)
         {RESUME_COMPLETION, "{\"stream\":true,\"prompt\":[1,2,3]}"},          /* token prompt */
         {RESUME_CHAT, "[1]"},
     };
+    /* refused up front (request_resumable, the body parsed once), and by resume_build */
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        char why[160] = "";
-        assert_false(
-            resume_request_ok(bad[i].kind, bad[i].body, strlen(bad[i].body), why, sizeof why));
+        const char *path =
+            bad[i].kind == RESUME_COMPLETION ? "/v1/completions" : "/v1/chat/completions";
+        request_t rq;
+        request_parse(&rq, path, bad[i].body, strlen(bad[i].body));
+        char why[160] = "", why2[160] = "";
+        assert_false(request_resumable(&rq, why, sizeof why));
         assert_true(why[0]);
+        resume_track_t bt;
+        resume_track_init(&bt, (resume_kind_t)bad[i].kind);
+        char *out;
+        size_t ol;
+        assert_int_equal(
+            resume_build(&bt, bad[i].body, strlen(bad[i].body), &out, &ol, why2, sizeof why2),
+            -EINVAL);
+        assert_string_equal(why, why2);
+        resume_track_free(&bt);
     }
-    assert_true(resume_request_ok(RESUME_CHAT, CHAT_BODY, strlen(CHAT_BODY), NULL, 0));
+    request_t ok;
+    request_parse(&ok, "/v1/chat/completions", CHAT_BODY, strlen(CHAT_BODY));
+    assert_true(request_resumable(&ok, NULL, 0));
     assert_int_equal(resume_kind_for_path("/v1/chat/completions"), RESUME_CHAT);
     assert_int_equal(resume_kind_for_path("/v1/completions"), RESUME_COMPLETION);
     assert_int_equal(resume_kind_for_path("/v1/messages"), -1);

@@ -159,8 +159,8 @@ static bool candidate(const hosts_t *hs, const row_t *r, bool images, size_t i)
 }
 
 /* passive.c:step — rt_pick_hosts (hosts that failed last) and, without a key on a first try,
- * rt_spill over the ones that did not fail; the key is rt_sticky_key's (key_override: the one
- * rule's, where they differ). */
+ * rt_spill over the ones that did not fail; the key is rt_sticky_key's (request_t.passive_key;
+ * key_override: the one rule's, where they differ). */
 static void ref_table(const hosts_t *hs, const row_t *r, const char *key_override, char *out,
                       size_t len)
 {
@@ -177,9 +177,13 @@ static void ref_table(const hosts_t *hs, const row_t *r, const char *key_overrid
         assert_true(k >= 0 && rt_model_add_host(m, (size_t)k, 0));
         assert_true(rt_model_set_slots(m, (size_t)k, hs->h[i].slots));
     }
-    char kb[256];
-    const char *key =
-        key_override ? key_override : rt_sticky_key(body, strlen(body), kb, sizeof kb);
+    uint64_t kh = rq.passive_key;
+    if (key_override) { /* FNV-1a, as rt_pick_hosts hashed a key it was given */
+        kh = 1469598103934665603ULL;
+        for (const char *c = key_override; *c; c++)
+            kh = (kh ^ (uint8_t)*c) * 1099511628211ULL;
+    }
+    const uint64_t *key = key_override || rq.has_passive_key ? &kh : NULL;
     size_t order[RT_MAX_HOSTS];
     size_t n =
         rt_pick_hosts(t, m, r->self ? r->self : SELF, key, is_bad, (void *)hs, order, RT_MAX_HOSTS);
@@ -204,8 +208,8 @@ static void ref_table(const hosts_t *hs, const row_t *r, const char *key_overrid
     free(t);
 }
 
-/* routing.c:routing_remote — router_route with router_request_key, then
- * relay_order_by_prefix's affinity_pick */
+/* routing.c:routing_remote — router_route with router_request_key's key (request_t.router_key),
+ * then relay_order_by_prefix's affinity_pick */
 static void ref_router(const hosts_t *hs, const row_t *r, const request_t *rq, char *out,
                        size_t len)
 {
@@ -221,10 +225,9 @@ static void ref_router(const hosts_t *hs, const row_t *r, const request_t *rq, c
                                    .type = h->type >= 0 ? mm_type_name((mm_type_t)h->type) : NULL,
                                    .vision = h->vision};
     }
-    const char *body = r->body ? r->body : "{}";
-    char key[512];
     router_request_t q = {.needs = type_of(r->needs),
-                          .key = router_request_key(body, strlen(body), key, sizeof key),
+                          .has_key = rq->has_router_key,
+                          .key = rq->router_key,
                           .rotation = r->rotation,
                           .images = rq->images};
     router_result_t res;

@@ -1,5 +1,6 @@
-/* Unit tests for the image check made before routing (src/core/vision.h): image content in the
- * OpenAI chat, Responses, Anthropic and llama-server shapes, and what is not an image. */
+/* Unit tests for the image check made before routing (src/core/vision.h, read through
+ * request_parse): image content in the OpenAI chat, Responses, Anthropic and llama-server shapes,
+ * and what is not an image. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -10,11 +11,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "request.h"
 #include "vision.h"
+
+/* vision.h's rule as the node reads it: request_t.images of the body parsed once */
+static bool images_of(const char *body, size_t len)
+{
+    request_t rq;
+    request_parse(&rq, "/v1/chat/completions", body, len);
+    return rq.images;
+}
 
 static bool has(const char *body)
 {
-    return vision_has_image(body, strlen(body));
+    return images_of(body, strlen(body));
 }
 
 static void test_images_found(void **state)
@@ -55,7 +65,7 @@ static void test_no_images(void **state)
     /* not JSON, not an object, empty, wrong shapes: not judged here */
     assert_false(has("not json image"));
     assert_false(has("[{\"type\":\"image\"}]"));
-    assert_false(vision_has_image(NULL, 0));
+    assert_false(images_of(NULL, 0));
     assert_false(has("{\"messages\":{\"type\":\"image_url\"}}"));
     assert_false(has("{\"messages\":[1,\"image\",null,[{\"type\":\"image\"}]]}"));
 }
@@ -71,13 +81,13 @@ static void test_scan_bounded(void **state)
     for (int i = 0; i < VISION_MAX_ITEMS; i++)
         len += (size_t)snprintf(b + len, cap - len, "{\"type\":\"text\"},");
     len += (size_t)snprintf(b + len, cap - len, "{\"type\":\"image\"}]}]}");
-    assert_false(vision_has_image(b, len));
+    assert_false(images_of(b, len));
     /* ... and found when it is the last one looked at */
     len = (size_t)snprintf(b, cap, "{\"messages\":[{\"content\":[");
     for (int i = 0; i < VISION_MAX_ITEMS - 2; i++) /* the message itself counts once */
         len += (size_t)snprintf(b + len, cap - len, "{\"type\":\"text\"},");
     len += (size_t)snprintf(b + len, cap - len, "{\"type\":\"image\"}]}]}");
-    assert_true(vision_has_image(b, len));
+    assert_true(images_of(b, len));
     free(b);
 }
 
