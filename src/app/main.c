@@ -9,6 +9,7 @@
 #include <uv.h>
 
 #include "admission.h"
+#include "changes.h"
 #include "api_mgmt.h"
 #include "cli.h"
 #include "api_openai.h"
@@ -20,7 +21,6 @@
 #include "options.h"
 #include "planner.h"
 #include "routing.h"
-#include "statgen.h"
 #include "config.h"
 #include "config_file.h"
 #include "home_lock.h"
@@ -52,6 +52,7 @@ typedef struct {
     admission_t adm;    /* admission control, API keys, pins */
     node_dl_t ndl;      /* model downloads (--model REF, the mesh's rule 4) */
     nostr_app_t nostr;  /* public discovery: --publish, --auto, GET /api/discover */
+    changes_t changes;  /* the change bus: what /api/status shows changed (changes.h) */
     bool mesh_stopped, children_stopped;
     uv_signal_t sigint, sigterm;
     bool announced;
@@ -241,7 +242,7 @@ static bool key_known(void *data, const httpd_req_t *req)
 
 static void sv_changed(supervisor_t *sv, sv_child_t *c)
 {
-    status_changed(); /* the events stream (api_events.h) */
+    changes_notify(&g_node->changes); /* the events stream (api_events.h) */
     (void)sv;
     (void)c;
     if (!g_node->shutting_down) planner_kick(&g_node->plan);
@@ -249,8 +250,8 @@ static void sv_changed(supervisor_t *sv, sv_child_t *c)
 
 static void peers_changed(void *data)
 {
-    status_changed(); /* the events stream (api_events.h) */
     node_t *n = data;
+    changes_notify(&n->changes); /* the events stream (api_events.h) */
     route_serve_invalidate(&n->rs);
     if (!n->shutting_down) planner_kick(&n->plan);
     if (!n->shutting_down && nostr_app_peers_changed(&n->nostr) && n->mesh)
@@ -265,8 +266,8 @@ static json_t *route_request(void *data, const char *peer_id, json_t *req)
 
 static void models_changed(void *data)
 {
-    status_changed(); /* the events stream (api_events.h) */
     node_t *n = data;
+    changes_notify(&n->changes); /* the events stream (api_events.h) */
     if (n->mesh && !n->shutting_down) mesh_announce_changed(n->mesh);
     if (!n->shutting_down) planner_kick(&n->plan);
 }
@@ -344,6 +345,7 @@ static int enter_mesh(node_t *n, const token_t *joins, size_t n_joins, char *err
         .api_key = n->cfg.api_key,
         .console_port = n->mgmt.started ? n->mgmt.httpd.port : 0,
         .heartbeat_ms = options_env_ms("MESH_LLM_HEARTBEAT_MS"),
+        .changes = &n->changes,
         .fill_announcement = fill_announcement,
         .on_peers_changed = peers_changed,
         .rpc_port = rpc_port,
@@ -645,6 +647,7 @@ int main(int argc, char **argv)
     }
 
     n->loop = uv_default_loop();
+    meshstat_set_changes(&n->changes); /* a logged request changes the status */
     rc = sv_init(&n->sv, n->loop, llama_server ? llama_server : "llama-server", n->cfg.verbose);
     free(llama_server);
     if (rc) {
@@ -692,7 +695,7 @@ int main(int argc, char **argv)
 
     n->idle = (config_idle(&n->cfg) && node_dl_pending(NULL) == 0) || n->cfg.auto_join;
     if (!n->cfg.headless) {
-        rc = mgmt_start(&n->mgmt, n->loop, &n->cfg, NULL, &n->ms, &n->sv);
+        rc = mgmt_start(&n->mgmt, n->loop, &n->cfg, NULL, &n->ms, &n->sv, &n->changes);
         if (rc) {
             if (rc == UV_EADDRINUSE)
                 LOGE("node",

@@ -13,7 +13,6 @@
 #include "gossip.h"
 #include "log.h"
 #include "mesh_int.h"
-#include "statgen.h"
 #include "tunnel.h"
 #include "tunnel_rpc.h"
 #include "util.h"
@@ -463,7 +462,7 @@ void mesh_announce_changed(mesh_t *m)
     if (!a) return;
     gossip_set_announcement(m->g, a, now_ms(m));
     gossip_arm(m);
-    status_changed(); /* this node's announcement is in the status document */
+    changes_notify(m->o.changes); /* this node's announcement is in the status document */
 }
 
 static void gossip_timer_cb(uv_timer_t *t)

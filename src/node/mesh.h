@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "changes.h"
 #include "httpd.h"
 #include "identity.h"
 #include "transport.h"
@@ -37,6 +38,7 @@ typedef struct {
     httpd_t *api;          /* this node's API server: tunnelled requests are handed to it */
     const char *api_key;   /* added to requests tunnelled to the local API */
     uint64_t heartbeat_ms; /* MESH_LLM_HEARTBEAT_MS */
+    changes_t *changes;    /* notified when this node's announcement changes (NULL: none) */
     /* Called to fill the announcement's model fields (available_models, serving…). */
     void (*fill_announcement)(void *data, json_t *ann);
     /* The local rpc-server's port for a TUNNEL_RPC stream that `peer_id` opened for `model`;
