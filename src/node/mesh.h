@@ -1,7 +1,9 @@
 /* mesh — this node's membership in a mesh: the QUIC endpoint, the gossip state machine driven
  * by real time, dialling peers on demand, joining through invite tokens, the status document.
  * mesh.c holds the gossip I/O and the status, mesh_join.c dialling, joining and the merge rule
- * of two meshes that join each other; every wait is bounded (mesh_int.h lists the bounds).
+ * of two meshes that join each other, mesh_self.c this node's announcement and token,
+ * mesh_peers.c the peer table and queues; every wait is bounded (mesh_int.h lists the files
+ * and the bounds).
  *
  * Messages: one QUIC stream per gossip message ([type byte][frame], then FIN), so a lost or
  * refused message never blocks another. Streams of other types (tunnels, route requests) are
