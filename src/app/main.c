@@ -32,6 +32,7 @@
 #include "route_serve.h"
 #include "standby.h"
 #include "supervisor.h"
+#include "tunnels.h"
 #include "util.h"
 
 #define STOP_GRACE_MS 5000
@@ -53,6 +54,7 @@ typedef struct {
     node_dl_t ndl;      /* model downloads (--model REF, the mesh's rule 4) */
     nostr_app_t nostr;  /* public discovery: --publish, --auto, GET /api/discover */
     changes_t changes;  /* the change bus: what /api/status shows changed (changes.h) */
+    tunnels_t tun;      /* the mesh's tunnel and route-request streams (tunnels.h) */
     bool mesh_stopped, children_stopped;
     uv_signal_t sigint, sigterm;
     bool announced;
@@ -219,6 +221,7 @@ static void list_remote(void *data, json_t *list)
 static void mgmt_extra(void *data, json_t *st)
 {
     node_t *n = data;
+    tunnels_status(&n->tun, st);
     planner_status(&n->plan, st);
     if (passive_active(n->passive))
         passive_status(n->passive, st);
@@ -341,17 +344,22 @@ static int enter_mesh(node_t *n, const token_t *joins, size_t n_joins, char *err
                 : n->ms.n > 0 ? "host"
                               : "worker",
         .api_port = n->api.httpd.port,
-        .api = &n->api.httpd,
-        .api_key = n->cfg.api_key,
         .console_port = n->mgmt.started ? n->mgmt.httpd.port : 0,
         .heartbeat_ms = options_env_ms("MESH_LLM_HEARTBEAT_MS"),
         .changes = &n->changes,
         .fill_announcement = fill_announcement,
         .on_peers_changed = peers_changed,
-        .rpc_port = rpc_port,
         .passive = n->cfg.client,   /* seed 002: a client does not gossip */
         .ephemeral = n->cfg.client, /* and writes nothing to $MESH_LLM_HOME */
-        .route_request = n->cfg.client ? NULL : route_request,
+        .data = n,
+        .on_stream = tunnels_take,
+        .stream_data = &n->tun,
+    };
+    n->tun = (tunnels_t){
+        .loop = n->loop,
+        .api = &n->api.httpd,
+        .rpc_port = rpc_port,
+        .route_request = n->cfg.client ? NULL : route_request, /* a client answers none */
         .data = n,
     };
     uint64_t refresh_ms = options_env_ms("MESH_LLM_ROUTE_REFRESH_MS");

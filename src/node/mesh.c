@@ -13,8 +13,6 @@
 #include "gossip.h"
 #include "log.h"
 #include "mesh_int.h"
-#include "tunnel.h"
-#include "tunnel_rpc.h"
 #include "util.h"
 #include "wire.h"
 
@@ -188,36 +186,14 @@ static void in_data(tp_stream_t *s, const uint8_t *p, size_t n)
                 LOGD("mesh", "invalid gossip message from %.12s ignored", x->from);
             }
             mesh_gossip_arm(m);
-        } else if (type == WIRE_TUNNEL_HTTP && m->o.api && !m->stopping) {
-            /* the tunnel module takes the stream over, with the bytes after the frame */
-            wire_reader_free(&x->rd);
-            free(x);
-            tunnel_http_serve(m->loop, s, f, p, n, m->o.api, m->o.api_key);
-            json_decref(f);
-            return;
-        } else if (type == WIRE_ROUTE_REQUEST && m->o.route_request && !m->stopping) {
-            json_t *ans = m->o.route_request(m->o.data, x->from, f);
-            buf_t b;
-            buf_init(&b, WIRE_MAX_FRAME + 8);
-            int rc = ans ? wire_write(&b, -1, ans) : -EINVAL;
-            if (rc == 0) rc = tp_stream_write(s, b.data, b.len);
-            buf_free(&b);
-            json_decref(ans);
-            if (rc == 0) {
-                m->route_in++;
-                tp_stream_shutdown(s);
-            } else {
-                tp_stream_reset(s, 3);
+        } else if (!m->stopping && m->o.on_stream &&
+                   m->o.on_stream(m->o.stream_data, s, type, x->from, f, p, n)) {
+            if (tp_stream_data(s) != x) { /* taken over: the handler's callbacks from now on */
+                wire_reader_free(&x->rd);
+                free(x);
+                json_decref(f);
+                return;
             }
-        } else if (type == WIRE_TUNNEL_RPC && m->o.rpc_port && !m->stopping) {
-            /* only the host of a plan this node works for reaches its rpc-server */
-            const char *model = json_string_value(json_object_get(f, "model"));
-            int port = m->o.rpc_port(m->o.data, x->from, model ? model : "");
-            wire_reader_free(&x->rd);
-            free(x);
-            tunnel_rpc_serve(m->loop, s, f, p, n, port);
-            json_decref(f);
-            return;
         } else {
             LOGD("mesh", "%s stream from %.12s not supported here: reset", wire_type_name(type),
                  x->from);
@@ -469,8 +445,6 @@ json_t *mesh_status(mesh_t *m)
         "quic_bad_tokens", (json_int_t)ts->bad_tokens, "gossip_dropped",
         (json_int_t)m->msgs_dropped);
     json_object_set_new(json_object_get(out, "node"), "passive", json_boolean(m->passive));
-    json_object_set_new(json_object_get(out, "stats"), "route_requests",
-                        json_integer((json_int_t)m->route_in));
     size_t entries = 0; /* per-peer state held (gossip members, dial targets, open passives) */
     for (mpeer_t *p = m->peers; p; p = p->next)
         entries++;

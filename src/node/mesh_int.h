@@ -81,9 +81,8 @@ struct mesh {
     bool join_refused;  /* the last join attempt failed on admission (another mesh's secret) */
     char join_err[512]; /* and why */
     bool stopping;
-    bool passive;      /* no gossip (mesh_passive.c) */
-    uint64_t route_in; /* ROUTE_REQUEST streams answered */
-    unsigned n_ready;  /* ready connections */
+    bool passive;     /* no gossip (mesh_passive.c) */
+    unsigned n_ready; /* ready connections */
     mesh_timing_t tm;
     int leave_streams;
     int handles_open;
