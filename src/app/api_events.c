@@ -8,7 +8,6 @@
 
 #include "log.h"
 #include "options.h"
-#include "statgen.h"
 #include "status_doc.h"
 #include "util.h"
 
@@ -21,6 +20,7 @@ typedef struct client {
 
 struct events {
     uv_loop_t *loop;
+    changes_t *changes;         /* listened to (api_events.h) */
     json_t *(*doc)(void *data); /* the status document (api_events.h) */
     void *data;
     uv_timer_t timer;
@@ -133,7 +133,7 @@ static void on_timer(uv_timer_t *t)
     if (ev->clients) uv_timer_start(t, on_timer, ev->period_ms, 0);
 }
 
-/* status_changed(): a snapshot soon, at most one per EVENTS_MIN_GAP_MS. */
+/* The change bus: a snapshot soon, at most one per EVENTS_MIN_GAP_MS. */
 static void on_change(void *data)
 {
     struct events *ev = data;
@@ -143,10 +143,17 @@ static void on_change(void *data)
     uv_timer_start(&ev->timer, on_timer, gap >= EVENTS_MIN_GAP_MS ? 0 : EVENTS_MIN_GAP_MS - gap, 0);
 }
 
-int api_events_init(events_t **out, uv_loop_t *loop, json_t *(*doc)(void *data), void *data)
+int api_events_init(events_t **out, uv_loop_t *loop, changes_t *changes, json_t *(*doc)(void *data),
+                    void *data)
 {
     struct events *ev = calloc(1, sizeof *ev);
     if (!ev) return -ENOMEM;
+    int rc = changes ? changes_listen(changes, on_change, ev) : 0;
+    if (rc) {
+        free(ev);
+        return rc;
+    }
+    ev->changes = changes;
     ev->loop = loop;
     ev->doc = doc;
     ev->data = data;
@@ -155,7 +162,6 @@ int api_events_init(events_t **out, uv_loop_t *loop, json_t *(*doc)(void *data),
     ev->max_queue = (size_t)options_env_ms("MESH_LLM_EVENTS_MAX_QUEUE");
     uv_timer_init(loop, &ev->timer);
     ev->timer.data = ev;
-    status_listen(on_change, ev);
     *out = ev;
     return 0;
 }
@@ -213,7 +219,7 @@ static void on_timer_closed(uv_handle_t *h)
 void api_events_stop(events_t *ev)
 {
     if (!ev) return;
-    status_listen(NULL, NULL);
+    if (ev->changes) changes_unlisten(ev->changes, on_change, ev);
     while (ev->clients) {
         client_t *c = ev->clients;
         unlink_client(ev, c);

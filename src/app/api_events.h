@@ -2,7 +2,7 @@
  *
  * A client gets the whole /api/status document (one "data:" line of JSON) when it connects,
  * then every period (MESH_LLM_EVENTS_MS, default 2 s) and soon after every change the node
- * reports through status_changed() (statgen.h): a burst of changes makes at most one snapshot
+ * reports on its change bus (changes.h): a burst of changes makes at most one snapshot
  * per EVENTS_MIN_GAP_MS. A comment line keeps idle proxies from closing the stream. One JSON
  * serialisation per snapshot is shared by every client (two when some may see the token and
  * some may not: the token is only for loopback clients, as in /api/status).
@@ -20,6 +20,7 @@
 #include <jansson.h>
 #include <uv.h>
 
+#include "changes.h"
 #include "httpd.h"
 
 #define EVENTS_MIN_GAP_MS 100
@@ -28,10 +29,12 @@
 
 typedef struct events events_t;
 
-/* The event streams of one server on loop. doc returns the whole status document (a new
- * reference; NULL: no snapshot this time), with the invite token in it: the streams hide it
- * from clients that may not see it. 0 or -ENOMEM. */
-int api_events_init(events_t **out, uv_loop_t *loop, json_t *(*doc)(void *data), void *data);
+/* The event streams of one server on loop, listening on the change bus changes (NULL: the
+ * period only). doc returns the whole status document (a new reference; NULL: no snapshot this
+ * time), with the invite token in it: the streams hide it from clients that may not see it.
+ * 0, -ENOMEM, or -ENOSPC (the bus has no room for another listener). */
+int api_events_init(events_t **out, uv_loop_t *loop, changes_t *changes, json_t *(*doc)(void *data),
+                    void *data);
 /* Answers req and returns true when it is for /api/events. */
 bool api_events_handle(events_t *ev, httpd_req_t *req);
 /* {"clients","dropped","snapshots"} into the status document's "events" (ev NULL: zeros). */

@@ -53,14 +53,15 @@ static void handle(httpd_req_t *req)
 }
 
 int mgmt_start(mgmt_t *g, uv_loop_t *loop, const config_t *cfg, mesh_t *mesh, models_t *ms,
-               supervisor_t *sv)
+               supervisor_t *sv, changes_t *changes)
 {
     memset(g, 0, sizeof *g);
     g->cfg = cfg;
     g->mesh = mesh;
     g->ms = ms;
     g->sv = sv;
-    int rc = api_events_init(&g->events, loop, full_status, g);
+    g->changes = changes;
+    int rc = api_events_init(&g->events, loop, changes, full_status, g);
     if (rc) return rc;
     httpd_opts_t o = {
         .host = cfg->listen_all ? "0.0.0.0" : "127.0.0.1",

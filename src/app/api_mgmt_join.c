@@ -8,7 +8,6 @@
 #include "api_mgmt.h"
 #include "httpd_guard.h"
 #include "join_policy.h"
-#include "statgen.h"
 
 /* Joining moves this node into another mesh (its memory and models serve strangers): only a
  * client on this machine that names it by a loopback name (no DNS rebinding), or a client that
@@ -82,7 +81,7 @@ static void handle_join(mgmt_t *g, httpd_req_t *req)
                                             : "join_failed",
                             "%s", msg[0] ? msg : "this node cannot join a mesh now");
     } else {
-        status_changed(); /* the event streams show the join at once */
+        changes_notify(g->changes); /* the event streams show the join at once */
         httpd_respond_json(req, status,
                            json_pack("{s:s,s:s,s:s,s:s}", "status",
                                      status == 202 ? "joining" : "already_in_mesh", "mesh_id",

@@ -9,6 +9,7 @@
 #include <uv.h>
 
 #include "admission.h"
+#include "changes.h"
 #include "api_mgmt.h"
 #include "cli.h"
 #include "api_openai.h"
@@ -20,7 +21,6 @@
 #include "options.h"
 #include "planner.h"
 #include "routing.h"
-#include "statgen.h"
 #include "config.h"
 #include "config_file.h"
 #include "home_lock.h"
@@ -32,6 +32,7 @@
 #include "route_serve.h"
 #include "standby.h"
 #include "supervisor.h"
+#include "tunnels.h"
 #include "util.h"
 
 #define STOP_GRACE_MS 5000
@@ -52,6 +53,8 @@ typedef struct {
     admission_t adm;    /* admission control, API keys, pins */
     node_dl_t ndl;      /* model downloads (--model REF, the mesh's rule 4) */
     nostr_app_t nostr;  /* public discovery: --publish, --auto, GET /api/discover */
+    changes_t changes;  /* the change bus: what /api/status shows changed (changes.h) */
+    tunnels_t tun;      /* the mesh's tunnel and route-request streams (tunnels.h) */
     bool mesh_stopped, children_stopped;
     uv_signal_t sigint, sigterm;
     bool announced;
@@ -218,6 +221,7 @@ static void list_remote(void *data, json_t *list)
 static void mgmt_extra(void *data, json_t *st)
 {
     node_t *n = data;
+    tunnels_status(&n->tun, st);
     planner_status(&n->plan, st);
     if (passive_active(n->passive))
         passive_status(n->passive, st);
@@ -241,7 +245,7 @@ static bool key_known(void *data, const httpd_req_t *req)
 
 static void sv_changed(supervisor_t *sv, sv_child_t *c)
 {
-    status_changed(); /* the events stream (api_events.h) */
+    changes_notify(&g_node->changes); /* the events stream (api_events.h) */
     (void)sv;
     (void)c;
     if (!g_node->shutting_down) planner_kick(&g_node->plan);
@@ -249,8 +253,8 @@ static void sv_changed(supervisor_t *sv, sv_child_t *c)
 
 static void peers_changed(void *data)
 {
-    status_changed(); /* the events stream (api_events.h) */
     node_t *n = data;
+    changes_notify(&n->changes); /* the events stream (api_events.h) */
     route_serve_invalidate(&n->rs);
     if (!n->shutting_down) planner_kick(&n->plan);
     if (!n->shutting_down && nostr_app_peers_changed(&n->nostr) && n->mesh)
@@ -265,8 +269,8 @@ static json_t *route_request(void *data, const char *peer_id, json_t *req)
 
 static void models_changed(void *data)
 {
-    status_changed(); /* the events stream (api_events.h) */
     node_t *n = data;
+    changes_notify(&n->changes); /* the events stream (api_events.h) */
     if (n->mesh && !n->shutting_down) mesh_announce_changed(n->mesh);
     if (!n->shutting_down) planner_kick(&n->plan);
 }
@@ -340,16 +344,22 @@ static int enter_mesh(node_t *n, const token_t *joins, size_t n_joins, char *err
                 : n->ms.n > 0 ? "host"
                               : "worker",
         .api_port = n->api.httpd.port,
-        .api = &n->api.httpd,
-        .api_key = n->cfg.api_key,
         .console_port = n->mgmt.started ? n->mgmt.httpd.port : 0,
         .heartbeat_ms = options_env_ms("MESH_LLM_HEARTBEAT_MS"),
+        .changes = &n->changes,
         .fill_announcement = fill_announcement,
         .on_peers_changed = peers_changed,
-        .rpc_port = rpc_port,
         .passive = n->cfg.client,   /* seed 002: a client does not gossip */
         .ephemeral = n->cfg.client, /* and writes nothing to $MESH_LLM_HOME */
-        .route_request = n->cfg.client ? NULL : route_request,
+        .data = n,
+        .on_stream = tunnels_take,
+        .stream_data = &n->tun,
+    };
+    n->tun = (tunnels_t){
+        .loop = n->loop,
+        .api = &n->api.httpd,
+        .rpc_port = rpc_port,
+        .route_request = n->cfg.client ? NULL : route_request, /* a client answers none */
         .data = n,
     };
     uint64_t refresh_ms = options_env_ms("MESH_LLM_ROUTE_REFRESH_MS");
@@ -645,6 +655,7 @@ int main(int argc, char **argv)
     }
 
     n->loop = uv_default_loop();
+    meshstat_set_changes(&n->changes); /* a logged request changes the status */
     rc = sv_init(&n->sv, n->loop, llama_server ? llama_server : "llama-server", n->cfg.verbose);
     free(llama_server);
     if (rc) {
@@ -692,7 +703,7 @@ int main(int argc, char **argv)
 
     n->idle = (config_idle(&n->cfg) && node_dl_pending(NULL) == 0) || n->cfg.auto_join;
     if (!n->cfg.headless) {
-        rc = mgmt_start(&n->mgmt, n->loop, &n->cfg, NULL, &n->ms, &n->sv);
+        rc = mgmt_start(&n->mgmt, n->loop, &n->cfg, NULL, &n->ms, &n->sv, &n->changes);
         if (rc) {
             if (rc == UV_EADDRINUSE)
                 LOGE("node",

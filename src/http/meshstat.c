@@ -4,11 +4,10 @@
 #include <stdio.h>
 #include <time.h>
 
-#include "statgen.h"
-
 static metrics_t g_metrics;
 static char g_node[METRICS_PEER_LEN];
 static reqlog_t g_reqlog;
+static changes_t *g_changes;
 
 metrics_t *meshstat(void)
 {
@@ -23,6 +22,11 @@ void meshstat_set_node(const char *id)
 const char *meshstat_node(void)
 {
     return g_node;
+}
+
+void meshstat_set_changes(changes_t *c)
+{
+    g_changes = c;
 }
 
 const reqlog_t *meshstat_reqlog(void)
@@ -41,7 +45,7 @@ void meshstat_req_done(httpd_req_t *req)
     uint64_t wall_ms = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
     if (first && reqlog_entry_from(&e, &req->mesh, g_node, now, wall_ms) == 0) {
         reqlog_add(&g_reqlog, &e);
-        status_changed(); /* the request log is part of the status */
+        changes_notify(g_changes); /* the request log is part of the status */
     }
 }
 

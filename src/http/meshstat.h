@@ -4,6 +4,7 @@
 #ifndef MESH_MESHSTAT_H
 #define MESH_MESHSTAT_H
 
+#include "changes.h"
 #include "httpd.h"
 #include "metrics.h"
 #include "reqlog.h"
@@ -12,6 +13,9 @@ metrics_t *meshstat(void);
 /* This node's id (hex), set once the mesh started; "" before. */
 void meshstat_set_node(const char *id);
 const char *meshstat_node(void);
+/* The change bus told of every request logged (the request log is in the status); NULL: none.
+ * (meshstat is still process state: issue 30 S9 makes it an object holding this pointer.) */
+void meshstat_set_changes(changes_t *c);
 /* The last model requests through this node (filled by meshstat_req_done). */
 const reqlog_t *meshstat_reqlog(void);
 /* The request ended (answered, cut or abandoned): counted once and logged if it named a

@@ -243,10 +243,9 @@ static void refuse(tp_stream_t *s)
 }
 
 void tunnel_http_serve(uv_loop_t *loop, tp_stream_t *s, json_t *frame, const uint8_t *rest,
-                       size_t rest_len, httpd_t *api, const char *api_key)
+                       size_t rest_len, httpd_t *api)
 {
-    (void)frame;
-    (void)api_key; /* tunnelled requests are admitted as HTTPD_PEER_TUNNEL, not by the key */
+    (void)frame; /* tunnelled requests are admitted as HTTPD_PEER_TUNNEL, not by an API key */
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) != 0) {
         LOGW("tunnel", "cannot serve a tunnelled request: socketpair: %s", strerror(errno));

@@ -53,8 +53,8 @@ int tunnel_route_headers(httpd_req_t *req, char *out, size_t outlen);
 /* Serve an incoming TUNNEL_HTTP stream whose frame has been read; `rest` holds the bytes that
  * followed the frame. api is this node's API server, which serves the stream as
  * HTTPD_PEER_TUNNEL: every request on it is limited to the inference API (api_routes.h) and
- * needs no API key. api_key is unused (kept for the callers). */
+ * needs no API key. Called by tunnels.h for incoming TUNNEL_HTTP streams. */
 void tunnel_http_serve(uv_loop_t *loop, tp_stream_t *s, json_t *frame, const uint8_t *rest,
-                       size_t rest_len, httpd_t *api, const char *api_key);
+                       size_t rest_len, httpd_t *api);
 
 #endif

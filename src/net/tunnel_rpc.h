@@ -3,7 +3,7 @@
  * A split-model host runs `llama-server --rpc 127.0.0.1:P1,…`. Each Pi is a listener of this
  * module (tunnel_rpc_listen, 127.0.0.1 only): every TCP connection llama-server makes to it gets
  * its own QUIC stream to one worker node, [0x02][frame {"v":1,"model":NAME}], then raw bytes in
- * both directions with half-close. The worker (tunnel_rpc_serve, called by mesh for incoming
+ * both directions with half-close. The worker (tunnel_rpc_serve, called by tunnels.h for incoming
  * TUNNEL_RPC streams) connects the stream to its local ggml-rpc-server on 127.0.0.1 and relays.
  *
  * Relays stream both ways with back-pressure: TCP reading stops while the stream's send queue is

@@ -1,3 +1,5 @@
+/* mesh — gossip I/O (incoming message streams, the gossip state machine's callbacks), the
+ * status document and the life cycle (start, stop); see mesh_int.h for the other files. */
 #include "mesh.h"
 
 #include <errno.h>
@@ -7,150 +9,26 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include <netinet/in.h>
-#include <arpa/inet.h>
 
 #include "gossip.h"
 #include "log.h"
 #include "mesh_int.h"
-#include "statgen.h"
-#include "tunnel.h"
-#include "tunnel_rpc.h"
 #include "util.h"
 #include "wire.h"
 
 #define LEAVE_WAIT_MS 1500 /* how long PEER_LEAVING may take on shutdown */
 
-static uint64_t now_ms(mesh_t *m)
-{
-    return uv_now(m->loop);
-}
-
-uint64_t mesh_now(mesh_t *m)
-{
-    return now_ms(m);
-}
-
-uint64_t mesh_random(void)
-{
-    uint64_t r;
-    randombytes_buf(&r, sizeof r);
-    return r;
-}
-
-mpeer_t *mesh_peer_get(mesh_t *m, const char *id, bool create)
-{
-    for (mpeer_t *p = m->peers; p; p = p->next)
-        if (strcmp(p->id, id) == 0) return p;
-    if (!create) return NULL;
-    mpeer_t *p = calloc(1, sizeof *p);
-    if (!p) return NULL;
-    snprintf(p->id, sizeof p->id, "%s", id);
-    p->next = m->peers;
-    m->peers = p;
-    return p;
-}
-
-void mesh_queue_drop(mpeer_t *p)
-{
-    for (size_t i = 0; i < p->nq; i++)
-        free(p->q[i].p);
-    p->nq = 0;
-}
-
-void mesh_peer_forget(mesh_t *m, mpeer_t *p)
-{
-    if (p->nq || p->dials || p->n_addrs || (m->g && gossip_find(m->g, p->id))) return;
-    for (mpeer_t **pp = &m->peers; *pp; pp = &(*pp)->next)
-        if (*pp == p) {
-            *pp = p->next;
-            free(p);
-            return;
-        }
-}
-
-static void gossip_timer_cb(uv_timer_t *t);
-
-/* min_ms: 1 when re-armed from the timer's own callback. libuv 1.44 runs a timer started at
- * 0 ms from its callback again in the same timer phase, with the loop time unchanged: a
- * deadline that stayed due would spin the loop without I/O. */
-static void gossip_arm_after(mesh_t *m, uint64_t min_ms)
-{
-    if (!m->g || m->stopping) return;
-    uint64_t dl = gossip_next_deadline(m->g), now = now_ms(m);
-    uint64_t ms = dl > now ? dl - now : 0;
-    uv_timer_start(&m->gtimer, gossip_timer_cb, ms < min_ms ? min_ms : ms, 0);
-}
-
-static void gossip_arm(mesh_t *m)
-{
-    gossip_arm_after(m, 0);
-}
-
-void mesh_gossip_arm(mesh_t *m)
-{
-    gossip_arm(m);
-}
-
 void mesh_suspect(mesh_t *m, const char *peer_id)
 {
     if (!m || !m->g || m->stopping) return;
-    gossip_suspect(m->g, peer_id, now_ms(m));
-    gossip_arm(m);
+    gossip_suspect(m->g, peer_id, mesh_now(m));
+    mesh_gossip_arm(m);
 }
 
 void mesh_on_silent(mesh_t *m, void (*cb)(void *data, const char *peer_id), void *data)
 {
     m->on_silent = cb;
     m->silent_data = data;
-}
-
-/* ---- outgoing messages: one stream each ---- */
-
-static void out_data(tp_stream_t *s, const uint8_t *p, size_t n)
-{
-    tp_stream_consumed(s, n);
-}
-
-static void out_close(tp_stream_t *s, int err)
-{
-    mesh_t *m = tp_stream_data(s);
-    if (m && m->leave_streams > 0) m->leave_streams--;
-}
-
-static const tp_stream_cb_t out_cb = {out_data, NULL, NULL, NULL};
-static const tp_stream_cb_t leave_cb = {out_data, NULL, NULL, out_close};
-
-/* One message, one stream. When the connection pushes back (too many streams waiting to
- * open, its send queues full) the message is dropped and counted: gossip repeats itself. */
-static int send_on(mesh_t *m, tp_conn_t *c, const uint8_t *p, size_t n, bool leaving)
-{
-    tp_stream_t *s;
-    int rc = tp_stream_open(c, leaving ? &leave_cb : &out_cb, leaving ? m : NULL, &s);
-    if (rc == 0) {
-        if (leaving) m->leave_streams++;
-        rc = tp_stream_write(s, p, n);
-        if (rc == 0)
-            tp_stream_shutdown(s);
-        else
-            tp_stream_reset(s, 1);
-    }
-    if (rc) {
-        m->msgs_dropped++;
-        LOGD("mesh", "gossip message to %.12s dropped: %s", tp_conn_peer_id(c), strerror(-rc));
-    }
-    return rc;
-}
-
-void mesh_flush_queue(mesh_t *m, mpeer_t *p)
-{
-    tp_conn_t *c = tp_find(m->ep, p->id);
-    if (!c) return;
-    for (size_t i = 0; i < p->nq; i++) {
-        send_on(m, c, p->q[i].p, p->q[i].n, false);
-        free(p->q[i].p);
-    }
-    p->nq = 0;
 }
 
 static int msg_stream_type(json_t *msg)
@@ -177,7 +55,7 @@ static void g_send(void *data, const char *to, json_t *msg)
     }
     tp_conn_t *c = tp_find(m->ep, to);
     if (c) {
-        send_on(m, c, (uint8_t *)b.data, b.len, type == WIRE_PEER_LEAVING);
+        mesh_send_on(m, c, (uint8_t *)b.data, b.len, type == WIRE_PEER_LEAVING);
         buf_free(&b);
         return;
     }
@@ -303,41 +181,19 @@ static void in_data(tp_stream_t *s, const uint8_t *p, size_t n)
         } else if (type == WIRE_GOSSIP || type == WIRE_PEER_DOWN || type == WIRE_PEER_LEAVING) {
             m->msgs_in++;
             if (m->g && !m->stopping) peer_heard(m, x->from, f, tp_stream_conn(s));
-            if (m->g && !m->stopping && gossip_receive(m->g, x->from, f, now_ms(m)) != 0) {
+            if (m->g && !m->stopping && gossip_receive(m->g, x->from, f, mesh_now(m)) != 0) {
                 m->msgs_bad++;
                 LOGD("mesh", "invalid gossip message from %.12s ignored", x->from);
             }
-            gossip_arm(m);
-        } else if (type == WIRE_TUNNEL_HTTP && m->o.api && !m->stopping) {
-            /* the tunnel module takes the stream over, with the bytes after the frame */
-            wire_reader_free(&x->rd);
-            free(x);
-            tunnel_http_serve(m->loop, s, f, p, n, m->o.api, m->o.api_key);
-            json_decref(f);
-            return;
-        } else if (type == WIRE_ROUTE_REQUEST && m->o.route_request && !m->stopping) {
-            json_t *ans = m->o.route_request(m->o.data, x->from, f);
-            buf_t b;
-            buf_init(&b, WIRE_MAX_FRAME + 8);
-            int rc = ans ? wire_write(&b, -1, ans) : -EINVAL;
-            if (rc == 0) rc = tp_stream_write(s, b.data, b.len);
-            buf_free(&b);
-            json_decref(ans);
-            if (rc == 0) {
-                m->route_in++;
-                tp_stream_shutdown(s);
-            } else {
-                tp_stream_reset(s, 3);
+            mesh_gossip_arm(m);
+        } else if (!m->stopping && m->o.on_stream &&
+                   m->o.on_stream(m->o.stream_data, s, type, x->from, f, p, n)) {
+            if (tp_stream_data(s) != x) { /* taken over: the handler's callbacks from now on */
+                wire_reader_free(&x->rd);
+                free(x);
+                json_decref(f);
+                return;
             }
-        } else if (type == WIRE_TUNNEL_RPC && m->o.rpc_port && !m->stopping) {
-            /* only the host of a plan this node works for reaches its rpc-server */
-            const char *model = json_string_value(json_object_get(f, "model"));
-            int port = m->o.rpc_port(m->o.data, x->from, model ? model : "");
-            wire_reader_free(&x->rd);
-            free(x);
-            tunnel_rpc_serve(m->loop, s, f, p, n, port);
-            json_decref(f);
-            return;
         } else {
             LOGD("mesh", "%s stream from %.12s not supported here: reset", wire_type_name(type),
                  x->from);
@@ -376,104 +232,6 @@ static void on_stream(tp_endpoint_t *ep, tp_conn_t *c, tp_stream_t *s)
     tp_stream_set_cb(s, &in_cb, x);
 }
 
-/* ---- announcement, addresses, token ---- */
-
-static void own_addrs(mesh_t *m)
-{
-    int port = tp_endpoint_port(m->ep);
-    m->n_addrs = 0;
-    const char *bh = m->o.bind_host ? m->o.bind_host : "0.0.0.0";
-    if (strcmp(bh, "0.0.0.0") != 0) {
-        snprintf(m->addrs[m->n_addrs++], TOKEN_ADDR_MAX, "%s:%d", bh, port);
-        return;
-    }
-    uv_interface_address_t *ifs = NULL;
-    int n = 0;
-    if (uv_interface_addresses(&ifs, &n) == 0) {
-        for (int i = 0; i < n && m->n_addrs < MAX_ADDRS - 1; i++) {
-            if (ifs[i].is_internal || ifs[i].address.address4.sin_family != AF_INET) continue;
-            char ip[INET6_ADDRSTRLEN];
-            uv_ip4_name(&ifs[i].address.address4, ip, sizeof ip);
-            bool dup = false;
-            char a[128];
-            snprintf(a, sizeof a, "%s:%d", ip, port);
-            if (strlen(a) >= TOKEN_ADDR_MAX) continue;
-            for (size_t k = 0; k < m->n_addrs; k++)
-                dup |= strcmp(m->addrs[k], a) == 0;
-            if (!dup) memcpy(m->addrs[m->n_addrs++], a, strlen(a) + 1);
-        }
-        uv_free_interface_addresses(ifs, n);
-    }
-    snprintf(m->addrs[m->n_addrs++], TOKEN_ADDR_MAX, "127.0.0.1:%d", port);
-}
-
-static json_t *build_announcement(mesh_t *m)
-{
-    json_t *addrs = json_array();
-    for (size_t i = 0; i < m->n_addrs; i++)
-        json_array_append_new(addrs, json_string(m->addrs[i]));
-    json_t *a = json_pack(
-        "{s:s,s:s,s:s,s:o,s:I,s:[],s:[],s:[],s:{},s:{},s:{},s:i,s:i,s:i}", "version", MESH_VERSION,
-        "mesh_id", m->cred.mesh_id, "role", m->o.role ? m->o.role : "worker", "addrs", addrs,
-        "vram_bytes", (json_int_t)m->o.vram_bytes, "available_models", "serving",
-        "requested_models", "request_rates", "last_request", "rtt_ms", "api_port", m->o.api_port,
-        "console_port", m->o.console_port, "quic_port", tp_endpoint_port(m->ep));
-    if (a && m->o.fill_announcement) m->o.fill_announcement(m->o.data, a);
-    return a;
-}
-
-static int encode_token(mesh_t *m)
-{
-    token_t t;
-    memset(&t, 0, sizeof t);
-    snprintf(t.id, sizeof t.id, "%s", m->id.id);
-    snprintf(t.mesh_id, sizeof t.mesh_id, "%s", m->cred.mesh_id);
-    memcpy(t.secret, m->cred.secret, 32);
-    t.n_addrs = m->n_addrs < TOKEN_MAX_ADDRS ? m->n_addrs : TOKEN_MAX_ADDRS;
-    for (size_t i = 0; i < t.n_addrs; i++)
-        snprintf(t.addrs[i], TOKEN_ADDR_MAX, "%s", m->addrs[i]);
-    int rc = token_encode(&t, m->token, sizeof m->token);
-    sodium_memzero(t.secret, sizeof t.secret);
-    return rc;
-}
-
-void mesh_set_cred(mesh_t *m, const mesh_cred_t *cred)
-{
-    if (strcmp(m->cred.mesh_id, cred->mesh_id) == 0 &&
-        sodium_memcmp(m->cred.secret, cred->secret, 32) == 0)
-        return;
-    m->cred = *cred;
-    tp_endpoint_set_secret(m->ep, m->cred.secret);
-    tp_endpoint_set_mesh_id(m->ep, m->cred.mesh_id);
-    if (encode_token(m) != 0)
-        LOGW("mesh", "cannot encode the invite token of mesh %s", cred->mesh_id);
-    mesh_announce_changed(m);
-}
-
-void mesh_set_role(mesh_t *m, const char *role)
-{
-    snprintf(m->role, sizeof m->role, "%s", role);
-    m->o.role = m->role;
-}
-
-void mesh_announce_changed(mesh_t *m)
-{
-    if (!m->g || m->stopping) return;
-    json_t *a = build_announcement(m);
-    if (!a) return;
-    gossip_set_announcement(m->g, a, now_ms(m));
-    gossip_arm(m);
-    status_changed(); /* this node's announcement is in the status document */
-}
-
-static void gossip_timer_cb(uv_timer_t *t)
-{
-    mesh_t *m = t->data;
-    if (!m->g || m->stopping) return;
-    gossip_tick(m->g, now_ms(m));
-    gossip_arm_after(m, 1);
-}
-
 gossip_t *mesh_gossip_new(mesh_t *m, uint64_t incarnation)
 {
     gossip_cfg_t gcfg;
@@ -481,8 +239,8 @@ gossip_t *mesh_gossip_new(mesh_t *m, uint64_t incarnation)
     uint64_t probe = env_ms("MESH_LLM_PROBE_MS", 0);
     if (probe) gcfg.probe_ms = probe;
     gossip_io_t io = {m, g_send, g_event, g_random, g_sign, g_wall};
-    json_t *ann = build_announcement(m);
-    return ann ? gossip_new(m->id.id, incarnation, ann, &gcfg, &io, now_ms(m)) : NULL;
+    json_t *ann = mesh_announcement(m);
+    return ann ? gossip_new(m->id.id, incarnation, ann, &gcfg, &io, mesh_now(m)) : NULL;
 }
 
 /* The mesh this joiner created in an earlier run (or names with --mesh-name): the merge rule's
@@ -556,8 +314,8 @@ int mesh_start(mesh_t **out, uv_loop_t *loop, const mesh_opts_t *opts, char *err
         goto fail;
     }
     tp_endpoint_set_mesh_id(m->ep, m->cred.mesh_id);
-    own_addrs(m);
-    rc = encode_token(m);
+    mesh_addrs_init(m);
+    rc = mesh_token_encode(m);
     if (rc) {
         snprintf(err, errlen, "cannot encode the invite token");
         goto fail_ep;
@@ -573,7 +331,7 @@ int mesh_start(mesh_t **out, uv_loop_t *loop, const mesh_opts_t *opts, char *err
     uv_timer_init(loop, &m->stimer);
     m->gtimer.data = m->jtimer.data = m->stimer.data = m;
     m->handles_open = 3;
-    gossip_arm(m);
+    mesh_gossip_arm(m);
     LOGI("mesh", "node %.16s… in mesh %s, QUIC on UDP %d (incarnation %llu)", m->id.id,
          m->cred.mesh_id, tp_endpoint_port(m->ep), (unsigned long long)m->id.incarnation);
     if (m->n_joins && !m->passive) mesh_join_start(m);
@@ -647,7 +405,7 @@ static void gossip_trust_stats(json_t *o, const gossip_stats_t *gs)
 json_t *mesh_status(mesh_t *m)
 {
     json_t *peers = json_array();
-    uint64_t now = now_ms(m);
+    uint64_t now = mesh_now(m);
     double wall = (double)time(NULL);
     for (size_t i = 0; i < gossip_peer_count(m->g); i++) {
         const gossip_peer_t *p = gossip_peer_at(m->g, i);
@@ -687,8 +445,6 @@ json_t *mesh_status(mesh_t *m)
         "quic_bad_tokens", (json_int_t)ts->bad_tokens, "gossip_dropped",
         (json_int_t)m->msgs_dropped);
     json_object_set_new(json_object_get(out, "node"), "passive", json_boolean(m->passive));
-    json_object_set_new(json_object_get(out, "stats"), "route_requests",
-                        json_integer((json_int_t)m->route_in));
     size_t entries = 0; /* per-peer state held (gossip members, dial targets, open passives) */
     for (mpeer_t *p = m->peers; p; p = p->next)
         entries++;
@@ -738,7 +494,7 @@ static void finish_stop(mesh_t *m)
 static void stop_poll_cb(uv_timer_t *t)
 {
     mesh_t *m = t->data;
-    if (m->leave_streams == 0 || now_ms(m) >= m->leave_deadline) finish_stop(m);
+    if (m->leave_streams == 0 || mesh_now(m) >= m->leave_deadline) finish_stop(m);
 }
 
 void mesh_stop(mesh_t *m, void (*cb)(void *data), void *data)
@@ -746,7 +502,7 @@ void mesh_stop(mesh_t *m, void (*cb)(void *data), void *data)
     if (m->stopping) return;
     m->stop_cb = cb;
     m->stop_data = data;
-    gossip_leave(m->g, now_ms(m));
+    gossip_leave(m->g, mesh_now(m));
     m->stopping = true;
     uv_timer_stop(&m->gtimer);
     uv_timer_stop(&m->jtimer);
@@ -755,6 +511,6 @@ void mesh_stop(mesh_t *m, void (*cb)(void *data), void *data)
         return;
     }
     LOGI("mesh", "telling %d peer(s) we are leaving", m->leave_streams);
-    m->leave_deadline = now_ms(m) + LEAVE_WAIT_MS;
+    m->leave_deadline = mesh_now(m) + LEAVE_WAIT_MS;
     uv_timer_start(&m->stimer, stop_poll_cb, 20, 20);
 }

@@ -1,11 +1,15 @@
 /* mesh — this node's membership in a mesh: the QUIC endpoint, the gossip state machine driven
  * by real time, dialling peers on demand, joining through invite tokens, the status document.
  * mesh.c holds the gossip I/O and the status, mesh_join.c dialling, joining and the merge rule
- * of two meshes that join each other; every wait is bounded (mesh_int.h lists the bounds).
+ * of two meshes that join each other, mesh_self.c this node's announcement and token,
+ * mesh_peers.c the peer table and queues; every wait is bounded (mesh_int.h lists the files
+ * and the bounds).
  *
  * Messages: one QUIC stream per gossip message ([type byte][frame], then FIN), so a lost or
  * refused message never blocks another. Streams of other types (tunnels, route requests) are
- * handed to mesh_opts_t.on_stream; without a handler they are reset.
+ * handed to mesh_opts_t.on_stream once their first frame is read (net/tunnels.h): the mesh
+ * does membership only. Without a handler, when it refuses, or while the mesh is stopping they
+ * are reset.
  */
 #ifndef MESH_MESH_H
 #define MESH_MESH_H
@@ -15,7 +19,7 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "httpd.h"
+#include "changes.h"
 #include "identity.h"
 #include "transport.h"
 
@@ -34,24 +38,24 @@ typedef struct {
     uint64_t vram_bytes;     /* capacity announced */
     const char *role;        /* worker | host | client */
     int api_port, console_port;
-    httpd_t *api;          /* this node's API server: tunnelled requests are handed to it */
-    const char *api_key;   /* added to requests tunnelled to the local API */
     uint64_t heartbeat_ms; /* MESH_LLM_HEARTBEAT_MS */
+    changes_t *changes;    /* notified when this node's announcement changes (NULL: none) */
     /* Called to fill the announcement's model fields (available_models, serving…). */
     void (*fill_announcement)(void *data, json_t *ann);
-    /* The local rpc-server's port for a TUNNEL_RPC stream that `peer_id` opened for `model`;
-     * <= 0 refuses the stream (no rpc-server, or the peer is not that model's split host). */
-    int (*rpc_port)(void *data, const char *peer_id, const char *model);
     /* A peer came up, changed its announcement, died or left. */
     void (*on_peers_changed)(void *data);
     /* Passive mode (seed 002; mesh_passive.c): start without gossip — no join, no heartbeat,
      * gossip from others ignored; the node only dials peers (mesh_conn) for ROUTE_REQUEST and
      * tunnels. ephemeral: a fresh key in memory, nothing written to `home` (a --client). */
     bool passive, ephemeral;
-    /* Answer of a ROUTE_REQUEST frame from `peer_id` (new reference; NULL resets the stream).
-     * NULL handler: route requests are refused (passive nodes). */
-    json_t *(*route_request)(void *data, const char *peer_id, json_t *req);
     void *data;
+    /* A stream of another type than gossip that peer `from` opened, its first frame read
+     * (frame: borrowed; rest: the n bytes after it, already acknowledged). false: the mesh
+     * resets it. true: the handler took it over (set its own callbacks) or answered it on the
+     * mesh's (which then drop whatever else comes). Called with stream_data (tunnels_take). */
+    bool (*on_stream)(void *stream_data, tp_stream_t *s, int type, const char *from, json_t *frame,
+                      const uint8_t *rest, size_t n);
+    void *stream_data;
 } mesh_opts_t;
 
 /* Load the identity, bind the endpoint, start gossiping and joining. err says what failed. */

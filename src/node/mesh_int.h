@@ -1,6 +1,11 @@
-/* mesh internals shared by mesh.c (gossip I/O: message streams, announcement, status, life
- * cycle) and mesh_join.c (dialling, joining through invite tokens, the merge rule, the retry
- * policy). Not for other modules.
+/* mesh internals shared by the files of the mesh driver. Not for other modules. The files
+ * call downwards only (no circle between them):
+ *   mesh_passive.c  passive mode (going active or passive)
+ *   mesh.c          gossip I/O (incoming message streams, gossip's callbacks), status, life cycle
+ *   mesh_join.c     dialling, joining through invite tokens, the merge rule, the retry policy
+ *   mesh_self.c     this node's addresses, announcement, invite token and mesh credentials
+ *   mesh_peers.c    the peer table and message queues, sending, the gossip timer, clock, random
+ * The transport's callbacks for connections land in mesh_join.c, those for streams in mesh.c.
  *
  * Every "waiting for something" state of the driver is bounded (mesh_timing_t):
  *  - a dial: the transport's handshake timeout (at most max(2 heartbeats, 1 s), at most
@@ -76,9 +81,8 @@ struct mesh {
     bool join_refused;  /* the last join attempt failed on admission (another mesh's secret) */
     char join_err[512]; /* and why */
     bool stopping;
-    bool passive;      /* no gossip (mesh_passive.c) */
-    uint64_t route_in; /* ROUTE_REQUEST streams answered */
-    unsigned n_ready;  /* ready connections */
+    bool passive;     /* no gossip (mesh_passive.c) */
+    unsigned n_ready; /* ready connections */
     mesh_timing_t tm;
     int leave_streams;
     int handles_open;
@@ -89,7 +93,7 @@ struct mesh {
     uint64_t leave_deadline;
 };
 
-/* mesh.c */
+/* mesh_peers.c */
 uint64_t mesh_now(mesh_t *m);
 uint64_t mesh_random(void);
 mpeer_t *mesh_peer_get(mesh_t *m, const char *id, bool create);
@@ -97,12 +101,26 @@ void mesh_queue_drop(mpeer_t *p);
 /* Free the entry of a peer that is no gossip member and holds nothing (no queued message, no
  * dial, no address to dial it at): a passive node whose connection closed. */
 void mesh_peer_forget(mesh_t *m, mpeer_t *p);
+/* One message, one stream on c (leaving: PEER_LEAVING, waited for by mesh_stop); a message the
+ * connection pushes back is dropped and counted (msgs_dropped). 0 or a negative errno. */
+int mesh_send_on(mesh_t *m, tp_conn_t *c, const uint8_t *p, size_t n, bool leaving);
 void mesh_flush_queue(mesh_t *m, mpeer_t *p);
+/* (Re)arm the gossip timer at gossip's next deadline. */
 void mesh_gossip_arm(mesh_t *m);
-/* A gossip state machine for this node at `incarnation`, with its current announcement. */
-gossip_t *mesh_gossip_new(mesh_t *m, uint64_t incarnation);
+
+/* mesh_self.c */
+/* This node's addresses: the bind address, or every IPv4 interface and 127.0.0.1. */
+void mesh_addrs_init(mesh_t *m);
+/* This node's announcement (new reference; NULL: out of memory). */
+json_t *mesh_announcement(mesh_t *m);
+/* The invite token from the identity, the current mesh and the addresses: 0 or < 0. */
+int mesh_token_encode(mesh_t *m);
 /* The current mesh changed (a merge): endpoint secret, token and announcement follow. */
 void mesh_set_cred(mesh_t *m, const mesh_cred_t *cred);
+
+/* mesh.c */
+/* A gossip state machine for this node at `incarnation`, with its current announcement. */
+gossip_t *mesh_gossip_new(mesh_t *m, uint64_t incarnation);
 
 /* mesh_join.c: the driver */
 void mesh_dial(mesh_t *m, mpeer_t *p); /* no-op while a dial is out or backing off */

@@ -24,42 +24,7 @@
 #include "util.h"
 #include "wire.h"
 
-static uv_loop_t loop;
-static uint8_t secret[32];
-static int tick_marker;
-
-static void tick_noop(uv_timer_t *t)
-{
-    (void)t;
-}
-
-/* Run the loop until cond holds or ms passed (bounded polling on the loop's clock). */
-#define RUN_UNTIL(cond, ms)                                                                        \
-    do {                                                                                           \
-        uv_update_time(&loop);                                                                     \
-        uint64_t _end = uv_now(&loop) + (ms);                                                      \
-        uv_timer_t _t;                                                                             \
-        uv_timer_init(&loop, &_t);                                                                 \
-        _t.data = &tick_marker;                                                                    \
-        uv_timer_start(&_t, tick_noop, 20, 20);                                                    \
-        while (!(cond) && uv_now(&loop) < _end) {                                                  \
-            uv_run(&loop, UV_RUN_ONCE);                                                            \
-        }                                                                                          \
-        uv_close((uv_handle_t *)&_t, NULL);                                                        \
-        uv_run(&loop, UV_RUN_NOWAIT);                                                              \
-    } while (0)
-
-static void count_cb(uv_handle_t *h, void *arg)
-{
-    if (h->data != &tick_marker) (*(int *)arg)++;
-}
-
-static int handles_left(void)
-{
-    int n = 0;
-    uv_walk(&loop, count_cb, &n);
-    return n;
-}
+#include "tp_pair.h"
 
 /* ---------------- test data ---------------- */
 
@@ -70,109 +35,19 @@ static uint8_t pat(unsigned seed, size_t i)
 
 /* ---------------- the two nodes ---------------- */
 
-typedef struct {
-    identity_t id;
-    tp_endpoint_t *ep;
-    int ready;
-} node_t;
-
 static node_t host, worker;
 static tp_conn_t *hconn; /* host -> worker */
 static int rpc_port;     /* what the worker passes to tunnel_rpc_serve */
-static int bad_streams;  /* frames the worker's reader refused */
 
-static void make_id(identity_t *id)
+/* The worker takes TUNNEL_RPC streams (as tunnels.c does, with rpc_port for every one). */
+static bool take_rpc(void *data, tp_stream_t *s, int type, const char *from, json_t *frame,
+                     const uint8_t *rest, size_t n)
 {
-    crypto_sign_keypair(id->pk, id->sk);
-    hex_encode(id->pk, 32, id->id);
-    id->incarnation = 1;
-}
-
-/* The worker's stream reader: what mesh.c does for incoming streams. */
-typedef struct {
-    wire_reader_t rd;
-    bool dead;
-} in_ctx_t;
-
-static void in_data(tp_stream_t *s, const uint8_t *p, size_t n)
-{
-    in_ctx_t *x = tp_stream_data(s);
-    tp_stream_consumed(s, n);
-    if (x->dead) return;
-    json_t *f = NULL;
-    while (n > 0 && !f) {
-        ssize_t used = wire_read(&x->rd, p, n, &f);
-        if (used < 0) {
-            bad_streams++;
-            x->dead = true;
-            tp_stream_reset(s, 1);
-            return;
-        }
-        p += used;
-        n -= (size_t)used;
-    }
-    if (!f) return;
-    if (x->rd.type != WIRE_TUNNEL_RPC) {
-        json_decref(f);
-        x->dead = true;
-        tp_stream_reset(s, 2);
-        return;
-    }
-    wire_reader_free(&x->rd);
-    free(x);
-    tunnel_rpc_serve(&loop, s, f, p, n, rpc_port);
-    json_decref(f);
-}
-
-static void in_fin(tp_stream_t *s)
-{
-    tp_stream_shutdown(s);
-}
-
-static void in_close(tp_stream_t *s, int err)
-{
-    in_ctx_t *x = tp_stream_data(s);
-    wire_reader_free(&x->rd);
-    free(x);
-}
-
-static const tp_stream_cb_t in_cb = {in_data, in_fin, NULL, in_close};
-
-static void on_ready(tp_endpoint_t *ep, tp_conn_t *c)
-{
-    ((node_t *)tp_endpoint_data(ep))->ready++;
-}
-
-static void on_stream(tp_endpoint_t *ep, tp_conn_t *c, tp_stream_t *s)
-{
-    if (tp_endpoint_data(ep) != &worker) return; /* no handler: reset */
-    in_ctx_t *x = calloc(1, sizeof *x);
-    wire_reader_init(&x->rd, 1);
-    tp_stream_set_cb(s, &in_cb, x);
-}
-
-static void node_up(node_t *n)
-{
-    memset(n, 0, sizeof *n);
-    make_id(&n->id);
-    tp_callbacks_t cb = {n, on_ready, NULL, on_stream};
-    tp_config_t cfg;
-    tp_config_default(&cfg);
-    cfg.handshake_timeout_ms = 3000;
-    assert_int_equal(tp_endpoint_new(&n->ep, &loop, &n->id, secret, "127.0.0.1", 0, &cfg, &cb), 0);
-}
-
-static void closed_cb(void *d)
-{
-    (*(int *)d)++;
-}
-
-static void node_down(node_t *n)
-{
-    int done = 0;
-    tp_endpoint_close(n->ep, closed_cb, &done);
-    RUN_UNTIL(done, 5000);
-    assert_int_equal(done, 1);
+    (void)data;
+    (void)from;
+    if (type != WIRE_TUNNEL_RPC) return false;
+    tunnel_rpc_serve(&loop, s, frame, rest, n, rpc_port);
+    return true;
 }
 
 /* get_conn: NULL for the first `null_calls` calls, optionally closing the listener */
@@ -499,19 +374,17 @@ static tunnel_rpc_stats_t st0; /* counters at the start of a test */
 
 static int setup(void **state)
 {
-    node_up(&host);
-    node_up(&worker);
-    struct sockaddr_in sa;
-    uv_ip4_addr("127.0.0.1", tp_endpoint_port(worker.ep), &sa);
-    hconn = NULL;
-    if (tp_dial(host.ep, worker.id.id, (struct sockaddr *)&sa, &hconn) != 0) return -1;
-    RUN_UNTIL(host.ready && worker.ready, 5000);
-    if (!host.ready || !worker.ready) return -1;
+    node_up(&host, reader_on_stream);
+    node_up(&worker, reader_on_stream);
+    reader_node = &worker;
+    reader_take = take_rpc;
+    hconn = node_connect(&host, &worker);
+    if (!hconn) return -1;
     srv_start(&echo, SRV_ECHO);
     srv_start(&sink, SRV_SINK);
     srv_start(&counter, SRV_COUNT);
     rpc_port = echo.port;
-    bad_streams = 0;
+    reader_bad = 0;
     get_calls = null_calls = 0;
     close_in_get_conn = NULL;
     st0 = *tunnel_rpc_stats();
@@ -846,7 +719,7 @@ static void test_bad_frames(void **state)
         assert_true(r[i].closed);
         assert_int_not_equal(r[i].err, 0);
     }
-    assert_int_equal(bad_streams, 1);
+    assert_int_equal(reader_bad, 1);
     assert_int_equal(tunnel_rpc_stats()->worker_failed - st0.worker_failed, 3);
     assert_int_equal(echo.conns_total, 0);
     /* a good one after them */
@@ -889,9 +762,7 @@ static void test_counters(void **state)
 
 int main(void)
 {
-    if (sodium_init() < 0) return 1;
-    uv_loop_init(&loop);
-    randombytes_buf(secret, 32);
+    if (pair_init() != 0) return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_echo_8mib, setup, teardown),
         cmocka_unit_test_setup_teardown(test_four_concurrent, setup, teardown),

@@ -1,0 +1,98 @@
+/* mesh_self — what this node says of itself (mesh_int.h): its addresses, its announcement,
+ * its invite token and the mesh credentials they carry. Calls only mesh_peers.c. */
+#include <sodium.h>
+#include <stdio.h>
+#include <string.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+
+#include "log.h"
+#include "mesh_int.h"
+
+void mesh_addrs_init(mesh_t *m)
+{
+    int port = tp_endpoint_port(m->ep);
+    m->n_addrs = 0;
+    const char *bh = m->o.bind_host ? m->o.bind_host : "0.0.0.0";
+    if (strcmp(bh, "0.0.0.0") != 0) {
+        snprintf(m->addrs[m->n_addrs++], TOKEN_ADDR_MAX, "%s:%d", bh, port);
+        return;
+    }
+    uv_interface_address_t *ifs = NULL;
+    int n = 0;
+    if (uv_interface_addresses(&ifs, &n) == 0) {
+        for (int i = 0; i < n && m->n_addrs < MAX_ADDRS - 1; i++) {
+            if (ifs[i].is_internal || ifs[i].address.address4.sin_family != AF_INET) continue;
+            char ip[INET6_ADDRSTRLEN];
+            uv_ip4_name(&ifs[i].address.address4, ip, sizeof ip);
+            bool dup = false;
+            char a[128];
+            snprintf(a, sizeof a, "%s:%d", ip, port);
+            if (strlen(a) >= TOKEN_ADDR_MAX) continue;
+            for (size_t k = 0; k < m->n_addrs; k++)
+                dup |= strcmp(m->addrs[k], a) == 0;
+            if (!dup) memcpy(m->addrs[m->n_addrs++], a, strlen(a) + 1);
+        }
+        uv_free_interface_addresses(ifs, n);
+    }
+    snprintf(m->addrs[m->n_addrs++], TOKEN_ADDR_MAX, "127.0.0.1:%d", port);
+}
+
+json_t *mesh_announcement(mesh_t *m)
+{
+    json_t *addrs = json_array();
+    for (size_t i = 0; i < m->n_addrs; i++)
+        json_array_append_new(addrs, json_string(m->addrs[i]));
+    json_t *a = json_pack(
+        "{s:s,s:s,s:s,s:o,s:I,s:[],s:[],s:[],s:{},s:{},s:{},s:i,s:i,s:i}", "version", MESH_VERSION,
+        "mesh_id", m->cred.mesh_id, "role", m->o.role ? m->o.role : "worker", "addrs", addrs,
+        "vram_bytes", (json_int_t)m->o.vram_bytes, "available_models", "serving",
+        "requested_models", "request_rates", "last_request", "rtt_ms", "api_port", m->o.api_port,
+        "console_port", m->o.console_port, "quic_port", tp_endpoint_port(m->ep));
+    if (a && m->o.fill_announcement) m->o.fill_announcement(m->o.data, a);
+    return a;
+}
+
+int mesh_token_encode(mesh_t *m)
+{
+    token_t t;
+    memset(&t, 0, sizeof t);
+    snprintf(t.id, sizeof t.id, "%s", m->id.id);
+    snprintf(t.mesh_id, sizeof t.mesh_id, "%s", m->cred.mesh_id);
+    memcpy(t.secret, m->cred.secret, 32);
+    t.n_addrs = m->n_addrs < TOKEN_MAX_ADDRS ? m->n_addrs : TOKEN_MAX_ADDRS;
+    for (size_t i = 0; i < t.n_addrs; i++)
+        snprintf(t.addrs[i], TOKEN_ADDR_MAX, "%s", m->addrs[i]);
+    int rc = token_encode(&t, m->token, sizeof m->token);
+    sodium_memzero(t.secret, sizeof t.secret);
+    return rc;
+}
+
+void mesh_set_cred(mesh_t *m, const mesh_cred_t *cred)
+{
+    if (strcmp(m->cred.mesh_id, cred->mesh_id) == 0 &&
+        sodium_memcmp(m->cred.secret, cred->secret, 32) == 0)
+        return;
+    m->cred = *cred;
+    tp_endpoint_set_secret(m->ep, m->cred.secret);
+    tp_endpoint_set_mesh_id(m->ep, m->cred.mesh_id);
+    if (mesh_token_encode(m) != 0)
+        LOGW("mesh", "cannot encode the invite token of mesh %s", cred->mesh_id);
+    mesh_announce_changed(m);
+}
+
+void mesh_set_role(mesh_t *m, const char *role)
+{
+    snprintf(m->role, sizeof m->role, "%s", role);
+    m->o.role = m->role;
+}
+
+void mesh_announce_changed(mesh_t *m)
+{
+    if (!m->g || m->stopping) return;
+    json_t *a = mesh_announcement(m);
+    if (!a) return;
+    gossip_set_announcement(m->g, a, mesh_now(m));
+    mesh_gossip_arm(m);
+    changes_notify(m->o.changes); /* this node's announcement is in the status document */
+}
