@@ -195,16 +195,31 @@ static void answer(httpd_req_t *req)
     "key alice bronze sk-alice-secret\n"
 #define AUTH_ALICE "Authorization: Bearer sk-alice-secret\r\n"
 
+/* Client 0 of key alice runs, client 1 waits behind it (alice's max_concurrent is 1). */
+static void alice_running_and_queued(fx_t *f)
+{
+    send_req(f, 0, HTTPD_PEER_LOOPBACK, AUTH_ALICE);
+    assert_true(SPIN_UNTIL(f, f->n_resumed == 1));
+    send_req(f, 1, HTTPD_PEER_LOOPBACK, AUTH_ALICE);
+    assert_true(SPIN_UNTIL(f, key_stat(f, "alice", "queued") == 1));
+}
+
+/* Answer the running request; the queued one starts; answer it; key has nothing in flight. */
+static void finish_both(fx_t *f, const char *key)
+{
+    answer(f->resumed[0]);
+    assert_true(SPIN_UNTIL(f, f->n_resumed == 2));
+    answer(f->resumed[1]);
+    assert_true(SPIN_UNTIL(f, key_stat(f, key, "in_flight") == 0));
+}
+
 /* A key at its max_concurrent: the next request waits; when the first ends the waiting one starts
  * (on a later loop turn) and both clients get their answers. */
 static void test_key_cap_queues_then_starts(void **state)
 {
     (void)state;
     fx_t *f = setup(BRONZE_KEYS, 4);
-    send_req(f, 0, HTTPD_PEER_LOOPBACK, AUTH_ALICE);
-    assert_true(SPIN_UNTIL(f, f->n_resumed == 1));
-    send_req(f, 1, HTTPD_PEER_LOOPBACK, AUTH_ALICE);
-    assert_true(SPIN_UNTIL(f, key_stat(f, "alice", "queued") == 1));
+    alice_running_and_queued(f);
     assert_int_equal(f->n_resumed, 1);
     assert_int_equal(key_stat(f, "alice", "in_flight"), 1);
     assert_int_not_equal(f->resumed[0]->tag, 0); /* admitted: tagged */
@@ -228,10 +243,7 @@ static void test_queue_full_refusal(void **state)
 {
     (void)state;
     fx_t *f = setup(BRONZE_KEYS, 1);
-    send_req(f, 0, HTTPD_PEER_LOOPBACK, AUTH_ALICE);
-    assert_true(SPIN_UNTIL(f, f->n_resumed == 1));
-    send_req(f, 1, HTTPD_PEER_LOOPBACK, AUTH_ALICE);
-    assert_true(SPIN_UNTIL(f, key_stat(f, "alice", "queued") == 1));
+    alice_running_and_queued(f);
     send_req(f, 2, HTTPD_PEER_LOOPBACK, AUTH_ALICE);
     assert_true(SPIN_UNTIL(f, f->out_len[2] > 0 && strstr(f->out[2], "}")));
     const char *o = f->out[2];
@@ -244,10 +256,7 @@ static void test_queue_full_refusal(void **state)
     assert_int_equal(key_stat(f, "alice", "rejected"), 1);
     assert_int_equal(routed_stat(f, "rejected"), 1);
     assert_int_equal(f->n_resumed, 1);
-    answer(f->resumed[0]);
-    assert_true(SPIN_UNTIL(f, f->n_resumed == 2));
-    answer(f->resumed[1]);
-    assert_true(SPIN_UNTIL(f, key_stat(f, "alice", "in_flight") == 0));
+    finish_both(f, "alice");
     teardown(f);
 }
 
@@ -257,10 +266,7 @@ static void test_queued_client_gone(void **state)
 {
     (void)state;
     fx_t *f = setup(BRONZE_KEYS, 4);
-    send_req(f, 0, HTTPD_PEER_LOOPBACK, AUTH_ALICE);
-    assert_true(SPIN_UNTIL(f, f->n_resumed == 1));
-    send_req(f, 1, HTTPD_PEER_LOOPBACK, AUTH_ALICE);
-    assert_true(SPIN_UNTIL(f, key_stat(f, "alice", "queued") == 1));
+    alice_running_and_queued(f);
     close(f->fd[1]);
     f->fd[1] = -1;
     assert_true(SPIN_UNTIL(f, routed_stat(f, "cancelled") == 1));
@@ -334,10 +340,7 @@ static void test_tunnel_key0_and_queued_signal(void **state)
     assert_int_equal(f->out_len[1], 1);
     assert_int_equal((unsigned char)f->out[1][0], (unsigned char)TUNNEL_QUEUED_BYTE);
     assert_int_equal(key_stat(f, "anonymous", "queued"), 1);
-    answer(f->resumed[0]);
-    assert_true(SPIN_UNTIL(f, f->n_resumed == 2));
-    answer(f->resumed[1]);
-    assert_true(SPIN_UNTIL(f, key_stat(f, "anonymous", "in_flight") == 0));
+    finish_both(f, "anonymous");
     assert_non_null(strstr(f->out[1], "HTTP/1.1 200"));
     teardown(f);
 }
