@@ -1,0 +1,260 @@
+/* Unit tests of the relay (src/node/relay.c): a routed request's attempts over its hosts. Two
+ * real transport endpoints in one loop (tp_pair.h): the entry node's relay opens real
+ * TUNNEL_HTTP calls to the worker, whose tunnels (net/tunnels.h) hand them to the worker's API
+ * server, a test handler that answers or fails. The hosts the relay is given are names the
+ * test's relay_io_t maps to the one real connection (or to none: an unreachable host), so the
+ * test sees which host each attempt went to (the io's conn calls) and which hosts it suspected.
+ *
+ * Pinned: unreachable hosts are skipped at the start; no reachable host: relay_start_io fails
+ * and leaves the request to its caller; a host that fails before answering is retried once on
+ * the next untried host in ring order and suspected; the attempt bound (one retry) ends in 503
+ * "host_failed"; an answer that is not streamed reaches the client whole. The hosts are not
+ * "ready", so no first-byte deadline runs: nothing depends on time. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "httpd.h"
+#include "identity.h"
+#include "relay.h"
+#include "transport.h"
+#include "tunnels.h"
+#include "util.h"
+#include "wire.h"
+
+#include "tp_pair.h"
+
+static node_t entry, worker;
+static tp_conn_t *econn; /* entry -> worker */
+static tunnels_t tun;    /* the worker's */
+
+/* ---------------- the worker's API server ---------------- */
+
+static httpd_t api;
+static int api_requests;
+static int api_fail; /* this many requests are cut before any answer */
+
+static void api_handler(httpd_req_t *req)
+{
+    api_requests++;
+    if (api_fail > 0) {
+        api_fail--;
+        httpd_abort(req);
+        return;
+    }
+    char body[128];
+    int n = snprintf(body, sizeof body, "{\"answer\":%d,\"path\":\"%s\"}", api_requests, req->path);
+    httpd_respond(req, 200, "application/json", body, (size_t)n, NULL);
+}
+
+/* ---------------- the relay's view of the hosts ---------------- */
+
+static char conn_calls[256];  /* "a,b," : the hosts the relay asked a connection for */
+static char suspected[256];   /* the hosts the relay suspected */
+static const char *reachable; /* the names that map to econn, each one letter */
+
+static tp_conn_t *io_conn(void *data, const char *id)
+{
+    (void)data;
+    size_t l = strlen(conn_calls);
+    snprintf(conn_calls + l, sizeof conn_calls - l, "%s,", id);
+    return strlen(id) == 1 && strchr(reachable, id[0]) ? econn : NULL;
+}
+
+static void io_suspect(void *data, const char *id)
+{
+    (void)data;
+    size_t l = strlen(suspected);
+    snprintf(suspected + l, sizeof suspected - l, "%s,", id);
+}
+
+static const relay_io_t io = {.conn = io_conn, .suspect = io_suspect};
+
+/* ---------------- the entry node's API: the handler relays ---------------- */
+
+static httpd_t front;
+static const char *hosts_given; /* "xab": one host per letter */
+static int start_rc;
+
+static void front_handler(httpd_req_t *req)
+{
+    relay_host_t hosts[RELAY_MAX_HOSTS];
+    size_t n = 0;
+    for (const char *p = hosts_given; *p && n < RELAY_MAX_HOSTS; p++, n++)
+        hosts[n] = (relay_host_t){.id = {*p, 0}, .ready = false};
+    start_rc = relay_start_io(&io, "m", req, hosts, n);
+    if (start_rc) httpd_respond_error(req, 502, "unavailable", "no_route", "no host reachable");
+}
+
+/* Send one request to the entry node and collect the answer until the server closes the
+ * connection or a complete response with a body arrived. */
+static char out[1 << 16];
+static size_t out_len;
+
+static void request(const char *hosts)
+{
+    hosts_given = hosts;
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    assert_int_equal(httpd_serve_fd(&front, sv[0], HTTPD_PEER_LOOPBACK), 0);
+    static const char body[] =
+        "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}";
+    char req[512];
+    int n = snprintf(req, sizeof req,
+                     "POST /v1/chat/completions HTTP/1.1\r\nContent-Type: application/json\r\n"
+                     "Content-Length: %zu\r\n\r\n%s",
+                     strlen(body), body);
+    assert_int_equal(send(sv[1], req, (size_t)n, MSG_NOSIGNAL), n);
+    memset(out, 0, sizeof out);
+    out_len = 0;
+    RUN_UNTIL(({
+                  ssize_t r_;
+                  while ((r_ = recv(sv[1], out + out_len, sizeof out - 1 - out_len, MSG_DONTWAIT)) >
+                         0)
+                      out_len += (size_t)r_;
+                  strstr(out, "}") != NULL;
+              }),
+              10000);
+    close(sv[1]);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    node_up(&entry, reader_on_stream);
+    node_up(&worker, reader_on_stream);
+    reader_node = &worker;
+    reader_take = tunnels_take;
+    reader_data = &tun;
+    econn = node_connect(&entry, &worker);
+    if (!econn) return -1;
+    httpd_opts_t o = {.host = "127.0.0.1", .port = 0, .handler = api_handler};
+    if (httpd_start(&api, &loop, &o) != 0) return -1;
+    httpd_opts_t f = {.host = "127.0.0.1", .port = 0, .handler = front_handler};
+    if (httpd_start(&front, &loop, &f) != 0) return -1;
+    tun = (tunnels_t){.loop = &loop, .api = &api, .data = &worker};
+    api_requests = api_fail = 0;
+    conn_calls[0] = suspected[0] = '\0';
+    reachable = "abc";
+    start_rc = 1;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    httpd_stop(&front);
+    httpd_stop(&api);
+    node_down(&entry);
+    node_down(&worker);
+    RUN_UNTIL(handles_left() == 0, 5000);
+    assert_int_equal(handles_left(), 0);
+    return 0;
+}
+
+/* ---------------- tests ---------------- */
+
+/* An unreachable first host is skipped (not suspected: nothing was sent to it); the next one
+ * answers and its answer reaches the client whole. */
+static void test_unreachable_host_skipped(void **state)
+{
+    (void)state;
+    relay_stats_t before, after;
+    relay_stats(&before);
+    request("xa");
+    assert_int_equal(start_rc, 0);
+    assert_string_equal(conn_calls, "x,a,");
+    assert_string_equal(suspected, "");
+    assert_int_equal(api_requests, 1);
+    assert_non_null(strstr(out, "HTTP/1.1 200"));
+    assert_non_null(strstr(out, "{\"answer\":1,\"path\":\"/v1/chat/completions\"}"));
+    relay_stats(&after);
+    assert_int_equal(after.requests, before.requests + 1);
+    assert_int_equal(after.retries, before.retries);
+}
+
+/* No host reachable: relay_start_io fails and the caller answers (here 502). */
+static void test_no_host_reachable(void **state)
+{
+    (void)state;
+    request("xy");
+    assert_int_equal(start_rc, -ENOTCONN);
+    assert_string_equal(conn_calls, "x,y,");
+    assert_int_equal(api_requests, 0);
+    assert_non_null(strstr(out, "HTTP/1.1 502"));
+}
+
+/* A host that fails before answering is suspected and the request goes once to the next host. */
+static void test_failed_host_retried_on_next(void **state)
+{
+    (void)state;
+    relay_stats_t before, after;
+    relay_stats(&before);
+    api_fail = 1;
+    request("ab");
+    assert_int_equal(start_rc, 0);
+    assert_string_equal(conn_calls, "a,b,");
+    assert_string_equal(suspected, "a,");
+    assert_int_equal(api_requests, 2);
+    assert_non_null(strstr(out, "HTTP/1.1 200"));
+    assert_non_null(strstr(out, "{\"answer\":2,"));
+    relay_stats(&after);
+    assert_int_equal(after.retries, before.retries + 1);
+}
+
+/* The retry skips hosts already tried (the unreachable one at the start) and goes on in ring
+ * order from the failed one. */
+static void test_retry_ring_order_skips_tried(void **state)
+{
+    (void)state;
+    api_fail = 1;
+    request("bxa"); /* b fails; x was never tried (b answered first); then x, then a */
+    assert_int_equal(start_rc, 0);
+    assert_string_equal(conn_calls, "b,x,a,");
+    assert_string_equal(suspected, "b,");
+    assert_int_equal(api_requests, 2);
+    assert_non_null(strstr(out, "HTTP/1.1 200"));
+}
+
+/* The attempt bound: one retry. Every host fails: two attempts, then 503 host_failed, although a
+ * third host was there. */
+static void test_one_retry_then_503(void **state)
+{
+    (void)state;
+    api_fail = 10;
+    request("abc");
+    assert_int_equal(start_rc, 0);
+    assert_string_equal(conn_calls, "a,b,");
+    assert_string_equal(suspected, "a,b,");
+    assert_int_equal(api_requests, 2);
+    assert_non_null(strstr(out, "HTTP/1.1 503"));
+    assert_non_null(strstr(out, "\"code\":\"host_failed\""));
+    assert_non_null(strstr(out, "the node serving model 'm' failed before answering"));
+}
+
+int main(void)
+{
+    if (pair_init() != 0) return 1;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_unreachable_host_skipped, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_no_host_reachable, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_failed_host_retried_on_next, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_retry_ring_order_skips_tried, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_one_retry_then_503, setup, teardown),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    uv_loop_close(&loop);
+    return rc;
+}
