@@ -8,8 +8,10 @@
  * Pinned: unreachable hosts are skipped at the start; no reachable host: relay_start_io fails
  * and leaves the request to its caller; a host that fails before answering is retried once on
  * the next untried host in ring order and suspected; the attempt bound (one retry) ends in 503
- * "host_failed"; an answer that is not streamed reaches the client whole. The hosts are not
- * "ready", so no first-byte deadline runs: nothing depends on time. */
+ * "host_failed"; an answer that is not streamed reaches the client whole; a ready host silent
+ * past the first-byte deadline is reset and the next host answers; a client that leaves cancels
+ * the call. Hosts are not "ready" except in the deadline test (20 ms on the loop's clock), so
+ * only that test waits on a timer; no test asserts a duration. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -44,11 +46,27 @@ static tunnels_t tun;    /* the worker's */
 
 static httpd_t api;
 static int api_requests;
-static int api_fail; /* this many requests are cut before any answer */
+static int api_fail;      /* this many requests are cut before any answer */
+static int api_hold;      /* this many requests are kept unanswered */
+static httpd_req_t *held; /* the one kept now */
+static int held_aborted;  /* kept requests whose stream went away */
+
+static void held_abort(httpd_req_t *req)
+{
+    (void)req;
+    held = NULL;
+    held_aborted++;
+}
 
 static void api_handler(httpd_req_t *req)
 {
     api_requests++;
+    if (api_hold > 0) {
+        api_hold--;
+        held = req;
+        req->on_abort = held_abort;
+        return;
+    }
     if (api_fail > 0) {
         api_fail--;
         httpd_abort(req);
@@ -86,6 +104,7 @@ static const relay_io_t io = {.conn = io_conn, .suspect = io_suspect};
 
 static httpd_t front;
 static const char *hosts_given; /* "xab": one host per letter */
+static bool hosts_ready;        /* ready hosts: the first-byte deadline applies */
 static int start_rc;
 
 static void front_handler(httpd_req_t *req)
@@ -93,7 +112,7 @@ static void front_handler(httpd_req_t *req)
     relay_host_t hosts[RELAY_MAX_HOSTS];
     size_t n = 0;
     for (const char *p = hosts_given; *p && n < RELAY_MAX_HOSTS; p++, n++)
-        hosts[n] = (relay_host_t){.id = {*p, 0}, .ready = false};
+        hosts[n] = (relay_host_t){.id = {*p, 0}, .ready = hosts_ready};
     start_rc = relay_start_io(&io, "m", req, hosts, n);
     if (start_rc) httpd_respond_error(req, 502, "unavailable", "no_route", "no host reachable");
 }
@@ -103,7 +122,7 @@ static void front_handler(httpd_req_t *req)
 static char out[1 << 16];
 static size_t out_len;
 
-static void request(const char *hosts)
+static int client_open(const char *hosts)
 {
     hosts_given = hosts;
     int sv[2];
@@ -117,17 +136,22 @@ static void request(const char *hosts)
                      "Content-Length: %zu\r\n\r\n%s",
                      strlen(body), body);
     assert_int_equal(send(sv[1], req, (size_t)n, MSG_NOSIGNAL), n);
+    return sv[1];
+}
+
+static void request(const char *hosts)
+{
+    int fd = client_open(hosts);
     memset(out, 0, sizeof out);
     out_len = 0;
     RUN_UNTIL(({
                   ssize_t r_;
-                  while ((r_ = recv(sv[1], out + out_len, sizeof out - 1 - out_len, MSG_DONTWAIT)) >
-                         0)
+                  while ((r_ = recv(fd, out + out_len, sizeof out - 1 - out_len, MSG_DONTWAIT)) > 0)
                       out_len += (size_t)r_;
                   strstr(out, "}") != NULL;
               }),
               10000);
-    close(sv[1]);
+    close(fd);
 }
 
 static int setup(void **state)
@@ -145,7 +169,9 @@ static int setup(void **state)
     httpd_opts_t f = {.host = "127.0.0.1", .port = 0, .handler = front_handler};
     if (httpd_start(&front, &loop, &f) != 0) return -1;
     tun = (tunnels_t){.loop = &loop, .api = &api, .data = &worker};
-    api_requests = api_fail = 0;
+    api_requests = api_fail = api_hold = held_aborted = 0;
+    held = NULL;
+    hosts_ready = false;
     conn_calls[0] = suspected[0] = '\0';
     reachable = "abc";
     start_rc = 1;
@@ -166,6 +192,17 @@ static int teardown(void **state)
 
 /* ---------------- tests ---------------- */
 
+/* The attempts went to `calls` (conn asked in that order), `susp` were suspected, the worker's API
+ * saw n requests and the client's answer starts with status_line. */
+static void expect(const char *calls, const char *susp, int n, const char *status_line)
+{
+    assert_int_equal(start_rc, 0);
+    assert_string_equal(conn_calls, calls);
+    assert_string_equal(suspected, susp);
+    assert_int_equal(api_requests, n);
+    assert_memory_equal(out, status_line, strlen(status_line));
+}
+
 /* An unreachable first host is skipped (not suspected: nothing was sent to it); the next one
  * answers and its answer reaches the client whole. */
 static void test_unreachable_host_skipped(void **state)
@@ -174,11 +211,7 @@ static void test_unreachable_host_skipped(void **state)
     relay_stats_t before, after;
     relay_stats(&before);
     request("xa");
-    assert_int_equal(start_rc, 0);
-    assert_string_equal(conn_calls, "x,a,");
-    assert_string_equal(suspected, "");
-    assert_int_equal(api_requests, 1);
-    assert_non_null(strstr(out, "HTTP/1.1 200"));
+    expect("x,a,", "", 1, "HTTP/1.1 200");
     assert_non_null(strstr(out, "{\"answer\":1,\"path\":\"/v1/chat/completions\"}"));
     relay_stats(&after);
     assert_int_equal(after.requests, before.requests + 1);
@@ -204,11 +237,7 @@ static void test_failed_host_retried_on_next(void **state)
     relay_stats(&before);
     api_fail = 1;
     request("ab");
-    assert_int_equal(start_rc, 0);
-    assert_string_equal(conn_calls, "a,b,");
-    assert_string_equal(suspected, "a,");
-    assert_int_equal(api_requests, 2);
-    assert_non_null(strstr(out, "HTTP/1.1 200"));
+    expect("a,b,", "a,", 2, "HTTP/1.1 200");
     assert_non_null(strstr(out, "{\"answer\":2,"));
     relay_stats(&after);
     assert_int_equal(after.retries, before.retries + 1);
@@ -221,11 +250,7 @@ static void test_retry_ring_order_skips_tried(void **state)
     (void)state;
     api_fail = 1;
     request("bxa"); /* b fails; x was never tried (b answered first); then x, then a */
-    assert_int_equal(start_rc, 0);
-    assert_string_equal(conn_calls, "b,x,a,");
-    assert_string_equal(suspected, "b,");
-    assert_int_equal(api_requests, 2);
-    assert_non_null(strstr(out, "HTTP/1.1 200"));
+    expect("b,x,a,", "b,", 2, "HTTP/1.1 200");
 }
 
 /* The attempt bound: one retry. Every host fails: two attempts, then 503 host_failed, although a
@@ -235,13 +260,48 @@ static void test_one_retry_then_503(void **state)
     (void)state;
     api_fail = 10;
     request("abc");
-    assert_int_equal(start_rc, 0);
-    assert_string_equal(conn_calls, "a,b,");
-    assert_string_equal(suspected, "a,b,");
-    assert_int_equal(api_requests, 2);
-    assert_non_null(strstr(out, "HTTP/1.1 503"));
+    expect("a,b,", "a,b,", 2, "HTTP/1.1 503");
     assert_non_null(strstr(out, "\"code\":\"host_failed\""));
     assert_non_null(strstr(out, "the node serving model 'm' failed before answering"));
+}
+
+/* A ready host that sends no first byte within MESH_LLM_FIRST_BYTE_MS is given up: its stream is
+ * reset (the worker's request is aborted), it is suspected, and the next host answers. The
+ * deadline is 20 ms of the loop's clock; the test waits for outcomes, never for durations. */
+static void test_first_byte_deadline_moves_on(void **state)
+{
+    (void)state;
+    relay_stats_t before, after;
+    relay_stats(&before);
+    setenv("MESH_LLM_FIRST_BYTE_MS", "20", 1);
+    hosts_ready = true;
+    api_hold = 1;
+    request("ab");
+    unsetenv("MESH_LLM_FIRST_BYTE_MS");
+    expect("a,b,", "a,", 2, "HTTP/1.1 200");
+    assert_non_null(strstr(out, "{\"answer\":2,"));
+    RUN_UNTIL(held_aborted == 1, 5000);
+    assert_int_equal(held_aborted, 1);
+    relay_stats(&after);
+    assert_int_equal(after.first_byte_timeouts, before.first_byte_timeouts + 1);
+    assert_int_equal(after.retries, before.retries + 1);
+}
+
+/* A host still loading (not ready) has no first-byte deadline; when the client goes away the
+ * relay cancels its call (the worker's request is aborted) and tries no other host. */
+static void test_client_gone_cancels_call(void **state)
+{
+    (void)state;
+    api_hold = 1;
+    int fd = client_open("ab");
+    RUN_UNTIL(held != NULL, 5000);
+    assert_non_null(held);
+    close(fd);
+    RUN_UNTIL(held_aborted == 1, 5000);
+    assert_int_equal(held_aborted, 1);
+    assert_string_equal(conn_calls, "a,");
+    assert_string_equal(suspected, "");
+    assert_int_equal(api_requests, 1);
 }
 
 int main(void)
@@ -253,6 +313,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_failed_host_retried_on_next, setup, teardown),
         cmocka_unit_test_setup_teardown(test_retry_ring_order_skips_tried, setup, teardown),
         cmocka_unit_test_setup_teardown(test_one_retry_then_503, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_first_byte_deadline_moves_on, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_client_gone_cancels_call, setup, teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     uv_loop_close(&loop);
