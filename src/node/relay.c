@@ -696,7 +696,7 @@ static void sink_end(void *ud, int err, bool fin)
             return;
         }
         failover(r, why);
-        return;
+        break; /* ended there (error event, [DONE]) or continued elsewhere (a call, a dial) */
     }
     maybe_free(r);
 }
