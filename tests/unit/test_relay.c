@@ -58,9 +58,41 @@ static void held_abort(httpd_req_t *req)
     held_aborted++;
 }
 
+static int api_cut;         /* this many streams are cut after their first event */
+static char api_body[4096]; /* the last request's body */
+
+#define EV(content, finish)                                                                        \
+    "data: {\"id\":\"chatcmpl-%d\",\"object\":\"chat.completion.chunk\",\"created\":1,"            \
+    "\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"" content "\"},"           \
+    "\"finish_reason\":" finish "}]}\n\n"
+
+/* A streamed answer: "Hel" and an end without [DONE] (cut), or "lo", the finish, [DONE]. */
+static void api_stream(httpd_req_t *req)
+{
+    char ev[512];
+    static const char head[] = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n";
+    httpd_write(req, head, strlen(head));
+    if (api_cut > 0) {
+        api_cut--;
+        int n = snprintf(ev, sizeof ev, EV("Hel", "null"), api_requests);
+        httpd_write(req, ev, (size_t)n);
+        httpd_end(req, false); /* before [DONE]: the host went away mid-stream */
+        return;
+    }
+    int n = snprintf(ev, sizeof ev, EV("lo", "null") EV("", "\"stop\"") "data: [DONE]\n\n",
+                     api_requests, api_requests);
+    httpd_write(req, ev, (size_t)n);
+    httpd_end(req, false);
+}
+
 static void api_handler(httpd_req_t *req)
 {
     api_requests++;
+    snprintf(api_body, sizeof api_body, "%.*s", (int)req->body_len, req->body);
+    if (strstr(api_body, "\"stream\":true")) {
+        api_stream(req);
+        return;
+    }
     if (api_hold > 0) {
         api_hold--;
         held = req;
@@ -122,14 +154,18 @@ static void front_handler(httpd_req_t *req)
 static char out[1 << 16];
 static size_t out_len;
 
+static bool stream_req; /* the client asks for a stream */
+
 static int client_open(const char *hosts)
 {
     hosts_given = hosts;
     int sv[2];
     assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
     assert_int_equal(httpd_serve_fd(&front, sv[0], HTTPD_PEER_LOOPBACK), 0);
-    static const char body[] =
-        "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}";
+    const char *body = stream_req ? "{\"model\":\"m\",\"stream\":true,\"messages\":[{\"role\":"
+                                    "\"user\",\"content\":\"hi\"}]}"
+                                  : "{\"model\":\"m\",\"messages\":[{\"role\":\"user\","
+                                    "\"content\":\"hi\"}]}";
     char req[512];
     int n = snprintf(req, sizeof req,
                      "POST /v1/chat/completions HTTP/1.1\r\nContent-Type: application/json\r\n"
@@ -148,7 +184,7 @@ static void request(const char *hosts)
                   ssize_t r_;
                   while ((r_ = recv(fd, out + out_len, sizeof out - 1 - out_len, MSG_DONTWAIT)) > 0)
                       out_len += (size_t)r_;
-                  strstr(out, "}") != NULL;
+                  stream_req ? strstr(out, "\r\n0\r\n\r\n") != NULL : strstr(out, "}") != NULL;
               }),
               10000);
     close(fd);
@@ -169,7 +205,8 @@ static int setup(void **state)
     httpd_opts_t f = {.host = "127.0.0.1", .port = 0, .handler = front_handler};
     if (httpd_start(&front, &loop, &f) != 0) return -1;
     tun = (tunnels_t){.loop = &loop, .api = &api, .data = &worker};
-    api_requests = api_fail = api_hold = held_aborted = 0;
+    api_requests = api_fail = api_hold = held_aborted = api_cut = 0;
+    stream_req = false;
     held = NULL;
     hosts_ready = false;
     conn_calls[0] = suspected[0] = '\0';
@@ -304,6 +341,48 @@ static void test_client_gone_cancels_call(void **state)
     assert_int_equal(api_requests, 1);
 }
 
+/* A stream whose host dies after "Hel" goes on on the next replica: the continuation's body
+ * carries the text so far, the client gets "Hel" then "lo" under the first stream's id, and a
+ * proper end. */
+static void test_stream_failover_continues(void **state)
+{
+    (void)state;
+    relay_stats_t before, after;
+    relay_stats(&before);
+    stream_req = true;
+    api_cut = 1;
+    request("ab");
+    expect("a,b,", "a,", 2, "HTTP/1.1 200");
+    assert_non_null(strstr(api_body, "Hel")); /* the continuation asks for the rest */
+    const char *hel = strstr(out, "\"content\":\"Hel\""), *lo = strstr(out, "\"content\":\"lo\"");
+    assert_non_null(hel);
+    assert_non_null(lo);
+    assert_true(hel < lo);
+    assert_null(strstr(out, "chatcmpl-2")); /* spliced under the first stream's id */
+    assert_non_null(strstr(out, "data: [DONE]"));
+    assert_null(strstr(out, "\"error\""));
+    relay_stats(&after);
+    assert_int_equal(after.failovers, before.failovers + 1);
+    assert_int_equal(after.failovers_resumed, before.failovers_resumed + 1);
+}
+
+/* No other replica: the client gets an SSE error event and a proper end, never a silent cut. */
+static void test_stream_failover_without_replica(void **state)
+{
+    (void)state;
+    relay_stats_t before, after;
+    relay_stats(&before);
+    stream_req = true;
+    api_cut = 1;
+    request("a");
+    expect("a,", "a,", 1, "HTTP/1.1 200");
+    assert_non_null(strstr(out, "\"content\":\"Hel\""));
+    assert_non_null(strstr(out, "\"error\""));
+    assert_non_null(strstr(out, "data: [DONE]"));
+    relay_stats(&after);
+    assert_int_equal(after.failovers_refused, before.failovers_refused + 1);
+}
+
 int main(void)
 {
     if (pair_init() != 0) return 1;
@@ -315,6 +394,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_one_retry_then_503, setup, teardown),
         cmocka_unit_test_setup_teardown(test_first_byte_deadline_moves_on, setup, teardown),
         cmocka_unit_test_setup_teardown(test_client_gone_cancels_call, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stream_failover_continues, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stream_failover_without_replica, setup, teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     uv_loop_close(&loop);
