@@ -1,8 +1,9 @@
 /* Unit tests of the admission driver (src/node/admission.c) on a real loop: requests arrive
  * through the real HTTP server (httpd_serve_fd on socketpairs, no network), pass
  * admission_enter, and the "resume" hook (the API's routing in the node) records the requests
- * admission starts; the test answers them itself. The node serves no local model here, so every
- * request is admitted as routed to the mesh, where only its key's limits apply (admission.h).
+ * admission starts; the test answers them itself. The node serves no local model in most tests,
+ * so every request is admitted as routed to the mesh, where only its key's limits apply
+ * (admission.h); the last one registers a local model (a shared test GGUF, never started).
  *
  * What is pinned: a key's max_concurrent queues the next request and starts it (FIFO) when the
  * first ends; the queue's refusal (429, Retry-After, OpenAI-shaped error with the limit's code);
@@ -10,7 +11,8 @@
  * the tail of its response (tokens_per_minute, then 429 with the tier's limit in the text); a
  * request with an unknown key is counted as key 0; a request through a tunnel that asks for the
  * queued signal gets its byte while it waits; a queue wait that runs out is answered 503
- * queue_timeout. Every loop is bounded; nothing asserts a duration. */
+ * queue_timeout; a local model's cap is its -np, and while no node serves it (has_host) what would
+ * queue is refused 503 no_host. Every loop is bounded; nothing asserts a duration. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -66,8 +68,16 @@ static void handler(httpd_req_t *req)
     }
 }
 
-/* keys: a keys file's text (lines format), NULL: none. */
-static fx_t *setup(const char *keys, unsigned queue_len)
+/* What main does at exit: close every handle left (the supervisor's, admission's timer). */
+static void close_handle(uv_handle_t *h, void *arg)
+{
+    (void)arg;
+    if (!uv_is_closing(h)) uv_close(h, NULL);
+}
+
+/* keys: a keys file's text (lines format), NULL: none. local_args: the node serves one local
+ * model (a shared test GGUF, from --models-dir) with these llama-server arguments; NULL: none. */
+static fx_t *setup_local(const char *keys, unsigned queue_len, const char *local_args)
 {
     fx_t *f = calloc(1, sizeof *f);
     assert_non_null(f);
@@ -84,6 +94,16 @@ static fx_t *setup(const char *keys, unsigned queue_len)
         f->cfg.api_keys_file = f->keyfile;
     }
     char err[256] = "";
+    if (local_args) {
+        const char *dir = getenv("MESH_LLM_TEST_MODELS");
+        char path[1024];
+        snprintf(path, sizeof path, "%s/stories260K.gguf", dir ? dir : "../shared/models");
+        assert_int_equal(config_parse_model_arg(path, &f->cfg.models[0], err, sizeof err), 0);
+        f->cfg.models[0].from_dir = true;
+        f->cfg.n_models = 1;
+        f->cfg.llamacpp_args = (char *)local_args;
+    }
+    assert_int_equal(sv_init(&f->sv, &f->loop, "/bin/true", false), 0);
     assert_int_equal(models_init(&f->ms, &f->loop, &f->cfg, &f->sv, err, sizeof err), 0);
     int rc = admission_init(&f->ad, &f->loop, &f->cfg, &f->ms, err, sizeof err);
     if (rc) fail_msg("admission_init: %s", err);
@@ -96,14 +116,20 @@ static fx_t *setup(const char *keys, unsigned queue_len)
     return f;
 }
 
+static fx_t *setup(const char *keys, unsigned queue_len)
+{
+    return setup_local(keys, queue_len, NULL);
+}
+
 static void teardown(fx_t *f)
 {
     admission_close(&f->ad);
     httpd_stop(&f->srv);
-    uv_close((uv_handle_t *)&f->ad.timer, NULL);
-    for (int i = 0; i < 1000 && uv_run(&f->loop, UV_RUN_NOWAIT); i++)
-        ;
+    uv_walk(&f->loop, close_handle, NULL);
+    uv_run(&f->loop, UV_RUN_DEFAULT); /* every handle is closing: returns when they are closed */
     assert_int_equal(uv_loop_close(&f->loop), 0);
+    sv_close(&f->sv);
+    free(f->cfg.models[0].path);
     for (int i = 0; i < MAX_CLIENTS; i++) {
         if (f->fd[i] >= 0) close(f->fd[i]);
         free(f->out[i]);
@@ -145,7 +171,9 @@ static void send_req(fx_t *f, int i, httpd_peer_t peer, const char *headers)
     assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
     assert_int_equal(httpd_serve_fd(&f->srv, sv[0], peer), 0);
     f->fd[i] = sv[1];
-    static const char body[] = "{\"model\":\"m\",\"messages\":[]}";
+    char body[256];
+    snprintf(body, sizeof body, "{\"model\":\"%s\",\"messages\":[]}",
+             f->cfg.n_models ? f->cfg.models[0].name : "m");
     char req[1024];
     int n = snprintf(req, sizeof req,
                      "POST /v1/chat/completions HTTP/1.1\r\nContent-Type: application/json\r\n"
@@ -373,6 +401,42 @@ static void test_queue_wait_runs_out(void **state)
     teardown(f);
 }
 
+static bool no_host(void *data, const char *model)
+{
+    (void)data;
+    (void)model;
+    return false;
+}
+
+/* A local model's cap is its llama-server's parallel slots (-np 1): the second request would
+ * queue; while no node serves the model (has_host false) it is refused 503 "no_host" at once
+ * instead, with a text that says why; what may start at once still goes. */
+static void test_local_cap_and_no_host(void **state)
+{
+    (void)state;
+    fx_t *f = setup_local(NULL, 4, "-np 1");
+    f->ad.has_host = no_host;
+    send_req(f, 0, HTTPD_PEER_LOOPBACK, NULL);
+    assert_true(SPIN_UNTIL(f, f->n_resumed == 1));
+    send_req(f, 1, HTTPD_PEER_LOOPBACK, NULL);
+    assert_true(SPIN_UNTIL(f, f->out[1] && strstr(f->out[1], "}")));
+    assert_non_null(strstr(f->out[1], "HTTP/1.1 503"));
+    assert_non_null(strstr(f->out[1], "\"code\":\"no_host\""));
+    assert_non_null(strstr(f->out[1], "has no host in the mesh now, so its queue cannot drain"));
+    json_t *st = status_of(f);
+    json_t *m =
+        json_object_get(json_object_get(json_object_get(st, "admission"), "models"), "stories260K");
+    assert_non_null(m);
+    assert_int_equal(json_integer_value(json_object_get(m, "cap")), 1);
+    assert_int_equal(json_integer_value(json_object_get(m, "in_flight")), 1);
+    assert_true(json_is_true(json_object_get(m, "no_host")));
+    json_decref(st);
+    assert_int_equal(f->n_resumed, 1);
+    answer(f->resumed[0]);
+    assert_true(SPIN_UNTIL(f, f->ad.n_tickets == 0));
+    teardown(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -383,6 +447,7 @@ int main(void)
         cmocka_unit_test(test_unknown_key_is_key0),
         cmocka_unit_test(test_tunnel_key0_and_queued_signal),
         cmocka_unit_test(test_queue_wait_runs_out),
+        cmocka_unit_test(test_local_cap_and_no_host),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
