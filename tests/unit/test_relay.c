@@ -10,8 +10,10 @@
  * the next untried host in ring order and suspected; the attempt bound (one retry) ends in 503
  * "host_failed"; an answer that is not streamed reaches the client whole; a ready host silent
  * past the first-byte deadline is reset and the next host answers; a client that leaves cancels
- * the call. Hosts are not "ready" except in the deadline test (20 ms on the loop's clock), so
- * only that test waits on a timer; no test asserts a duration. */
+ * the call; a 502/503 answer is retried on the next host (other errors pass through); a stream
+ * whose host ends it before [DONE] is continued on the next replica (spliced), or ended with an
+ * error event and [DONE] when there is none. Hosts are not "ready" except in the deadline test (20
+ * ms on the loop's clock), so only that test waits on a timer; no test asserts a duration. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -58,8 +60,10 @@ static void held_abort(httpd_req_t *req)
     held_aborted++;
 }
 
-static int api_cut;         /* this many streams are cut after their first event */
+static int api_cut;         /* this many streams end after their first event, before [DONE] */
 static char api_body[4096]; /* the last request's body */
+static int api_err_count;   /* this many requests are answered api_err_status */
+static int api_err_status;
 
 #define EV(content, finish)                                                                        \
     "data: {\"id\":\"chatcmpl-%d\",\"object\":\"chat.completion.chunk\",\"created\":1,"            \
@@ -89,6 +93,12 @@ static void api_handler(httpd_req_t *req)
 {
     api_requests++;
     snprintf(api_body, sizeof api_body, "%.*s", (int)req->body_len, req->body);
+    if (api_err_count > 0) {
+        api_err_count--;
+        httpd_respond_error(req, api_err_status, "unavailable", "test", "answered %d",
+                            api_err_status);
+        return;
+    }
     if (strstr(api_body, "\"stream\":true")) {
         api_stream(req);
         return;
@@ -205,7 +215,7 @@ static int setup(void **state)
     httpd_opts_t f = {.host = "127.0.0.1", .port = 0, .handler = front_handler};
     if (httpd_start(&front, &loop, &f) != 0) return -1;
     tun = (tunnels_t){.loop = &loop, .api = &api, .data = &worker};
-    api_requests = api_fail = api_hold = held_aborted = api_cut = 0;
+    api_requests = api_fail = api_hold = held_aborted = api_cut = api_err_count = 0;
     stream_req = false;
     held = NULL;
     hosts_ready = "";
@@ -302,6 +312,33 @@ static void test_one_retry_then_503(void **state)
     assert_non_null(strstr(out, "the node serving model 'm' failed before answering"));
 }
 
+/* A host that answers 502 or 503 could not serve the request (its llama-server died, hangs or
+ * restarts): the next host gets it, once. Other errors (400), and a 503 with no other host to
+ * try, reach the client as they are. */
+static void test_error_answers(void **state)
+{
+    (void)state;
+    static const struct {
+        int status;
+        const char *hosts, *calls, *susp;
+        int n;
+        const char *got;
+    } rows[] = {
+        {503, "ab", "a,b,", "a,", 2, "HTTP/1.1 200"},
+        {502, "ab", "a,b,", "a,", 2, "HTTP/1.1 200"},
+        {400, "ab", "a,", "", 1, "HTTP/1.1 400"},
+        {503, "a", "a,", "", 1, "HTTP/1.1 503"},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        api_requests = 0;
+        conn_calls[0] = suspected[0] = '\0';
+        api_err_count = 1;
+        api_err_status = rows[i].status;
+        request(rows[i].hosts);
+        expect(rows[i].calls, rows[i].susp, rows[i].n, rows[i].got);
+    }
+}
+
 /* A ready host that sends no first byte within MESH_LLM_FIRST_BYTE_MS is given up: its stream is
  * reset (the worker's request is aborted), it is suspected, and the next host answers. The
  * deadline is 20 ms of the loop's clock; the test waits for outcomes, never for durations. */
@@ -392,6 +429,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_failed_host_retried_on_next, setup, teardown),
         cmocka_unit_test_setup_teardown(test_retry_ring_order_skips_tried, setup, teardown),
         cmocka_unit_test_setup_teardown(test_one_retry_then_503, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_error_answers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_first_byte_deadline_moves_on, setup, teardown),
         cmocka_unit_test_setup_teardown(test_client_gone_cancels_call, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stream_failover_continues, setup, teardown),
