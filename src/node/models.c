@@ -33,7 +33,7 @@ struct parked {
 
 uint64_t models_now(models_t *ms)
 {
-    return uv_now(ms->loop);
+    return ms->clock ? ms->clock(ms->clock_data) : uv_now(ms->loop);
 }
 
 static model_entry_t *entry_of(const mm_model_t *m)
@@ -509,7 +509,8 @@ static void load_begin(models_t *ms, model_entry_t *e)
 static void load_spawn(models_t *ms, model_entry_t *e)
 {
     e->child->load_timeout_ms = sv_default_load_timeout_ms(e->size);
-    if (set_child_options(e) != 0 || sv_start(e->child) != 0) {
+    if (set_child_options(e) != 0 ||
+        (ms->child_start ? ms->child_start : sv_start)(e->child) != 0) {
         if (!e->child->last_error[0])
             snprintf(e->child->last_error, sizeof e->child->last_error,
                      "could not start llama-server");
@@ -635,7 +636,7 @@ void models_run(models_t *ms)
                 ms->state_changed = true;
                 LOGI("models", "unloading %s", a.model->name);
                 metrics_unload(meshstat(), a.model->name);
-                sv_stop(e->child, UNLOAD_GRACE_MS);
+                (ms->child_stop ? ms->child_stop : sv_stop)(e->child, UNLOAD_GRACE_MS);
                 break;
             case MM_ACT_SERVE:
                 for (unsigned i = 0; i < a.count && (req = unpark(e, PARK_REQUEST)); i++)

@@ -87,6 +87,12 @@ typedef struct models {
      * it) or 1 (answered: its download started, or a clear error). NULL: no downloads. */
     int (*load_ref)(void *data, const char *ref, char *name, size_t len, httpd_req_t *req);
     void *load_ref_data;
+    /* Seams for tests (NULL: the real ones): start and stop a model's llama-server (sv_start,
+     * sv_stop), and the clock of the mm policy (ms; uv_now of the loop). */
+    int (*child_start)(sv_child_t *c);
+    void (*child_stop)(sv_child_t *c, uint64_t grace_ms);
+    uint64_t (*clock)(void *data);
+    void *clock_data;
 } models_t;
 
 int models_init(models_t *ms, uv_loop_t *loop, const config_t *cfg, supervisor_t *sv, char *err,

@@ -30,7 +30,7 @@ typedef enum {
 } mode_t_;
 
 typedef struct {
-    mesh_t *mesh;
+    relay_io_t io; /* how hosts are reached (the mesh's, or a test's) */
     uv_loop_t *loop;
     httpd_req_t *req; /* NULL once the client is answered or gone */
     char model[128];
@@ -363,7 +363,7 @@ static void on_first_byte_timeout(uv_timer_t *t)
 
 static int attempt_start(relay_t *r, size_t idx)
 {
-    tp_conn_t *c = r->mesh ? mesh_conn(r->mesh, r->hosts[idx].id) : NULL;
+    tp_conn_t *c = r->io.conn(r->io.data, r->hosts[idx].id);
     r->tried[idx] = true;
     if (!c) return -ENOTCONN;
     r->cur = idx;
@@ -421,7 +421,7 @@ static void on_dial_wait(uv_timer_t *t)
 {
     relay_t *r = t->data;
     size_t i = r->wait_idx;
-    bool connected = r->mesh && mesh_conn(r->mesh, r->hosts[i].id);
+    bool connected = r->io.conn(r->io.data, r->hosts[i].id) != NULL;
     if (!connected && uv_now(r->loop) < r->wait_until) return; /* the repeat timer polls on */
     uv_timer_stop(&r->timer);
     if (connected && attempt_start(r, i) == 0) return;
@@ -453,7 +453,7 @@ static void attempt_next(relay_t *r, const char *why)
         return;
     }
     const char *failed = r->hosts[r->cur].id;
-    mesh_suspect(r->mesh, failed); /* check it now rather than at its monitors' next beat */
+    r->io.suspect(r->io.data, failed); /* check it now rather than at its monitors' next beat */
     if (r->client_started) {
         /* a stream is under way (a continuation failed): end it properly */
         if (r->splicing) count(r, METRICS_RELAY_FAILED);
@@ -494,7 +494,7 @@ static void failover(relay_t *r, const char *why)
             return;
         }
         count(r, METRICS_RELAY_FAILED);
-        mesh_suspect(r->mesh, r->hosts[r->cur].id);
+        r->io.suspect(r->io.data, r->hosts[r->cur].id);
         LOGW("relay", "model %s: host %.12s died mid-stream (%s): error event sent", r->model,
              r->hosts[r->cur].id, why);
         char msg[512];
@@ -513,7 +513,7 @@ static void failover(relay_t *r, const char *why)
     }
     count(r, METRICS_RELAY_FAILOVER);
     const char *dead = r->hosts[r->cur].id;
-    mesh_suspect(r->mesh, dead);
+    r->io.suspect(r->io.data, dead);
     char reason[256] = "";
     int rc = -EINVAL;
     if (r->failed_over) {
@@ -696,18 +696,35 @@ static void sink_end(void *ud, int err, bool fin)
             return;
         }
         failover(r, why);
-        return;
+        break; /* ended there (error event, [DONE]) or continued elsewhere (a call, a dial) */
     }
     maybe_free(r);
+}
+
+static tp_conn_t *mesh_io_conn(void *data, const char *id)
+{
+    return data ? mesh_conn(data, id) : NULL;
+}
+
+static void mesh_io_suspect(void *data, const char *id)
+{
+    mesh_suspect(data, id);
 }
 
 int relay_start(mesh_t *mesh, const char *model, httpd_req_t *req, const relay_host_t *hosts,
                 size_t n)
 {
+    const relay_io_t io = {.conn = mesh_io_conn, .suspect = mesh_io_suspect, .data = mesh};
+    return relay_start_io(&io, model, req, hosts, n);
+}
+
+int relay_start_io(const relay_io_t *io, const char *model, httpd_req_t *req,
+                   const relay_host_t *hosts, size_t n)
+{
     if (n == 0) return -ENOENT;
     relay_t *r = calloc(1, sizeof *r);
     if (!r) return -ENOMEM;
-    r->mesh = mesh;
+    r->io = *io;
     r->loop = req->server->loop;
     r->req = req;
     snprintf(r->model, sizeof r->model, "%s", model);

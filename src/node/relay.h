@@ -54,6 +54,16 @@ typedef struct {
 int relay_start(mesh_t *mesh, const char *model, httpd_req_t *req, const relay_host_t *hosts,
                 size_t n);
 
+/* How the relay reaches hosts: the connection to a host now (NULL: none; the mesh starts a dial)
+ * and a host that failed (checked at once). relay_start uses the mesh's; tests give their own. */
+typedef struct {
+    tp_conn_t *(*conn)(void *data, const char *id);
+    void (*suspect)(void *data, const char *id);
+    void *data;
+} relay_io_t;
+int relay_start_io(const relay_io_t *io, const char *model, httpd_req_t *req,
+                   const relay_host_t *hosts, size_t n);
+
 /* Prefix affinity (core/affinity.h) over the router's order: order[0..n) indexes ids; the host
  * that served the request's prompt prefix before comes first. MESH_LLM_PREFIX_AFFINITY=0 turns
  * it off (the router's own choice: stickiness key or rotation). */
