@@ -54,7 +54,9 @@ typedef struct {
     node_dl_t ndl;      /* model downloads (--model REF, the mesh's rule 4) */
     nostr_app_t nostr;  /* public discovery: --publish, --auto, GET /api/discover */
     changes_t changes;  /* the change bus: what /api/status shows changed (changes.h) */
-    tunnels_t tun;      /* the mesh's tunnel and route-request streams (tunnels.h) */
+    meshstat_t stat;    /* metrics and the request log (meshstat.h): /metrics, the status */
+    httpd_budget_t http_budget; /* request bytes the API and console servers buffer together */
+    tunnels_t tun;              /* the mesh's tunnel and route-request streams (tunnels.h) */
     bool mesh_stopped, children_stopped;
     uv_signal_t sigint, sigterm;
     bool announced;
@@ -385,7 +387,7 @@ static int enter_mesh(node_t *n, const token_t *joins, size_t n_joins, char *err
     n->api.remote_data = n;
     n->ms.on_change = models_changed;
     n->sv.on_change = sv_changed;
-    meshstat_set_node(mesh_node_id(n->mesh)); /* X-Mesh-Node on proxied answers */
+    meshstat_set_node(&n->stat, mesh_node_id(n->mesh)); /* X-Mesh-Node on proxied answers */
     /* without --model, a joining node is given its model by the mesh (allocation); when it
      * gives nothing, the node stands by passively (standby.h) */
     if (n_joins > 0 && !n->cfg.client && n->plan.n == 0) {
@@ -655,7 +657,7 @@ int main(int argc, char **argv)
     }
 
     n->loop = uv_default_loop();
-    meshstat_set_changes(&n->changes); /* a logged request changes the status */
+    meshstat_init(&n->stat, &n->changes); /* a logged request changes the status */
     rc = sv_init(&n->sv, n->loop, llama_server ? llama_server : "llama-server", n->cfg.verbose);
     free(llama_server);
     if (rc) {
@@ -664,12 +666,12 @@ int main(int argc, char **argv)
     }
     n->sv.rpc_server = rpc_server;
     n->sv.on_all_stopped = on_all_stopped;
-    rc = models_init(&n->ms, n->loop, &n->cfg, &n->sv, err, sizeof err);
+    rc = models_init(&n->ms, n->loop, &n->cfg, &n->sv, &n->stat, err, sizeof err);
     if (rc) {
         LOGE("node", "%s", err);
         return 1;
     }
-    rc = admission_init(&n->adm, n->loop, &n->cfg, &n->ms, err, sizeof err);
+    rc = admission_init(&n->adm, n->loop, &n->cfg, &n->ms, &n->stat, err, sizeof err);
     if (rc) {
         LOGE("node", "%s", err);
         return 1;
@@ -684,7 +686,7 @@ int main(int argc, char **argv)
     planner_init(&n->plan, n->loop, &n->cfg, &n->ms, &n->sv, vram);
     n->route.plan = &n->plan;
 
-    rc = api_start(&n->api, n->loop, &n->cfg, &n->ms);
+    rc = api_start(&n->api, n->loop, &n->cfg, &n->ms, &n->stat, &n->http_budget);
     if (rc) {
         if (rc == UV_EADDRINUSE)
             LOGE("node", "port %d is already in use; choose another with --port N (0 = any free)",
@@ -703,7 +705,8 @@ int main(int argc, char **argv)
 
     n->idle = (config_idle(&n->cfg) && node_dl_pending(NULL) == 0) || n->cfg.auto_join;
     if (!n->cfg.headless) {
-        rc = mgmt_start(&n->mgmt, n->loop, &n->cfg, NULL, &n->ms, &n->sv, &n->changes);
+        rc = mgmt_start(&n->mgmt, n->loop, &n->cfg, NULL, &n->ms, &n->sv, &n->changes, &n->stat,
+                        &n->http_budget);
         if (rc) {
             if (rc == UV_EADDRINUSE)
                 LOGE("node",

@@ -73,6 +73,7 @@ typedef struct {
     sse_parser_t sse;
     resume_track_t track;
     buf_t scratch;
+    meshstat_t *stat; /* the stat of the server the request came to (/metrics) */
 } relay_t;
 
 static relay_stats_t g_stats;
@@ -84,7 +85,7 @@ static void count(const relay_t *r, metrics_relay_t what)
                                     &g_stats.failovers, &g_stats.failovers_resumed,
                                     &g_stats.failovers_refused};
     if ((unsigned)what < METRICS_N_RELAY) (*c[what])++;
-    metrics_relay(meshstat(), r->model, what);
+    metrics_relay(meshstat_metrics(r->stat), r->model, what);
 }
 
 static void attempt_next(relay_t *r, const char *why);
@@ -710,6 +711,7 @@ int relay_start(mesh_t *mesh, const char *model, httpd_req_t *req, const relay_h
     r->mesh = mesh;
     r->loop = req->server->loop;
     r->req = req;
+    r->stat = meshstat_of(req);
     snprintf(r->model, sizeof r->model, "%s", model);
     r->n_hosts = n < RELAY_MAX_HOSTS ? n : RELAY_MAX_HOSTS;
     memcpy(r->hosts, hosts, r->n_hosts * sizeof *hosts);
