@@ -13,14 +13,13 @@
 bool routing_remote(routing_t *rt, const char *model, int needs, httpd_req_t *req)
 {
     if (!rt->mesh) return false;
-    static uint64_t rotation;
     static router_peer_t peers[1024]; /* one per live peer (GOSSIP_MAX_PEERS) */
     size_t np = planner_route_facts(rt->plan, model, peers, sizeof peers / sizeof peers[0]);
     const request_t *body = meshstat_parse_body(req); /* parsed once already (api_openai.c) */
     router_request_t rq = {.needs = needs,
                            .has_key = body->has_router_key,
                            .key = body->router_key,
-                           .rotation = rotation++,
+                           .rotation = rt->rotation++,
                            .images = body->images};
     router_result_t res;
     router_route(peers, np, planner_requested(rt->plan, model), &rq, &res);

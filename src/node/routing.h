@@ -14,7 +14,8 @@
 
 typedef struct {
     planner_t *plan;
-    mesh_t *mesh; /* NULL before the mesh starts and once it stops */
+    mesh_t *mesh;      /* NULL before the mesh starts and once it stops */
+    uint64_t rotation; /* requests without a stickiness key routed so far (round robin) */
 } routing_t;
 
 /* A model this node does not have: forward it, or answer (400/503). false: no node knows it
