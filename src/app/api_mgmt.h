@@ -12,6 +12,7 @@
 #include "httpd.h"
 #include "mesh.h"
 #include "models.h"
+#include "relay.h"
 #include "supervisor.h"
 
 typedef struct {
@@ -24,6 +25,7 @@ typedef struct {
     int api_port;
     changes_t *changes; /* the node's change bus (the event streams listen; a join notifies) */
     meshstat_t *stat;   /* the node's metrics and request log (GET /metrics, the status) */
+    relay_ctx_t *relay; /* the node's relay counters (the status' "routing"); NULL: zeros */
     /* Adds the mesh plan and catalog to a status document. */
     void (*extra_status)(void *data, json_t *status);
     void *extra_data;

@@ -56,6 +56,7 @@ typedef struct {
     changes_t changes;  /* the change bus: what /api/status shows changed (changes.h) */
     meshstat_t stat;    /* metrics and the request log (meshstat.h): /metrics, the status */
     httpd_budget_t http_budget; /* request bytes the API and console servers buffer together */
+    relay_ctx_t relay;          /* what the node's relays share: counters, prefix affinity */
     tunnels_t tun;              /* the mesh's tunnel and route-request streams (tunnels.h) */
     bool mesh_stopped, children_stopped;
     uv_signal_t sigint, sigterm;
@@ -370,8 +371,11 @@ static int enter_mesh(node_t *n, const token_t *joins, size_t n_joins, char *err
     if (rc) return rc;
     n->rs.mesh = n->mesh;
     if (n->cfg.client) {
-        passive_opts_t po = {
-            .role = RT_ROLE_CLIENT, .refresh_ms = refresh_ms, .joins = joins, .n_joins = n_joins};
+        passive_opts_t po = {.role = RT_ROLE_CLIENT,
+                             .refresh_ms = refresh_ms,
+                             .joins = joins,
+                             .n_joins = n_joins,
+                             .relay = &n->relay};
         if (passive_start(&n->passive, n->loop, n->mesh, &po) != 0) {
             snprintf(err, errlen, "cannot start the passive driver (out of memory)");
             return -ENOMEM;
@@ -380,7 +384,7 @@ static int enter_mesh(node_t *n, const token_t *joins, size_t n_joins, char *err
     n->idle = false;
     n->api.unavailable = NULL;
     n->mgmt.mesh = n->mesh;
-    n->route = (routing_t){.plan = &n->plan, .mesh = n->mesh};
+    n->route = (routing_t){.plan = &n->plan, .mesh = n->mesh, .relay = &n->relay};
     n->api.route_remote = route_remote;
     n->api.list_remote = list_remote;
     n->api.local_gate = local_gate;
@@ -401,7 +405,8 @@ static int enter_mesh(node_t *n, const token_t *joins, size_t n_joins, char *err
                              .models = names,
                              .n_models = nm,
                              .joins = joins,
-                             .n_joins = n_joins};
+                             .n_joins = n_joins,
+                             .relay = &n->relay};
         if (standby_start(&n->sb, n->loop, &n->plan, n->mesh, &po, &n->passive) != 0) {
             snprintf(err, errlen, "cannot start the standby driver (out of memory)");
             return -ENOMEM;
@@ -719,6 +724,7 @@ int main(int argc, char **argv)
             return abort_startup(n);
         }
         n->mgmt.api_port = n->api.httpd.port;
+        n->mgmt.relay = &n->relay;
     }
     n->mgmt.extra_status = mgmt_extra;
     n->mgmt.extra_data = n;

@@ -67,7 +67,7 @@ json_t *status_doc(mgmt_t *g)
      * MESH_LLM_HTTP_MAX_BUFFERED) */
     json_object_set_new(
         st, "http", json_pack("{s:I}", "buffered_bytes", (json_int_t)g->httpd.budget->buffered));
-    json_object_set_new(st, "routing", relay_status_json());
+    json_object_set_new(st, "routing", relay_status_json(g->relay));
     if (g->extra_status && g->mesh) g->extra_status(g->extra_data, st);
     if (!g->mesh) {
         json_object_set_new(st, "catalog", json_array());
