@@ -57,6 +57,7 @@ typedef struct {
     meshstat_t stat;    /* metrics and the request log (meshstat.h): /metrics, the status */
     httpd_budget_t http_budget; /* request bytes the API and console servers buffer together */
     relay_ctx_t relay;          /* what the node's relays share: counters, prefix affinity */
+    node_dl_args_t dl_args;     /* the --model REFs taken off the command line (node_dl.h) */
     tunnels_t tun;              /* the mesh's tunnel and route-request streams (tunnels.h) */
     bool mesh_stopped, children_stopped;
     uv_signal_t sigint, sigterm;
@@ -609,7 +610,8 @@ int main(int argc, char **argv)
     static config_src_t src; /* the command line merged with the config file */
     int rc = config_src_load(&src, argc, argv, err, sizeof err);
     if (rc == 0) {
-        node_dl_take_args(&src.argc, src.argv); /* --model REF: downloaded by the running node */
+        /* --model REF: downloaded by the running node */
+        node_dl_take_args(&n->dl_args, &src.argc, src.argv);
         rc = config_parse_src(&n->cfg, &src, err, sizeof err);
         config_src_free(&src);
     }
@@ -708,7 +710,7 @@ int main(int argc, char **argv)
     LOGI("node", "API listening on %s:%d", n->cfg.listen_all ? "0.0.0.0" : "127.0.0.1",
          n->api.httpd.port);
 
-    n->idle = (config_idle(&n->cfg) && node_dl_pending(NULL) == 0) || n->cfg.auto_join;
+    n->idle = (config_idle(&n->cfg) && node_dl_pending(&n->dl_args, NULL) == 0) || n->cfg.auto_join;
     if (!n->cfg.headless) {
         rc = mgmt_start(&n->mgmt, n->loop, &n->cfg, NULL, &n->ms, &n->sv, &n->changes, &n->stat,
                         &n->http_budget);
@@ -787,7 +789,10 @@ int main(int argc, char **argv)
     if (n->cfg.auto_join) nostr_app_auto(&n->nostr);
     if (!n->cfg.client) {
         rc = node_dl_init(&n->ndl, n->loop, n->cfg.models_dir);
-        if (rc) LOGW("node", "downloads disabled: %s", strerror(-rc));
+        if (rc)
+            LOGW("node", "downloads disabled: %s", strerror(-rc));
+        else
+            node_dl_add_present(&n->ndl, &n->dl_args);
         n->ndl.offer = n->vram;
         n->ndl.on_done = dl_done;
         n->ndl.on_change = dl_changed;
@@ -798,7 +803,7 @@ int main(int argc, char **argv)
             n->ms.load_ref_data = n;
         }
         const char *const *refs;
-        size_t nref = node_dl_pending(&refs);
+        size_t nref = node_dl_pending(&n->dl_args, &refs);
         for (size_t i = 0; i < nref && rc == 0; i++)
             if (node_dl_start(&n->ndl, refs[i], err, sizeof err) != 0)
                 LOGE("node", "%s: %s", refs[i], err);
