@@ -1,6 +1,7 @@
 /* mesh-llm entry point: configuration, the event loop, startup and shutdown. */
 #include <errno.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,7 +74,11 @@ typedef struct {
     char idle_msg[160]; /* the inference API's 503 while idle */
 } node_t;
 
-static node_t *g_node;
+/* The node that holds a supervisor (its callbacks get only the supervisor). */
+static node_t *node_of_sv(supervisor_t *sv)
+{
+    return (node_t *)(void *)((char *)sv - offsetof(node_t, sv));
+}
 
 static void announce_idle(node_t *n)
 {
@@ -161,8 +166,7 @@ static void maybe_exit(node_t *n)
 
 static void on_all_stopped(supervisor_t *sv, sv_child_t *unused)
 {
-    node_t *n = g_node;
-    (void)sv;
+    node_t *n = node_of_sv(sv);
     (void)unused;
     n->children_stopped = true;
     maybe_exit(n);
@@ -249,10 +253,10 @@ static bool key_known(void *data, const httpd_req_t *req)
 
 static void sv_changed(supervisor_t *sv, sv_child_t *c)
 {
-    changes_notify(&g_node->changes); /* the events stream (api_events.h) */
-    (void)sv;
+    node_t *n = node_of_sv(sv);
+    changes_notify(&n->changes); /* the events stream (api_events.h) */
     (void)c;
-    if (!g_node->shutting_down) planner_kick(&g_node->plan);
+    if (!n->shutting_down) planner_kick(&n->plan);
 }
 
 static void peers_changed(void *data)
@@ -605,7 +609,6 @@ int main(int argc, char **argv)
 
     static node_t node;
     node_t *n = &node;
-    g_node = n;
     char err[1024];
     static config_src_t src; /* the command line merged with the config file */
     int rc = config_src_load(&src, argc, argv, err, sizeof err);
