@@ -14,6 +14,7 @@
 #include "models.h"
 #include "relay.h"
 #include "supervisor.h"
+#include "tunnel_rpc.h"
 
 typedef struct {
     httpd_t httpd;
@@ -26,6 +27,7 @@ typedef struct {
     changes_t *changes; /* the node's change bus (the event streams listen; a join notifies) */
     meshstat_t *stat;   /* the node's metrics and request log (GET /metrics, the status) */
     relay_ctx_t *relay; /* the node's relay counters (the status' "routing"); NULL: zeros */
+    const tunnel_rpc_stats_t *rpc_stats; /* the node's RPC tunnel counters (/metrics); NULL: 0 */
     /* Adds the mesh plan and catalog to a status document. */
     void (*extra_status)(void *data, json_t *status);
     void *extra_data;

@@ -56,10 +56,11 @@ typedef struct {
     nostr_app_t nostr;  /* public discovery: --publish, --auto, GET /api/discover */
     changes_t changes;  /* the change bus: what /api/status shows changed (changes.h) */
     meshstat_t stat;    /* metrics and the request log (meshstat.h): /metrics, the status */
-    httpd_budget_t http_budget; /* request bytes the API and console servers buffer together */
-    relay_ctx_t relay;          /* what the node's relays share: counters, prefix affinity */
-    node_dl_args_t dl_args;     /* the --model REFs taken off the command line (node_dl.h) */
-    tunnels_t tun;              /* the mesh's tunnel and route-request streams (tunnels.h) */
+    httpd_budget_t http_budget;   /* request bytes the API and console servers buffer together */
+    relay_ctx_t relay;            /* what the node's relays share: counters, prefix affinity */
+    node_dl_args_t dl_args;       /* the --model REFs taken off the command line (node_dl.h) */
+    tunnel_rpc_stats_t rpc_stats; /* the RPC tunnels' counters, both sides (tunnel_rpc.h) */
+    tunnels_t tun;                /* the mesh's tunnel and route-request streams (tunnels.h) */
     bool mesh_stopped, children_stopped;
     uv_signal_t sigint, sigterm;
     bool announced;
@@ -369,6 +370,7 @@ static int enter_mesh(node_t *n, const token_t *joins, size_t n_joins, char *err
         .rpc_port = rpc_port,
         .route_request = n->cfg.client ? NULL : route_request, /* a client answers none */
         .data = n,
+        .rpc_stats = &n->rpc_stats,
     };
     uint64_t refresh_ms = options_env_ms("MESH_LLM_ROUTE_REFRESH_MS");
     route_serve_init(&n->rs, n->loop, &n->plan, refresh_ms);
@@ -694,6 +696,7 @@ int main(int argc, char **argv)
     n->vram = vram;
     models_set_offer(&n->ms, vram);
     planner_init(&n->plan, n->loop, &n->cfg, &n->ms, &n->sv, vram);
+    n->plan.rpc_stats = &n->rpc_stats;
     n->route.plan = &n->plan;
 
     rc = api_start(&n->api, n->loop, &n->cfg, &n->ms, &n->stat, &n->http_budget);
@@ -730,6 +733,7 @@ int main(int argc, char **argv)
         }
         n->mgmt.api_port = n->api.httpd.port;
         n->mgmt.relay = &n->relay;
+        n->mgmt.rpc_stats = &n->rpc_stats;
     }
     n->mgmt.extra_status = mgmt_extra;
     n->mgmt.extra_data = n;
