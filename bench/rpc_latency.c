@@ -186,7 +186,7 @@ static void in_data(tp_stream_t *s, const uint8_t *p, size_t n)
     if (!f) return;
     wire_reader_free(&x->rd);
     free(x);
-    tunnel_rpc_serve(loop, s, f, p, n, rpc_port);
+    tunnel_rpc_serve(loop, s, f, p, n, rpc_port, NULL);
     json_decref(f);
 }
 

@@ -31,7 +31,7 @@ static void fill_peers(mgmt_t *g)
         n++;
     }
     json_decref(st);
-    metrics_set_peers(meshstat(), peers, n);
+    metrics_set_peers(meshstat_metrics(g->stat), peers, n);
 }
 
 bool api_metrics_handle(mgmt_t *g, httpd_req_t *req)
@@ -42,11 +42,11 @@ bool api_metrics_handle(mgmt_t *g, httpd_req_t *req)
         return true;
     }
     fill_peers(g);
-    const tunnel_rpc_stats_t *ts = tunnel_rpc_stats();
-    metrics_set_rpc_tunnel(meshstat(), ts->host_tx, ts->host_rx, ts->host_turns);
+    const tunnel_rpc_stats_t none = {0}, *ts = g->rpc_stats ? g->rpc_stats : &none;
+    metrics_set_rpc_tunnel(meshstat_metrics(g->stat), ts->host_tx, ts->host_rx, ts->host_turns);
     buf_t b;
     buf_init(&b, METRICS_MAX_BYTES);
-    int rc = metrics_render(meshstat(), meshstat_node(), MESH_VERSION, &b);
+    int rc = metrics_render(&g->stat->metrics, g->stat->node, MESH_VERSION, &b);
     if (rc == 0)
         httpd_respond(req, 200, "text/plain; version=0.0.4; charset=utf-8", b.data ? b.data : "",
                       b.len, NULL);

@@ -1,5 +1,6 @@
 /* api_metrics — GET /metrics on the console port: the Prometheus text exposition of the
- * process's registry (meshstat.h), with the mesh's peers (state, RTT) read at scrape time. */
+ * node's registry (mgmt_t.stat, meshstat.h), with the mesh's peers (state, RTT) read at scrape
+ * time. */
 #ifndef MESH_API_METRICS_H
 #define MESH_API_METRICS_H
 

@@ -53,7 +53,7 @@ static void handle(httpd_req_t *req)
 }
 
 int mgmt_start(mgmt_t *g, uv_loop_t *loop, const config_t *cfg, mesh_t *mesh, models_t *ms,
-               supervisor_t *sv, changes_t *changes)
+               supervisor_t *sv, changes_t *changes, meshstat_t *stat, httpd_budget_t *budget)
 {
     memset(g, 0, sizeof *g);
     g->cfg = cfg;
@@ -61,6 +61,7 @@ int mgmt_start(mgmt_t *g, uv_loop_t *loop, const config_t *cfg, mesh_t *mesh, mo
     g->ms = ms;
     g->sv = sv;
     g->changes = changes;
+    g->stat = stat;
     int rc = api_events_init(&g->events, loop, changes, full_status, g);
     if (rc) return rc;
     httpd_opts_t o = {
@@ -74,6 +75,8 @@ int mgmt_start(mgmt_t *g, uv_loop_t *loop, const config_t *cfg, mesh_t *mesh, mo
         .web_guard = true,
         .allow_origins = (const char *const *)cfg->allow_origins,
         .n_allow_origins = cfg->n_allow_origins,
+        .stat = stat,
+        .budget = budget,
         .handler = handle,
         .data = g,
     };

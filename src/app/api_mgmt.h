@@ -12,7 +12,9 @@
 #include "httpd.h"
 #include "mesh.h"
 #include "models.h"
+#include "relay.h"
 #include "supervisor.h"
+#include "tunnel_rpc.h"
 
 typedef struct {
     httpd_t httpd;
@@ -23,6 +25,9 @@ typedef struct {
     supervisor_t *sv;
     int api_port;
     changes_t *changes; /* the node's change bus (the event streams listen; a join notifies) */
+    meshstat_t *stat;   /* the node's metrics and request log (GET /metrics, the status) */
+    relay_ctx_t *relay; /* the node's relay counters (the status' "routing"); NULL: zeros */
+    const tunnel_rpc_stats_t *rpc_stats; /* the node's RPC tunnel counters (/metrics); NULL: 0 */
     /* Adds the mesh plan and catalog to a status document. */
     void (*extra_status)(void *data, json_t *status);
     void *extra_data;
@@ -44,7 +49,7 @@ typedef struct {
 #define MGMT_JOIN_MAX_BODY 16384 /* POST /api/join bodies: {"token": "..."} */
 
 int mgmt_start(mgmt_t *g, uv_loop_t *loop, const config_t *cfg, mesh_t *mesh, models_t *ms,
-               supervisor_t *sv, changes_t *changes);
+               supervisor_t *sv, changes_t *changes, meshstat_t *stat, httpd_budget_t *budget);
 void mgmt_stop(mgmt_t *g);
 /* api_mgmt_join.c: POST /api/join, POST /api/chat, GET /api/discover (false: another path). */
 bool mgmt_join_routes(mgmt_t *g, httpd_req_t *req);

@@ -325,7 +325,8 @@ void api_chat(api_t *api, httpd_req_t *req)
     dispatch(api, req);
 }
 
-int api_start(api_t *api, uv_loop_t *loop, const config_t *cfg, models_t *ms)
+int api_start(api_t *api, uv_loop_t *loop, const config_t *cfg, models_t *ms, meshstat_t *stat,
+              httpd_budget_t *budget)
 {
     memset(api, 0, sizeof *api);
     api->loop = loop;
@@ -342,13 +343,16 @@ int api_start(api_t *api, uv_loop_t *loop, const config_t *cfg, models_t *ms)
         .web_guard = true,
         .allow_origins = (const char *const *)cfg->allow_origins,
         .n_allow_origins = cfg->n_allow_origins,
+        .stat = stat,
+        .budget = budget,
         .handler = api_handle,
         .data = api,
     };
-    /* MESH_LLM_HTTP_MAX_BUFFERED: bytes of requests all HTTP connections may buffer together */
+    /* MESH_LLM_HTTP_MAX_BUFFERED: bytes of requests the node's HTTP connections (the servers
+     * sharing budget) may buffer together */
     uint64_t cap;
     const char *ev = getenv("MESH_LLM_HTTP_MAX_BUFFERED");
-    httpd_set_buffer_cap(ev && parse_u64(ev, 4096, 1ull << 40, &cap) == 0 ? (size_t)cap : 0);
+    if (budget) budget->cap = ev && parse_u64(ev, 4096, 1ull << 40, &cap) == 0 ? (size_t)cap : 0;
     int rc = httpd_start(&api->httpd, loop, &o);
     if (rc == 0) api->started = true;
     return rc;

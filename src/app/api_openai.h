@@ -40,7 +40,10 @@ typedef struct {
 /* Serve or route an inference request for `needs` (mm_type_t), admitted already. */
 void api_inference(void *api, httpd_req_t *req, int needs);
 
-int api_start(api_t *api, uv_loop_t *loop, const config_t *cfg, models_t *ms);
+/* stat: the node's meshstat (httpd_opts_t.stat); budget: the buffer budget the node's servers
+ * share, whose cap is set here from MESH_LLM_HTTP_MAX_BUFFERED. */
+int api_start(api_t *api, uv_loop_t *loop, const config_t *cfg, models_t *ms, meshstat_t *stat,
+              httpd_budget_t *budget);
 void api_stop(api_t *api);
 /* A request that came to another server (the console's POST /api/chat) answered as
  * POST /v1/chat/completions: the same checks, routing and byte-for-byte proxying. */

@@ -1,6 +1,7 @@
 /* mesh-llm entry point: configuration, the event loop, startup and shutdown. */
 #include <errno.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,7 +55,12 @@ typedef struct {
     node_dl_t ndl;      /* model downloads (--model REF, the mesh's rule 4) */
     nostr_app_t nostr;  /* public discovery: --publish, --auto, GET /api/discover */
     changes_t changes;  /* the change bus: what /api/status shows changed (changes.h) */
-    tunnels_t tun;      /* the mesh's tunnel and route-request streams (tunnels.h) */
+    meshstat_t stat;    /* metrics and the request log (meshstat.h): /metrics, the status */
+    httpd_budget_t http_budget;   /* request bytes the API and console servers buffer together */
+    relay_ctx_t relay;            /* what the node's relays share: counters, prefix affinity */
+    node_dl_args_t dl_args;       /* the --model REFs taken off the command line (node_dl.h) */
+    tunnel_rpc_stats_t rpc_stats; /* the RPC tunnels' counters, both sides (tunnel_rpc.h) */
+    tunnels_t tun;                /* the mesh's tunnel and route-request streams (tunnels.h) */
     bool mesh_stopped, children_stopped;
     uv_signal_t sigint, sigterm;
     bool announced;
@@ -69,7 +75,11 @@ typedef struct {
     char idle_msg[160]; /* the inference API's 503 while idle */
 } node_t;
 
-static node_t *g_node;
+/* The node that holds a supervisor (its callbacks get only the supervisor). */
+static node_t *node_of_sv(supervisor_t *sv)
+{
+    return (node_t *)(void *)((char *)sv - offsetof(node_t, sv));
+}
 
 static void announce_idle(node_t *n)
 {
@@ -157,8 +167,7 @@ static void maybe_exit(node_t *n)
 
 static void on_all_stopped(supervisor_t *sv, sv_child_t *unused)
 {
-    node_t *n = g_node;
-    (void)sv;
+    node_t *n = node_of_sv(sv);
     (void)unused;
     n->children_stopped = true;
     maybe_exit(n);
@@ -245,10 +254,10 @@ static bool key_known(void *data, const httpd_req_t *req)
 
 static void sv_changed(supervisor_t *sv, sv_child_t *c)
 {
-    changes_notify(&g_node->changes); /* the events stream (api_events.h) */
-    (void)sv;
+    node_t *n = node_of_sv(sv);
+    changes_notify(&n->changes); /* the events stream (api_events.h) */
     (void)c;
-    if (!g_node->shutting_down) planner_kick(&g_node->plan);
+    if (!n->shutting_down) planner_kick(&n->plan);
 }
 
 static void peers_changed(void *data)
@@ -361,6 +370,7 @@ static int enter_mesh(node_t *n, const token_t *joins, size_t n_joins, char *err
         .rpc_port = rpc_port,
         .route_request = n->cfg.client ? NULL : route_request, /* a client answers none */
         .data = n,
+        .rpc_stats = &n->rpc_stats,
     };
     uint64_t refresh_ms = options_env_ms("MESH_LLM_ROUTE_REFRESH_MS");
     route_serve_init(&n->rs, n->loop, &n->plan, refresh_ms);
@@ -368,8 +378,11 @@ static int enter_mesh(node_t *n, const token_t *joins, size_t n_joins, char *err
     if (rc) return rc;
     n->rs.mesh = n->mesh;
     if (n->cfg.client) {
-        passive_opts_t po = {
-            .role = RT_ROLE_CLIENT, .refresh_ms = refresh_ms, .joins = joins, .n_joins = n_joins};
+        passive_opts_t po = {.role = RT_ROLE_CLIENT,
+                             .refresh_ms = refresh_ms,
+                             .joins = joins,
+                             .n_joins = n_joins,
+                             .relay = &n->relay};
         if (passive_start(&n->passive, n->loop, n->mesh, &po) != 0) {
             snprintf(err, errlen, "cannot start the passive driver (out of memory)");
             return -ENOMEM;
@@ -378,14 +391,14 @@ static int enter_mesh(node_t *n, const token_t *joins, size_t n_joins, char *err
     n->idle = false;
     n->api.unavailable = NULL;
     n->mgmt.mesh = n->mesh;
-    n->route = (routing_t){.plan = &n->plan, .mesh = n->mesh};
+    n->route = (routing_t){.plan = &n->plan, .mesh = n->mesh, .relay = &n->relay};
     n->api.route_remote = route_remote;
     n->api.list_remote = list_remote;
     n->api.local_gate = local_gate;
     n->api.remote_data = n;
     n->ms.on_change = models_changed;
     n->sv.on_change = sv_changed;
-    meshstat_set_node(mesh_node_id(n->mesh)); /* X-Mesh-Node on proxied answers */
+    meshstat_set_node(&n->stat, mesh_node_id(n->mesh)); /* X-Mesh-Node on proxied answers */
     /* without --model, a joining node is given its model by the mesh (allocation); when it
      * gives nothing, the node stands by passively (standby.h) */
     if (n_joins > 0 && !n->cfg.client && n->plan.n == 0) {
@@ -399,7 +412,8 @@ static int enter_mesh(node_t *n, const token_t *joins, size_t n_joins, char *err
                              .models = names,
                              .n_models = nm,
                              .joins = joins,
-                             .n_joins = n_joins};
+                             .n_joins = n_joins,
+                             .relay = &n->relay};
         if (standby_start(&n->sb, n->loop, &n->plan, n->mesh, &po, &n->passive) != 0) {
             snprintf(err, errlen, "cannot start the standby driver (out of memory)");
             return -ENOMEM;
@@ -597,12 +611,12 @@ int main(int argc, char **argv)
 
     static node_t node;
     node_t *n = &node;
-    g_node = n;
     char err[1024];
     static config_src_t src; /* the command line merged with the config file */
     int rc = config_src_load(&src, argc, argv, err, sizeof err);
     if (rc == 0) {
-        node_dl_take_args(&src.argc, src.argv); /* --model REF: downloaded by the running node */
+        /* --model REF: downloaded by the running node */
+        node_dl_take_args(&n->dl_args, &src.argc, src.argv);
         rc = config_parse_src(&n->cfg, &src, err, sizeof err);
         config_src_free(&src);
     }
@@ -655,7 +669,7 @@ int main(int argc, char **argv)
     }
 
     n->loop = uv_default_loop();
-    meshstat_set_changes(&n->changes); /* a logged request changes the status */
+    meshstat_init(&n->stat, &n->changes); /* a logged request changes the status */
     rc = sv_init(&n->sv, n->loop, llama_server ? llama_server : "llama-server", n->cfg.verbose);
     free(llama_server);
     if (rc) {
@@ -664,12 +678,12 @@ int main(int argc, char **argv)
     }
     n->sv.rpc_server = rpc_server;
     n->sv.on_all_stopped = on_all_stopped;
-    rc = models_init(&n->ms, n->loop, &n->cfg, &n->sv, err, sizeof err);
+    rc = models_init(&n->ms, n->loop, &n->cfg, &n->sv, &n->stat, err, sizeof err);
     if (rc) {
         LOGE("node", "%s", err);
         return 1;
     }
-    rc = admission_init(&n->adm, n->loop, &n->cfg, &n->ms, err, sizeof err);
+    rc = admission_init(&n->adm, n->loop, &n->cfg, &n->ms, &n->stat, err, sizeof err);
     if (rc) {
         LOGE("node", "%s", err);
         return 1;
@@ -682,9 +696,10 @@ int main(int argc, char **argv)
     n->vram = vram;
     models_set_offer(&n->ms, vram);
     planner_init(&n->plan, n->loop, &n->cfg, &n->ms, &n->sv, vram);
+    n->plan.rpc_stats = &n->rpc_stats;
     n->route.plan = &n->plan;
 
-    rc = api_start(&n->api, n->loop, &n->cfg, &n->ms);
+    rc = api_start(&n->api, n->loop, &n->cfg, &n->ms, &n->stat, &n->http_budget);
     if (rc) {
         if (rc == UV_EADDRINUSE)
             LOGE("node", "port %d is already in use; choose another with --port N (0 = any free)",
@@ -701,9 +716,10 @@ int main(int argc, char **argv)
     LOGI("node", "API listening on %s:%d", n->cfg.listen_all ? "0.0.0.0" : "127.0.0.1",
          n->api.httpd.port);
 
-    n->idle = (config_idle(&n->cfg) && node_dl_pending(NULL) == 0) || n->cfg.auto_join;
+    n->idle = (config_idle(&n->cfg) && node_dl_pending(&n->dl_args, NULL) == 0) || n->cfg.auto_join;
     if (!n->cfg.headless) {
-        rc = mgmt_start(&n->mgmt, n->loop, &n->cfg, NULL, &n->ms, &n->sv, &n->changes);
+        rc = mgmt_start(&n->mgmt, n->loop, &n->cfg, NULL, &n->ms, &n->sv, &n->changes, &n->stat,
+                        &n->http_budget);
         if (rc) {
             if (rc == UV_EADDRINUSE)
                 LOGE("node",
@@ -716,6 +732,8 @@ int main(int argc, char **argv)
             return abort_startup(n);
         }
         n->mgmt.api_port = n->api.httpd.port;
+        n->mgmt.relay = &n->relay;
+        n->mgmt.rpc_stats = &n->rpc_stats;
     }
     n->mgmt.extra_status = mgmt_extra;
     n->mgmt.extra_data = n;
@@ -778,7 +796,10 @@ int main(int argc, char **argv)
     if (n->cfg.auto_join) nostr_app_auto(&n->nostr);
     if (!n->cfg.client) {
         rc = node_dl_init(&n->ndl, n->loop, n->cfg.models_dir);
-        if (rc) LOGW("node", "downloads disabled: %s", strerror(-rc));
+        if (rc)
+            LOGW("node", "downloads disabled: %s", strerror(-rc));
+        else
+            node_dl_add_present(&n->ndl, &n->dl_args);
         n->ndl.offer = n->vram;
         n->ndl.on_done = dl_done;
         n->ndl.on_change = dl_changed;
@@ -789,7 +810,7 @@ int main(int argc, char **argv)
             n->ms.load_ref_data = n;
         }
         const char *const *refs;
-        size_t nref = node_dl_pending(&refs);
+        size_t nref = node_dl_pending(&n->dl_args, &refs);
         for (size_t i = 0; i < nref && rc == 0; i++)
             if (node_dl_start(&n->ndl, refs[i], err, sizeof err) != 0)
                 LOGE("node", "%s: %s", refs[i], err);

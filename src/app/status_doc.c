@@ -66,14 +66,16 @@ json_t *status_doc(mgmt_t *g)
     /* request bytes every HTTP connection of the node holds (capped by
      * MESH_LLM_HTTP_MAX_BUFFERED) */
     json_object_set_new(st, "http",
-                        json_pack("{s:I}", "buffered_bytes", (json_int_t)httpd_buffered_bytes()));
-    json_object_set_new(st, "routing", relay_status_json());
+                        json_pack("{s:I}", "buffered_bytes",
+                                  (json_int_t)(g->httpd.budget ? g->httpd.budget->buffered : 0)));
+    json_object_set_new(st, "routing", relay_status_json(g->relay));
     if (g->extra_status && g->mesh) g->extra_status(g->extra_data, st);
     if (!g->mesh) {
         json_object_set_new(st, "catalog", json_array());
         json_object_set_new(st, "plan", json_array());
     }
-    json_object_set_new(st, "requests", reqlog_json(meshstat_reqlog())); /* newest first */
+    json_object_set_new(st, "requests", /* newest first; no meshstat (tests): none */
+                        g->stat ? reqlog_json(&g->stat->reqlog) : json_array());
     return st;
 }
 

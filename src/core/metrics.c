@@ -80,6 +80,7 @@ static double secs(uint64_t ns)
 
 void metrics_request_done(metrics_t *m, metrics_req_t *r, uint64_t now_ns)
 {
+    if (!m) return; /* no registry: not counted */
     if (r->reported || !r->model[0]) return;
     r->reported = true;
     size_t mi = model_idx(m, r->model);
@@ -164,6 +165,7 @@ void metrics_draft_totals(const metrics_t *m, const char *model, uint64_t *draft
                           uint64_t *accepted)
 {
     *drafted = *accepted = 0;
+    if (!m) return;
     for (size_t i = 0; i < m->n_models; i++)
         if (strcmp(m->models[i], model) == 0) {
             *drafted = m->draft[i][0];
@@ -173,26 +175,31 @@ void metrics_draft_totals(const metrics_t *m, const char *model, uint64_t *draft
 
 void metrics_in_flight_add(metrics_t *m, const char *model, int delta)
 {
+    if (!m) return; /* no registry: not counted */
     m->in_flight[model_idx(m, model)] += delta;
 }
 
 void metrics_queue_depth_set(metrics_t *m, const char *model, unsigned depth)
 {
+    if (!m) return; /* no registry: not counted */
     m->queue_depth[model_idx(m, model)] = depth;
 }
 
 void metrics_queue_wait(metrics_t *m, const char *model, double seconds)
 {
+    if (!m) return; /* no registry: not counted */
     observe(&m->queue_wait[model_idx(m, model)], B_WAIT, NB(B_WAIT), seconds);
 }
 
 void metrics_queue_rejected(metrics_t *m, const char *model)
 {
+    if (!m) return; /* no registry: not counted */
     m->queue_rejected[model_idx(m, model)]++;
 }
 
 void metrics_key_rejected(metrics_t *m, const char *key, const char *tier, const char *reason)
 {
+    if (!m) return; /* no registry: not counted */
     size_t r = METRICS_N_REASONS - 1;
     for (size_t i = 0; reason && i < METRICS_N_REASONS; i++)
         if (strcmp(REASONS[i], reason) == 0) r = i;
@@ -214,16 +221,19 @@ void metrics_key_rejected(metrics_t *m, const char *key, const char *tier, const
 
 void metrics_relay(metrics_t *m, const char *model, metrics_relay_t what)
 {
+    if (!m) return; /* no registry: not counted */
     if ((unsigned)what < METRICS_N_RELAY) m->relay[model_idx(m, model)][what]++;
 }
 
 void metrics_load_begin(metrics_t *m, const char *model, uint64_t now_ns)
 {
+    if (!m) return; /* no registry: not counted */
     m->load_started_ns[model_idx(m, model)] = now_ns ? now_ns : 1;
 }
 
 void metrics_load_end(metrics_t *m, const char *model, bool ok, uint64_t now_ns)
 {
+    if (!m) return; /* no registry: not counted */
     size_t mi = model_idx(m, model);
     m->loads[mi][ok ? 0 : 1]++;
     uint64_t t0 = m->load_started_ns[mi];
@@ -233,11 +243,13 @@ void metrics_load_end(metrics_t *m, const char *model, bool ok, uint64_t now_ns)
 
 void metrics_unload(metrics_t *m, const char *model)
 {
+    if (!m) return; /* no registry: not counted */
     m->unloads[model_idx(m, model)]++;
 }
 
 void metrics_set_peers(metrics_t *m, const metrics_peer_t *peers, size_t n)
 {
+    if (!m) return; /* no registry: not counted */
     if (n > METRICS_MAX_PEERS) n = METRICS_MAX_PEERS;
     memcpy(m->peers, peers, n * sizeof *peers);
     for (size_t i = 0; i < n; i++) {
@@ -249,12 +261,14 @@ void metrics_set_peers(metrics_t *m, const metrics_peer_t *peers, size_t n)
 
 void metrics_tunnel_bytes(metrics_t *m, bool tx, uint64_t n)
 {
+    if (!m) return; /* no registry: not counted */
     m->tunnel_bytes[tx ? 1 : 0] += n;
 }
 
 void metrics_set_rpc_tunnel(metrics_t *m, uint64_t to_workers, uint64_t from_workers,
                             uint64_t turns)
 {
+    if (!m) return; /* no registry: not counted */
     m->rpc_bytes[0] = to_workers;
     m->rpc_bytes[1] = from_workers;
     m->rpc_turns = turns;

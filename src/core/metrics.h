@@ -106,6 +106,8 @@ typedef struct {
 } metrics_t;
 
 void metrics_init(metrics_t *m);
+/* Every call that counts takes m NULL as "no registry": nothing is counted (a module run
+ * without a node's meshstat, in tests). */
 /* A fresh request record (start: when it arrived). */
 void metrics_req_init(metrics_req_t *r, uint64_t start_ns);
 

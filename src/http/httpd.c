@@ -24,21 +24,6 @@
 #define SHRINK_ABOVE (64u << 10) /* buffers larger than this are freed between requests */
 #define STAGING_KEEP (16u << 10) /* an emptied input buffer larger than this is freed */
 
-/* Request bytes buffered by every server of the process (see httpd_set_buffer_cap). The loop
- * is single-threaded, as is every server on it. */
-static size_t g_buffered;
-static size_t g_buffer_cap = HTTPD_DEFAULT_BUFFER_CAP;
-
-void httpd_set_buffer_cap(size_t bytes)
-{
-    g_buffer_cap = bytes ? bytes : HTTPD_DEFAULT_BUFFER_CAP;
-}
-
-size_t httpd_buffered_bytes(void)
-{
-    return g_buffered;
-}
-
 typedef struct {
     uv_write_t w;
     httpd_conn_t *c;
@@ -57,7 +42,7 @@ static void conn_close(httpd_conn_t *c);
 static void conn_process(httpd_conn_t *c);
 static void conn_read_start(httpd_conn_t *c);
 
-/* ---- the global buffer account ---- */
+/* ---- the buffer account (httpd_budget_t, shared by the servers given the same one) ---- */
 
 static size_t conn_footprint(const httpd_conn_t *c)
 {
@@ -68,7 +53,8 @@ static size_t conn_footprint(const httpd_conn_t *c)
 static void conn_account(httpd_conn_t *c)
 {
     size_t now = conn_footprint(c);
-    g_buffered = g_buffered - c->accounted + now;
+    httpd_budget_t *b = c->server->budget;
+    b->buffered = b->buffered - c->accounted + now;
     c->accounted = now;
 }
 
@@ -85,7 +71,7 @@ static void on_conn_handle_closed(uv_handle_t *h)
 {
     httpd_conn_t *c = h->data;
     if (--c->handles_open > 0) return;
-    g_buffered -= c->accounted;
+    c->server->budget->buffered -= c->accounted;
     buf_free(&c->url);
     buf_free(&c->hdr);
     buf_free(&c->body);
@@ -109,7 +95,7 @@ static void conn_close(httpd_conn_t *c)
     if (c->req_live) {
         c->req_live = false;
         if (c->req.on_abort) c->req.on_abort(&c->req);
-        meshstat_req_done(&c->req);
+        meshstat_req_done(c->server->opts.stat, &c->req, httpd_now_ns());
         req_finished(&c->req);
     }
     httpd_t *s = c->server;
@@ -460,7 +446,9 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *b)
     if (c->state == CONN_LINGER || c->state == CONN_CLOSED) return; /* discard */
     size_t cap = c->server->opts.max_header_bytes + c->server->opts.max_body_bytes + 65536;
     bool over_conn = c->pending.len + (size_t)nread > cap;
-    bool over_all = g_buffered + (size_t)nread > g_buffer_cap;
+    const httpd_budget_t *bud = c->server->budget;
+    size_t cap_all = bud->cap ? bud->cap : HTTPD_DEFAULT_BUFFER_CAP;
+    bool over_all = bud->buffered + (size_t)nread > cap_all;
     if (over_conn || over_all) {
         if (c->state == CONN_HANDLING) {
             uv_read_stop(st); /* a pipelining client far ahead of us: wait */
@@ -469,7 +457,7 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *b)
             respond_and_close(c, 413, "body_too_large", "request too large");
         } else {
             LOGW("httpd", "port %d: %zu bytes of requests buffered (cap %zu); answering 503",
-                 c->server->port, g_buffered, g_buffer_cap);
+                 c->server->port, bud->buffered, cap_all);
             respond_and_close(c, 503, "server_busy",
                               "the server is holding too much request data right now; retry "
                               "shortly");
@@ -583,6 +571,7 @@ int httpd_start(httpd_t *s, uv_loop_t *loop, const httpd_opts_t *opts)
     if (!o->read_timeout_ms) o->read_timeout_ms = 30000;
     if (!o->write_timeout_ms) o->write_timeout_ms = 30000;
     if (!o->max_conns) o->max_conns = 4096;
+    s->budget = o->budget ? o->budget : &s->own_budget;
     s->data = opts->data;
     return httpd_listen_open(s, opts->host, opts->port);
 }
@@ -649,7 +638,7 @@ void httpd_end(httpd_req_t *req, bool keep_alive)
     httpd_conn_t *c = req->conn;
     if (!c->req_live) return;
     c->req_live = false;
-    meshstat_req_done(req);
+    meshstat_req_done(c->server->opts.stat, req, httpd_now_ns());
     c->end_keep_alive = keep_alive && req->keep_alive && !c->server->closing;
     c->end_pending = true;
     req_finished(req);
@@ -660,7 +649,7 @@ void httpd_abort(httpd_req_t *req)
 {
     httpd_conn_t *c = req->conn;
     bool live = c->req_live;
-    if (live) meshstat_req_done(req);
+    if (live) meshstat_req_done(c->server->opts.stat, req, httpd_now_ns());
     c->req_live = false;
     if (live) req_finished(req);
     conn_close(c);

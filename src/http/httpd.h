@@ -90,6 +90,17 @@ struct httpd_req {
 
 typedef void (*httpd_handler_cb)(httpd_req_t *req);
 
+/* Request bytes buffered by the servers that share this budget (headers, bodies, pipelined
+ * input), and the cap on them (0: HTTPD_DEFAULT_BUFFER_CAP). A connection whose input would
+ * pass it is answered 503 (or, while its previous request is in flight, read later). The node
+ * owns one for its servers; the loop is single-threaded, as is every server on it. */
+typedef struct {
+    size_t buffered, cap;
+} httpd_budget_t;
+#define HTTPD_DEFAULT_BUFFER_CAP ((size_t)256 << 20)
+
+typedef struct meshstat meshstat_t; /* meshstat.h */
+
 typedef struct {
     const char *host;
     int port;                  /* 0 = any free port */
@@ -108,6 +119,10 @@ typedef struct {
     bool web_guard;
     const char *const *allow_origins;
     size_t n_allow_origins;
+    /* Where finished requests are counted and logged (meshstat.h); NULL: nowhere. */
+    meshstat_t *stat;
+    /* The buffer budget this server shares; NULL: its own, with the default cap. */
+    httpd_budget_t *budget;
     httpd_handler_cb handler;
     void *data;
 } httpd_opts_t;
@@ -123,6 +138,8 @@ struct httpd {
     bool listening;
     uv_loop_t *loop;
     httpd_opts_t opts;
+    httpd_budget_t *budget; /* opts.budget, or own_budget */
+    httpd_budget_t own_budget;
     int port;
     void *data;
     httpd_conn_t *conns; /* linked list */
@@ -137,13 +154,6 @@ void httpd_stop(httpd_t *s);
  * had accepted it from `peer`; used by the tunnel (HTTPD_PEER_TUNNEL), tests and fuzzers. Takes
  * ownership of fd, also on failure. Returns 0 or a negative errno. */
 int httpd_serve_fd(httpd_t *s, uv_os_sock_t fd, httpd_peer_t peer);
-
-/* The cap on request bytes buffered by every HTTP server of the process together (headers,
- * bodies, pipelined input; default HTTPD_DEFAULT_BUFFER_CAP). A connection whose input would
- * pass it is answered 503 (or, while its previous request is in flight, read later). */
-#define HTTPD_DEFAULT_BUFFER_CAP ((size_t)256 << 20)
-void httpd_set_buffer_cap(size_t bytes);
-size_t httpd_buffered_bytes(void);
 
 const char *httpd_header(const httpd_req_t *req, const char *name);
 

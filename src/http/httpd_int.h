@@ -33,7 +33,7 @@ struct httpd_conn {
     buf_t body;
     buf_t path;
     buf_t pending;    /* bytes received while a request is being handled */
-    size_t accounted; /* buffer bytes counted in g_buffered */
+    size_t accounted; /* buffer bytes counted in server->budget */
     bool last_was_value;
     bool headers_done;
     size_t trailer_bytes; /* chunked trailers: counted against the header cap, then dropped */

@@ -86,8 +86,9 @@ int httpd_respond(httpd_req_t *req, int status, const char *content_type, const 
     char head[1792], cors[384], node[96] = "";
     bool ka = req->keep_alive && !req->server->closing;
     if (httpd_cors_headers(req, cors, sizeof cors) < 0) cors[0] = '\0';
-    if (req->mesh.model[0] && meshstat_node()[0]) /* a model request: who answered it */
-        snprintf(node, sizeof node, "X-Mesh-Node: %s\r\n", meshstat_node());
+    const char *self = meshstat_node(meshstat_of(req));
+    if (req->mesh.model[0] && self[0]) /* a model request: who answered it */
+        snprintf(node, sizeof node, "X-Mesh-Node: %s\r\n", self);
     int n = snprintf(head, sizeof head,
                      "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s%s%s%s\r\n",
                      status, httpd_status_text(status), content_type, len,

@@ -2,50 +2,48 @@
 #include "meshstat.h"
 
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 
-static metrics_t g_metrics;
-static char g_node[METRICS_PEER_LEN];
-static reqlog_t g_reqlog;
-static changes_t *g_changes;
-
-metrics_t *meshstat(void)
+void meshstat_init(meshstat_t *st, changes_t *changes)
 {
-    return &g_metrics;
+    memset(st, 0, sizeof *st);
+    metrics_init(&st->metrics);
+    st->changes = changes;
 }
 
-void meshstat_set_node(const char *id)
+metrics_t *meshstat_metrics(meshstat_t *st)
 {
-    snprintf(g_node, sizeof g_node, "%s", id ? id : "");
+    return st ? &st->metrics : NULL;
 }
 
-const char *meshstat_node(void)
+meshstat_t *meshstat_of(const httpd_req_t *req)
 {
-    return g_node;
+    return req && req->server ? req->server->opts.stat : NULL;
 }
 
-void meshstat_set_changes(changes_t *c)
+void meshstat_set_node(meshstat_t *st, const char *id)
 {
-    g_changes = c;
+    if (st) snprintf(st->node, sizeof st->node, "%s", id ? id : "");
 }
 
-const reqlog_t *meshstat_reqlog(void)
+const char *meshstat_node(const meshstat_t *st)
 {
-    return &g_reqlog;
+    return st ? st->node : "";
 }
 
-void meshstat_req_done(httpd_req_t *req)
+void meshstat_req_done(meshstat_t *st, httpd_req_t *req, uint64_t now)
 {
+    if (!st) return;
     bool first = !req->mesh.reported;
-    uint64_t now = httpd_now_ns();
-    metrics_request_done(&g_metrics, &req->mesh, now);
+    metrics_request_done(&st->metrics, &req->mesh, now);
     reqlog_entry_t e;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     uint64_t wall_ms = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-    if (first && reqlog_entry_from(&e, &req->mesh, g_node, now, wall_ms) == 0) {
-        reqlog_add(&g_reqlog, &e);
-        changes_notify(g_changes); /* the request log is part of the status */
+    if (first && reqlog_entry_from(&e, &req->mesh, st->node, now, wall_ms) == 0) {
+        reqlog_add(&st->reqlog, &e);
+        changes_notify(st->changes); /* the request log is part of the status */
     }
 }
 
@@ -54,7 +52,8 @@ const request_t *meshstat_parse_body(httpd_req_t *req)
     if (!req->rq_ok) {
         request_parse(&req->rq, req->path, req->body, req->body_len);
         req->rq_ok = true;
-        g_metrics.request_parses++;
+        meshstat_t *st = meshstat_of(req);
+        if (st) st->metrics.request_parses++;
     }
     return &req->rq;
 }

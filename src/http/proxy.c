@@ -322,9 +322,9 @@ static int send_headers(proxy_t *p)
     char mesh[512];
     bool tunnelled = p->req->peer == HTTPD_PEER_TUNNEL;
     p->req->mesh.head_ns = httpd_now_ns();
-    if (rc == 0 &&
-        metrics_resp_headers(&p->req->mesh, meshstat_node(), tunnelled ? NULL : "local",
-                             tunnelled ? 1 : 0, p->req->mesh.head_ns, mesh, sizeof mesh) > 0)
+    if (rc == 0 && metrics_resp_headers(&p->req->mesh, meshstat_node(meshstat_of(p->req)),
+                                        tunnelled ? NULL : "local", tunnelled ? 1 : 0,
+                                        p->req->mesh.head_ns, mesh, sizeof mesh) > 0)
         rc = buf_append(&out, mesh, strlen(mesh));
     if (rc == 0) rc = buf_printf(&out, "Connection: %s\r\n\r\n", ka ? "keep-alive" : "close");
     if (rc == 0) rc = httpd_write(p->req, out.data, out.len);

@@ -66,6 +66,7 @@ typedef struct {
     bool pipe_open, eof, reading_paused;
     buf_t line; /* the request line, until checked */
     bool line_done;
+    meshstat_t *stat; /* the API server's: tunnel bytes */
 } srv_t;
 
 typedef struct {
@@ -207,7 +208,7 @@ static void pipe_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b)
         return;
     }
     if (!t->s) return;
-    metrics_tunnel_bytes(meshstat(), true, (uint64_t)n);
+    metrics_tunnel_bytes(meshstat_metrics(t->stat), true, (uint64_t)n);
     int rc = tp_stream_write(t->s, b->base, (size_t)n);
     if (rc) { /* reading stops at the high-water mark: only the connection's cap gets here */
         LOGD("tunnel", "tunnelled answer cut: %s", strerror(-rc));
@@ -263,6 +264,7 @@ void tunnel_http_serve(uv_loop_t *loop, tp_stream_t *s, json_t *frame, const uin
     t->pipe.data = t;
     t->pipe_open = true;
     t->s = s;
+    t->stat = api->opts.stat;
     buf_init(&t->line, LINE_MAX_BYTES);
     tp_stream_set_cb(s, &srv_cb, t);
     if (uv_pipe_open(&t->pipe, sv[0]) != 0) {

@@ -15,7 +15,8 @@ struct tunnel_call {
     const tunnel_sink_t *sink; /* NULL once cancelled */
     void *ud;
     bool fin;
-    bool answering; /* a response byte came: no more queued signals */
+    bool answering;   /* a response byte came: no more queued signals */
+    meshstat_t *stat; /* the stat of the server holding the request: tunnel bytes */
 };
 
 static void call_data(tp_stream_t *s, const uint8_t *p, size_t n)
@@ -25,7 +26,7 @@ static void call_data(tp_stream_t *s, const uint8_t *p, size_t n)
         tp_stream_consumed(s, n);
         return;
     }
-    metrics_tunnel_bytes(meshstat(), false, n);
+    metrics_tunnel_bytes(meshstat_metrics(c->stat), false, n);
     size_t sig = 0;
     while (!c->answering && sig < n && p[sig] == TUNNEL_QUEUED_BYTE)
         sig++;
@@ -63,6 +64,7 @@ int tunnel_call_open(tp_conn_t *conn, const char *model, httpd_req_t *req, const
     if (!c) return -ENOMEM;
     c->sink = sink;
     c->ud = ud;
+    c->stat = meshstat_of(req);
     buf_t b;
     buf_init(&b, TUNNEL_REQUEST_MAX);
     int rc = tunnel_http_request(conn, model, req, body, body_len, true, &b);

@@ -16,13 +16,6 @@
 #define READ_CHUNK 65536
 #define HOLD_CAP (RPC_FRAME_HOLD_MAX + READ_CHUNK)
 
-static tunnel_rpc_stats_t g_stats;
-
-const tunnel_rpc_stats_t *tunnel_rpc_stats(void)
-{
-    return &g_stats;
-}
-
 typedef struct relay relay_t;
 
 struct rpc_fwd {
@@ -38,12 +31,15 @@ struct rpc_fwd {
     uint64_t quiet_ms; /* a reply overdue this long makes the worker suspected */
     relay_t *links;
     size_t n_links;
+    tunnel_rpc_stats_t *stats; /* tunnel_rpc_set_stats; NULL: not counted */
 };
 
 /* One TCP connection <-> one stream. Host side: accepted from llama-server; worker side:
  * connected to rpc-server. */
 struct relay {
     uv_loop_t *loop;
+    tunnel_rpc_stats_t *st; /* the caller's counters, or own_st (not counted) */
+    tunnel_rpc_stats_t own_st;
     rpc_fwd_t *fwd; /* host side, while the listener lives */
     relay_t *prev, *next;
     bool host;
@@ -102,7 +98,7 @@ static void relay_try_free(relay_t *r)
     buf_free(&r->hold);
     buf_free(&r->stage);
     buf_free(&r->inflight);
-    g_stats.links_active--;
+    r->st->links_active--;
     free(r);
 }
 
@@ -146,7 +142,7 @@ static void relay_suspect(relay_t *r, const char *why)
 {
     rpc_fwd_t *f = r->fwd;
     if (!f || f->closing || !f->suspect) return;
-    g_stats.suspects++;
+    r->st->suspects++;
     f->suspect(f->data, f->peer_id, why);
 }
 
@@ -198,9 +194,9 @@ static void on_shutdown(uv_shutdown_t *req, int status)
 static void count_rx(relay_t *r, size_t n)
 {
     if (r->host)
-        g_stats.host_rx += n;
+        r->st->host_rx += n;
     else
-        g_stats.worker_rx += n;
+        r->st->worker_rx += n;
 }
 
 static void on_written(uv_write_t *w, int status)
@@ -290,7 +286,7 @@ static void relay_schedule(relay_t *r)
 static void st_data(tp_stream_t *s, const uint8_t *p, size_t n)
 {
     relay_t *r = tp_stream_data(s);
-    if (r->host && rpc_turns_note(&r->turns, RPC_DIR_TO_HOST, n)) g_stats.host_turns++;
+    if (r->host && rpc_turns_note(&r->turns, RPC_DIR_TO_HOST, n)) r->st->host_turns++;
     if (r->quiet_open && n) uv_timer_stop(&r->quiet);
     if (r->failed || r->tcp_closing) {
         tp_stream_consumed(s, n);
@@ -351,7 +347,7 @@ static int relay_release(relay_t *r, size_t n)
     int rc = tp_stream_write(r->s, r->hold.data, n);
     buf_consume(&r->hold, n);
     if (r->hold.len == 0) {
-        g_stats.bursts++;
+        r->st->bursts++;
         uv_timer_stop(&r->hold_timer);
     }
     return rc;
@@ -360,7 +356,7 @@ static int relay_release(relay_t *r, size_t n)
 static void on_hold_expired(uv_timer_t *h)
 {
     relay_t *r = h->data;
-    g_stats.hold_expired++;
+    r->st->hold_expired++;
     if (r->s && !r->failed && relay_release(r, rpc_frame_release_all(&r->frame)) != 0)
         relay_fail(r);
 }
@@ -375,7 +371,7 @@ static int relay_forward(relay_t *r, const char *p, size_t n)
     if (r->hold.len == 0) { /* nothing held: what goes, goes from the read buffer (no copy) */
         rc = rel ? tp_stream_write(r->s, p, rel) : 0;
         if (rc == 0 && rel == n) {
-            g_stats.bursts++;
+            r->st->bursts++;
             return 0;
         }
         if (rc == 0 && buf_append(&r->hold, p + rel, n - rel) != 0) rc = -ENOBUFS;
@@ -435,16 +431,16 @@ static void tcp_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b)
         return;
     }
     if (r->host) {
-        g_stats.host_tx += (uint64_t)n;
+        r->st->host_tx += (uint64_t)n;
         rpc_turns_note(&r->turns, RPC_DIR_TO_WORKER, (size_t)n);
         if (r->quiet_open && r->fwd && !uv_is_active((uv_handle_t *)&r->quiet))
             uv_timer_start(&r->quiet, on_quiet, r->fwd->quiet_ms, r->fwd->quiet_ms);
     } else
-        g_stats.worker_tx += (uint64_t)n;
+        r->st->worker_tx += (uint64_t)n;
     if (tp_stream_over_high_water(r->s)) {
         uv_read_stop(st); /* resumed by st_drain */
         r->reading = false;
-        g_stats.read_pauses++;
+        r->st->read_pauses++;
     }
 }
 
@@ -459,11 +455,12 @@ static void relay_start_reading(relay_t *r)
     r->reading = true;
 }
 
-static relay_t *relay_new(uv_loop_t *loop, bool host)
+static relay_t *relay_new(uv_loop_t *loop, bool host, tunnel_rpc_stats_t *stats)
 {
     relay_t *r = calloc(1, sizeof *r);
     if (!r) return NULL;
     r->loop = loop;
+    r->st = stats ? stats : &r->own_st;
     r->host = host;
     buf_init(&r->stage, STAGE_CAP);
     buf_init(&r->inflight, STAGE_CAP);
@@ -480,7 +477,7 @@ static relay_t *relay_new(uv_loop_t *loop, bool host)
     const char *co = getenv(TUNNEL_RPC_COALESCE_ENV);
     r->coalesce = !(co && strcmp(co, "0") == 0);
     rpc_frame_init(&r->frame, host ? RPC_FRAME_REQUESTS : RPC_FRAME_RESPONSES);
-    g_stats.links_active++;
+    r->st->links_active++;
     return r;
 }
 
@@ -519,13 +516,13 @@ static void host_try_open(relay_t *r)
     if (c) {
         int rc = host_open_stream(r, c);
         if (rc == 0) {
-            g_stats.links_opened++;
+            r->st->links_opened++;
             relay_close_timer(r);
             relay_start_reading(r);
             return;
         }
         if (r->s) { /* opened, then the frame could not be queued */
-            g_stats.links_failed++;
+            r->st->links_failed++;
             relay_fail(r);
             return;
         }
@@ -535,7 +532,7 @@ static void host_try_open(relay_t *r)
         LOGW("tunnel_rpc", "no connection to worker %.12s for %s: rpc link closed", f->peer_id,
              f->model);
         relay_suspect(r, "no connection for its rpc tunnel");
-        g_stats.links_failed++;
+        r->st->links_failed++;
         relay_fail(r);
         return;
     }
@@ -551,7 +548,7 @@ static void on_connection(uv_stream_t *srv, int status)
 {
     rpc_fwd_t *f = srv->data;
     if (status < 0 || f->closing) return;
-    relay_t *r = relay_new(f->loop, true);
+    relay_t *r = relay_new(f->loop, true, f->stats);
     if (!r) return; /* stays in the backlog; the next connection retries */
     r->fwd = f;
     r->next = f->links;
@@ -564,7 +561,7 @@ static void on_connection(uv_stream_t *srv, int status)
     }
     if (f->n_links > TUNNEL_RPC_MAX_LINKS) {
         LOGW("tunnel_rpc", "too many rpc links to %.12s: connection closed", f->peer_id);
-        g_stats.links_failed++;
+        r->st->links_failed++;
         relay_fail(r);
         return;
     }
@@ -640,6 +637,11 @@ void tunnel_rpc_on_suspect(rpc_fwd_t *f, tunnel_rpc_suspect_cb cb)
     f->quiet_ms = env_ms(TUNNEL_RPC_QUIET_ENV, TUNNEL_RPC_QUIET_MS);
 }
 
+void tunnel_rpc_set_stats(rpc_fwd_t *f, tunnel_rpc_stats_t *stats)
+{
+    f->stats = stats;
+}
+
 int tunnel_rpc_port(const rpc_fwd_t *f)
 {
     return f ? f->port : -EINVAL;
@@ -666,9 +668,9 @@ static void dead_data(tp_stream_t *s, const uint8_t *p, size_t n)
 
 static const tp_stream_cb_t dead_cb = {dead_data, NULL, NULL, NULL};
 
-static void refuse(tp_stream_t *s)
+static void refuse(tp_stream_t *s, tunnel_rpc_stats_t *stats)
 {
-    g_stats.worker_failed++;
+    if (stats) stats->worker_failed++;
     tp_stream_set_cb(s, &dead_cb, NULL); /* the caller's callbacks no longer apply */
     tp_stream_reset(s, 1);
 }
@@ -679,7 +681,7 @@ static void on_connected(uv_connect_t *req, int status)
     if (status < 0) {
         if (status != UV_ECANCELED) {
             LOGW("tunnel_rpc", "cannot connect to the local rpc-server: %s", uv_strerror(status));
-            g_stats.worker_failed++;
+            r->st->worker_failed++;
         }
         relay_fail(r);
         return;
@@ -689,7 +691,7 @@ static void on_connected(uv_connect_t *req, int status)
         relay_close_tcp(r);
         return;
     }
-    g_stats.worker_opened++;
+    r->st->worker_opened++;
     uv_tcp_nodelay(&r->tcp, 1);
     r->connected = true;
     relay_start_reading(r);
@@ -697,29 +699,29 @@ static void on_connected(uv_connect_t *req, int status)
 }
 
 void tunnel_rpc_serve(uv_loop_t *loop, tp_stream_t *s, json_t *frame, const uint8_t *rest,
-                      size_t rest_len, int rpc_port)
+                      size_t rest_len, int rpc_port, tunnel_rpc_stats_t *stats)
 {
     json_t *m = json_is_object(frame) ? json_object_get(frame, "model") : NULL;
     if (!json_is_string(m) || json_string_length(m) == 0) {
         LOGD("tunnel_rpc", "TUNNEL_RPC frame without a model: stream reset");
-        refuse(s);
+        refuse(s, stats);
         return;
     }
     if (rpc_port <= 0 || rpc_port > 65535) {
         LOGD("tunnel_rpc", "no rpc-server here for %s: stream reset", json_string_value(m));
-        refuse(s);
+        refuse(s, stats);
         return;
     }
-    relay_t *r = relay_new(loop, false);
+    relay_t *r = relay_new(loop, false, stats);
     if (!r) {
-        refuse(s);
+        refuse(s, stats);
         return;
     }
     r->s = s;
     tp_stream_set_cb(s, &relay_cb, r);
     /* already acknowledged by the caller: not counted in stage_ack */
     if (rest_len && buf_append(&r->stage, rest, rest_len) != 0) {
-        g_stats.worker_failed++;
+        r->st->worker_failed++;
         relay_fail(r);
         return;
     }
@@ -729,7 +731,7 @@ void tunnel_rpc_serve(uv_loop_t *loop, tp_stream_t *s, json_t *frame, const uint
     int rc = uv_tcp_connect(&r->creq, &r->tcp, (const struct sockaddr *)&sa, on_connected);
     if (rc) {
         LOGW("tunnel_rpc", "cannot connect to the local rpc-server: %s", uv_strerror(rc));
-        g_stats.worker_failed++;
+        r->st->worker_failed++;
         relay_fail(r);
     }
 }

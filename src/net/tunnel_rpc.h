@@ -12,7 +12,7 @@
  * window per relay is ever buffered. TCP EOF becomes a stream FIN and a stream FIN a TCP
  * shutdown; a reset stream or a lost connection closes the TCP side and a TCP error resets the
  * stream. TCP_NODELAY on both TCP sides: llama.cpp RPC is request/response, latency bound.
- * The host side counts request/response turns per stream (tunnel_rpc_stats().host_turns).
+ * The host side counts request/response turns per stream (tunnel_rpc_stats_t.host_turns).
  *
  * Lifetime: everything is freed from close callbacks; tunnel_rpc_close may be called from any
  * callback (including get_conn) and tears down the listener and every relay it started.
@@ -39,6 +39,25 @@
 #define TUNNEL_RPC_MAX_LINKS 256 /* per listener; more connections are closed at once */
 
 typedef struct rpc_fwd rpc_fwd_t;
+
+/* The counters of the node's RPC tunnels (in /api/status "rpc_tunnel" and /metrics), owned by
+ * the node and handed to both sides. */
+typedef struct {
+    uint64_t host_tx, host_rx;     /* host side: bytes TCP->stream (to workers), stream->TCP */
+    uint64_t worker_rx, worker_tx; /* worker side: bytes stream->rpc-server, rpc-server->stream */
+    uint64_t links_opened, links_failed;   /* host side: TCP connections that got a stream / not */
+    uint64_t worker_opened, worker_failed; /* worker side: connected to rpc-server / reset */
+    uint64_t links_active;                 /* relays alive now (both sides) */
+    uint64_t read_pauses; /* TCP reads stopped because the stream was over high water */
+    /* host side: request/response turns (rpc_turns.h: bytes to a worker, then its reply), the
+     * round trips llama.cpp RPC waited for; turns per decoded token = round trips per token */
+    uint64_t host_turns;
+    /* both sides: bursts written to the stream (rpc_frame.h coalescing: a burst ends where the
+     * other side must answer, or when no more bytes came within TUNNEL_RPC_HOLD_MS — those
+     * are counted in hold_expired too) */
+    uint64_t bursts, hold_expired;
+    uint64_t suspects; /* host side: workers suspected (tunnel_rpc_on_suspect) */
+} tunnel_rpc_stats_t;
 
 /* Host side. Listen on 127.0.0.1:0. Each accepted TCP connection gets a TUNNEL_RPC stream to
  * peer `peer_id` (get_conn(data, peer_id) returns the ready tp_conn_t* or NULL while a dial is
@@ -67,26 +86,13 @@ void tunnel_rpc_close(rpc_fwd_t *f);
  * after the frame) and connect it to 127.0.0.1:rpc_port (rpc_port <= 0: reset the stream).
  * A frame without a non-empty "model" string resets the stream. As mesh's stream reader does,
  * the caller has already acknowledged (tp_stream_consumed) every byte it read, `rest` included;
- * later bytes are acknowledged here as rpc-server takes them. `frame` is only borrowed. */
+ * later bytes are acknowledged here as rpc-server takes them. `frame` is only borrowed. stats:
+ * the node's counters (NULL: not counted). */
 void tunnel_rpc_serve(uv_loop_t *loop, tp_stream_t *s, json_t *frame, const uint8_t *rest,
-                      size_t rest_len, int rpc_port);
+                      size_t rest_len, int rpc_port, tunnel_rpc_stats_t *stats);
 
-typedef struct {
-    uint64_t host_tx, host_rx;     /* host side: bytes TCP->stream (to workers), stream->TCP */
-    uint64_t worker_rx, worker_tx; /* worker side: bytes stream->rpc-server, rpc-server->stream */
-    uint64_t links_opened, links_failed;   /* host side: TCP connections that got a stream / not */
-    uint64_t worker_opened, worker_failed; /* worker side: connected to rpc-server / reset */
-    uint64_t links_active;                 /* relays alive now (both sides) */
-    uint64_t read_pauses; /* TCP reads stopped because the stream was over high water */
-    /* host side: request/response turns (rpc_turns.h: bytes to a worker, then its reply), the
-     * round trips llama.cpp RPC waited for; turns per decoded token = round trips per token */
-    uint64_t host_turns;
-    /* both sides: bursts written to the stream (rpc_frame.h coalescing: a burst ends where the
-     * other side must answer, or when no more bytes came within TUNNEL_RPC_HOLD_MS — those
-     * are counted in hold_expired too) */
-    uint64_t bursts, hold_expired;
-    uint64_t suspects; /* host side: workers suspected (tunnel_rpc_on_suspect) */
-} tunnel_rpc_stats_t;
-const tunnel_rpc_stats_t *tunnel_rpc_stats(void); /* process-wide counters */
+/* Host side: the links the listener accepts from now on count into stats (the node's; NULL:
+ * not counted). */
+void tunnel_rpc_set_stats(rpc_fwd_t *f, tunnel_rpc_stats_t *stats);
 
 #endif

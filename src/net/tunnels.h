@@ -19,6 +19,7 @@
 
 #include "httpd.h"
 #include "transport.h"
+#include "tunnel_rpc.h"
 
 typedef struct {
     uv_loop_t *loop;
@@ -30,7 +31,8 @@ typedef struct {
      * NULL: route requests are refused (passive nodes). */
     json_t *(*route_request)(void *data, const char *peer, json_t *frame);
     void *data;
-    uint64_t route_in; /* ROUTE_REQUEST streams answered */
+    tunnel_rpc_stats_t *rpc_stats; /* the node's RPC tunnel counters (worker side); NULL: none */
+    uint64_t route_in;             /* ROUTE_REQUEST streams answered */
 } tunnels_t;
 
 /* mesh_opts_t.on_stream (tunnels is a tunnels_t): take the stream s that peer `from` opened

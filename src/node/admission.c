@@ -183,7 +183,8 @@ static void sync_pending(admission_t *ad)
     uint64_t now = now_ms(ad);
     for (size_t i = 0; i < ad->a->n_models; i++) {
         if ((int)i != ad->remote)
-            metrics_queue_depth_set(meshstat(), ad->a->models[i].name, ad->a->models[i].queued);
+            metrics_queue_depth_set(meshstat_metrics(ad->stat), ad->a->models[i].name,
+                                    ad->a->models[i].queued);
         if (ad->local[i])
             mm_set_pending(&ad->ms->mm, ad->local[i]->mm, ad->a->models[i].queued, now);
     }
@@ -235,7 +236,8 @@ static void send_queued_signals(admission_t *ad, uint64_t now)
 static void start(admission_t *ad, ticket_t *t, uint64_t waited_ms)
 {
     httpd_req_t *req = t->req;
-    metrics_queue_wait(meshstat(), metrics_label(ad->a, t->model), (double)waited_ms / 1e3);
+    metrics_queue_wait(meshstat_metrics(ad->stat), metrics_label(ad->a, t->model),
+                       (double)waited_ms / 1e3);
     req->mesh.queue_ns = waited_ms * 1000000ull;
     LOGD("admission", "start %llu model %s key %s", (unsigned long long)t->id,
          ad->a->models[t->model].name, ad->a->keys[t->key].name);
@@ -256,9 +258,9 @@ static void respond_refusal(httpd_req_t *req, const admit_t *a, int model, int k
 {
     char msg[512];
     const char *m = a->models[model].name;
-    metrics_queue_rejected(meshstat(), metrics_label(a, model));
-    metrics_key_rejected(meshstat(), a->keys[key].name, a->tiers[a->keys[key].tier].name,
-                         admit_why_code(why));
+    metrics_queue_rejected(meshstat_metrics(meshstat_of(req)), metrics_label(a, model));
+    metrics_key_rejected(meshstat_metrics(meshstat_of(req)), a->keys[key].name,
+                         a->tiers[a->keys[key].tier].name, admit_why_code(why));
     switch (why) {
     case ADMIT_WHY_QUEUE_FULL:
         snprintf(msg, sizeof msg,
@@ -486,10 +488,11 @@ bool admission_enter(admission_t *ad, httpd_req_t *req, int needs)
 
 /* ---- setup ---- */
 
-int admission_init(admission_t *ad, uv_loop_t *loop, const config_t *cfg, models_t *ms, char *err,
-                   size_t errlen)
+int admission_init(admission_t *ad, uv_loop_t *loop, const config_t *cfg, models_t *ms,
+                   meshstat_t *stat, char *err, size_t errlen)
 {
     memset(ad, 0, sizeof *ad);
+    ad->stat = stat;
     ad->signal_due = UINT64_MAX;
     ad->loop = loop;
     ad->cfg = cfg;

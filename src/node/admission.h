@@ -34,6 +34,7 @@ typedef struct {
     uv_loop_t *loop;
     const config_t *cfg;
     models_t *ms;
+    meshstat_t *stat; /* the node's metrics (queue depth and waits); NULL: not counted */
     admit_t *a;
     model_entry_t *local[ADMIT_MAX_MODELS];    /* admit model index -> local model, NULL: remote */
     int remote;                                /* the admit model of requests routed elsewhere */
@@ -57,8 +58,8 @@ typedef struct {
 
 /* Read --api-keys, --queue-len, --pin; refuses (err) unknown pins, pins that cannot all fit
  * their type's slots, and a keys file that is malformed or readable by other users. */
-int admission_init(admission_t *ad, uv_loop_t *loop, const config_t *cfg, models_t *ms, char *err,
-                   size_t errlen);
+int admission_init(admission_t *ad, uv_loop_t *loop, const config_t *cfg, models_t *ms,
+                   meshstat_t *stat, char *err, size_t errlen);
 /* Load the pinned models (after models_preload). */
 void admission_start(admission_t *ad);
 void admission_close(admission_t *ad);

@@ -174,7 +174,7 @@ static void on_flight_done(void *data, bool ok, int status, const char *tail, si
         }
     }
     if (f->e->child->in_flight) f->e->child->in_flight--;
-    metrics_in_flight_add(meshstat(), f->e->mm->name, -1);
+    metrics_in_flight_add(meshstat_metrics(ms->stat), f->e->mm->name, -1);
     if (ms->on_flight_tail && f->tag) ms->on_flight_tail(ms->tail_data, f->tag, status, tail, len);
     if (ok && status == 200) {
         char *t = extract_object(tail, len, "timings");
@@ -214,7 +214,7 @@ static void dispatch(models_t *ms, model_entry_t *e, httpd_req_t *req)
     f->next = e->flights;
     e->flights = f;
     e->child->in_flight++; /* the supervisor watches a busy child for progress */
-    metrics_in_flight_add(meshstat(), e->mm->name, 1);
+    metrics_in_flight_add(meshstat_metrics(ms->stat), e->mm->name, 1);
     proxy_t *h = NULL;
     proxy_opts_t po = {
         .strip_authorization = ms->cfg->api_key != NULL,
@@ -441,7 +441,7 @@ static void load_result(models_t *ms, model_entry_t *e, bool ok, mm_load_err_t w
              : m->attempt == 0        ? "; unloading every idle model and retrying once"
                                       : "");
     mm_load_done(&ms->mm, m, ok, why, now);
-    metrics_load_end(meshstat(), m->name, ok, httpd_now_ns());
+    metrics_load_end(meshstat_metrics(ms->stat), m->name, ok, httpd_now_ns());
     ms->state_changed = true;
     bool final = ms->mm.current != m;
     if (ok) {
@@ -498,7 +498,7 @@ static void load_begin(models_t *ms, model_entry_t *e)
     e->child->missing_file = false;
     e->child->last_error[0] = '\0';
     LOGI("models", "loading %s (%s)", e->mm->name, mm_type_name(e->mm->type));
-    metrics_load_begin(meshstat(), e->mm->name, httpd_now_ns());
+    metrics_load_begin(meshstat_metrics(ms->stat), e->mm->name, httpd_now_ns());
     int rc = model_file_check_async(ms->loop, e->path, on_file_checked, e);
     if (rc) {
         snprintf(e->child->last_error, sizeof e->child->last_error, "%s", strerror(-rc));
@@ -635,7 +635,7 @@ void models_run(models_t *ms)
             case MM_ACT_UNLOAD:
                 ms->state_changed = true;
                 LOGI("models", "unloading %s", a.model->name);
-                metrics_unload(meshstat(), a.model->name);
+                metrics_unload(meshstat_metrics(ms->stat), a.model->name);
                 (ms->child_stop ? ms->child_stop : sv_stop)(e->child, UNLOAD_GRACE_MS);
                 break;
             case MM_ACT_SERVE:
@@ -796,11 +796,12 @@ static int check_named(const config_model_t *cm, char *err, size_t errlen)
     return rc;
 }
 
-int models_init(models_t *ms, uv_loop_t *loop, const config_t *cfg, supervisor_t *sv, char *err,
-                size_t errlen)
+int models_init(models_t *ms, uv_loop_t *loop, const config_t *cfg, supervisor_t *sv,
+                meshstat_t *stat, char *err, size_t errlen)
 {
     memset(ms, 0, sizeof *ms);
     ms->loop = loop;
+    ms->stat = stat;
     ms->cfg = cfg;
     ms->sv = sv;
     mm_init(&ms->mm, cfg->max_loaded);

@@ -62,6 +62,7 @@ typedef struct models {
     uv_loop_t *loop;
     const config_t *cfg;
     supervisor_t *sv;
+    meshstat_t *stat; /* the node's metrics (loads, in flight, drafts); NULL: not counted */
     mm_t mm;
     ledger_t ledger; /* this node's memory: what it offers, what each model and shard holds */
     demand_t demand; /* requests per model this node served (models_route counts them) */
@@ -95,8 +96,8 @@ typedef struct models {
     void *clock_data;
 } models_t;
 
-int models_init(models_t *ms, uv_loop_t *loop, const config_t *cfg, supervisor_t *sv, char *err,
-                size_t errlen);
+int models_init(models_t *ms, uv_loop_t *loop, const config_t *cfg, supervisor_t *sv,
+                meshstat_t *stat, char *err, size_t errlen);
 /* The memory this node offers (before models_preload); every load is checked against it. */
 void models_set_offer(models_t *ms, uint64_t offered);
 /* What e needs loaded whole here: its file and the KV cache of the context it loads with. */

@@ -92,7 +92,7 @@ static void api_stats(models_t *ms, httpd_req_t *req)
     json_t *spec = json_object();
     for (size_t i = 0; spec && i < ms->n; i++) {
         uint64_t dt, at;
-        metrics_draft_totals(meshstat(), ms->entries[i].mm->name, &dt, &at);
+        metrics_draft_totals(meshstat_metrics(ms->stat), ms->entries[i].mm->name, &dt, &at);
         if (!ms->entries[i].draft[0] && !dt) continue;
         json_object_set_new(spec, ms->entries[i].mm->name,
                             json_pack("{s:s,s:I,s:I,s:o}", "draft", ms->entries[i].draft,

@@ -16,15 +16,9 @@
 
 #define RETRY_AFTER_S 5
 
-/* From argv (node_dl_take_args, before config_parse) to the running node (node_dl_init). */
-static char g_refs[NODE_DL_MAX][NODE_DL_REF_MAX]; /* to download */
-static const char *g_ref_ptrs[NODE_DL_MAX];
-static size_t g_n_refs;
-static char g_present[NODE_DL_MAX][NODE_DL_REF_MAX]; /* on disk already: announced as sources */
-static size_t g_n_present;
-
-int node_dl_take_args(int *argc, char **argv)
+int node_dl_take_args(node_dl_args_t *a, int *argc, char **argv)
 {
+    memset(a, 0, sizeof *a);
     char dir[1024];
     mf_default_dir(mf_models_dir_arg(*argc, argv), dir, sizeof dir);
     int taken = 0;
@@ -46,18 +40,18 @@ int node_dl_take_args(int *argc, char **argv)
         if (mf_on_disk(&r, dir, path, sizeof path)) {
             char *p = strdup(path); /* on disk already: the file itself (lives until exit) */
             if (p) argv[i + 1] = p;
-            if (g_n_present < NODE_DL_MAX)
-                snprintf(g_present[g_n_present++], NODE_DL_REF_MAX, "%s", arg);
+            if (a->n_present < NODE_DL_MAX)
+                snprintf(a->present[a->n_present++], NODE_DL_REF_MAX, "%s", arg);
             i += 2;
             continue;
         }
-        if (g_n_refs >= NODE_DL_MAX) {
+        if (a->n_refs >= NODE_DL_MAX) {
             i += 2;
             continue; /* config_parse reports it */
         }
-        snprintf(g_refs[g_n_refs], NODE_DL_REF_MAX, "%s", arg);
-        g_ref_ptrs[g_n_refs] = g_refs[g_n_refs];
-        g_n_refs++;
+        snprintf(a->refs[a->n_refs], NODE_DL_REF_MAX, "%s", arg);
+        a->ref_ptrs[a->n_refs] = a->refs[a->n_refs];
+        a->n_refs++;
         taken++;
         memmove(&argv[i], &argv[i + 2], (size_t)(*argc - i - 2) * sizeof *argv);
         *argc -= 2;
@@ -66,10 +60,10 @@ int node_dl_take_args(int *argc, char **argv)
     return taken;
 }
 
-size_t node_dl_pending(const char *const **refs)
+size_t node_dl_pending(const node_dl_args_t *a, const char *const **refs)
 {
-    if (refs) *refs = g_ref_ptrs;
-    return g_n_refs;
+    if (refs) *refs = a->ref_ptrs;
+    return a->n_refs;
 }
 
 static void log_progress(uv_timer_t *t)
@@ -96,22 +90,26 @@ int node_dl_init(node_dl_t *nd, uv_loop_t *loop, const char *models_dir)
     uv_timer_init(loop, &nd->progress);
     nd->progress.data = nd;
     nd->timer_open = true;
+    return 0;
+}
+
+void node_dl_add_present(node_dl_t *nd, const node_dl_args_t *a)
+{
     /* --model REF whose file was there: a finished job, so its source is announced */
-    for (size_t i = 0; i < g_n_present && nd->n < NODE_DL_MAX; i++) {
+    for (size_t i = 0; i < a->n_present && nd->n < NODE_DL_MAX; i++) {
         node_dl_job_t *j = &nd->jobs[nd->n];
         model_ref_t r;
         char err[64], path[2048];
         struct stat st;
-        if (model_ref_parse(g_present[i], &r, err, sizeof err) != 0 ||
+        if (model_ref_parse(a->present[i], &r, err, sizeof err) != 0 ||
             !mf_on_disk(&r, nd->dir, path, sizeof path) || stat(path, &st) != 0 ||
             model_name_from_path(path, j->name, sizeof j->name) != 0)
             continue;
-        snprintf(j->ref, sizeof j->ref, "%s", g_present[i]);
+        snprintf(j->ref, sizeof j->ref, "%s", a->present[i]);
         j->asked = true;
         j->size = (uint64_t)st.st_size;
         nd->n++;
     }
-    return 0;
 }
 
 static bool any_active(const node_dl_t *nd)

@@ -61,14 +61,27 @@ typedef struct node_dl {
     void *data;
 } node_dl_t;
 
+/* The --model REFs of the command line, from argv (node_dl_take_args, before config_parse) to
+ * the running node (node_dl_pending, node_dl_add_present). Owned by the node. */
+typedef struct {
+    char refs[NODE_DL_MAX][NODE_DL_REF_MAX]; /* to download */
+    const char *ref_ptrs[NODE_DL_MAX];
+    size_t n_refs;
+    char present[NODE_DL_MAX][NODE_DL_REF_MAX]; /* on disk already: announced as sources */
+    size_t n_present;
+} node_dl_args_t;
+
 /* Before config_parse: take every `--model REF` (or -m) with a remote reference whose file is
- * not in the models directory off argv (into a static list) and return how many were taken;
- * a remote ref whose file is there already becomes its path. *argc shrinks. */
-int node_dl_take_args(int *argc, char **argv);
+ * not in the models directory off argv (into a) and return how many were taken; a remote ref
+ * whose file is there already becomes its path (and is noted in a). *argc shrinks. */
+int node_dl_take_args(node_dl_args_t *a, int *argc, char **argv);
 /* The references node_dl_take_args took. */
-size_t node_dl_pending(const char *const **refs);
+size_t node_dl_pending(const node_dl_args_t *a, const char *const **refs);
 
 int node_dl_init(node_dl_t *nd, uv_loop_t *loop, const char *models_dir);
+/* After node_dl_init: each --model REF whose file was there already becomes a finished job (its
+ * source is announced). */
+void node_dl_add_present(node_dl_t *nd, const node_dl_args_t *a);
 /* Start downloading ref for the operator (a second start of the same ref is a no-op). 0 or
  * -errno (err set; -EFBIG: too big for this node). */
 int node_dl_start(node_dl_t *nd, const char *ref, char *err, size_t errlen);

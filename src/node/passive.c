@@ -582,7 +582,7 @@ static bool step(passive_t *p, pv_req_t *r)
     track(p, req, host->id);
     count_forward(p, host->id);
     if (r->spilled) p->spilled++;
-    if (relay_start(p->mesh, r->model, req, hosts, nh) == 0) {
+    if (relay_start(p->o.relay, p->mesh, r->model, req, hosts, nh) == 0) {
         free(r);
         return true;
     }

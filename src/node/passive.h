@@ -32,6 +32,7 @@
 #include "httpd.h"
 #include "identity.h"
 #include "mesh.h"
+#include "relay.h"
 #include "route_table.h"
 
 #define PV_MAX_TRIES 3     /* hosts tried per request */
@@ -51,7 +52,8 @@ typedef struct {
      * row found no active node answering (every active node is gone). May be NULL. */
     void (*on_table)(void *data, const rt_table_t *t);
     void *data;
-    bool paused; /* start paused (a standby that is still a gossip member) */
+    bool paused;        /* start paused (a standby that is still a gossip member) */
+    relay_ctx_t *relay; /* the node's relay counters (requests forwarded through relays) */
 } passive_opts_t;
 
 int passive_start(passive_t **out, uv_loop_t *loop, mesh_t *mesh, const passive_opts_t *o);

@@ -40,6 +40,7 @@
 #include "router.h"
 #include "speed.h"
 #include "supervisor.h"
+#include "tunnel_rpc.h"
 #include "view.h"
 
 #define PLAN_MAX_MODELS PP_MAX_MODELS
@@ -84,7 +85,8 @@ struct planner {
     size_t n;
     bool allocating; /* no --model: the mesh chooses */
     pp_alloc_state_t alloc;
-    node_dl_t *dl; /* downloads (rule 4 "download and serve"); NULL: none */
+    node_dl_t *dl;                 /* downloads (rule 4 "download and serve"); NULL: none */
+    tunnel_rpc_stats_t *rpc_stats; /* the node's RPC tunnel counters (host side); NULL: none */
     char dl_failed[PLAN_MAX_MODELS][MODEL_NAME_MAX]; /* models whose mesh download failed here */
     size_t n_dl_failed;
     sv_child_t *rpc;

@@ -613,7 +613,7 @@ void planner_status(planner_t *pl, json_t *st)
         json_array_append_new(plan, o);
     }
     json_object_set_new(st, "plan", plan);
-    const tunnel_rpc_stats_t *ts = tunnel_rpc_stats();
+    const tunnel_rpc_stats_t none = {0}, *ts = pl->rpc_stats ? pl->rpc_stats : &none;
     json_object_set_new(
         st, "rpc_tunnel",
         json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "host_tx", (json_int_t)ts->host_tx,

@@ -73,18 +73,18 @@ typedef struct {
     sse_parser_t sse;
     resume_track_t track;
     buf_t scratch;
+    meshstat_t *stat; /* the stat of the server the request came to (/metrics) */
+    relay_ctx_t *rc;  /* the node's relay counters and affinity memory */
 } relay_t;
 
-static relay_stats_t g_stats;
-
-/* A relay event: in /api/status (g_stats) and in /metrics, per model. */
+/* A relay event: in /api/status (rc->stats) and in /metrics, per model. */
 static void count(const relay_t *r, metrics_relay_t what)
 {
-    uint64_t *c[METRICS_N_RELAY] = {&g_stats.retries, &g_stats.first_byte_timeouts,
-                                    &g_stats.failovers, &g_stats.failovers_resumed,
-                                    &g_stats.failovers_refused};
+    relay_stats_t *st = &r->rc->stats;
+    uint64_t *c[METRICS_N_RELAY] = {&st->retries, &st->first_byte_timeouts, &st->failovers,
+                                    &st->failovers_resumed, &st->failovers_refused};
     if ((unsigned)what < METRICS_N_RELAY) (*c[what])++;
-    metrics_relay(meshstat(), r->model, what);
+    metrics_relay(meshstat_metrics(r->stat), r->model, what);
 }
 
 static void attempt_next(relay_t *r, const char *why);
@@ -310,7 +310,7 @@ static void on_event(void *ud, const char *event, const char *data, size_t len)
         if (rc == 1) {
             size_t before = r->track.n_tokens;
             resume_track_event(&r->track, out.data, out.len);
-            g_stats.tokens_resumed += r->track.n_tokens - before;
+            r->rc->stats.tokens_resumed += r->track.n_tokens - before;
             emit_event(r, event, out.data, out.len);
         }
         buf_free(&out);
@@ -711,22 +711,24 @@ static void mesh_io_suspect(void *data, const char *id)
     mesh_suspect(data, id);
 }
 
-int relay_start(mesh_t *mesh, const char *model, httpd_req_t *req, const relay_host_t *hosts,
-                size_t n)
+int relay_start(relay_ctx_t *ctx, mesh_t *mesh, const char *model, httpd_req_t *req,
+                const relay_host_t *hosts, size_t n)
 {
     const relay_io_t io = {.conn = mesh_io_conn, .suspect = mesh_io_suspect, .data = mesh};
-    return relay_start_io(&io, model, req, hosts, n);
+    return relay_start_io(ctx, &io, model, req, hosts, n);
 }
 
-int relay_start_io(const relay_io_t *io, const char *model, httpd_req_t *req,
+int relay_start_io(relay_ctx_t *ctx, const relay_io_t *io, const char *model, httpd_req_t *req,
                    const relay_host_t *hosts, size_t n)
 {
     if (n == 0) return -ENOENT;
     relay_t *r = calloc(1, sizeof *r);
     if (!r) return -ENOMEM;
     r->io = *io;
+    r->rc = ctx;
     r->loop = req->server->loop;
     r->req = req;
+    r->stat = meshstat_of(req);
     snprintf(r->model, sizeof r->model, "%s", model);
     r->n_hosts = n < RELAY_MAX_HOSTS ? n : RELAY_MAX_HOSTS;
     memcpy(r->hosts, hosts, r->n_hosts * sizeof *hosts);
@@ -753,7 +755,7 @@ int relay_start_io(const relay_io_t *io, const char *model, httpd_req_t *req,
     uv_timer_init(r->loop, &r->timer);
     r->timer.data = r;
     r->timer_open = true;
-    g_stats.requests++;
+    ctx->stats.requests++;
     int rc = -ENOTCONN;
     for (size_t i = 0; i < r->n_hosts; i++) {
         rc = attempt_start(r, i);
@@ -770,30 +772,29 @@ int relay_start_io(const relay_io_t *io, const char *model, httpd_req_t *req,
     return 0;
 }
 
-static affinity_t g_affinity;
-
-void relay_order_by_prefix(const httpd_req_t *req, const char *const *ids, size_t *order, size_t n)
+void relay_order_by_prefix(relay_ctx_t *rc, const httpd_req_t *req, const char *const *ids,
+                           size_t *order, size_t n)
 {
     const char *ev = getenv("MESH_LLM_PREFIX_AFFINITY");
     if (n < 2 || (ev && strcmp(ev, "0") == 0)) return;
     uint64_t key = req->rq.prefix;
-    if (key) affinity_pick(&g_affinity, key, ids, order, n);
+    if (key) affinity_pick(&rc->affinity, key, ids, order, n);
 }
 
-void relay_stats(relay_stats_t *out)
+void relay_stats(const relay_ctx_t *rc, relay_stats_t *out)
 {
-    *out = g_stats;
+    *out = rc->stats;
 }
 
-json_t *relay_status_json(void)
+json_t *relay_status_json(const relay_ctx_t *rc)
 {
-    relay_stats_t s = g_stats;
-    return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "prefix_affinity_hits",
-                     (json_int_t)g_affinity.hits, "prefix_affinity_misses",
-                     (json_int_t)g_affinity.misses, "routed_requests", (json_int_t)s.requests,
-                     "first_byte_timeouts", (json_int_t)s.first_byte_timeouts, "retries",
-                     (json_int_t)s.retries, "failovers", (json_int_t)s.failovers,
-                     "failovers_resumed", (json_int_t)s.failovers_resumed, "failovers_refused",
-                     (json_int_t)s.failovers_refused, "tokens_resumed",
-                     (json_int_t)s.tokens_resumed);
+    relay_stats_t s = rc ? rc->stats : (relay_stats_t){0};
+    uint64_t hits = rc ? rc->affinity.hits : 0, misses = rc ? rc->affinity.misses : 0;
+    return json_pack(
+        "{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "prefix_affinity_hits", (json_int_t)hits,
+        "prefix_affinity_misses", (json_int_t)misses, "routed_requests", (json_int_t)s.requests,
+        "first_byte_timeouts", (json_int_t)s.first_byte_timeouts, "retries", (json_int_t)s.retries,
+        "failovers", (json_int_t)s.failovers, "failovers_resumed", (json_int_t)s.failovers_resumed,
+        "failovers_refused", (json_int_t)s.failovers_refused, "tokens_resumed",
+        (json_int_t)s.tokens_resumed);
 }

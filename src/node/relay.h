@@ -27,6 +27,7 @@
 
 #include "httpd.h"
 #include "identity.h"
+#include "affinity.h"
 #include "mesh.h"
 
 #define RELAY_MAX_HOSTS 16
@@ -48,11 +49,18 @@ typedef struct {
     uint64_t tokens_resumed;      /* content chunks received from continuations */
 } relay_stats_t;
 
+/* What the node's relays share: their counters and the prefix-affinity memory. Owned by the
+ * node (app/main.c), handed to the routing drivers; zeroed is ready. */
+typedef struct {
+    relay_stats_t stats;
+    affinity_t affinity;
+} relay_ctx_t;
+
 /* Send req to hosts[0] (then the others, in order, for retries). Returns 0 when the relay took
  * the request (it answers it), or a negative errno when no host could be reached (req not
- * answered). */
-int relay_start(mesh_t *mesh, const char *model, httpd_req_t *req, const relay_host_t *hosts,
-                size_t n);
+ * answered). Counted in rc. */
+int relay_start(relay_ctx_t *rc, mesh_t *mesh, const char *model, httpd_req_t *req,
+                const relay_host_t *hosts, size_t n);
 
 /* How the relay reaches hosts: the connection to a host now (NULL: none; the mesh starts a dial)
  * and a host that failed (checked at once). relay_start uses the mesh's; tests give their own. */
@@ -61,15 +69,19 @@ typedef struct {
     void (*suspect)(void *data, const char *id);
     void *data;
 } relay_io_t;
-int relay_start_io(const relay_io_t *io, const char *model, httpd_req_t *req,
+int relay_start_io(relay_ctx_t *rc, const relay_io_t *io, const char *model, httpd_req_t *req,
                    const relay_host_t *hosts, size_t n);
 
-/* Prefix affinity (core/affinity.h) over the router's order: order[0..n) indexes ids; the host
- * that served the request's prompt prefix before comes first. MESH_LLM_PREFIX_AFFINITY=0 turns
- * it off (the router's own choice: stickiness key or rotation). */
-void relay_order_by_prefix(const httpd_req_t *req, const char *const *ids, size_t *order, size_t n);
 
-void relay_stats(relay_stats_t *out);
-json_t *relay_status_json(void);
+/* Prefix affinity (core/affinity.h, rc's memory) over the router's order: order[0..n) indexes
+ * ids; the host that served the request's prompt prefix before comes first.
+ * MESH_LLM_PREFIX_AFFINITY=0 turns it off (the router's own choice: stickiness key or
+ * rotation). */
+void relay_order_by_prefix(relay_ctx_t *rc, const httpd_req_t *req, const char *const *ids,
+                           size_t *order, size_t n);
+
+void relay_stats(const relay_ctx_t *rc, relay_stats_t *out);
+/* The "routing" object of /api/status (rc NULL: zeros). */
+json_t *relay_status_json(const relay_ctx_t *rc);
 
 #endif

@@ -13,14 +13,13 @@
 bool routing_remote(routing_t *rt, const char *model, int needs, httpd_req_t *req)
 {
     if (!rt->mesh) return false;
-    static uint64_t rotation;
     static router_peer_t peers[1024]; /* one per live peer (GOSSIP_MAX_PEERS) */
     size_t np = planner_route_facts(rt->plan, model, peers, sizeof peers / sizeof peers[0]);
     const request_t *body = meshstat_parse_body(req); /* parsed once already (api_openai.c) */
     router_request_t rq = {.needs = needs,
                            .has_key = body->has_router_key,
                            .key = body->router_key,
-                           .rotation = rotation++,
+                           .rotation = rt->rotation++,
                            .images = body->images};
     router_result_t res;
     router_route(peers, np, planner_requested(rt->plan, model), &rq, &res);
@@ -64,14 +63,14 @@ bool routing_remote(routing_t *rt, const char *model, int needs, httpd_req_t *re
     static const char *ids[sizeof peers / sizeof peers[0]];
     for (size_t i = 0; i < np; i++)
         ids[i] = peers[i].id;
-    relay_order_by_prefix(req, ids, res.order, res.n);
+    relay_order_by_prefix(rt->relay, req, ids, res.order, res.n);
     relay_host_t hosts[RELAY_MAX_HOSTS];
     size_t nh = 0;
     for (size_t k = 0; k < res.n && nh < RELAY_MAX_HOSTS; k++, nh++) {
         snprintf(hosts[nh].id, sizeof hosts[nh].id, "%s", peers[res.order[k]].id);
         hosts[nh].ready = peers[res.order[k]].ready;
     }
-    if (relay_start(rt->mesh, model, req, hosts, nh) == 0) return true;
+    if (relay_start(rt->relay, rt->mesh, model, req, hosts, nh) == 0) return true;
     /* the relay tried each host: none is connected yet (dials to them are under way) or took a
      * stream (its stream limit or send queue full) */
     httpd_respond_error(req, 503, "unavailable", "host_unreachable",

@@ -11,10 +11,13 @@
 #include "httpd.h"
 #include "mesh.h"
 #include "planner.h"
+#include "relay.h"
 
 typedef struct {
     planner_t *plan;
-    mesh_t *mesh; /* NULL before the mesh starts and once it stops */
+    mesh_t *mesh;       /* NULL before the mesh starts and once it stops */
+    relay_ctx_t *relay; /* the node's relay counters and affinity memory */
+    uint64_t rotation;  /* requests without a stickiness key routed so far (round robin) */
 } routing_t;
 
 /* A model this node does not have: forward it, or answer (400/503). false: no node knows it

@@ -124,15 +124,14 @@ static int free_port(void)
     return port;
 }
 
-/* MESH_LLM_TEST_CHILD_PORT: the first child started by this process gets this port instead of
- * a free one (tests: a port taken by another process between the pick and the child's bind). */
-static int test_port(void)
+/* MESH_LLM_TEST_CHILD_PORT: the first child started by this supervisor gets this port instead
+ * of a free one (tests: a port taken by another process between the pick and the child's bind). */
+static int test_port(supervisor_t *sv)
 {
-    static bool used;
     uint64_t v;
     const char *s = getenv("MESH_LLM_TEST_CHILD_PORT");
-    if (used || !s || parse_u64(s, 1, 65535, &v) != 0) return 0;
-    used = true;
+    if (sv->test_port_used || !s || parse_u64(s, 1, 65535, &v) != 0) return 0;
+    sv->test_port_used = true;
     return (int)v;
 }
 
@@ -505,7 +504,7 @@ static int do_spawn(sv_child_t *c)
         snprintf(c->last_error, sizeof c->last_error, "model file %s: %s", c->path, strerror(e));
         return -e;
     }
-    int port = test_port();
+    int port = test_port(c->sv);
     if (port <= 0) port = free_port();
     if (port < 0) return port;
     c->port = (uint16_t)port;

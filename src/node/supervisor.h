@@ -102,6 +102,7 @@ struct supervisor {
     sv_child_t *children;
     size_t n_children;
     bool stopping;
+    bool test_port_used; /* MESH_LLM_TEST_CHILD_PORT went to a child already */
     uv_timer_t kill_timer;
     sv_event_cb on_change; /* a child changed state */
     sv_event_cb on_all_stopped;

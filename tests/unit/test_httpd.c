@@ -344,22 +344,16 @@ static void test_too_many_headers_431(void **state)
 }
 
 /* ------------------------------------------------------------------------------------------
- * The process-wide cap on buffered request bytes
+ * The cap on buffered request bytes (httpd_budget_t)
  * ---------------------------------------------------------------------------------------- */
-
-static int reset_cap(void **state)
-{
-    (void)state;
-    httpd_set_buffer_cap(0);
-    return 0;
-}
 
 static void test_buffer_cap_503_then_serves(void **state)
 {
     (void)state;
     handled = 0;
     rig_t r;
-    httpd_opts_t o = {.max_body_bytes = 256 * 1024, .handler = handler};
+    httpd_budget_t bud = {0};
+    httpd_opts_t o = {.max_body_bytes = 256 * 1024, .handler = handler, .budget = &bud};
     rig_start(&r, &o);
     static char chunk[64 * 1024];
     memset(chunk, 'a', sizeof chunk);
@@ -369,10 +363,10 @@ static void test_buffer_cap_503_then_serves(void **state)
     rig_send(a, ha, strlen(ha));
     rig_send(a, chunk, sizeof chunk);
     rig_pump(&r, 50);
-    size_t held_by_a = httpd_buffered_bytes();
+    size_t held_by_a = bud.buffered;
     assert_true(held_by_a >= sizeof chunk);
     /* B's 64 KiB would pass the cap: 503, and the server goes on */
-    httpd_set_buffer_cap(held_by_a + 32 * 1024);
+    bud.cap = held_by_a + 32 * 1024;
     int b = rig_connect(&r);
     const char *hb = "POST /b HTTP/1.1\r\nContent-Length: 65536\r\n\r\n";
     rig_send(b, hb, strlen(hb));
@@ -388,7 +382,7 @@ static void test_buffer_cap_503_then_serves(void **state)
     assert_non_null(strstr(out, "\"type\":\"server_error\""));
     assert_int_equal(handled, 0);
     /* A completes and is served once there is room */
-    httpd_set_buffer_cap(held_by_a + 512 * 1024);
+    bud.cap = held_by_a + 512 * 1024;
     rig_send(a, chunk, sizeof chunk);
     char outa[4096] = "";
     len = 0;
@@ -400,13 +394,85 @@ static void test_buffer_cap_503_then_serves(void **state)
     assert_int_equal(handled, 1);
     /* between requests the body's memory is given back */
     rig_pump(&r, 20);
-    assert_true(httpd_buffered_bytes() < 16 * 1024);
+    assert_true(bud.buffered < 16 * 1024);
     close(a);
     close(b);
     rig_pump(&r, 20);
     assert_int_equal(r.srv.n_conns, 0);
-    assert_int_equal(httpd_buffered_bytes(), 0);
+    assert_int_equal(bud.buffered, 0);
     rig_stop(&r);
+}
+
+/* Two servers given one budget count into it together: bytes held by the first refuse a
+ * request on the second, which a server with a budget of its own (NULL) accepts. */
+static void test_budget_shared_by_two_servers(void **state)
+{
+    (void)state;
+    handled = 0;
+    uv_loop_t loop;
+    assert_int_equal(uv_loop_init(&loop), 0);
+    httpd_budget_t bud = {0};
+    httpd_t one, two, own;
+    httpd_opts_t o = {
+        .host = "127.0.0.1", .max_body_bytes = 256 * 1024, .handler = handler, .budget = &bud};
+    assert_int_equal(httpd_start(&one, &loop, &o), 0);
+    assert_int_equal(httpd_start(&two, &loop, &o), 0);
+    o.budget = NULL;
+    assert_int_equal(httpd_start(&own, &loop, &o), 0);
+    assert_ptr_equal(one.budget, &bud);
+    assert_ptr_equal(two.budget, &bud);
+    assert_ptr_equal(own.budget, &own.own_budget);
+    static char chunk[64 * 1024];
+    memset(chunk, 'a', sizeof chunk);
+    /* A, on the first server, holds half of a 128 KiB body */
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    assert_int_equal(httpd_serve_fd(&one, sv[0], HTTPD_PEER_LOOPBACK), 0);
+    int a = sv[1];
+    const char *ha = "POST /a HTTP/1.1\r\nContent-Length: 131072\r\n\r\n";
+    rig_send(a, ha, strlen(ha));
+    rig_send(a, chunk, sizeof chunk);
+    for (int i = 0; i < 50; i++)
+        uv_run(&loop, UV_RUN_NOWAIT);
+    size_t held_by_a = bud.buffered;
+    assert_true(held_by_a >= sizeof chunk);
+    assert_int_equal(own.own_budget.buffered, 0);
+    bud.cap = held_by_a + 32 * 1024;
+    own.own_budget.cap = held_by_a + 32 * 1024;
+    /* B's 64 KiB on the second server passes the shared cap: 503 */
+    const char *hb = "POST /b HTTP/1.1\r\nContent-Length: 65536\r\n\r\n";
+    int b[2];
+    httpd_t *to[2] = {&two, &own};
+    char out[2][4096] = {"", ""};
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+        assert_int_equal(httpd_serve_fd(to[k], sv[0], HTTPD_PEER_LOOPBACK), 0);
+        b[k] = sv[1];
+        rig_send(b[k], hb, strlen(hb));
+        rig_send(b[k], chunk, sizeof chunk);
+        size_t len = 0;
+        for (int i = 0; i < 1000 && !strstr(out[k], "\r\n\r\n"); i++) {
+            uv_run(&loop, UV_RUN_NOWAIT);
+            len = rig_read(b[k], out[k], sizeof out[k], len);
+        }
+    }
+    assert_non_null(strstr(out[0], "HTTP/1.1 503 Service Unavailable\r\n"));
+    assert_non_null(strstr(out[0], "\"code\":\"server_busy\""));
+    /* the same request to the server with its own budget is served */
+    assert_non_null(strstr(out[1], "HTTP/1.1 200 OK"));
+    assert_int_equal(handled, 1);
+    close(a);
+    close(b[0]);
+    close(b[1]);
+    for (int i = 0; i < 20; i++)
+        uv_run(&loop, UV_RUN_NOWAIT);
+    assert_int_equal(bud.buffered, 0);
+    httpd_stop(&one);
+    httpd_stop(&two);
+    httpd_stop(&own);
+    for (int i = 0; i < 5; i++)
+        uv_run(&loop, UV_RUN_NOWAIT);
+    assert_int_equal(uv_loop_close(&loop), 0);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -792,7 +858,8 @@ int main(void)
         cmocka_unit_test(test_header_line_too_long_431),
         cmocka_unit_test(test_431_honours_connection_close),
         cmocka_unit_test(test_too_many_headers_431),
-        cmocka_unit_test_teardown(test_buffer_cap_503_then_serves, reset_cap),
+        cmocka_unit_test(test_buffer_cap_503_then_serves),
+        cmocka_unit_test(test_budget_shared_by_two_servers),
         cmocka_unit_test(test_stalled_reader_cut_off),
         cmocka_unit_test(test_stalled_stream_aborted),
         cmocka_unit_test(test_stalled_small_stream_aborted),

@@ -141,6 +141,7 @@ static void io_suspect(void *data, const char *id)
 }
 
 static const relay_io_t io = {.conn = io_conn, .suspect = io_suspect};
+static relay_ctx_t rctx; /* the node's relay counters and affinity memory */
 
 /* ---------------- the entry node's API: the handler relays ---------------- */
 
@@ -155,7 +156,7 @@ static void front_handler(httpd_req_t *req)
     size_t n = 0;
     for (const char *p = hosts_given; *p && n < RELAY_MAX_HOSTS; p++, n++)
         hosts[n] = (relay_host_t){.id = {*p, 0}, .ready = strchr(hosts_ready, *p) != NULL};
-    start_rc = relay_start_io(&io, "m", req, hosts, n);
+    start_rc = relay_start_io(&rctx, &io, "m", req, hosts, n);
     if (start_rc) httpd_respond_error(req, 502, "unavailable", "no_route", "no host reachable");
 }
 

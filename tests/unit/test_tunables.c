@@ -41,7 +41,7 @@ typedef enum {
     R_OFF0,         /* relay.c, tunnel_rpc.c: !(s && strcmp(s, "0") == 0) */
     R_SET,          /* cli_discover.c: getenv(name) != NULL */
     R_TEXT,         /* identity.c, bin_find.c, ws_client.c: s && *s */
-    R_MAX_BUFFERED, /* api_openai.c:api_start + httpd_set_buffer_cap */
+    R_MAX_BUFFERED, /* api_openai.c:api_start -> httpd_budget_t.cap */
     R_RETRY_AFTER,  /* transport_ep.c:tp_config_default */
     R_QUIC_CC,      /* transport_ep.c:tp_config_default */
     R_SPEED,        /* speed.c:node_speed_start */
@@ -175,7 +175,7 @@ static uint64_t admission_env_ms0(const char *name, uint64_t def)
     return s && parse_u64(s, 0, 86400000ULL, &v) == 0 ? v : def;
 }
 
-/* api_openai.c:api_start, then httpd.c:httpd_set_buffer_cap */
+/* api_openai.c:api_start, then the httpd_budget_t cap (0: HTTPD_DEFAULT_BUFFER_CAP) */
 static uint64_t api_start_buffer_cap(void)
 {
     uint64_t cap;

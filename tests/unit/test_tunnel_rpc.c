@@ -36,8 +36,9 @@ static uint8_t pat(unsigned seed, size_t i)
 /* ---------------- the two nodes ---------------- */
 
 static node_t host, worker;
-static tp_conn_t *hconn; /* host -> worker */
-static int rpc_port;     /* what the worker passes to tunnel_rpc_serve */
+static tp_conn_t *hconn;          /* host -> worker */
+static int rpc_port;              /* what the worker passes to tunnel_rpc_serve */
+static tunnel_rpc_stats_t rpc_st; /* the counters both sides count into (as the node's) */
 
 /* The worker takes TUNNEL_RPC streams (as tunnels.c does, with rpc_port for every one). */
 static bool take_rpc(void *data, tp_stream_t *s, int type, const char *from, json_t *frame,
@@ -46,7 +47,7 @@ static bool take_rpc(void *data, tp_stream_t *s, int type, const char *from, jso
     (void)data;
     (void)from;
     if (type != WIRE_TUNNEL_RPC) return false;
-    tunnel_rpc_serve(&loop, s, frame, rest, n, rpc_port);
+    tunnel_rpc_serve(&loop, s, frame, rest, n, rpc_port, &rpc_st);
     return true;
 }
 
@@ -387,14 +388,14 @@ static int setup(void **state)
     reader_bad = 0;
     get_calls = null_calls = 0;
     close_in_get_conn = NULL;
-    st0 = *tunnel_rpc_stats();
+    st0 = rpc_st;
     return 0;
 }
 
 static int teardown(void **state)
 {
-    RUN_UNTIL(tunnel_rpc_stats()->links_active == 0, 5000);
-    assert_int_equal(tunnel_rpc_stats()->links_active, 0);
+    RUN_UNTIL(rpc_st.links_active == 0, 5000);
+    assert_int_equal(rpc_st.links_active, 0);
     node_down(&host);
     node_down(&worker);
     srv_stop(&echo);
@@ -410,6 +411,7 @@ static rpc_fwd_t *listen_fwd(void)
 {
     rpc_fwd_t *f = NULL;
     assert_int_equal(tunnel_rpc_listen(&loop, worker.id.id, "stories260K", get_conn, &host, &f), 0);
+    tunnel_rpc_set_stats(f, &rpc_st);
     assert_true(tunnel_rpc_port(f) > 0);
     return f;
 }
@@ -417,7 +419,7 @@ static rpc_fwd_t *listen_fwd(void)
 static void close_fwd(rpc_fwd_t *f)
 {
     tunnel_rpc_close(f);
-    RUN_UNTIL(tunnel_rpc_stats()->links_active == 0, 5000);
+    RUN_UNTIL(rpc_st.links_active == 0, 5000);
 }
 
 /* ---------------- tests ---------------- */
@@ -430,13 +432,13 @@ static void test_echo_8mib(void **state)
     RUN_UNTIL(c->closed, 60000);
     assert_echoed(c, 8u << 20);
     cl_free(c);
-    RUN_UNTIL(echo.conns_open == 0 && tunnel_rpc_stats()->links_active == 0, 5000);
+    RUN_UNTIL(echo.conns_open == 0 && rpc_st.links_active == 0, 5000);
     assert_int_equal(echo.conns_total, 1);
     assert_int_equal(echo.conns_open, 0);
-    assert_int_equal(tunnel_rpc_stats()->links_active, 0); /* both relays ended cleanly */
+    assert_int_equal(rpc_st.links_active, 0); /* both relays ended cleanly */
     /* the echo answered what it was sent: at least one request/response turn, at most one per
      * chunk the worker sent back */
-    uint64_t turns = tunnel_rpc_stats()->host_turns - st0.host_turns;
+    uint64_t turns = rpc_st.host_turns - st0.host_turns;
     assert_true(turns >= 1);
     assert_true(turns <= (8u << 20) / 1024);
     close_fwd(f);
@@ -455,7 +457,7 @@ static void test_four_concurrent(void **state)
         cl_free(c[i]);
     }
     assert_int_equal(echo.conns_total, 4);
-    assert_int_equal(tunnel_rpc_stats()->links_opened - st0.links_opened, 4);
+    assert_int_equal(rpc_st.links_opened - st0.links_opened, 4);
     close_fwd(f);
 }
 
@@ -471,7 +473,7 @@ static void test_slow_reader(void **state)
     assert_true(echo.paused); /* the echo's writes back stalled: the worker stopped reading */
     size_t sent = c->sent;
     assert_true(sent < n);
-    assert_true(tunnel_rpc_stats()->read_pauses > st0.read_pauses);
+    assert_true(rpc_st.read_pauses > st0.read_pauses);
     uv_read_start((uv_stream_t *)&c->h, rd_alloc, cl_read);
     RUN_UNTIL(c->closed, 60000);
     assert_echoed(c, n);
@@ -513,7 +515,7 @@ static void test_rpc_refused(void **state)
     assert_true(c->closed);
     assert_int_equal(c->got.len, 0);
     cl_free(c);
-    assert_int_equal(tunnel_rpc_stats()->worker_failed - st0.worker_failed, 1);
+    assert_int_equal(rpc_st.worker_failed - st0.worker_failed, 1);
     /* no rpc-server at all on the worker: same */
     rpc_port = 0;
     c = cl_start(tunnel_rpc_port(f), 5, 1000, false);
@@ -521,7 +523,7 @@ static void test_rpc_refused(void **state)
     assert_true(c->closed);
     assert_int_equal(c->got.len, 0);
     cl_free(c);
-    assert_int_equal(tunnel_rpc_stats()->worker_failed - st0.worker_failed, 2);
+    assert_int_equal(rpc_st.worker_failed - st0.worker_failed, 2);
     /* the listener still works */
     rpc_port = echo.port;
     c = cl_start(tunnel_rpc_port(f), 6, 100000, false);
@@ -542,11 +544,11 @@ static void test_conn_dies_mid_transfer(void **state)
     assert_true(sink.bytes > (2u << 20));
     assert_false(c->closed);
     tp_conn_close(hconn, 0, "test");
-    RUN_UNTIL(c->closed && sink.conns_open == 0 && tunnel_rpc_stats()->links_active == 0, 5000);
+    RUN_UNTIL(c->closed && sink.conns_open == 0 && rpc_st.links_active == 0, 5000);
     assert_true(c->closed);
     assert_true(c->sent < c->to_send);
     assert_int_equal(sink.conns_open, 0);
-    assert_int_equal(tunnel_rpc_stats()->links_active, 0);
+    assert_int_equal(rpc_st.links_active, 0);
     cl_free(c);
     close_fwd(f);
 }
@@ -588,7 +590,7 @@ static void test_suspect(void **state)
     assert_true(suspects >= 2);
     assert_string_equal(suspected, worker.id.id);
     assert_non_null(strstr(suspect_why, "overdue"));
-    assert_int_equal(tunnel_rpc_stats()->suspects - st0.suspects, (uint64_t)suspects);
+    assert_int_equal(rpc_st.suspects - st0.suspects, (uint64_t)suspects);
     assert_false(c->closed);
     tp_conn_close(hconn, 0, "test"); /* the connection is lost: suspected at once */
     RUN_UNTIL(c->closed, 5000);
@@ -610,10 +612,10 @@ static void test_close_with_live_relays(void **state)
     null_calls = 1000000; /* a fourth waits for a connection */
     client_t *w = cl_start(tunnel_rpc_port(f), 30, 1000, false);
     RUN_UNTIL(get_calls >= 2, 5000);
-    assert_int_equal(tunnel_rpc_stats()->links_active - st0.links_active, 7);
+    assert_int_equal(rpc_st.links_active - st0.links_active, 7);
     tunnel_rpc_close(f);
     RUN_UNTIL(c[0]->closed && c[1]->closed && c[2]->closed && w->closed && echo.conns_open == 0 &&
-                  tunnel_rpc_stats()->links_active == 0,
+                  rpc_st.links_active == 0,
               5000);
     for (unsigned i = 0; i < 3; i++) {
         assert_true(c[i]->closed);
@@ -622,7 +624,7 @@ static void test_close_with_live_relays(void **state)
     assert_int_equal(w->got.len, 0);
     cl_free(w);
     assert_int_equal(echo.conns_open, 0);
-    assert_int_equal(tunnel_rpc_stats()->links_active, 0);
+    assert_int_equal(rpc_st.links_active, 0);
 }
 
 /* tunnel_rpc_close from inside get_conn (a callback of the listener's own relay) */
@@ -661,7 +663,7 @@ static void test_get_conn_retry(void **state)
     assert_true(c->closed);
     assert_int_equal(c->got.len, 0);
     assert_true(get_calls >= 4 && get_calls <= 9); /* every 50 ms for 300 ms */
-    assert_int_equal(tunnel_rpc_stats()->links_failed - st0.links_failed, 1);
+    assert_int_equal(rpc_st.links_failed - st0.links_failed, 1);
     cl_free(c);
     close_fwd(f);
 }
@@ -720,7 +722,7 @@ static void test_bad_frames(void **state)
         assert_int_not_equal(r[i].err, 0);
     }
     assert_int_equal(reader_bad, 1);
-    assert_int_equal(tunnel_rpc_stats()->worker_failed - st0.worker_failed, 3);
+    assert_int_equal(rpc_st.worker_failed - st0.worker_failed, 3);
     assert_int_equal(echo.conns_total, 0);
     /* a good one after them */
     raw_t ok = {0};
@@ -746,8 +748,8 @@ static void test_counters(void **state)
     RUN_UNTIL(b->closed && sink.bytes == 100000, 10000);
     assert_int_equal(sink.bytes, 100000);
     cl_free(b);
-    RUN_UNTIL(tunnel_rpc_stats()->links_active == 0, 5000);
-    const tunnel_rpc_stats_t *s = tunnel_rpc_stats();
+    RUN_UNTIL(rpc_st.links_active == 0, 5000);
+    const tunnel_rpc_stats_t *s = &rpc_st;
     assert_int_equal(s->host_tx - st0.host_tx, (1u << 20) + 100000);
     assert_int_equal(s->worker_rx - st0.worker_rx, (1u << 20) + 100000);
     assert_int_equal(s->worker_tx - st0.worker_tx, 1u << 20);
