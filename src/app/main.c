@@ -55,6 +55,7 @@ typedef struct {
     nostr_app_t nostr;  /* public discovery: --publish, --auto, GET /api/discover */
     changes_t changes;  /* the change bus: what /api/status shows changed (changes.h) */
     tunnels_t tun;      /* the mesh's tunnel and route-request streams (tunnels.h) */
+    tunnel_rpc_opts_t rpc_opts; /* their worker side's (from cfg.tun) */
     bool mesh_stopped, children_stopped;
     uv_signal_t sigint, sigterm;
     bool announced;
@@ -346,6 +347,7 @@ static int enter_mesh(node_t *n, const token_t *joins, size_t n_joins, char *err
         .api_port = n->api.httpd.port,
         .console_port = n->mgmt.started ? n->mgmt.httpd.port : 0,
         .heartbeat_ms = options_env_ms("MESH_LLM_HEARTBEAT_MS"),
+        .tun = &n->cfg.tun,
         .changes = &n->changes,
         .fill_announcement = fill_announcement,
         .on_peers_changed = peers_changed,
@@ -355,8 +357,10 @@ static int enter_mesh(node_t *n, const token_t *joins, size_t n_joins, char *err
         .on_stream = tunnels_take,
         .stream_data = &n->tun,
     };
+    tunables_rpc_opts(&n->cfg.tun, &n->rpc_opts);
     n->tun = (tunnels_t){
         .loop = n->loop,
+        .rpc_opts = &n->rpc_opts,
         .api = &n->api.httpd,
         .rpc_port = rpc_port,
         .route_request = n->cfg.client ? NULL : route_request, /* a client answers none */
@@ -777,7 +781,7 @@ int main(int argc, char **argv)
     admission_start(&n->adm);
     if (n->cfg.auto_join) nostr_app_auto(&n->nostr);
     if (!n->cfg.client) {
-        rc = node_dl_init(&n->ndl, n->loop, n->cfg.models_dir);
+        rc = node_dl_init(&n->ndl, n->loop, n->cfg.models_dir, &n->cfg.tun);
         if (rc) LOGW("node", "downloads disabled: %s", strerror(-rc));
         n->ndl.offer = n->vram;
         n->ndl.on_done = dl_done;

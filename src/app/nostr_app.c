@@ -30,7 +30,8 @@ static int start_discovery(nostr_app_t *na)
 {
     if (na->disc) return 0;
     if (na->n_relays == 0) return -ENOENT;
-    int rc = discovery_start(&na->disc, na->loop, na->relays, na->n_relays, on_change, na);
+    int rc = discovery_start(&na->disc, na->loop, na->relays, na->n_relays, &na->cfg->tun,
+                             on_change, na);
     if (rc == 0) {
         char list[1024] = "";
         size_t off = 0;
@@ -331,7 +332,7 @@ static void probe_batch(nostr_app_t *na)
         if (rc == 0) {
             *pc = (probe_ctx_t){na, i};
             na->probes++;
-            rc = probe_start(na->loop, &t, timeout, on_probe, pc);
+            rc = probe_start(na->loop, &t, &na->cfg->tun, timeout, on_probe, pc);
             sodium_memzero(&t, sizeof t);
         }
         if (rc) {

@@ -42,8 +42,8 @@ bool tunnels_take(void *tunnels, tp_stream_t *s, int type, const char *from, jso
     if (type == WIRE_TUNNEL_RPC && t->rpc_port) {
         /* only the host of a plan this node works for reaches its rpc-server */
         const char *model = json_string_value(json_object_get(frame, "model"));
-        tunnel_rpc_serve(t->loop, s, frame, rest, n,
-                         t->rpc_port(t->data, from, model ? model : ""));
+        tunnel_rpc_serve(t->loop, s, frame, rest, n, t->rpc_port(t->data, from, model ? model : ""),
+                         t->rpc_opts);
         return true;
     }
     return false;

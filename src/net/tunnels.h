@@ -19,6 +19,7 @@
 
 #include "httpd.h"
 #include "transport.h"
+#include "tunnel_rpc.h"
 
 typedef struct {
     uv_loop_t *loop;
@@ -29,6 +30,7 @@ typedef struct {
     /* The answer to peer's ROUTE_REQUEST frame (a new reference; NULL resets the stream).
      * NULL: route requests are refused (passive nodes). */
     json_t *(*route_request)(void *data, const char *peer, json_t *frame);
+    const tunnel_rpc_opts_t *rpc_opts; /* the worker side's (tunnel_rpc_serve); NULL: defaults */
     void *data;
     uint64_t route_in; /* ROUTE_REQUEST streams answered */
 } tunnels_t;

@@ -9,6 +9,7 @@
 
 #include "identity.h"
 #include "log.h"
+#include "tunables.h"
 
 typedef enum {
     MODEL_TYPE_AUTO = 0,
@@ -103,7 +104,8 @@ typedef struct {
     size_t n_model_opts;
     char *config_path;      /* the config file read, or NULL */
     bool config_has_secret; /* it holds a join token or an API key */
-    char *notes; /* warnings found while parsing, one per line, for the log (skipped entries) */
+    char *notes;    /* warnings found while parsing, one per line, for the log (skipped entries) */
+    tunables_t tun; /* the MESH_LLM_* environment, read once by config_parse (tunables.h) */
 } config_t;
 
 enum { CONFIG_OK = 0, CONFIG_EXIT = 1 };

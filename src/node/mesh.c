@@ -14,6 +14,7 @@
 #include "log.h"
 #include "mesh_int.h"
 #include "util.h"
+#include "tunables.h"
 #include "wire.h"
 
 #define LEAVE_WAIT_MS 1500 /* how long PEER_LEAVING may take on shutdown */
@@ -294,7 +295,7 @@ int mesh_start(mesh_t **out, uv_loop_t *loop, const mesh_opts_t *opts, char *err
     }
     tp_callbacks_t cb = {m, mesh_on_conn_ready, mesh_on_conn_closed, on_stream};
     tp_config_t tcfg;
-    tp_config_default(&tcfg);
+    tunables_tp_config(opts->tun, &tcfg);
     mesh_timing_init(&m->tm, opts->heartbeat_ms ? opts->heartbeat_ms : 60000,
                      tcfg.handshake_timeout_ms);
     tcfg.handshake_timeout_ms = m->tm.dial_timeout;

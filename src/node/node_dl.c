@@ -12,6 +12,7 @@
 #include "model_fetch.h"
 #include "model_ref.h"
 #include "options.h"
+#include "tunables.h"
 #include "util.h"
 
 #define RETRY_AFTER_S 5
@@ -86,12 +87,14 @@ static void log_progress(uv_timer_t *t)
     if (n && nd->on_change) nd->on_change(nd->data);
 }
 
-int node_dl_init(node_dl_t *nd, uv_loop_t *loop, const char *models_dir)
+int node_dl_init(node_dl_t *nd, uv_loop_t *loop, const char *models_dir, const tunables_t *tun)
 {
     memset(nd, 0, sizeof *nd);
     nd->loop = loop;
     mf_default_dir(models_dir, nd->dir, sizeof nd->dir);
-    int rc = dl_init(&nd->d, loop);
+    dl_opts_t o;
+    tunables_dl_opts(tun, &o);
+    int rc = dl_init(&nd->d, loop, &o);
     if (rc) return rc;
     uv_timer_init(loop, &nd->progress);
     nd->progress.data = nd;

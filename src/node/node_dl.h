@@ -68,7 +68,10 @@ int node_dl_take_args(int *argc, char **argv);
 /* The references node_dl_take_args took. */
 size_t node_dl_pending(const char *const **refs);
 
-int node_dl_init(node_dl_t *nd, uv_loop_t *loop, const char *models_dir);
+struct tunables;
+/* tun: the downloader's settings (tunables_dl_opts; NULL: the defaults) */
+int node_dl_init(node_dl_t *nd, uv_loop_t *loop, const char *models_dir,
+                 const struct tunables *tun);
 /* Start downloading ref for the operator (a second start of the same ref is a no-op). 0 or
  * -errno (err set; -EFBIG: too big for this node). */
 int node_dl_start(node_dl_t *nd, const char *ref, char *err, size_t errlen);

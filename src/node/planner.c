@@ -293,7 +293,10 @@ static void start_host(planner_t *pl, pmodel_t *pm)
     buf_init(&rpc, 1 << 14);
     int rc = 0;
     for (size_t k = 0; k < pm->st.n_workers && rc == 0; k++) {
-        rc = tunnel_rpc_listen(pl->loop, pm->st.workers[k].id, pm->name, get_conn, pl, &pm->fwd[k]);
+        tunnel_rpc_opts_t ro;
+        tunables_rpc_opts(&pl->cfg->tun, &ro);
+        rc = tunnel_rpc_listen(pl->loop, pm->st.workers[k].id, pm->name, get_conn, pl, &ro,
+                               &pm->fwd[k]);
         if (rc == 0) tunnel_rpc_on_suspect(pm->fwd[k], on_rpc_suspect);
         if (rc == 0) buf_printf(&rpc, "%s127.0.0.1:%d", k ? "," : "", tunnel_rpc_port(pm->fwd[k]));
     }

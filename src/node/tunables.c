@@ -203,3 +203,38 @@ bool tunables_given(const tunables_t *t, const void *field)
             return t->given[i / 8] & (1u << (i % 8));
     return false;
 }
+
+void tunables_tp_config(const tunables_t *t, tp_config_t *cfg)
+{
+    tp_config_default(cfg);
+    tunables_t defaults;
+    if (!t) {
+        tunables_defaults(&defaults);
+        t = &defaults;
+    }
+    cfg->handshake_timeout_ms = t->handshake_ms;
+    cfg->idle_timeout_ms = t->quic_idle_ms;
+    cfg->keepalive_ms = cfg->idle_timeout_ms / 3;
+    cfg->live_ms = t->live_ms;
+    cfg->retry_after = (size_t)t->quic_retry_after;
+    cfg->cc_algo = tp_cc_algo(t->quic_cc, cfg->cc_algo);
+}
+
+void tunables_dl_opts(const tunables_t *t, dl_opts_t *o)
+{
+    dl_opts_default(o);
+    if (!t) return;
+    o->min_rate = t->dl_min_rate;
+    o->stall_ms = t->dl_stall_ms;
+    o->retries = t->dl_retries;
+    o->backoff_ms = t->dl_backoff_ms;
+}
+
+void tunables_rpc_opts(const tunables_t *t, tunnel_rpc_opts_t *o)
+{
+    tunnel_rpc_opts_default(o);
+    if (!t) return;
+    o->connect_ms = t->rpc_connect_ms;
+    o->quiet_ms = t->rpc_quiet_ms;
+    o->coalesce = t->rpc_coalesce;
+}

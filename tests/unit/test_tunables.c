@@ -49,6 +49,7 @@ typedef enum {
     R_PROBE,        /* nostr_app.c: options_env_ms; mesh.c:mesh_gossip_new: env_ms(name, 0) */
     R_PROGRESS,     /* node_dl.c: options_env_ms; cli_models.c: env_ms(name, tty ? 250 : table) */
     R_TTL,          /* publisher.c: env_ms(name, 2 * options_env_ms(PUBLISH_INTERVAL)) */
+    R_COUNT0,       /* a count 0 .. max (0 accepted: download.c's retries since S11) */
 } ref_t;
 
 typedef struct {
@@ -72,7 +73,7 @@ static const want_t WANT[] = {
     {"MESH_LLM_DL_BACKOFF_MS", TUN_MS, 1, MS7D, R_ENV_MS, 500, F(dl_backoff_ms)},
     {"MESH_LLM_DL_FOLLOW_URLS", TUN_BOOL, 0, MS7D, R_FOLLOW, 0, F(dl_follow_urls)},
     {"MESH_LLM_DL_MIN_RATE", TUN_U64, 1, MS7D, R_ENV_MS, 1024, F(dl_min_rate)},
-    {"MESH_LLM_DL_RETRIES", TUN_U64, 1, MS7D, R_ENV_MS, 5, F(dl_retries)},
+    {"MESH_LLM_DL_RETRIES", TUN_U64, 0, MS7D, R_COUNT0, 5, F(dl_retries)},
     {"MESH_LLM_DL_STALL_MS", TUN_MS, 1, MS7D, R_ENV_MS, 60000, F(dl_stall_ms)},
     {"MESH_LLM_EVENTS_MAX_QUEUE", TUN_U64, 1, MS7D, R_ENV_MS, TABLE, F(events_max_queue)},
     {"MESH_LLM_EVENTS_MS", TUN_MS, 1, MS7D, R_ENV_MS, TABLE, F(events_ms)},
@@ -287,6 +288,13 @@ static void check_row(const want_t *w, const tunables_t *t, const char *value)
     case R_RETRY_AFTER:
         EXPECT_U(u64_at(t, w->off), tp_retry_after());
         return;
+    case R_COUNT0: {
+        const char *e = getenv(n);
+        bool ok = e && parse_u64(e, 0, w->max, &v) == 0;
+        EXPECT_U(given, ok);
+        EXPECT_U(u64_at(t, w->off), ok ? v : (uint64_t)w->def);
+        return;
+    }
     case R_QUIC_CC:
         if (strcmp(text_at(t, w->off), tp_cc()) != 0)
             fail_msg("%s=%s: the tunable gives '%s', the call site '%s'", n,
@@ -578,7 +586,7 @@ static void test_kinds(void **state)
         {"MESH_LLM_TEST_CHILD_PORT", "1", 1, NULL, true, 0},
         {"MESH_LLM_TEST_CHILD_PORT", "65535", 65535, NULL, true, 0},
         {"MESH_LLM_TEST_CHILD_PORT", "65536", 0, NULL, false, 1},
-        {"MESH_LLM_DL_RETRIES", "0", 5, NULL, false, 1}, /* env_ms's range: no 0 retries */
+        {"MESH_LLM_DL_RETRIES", "0", 0, NULL, true, 0}, /* 0: no retry (S11; env_ms refused it) */
         {"MESH_LLM_DL_RETRIES", "604800000", 604800000, NULL, true, 0},
         /* TUN_ULONG: strtoul's syntax */
         {"MESH_LLM_SPEED_MFLOPS", NULL, 0, NULL, false, 0},
@@ -807,6 +815,57 @@ static void test_derived(void **state)
     unsetenv("MESH_LLM_PUBLISH_INTERVAL_MS");
 }
 
+/* The net layer reads no environment: tunables_tp_config and tunables_dl_opts carry the values
+ * to it; unset, they are the net layer's own defaults. MESH_LLM_DL_RETRIES=0 means no retry
+ * (before S11 env_ms refused 0 and 5 retries followed). */
+static void test_net_opts(void **state)
+{
+    (void)state;
+    tunables_t t;
+    const char *none[] = {NULL};
+    assert_int_equal(tunables_load(&t, none, NULL, 0), 0);
+    tp_config_t got, def;
+    tunables_tp_config(&t, &got);
+    tp_config_default(&def);
+    assert_memory_equal(&got, &def, sizeof got);
+    tunables_tp_config(NULL, &got);
+    assert_memory_equal(&got, &def, sizeof got);
+    dl_opts_t o, dd;
+    tunables_dl_opts(&t, &o);
+    dl_opts_default(&dd);
+    assert_memory_equal(&o, &dd, sizeof o);
+    assert_int_equal(dd.retries, 5);
+    assert_int_equal(dd.min_rate, 1024);
+
+    setenv("MESH_LLM_QUIC_RETRY_AFTER", "7", 1); /* the environment is not the source */
+    tp_config_default(&got);
+    assert_int_equal(got.retry_after, 16);
+    unsetenv("MESH_LLM_QUIC_RETRY_AFTER");
+
+    const char *some[] = {"MESH_LLM_HANDSHAKE_MS=700", "MESH_LLM_QUIC_IDLE_MS=9000",
+                          "MESH_LLM_LIVE_MS=300",      "MESH_LLM_QUIC_RETRY_AFTER=0",
+                          "MESH_LLM_QUIC_CC=cubic",    "MESH_LLM_DL_RETRIES=0",
+                          "MESH_LLM_DL_MIN_RATE=9",    "MESH_LLM_DL_STALL_MS=1500",
+                          "MESH_LLM_DL_BACKOFF_MS=20", NULL};
+    assert_int_equal(tunables_load(&t, some, NULL, 0), 0);
+    tunables_tp_config(&t, &got);
+    assert_int_equal(got.handshake_timeout_ms, 700);
+    assert_int_equal(got.idle_timeout_ms, 9000);
+    assert_int_equal(got.keepalive_ms, 3000);
+    assert_int_equal(got.live_ms, 300);
+    assert_int_equal(got.retry_after, 0);
+    assert_int_equal(got.cc_algo, tp_cc_algo("cubic", -1));
+    assert_int_not_equal(got.cc_algo, def.cc_algo);
+    assert_int_equal(got.max_conns, def.max_conns);
+    tunables_dl_opts(&t, &o);
+    assert_true(tunables_given(&t, &t.dl_retries));
+    assert_int_equal(o.retries, 0);
+    assert_int_equal(o.min_rate, 9);
+    assert_int_equal(o.stall_ms, 1500);
+    assert_int_equal(o.backoff_ms, 20);
+    assert_int_equal(tp_cc_algo("vegas", 42), 42);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -817,6 +876,7 @@ int main(void)
         cmocka_unit_test_setup(test_envp, clear_env),
         cmocka_unit_test_setup(test_report, clear_env),
         cmocka_unit_test_setup(test_derived, clear_env),
+        cmocka_unit_test_setup(test_net_opts, clear_env),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
