@@ -660,7 +660,8 @@ int main(int argc, char **argv)
 
     n->loop = uv_default_loop();
     meshstat_set_changes(&n->changes); /* a logged request changes the status */
-    rc = sv_init(&n->sv, n->loop, llama_server ? llama_server : "llama-server", n->cfg.verbose);
+    rc = sv_init(&n->sv, n->loop, llama_server ? llama_server : "llama-server", n->cfg.verbose,
+                 &n->cfg.tun);
     free(llama_server);
     if (rc) {
         LOGE("node", "supervisor: %s", strerror(-rc));

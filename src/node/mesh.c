@@ -237,8 +237,9 @@ gossip_t *mesh_gossip_new(mesh_t *m, uint64_t incarnation)
 {
     gossip_cfg_t gcfg;
     gossip_cfg_default(&gcfg, m->o.heartbeat_ms);
-    uint64_t probe = env_ms("MESH_LLM_PROBE_MS", 0);
-    if (probe) gcfg.probe_ms = probe;
+    /* gossip's own probe time (from the heartbeat) unless MESH_LLM_PROBE_MS is given */
+    if (m->o.tun && tunables_given(m->o.tun, &m->o.tun->probe_ms))
+        gcfg.probe_ms = m->o.tun->probe_ms;
     gossip_io_t io = {m, g_send, g_event, g_random, g_sign, g_wall};
     json_t *ann = mesh_announcement(m);
     return ann ? gossip_new(m->id.id, incarnation, ann, &gcfg, &io, mesh_now(m)) : NULL;

@@ -91,6 +91,7 @@ int node_dl_init(node_dl_t *nd, uv_loop_t *loop, const char *models_dir, const t
 {
     memset(nd, 0, sizeof *nd);
     nd->loop = loop;
+    nd->tun = tun;
     mf_default_dir(models_dir, nd->dir, sizeof nd->dir);
     dl_opts_t o;
     tunables_dl_opts(tun, &o);
@@ -262,7 +263,7 @@ static int start(node_dl_t *nd, const char *ref, bool asked, bool solo, char *er
     LOGI("download", "model %s: downloading %s into %s (%s)", j->name, ref, nd->dir,
          asked ? "the node serves it when it is there"
                : "the mesh gives this node the model: download and serve");
-    uint64_t every = options_env_ms("MESH_LLM_PROGRESS_MS");
+    uint64_t every = nd->tun ? nd->tun->progress_ms : options_env_default("MESH_LLM_PROGRESS_MS");
     if (!uv_is_active((uv_handle_t *)&nd->progress))
         uv_timer_start(&nd->progress, log_progress, every, every);
     if (nd->on_change) nd->on_change(nd->data);

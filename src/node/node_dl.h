@@ -47,6 +47,7 @@ typedef struct {
 
 typedef struct node_dl {
     uv_loop_t *loop;
+    const struct tunables *tun; /* node_dl_init's (NULL: the defaults) */
     dl_t *d;
     uv_timer_t progress;
     bool timer_open;

@@ -180,7 +180,7 @@ static void allocate(planner_t *pl, const peers_t *P)
                            .peers = P->v,
                            .n_peers = P->n,
                            .can_download = pl->dl != NULL && pl->dl->d != NULL,
-                           .follow_urls = env_ms("MESH_LLM_DL_FOLLOW_URLS", 0) != 0,
+                           .follow_urls = pl->cfg->tun.dl_follow_urls,
                            .failed = failed,
                            .n_failed = pl->n_dl_failed};
     pp_alloc_result_t res;
@@ -652,7 +652,7 @@ int planner_init(planner_t *pl, uv_loop_t *loop, const config_t *cfg, models_t *
     pl->ms = ms;
     pl->sv = sv;
     pl->vram = cfg->client ? 0 : vram;
-    pl->wait_ms = options_env_ms("MESH_LLM_PLAN_WAIT_MS");
+    pl->wait_ms = cfg->tun.plan_wait_ms;
     pd_init(pl);
     pl->allocating = cfg->n_joins > 0 && !cfg->client;
     for (size_t i = 0; i < ms->n && pl->n < PLAN_MAX_MODELS; i++) {
@@ -666,7 +666,7 @@ int planner_init(planner_t *pl, uv_loop_t *loop, const config_t *cfg, models_t *
     uv_timer_init(loop, &pl->tick);
     pl->timer.data = pl->tick.data = pl;
     pl->timer_open = true;
-    if (!cfg->client) node_speed_start(&pl->speed, loop, speed_done, pl);
+    if (!cfg->client) node_speed_start(&pl->speed, loop, &cfg->tun, speed_done, pl);
     return 0;
 }
 
