@@ -346,7 +346,7 @@ static int enter_mesh(node_t *n, const token_t *joins, size_t n_joins, char *err
                               : "worker",
         .api_port = n->api.httpd.port,
         .console_port = n->mgmt.started ? n->mgmt.httpd.port : 0,
-        .heartbeat_ms = options_env_ms("MESH_LLM_HEARTBEAT_MS"),
+        .heartbeat_ms = n->cfg.tun.heartbeat_ms,
         .tun = &n->cfg.tun,
         .changes = &n->changes,
         .fill_announcement = fill_announcement,
@@ -366,7 +366,7 @@ static int enter_mesh(node_t *n, const token_t *joins, size_t n_joins, char *err
         .route_request = n->cfg.client ? NULL : route_request, /* a client answers none */
         .data = n,
     };
-    uint64_t refresh_ms = options_env_ms("MESH_LLM_ROUTE_REFRESH_MS");
+    uint64_t refresh_ms = n->cfg.tun.route_refresh_ms;
     route_serve_init(&n->rs, n->loop, &n->plan, refresh_ms);
     int rc = mesh_start(&n->mesh, n->loop, &mo, err, errlen);
     if (rc) return rc;
