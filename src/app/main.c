@@ -623,7 +623,7 @@ int main(int argc, char **argv)
     }
     signal(SIGPIPE, SIG_IGN);
 
-    if (identity_home(n->home, sizeof n->home) != 0) {
+    if (identity_home(n->cfg.tun.home, n->home, sizeof n->home) != 0) {
         LOGE("node", "cannot find a state directory: set MESH_LLM_HOME or HOME");
         config_free(&n->cfg);
         return 1;

@@ -18,7 +18,6 @@ app/api_openai.c MESH_LLM_HTTP_MAX_BUFFERED the HTTP buffer budget becomes an ob
 node/bin_find.c MESH_LLM_BIN_DIR an option (--bin-dir): bin_dirs is also called by the commands
 node/bin_find.c MESH_LLM_CACHE the same path as MESH_LLM_BIN_DIR
 node/nostr_pool.c MESH_LLM_NOSTR_RELAYS an option (--nostr-relay), read where the list is built
-base/identity.c MESH_LLM_HOME base/ cannot see node/tunables.h: the home is to be passed in
 '
 found=$(cd "$src" && grep -nE 'getenv\("MESH_LLM_|getenv\([A-Z_]+_ENV\)|(^|[^_a-z])(options_)?env_ms0?\(' */*.c |
   grep -vE '^(node/options|node/tunables|node/config[a-z_]*|base/util)\.c:' |
