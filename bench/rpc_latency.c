@@ -186,7 +186,7 @@ static void in_data(tp_stream_t *s, const uint8_t *p, size_t n)
     if (!f) return;
     wire_reader_free(&x->rd);
     free(x);
-    tunnel_rpc_serve(loop, s, f, p, n, rpc_port, NULL);
+    tunnel_rpc_serve(loop, s, f, p, n, rpc_port, NULL, NULL);
     json_decref(f);
 }
 
@@ -228,7 +228,7 @@ static tp_conn_t *get_conn(void *data, const char *peer_id)
 static void h_on_ready(tp_endpoint_t *e, tp_conn_t *c)
 {
     if (fwd) return;
-    if (tunnel_rpc_listen(loop, worker_id.id, "bench", get_conn, NULL, &fwd) != 0) _exit(1);
+    if (tunnel_rpc_listen(loop, worker_id.id, "bench", get_conn, NULL, NULL, &fwd) != 0) _exit(1);
     int port = tunnel_rpc_port(fwd);
     if (write_full(ctl_out, &port, sizeof port) != 0) _exit(1);
 }

@@ -144,7 +144,7 @@ static void on_change(void *data)
 }
 
 int api_events_init(events_t **out, uv_loop_t *loop, changes_t *changes, json_t *(*doc)(void *data),
-                    void *data)
+                    void *data, uint64_t period_ms, uint64_t max_queue)
 {
     struct events *ev = calloc(1, sizeof *ev);
     if (!ev) return -ENOMEM;
@@ -157,9 +157,9 @@ int api_events_init(events_t **out, uv_loop_t *loop, changes_t *changes, json_t 
     ev->loop = loop;
     ev->doc = doc;
     ev->data = data;
-    ev->period_ms = options_env_ms("MESH_LLM_EVENTS_MS");
+    ev->period_ms = period_ms;
     if (ev->period_ms < EVENTS_MIN_GAP_MS) ev->period_ms = EVENTS_MIN_GAP_MS;
-    ev->max_queue = (size_t)options_env_ms("MESH_LLM_EVENTS_MAX_QUEUE");
+    ev->max_queue = (size_t)max_queue;
     uv_timer_init(loop, &ev->timer);
     ev->timer.data = ev;
     *out = ev;

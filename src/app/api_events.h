@@ -32,9 +32,11 @@ typedef struct events events_t;
 /* The event streams of one server on loop, listening on the change bus changes (NULL: the
  * period only). doc returns the whole status document (a new reference; NULL: no snapshot this
  * time), with the invite token in it: the streams hide it from clients that may not see it.
+ * period_ms (MESH_LLM_EVENTS_MS, at least EVENTS_MIN_GAP_MS) and max_queue (bytes,
+ * MESH_LLM_EVENTS_MAX_QUEUE) come from the node's tunables.
  * 0, -ENOMEM, or -ENOSPC (the bus has no room for another listener). */
 int api_events_init(events_t **out, uv_loop_t *loop, changes_t *changes, json_t *(*doc)(void *data),
-                    void *data);
+                    void *data, uint64_t period_ms, uint64_t max_queue);
 /* Answers req and returns true when it is for /api/events. */
 bool api_events_handle(events_t *ev, httpd_req_t *req);
 /* {"clients","dropped","snapshots"} into the status document's "events" (ev NULL: zeros). */

@@ -62,15 +62,16 @@ int mgmt_start(mgmt_t *g, uv_loop_t *loop, const config_t *cfg, mesh_t *mesh, mo
     g->sv = sv;
     g->changes = changes;
     g->stat = stat;
-    int rc = api_events_init(&g->events, loop, changes, full_status, g);
+    int rc = api_events_init(&g->events, loop, changes, full_status, g, cfg->tun.events_ms,
+                             cfg->tun.events_max_queue);
     if (rc) return rc;
     httpd_opts_t o = {
         .host = cfg->listen_all ? "0.0.0.0" : "127.0.0.1",
         .port = cfg->console_port,
         .max_body_bytes = 1024 * 1024, /* POST /api/chat bodies (conversations) */
-        .idle_timeout_ms = options_env_ms("MESH_LLM_HTTP_IDLE_MS"),
-        .read_timeout_ms = options_env_ms("MESH_LLM_HTTP_READ_MS"),
-        .write_timeout_ms = options_env_ms("MESH_LLM_HTTP_WRITE_MS"),
+        .idle_timeout_ms = cfg->tun.http_idle_ms,
+        .read_timeout_ms = cfg->tun.http_read_ms,
+        .write_timeout_ms = cfg->tun.http_write_ms,
         .max_conns = 256,
         .web_guard = true,
         .allow_origins = (const char *const *)cfg->allow_origins,

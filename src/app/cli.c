@@ -10,6 +10,7 @@
 #include "cli_status.h"
 #include "config_file.h"
 #include "options.h"
+#include "tunables.h"
 
 static bool is_help(const char *a)
 {
@@ -55,10 +56,14 @@ int cli_dispatch(int argc, char **argv)
     }
     if (strcmp(cmd, "help") == 0) return help_main(argc, argv);
     if (strcmp(cmd, "config") == 0) return config_main(argc, argv);
-    if (strcmp(cmd, "service") == 0) return cli_service_main(argc, argv);
+    /* the commands' MESH_LLM_* environment, read once here (a value not accepted keeps its
+     * default; the node reads it in config_parse) */
+    tunables_t tun;
+    tunables_load(&tun, NULL, NULL, 0);
+    if (strcmp(cmd, "service") == 0) return cli_service_main(argc, argv, &tun);
     if (cli_is_command(cmd)) return cli_main(argc, argv);
-    if (cli_discover_is_command(cmd)) return cli_discover_main(argc, argv);
-    int rc = cli_models_main(argc, argv);
+    if (cli_discover_is_command(cmd)) return cli_discover_main(argc, argv, &tun);
+    int rc = cli_models_main(argc, argv, &tun);
     if (rc >= 0) return rc;
     if (cmd[0] == '-' || strchr(cmd, '/') || strchr(cmd, '.')) return -1;
     /* a word: no option, path or file name; a mistyped command? */

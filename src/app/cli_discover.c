@@ -12,6 +12,7 @@
 #include "config.h"
 #include "discovery.h"
 #include "log.h"
+#include "tunables.h"
 #include "nostr_pool.h"
 #include "util.h"
 
@@ -94,7 +95,7 @@ static void print_table(json_t *doc)
     }
 }
 
-int cli_discover_main(int argc, char **argv)
+int cli_discover_main(int argc, char **argv, const tunables_t *tun)
 {
     const char *region = NULL, *model = NULL;
     const char *cli_relays[CONFIG_MAX_RELAYS];
@@ -116,7 +117,7 @@ int cli_discover_main(int argc, char **argv)
             return usage();
     }
     if (sodium_init() < 0) return 1;
-    log_init(LOG_FORMAT_PRETTY, getenv("MESH_LLM_VERBOSE") ? LOG_DEBUG : LOG_WARN);
+    log_init(LOG_FORMAT_PRETTY, tun->verbose ? LOG_DEBUG : LOG_WARN);
     char buf[2048];
     const char *relays[CONFIG_MAX_RELAYS];
     size_t n = nostr_pool_relays(cli_relays, n_cli, buf, sizeof buf, relays, CONFIG_MAX_RELAYS);
@@ -125,7 +126,7 @@ int cli_discover_main(int argc, char **argv)
         return 2;
     }
     run_t r = {.loop = uv_default_loop()};
-    if (discovery_start(&r.disc, r.loop, relays, n, on_change, &r) != 0) {
+    if (discovery_start(&r.disc, r.loop, relays, n, tun, on_change, &r) != 0) {
         fprintf(stderr, "mesh-llm discover: cannot start\n");
         return 1;
     }

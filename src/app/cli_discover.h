@@ -7,6 +7,7 @@
 #include <stdbool.h>
 
 bool cli_discover_is_command(const char *arg);
-int cli_discover_main(int argc, char **argv);
+struct tunables;
+int cli_discover_main(int argc, char **argv, const struct tunables *tun);
 
 #endif

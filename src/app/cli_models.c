@@ -19,6 +19,7 @@
 #include "model_ref.h"
 #include "offer.h"
 #include "options.h"
+#include "tunables.h"
 #include "bin_find.h"
 #include "util.h"
 
@@ -84,12 +85,15 @@ static void signal_cb(uv_signal_t *s, int signum)
 }
 
 /* Fetch ref into dir on a loop of its own. Returns 0, 1 (failed) or 130 (interrupted). */
-static int run_fetch(const char *ref, const char *dir, char *path, size_t pathlen, bool *already)
+static int run_fetch(const char *ref, const char *dir, const tunables_t *tun, char *path,
+                     size_t pathlen, bool *already)
 {
     run_t *r = calloc(1, sizeof *r);
     if (!r) return 1;
     uv_loop_init(&r->loop);
-    int rc = dl_init(&r->d, &r->loop);
+    dl_opts_t o;
+    tunables_dl_opts(tun, &o);
+    int rc = dl_init(&r->d, &r->loop, &o);
     if (rc) {
         fprintf(stderr, "mesh-llm: cannot start the downloader: %s\n", strerror(-rc));
         free(r);
@@ -98,8 +102,8 @@ static int run_fetch(const char *ref, const char *dir, char *path, size_t pathle
     r->tty = isatty(STDERR_FILENO);
     uv_timer_init(&r->loop, &r->progress);
     r->progress.data = r;
-    uint64_t every =
-        env_ms("MESH_LLM_PROGRESS_MS", r->tty ? 250 : options_env_default("MESH_LLM_PROGRESS_MS"));
+    /* 250 ms on a terminal unless MESH_LLM_PROGRESS_MS is given */
+    uint64_t every = r->tty && !tunables_given(tun, &tun->progress_ms) ? 250 : tun->progress_ms;
     uv_timer_start(&r->progress, progress_cb, every, every);
     uv_signal_init(&r->loop, &r->sigint);
     uv_signal_init(&r->loop, &r->sigterm);
@@ -295,7 +299,7 @@ static int usage(void)
     return 2;
 }
 
-int cli_models_main(int argc, char **argv)
+int cli_models_main(int argc, char **argv, const tunables_t *tun)
 {
     if (argc < 2 || (strcmp(argv[1], "download") != 0 && strcmp(argv[1], "models") != 0)) return -1;
     char dir[1024];
@@ -318,7 +322,7 @@ int cli_models_main(int argc, char **argv)
         log_init(LOG_FORMAT_PRETTY, LOG_INFO);
         char path[2048];
         bool already = false;
-        int rc = run_fetch(pos[0], dir, path, sizeof path, &already);
+        int rc = run_fetch(pos[0], dir, tun, path, sizeof path, &already);
         if (rc) return rc;
         if (already)
             printf("%s: already there: %s\n", pos[0], path);

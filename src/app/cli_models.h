@@ -4,6 +4,7 @@
 #define MESH_CLI_MODELS_H
 
 /* argv[1] is "download" or "models": run it and return the exit code; otherwise -1. */
-int cli_models_main(int argc, char **argv);
+struct tunables;
+int cli_models_main(int argc, char **argv, const struct tunables *tun);
 
 #endif

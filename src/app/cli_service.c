@@ -13,6 +13,7 @@
 
 #include "home_lock.h"
 #include "identity.h"
+#include "tunables.h"
 #include "util.h"
 
 #define UNIT_NAME "mesh-llm.service"
@@ -159,7 +160,7 @@ static int service_uninstall(void)
     return 0;
 }
 
-static int service_status(void)
+static int service_status(const tunables_t *tun)
 {
     char dir[PATH_MAX], unit[PATH_MAX + 32], home[4096];
     if (config_dir(dir, sizeof dir, "systemd/user") == 0) {
@@ -167,7 +168,7 @@ static int service_status(void)
         printf("unit: %s (%s)\n", unit,
                access(unit, F_OK) == 0 ? "installed" : "not installed: mesh-llm service install");
     }
-    if (identity_home(home, sizeof home) == 0) {
+    if (identity_home(tun->home, home, sizeof home) == 0) {
         pid_t p = home_lock_holder(home);
         if (p > 0)
             printf("node: running, pid %ld, state directory %s\n", (long)p, home);
@@ -186,13 +187,13 @@ static int usage(void)
     return 2;
 }
 
-int cli_service_main(int argc, char **argv)
+int cli_service_main(int argc, char **argv, const tunables_t *tun)
 {
     if (argc < 3) return usage();
     const char *cmd = argv[2];
     if (strcmp(cmd, "install") == 0 && argc == 3) return service_install();
     if (strcmp(cmd, "uninstall") == 0 && argc == 3) return service_uninstall();
-    if (strcmp(cmd, "status") == 0 && argc == 3) return service_status();
+    if (strcmp(cmd, "status") == 0 && argc == 3) return service_status(tun);
     if (strcmp(cmd, "unit") == 0 && (argc == 3 || (argc == 5 && !strcmp(argv[3], "--exec")))) {
         char exe[PATH_MAX], text[PATH_MAX + 2048];
         bool man = true; /* --exec: make install, which installs the man page */

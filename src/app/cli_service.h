@@ -10,6 +10,7 @@
 #ifndef MESH_CLI_SERVICE_H
 #define MESH_CLI_SERVICE_H
 
-int cli_service_main(int argc, char **argv);
+struct tunables;
+int cli_service_main(int argc, char **argv, const struct tunables *tun);
 
 #endif

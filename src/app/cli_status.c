@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "util.h"
 
 #define CLI_MAX_RESPONSE (8u << 20)
@@ -60,7 +61,7 @@ static void cli_request(cli_http_t *h, const char *method, const char *path, con
                      strerror(errno));
         goto out;
     }
-    const char *key = getenv("MESH_LLM_API_KEY");
+    const char *key = config_env_api_key();
     char head[1024];
     int hl = snprintf(head, sizeof head,
                       "%s %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nConnection: close\r\n"

@@ -61,6 +61,7 @@ typedef struct {
     node_dl_args_t dl_args;       /* the --model REFs taken off the command line (node_dl.h) */
     tunnel_rpc_stats_t rpc_stats; /* the RPC tunnels' counters, both sides (tunnel_rpc.h) */
     tunnels_t tun;                /* the mesh's tunnel and route-request streams (tunnels.h) */
+    tunnel_rpc_opts_t rpc_opts;   /* their worker side's (from cfg.tun) */
     bool mesh_stopped, children_stopped;
     uv_signal_t sigint, sigterm;
     bool announced;
@@ -354,7 +355,8 @@ static int enter_mesh(node_t *n, const token_t *joins, size_t n_joins, char *err
                               : "worker",
         .api_port = n->api.httpd.port,
         .console_port = n->mgmt.started ? n->mgmt.httpd.port : 0,
-        .heartbeat_ms = options_env_ms("MESH_LLM_HEARTBEAT_MS"),
+        .heartbeat_ms = n->cfg.tun.heartbeat_ms,
+        .tun = &n->cfg.tun,
         .changes = &n->changes,
         .fill_announcement = fill_announcement,
         .on_peers_changed = peers_changed,
@@ -364,15 +366,17 @@ static int enter_mesh(node_t *n, const token_t *joins, size_t n_joins, char *err
         .on_stream = tunnels_take,
         .stream_data = &n->tun,
     };
+    tunables_rpc_opts(&n->cfg.tun, &n->rpc_opts);
     n->tun = (tunnels_t){
         .loop = n->loop,
+        .rpc_opts = &n->rpc_opts,
         .api = &n->api.httpd,
         .rpc_port = rpc_port,
         .route_request = n->cfg.client ? NULL : route_request, /* a client answers none */
         .data = n,
         .rpc_stats = &n->rpc_stats,
     };
-    uint64_t refresh_ms = options_env_ms("MESH_LLM_ROUTE_REFRESH_MS");
+    uint64_t refresh_ms = n->cfg.tun.route_refresh_ms;
     route_serve_init(&n->rs, n->loop, &n->plan, refresh_ms);
     int rc = mesh_start(&n->mesh, n->loop, &mo, err, errlen);
     if (rc) return rc;
@@ -633,7 +637,7 @@ int main(int argc, char **argv)
     }
     signal(SIGPIPE, SIG_IGN);
 
-    if (identity_home(n->home, sizeof n->home) != 0) {
+    if (identity_home(n->cfg.tun.home, n->home, sizeof n->home) != 0) {
         LOGE("node", "cannot find a state directory: set MESH_LLM_HOME or HOME");
         config_free(&n->cfg);
         return 1;
@@ -670,7 +674,8 @@ int main(int argc, char **argv)
 
     n->loop = uv_default_loop();
     meshstat_init(&n->stat, &n->changes); /* a logged request changes the status */
-    rc = sv_init(&n->sv, n->loop, llama_server ? llama_server : "llama-server", n->cfg.verbose);
+    rc = sv_init(&n->sv, n->loop, llama_server ? llama_server : "llama-server", n->cfg.verbose,
+                 &n->cfg.tun);
     free(llama_server);
     if (rc) {
         LOGE("node", "supervisor: %s", strerror(-rc));
@@ -795,7 +800,7 @@ int main(int argc, char **argv)
     admission_start(&n->adm);
     if (n->cfg.auto_join) nostr_app_auto(&n->nostr);
     if (!n->cfg.client) {
-        rc = node_dl_init(&n->ndl, n->loop, n->cfg.models_dir);
+        rc = node_dl_init(&n->ndl, n->loop, n->cfg.models_dir, &n->cfg.tun);
         if (rc)
             LOGW("node", "downloads disabled: %s", strerror(-rc));
         else

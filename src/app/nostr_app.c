@@ -30,7 +30,8 @@ static int start_discovery(nostr_app_t *na)
 {
     if (na->disc) return 0;
     if (na->n_relays == 0) return -ENOENT;
-    int rc = discovery_start(&na->disc, na->loop, na->relays, na->n_relays, on_change, na);
+    int rc = discovery_start(&na->disc, na->loop, na->relays, na->n_relays, &na->cfg->tun,
+                             on_change, na);
     if (rc == 0) {
         char list[1024] = "";
         size_t off = 0;
@@ -317,7 +318,7 @@ static void on_probe(void *data, int rc, double rtt_ms, const char *why)
 
 static void probe_batch(nostr_app_t *na)
 {
-    uint64_t timeout = options_env_ms("MESH_LLM_PROBE_MS");
+    uint64_t timeout = na->cfg->tun.probe_ms;
     size_t n = na->n_cands - na->batch_start;
     na->batch_n = n < AUTO_PROBE_BATCH ? n : AUTO_PROBE_BATCH;
     na->pending = na->batch_n;
@@ -331,7 +332,7 @@ static void probe_batch(nostr_app_t *na)
         if (rc == 0) {
             *pc = (probe_ctx_t){na, i};
             na->probes++;
-            rc = probe_start(na->loop, &t, timeout, on_probe, pc);
+            rc = probe_start(na->loop, &t, &na->cfg->tun, timeout, on_probe, pc);
             sodium_memzero(&t, sizeof t);
         }
         if (rc) {
@@ -390,7 +391,7 @@ static void auto_listen_refresh(uv_timer_t *t)
     if (!na->auto_pending) return;
     LOGD("nostr", "--auto: asking the relays again for listings");
     discovery_refresh(na->disc, (int64_t)time(NULL));
-    uint64_t listen = options_env_ms("MESH_LLM_AUTO_LISTEN_MS");
+    uint64_t listen = na->cfg->tun.auto_listen_ms;
     uv_timer_start(&na->auto_timer, auto_listen_end, listen - listen / 2, 0);
 }
 
@@ -406,7 +407,7 @@ static void auto_decide(nostr_app_t *na, bool final)
     }
     size_t n = auto_collect(na);
     if (na->n_cands == 0 && !final) {
-        uint64_t listen = options_env_ms("MESH_LLM_AUTO_LISTEN_MS");
+        uint64_t listen = na->cfg->tun.auto_listen_ms;
         if (!na->auto_listening && listen > 0) {
             na->auto_listening = true;
             LOGI("nostr",
@@ -449,7 +450,7 @@ void nostr_app_auto(nostr_app_t *na)
     uv_timer_init(na->loop, &na->auto_timer);
     na->auto_timer.data = na;
     na->auto_timer_open = true;
-    uv_timer_start(&na->auto_timer, auto_timeout, options_env_ms("MESH_LLM_AUTO_WAIT_MS"), 0);
+    uv_timer_start(&na->auto_timer, auto_timeout, na->cfg->tun.auto_wait_ms, 0);
     LOGI("nostr", "--auto: looking for public meshes%s%s%s", na->cfg->region ? " (region " : "",
          na->cfg->region ? na->cfg->region : "", na->cfg->region ? ")" : "");
     if (discovery_settled(na->disc)) auto_decide(na, false);

@@ -42,9 +42,8 @@ int hex_decode(const char *hex, size_t hexlen, uint8_t *out, size_t outlen)
     return 0;
 }
 
-int identity_home(char *out, size_t outlen)
+int identity_home(const char *h, char *out, size_t outlen)
 {
-    const char *h = getenv("MESH_LLM_HOME");
     int n;
     if (h && *h) {
         n = snprintf(out, outlen, "%s", h);

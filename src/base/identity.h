@@ -53,8 +53,9 @@ typedef struct {
     size_t n_addrs;
 } token_t;
 
-/* The state directory: $MESH_LLM_HOME or ~/.mesh-llm. */
-int identity_home(char *out, size_t outlen);
+/* The state directory: h ($MESH_LLM_HOME, which the caller read: node/tunables.h) when not
+ * NULL or empty, else ~/.mesh-llm. */
+int identity_home(const char *h, char *out, size_t outlen);
 
 /* Load or create the key in dir (created 0700 if missing) and pick this start's incarnation.
  * Errors are described in err. */

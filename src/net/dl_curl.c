@@ -118,7 +118,12 @@ static int multi_timer_cb(CURLM *m, long timeout_ms, void *userp)
     return 0;
 }
 
-int dl_init(dl_t **out, uv_loop_t *loop)
+void dl_opts_default(dl_opts_t *o)
+{
+    *o = (dl_opts_t){.min_rate = 1024, .stall_ms = 60000, .retries = 5, .backoff_ms = 500};
+}
+
+int dl_init(dl_t **out, uv_loop_t *loop, const dl_opts_t *opts)
 {
     static bool global;
     if (!global) {
@@ -128,6 +133,10 @@ int dl_init(dl_t **out, uv_loop_t *loop)
     dl_t *d = calloc(1, sizeof *d);
     if (!d) return -ENOMEM;
     d->loop = loop;
+    if (opts)
+        d->opts = *opts;
+    else
+        dl_opts_default(&d->opts);
     const char *ep = getenv("HF_ENDPOINT");
     snprintf(d->hub, sizeof d->hub, "%s", ep && *ep ? ep : "https://huggingface.co");
     size_t n = strlen(d->hub);

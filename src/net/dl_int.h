@@ -81,6 +81,7 @@ struct dl {
     char hub[512];
     char hub_origin[512]; /* scheme://host:port of the hub */
     char *token;
+    dl_opts_t opts;
     job_t *jobs;
     bool closing;
     unsigned handles; /* open uv handles + pending work */

@@ -22,18 +22,17 @@
 
 static void begin(job_t *j);
 
-/* The minimum rate (bytes/s, MESH_LLM_DL_MIN_RATE, default 1024) a transfer must keep over the
- * stall window (MESH_LLM_DL_STALL_MS, default 60 s) before it counts as stalled and is retried
- * from where it was: far below any home link, far above a hub trickling to keep it busy. */
-static uint64_t dl_min_rate(void)
+/* The minimum rate (bytes/s, dl_opts_t.min_rate) a transfer must keep over the stall window
+ * (dl_opts_t.stall_ms, rounded up to seconds) before it counts as stalled and is retried from
+ * where it was: far below any home link, far above a hub trickling to keep it busy. */
+static uint64_t dl_min_rate(const dl_t *d)
 {
-    uint64_t r = env_ms("MESH_LLM_DL_MIN_RATE", 1024);
-    return r > 0 ? r : 1;
+    return d->opts.min_rate > 0 ? d->opts.min_rate : 1;
 }
 
-static uint64_t dl_stall_s(void)
+static uint64_t dl_stall_s(const dl_t *d)
 {
-    return (env_ms("MESH_LLM_DL_STALL_MS", 60000) + 999) / 1000;
+    return (d->opts.stall_ms + 999) / 1000;
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -354,7 +353,7 @@ static void schedule_retry(job_t *j, const char *why, bool slow)
 {
     if (j->bytes > j->bytes_at_attempt && !slow) j->attempts = 0; /* progress was made */
     j->bytes_at_attempt = j->bytes;
-    unsigned max = (unsigned)env_ms("MESH_LLM_DL_RETRIES", 5);
+    unsigned max = (unsigned)j->d->opts.retries;
     if (j->attempts >= max) {
         char err[DL_ERR_MAX];
         snprintf(err, sizeof err, "%s: %s (gave up after %u retries%s)", j->label, why, max,
@@ -362,7 +361,7 @@ static void schedule_retry(job_t *j, const char *why, bool slow)
         finish(j, -EIO, err);
         return;
     }
-    uint64_t delay = backoff_ms(j->attempts, env_ms("MESH_LLM_DL_BACKOFF_MS", 500), 8000);
+    uint64_t delay = backoff_ms(j->attempts, j->d->opts.backoff_ms, 8000);
     j->attempts++;
     LOGW("download", "%s: %s; retrying in %llu ms from byte %llu", j->label, why,
          (unsigned long long)delay, (unsigned long long)j->bytes);
@@ -526,7 +525,7 @@ void dl_transfer_done(job_t *j, CURLcode res)
         snprintf(why, sizeof why, "HTTP %ld from %.400s", status, j->url);
     else if (slow)
         snprintf(why, sizeof why, "slower than %llu bytes/s for %llu s",
-                 (unsigned long long)dl_min_rate(), (unsigned long long)dl_stall_s());
+                 (unsigned long long)dl_min_rate(j->d), (unsigned long long)dl_stall_s(j->d));
     else
         snprintf(why, sizeof why, "%s", cerr);
     schedule_retry(j, why, slow);
@@ -569,8 +568,8 @@ static void begin(job_t *j)
     curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT, 30L);
     /* slower than the minimum rate over the whole stall window counts as a stall: a trickle
      * cannot keep a download busy for ever (the retry then resumes where it was) */
-    curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, (long)dl_min_rate());
-    curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, (long)dl_stall_s());
+    curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, (long)dl_min_rate(j->d));
+    curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, (long)dl_stall_s(j->d));
     curl_easy_setopt(e, CURLOPT_BUFFERSIZE, 256L * 1024);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     if (j->hdrs) curl_easy_setopt(e, CURLOPT_HTTPHEADER, j->hdrs);

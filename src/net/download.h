@@ -38,8 +38,18 @@ typedef struct {
     double rate;           /* bytes/s over the last second or so */
 } dl_progress_t;
 
-/* HF_ENDPOINT (default https://huggingface.co) and HF_TOKEN are read here. */
-int dl_init(dl_t **out, uv_loop_t *loop);
+/* Retries and stall detection (the node fills them from its tunables, MESH_LLM_DL_*). */
+typedef struct {
+    uint64_t min_rate;   /* bytes/s a transfer must keep over stall_ms (default 1024) */
+    uint64_t stall_ms;   /* rounded up to seconds (default 60000) */
+    uint64_t retries;    /* retries without progress before giving up; 0: none (default 5) */
+    uint64_t backoff_ms; /* first wait before a retry, doubling, at most 8000 (default 500) */
+} dl_opts_t;
+void dl_opts_default(dl_opts_t *o);
+
+/* HF_ENDPOINT (default https://huggingface.co) and HF_TOKEN are read here. opts NULL: the
+ * defaults. */
+int dl_init(dl_t **out, uv_loop_t *loop, const dl_opts_t *opts);
 /* Cancel every download (their .part files stay for a resume), close the handles; the loop
  * then runs out. Waiters are told -ECANCELED. */
 void dl_close(dl_t *d);

@@ -119,7 +119,11 @@ typedef struct {
     int cc_algo;
 } tp_config_t;
 
+/* The defaults above; the environment is not read (the node applies its tunables over them:
+ * node/tunables.c:tunables_tp_config). */
 void tp_config_default(tp_config_t *cfg);
+/* The NGTCP2_CC_ALGO_* value of "reno", "cubic", "bbr" or "bbr2"; def for any other name. */
+int tp_cc_algo(const char *name, int def);
 
 /* Bind UDP host:port (port 0 = any free) and accept connections. */
 int tp_endpoint_new(tp_endpoint_t **out, uv_loop_t *loop, const identity_t *id,

@@ -18,13 +18,28 @@
 static void ep_handle_closed(uv_handle_t *h);
 static void ep_poll_closed(uv_handle_t *h);
 
+static const struct {
+    const char *name;
+    int algo;
+} CCS[] = {{"reno", NGTCP2_CC_ALGO_RENO},
+           {"cubic", NGTCP2_CC_ALGO_CUBIC},
+           {"bbr", NGTCP2_CC_ALGO_BBR},
+           {"bbr2", NGTCP2_CC_ALGO_BBR2}};
+
+int tp_cc_algo(const char *name, int def)
+{
+    for (size_t i = 0; name && i < sizeof CCS / sizeof CCS[0]; i++)
+        if (strcmp(name, CCS[i].name) == 0) return CCS[i].algo;
+    return def;
+}
+
 void tp_config_default(tp_config_t *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
-    cfg->handshake_timeout_ms = env_ms("MESH_LLM_HANDSHAKE_MS", 5000);
-    cfg->idle_timeout_ms = env_ms("MESH_LLM_QUIC_IDLE_MS", 30000);
+    cfg->handshake_timeout_ms = 5000;
+    cfg->idle_timeout_ms = 30000;
     cfg->keepalive_ms = cfg->idle_timeout_ms / 3;
-    cfg->live_ms = env_ms("MESH_LLM_LIVE_MS", 2000);
+    cfg->live_ms = 2000;
     cfg->max_conns = 1024;
     cfg->stream_window = 1 << 20;
     cfg->high_water = 1 << 20;
@@ -32,23 +47,11 @@ void tp_config_default(tp_config_t *cfg)
     cfg->conn_high_water = (size_t)32 << 20;
     cfg->conn_max_buffer = (size_t)128 << 20; /* above a forwarded request (64 MiB body cap) */
     cfg->max_pending_opens = 256;
-    uint64_t v;
-    const char *e = getenv("MESH_LLM_QUIC_RETRY_AFTER");
-    cfg->retry_after = e && parse_u64(e, 0, MAX_UNADMITTED, &v) == 0 ? (size_t)v : 16;
-    static const struct {
-        const char *name;
-        int algo;
-    } ccs[] = {{"reno", NGTCP2_CC_ALGO_RENO},
-               {"cubic", NGTCP2_CC_ALGO_CUBIC},
-               {"bbr", NGTCP2_CC_ALGO_BBR},
-               {"bbr2", NGTCP2_CC_ALGO_BBR2}};
+    cfg->retry_after = 16;
     /* BBRv2 by default: on a lossy link (Wi-Fi, a long path) loss-based Cubic collapses to
      * ~MSS/(RTT sqrt(loss)) — 4.8 Mbit/s at 20 ms and 3 % loss through mesh-netimp, against
      * 97 Mbit/s with BBRv2 (bench/tunnel-impaired) — and on clean links they are alike */
     cfg->cc_algo = NGTCP2_CC_ALGO_BBR2;
-    e = getenv("MESH_LLM_QUIC_CC");
-    for (size_t i = 0; e && i < sizeof ccs / sizeof ccs[0]; i++)
-        if (strcmp(e, ccs[i].name) == 0) cfg->cc_algo = ccs[i].algo;
 }
 
 /* ---- connection-id table ---- */

@@ -26,7 +26,7 @@ struct rpc_fwd {
     char *peer_id, *model;
     tp_conn_t *(*get_conn)(void *data, const char *peer_id);
     void *data;
-    uint64_t connect_ms;
+    tunnel_rpc_opts_t opts;
     tunnel_rpc_suspect_cb suspect;
     uint64_t quiet_ms; /* a reply overdue this long makes the worker suspected */
     relay_t *links;
@@ -455,7 +455,12 @@ static void relay_start_reading(relay_t *r)
     r->reading = true;
 }
 
-static relay_t *relay_new(uv_loop_t *loop, bool host, tunnel_rpc_stats_t *stats)
+void tunnel_rpc_opts_default(tunnel_rpc_opts_t *o)
+{
+    *o = (tunnel_rpc_opts_t){.connect_ms = 5000, .quiet_ms = TUNNEL_RPC_QUIET_MS, .coalesce = true};
+}
+
+static relay_t *relay_new(uv_loop_t *loop, bool host, bool coalesce, tunnel_rpc_stats_t *stats)
 {
     relay_t *r = calloc(1, sizeof *r);
     if (!r) return NULL;
@@ -474,8 +479,7 @@ static relay_t *relay_new(uv_loop_t *loop, bool host, tunnel_rpc_stats_t *stats)
     r->hold_timer.data = r;
     r->hold_open = true;
     buf_init(&r->hold, HOLD_CAP);
-    const char *co = getenv(TUNNEL_RPC_COALESCE_ENV);
-    r->coalesce = !(co && strcmp(co, "0") == 0);
+    r->coalesce = coalesce;
     rpc_frame_init(&r->frame, host ? RPC_FRAME_REQUESTS : RPC_FRAME_RESPONSES);
     r->st->links_active++;
     return r;
@@ -548,7 +552,7 @@ static void on_connection(uv_stream_t *srv, int status)
 {
     rpc_fwd_t *f = srv->data;
     if (status < 0 || f->closing) return;
-    relay_t *r = relay_new(f->loop, true, f->stats);
+    relay_t *r = relay_new(f->loop, true, f->opts.coalesce, f->stats);
     if (!r) return; /* stays in the backlog; the next connection retries */
     r->fwd = f;
     r->next = f->links;
@@ -567,7 +571,7 @@ static void on_connection(uv_stream_t *srv, int status)
     }
     uv_tcp_nodelay(&r->tcp, 1);
     r->connected = true;
-    r->deadline = uv_now(f->loop) + f->connect_ms;
+    r->deadline = uv_now(f->loop) + f->opts.connect_ms;
     if (f->suspect && f->quiet_ms) {
         uv_timer_init(f->loop, &r->quiet);
         r->quiet.data = r;
@@ -586,7 +590,7 @@ static void on_srv_closed(uv_handle_t *h)
 
 int tunnel_rpc_listen(uv_loop_t *loop, const char *peer_id, const char *model,
                       tp_conn_t *(*get_conn)(void *data, const char *peer_id), void *data,
-                      rpc_fwd_t **out)
+                      const tunnel_rpc_opts_t *opts, rpc_fwd_t **out)
 {
     if (!loop || !peer_id || !model || !*model || !get_conn || !out) return -EINVAL;
     rpc_fwd_t *f = calloc(1, sizeof *f);
@@ -594,7 +598,10 @@ int tunnel_rpc_listen(uv_loop_t *loop, const char *peer_id, const char *model,
     f->loop = loop;
     f->get_conn = get_conn;
     f->data = data;
-    f->connect_ms = env_ms(TUNNEL_RPC_CONNECT_ENV, 5000);
+    if (opts)
+        f->opts = *opts;
+    else
+        tunnel_rpc_opts_default(&f->opts);
     f->peer_id = strdup(peer_id);
     f->model = strdup(model);
     if (!f->peer_id || !f->model) {
@@ -634,7 +641,7 @@ void tunnel_rpc_on_suspect(rpc_fwd_t *f, tunnel_rpc_suspect_cb cb)
 {
     if (!f) return;
     f->suspect = cb;
-    f->quiet_ms = env_ms(TUNNEL_RPC_QUIET_ENV, TUNNEL_RPC_QUIET_MS);
+    f->quiet_ms = f->opts.quiet_ms;
 }
 
 void tunnel_rpc_set_stats(rpc_fwd_t *f, tunnel_rpc_stats_t *stats)
@@ -699,7 +706,8 @@ static void on_connected(uv_connect_t *req, int status)
 }
 
 void tunnel_rpc_serve(uv_loop_t *loop, tp_stream_t *s, json_t *frame, const uint8_t *rest,
-                      size_t rest_len, int rpc_port, tunnel_rpc_stats_t *stats)
+                      size_t rest_len, int rpc_port, const tunnel_rpc_opts_t *opts,
+                      tunnel_rpc_stats_t *stats)
 {
     json_t *m = json_is_object(frame) ? json_object_get(frame, "model") : NULL;
     if (!json_is_string(m) || json_string_length(m) == 0) {
@@ -712,7 +720,7 @@ void tunnel_rpc_serve(uv_loop_t *loop, tp_stream_t *s, json_t *frame, const uint
         refuse(s, stats);
         return;
     }
-    relay_t *r = relay_new(loop, false, stats);
+    relay_t *r = relay_new(loop, false, opts ? opts->coalesce : true, stats);
     if (!r) {
         refuse(s, stats);
         return;

@@ -27,15 +27,12 @@
 
 #include "transport.h"
 
-/* How long a host-side link waits for get_conn to return a connection (default 5000). */
-#define TUNNEL_RPC_CONNECT_ENV "MESH_LLM_RPC_CONNECT_MS"
 #define TUNNEL_RPC_RETRY_MS 50
 /* Coalescing of the bytes read from llama-server / rpc-server into one write per burst
  * (rpc_frame.h): held bytes wait at most this long (1-2 ms: loop time) for the rest of their
- * burst, which in the pinned llama.cpp always comes at once. "0" in the environment variable
+ * burst, which in the pinned llama.cpp always comes at once. tunnel_rpc_opts_t.coalesce false
  * turns coalescing off (each read is written at once). */
 #define TUNNEL_RPC_HOLD_MS 1
-#define TUNNEL_RPC_COALESCE_ENV "MESH_LLM_RPC_COALESCE"
 #define TUNNEL_RPC_MAX_LINKS 256 /* per listener; more connections are closed at once */
 
 typedef struct rpc_fwd rpc_fwd_t;
@@ -58,25 +55,31 @@ typedef struct {
     uint64_t bursts, hold_expired;
     uint64_t suspects; /* host side: workers suspected (tunnel_rpc_on_suspect) */
 } tunnel_rpc_stats_t;
+/* The node fills these from its tunables (MESH_LLM_RPC_*); NULL where taken: the defaults. */
+typedef struct {
+    uint64_t connect_ms; /* a host-side link waits this long for get_conn (default 5000) */
+    uint64_t quiet_ms;   /* a reply overdue this long: suspect (default TUNNEL_RPC_QUIET_MS) */
+    bool coalesce;       /* coalesce reads into one write per burst (default true) */
+} tunnel_rpc_opts_t;
+void tunnel_rpc_opts_default(tunnel_rpc_opts_t *o);
 
 /* Host side. Listen on 127.0.0.1:0. Each accepted TCP connection gets a TUNNEL_RPC stream to
  * peer `peer_id` (get_conn(data, peer_id) returns the ready tp_conn_t* or NULL while a dial is
- * under way — then it is asked again every TUNNEL_RPC_RETRY_MS for up to 5 s, after which the
- * TCP connection is closed) and the bytes are relayed both ways until either side closes.
+ * under way — then it is asked again every TUNNEL_RPC_RETRY_MS for up to connect_ms, after which
+ * the TCP connection is closed) and the bytes are relayed both ways until either side closes.
  * get_conn is called from the loop (accept and timer callbacks), never from inside this call.
  * 0 or negative errno. */
 int tunnel_rpc_listen(uv_loop_t *loop, const char *peer_id, const char *model,
                       tp_conn_t *(*get_conn)(void *data, const char *peer_id), void *data,
-                      rpc_fwd_t **out);
+                      const tunnel_rpc_opts_t *opts, rpc_fwd_t **out);
 int tunnel_rpc_port(const rpc_fwd_t *f);
 /* Host side: cb(data, peer_id, why) (data: tunnel_rpc_listen's) when a link to the worker
  * fails — its stream is reset or closed before llama-server closed it, its connection is lost,
  * no connection came in time — or when bytes went to the worker and no reply came for
- * TUNNEL_RPC_QUIET_MS (again every as long while it lasts). A hint, not a verdict: a reply may
+ * quiet_ms (again every as long while it lasts). A hint, not a verdict: a reply may
  * just take long; the caller probes the worker (mesh_suspect). Never called from inside a
  * tunnel_rpc_* call; links accepted before this call are not watched. */
 #define TUNNEL_RPC_QUIET_MS 2000
-#define TUNNEL_RPC_QUIET_ENV "MESH_LLM_RPC_QUIET_MS"
 typedef void (*tunnel_rpc_suspect_cb)(void *data, const char *peer_id, const char *why);
 void tunnel_rpc_on_suspect(rpc_fwd_t *f, tunnel_rpc_suspect_cb cb);
 /* Close the listener and every relay it started (deferred frees, safe from callbacks). */
@@ -86,10 +89,11 @@ void tunnel_rpc_close(rpc_fwd_t *f);
  * after the frame) and connect it to 127.0.0.1:rpc_port (rpc_port <= 0: reset the stream).
  * A frame without a non-empty "model" string resets the stream. As mesh's stream reader does,
  * the caller has already acknowledged (tp_stream_consumed) every byte it read, `rest` included;
- * later bytes are acknowledged here as rpc-server takes them. `frame` is only borrowed. stats:
- * the node's counters (NULL: not counted). */
+ * later bytes are acknowledged here as rpc-server takes them. `frame` is only borrowed.
+ * opts: its coalesce (NULL: the default). stats: the node's counters (NULL: not counted). */
 void tunnel_rpc_serve(uv_loop_t *loop, tp_stream_t *s, json_t *frame, const uint8_t *rest,
-                      size_t rest_len, int rpc_port, tunnel_rpc_stats_t *stats);
+                      size_t rest_len, int rpc_port, const tunnel_rpc_opts_t *opts,
+                      tunnel_rpc_stats_t *stats);
 
 /* Host side: the links the listener accepts from now on count into stats (the node's; NULL:
  * not counted). */

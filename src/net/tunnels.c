@@ -43,7 +43,7 @@ bool tunnels_take(void *tunnels, tp_stream_t *s, int type, const char *from, jso
         /* only the host of a plan this node works for reaches its rpc-server */
         const char *model = json_string_value(json_object_get(frame, "model"));
         tunnel_rpc_serve(t->loop, s, frame, rest, n, t->rpc_port(t->data, from, model ? model : ""),
-                         t->rpc_stats);
+                         t->rpc_opts, t->rpc_stats);
         return true;
     }
     return false;

@@ -30,6 +30,7 @@ typedef struct {
     /* The answer to peer's ROUTE_REQUEST frame (a new reference; NULL resets the stream).
      * NULL: route requests are refused (passive nodes). */
     json_t *(*route_request)(void *data, const char *peer, json_t *frame);
+    const tunnel_rpc_opts_t *rpc_opts; /* the worker side's (tunnel_rpc_serve); NULL: defaults */
     void *data;
     tunnel_rpc_stats_t *rpc_stats; /* the node's RPC tunnel counters (worker side); NULL: none */
     uint64_t route_in;             /* ROUTE_REQUEST streams answered */

@@ -489,7 +489,7 @@ static int tls_setup(ws_client_t *c)
 {
     if (gnutls_certificate_allocate_credentials(&c->cred) < 0) return -ENOMEM;
     gnutls_certificate_set_x509_system_trust(c->cred);
-    const char *ca = getenv("MESH_LLM_NOSTR_CA_FILE");
+    const char *ca = c->o.ca_file;
     if (ca && *ca) gnutls_certificate_set_x509_trust_file(c->cred, ca, GNUTLS_X509_FMT_PEM);
     if (gnutls_init(&c->sess, GNUTLS_CLIENT | GNUTLS_NONBLOCK) < 0) return -ENOMEM;
     if (gnutls_set_default_priority(c->sess) < 0 ||

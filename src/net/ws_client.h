@@ -2,7 +2,7 @@
  *
  * Framing is wslay's (no hand-written framing); the opening handshake is checked
  * (101 + Sec-WebSocket-Accept); TLS verifies the relay's certificate against the system trust
- * store and its host name (plus the PEM file in $MESH_LLM_NOSTR_CA_FILE when set, for tests).
+ * store and its host name (plus the PEM file ws_opts_t.ca_file when set, for tests).
  * Every input is bounded: the handshake answer (8 KiB), a message (max_msg, over it wslay closes
  * with 1009), bytes waiting to be written (1 MiB). A connection that is not open within
  * open_timeout_ms fails.
@@ -26,6 +26,9 @@ typedef struct {
     void *data;
     size_t max_msg;           /* 0: 256 KiB */
     uint64_t open_timeout_ms; /* 0: 10 s */
+    /* a PEM file of extra certificate authorities for wss:// (tests; the node's
+     * MESH_LLM_NOSTR_CA_FILE); NULL or "": none. Borrowed until the client is closed. */
+    const char *ca_file;
 } ws_opts_t;
 
 #define WS_URL_MAX 512

@@ -42,13 +42,6 @@ static uint64_t now_ms(admission_t *ad)
     return uv_now(ad->loop);
 }
 
-static uint64_t env_ms0(const char *name, uint64_t def)
-{
-    uint64_t v;
-    const char *s = getenv(name);
-    return s && parse_u64(s, 0, 86400000ULL, &v) == 0 ? v : def;
-}
-
 unsigned admission_parallel_of(const char *args, unsigned def)
 {
     if (!args) return def;
@@ -499,10 +492,8 @@ int admission_init(admission_t *ad, uv_loop_t *loop, const config_t *cfg, models
     ad->ms = ms;
     ad->a = calloc(1, sizeof *ad->a);
     if (!ad->a) return -ENOMEM;
-    admit_init(ad->a, cfg->queue_len,
-               env_ms0("MESH_LLM_QUEUE_WAIT_MS", options_env_default("MESH_LLM_QUEUE_WAIT_MS")));
-    mm_set_fair_ms(&ms->mm, env_ms0("MESH_LLM_SWITCH_FAIR_MS",
-                                    options_env_default("MESH_LLM_SWITCH_FAIR_MS")));
+    admit_init(ad->a, cfg->queue_len, cfg->tun.queue_wait_ms);
+    mm_set_fair_ms(&ms->mm, cfg->tun.switch_fair_ms);
     ad->remote = admit_model(ad->a, REMOTE_NAME, 0);
     if (cfg->api_keys_file) {
         char *text = NULL;

@@ -333,6 +333,10 @@ static int parse(config_t *cfg, int argc, char **argv, const config_src_t *src, 
     cfg->max_loaded[0] = cfg->max_loaded[1] = cfg->max_loaded[2] = 1;
     cfg->queue_len = 256;
     err[0] = '\0';
+    /* every MESH_LLM_* tunable, read once here (tunables.h); a value not accepted keeps its
+     * default, as the call sites always did, and is noted in the log */
+    char terr[512];
+    if (tunables_load(&cfg->tun, NULL, terr, sizeof terr) != 0 && terr[0]) add_note(cfg, terr);
 
     optind = 0; /* 0: glibc fully re-initialises (clustered short options) */
     opterr = 0;

@@ -9,6 +9,7 @@
 
 #include "identity.h"
 #include "log.h"
+#include "tunables.h"
 
 typedef enum {
     MODEL_TYPE_AUTO = 0,
@@ -103,7 +104,8 @@ typedef struct {
     size_t n_model_opts;
     char *config_path;      /* the config file read, or NULL */
     bool config_has_secret; /* it holds a join token or an API key */
-    char *notes; /* warnings found while parsing, one per line, for the log (skipped entries) */
+    char *notes;    /* warnings found while parsing, one per line, for the log (skipped entries) */
+    tunables_t tun; /* the MESH_LLM_* environment, read once by config_parse (tunables.h) */
 } config_t;
 
 enum { CONFIG_OK = 0, CONFIG_EXIT = 1 };
@@ -116,6 +118,9 @@ struct config_src;
  * (config_file.h): secrets from the file do not count as given in argv. */
 int config_parse_src(config_t *cfg, struct config_src *src, char *err, size_t errlen);
 void config_free(config_t *cfg);
+/* $MESH_LLM_API_KEY (NULL when unset or empty): what the node requires, and what 'mesh-llm
+ * status' and the other commands send. Read here, with the options it stands for. */
+const char *config_env_api_key(void);
 /* The config file's settings for model name, or NULL. */
 const config_model_opts_t *config_model_opts_of(const config_t *cfg, const char *name);
 /* A model's context size and llama-server arguments: the config file's for that model, else

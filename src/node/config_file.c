@@ -473,7 +473,7 @@ int config_src_load(config_src_t *src, int argc, char **argv, char *err, size_t 
     if (!path) {
         char home[4096];
         struct stat st;
-        if (identity_home(home, sizeof home) == 0 &&
+        if (identity_home(getenv("MESH_LLM_HOME"), home, sizeof home) == 0 &&
             (size_t)snprintf(src->path, sizeof src->path, "%s/config", home) < sizeof src->path &&
             stat(src->path, &st) == 0)
             path = src->path;

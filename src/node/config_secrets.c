@@ -172,6 +172,12 @@ int config_allow_origin(config_t *cfg, const char *arg, char *err, size_t errlen
     return 0;
 }
 
+const char *config_env_api_key(void)
+{
+    const char *k = getenv("MESH_LLM_API_KEY");
+    return k && *k ? k : NULL;
+}
+
 /* Secrets from the environment, for what the command line did not give. */
 int config_secrets_from_env(config_t *cfg, char *err, size_t errlen)
 {
@@ -180,8 +186,8 @@ int config_secrets_from_env(config_t *cfg, char *err, size_t errlen)
         int rc = add_joins_from(cfg, j, true, "MESH_LLM_JOIN", err, errlen);
         if (rc) return rc;
     }
-    const char *k = getenv("MESH_LLM_API_KEY");
-    if (!cfg->api_key && k && *k)
+    const char *k = config_env_api_key();
+    if (!cfg->api_key && k)
         return config_set_api_key(cfg, k, strlen(k), "MESH_LLM_API_KEY", err, errlen);
     return 0;
 }

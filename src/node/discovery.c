@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "tunables.h"
 #include "nostr_pool.h"
 
 struct discovery {
@@ -53,7 +54,7 @@ static nostr_filter_t listing_filter(int64_t now_s)
 }
 
 int discovery_start(discovery_t **out, uv_loop_t *loop, const char *const *urls, size_t n,
-                    void (*on_change)(void *data), void *data)
+                    const tunables_t *tun, void (*on_change)(void *data), void *data)
 {
     discovery_t *d = calloc(1, sizeof *d);
     if (!d) return -ENOMEM;
@@ -64,7 +65,7 @@ int discovery_start(discovery_t **out, uv_loop_t *loop, const char *const *urls,
     d->on_change = on_change;
     d->data = data;
     nostr_pool_cb_t cb = {.on_event = on_event, .on_progress = on_progress, .data = d};
-    int rc = nostr_pool_start(&d->pool, loop, urls, n, &cb);
+    int rc = nostr_pool_start(&d->pool, loop, urls, n, tun, &cb);
     if (rc) {
         listing_set_free(&d->set);
         free(d);

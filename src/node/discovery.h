@@ -17,9 +17,11 @@
 
 typedef struct discovery discovery_t;
 
-/* Start listening on the relays. on_change: a listing arrived or a relay settled. */
+struct tunables;
+/* Start listening on the relays. on_change: a listing arrived or a relay settled. tun:
+ * MESH_LLM_NOSTR_* (borrowed until discovery_close). */
 int discovery_start(discovery_t **out, uv_loop_t *loop, const char *const *urls, size_t n,
-                    void (*on_change)(void *data), void *data);
+                    const struct tunables *tun, void (*on_change)(void *data), void *data);
 void discovery_stop(discovery_t *d);
 /* Every relay answered (EOSE) or failed at least once since the start. */
 bool discovery_settled(const discovery_t *d);

@@ -14,6 +14,7 @@
 #include "log.h"
 #include "mesh_int.h"
 #include "util.h"
+#include "tunables.h"
 #include "wire.h"
 
 #define LEAVE_WAIT_MS 1500 /* how long PEER_LEAVING may take on shutdown */
@@ -236,8 +237,9 @@ gossip_t *mesh_gossip_new(mesh_t *m, uint64_t incarnation)
 {
     gossip_cfg_t gcfg;
     gossip_cfg_default(&gcfg, m->o.heartbeat_ms);
-    uint64_t probe = env_ms("MESH_LLM_PROBE_MS", 0);
-    if (probe) gcfg.probe_ms = probe;
+    /* gossip's own probe time (from the heartbeat) unless MESH_LLM_PROBE_MS is given */
+    if (m->o.tun && tunables_given(m->o.tun, &m->o.tun->probe_ms))
+        gcfg.probe_ms = m->o.tun->probe_ms;
     gossip_io_t io = {m, g_send, g_event, g_random, g_sign, g_wall};
     json_t *ann = mesh_announcement(m);
     return ann ? gossip_new(m->id.id, incarnation, ann, &gcfg, &io, mesh_now(m)) : NULL;
@@ -294,7 +296,7 @@ int mesh_start(mesh_t **out, uv_loop_t *loop, const mesh_opts_t *opts, char *err
     }
     tp_callbacks_t cb = {m, mesh_on_conn_ready, mesh_on_conn_closed, on_stream};
     tp_config_t tcfg;
-    tp_config_default(&tcfg);
+    tunables_tp_config(opts->tun, &tcfg);
     mesh_timing_init(&m->tm, opts->heartbeat_ms ? opts->heartbeat_ms : 60000,
                      tcfg.handshake_timeout_ms);
     tcfg.handshake_timeout_ms = m->tm.dial_timeout;

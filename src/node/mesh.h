@@ -38,8 +38,9 @@ typedef struct {
     uint64_t vram_bytes;     /* capacity announced */
     const char *role;        /* worker | host | client */
     int api_port, console_port;
-    uint64_t heartbeat_ms; /* MESH_LLM_HEARTBEAT_MS */
-    changes_t *changes;    /* notified when this node's announcement changes (NULL: none) */
+    uint64_t heartbeat_ms;      /* MESH_LLM_HEARTBEAT_MS */
+    const struct tunables *tun; /* QUIC settings (tunables_tp_config); NULL: the defaults */
+    changes_t *changes;         /* notified when this node's announcement changes (NULL: none) */
     /* Called to fill the announcement's model fields (available_models, serving…). */
     void (*fill_announcement)(void *data, json_t *ann);
     /* A peer came up, changed its announcement, died or left. */

@@ -805,7 +805,7 @@ int models_init(models_t *ms, uv_loop_t *loop, const config_t *cfg, supervisor_t
     ms->cfg = cfg;
     ms->sv = sv;
     mm_init(&ms->mm, cfg->max_loaded);
-    demand_init(&ms->demand, options_env_ms("MESH_LLM_DEMAND_WINDOW_MS"));
+    demand_init(&ms->demand, cfg->tun.demand_window_ms);
     sv->data = ms;
     sv->on_ready = on_child_ready;
     sv->on_load_failed = on_child_load_failed;

@@ -12,6 +12,7 @@
 #include "model_fetch.h"
 #include "model_ref.h"
 #include "options.h"
+#include "tunables.h"
 #include "util.h"
 
 #define RETRY_AFTER_S 5
@@ -80,12 +81,15 @@ static void log_progress(uv_timer_t *t)
     if (n && nd->on_change) nd->on_change(nd->data);
 }
 
-int node_dl_init(node_dl_t *nd, uv_loop_t *loop, const char *models_dir)
+int node_dl_init(node_dl_t *nd, uv_loop_t *loop, const char *models_dir, const tunables_t *tun)
 {
     memset(nd, 0, sizeof *nd);
     nd->loop = loop;
+    nd->tun = tun;
     mf_default_dir(models_dir, nd->dir, sizeof nd->dir);
-    int rc = dl_init(&nd->d, loop);
+    dl_opts_t o;
+    tunables_dl_opts(tun, &o);
+    int rc = dl_init(&nd->d, loop, &o);
     if (rc) return rc;
     uv_timer_init(loop, &nd->progress);
     nd->progress.data = nd;
@@ -257,7 +261,7 @@ static int start(node_dl_t *nd, const char *ref, bool asked, bool solo, char *er
     LOGI("download", "model %s: downloading %s into %s (%s)", j->name, ref, nd->dir,
          asked ? "the node serves it when it is there"
                : "the mesh gives this node the model: download and serve");
-    uint64_t every = options_env_ms("MESH_LLM_PROGRESS_MS");
+    uint64_t every = nd->tun ? nd->tun->progress_ms : options_env_default("MESH_LLM_PROGRESS_MS");
     if (!uv_is_active((uv_handle_t *)&nd->progress))
         uv_timer_start(&nd->progress, log_progress, every, every);
     if (nd->on_change) nd->on_change(nd->data);

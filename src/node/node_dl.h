@@ -47,6 +47,7 @@ typedef struct {
 
 typedef struct node_dl {
     uv_loop_t *loop;
+    const struct tunables *tun; /* node_dl_init's (NULL: the defaults) */
     dl_t *d;
     uv_timer_t progress;
     bool timer_open;
@@ -78,7 +79,10 @@ int node_dl_take_args(node_dl_args_t *a, int *argc, char **argv);
 /* The references node_dl_take_args took. */
 size_t node_dl_pending(const node_dl_args_t *a, const char *const **refs);
 
-int node_dl_init(node_dl_t *nd, uv_loop_t *loop, const char *models_dir);
+struct tunables;
+/* tun: the downloader's settings (tunables_dl_opts; NULL: the defaults) */
+int node_dl_init(node_dl_t *nd, uv_loop_t *loop, const char *models_dir,
+                 const struct tunables *tun);
 /* After node_dl_init: each --model REF whose file was there already becomes a finished job (its
  * source is announced). */
 void node_dl_add_present(node_dl_t *nd, const node_dl_args_t *a);

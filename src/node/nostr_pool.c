@@ -8,6 +8,7 @@
 
 #include "log.h"
 #include "options.h"
+#include "tunables.h"
 #include "util.h"
 #include "ws_client.h"
 
@@ -33,6 +34,7 @@ typedef struct {
 
 struct nostr_pool {
     uv_loop_t *loop;
+    const tunables_t *tun;
     nostr_pool_cb_t cb;
     relay_t relays[NOSTR_POOL_MAX];
     size_t n;
@@ -206,20 +208,22 @@ static void relay_connect(relay_t *r)
                    .on_close = on_ws_close,
                    .data = r,
                    .max_msg = NOSTR_MSG_MAX,
-                   .open_timeout_ms = options_env_ms("MESH_LLM_NOSTR_OPEN_TIMEOUT_MS")};
+                   .open_timeout_ms = r->pool->tun->nostr_open_timeout_ms,
+                   .ca_file = r->pool->tun->nostr_ca_file};
     char err[256];
     r->st = R_CONNECTING;
     if (ws_connect(&r->ws, r->pool->loop, r->url, &o, err, sizeof err) != 0) relay_down(r, err);
 }
 
 int nostr_pool_start(nostr_pool_t **out, uv_loop_t *loop, const char *const *urls, size_t n,
-                     const nostr_pool_cb_t *cb)
+                     const tunables_t *tun, const nostr_pool_cb_t *cb)
 {
     nostr_pool_t *p = calloc(1, sizeof *p);
     if (!p) return -ENOMEM;
     p->loop = loop;
     p->cb = *cb;
-    p->retry_base_ms = options_env_ms("MESH_LLM_NOSTR_RETRY_MS");
+    p->tun = tun;
+    p->retry_base_ms = tun->nostr_retry_ms;
     for (size_t i = 0; i < n && p->n < NOSTR_POOL_MAX; i++) {
         int tls, port;
         char host[256], path[WS_URL_MAX];

@@ -40,8 +40,10 @@ typedef struct {
 size_t nostr_pool_relays(const char *const *cli, size_t n_cli, char *buf, size_t buflen,
                          const char **urls, size_t max);
 
+struct tunables;
+/* tun: MESH_LLM_NOSTR_* (borrowed until nostr_pool_close) */
 int nostr_pool_start(nostr_pool_t **out, uv_loop_t *loop, const char *const *urls, size_t n,
-                     const nostr_pool_cb_t *cb);
+                     const struct tunables *tun, const nostr_pool_cb_t *cb);
 /* Subscribe (replaces the previous subscription). */
 int nostr_pool_subscribe(nostr_pool_t *p, const char *sub_id, const nostr_filter_t *f);
 /* Ask every open relay again for the stored events, with filter f, under the same subscription

@@ -156,8 +156,6 @@ static const mesh_option_t OPTIONS[] = {
 #define T_U64(f, lo, hi) T_FIELD(TUN_U64, f), .min = (lo), .max = (hi)
 #define T_ULONG(f, lo, hi) T_FIELD(TUN_ULONG, f), .min = (lo), .max = (hi)
 #define T_BOOL(f, hi) T_FIELD(TUN_BOOL, f), .min = 0, .max = (hi)
-#define T_OFF0(f) T_FIELD(TUN_OFF0, f)
-#define T_SET(f) T_FIELD(TUN_SET, f)
 #define T_TEXT(f) T_FIELD(TUN_TEXT, f)
 #define T_CHOICE(f) T_FIELD(TUN_CHOICE, f)
 #define T_OPTION .kind = TUN_OPTION
@@ -191,8 +189,8 @@ static const mesh_env_t ENV_VARS[] = {
      "a download slower than this over MESH_LLM_DL_STALL_MS counts as stalled and is retried",
      T_U64(dl_min_rate, 1, TUN_MS_MAX)},
     {"MESH_LLM_DL_RETRIES", 5, NULL, "count", 0,
-     "retries of a download that makes no progress before it is given up",
-     T_U64(dl_retries, 1, TUN_MS_MAX)},
+     "retries of a download that makes no progress before it is given up (0: none)",
+     T_U64(dl_retries, 0, TUN_MS_MAX)},
     {"MESH_LLM_DL_STALL_MS", 60000, NULL, "ms", 0,
      "a download that receives nothing this long is retried (rounded up to seconds)",
      T_MS(dl_stall_ms)},
@@ -250,8 +248,8 @@ static const mesh_env_t ENV_VARS[] = {
      "a request for a model being planned or starting on a split waits this long, then 503",
      T_MS(plan_wait_ms)},
     {"MESH_LLM_PREFIX_AFFINITY", 1, NULL, "0/1", 0,
-     "0: do not prefer the host that served a request's prompt prefix before",
-     T_OFF0(prefix_affinity)},
+     "0 (or off): do not prefer the host that served a request's prompt prefix before",
+     T_BOOL(prefix_affinity, TUN_MS_MAX)},
     {"MESH_LLM_PROBE_MS", 5000, "5000 for --auto; gossip: min(heartbeat / 4, 2000)", "ms", 0,
      "a suspected peer that does not answer a ping this long is dead; --auto's probe of a "
      "listed mesh",
@@ -277,8 +275,8 @@ static const mesh_env_t ENV_VARS[] = {
     {"MESH_LLM_ROUTE_REFRESH_MS", RT_REFRESH_MS, NULL, "ms", 0,
      "a passive node asks an active node for the routing table this often", T_MS(route_refresh_ms)},
     {"MESH_LLM_RPC_COALESCE", 1, NULL, "0/1", ENVF_TEST,
-     "0: write each read of a split's RPC bytes at once, not coalesced per burst",
-     T_OFF0(rpc_coalesce)},
+     "0 (or off): write each read of a split's RPC bytes at once, not coalesced per burst",
+     T_BOOL(rpc_coalesce, TUN_MS_MAX)},
     {"MESH_LLM_RPC_CONNECT_MS", 5000, NULL, "ms", 0,
      "a split worker's rpc-server must accept the tunnel within this", T_MS(rpc_connect_ms)},
     {"MESH_LLM_RPC_QUIET_MS", TUNNEL_RPC_QUIET_MS, NULL, "ms", 0,
@@ -291,8 +289,8 @@ static const mesh_env_t ENV_VARS[] = {
      T_MS0(switch_fair_ms)},
     {"MESH_LLM_TEST_CHILD_PORT", 0, "a free port", "port", ENVF_TEST,
      "the first child of the process gets this port", T_U64(test_child_port, 1, 65535)},
-    {"MESH_LLM_VERBOSE", 0, "unset", "set/unset", 0, "set: debug logs of 'mesh-llm discover'",
-     T_SET(verbose)},
+    {"MESH_LLM_VERBOSE", 0, "0 (off)", "0/1", 0, "1 (or on): debug logs of 'mesh-llm discover'",
+     T_BOOL(verbose, TUN_MS_MAX)},
 };
 
 #define N_ENV (sizeof ENV_VARS / sizeof ENV_VARS[0])
@@ -532,7 +530,9 @@ static const char *env_default(const mesh_env_t *e, char *buf, size_t len)
 void options_env_usage(FILE *out)
 {
     fputs("Environment variables read by mesh-llm (flags and the config file hold the rest).\n"
-          "Timers are in ms; their costs are in docs/timings.md. [test]: for tests only.\n",
+          "Timers are in ms; their costs are in docs/timings.md. [test]: for tests only.\n"
+          "Read once at start: an empty value is unset, a value not accepted keeps the default\n"
+          "(the node logs it); a 0/1 switch also takes off/on, false/true or no/yes.\n",
           out);
     for (size_t i = 0; i < N_ENV; i++) {
         const mesh_env_t *e = &ENV_VARS[i];
@@ -608,13 +608,16 @@ void options_markdown(FILE *out)
         if (o->flags & OPTF_SECRET) fputs(" *(secret)*", out);
         fputs(" |\n", out);
     }
-    fputs("\n## Environment variables\n\n"
-          "Every `MESH_LLM_*` variable the node reads (`mesh-llm help environment` prints the "
-          "same list). Timers are in milliseconds; [timings.md](timings.md) gives what each one "
-          "bounds and what it costs. A value a variable does not accept (not a number, out of "
-          "range) leaves the default. Variables marked *(test)* are for tests and benchmarks.\n\n"
-          "| Variable | Default | Unit | Description |\n|---|---|---|---|\n",
-          out);
+    fputs(
+        "\n## Environment variables\n\n"
+        "Every `MESH_LLM_*` variable the node reads (`mesh-llm help environment` prints the "
+        "same list). Timers are in milliseconds; [timings.md](timings.md) gives what each one "
+        "bounds and what it costs. A value a variable does not accept (not a number, out of "
+        "range) leaves the default (the node logs it); an empty value is unset; a 0/1 switch also "
+        "takes off/on, false/true or no/yes. Each is read once at start. Variables marked "
+        "*(test)* are for tests and benchmarks.\n\n"
+        "| Variable | Default | Unit | Description |\n|---|---|---|---|\n",
+        out);
     for (size_t i = 0; i < N_ENV; i++) {
         const mesh_env_t *e = &ENV_VARS[i];
         char num[32];

@@ -114,17 +114,15 @@ enum {
 };
 /* How tunables_load (tunables.h) reads a variable into its field of tunables_t: one kind per
  * parser the call sites use today, so that moving a call site to its tunable changes nothing.
- * An empty value counts as unset, except for TUN_SET. A value a kind does not accept leaves the
- * default. */
+ * An empty value counts as unset. A value a kind does not accept leaves the default (and is
+ * reported). Every switch is a TUN_BOOL, one rule for all (S11 unified three). */
 typedef enum {
     TUN_NONE = 0, /* not filled in: tests/unit/test_tunables.c refuses the row */
     TUN_MS,       /* uint64_t: a decimal integer min..max, min 1, max 7 days (util.c:env_ms) */
     TUN_MS0,      /* uint64_t: the same, 0 .. 1 day (admission.c:env_ms0) */
     TUN_U64,      /* uint64_t: a decimal integer min..max (parse_u64: digits only) */
     TUN_ULONG,    /* uint64_t: strtoul's syntax (leading space, sign), min..max (speed.c) */
-    TUN_BOOL,     /* bool: a decimal integer 0..max, true when not 0 */
-    TUN_OFF0,     /* bool: "0" is false, any other value true */
-    TUN_SET,      /* bool: true when the variable is set at all, even empty */
+    TUN_BOOL,     /* bool: 0..max (true when not 0) or off/on, false/true, no/yes, any case */
     TUN_TEXT,     /* char[TUN_PATH_MAX]: the value as is ("" when unset) */
     TUN_CHOICE,   /* char[TUN_CHOICE_MAX]: one of the words of unit ("a|b|c"); default def */
     TUN_OPTION,   /* stands for an option (its env field): read with the options by config*.c,

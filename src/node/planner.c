@@ -180,7 +180,7 @@ static void allocate(planner_t *pl, const peers_t *P)
                            .peers = P->v,
                            .n_peers = P->n,
                            .can_download = pl->dl != NULL && pl->dl->d != NULL,
-                           .follow_urls = env_ms("MESH_LLM_DL_FOLLOW_URLS", 0) != 0,
+                           .follow_urls = pl->cfg->tun.dl_follow_urls,
                            .failed = failed,
                            .n_failed = pl->n_dl_failed};
     pp_alloc_result_t res;
@@ -293,7 +293,10 @@ static void start_host(planner_t *pl, pmodel_t *pm)
     buf_init(&rpc, 1 << 14);
     int rc = 0;
     for (size_t k = 0; k < pm->st.n_workers && rc == 0; k++) {
-        rc = tunnel_rpc_listen(pl->loop, pm->st.workers[k].id, pm->name, get_conn, pl, &pm->fwd[k]);
+        tunnel_rpc_opts_t ro;
+        tunables_rpc_opts(&pl->cfg->tun, &ro);
+        rc = tunnel_rpc_listen(pl->loop, pm->st.workers[k].id, pm->name, get_conn, pl, &ro,
+                               &pm->fwd[k]);
         if (rc == 0) tunnel_rpc_on_suspect(pm->fwd[k], on_rpc_suspect);
         if (rc == 0) tunnel_rpc_set_stats(pm->fwd[k], pl->rpc_stats);
         if (rc == 0) buf_printf(&rpc, "%s127.0.0.1:%d", k ? "," : "", tunnel_rpc_port(pm->fwd[k]));
@@ -650,7 +653,7 @@ int planner_init(planner_t *pl, uv_loop_t *loop, const config_t *cfg, models_t *
     pl->ms = ms;
     pl->sv = sv;
     pl->vram = cfg->client ? 0 : vram;
-    pl->wait_ms = options_env_ms("MESH_LLM_PLAN_WAIT_MS");
+    pl->wait_ms = cfg->tun.plan_wait_ms;
     pd_init(pl);
     pl->allocating = cfg->n_joins > 0 && !cfg->client;
     for (size_t i = 0; i < ms->n && pl->n < PLAN_MAX_MODELS; i++) {
@@ -664,7 +667,7 @@ int planner_init(planner_t *pl, uv_loop_t *loop, const config_t *cfg, models_t *
     uv_timer_init(loop, &pl->tick);
     pl->timer.data = pl->tick.data = pl;
     pl->timer_open = true;
-    if (!cfg->client) node_speed_start(&pl->speed, loop, speed_done, pl);
+    if (!cfg->client) node_speed_start(&pl->speed, loop, &cfg->tun, speed_done, pl);
     return 0;
 }
 

@@ -34,8 +34,8 @@ static uint64_t now_ms(planner_t *pl)
 
 void pd_init(planner_t *pl)
 {
-    pl->idle_ms = options_env_ms("MESH_LLM_IDLE_UNLOAD_MS");
-    pl->min_serve_ms = options_env_ms("MESH_LLM_MIN_SERVE_MS");
+    pl->idle_ms = pl->cfg->tun.idle_unload_ms;
+    pl->min_serve_ms = pl->cfg->tun.min_serve_ms;
 }
 
 void pd_fill_self(planner_t *pl, view_node_t *n)

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "transport.h"
+#include "tunables.h"
 
 typedef struct {
     uv_loop_t *loop;
@@ -90,7 +91,8 @@ static void on_timeout(uv_timer_t *t)
     answer(p, -ETIMEDOUT, 0, "no admitted connection in time");
 }
 
-int probe_start(uv_loop_t *loop, const token_t *t, uint64_t timeout_ms, probe_cb_t cb, void *data)
+int probe_start(uv_loop_t *loop, const token_t *t, const tunables_t *tun, uint64_t timeout_ms,
+                probe_cb_t cb, void *data)
 {
     probe_t *p = calloc(1, sizeof *p);
     if (!p) return -ENOMEM;
@@ -100,7 +102,7 @@ int probe_start(uv_loop_t *loop, const token_t *t, uint64_t timeout_ms, probe_cb
     snprintf(p->peer, sizeof p->peer, "%s", t->id);
     identity_ephemeral(&p->id, (uint64_t)time(NULL) * 1000);
     tp_config_t cfg;
-    tp_config_default(&cfg);
+    tunables_tp_config(tun, &cfg);
     cfg.handshake_timeout_ms = timeout_ms;
     cfg.max_conns = TOKEN_MAX_ADDRS;
     tp_callbacks_t tcb = {p, on_ready, on_closed, on_stream};

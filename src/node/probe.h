@@ -15,6 +15,9 @@
 
 typedef void (*probe_cb_t)(void *data, int rc, double rtt_ms, const char *why);
 
-int probe_start(uv_loop_t *loop, const token_t *t, uint64_t timeout_ms, probe_cb_t cb, void *data);
+struct tunables;
+/* tun: the QUIC settings (tunables_tp_config; NULL: the defaults); timeout_ms the handshake's. */
+int probe_start(uv_loop_t *loop, const token_t *t, const struct tunables *tun, uint64_t timeout_ms,
+                probe_cb_t cb, void *data);
 
 #endif

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "tunables.h"
 #include "options.h"
 #include "util.h"
 
@@ -189,8 +190,9 @@ void publisher_start(publisher_t *p, uv_loop_t *loop, discovery_t *disc, planner
     memcpy(p->sk, sk, 32);
     snprintf(p->name, sizeof p->name, "%s", name && *name ? name : "mesh-llm");
     snprintf(p->region, sizeof p->region, "%s", region ? region : "");
-    p->interval_ms = options_env_ms("MESH_LLM_PUBLISH_INTERVAL_MS");
-    p->ttl_ms = env_ms("MESH_LLM_PUBLISH_TTL_MS", 2 * p->interval_ms);
+    const tunables_t *t = &plan->cfg->tun;
+    p->interval_ms = t->publish_interval_ms;
+    p->ttl_ms = t->publish_ttl_ms ? t->publish_ttl_ms : 2 * p->interval_ms; /* 0: twice */
     uv_timer_init(loop, &p->timer);
     p->timer.data = p;
     p->timer_open = true;

@@ -72,7 +72,6 @@ typedef struct {
 int relay_start_io(relay_ctx_t *rc, const relay_io_t *io, const char *model, httpd_req_t *req,
                    const relay_host_t *hosts, size_t n);
 
-
 /* Prefix affinity (core/affinity.h, rc's memory) over the router's order: order[0..n) indexes
  * ids; the host that served the request's prompt prefix before comes first.
  * MESH_LLM_PREFIX_AFFINITY=0 turns it off (the router's own choice: stickiness key or

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "tunables.h"
 
 static void speed_work(uv_work_t *w)
 {
@@ -32,21 +33,17 @@ static void speed_after(uv_work_t *w, int status)
     if (s->done) s->done(s);
 }
 
-int node_speed_start(node_speed_t *s, uv_loop_t *loop, node_speed_cb done, void *data)
+int node_speed_start(node_speed_t *s, uv_loop_t *loop, const tunables_t *tun, node_speed_cb done,
+                     void *data)
 {
     memset(s, 0, sizeof *s);
     s->done = done;
     s->data = data;
-    const char *e = getenv("MESH_LLM_SPEED_MFLOPS");
-    if (e && *e) {
-        char *end;
-        unsigned long v = strtoul(e, &end, 10);
-        if (*end == '\0' && v <= 100000000UL) {
-            s->mflops = (uint32_t)v;
-            s->source = v ? "env" : "off";
-            return 1;
-        }
-        LOGW("speed", "MESH_LLM_SPEED_MFLOPS=%s is not 0..100000000: ignored", e);
+    /* a value not accepted is in config_parse's notes (logged at start), and measured */
+    if (tun && tunables_given(tun, &tun->speed_mflops)) {
+        s->mflops = (uint32_t)tun->speed_mflops;
+        s->source = s->mflops ? "env" : "off";
+        return 1;
     }
     s->threads = calib_threads();
     s->work.data = s;

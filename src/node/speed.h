@@ -32,7 +32,10 @@ struct node_speed {
 /* Start. Returns 1 when the value is known at once (the override), 0 when done(s) will be
  * called from the loop once the measurement ends, -errno when it cannot start (then mflops is
  * 0: unknown). */
-int node_speed_start(node_speed_t *s, uv_loop_t *loop, node_speed_cb done, void *data);
+struct tunables;
+/* tun: MESH_LLM_SPEED_MFLOPS, when given, decides instead of a measurement */
+int node_speed_start(node_speed_t *s, uv_loop_t *loop, const struct tunables *tun,
+                     node_speed_cb done, void *data);
 
 /* A startup that failed: a measurement still queued never runs, one running ends without a log
  * line or done(s). */

@@ -15,6 +15,7 @@
 
 #include "child_log.h"
 #include "log.h"
+#include "tunables.h"
 #include "options.h"
 #include "supervisor_int.h"
 #include "util.h"
@@ -43,7 +44,8 @@ const char *child_state_name(child_state_t s)
     }
 }
 
-int sv_init(supervisor_t *sv, uv_loop_t *loop, const char *llama_server, bool verbose)
+int sv_init(supervisor_t *sv, uv_loop_t *loop, const char *llama_server, bool verbose,
+            const tunables_t *tun)
 {
     memset(sv, 0, sizeof *sv);
     sv->loop = loop;
@@ -56,10 +58,15 @@ int sv_init(supervisor_t *sv, uv_loop_t *loop, const char *llama_server, bool ve
     if (n <= 0 || !sv->llama_server) return -errno;
     exe[n] = '\0';
     sv->self_exe = strdup(exe);
-    sv->health_interval_ms = options_env_ms("MESH_LLM_HEALTH_INTERVAL_MS");
-    sv->health_timeout_ms = options_env_ms("MESH_LLM_HEALTH_TIMEOUT_MS");
-    sv->hang_ms = options_env_ms("MESH_LLM_HANG_TIMEOUT_MS");
-    sv->load_timeout_ms = options_env_ms("MESH_LLM_LOAD_TIMEOUT_MS");
+    tunables_t defaults;
+    if (!tun) {
+        tunables_defaults(&defaults);
+        tun = &defaults;
+    }
+    sv->health_interval_ms = tun->health_interval_ms;
+    sv->health_timeout_ms = tun->health_timeout_ms;
+    sv->hang_ms = tun->hang_timeout_ms;
+    sv->load_timeout_ms = tun->load_timeout_ms;
     uv_timer_init(loop, &sv->kill_timer);
     sv->kill_timer.data = sv;
     return 0;

@@ -113,7 +113,7 @@ struct supervisor {
      * backoff): answer its requests now rather than when the connection breaks */
     sv_event_cb on_wedged;
     void *data;
-    /* liveness (MESH_LLM_* environment variables, read by sv_init) */
+    /* liveness (MESH_LLM_* tunables, given to sv_init) */
     uint64_t health_interval_ms; /* /health of a ready child every ... (default 5 s) */
     uint64_t health_timeout_ms;  /* ... answered within (default 5 s) */
     uint64_t hang_ms; /* no answer (and, if busy, no CPU progress) this long: wedged (30 s) */
@@ -127,7 +127,11 @@ struct supervisor {
 /* The load timeout of a model of this size when MESH_LLM_LOAD_TIMEOUT_MS is not set. */
 uint64_t sv_default_load_timeout_ms(uint64_t model_bytes);
 
-int sv_init(supervisor_t *sv, uv_loop_t *loop, const char *llama_server, bool verbose);
+struct tunables;
+/* tun: the liveness timers (MESH_LLM_HEALTH_*, _HANG_TIMEOUT_MS, _LOAD_TIMEOUT_MS); NULL: defaults
+ */
+int sv_init(supervisor_t *sv, uv_loop_t *loop, const char *llama_server, bool verbose,
+            const struct tunables *tun);
 /* Add a model child (not started). extra_args is a shell-like string or NULL. */
 int sv_add(supervisor_t *sv, const char *name, const char *path, model_type_t type,
            uint32_t ctx_size, const char *extra_args, sv_child_t **out);

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "options.h"
 #include "util.h"
@@ -36,8 +37,6 @@ static void set_default(tunables_t *t, const mesh_env_t *e)
         *u64_of(t, e) = e->value;
         break;
     case TUN_BOOL:
-    case TUN_OFF0:
-    case TUN_SET:
         *bool_of(t, e) = e->value != 0;
         break;
     case TUN_TEXT:
@@ -81,6 +80,20 @@ static bool parse_ulong(const char *s, uint64_t min, uint64_t max, uint64_t *out
     return true;
 }
 
+/* The one rule of every switch (TUN_BOOL): a decimal integer 0 .. max (true when not 0), or
+ * off/on, false/true, no/yes in any case. 1, 0, or -1: not a switch value. */
+static int parse_switch(const char *s, uint64_t max)
+{
+    static const char *const off[] = {"off", "false", "no"}, *const on[] = {"on", "true", "yes"};
+    uint64_t v;
+    if (parse_u64(s, 0, max, &v) == 0) return v != 0;
+    for (size_t i = 0; i < 3; i++) {
+        if (strcasecmp(s, off[i]) == 0) return 0;
+        if (strcasecmp(s, on[i]) == 0) return 1;
+    }
+    return -1;
+}
+
 /* a word of "a|b|c" */
 static bool is_choice(const char *choices, const char *s)
 {
@@ -108,18 +121,15 @@ static int parse(tunables_t *t, const mesh_env_t *e, const char *s, char *why, s
         if (!parse_ulong(s, e->min, e->max, &v)) break;
         *u64_of(t, e) = v;
         return 1;
-    case TUN_BOOL:
-        if (parse_u64(s, 0, e->max, &v) != 0) break;
-        *bool_of(t, e) = v != 0;
+    case TUN_BOOL: {
+        int b = parse_switch(s, e->max);
+        if (b < 0) {
+            snprintf(why, wl, "not 0/1, off/on, false/true or no/yes");
+            return 0;
+        }
+        *bool_of(t, e) = b;
         return 1;
-    case TUN_OFF0:
-        *bool_of(t, e) = strcmp(s, "0") != 0;
-        if (strcmp(s, "0") == 0 || strcmp(s, "1") == 0) return 1;
-        snprintf(why, wl, "not 0 or 1 (on)"); /* on, as it always was */
-        return 0;
-    case TUN_SET:
-        *bool_of(t, e) = true;
-        return 1;
+    }
     case TUN_TEXT:
         if (strlen(s) >= TUN_PATH_MAX) return -ENAMETOOLONG;
         memcpy(text_of(t, e), s, strlen(s) + 1);
@@ -135,11 +145,7 @@ static int parse(tunables_t *t, const mesh_env_t *e, const char *s, char *why, s
     case TUN_OPTION:
         return 1;
     }
-    if (e->kind == TUN_BOOL)
-        snprintf(why, wl, "not 0 .. %llu", (unsigned long long)e->max);
-    else
-        snprintf(why, wl, "not %llu .. %llu", (unsigned long long)e->min,
-                 (unsigned long long)e->max);
+    snprintf(why, wl, "not %llu .. %llu", (unsigned long long)e->min, (unsigned long long)e->max);
     return 0;
 }
 
@@ -171,8 +177,7 @@ int tunables_load(tunables_t *t, const char *const *envp, char *err, size_t errl
         const mesh_env_t *e = &rows[i];
         if (e->kind == TUN_NONE || e->kind == TUN_OPTION) continue;
         const char *s = lookup(envp, e->name);
-        if (!s || (!*s && e->kind != TUN_SET))
-            continue; /* empty: unset, as every call site reads it */
+        if (!s || !*s) continue; /* empty: unset, as every call site reads it */
         char why[96] = "";
         int rc = parse(t, e, s, why, sizeof why);
         if (rc < 0) {
@@ -202,4 +207,39 @@ bool tunables_given(const tunables_t *t, const void *field)
         if (rows[i].kind != TUN_NONE && rows[i].kind != TUN_OPTION && rows[i].off == off)
             return t->given[i / 8] & (1u << (i % 8));
     return false;
+}
+
+void tunables_tp_config(const tunables_t *t, tp_config_t *cfg)
+{
+    tp_config_default(cfg);
+    tunables_t defaults;
+    if (!t) {
+        tunables_defaults(&defaults);
+        t = &defaults;
+    }
+    cfg->handshake_timeout_ms = t->handshake_ms;
+    cfg->idle_timeout_ms = t->quic_idle_ms;
+    cfg->keepalive_ms = cfg->idle_timeout_ms / 3;
+    cfg->live_ms = t->live_ms;
+    cfg->retry_after = (size_t)t->quic_retry_after;
+    cfg->cc_algo = tp_cc_algo(t->quic_cc, cfg->cc_algo);
+}
+
+void tunables_dl_opts(const tunables_t *t, dl_opts_t *o)
+{
+    dl_opts_default(o);
+    if (!t) return;
+    o->min_rate = t->dl_min_rate;
+    o->stall_ms = t->dl_stall_ms;
+    o->retries = t->dl_retries;
+    o->backoff_ms = t->dl_backoff_ms;
+}
+
+void tunables_rpc_opts(const tunables_t *t, tunnel_rpc_opts_t *o)
+{
+    tunnel_rpc_opts_default(o);
+    if (!t) return;
+    o->connect_ms = t->rpc_connect_ms;
+    o->quiet_ms = t->rpc_quiet_ms;
+    o->coalesce = t->rpc_coalesce;
 }

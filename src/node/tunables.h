@@ -7,13 +7,19 @@
  * the call sites always did; tunables_load reports it. tests/unit/test_tunables.c checks every
  * row against the parser its call site used, and that no row lacks a field.
  *
- * Not read by any call site yet: the call sites move to it one by one (issue 30, S11). */
+ * Read once at start: by config_parse (config_t.tun) for the node, by cli_dispatch for the
+ * commands; call sites get their values through it or the opts structs filled from it below,
+ * never from getenv (ctest check_env). */
 #ifndef MESH_TUNABLES_H
 #define MESH_TUNABLES_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "download.h"
+#include "transport.h"
+#include "tunnel_rpc.h"
 
 #define TUN_PATH_MAX 4096     /* a TUN_TEXT value, its NUL included (longer: tunables_load fails) */
 #define TUN_CHOICE_MAX 16     /* a TUN_CHOICE value, its NUL included */
@@ -97,5 +103,13 @@ int tunables_load(tunables_t *t, const char *const *envp, char *err, size_t errl
 
 /* Whether field (&t->x) was given an accepted value rather than left at its default. */
 bool tunables_given(const tunables_t *t, const void *field);
+
+/* The QUIC settings over tp_config_default's: handshake, idle (keepalive a third of it), live,
+ * retry_after and congestion control. t NULL: the defaults. */
+void tunables_tp_config(const tunables_t *t, tp_config_t *cfg);
+/* The split RPC tunnels' (MESH_LLM_RPC_*). t NULL: the defaults. */
+void tunables_rpc_opts(const tunables_t *t, tunnel_rpc_opts_t *o);
+/* The downloader's retries and stall detection (MESH_LLM_DL_*). t NULL: the defaults. */
+void tunables_dl_opts(const tunables_t *t, dl_opts_t *o);
 
 #endif

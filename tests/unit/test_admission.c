@@ -27,6 +27,8 @@
 #include <unistd.h>
 
 #include "admission.h"
+#include "meshstat.h"
+#include "tunables.h"
 #include "httpd.h"
 #include "models.h"
 #include "supervisor.h"
@@ -38,6 +40,7 @@ typedef struct {
     uv_loop_t loop;
     httpd_t srv;
     config_t cfg;
+    meshstat_t stat;
     supervisor_t sv;
     models_t ms;
     admission_t ad;
@@ -103,9 +106,12 @@ static fx_t *setup_local(const char *keys, unsigned queue_len, const char *local
         f->cfg.n_models = 1;
         f->cfg.llamacpp_args = (char *)local_args;
     }
-    assert_int_equal(sv_init(&f->sv, &f->loop, "/bin/true", false), 0);
-    assert_int_equal(models_init(&f->ms, &f->loop, &f->cfg, &f->sv, err, sizeof err), 0);
-    int rc = admission_init(&f->ad, &f->loop, &f->cfg, &f->ms, err, sizeof err);
+    /* the tunables as the node reads them at start (a test may have set one) */
+    assert_int_equal(tunables_load(&f->cfg.tun, NULL, err, sizeof err), 0);
+    meshstat_init(&f->stat, NULL);
+    assert_int_equal(sv_init(&f->sv, &f->loop, "/bin/true", false, &f->cfg.tun), 0);
+    assert_int_equal(models_init(&f->ms, &f->loop, &f->cfg, &f->sv, &f->stat, err, sizeof err), 0);
+    int rc = admission_init(&f->ad, &f->loop, &f->cfg, &f->ms, &f->stat, err, sizeof err);
     if (rc) fail_msg("admission_init: %s", err);
     f->ad.resume = on_resume;
     f->ad.resume_data = f;

@@ -24,13 +24,16 @@
 
 #include "config.h"
 #include "httpd.h"
+#include "meshstat.h"
 #include "models.h"
+#include "tunables.h"
 #include "supervisor.h"
 
 static uv_loop_t loop;
 static config_t cfg;
 static supervisor_t sv;
 static models_t ms;
+static meshstat_t mstat;
 static httpd_t llama; /* the stand-in llama-server of every child */
 static httpd_t front; /* the node's API: its handler routes to the model named in the path */
 static uint64_t clock_ms;
@@ -180,8 +183,10 @@ static int setup(void **state)
         cfg.models[i].from_dir = true;
     }
     cfg.n_models = 3;
-    if (sv_init(&sv, &loop, "/bin/true", false) != 0) return -1;
-    if (models_init(&ms, &loop, &cfg, &sv, err, sizeof err) != 0) {
+    tunables_defaults(&cfg.tun);
+    meshstat_init(&mstat, NULL);
+    if (sv_init(&sv, &loop, "/bin/true", false, &cfg.tun) != 0) return -1;
+    if (models_init(&ms, &loop, &cfg, &sv, &mstat, err, sizeof err) != 0) {
         fprintf(stderr, "models_init: %s\n", err);
         return -1;
     }

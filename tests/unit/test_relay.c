@@ -257,11 +257,11 @@ static void test_unreachable_host_skipped(void **state)
 {
     (void)state;
     relay_stats_t before, after;
-    relay_stats(&before);
+    relay_stats(&rctx, &before);
     request("xa");
     expect("x,a,", "", 1, "HTTP/1.1 200");
     assert_non_null(strstr(out, "{\"answer\":1,\"path\":\"/v1/chat/completions\"}"));
-    relay_stats(&after);
+    relay_stats(&rctx, &after);
     assert_int_equal(after.requests, before.requests + 1);
     assert_int_equal(after.retries, before.retries);
 }
@@ -282,12 +282,12 @@ static void test_failed_host_retried_on_next(void **state)
 {
     (void)state;
     relay_stats_t before, after;
-    relay_stats(&before);
+    relay_stats(&rctx, &before);
     api_fail = 1;
     request("ab");
     expect("a,b,", "a,", 2, "HTTP/1.1 200");
     assert_non_null(strstr(out, "{\"answer\":2,"));
-    relay_stats(&after);
+    relay_stats(&rctx, &after);
     assert_int_equal(after.retries, before.retries + 1);
 }
 
@@ -347,7 +347,7 @@ static void test_first_byte_deadline_moves_on(void **state)
 {
     (void)state;
     relay_stats_t before, after;
-    relay_stats(&before);
+    relay_stats(&rctx, &before);
     setenv("MESH_LLM_FIRST_BYTE_MS", "20", 1);
     hosts_ready = "a"; /* b has no deadline: a slow machine cannot time it out too */
     api_hold = 1;
@@ -357,7 +357,7 @@ static void test_first_byte_deadline_moves_on(void **state)
     assert_non_null(strstr(out, "{\"answer\":2,"));
     RUN_UNTIL(held_aborted == 1, 5000);
     assert_int_equal(held_aborted, 1);
-    relay_stats(&after);
+    relay_stats(&rctx, &after);
     assert_int_equal(after.first_byte_timeouts, before.first_byte_timeouts + 1);
     assert_int_equal(after.retries, before.retries + 1);
 }
@@ -386,7 +386,7 @@ static void test_stream_failover_continues(void **state)
 {
     (void)state;
     relay_stats_t before, after;
-    relay_stats(&before);
+    relay_stats(&rctx, &before);
     stream_req = true;
     api_cut = 1;
     request("ab");
@@ -399,7 +399,7 @@ static void test_stream_failover_continues(void **state)
     assert_null(strstr(out, "chatcmpl-2")); /* spliced under the first stream's id */
     assert_non_null(strstr(out, "data: [DONE]"));
     assert_null(strstr(out, "\"error\""));
-    relay_stats(&after);
+    relay_stats(&rctx, &after);
     assert_int_equal(after.failovers, before.failovers + 1);
     assert_int_equal(after.failovers_resumed, before.failovers_resumed + 1);
 }
@@ -409,7 +409,7 @@ static void test_stream_failover_without_replica(void **state)
 {
     (void)state;
     relay_stats_t before, after;
-    relay_stats(&before);
+    relay_stats(&rctx, &before);
     stream_req = true;
     api_cut = 1;
     request("a");
@@ -417,7 +417,7 @@ static void test_stream_failover_without_replica(void **state)
     assert_non_null(strstr(out, "\"content\":\"Hel\""));
     assert_non_null(strstr(out, "\"error\""));
     assert_non_null(strstr(out, "data: [DONE]"));
-    relay_stats(&after);
+    relay_stats(&rctx, &after);
     assert_int_equal(after.failovers_refused, before.failovers_refused + 1);
 }
 

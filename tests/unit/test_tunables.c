@@ -37,9 +37,7 @@ typedef enum {
     R_OPTION,       /* read with the options (config*.c, bin_find.c, nostr_pool.c, cli_status.c) */
     R_ENV_MS,       /* env_ms(name, def) (options_env_ms when def is TABLE) */
     R_ENV_MS0,      /* admission.c:env_ms0(name, options_env_default(name)) */
-    R_FOLLOW,       /* planner.c: env_ms(name, 0) != 0 */
-    R_OFF0,         /* relay.c, tunnel_rpc.c: !(s && strcmp(s, "0") == 0) */
-    R_SET,          /* cli_discover.c: getenv(name) != NULL */
+    R_SWITCH,       /* S11's one rule of switches (switch_env below); def: the default */
     R_TEXT,         /* identity.c, bin_find.c, ws_client.c: s && *s */
     R_MAX_BUFFERED, /* api_openai.c:api_start -> httpd_budget_t.cap */
     R_RETRY_AFTER,  /* transport_ep.c:tp_config_default */
@@ -49,6 +47,7 @@ typedef enum {
     R_PROBE,        /* nostr_app.c: options_env_ms; mesh.c:mesh_gossip_new: env_ms(name, 0) */
     R_PROGRESS,     /* node_dl.c: options_env_ms; cli_models.c: env_ms(name, tty ? 250 : table) */
     R_TTL,          /* publisher.c: env_ms(name, 2 * options_env_ms(PUBLISH_INTERVAL)) */
+    R_COUNT0,       /* a count 0 .. max (0 accepted: download.c's retries since S11) */
 } ref_t;
 
 typedef struct {
@@ -70,9 +69,9 @@ static const want_t WANT[] = {
     {"MESH_LLM_CACHE", TUN_TEXT, 0, 0, R_TEXT, 0, F(cache)},
     {"MESH_LLM_DEMAND_WINDOW_MS", TUN_MS, 1, MS7D, R_ENV_MS, TABLE, F(demand_window_ms)},
     {"MESH_LLM_DL_BACKOFF_MS", TUN_MS, 1, MS7D, R_ENV_MS, 500, F(dl_backoff_ms)},
-    {"MESH_LLM_DL_FOLLOW_URLS", TUN_BOOL, 0, MS7D, R_FOLLOW, 0, F(dl_follow_urls)},
+    {"MESH_LLM_DL_FOLLOW_URLS", TUN_BOOL, 0, MS7D, R_SWITCH, 0, F(dl_follow_urls)},
     {"MESH_LLM_DL_MIN_RATE", TUN_U64, 1, MS7D, R_ENV_MS, 1024, F(dl_min_rate)},
-    {"MESH_LLM_DL_RETRIES", TUN_U64, 1, MS7D, R_ENV_MS, 5, F(dl_retries)},
+    {"MESH_LLM_DL_RETRIES", TUN_U64, 0, MS7D, R_COUNT0, 5, F(dl_retries)},
     {"MESH_LLM_DL_STALL_MS", TUN_MS, 1, MS7D, R_ENV_MS, 60000, F(dl_stall_ms)},
     {"MESH_LLM_EVENTS_MAX_QUEUE", TUN_U64, 1, MS7D, R_ENV_MS, TABLE, F(events_max_queue)},
     {"MESH_LLM_EVENTS_MS", TUN_MS, 1, MS7D, R_ENV_MS, TABLE, F(events_ms)},
@@ -99,7 +98,7 @@ static const want_t WANT[] = {
     {"MESH_LLM_NOSTR_RELAYS", TUN_OPTION, 0, 0, R_OPTION, 0, 0},
     {"MESH_LLM_NOSTR_RETRY_MS", TUN_MS, 1, MS7D, R_ENV_MS, TABLE, F(nostr_retry_ms)},
     {"MESH_LLM_PLAN_WAIT_MS", TUN_MS, 1, MS7D, R_ENV_MS, TABLE, F(plan_wait_ms)},
-    {"MESH_LLM_PREFIX_AFFINITY", TUN_OFF0, 0, 0, R_OFF0, 0, F(prefix_affinity)},
+    {"MESH_LLM_PREFIX_AFFINITY", TUN_BOOL, 0, MS7D, R_SWITCH, 1, F(prefix_affinity)},
     {"MESH_LLM_PROBE_MS", TUN_MS, 1, MS7D, R_PROBE, 0, F(probe_ms)},
     {"MESH_LLM_PROGRESS_MS", TUN_MS, 1, MS7D, R_PROGRESS, 0, F(progress_ms)},
     {"MESH_LLM_PUBLISH_INTERVAL_MS", TUN_MS, 1, MS7D, R_ENV_MS, TABLE, F(publish_interval_ms)},
@@ -110,13 +109,13 @@ static const want_t WANT[] = {
     {"MESH_LLM_QUIC_RETRY_AFTER", TUN_U64, 0, 64, R_RETRY_AFTER, 0, F(quic_retry_after)},
     {"MESH_LLM_RETRY_DIAL_MS", TUN_MS, 1, MS7D, R_ENV_MS, TABLE, F(retry_dial_ms)},
     {"MESH_LLM_ROUTE_REFRESH_MS", TUN_MS, 1, MS7D, R_ENV_MS, TABLE, F(route_refresh_ms)},
-    {"MESH_LLM_RPC_COALESCE", TUN_OFF0, 0, 0, R_OFF0, 0, F(rpc_coalesce)},
+    {"MESH_LLM_RPC_COALESCE", TUN_BOOL, 0, MS7D, R_SWITCH, 1, F(rpc_coalesce)},
     {"MESH_LLM_RPC_CONNECT_MS", TUN_MS, 1, MS7D, R_ENV_MS, 5000, F(rpc_connect_ms)},
     {"MESH_LLM_RPC_QUIET_MS", TUN_MS, 1, MS7D, R_ENV_MS, TUNNEL_RPC_QUIET_MS, F(rpc_quiet_ms)},
     {"MESH_LLM_SPEED_MFLOPS", TUN_ULONG, 0, 100000000, R_SPEED, 0, F(speed_mflops)},
     {"MESH_LLM_SWITCH_FAIR_MS", TUN_MS0, 0, DAY, R_ENV_MS0, 0, F(switch_fair_ms)},
     {"MESH_LLM_TEST_CHILD_PORT", TUN_U64, 1, 65535, R_TEST_PORT, 0, F(test_child_port)},
-    {"MESH_LLM_VERBOSE", TUN_SET, 0, 0, R_SET, 0, F(verbose)},
+    {"MESH_LLM_VERBOSE", TUN_BOOL, 0, MS7D, R_SWITCH, 0, F(verbose)},
 };
 #define N_WANT (sizeof WANT / sizeof WANT[0])
 
@@ -136,8 +135,6 @@ static size_t size_of_kind(tun_kind_t k)
     case TUN_ULONG:
         return sizeof(uint64_t);
     case TUN_BOOL:
-    case TUN_OFF0:
-    case TUN_SET:
         return sizeof(bool);
     case TUN_TEXT:
         return TUN_PATH_MAX;
@@ -227,11 +224,22 @@ static uint64_t supervisor_test_port(void)
     return v;
 }
 
-/* relay.c:relay_order_by_prefix, tunnel_rpc.c (coalesce): on unless exactly "0" */
-static bool off0(const char *name)
+/* The rule of every switch since S11 (before: DL_FOLLOW_URLS took a number only,
+ * PREFIX_AFFINITY and RPC_COALESCE were on unless exactly "0" — "off" left them on — and
+ * VERBOSE was on when set at all — "0" turned debug on). -1: unset or not accepted. */
+static int switch_env(const char *name)
 {
-    const char *ev = getenv(name);
-    return !(ev && strcmp(ev, "0") == 0);
+    static const char *const words[][2] = {{"0", "1"},    {"off", "on"},     {"OFF", "ON"},
+                                           {"Off", "On"}, {"false", "true"}, {"FALSE", "TRUE"},
+                                           {"no", "yes"}, {"No", "Yes"}};
+    const char *s = getenv(name);
+    if (!s || !*s) return -1;
+    uint64_t v;
+    if (parse_u64(s, 0, MS7D, &v) == 0) return v != 0;
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
+        for (int b = 0; b < 2; b++)
+            if (strcmp(s, words[i][b]) == 0) return b;
+    return -1;
 }
 
 /* identity.c:identity_home, bin_find.c:bin_dirs, ws_client.c:tls_setup: used when non-empty */
@@ -266,15 +274,12 @@ static void check_row(const want_t *w, const tunables_t *t, const char *value)
         EXPECT_U(u64_at(t, w->off), admission_env_ms0(n, options_env_default(n)));
         EXPECT_U(given, admission_env_ms0(n, UINT64_MAX) != UINT64_MAX);
         return;
-    case R_FOLLOW:
-        EXPECT_U(bool_at(t, w->off), env_ms(n, 0) != 0);
+    case R_SWITCH: {
+        int b = switch_env(n);
+        EXPECT_U(given, b >= 0);
+        EXPECT_U(bool_at(t, w->off), b >= 0 ? (bool)b : w->def != 0);
         return;
-    case R_OFF0:
-        EXPECT_U(bool_at(t, w->off), off0(n));
-        return;
-    case R_SET:
-        EXPECT_U(bool_at(t, w->off), getenv(n) != NULL);
-        return;
+    }
     case R_TEXT:
         if (strcmp(text_at(t, w->off), text_env(n)) != 0)
             fail_msg("%s: the tunable gives '%s', the call site '%s'", n, text_at(t, w->off),
@@ -287,6 +292,13 @@ static void check_row(const want_t *w, const tunables_t *t, const char *value)
     case R_RETRY_AFTER:
         EXPECT_U(u64_at(t, w->off), tp_retry_after());
         return;
+    case R_COUNT0: {
+        const char *e = getenv(n);
+        bool ok = e && parse_u64(e, 0, w->max, &v) == 0;
+        EXPECT_U(given, ok);
+        EXPECT_U(u64_at(t, w->off), ok ? v : (uint64_t)w->def);
+        return;
+    }
     case R_QUIC_CC:
         if (strcmp(text_at(t, w->off), tp_cc()) != 0)
             fail_msg("%s=%s: the tunable gives '%s', the call site '%s'", n,
@@ -379,9 +391,6 @@ static void test_every_row_has_a_tunable(void **state)
                 fail_msg("%s: range %llu..%llu, want %llu..%llu", e->name,
                          (unsigned long long)e->min, (unsigned long long)e->max,
                          (unsigned long long)w->min, (unsigned long long)w->max);
-            break;
-        case TUN_OFF0:
-            assert_int_equal(e->value, 1); /* "any other value: on" means on by default */
             break;
         case TUN_CHOICE: {
             /* its default is one of its words, and each word fits */
@@ -578,7 +587,7 @@ static void test_kinds(void **state)
         {"MESH_LLM_TEST_CHILD_PORT", "1", 1, NULL, true, 0},
         {"MESH_LLM_TEST_CHILD_PORT", "65535", 65535, NULL, true, 0},
         {"MESH_LLM_TEST_CHILD_PORT", "65536", 0, NULL, false, 1},
-        {"MESH_LLM_DL_RETRIES", "0", 5, NULL, false, 1}, /* env_ms's range: no 0 retries */
+        {"MESH_LLM_DL_RETRIES", "0", 0, NULL, true, 0}, /* 0: no retry (S11; env_ms refused it) */
         {"MESH_LLM_DL_RETRIES", "604800000", 604800000, NULL, true, 0},
         /* TUN_ULONG: strtoul's syntax */
         {"MESH_LLM_SPEED_MFLOPS", NULL, 0, NULL, false, 0},
@@ -592,26 +601,32 @@ static void test_kinds(void **state)
         {"MESH_LLM_SPEED_MFLOPS", "-1", 0, NULL, false, 1},
         {"MESH_LLM_SPEED_MFLOPS", "42 ", 0, NULL, false, 1},
         {"MESH_LLM_SPEED_MFLOPS", "fast", 0, NULL, false, 1},
-        /* TUN_BOOL: 0 .. max, true when not 0 */
+        /* TUN_BOOL, every switch one rule: 0 .. max (true when not 0), off/on, false/true,
+         * no/yes in any case; empty is unset; anything else keeps the default, reported */
         {"MESH_LLM_DL_FOLLOW_URLS", NULL, false, NULL, false, 0},
         {"MESH_LLM_DL_FOLLOW_URLS", "0", false, NULL, true, 0},
         {"MESH_LLM_DL_FOLLOW_URLS", "1", true, NULL, true, 0},
         {"MESH_LLM_DL_FOLLOW_URLS", "2", true, NULL, true, 0},
         {"MESH_LLM_DL_FOLLOW_URLS", "604800001", false, NULL, false, 1},
-        {"MESH_LLM_DL_FOLLOW_URLS", "yes", false, NULL, false, 1},
-        /* TUN_OFF0: "0" turns it off, anything else leaves it on */
+        {"MESH_LLM_DL_FOLLOW_URLS", "yes", true, NULL, true, 0}, /* was ignored */
+        {"MESH_LLM_DL_FOLLOW_URLS", "maybe", false, NULL, false, 1},
         {"MESH_LLM_PREFIX_AFFINITY", NULL, true, NULL, false, 0},
         {"MESH_LLM_PREFIX_AFFINITY", "0", false, NULL, true, 0},
         {"MESH_LLM_PREFIX_AFFINITY", "1", true, NULL, true, 0},
         {"MESH_LLM_PREFIX_AFFINITY", "", true, NULL, false, 0},
-        {"MESH_LLM_PREFIX_AFFINITY", "00", true, NULL, false, 1},
-        {"MESH_LLM_PREFIX_AFFINITY", "off", true, NULL, false, 1},
+        {"MESH_LLM_PREFIX_AFFINITY", "00", false, NULL, true, 0},  /* was on */
+        {"MESH_LLM_PREFIX_AFFINITY", "off", false, NULL, true, 0}, /* was on */
+        {"MESH_LLM_PREFIX_AFFINITY", "OFF", false, NULL, true, 0},
+        {"MESH_LLM_PREFIX_AFFINITY", "maybe", true, NULL, false, 1},
         {"MESH_LLM_RPC_COALESCE", "0", false, NULL, true, 0},
-        {"MESH_LLM_RPC_COALESCE", "false", true, NULL, false, 1},
-        /* TUN_SET: set at all */
+        {"MESH_LLM_RPC_COALESCE", "false", false, NULL, true, 0}, /* was on */
+        {"MESH_LLM_RPC_COALESCE", "No", false, NULL, true, 0},
         {"MESH_LLM_VERBOSE", NULL, false, NULL, false, 0},
-        {"MESH_LLM_VERBOSE", "", true, NULL, true, 0},
-        {"MESH_LLM_VERBOSE", "0", true, NULL, true, 0},
+        {"MESH_LLM_VERBOSE", "", false, NULL, false, 0}, /* was on (set) */
+        {"MESH_LLM_VERBOSE", "0", false, NULL, true, 0}, /* was on: 0 turned debug on */
+        {"MESH_LLM_VERBOSE", "1", true, NULL, true, 0},
+        {"MESH_LLM_VERBOSE", "yes", true, NULL, true, 0},
+        {"MESH_LLM_VERBOSE", "loud", false, NULL, false, 1}, /* was on */
         /* TUN_TEXT: as is; empty is unset */
         {"MESH_LLM_HOME", NULL, 0, "", false, 0},
         {"MESH_LLM_HOME", "", 0, "", false, 0},
@@ -648,8 +663,6 @@ static void test_kinds(void **state)
         uint64_t u = 0;
         switch (e->kind) {
         case TUN_BOOL:
-        case TUN_OFF0:
-        case TUN_SET:
             u = bool_at(&t, e->off);
             break;
         case TUN_TEXT:
@@ -807,6 +820,57 @@ static void test_derived(void **state)
     unsetenv("MESH_LLM_PUBLISH_INTERVAL_MS");
 }
 
+/* The net layer reads no environment: tunables_tp_config and tunables_dl_opts carry the values
+ * to it; unset, they are the net layer's own defaults. MESH_LLM_DL_RETRIES=0 means no retry
+ * (before S11 env_ms refused 0 and 5 retries followed). */
+static void test_net_opts(void **state)
+{
+    (void)state;
+    tunables_t t;
+    const char *none[] = {NULL};
+    assert_int_equal(tunables_load(&t, none, NULL, 0), 0);
+    tp_config_t got, def;
+    tunables_tp_config(&t, &got);
+    tp_config_default(&def);
+    assert_memory_equal(&got, &def, sizeof got);
+    tunables_tp_config(NULL, &got);
+    assert_memory_equal(&got, &def, sizeof got);
+    dl_opts_t o, dd;
+    tunables_dl_opts(&t, &o);
+    dl_opts_default(&dd);
+    assert_memory_equal(&o, &dd, sizeof o);
+    assert_int_equal(dd.retries, 5);
+    assert_int_equal(dd.min_rate, 1024);
+
+    setenv("MESH_LLM_QUIC_RETRY_AFTER", "7", 1); /* the environment is not the source */
+    tp_config_default(&got);
+    assert_int_equal(got.retry_after, 16);
+    unsetenv("MESH_LLM_QUIC_RETRY_AFTER");
+
+    const char *some[] = {"MESH_LLM_HANDSHAKE_MS=700", "MESH_LLM_QUIC_IDLE_MS=9000",
+                          "MESH_LLM_LIVE_MS=300",      "MESH_LLM_QUIC_RETRY_AFTER=0",
+                          "MESH_LLM_QUIC_CC=cubic",    "MESH_LLM_DL_RETRIES=0",
+                          "MESH_LLM_DL_MIN_RATE=9",    "MESH_LLM_DL_STALL_MS=1500",
+                          "MESH_LLM_DL_BACKOFF_MS=20", NULL};
+    assert_int_equal(tunables_load(&t, some, NULL, 0), 0);
+    tunables_tp_config(&t, &got);
+    assert_int_equal(got.handshake_timeout_ms, 700);
+    assert_int_equal(got.idle_timeout_ms, 9000);
+    assert_int_equal(got.keepalive_ms, 3000);
+    assert_int_equal(got.live_ms, 300);
+    assert_int_equal(got.retry_after, 0);
+    assert_int_equal(got.cc_algo, tp_cc_algo("cubic", -1));
+    assert_int_not_equal(got.cc_algo, def.cc_algo);
+    assert_int_equal(got.max_conns, def.max_conns);
+    tunables_dl_opts(&t, &o);
+    assert_true(tunables_given(&t, &t.dl_retries));
+    assert_int_equal(o.retries, 0);
+    assert_int_equal(o.min_rate, 9);
+    assert_int_equal(o.stall_ms, 1500);
+    assert_int_equal(o.backoff_ms, 20);
+    assert_int_equal(tp_cc_algo("vegas", 42), 42);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -817,6 +881,7 @@ int main(void)
         cmocka_unit_test_setup(test_envp, clear_env),
         cmocka_unit_test_setup(test_report, clear_env),
         cmocka_unit_test_setup(test_derived, clear_env),
+        cmocka_unit_test_setup(test_net_opts, clear_env),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -39,6 +39,7 @@ static node_t host, worker;
 static tp_conn_t *hconn;          /* host -> worker */
 static int rpc_port;              /* what the worker passes to tunnel_rpc_serve */
 static tunnel_rpc_stats_t rpc_st; /* the counters both sides count into (as the node's) */
+static tunnel_rpc_opts_t opts;    /* both sides' (the defaults; a test changes and restores them) */
 
 /* The worker takes TUNNEL_RPC streams (as tunnels.c does, with rpc_port for every one). */
 static bool take_rpc(void *data, tp_stream_t *s, int type, const char *from, json_t *frame,
@@ -47,7 +48,7 @@ static bool take_rpc(void *data, tp_stream_t *s, int type, const char *from, jso
     (void)data;
     (void)from;
     if (type != WIRE_TUNNEL_RPC) return false;
-    tunnel_rpc_serve(&loop, s, frame, rest, n, rpc_port, &rpc_st);
+    tunnel_rpc_serve(&loop, s, frame, rest, n, rpc_port, &opts, &rpc_st);
     return true;
 }
 
@@ -375,6 +376,7 @@ static tunnel_rpc_stats_t st0; /* counters at the start of a test */
 
 static int setup(void **state)
 {
+    tunnel_rpc_opts_default(&opts);
     node_up(&host, reader_on_stream);
     node_up(&worker, reader_on_stream);
     reader_node = &worker;
@@ -410,7 +412,8 @@ static int teardown(void **state)
 static rpc_fwd_t *listen_fwd(void)
 {
     rpc_fwd_t *f = NULL;
-    assert_int_equal(tunnel_rpc_listen(&loop, worker.id.id, "stories260K", get_conn, &host, &f), 0);
+    assert_int_equal(
+        tunnel_rpc_listen(&loop, worker.id.id, "stories260K", get_conn, &host, &opts, &f), 0);
     tunnel_rpc_set_stats(f, &rpc_st);
     assert_true(tunnel_rpc_port(f) > 0);
     return f;
@@ -578,15 +581,14 @@ static void test_suspect(void **state)
     assert_int_equal(suspects, 0);
     close_fwd(f);
 
-    setenv(TUNNEL_RPC_QUIET_ENV, "100", 1);
-    setenv(TUNNEL_RPC_COALESCE_ENV, "0", 1); /* any bytes sent wait for a reply */
-    rpc_port = sink.port;                    /* takes everything, never answers */
+    opts.quiet_ms = 100;
+    opts.coalesce = false; /* any bytes sent wait for a reply */
+    rpc_port = sink.port;  /* takes everything, never answers */
     f = listen_fwd();
     tunnel_rpc_on_suspect(f, on_suspect);
     c = cl_start(tunnel_rpc_port(f), 51, 1000, true);
     RUN_UNTIL(suspects >= 2, 5000); /* after 100 ms, then 200 ms more */
-    unsetenv(TUNNEL_RPC_QUIET_ENV);
-    unsetenv(TUNNEL_RPC_COALESCE_ENV);
+    tunnel_rpc_opts_default(&opts);
     assert_true(suspects >= 2);
     assert_string_equal(suspected, worker.id.id);
     assert_non_null(strstr(suspect_why, "overdue"));
@@ -653,9 +655,9 @@ static void test_get_conn_retry(void **state)
     cl_free(c);
     close_fwd(f);
 
-    setenv(TUNNEL_RPC_CONNECT_ENV, "300", 1);
+    opts.connect_ms = 300;
     f = listen_fwd();
-    unsetenv(TUNNEL_RPC_CONNECT_ENV);
+    tunnel_rpc_opts_default(&opts);
     get_calls = 0;
     null_calls = 1000000;
     c = cl_start(tunnel_rpc_port(f), 41, 1000, false);
