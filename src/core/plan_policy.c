@@ -311,7 +311,7 @@ int pp_host_args(const pp_state_t *st, char *buf, size_t len)
 
 const char *pp_action_name(pp_action_kind_t k)
 {
-    static const char *names[] = {
+    static const char *const names[] = {
         "STOP_HOST",     "STOP_MODEL",    "SET_LEDGER",       "NEW_PLAN",     "START_HOST",
         "CLOSE_RETIRED", "START_REPLICA", "START_RPC_SERVER", "START_WORKER", "STOP_RPC_SERVER"};
     return (size_t)k < sizeof names / sizeof names[0] ? names[k] : "?";

@@ -126,8 +126,8 @@ void promo_decide(const promo_input_t *in, promo_state_t *st, promo_result_t *ou
 
 const char *promo_reason_name(promo_reason_t r)
 {
-    static const char *names[] = {"none",      "all_hosts_gone", "split_short",
-                                  "requested", "unserved",       "hot"};
+    static const char *const names[] = {"none",      "all_hosts_gone", "split_short",
+                                        "requested", "unserved",       "hot"};
     return (size_t)r < sizeof names / sizeof names[0] ? names[r] : "?";
 }
 
@@ -188,6 +188,6 @@ promo_demote_t promo_demote(const promo_demote_input_t *in)
 
 const char *promo_demote_name(promo_demote_t d)
 {
-    static const char *names[] = {"keep", "idle", "memory_wanted"};
+    static const char *const names[] = {"keep", "idle", "memory_wanted"};
     return (size_t)d < sizeof names / sizeof names[0] ? names[d] : "?";
 }

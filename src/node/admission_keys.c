@@ -168,7 +168,8 @@ static int parse_lines(admit_t *a, char *text, unsigned char (*digests)[32], boo
         int rc = 0;
         if (strcmp(w[0], "tier") == 0 && n >= 2) {
             uint64_t v[3] = {0, 0, 0};
-            static const char *names[3] = {"max_concurrent=", "queue_share=", "tokens_per_minute="};
+            static const char *const names[3] = {
+                "max_concurrent=", "queue_share=", "tokens_per_minute="};
             for (int i = 2; i < n && !rc; i++) {
                 int j = 0;
                 while (j < 3 && strncmp(w[i], names[j], strlen(names[j])) != 0)

@@ -329,7 +329,7 @@ size_t nostr_pool_answered(const nostr_pool_t *p)
 
 json_t *nostr_pool_status(const nostr_pool_t *p)
 {
-    static const char *st[] = {"idle", "connecting", "open", "waiting"};
+    static const char *const st[] = {"idle", "connecting", "open", "waiting"};
     json_t *a = json_array();
     for (size_t i = 0; a && i < p->n; i++) {
         const relay_t *r = &p->relays[i];

@@ -49,6 +49,8 @@ def globals_of(archives, where):
             if not WRITABLE.match(sect) or sect.startswith(".data.rel.ro"):
                 continue
             head, sym = parts[0].rsplit(":", 1)
+            if sym.startswith("__odr_asan."):
+                continue  # ASan's one-definition-rule markers (sanitizer builds), not state
             obj = head.rsplit(":", 1)[-1]
             base = os.path.basename(obj)
             if base.endswith(".o"):
