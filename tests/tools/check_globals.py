@@ -21,18 +21,8 @@ import re
 import subprocess
 import sys
 
-LAYERS = ["base", "core", "http", "net", "node", "app"]
+from check_cycles import LAYERS, source_layers  # noqa: E402 (the same file -> layer map)
 WRITABLE = re.compile(r"^\.(data|bss|tdata|tbss)(\.rel(\.local)?)?(\.|$)")
-
-
-def source_layers(src):
-    where = {}
-    for layer in LAYERS:
-        d = os.path.join(src, layer)
-        for f in sorted(os.listdir(d)) if os.path.isdir(d) else []:
-            if f.endswith(".c"):
-                where[f] = layer
-    return where
 
 
 def globals_of(archives, where):
