@@ -1,15 +1,6 @@
-/* passive — the driver of a passive node (seed 002): `--client`, and a standby GPU while it
- * stands by (standby.h; paused while it is a gossip member). Its mesh runs in passive mode
- * (mesh.h): no gossip. Instead:
- *
- * Check-in. Every refresh period (MESH_LLM_ROUTE_REFRESH_MS, default 30 s) it asks one active
- * node for the routing table (ROUTE_REQUEST, core/route_table.h): the first answering node of
- * the check-in order — the last table's active nodes by rendezvous hash of (own id, node id),
- * so passive nodes spread evenly over the active ones, then the --join tokens. Each attempt
- * (dial + answer) is bounded (clamp(refresh / 3, 500 ms, 5 s)); a node that does not answer
- * is skipped (its connection closed) and the next one is asked at once, so losing the node it
- * checks in with costs one attempt. When every candidate fails the round is retried after a
- * jittered backoff below the refresh period.
+/* passive — the request path of a passive node (seed 002): `--client`, and a standby GPU while
+ * it stands by (standby.h). Its routing tables come from its check-in client (checkin.h), which
+ * passive_start starts and passive_checkin hands out (a standby pauses and resumes it).
  *
  * Requests. A request for a model of the table goes through the relay (relay.h: first-byte
  * deadline, one retry on the next host, streams continued elsewhere) to the hosts picked by
@@ -17,10 +8,11 @@
  * without a key spills to the host with the fewest of this node's requests in flight per slot,
  * rt_spill — counted until the request's life ends, httpd on_finish, chained); the tunnel is
  * on a connection this node dials to the host itself (addresses from the table). A host that
- * cannot be dialled within the attempt bound (or takes no stream) is skipped until the next
- * table and the request retried on the next host (at most PV_MAX_TRIES hosts). Requests that
- * arrive before the first table wait for it (bounded). A model the table does not list is
- * unknown (the API answers 404). */
+ * cannot be dialled within the attempt bound (or takes no stream) is marked bad (checkin.h:
+ * skipped until the next table) and the request retried on the next host (at most
+ * PV_MAX_TRIES hosts). Requests that arrive before the first table wait for it (bounded). A
+ * model the table does not list is unknown (the API answers 404). While the check-in client
+ * is paused (a standby that joined gossip) or stopped, waiting requests are answered 503. */
 #ifndef MESH_PASSIVE_H
 #define MESH_PASSIVE_H
 
@@ -29,6 +21,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "checkin.h"
 #include "httpd.h"
 #include "identity.h"
 #include "mesh.h"
@@ -40,6 +33,7 @@
 
 typedef struct passive passive_t;
 
+/* role .. paused: the check-in client's (checkin_opts_t, checkin.h) */
 typedef struct {
     rt_role_t role;
     uint64_t refresh_ms;       /* 0: RT_REFRESH_MS */
@@ -48,8 +42,6 @@ typedef struct {
     size_t n_models;
     const token_t *joins; /* --join tokens: the last check-in candidates (copied) */
     size_t n_joins;
-    /* A new table arrived (promotion decisions read it), or t NULL: PV_GONE_ROUNDS rounds in a
-     * row found no active node answering (every active node is gone). May be NULL. */
     void (*on_table)(void *data, const rt_table_t *t);
     void *data;
     bool paused;        /* start paused (a standby that is still a gossip member) */
@@ -68,13 +60,11 @@ bool passive_route(passive_t *p, const char *model, int needs, httpd_req_t *req)
 void passive_list_models(passive_t *p, json_t *list);
 /* Adds "route": {role, checkin, table_age_ms, checkins, failures, forwarded {host: n}}. */
 void passive_status(passive_t *p, json_t *st);
-/* A standby (standby.h) pauses the driver while it is a gossip member and resumes it when it
- * stands by again: paused, it neither checks in nor routes (waiting requests are answered 503);
- * resumed, it checks in at once (the last table, kept, gives the order). active: not paused. */
-void passive_pause(passive_t *p);
-void passive_resume(passive_t *p);
+/* Its check-in client (a standby pauses and resumes it: checkin.h). */
+checkin_t *passive_checkin(const passive_t *p);
+/* Routing: not stopped, its check-in client not paused. */
 bool passive_active(const passive_t *p);
-/* The last table (NULL before the first). */
+/* The last table (NULL before the first): checkin_table. */
 const rt_table_t *passive_table(const passive_t *p);
 
 #endif

@@ -20,12 +20,13 @@ static void on_timer(uv_timer_t *t)
         s->have_table = false;
         mesh_go_passive(s->mesh);
         planner_peers_changed(pl); /* no gossip peers from now on */
-        passive_resume(s->pv);
+        checkin_resume(passive_checkin(s->pv));
     } else if (pl->passive && s->have_table) {
         s->have_table = false;
-        if (planner_promote_from_table(pl, s->none_answered ? NULL : passive_table(s->pv))) {
+        if (planner_promote_from_table(
+                pl, s->none_answered ? NULL : checkin_table(passive_checkin(s->pv)))) {
             LOGI("standby", "promoted: joining gossip again");
-            passive_pause(s->pv);
+            checkin_pause(passive_checkin(s->pv));
             pl->passive = false;
             s->went_active++;
             mesh_go_active(s->mesh);

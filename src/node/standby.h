@@ -3,7 +3,8 @@
  * client, as role "standby" with its memory and models on disk; the promotion rules decide from
  * each routing table whether it serves again. The decisions are pure (core/promote.h:
  * promo_go_passive, promo_decide over promo_models_from_table); this driver only switches the
- * mesh (mesh_go_passive / mesh_go_active) and the passive driver (passive_pause / resume).
+ * mesh (mesh_go_passive / mesh_go_active) and the check-in client (checkin.h: checkin_pause /
+ * checkin_resume).
  *
  *   active, nothing to serve ──(after a re-plan: promo_go_passive)──► passive standby
  *   passive standby ──(a table, or none answering: promo_decide chose a model)──► active,
