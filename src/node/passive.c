@@ -9,6 +9,7 @@
 #include "log.h"
 #include "meshstat.h"
 #include "relay.h"
+#include "route_decide.h"
 
 #define PV_POLL_MS 50 /* while a request waits */
 
@@ -20,7 +21,7 @@ typedef struct pv_req {
     bool has_key;
     uint64_t key;           /* request.h's passive_key */
     unsigned tries;         /* hosts tried */
-    bool spilled;           /* the last step sent it past its hashed host (rt_spill) */
+    bool spilled;           /* the last step sent it past its hashed host (spill-over) */
     uint64_t dial_deadline; /* waiting for the connection to the current host */
     uint64_t deadline;      /* waiting for a table */
     struct pv_req *next;
@@ -61,11 +62,6 @@ static bool routing(const passive_t *p)
 static void kick(passive_t *p, uint64_t ms)
 {
     if (routing(p)) uv_timer_start(&p->poll, poll_cb, ms, 0);
-}
-
-static bool is_bad(void *data, const char *id)
-{
-    return checkin_is_bad(((passive_t *)data)->ck, id);
 }
 
 static void mark_bad(passive_t *p, const char *id)
@@ -130,15 +126,21 @@ static void unpark(passive_t *p, pv_req_t *r)
     r->req->on_abort = NULL;
 }
 
-/* Answer r and free it. */
-static void finish(pv_req_t *r, int status, const char *type, const char *code, const char *msg)
+/* Answer r with msg and free it. */
+static void answer(pv_req_t *r, int status, const char *type, const char *code, const char *msg)
 {
     httpd_req_t *req = r->req;
     unpark(r->p, r);
-    req->data = NULL;
-    req->on_abort = NULL;
-    httpd_respond_error(req, status, type, code, "model '%s': %s", r->model, msg);
+    httpd_respond_error(req, status, type, code, "%s", msg);
     free(r);
+}
+
+/* Answer r ("model '…': " msg) and free it. */
+static void finish(pv_req_t *r, int status, const char *type, const char *code, const char *msg)
+{
+    char m[RD_MSG_MAX];
+    snprintf(m, sizeof m, "model '%s': %s", r->model, msg);
+    answer(r, status, type, code, m);
 }
 
 /* ---- forwarded requests: counts and this node's requests in flight per host ---- */
@@ -213,7 +215,9 @@ static void count_forward(passive_t *p, const char *id)
     if (k >= 0) p->fwd[k].n++;
 }
 
-/* One step for a waiting request: true when it left the pending list (forwarded/answered). */
+/* One step for a waiting request: true when it left the pending list (forwarded/answered).
+ * The verdict is route_decide's (core/route_decide.h) over the table's hosts of the model, with
+ * this node's requests in flight there and the check-in client's bad marks. */
 static bool step(passive_t *p, pv_req_t *r)
 {
     uint64_t now = now_ms(p);
@@ -227,57 +231,52 @@ static bool step(passive_t *p, pv_req_t *r)
         return true;
     }
     const rt_table_t *t = checkin_table(p->ck);
-    if (!t) {
-        if (now < r->deadline) return false;
-        finish(r, 503, "unavailable", "no_route",
-               "no active node of the mesh answered a route request yet; retry shortly");
-        return true;
+    const rt_model_t *m = t ? rt_table_find_model(t, r->model) : NULL;
+    rd_host_t hosts[RD_MAX_HOSTS];
+    size_t node_of[RD_MAX_HOSTS], nh = 0;
+    for (size_t i = 0; m && i < m->n_hosts && nh < RD_MAX_HOSTS; i++) {
+        size_t node = m->hosts[i].node;
+        if (node >= t->n_nodes) continue;
+        const char *id = t->nodes[node].id;
+        hosts[nh] = (rd_host_t){.id = id,
+                                .ready = true,
+                                .type = -1,
+                                .slots = rt_host_slots(m, node),
+                                .inflight = inflight_at(p, id),
+                                .bad = checkin_is_bad(p->ck, id)};
+        node_of[nh++] = node;
     }
-    const rt_model_t *m = rt_table_find_model(t, r->model);
-    if (!m) {
+    /* the passive stickiness key (request.h's passive_key) until the one rule (plan S20) */
+    request_t key = {.has_sticky = r->has_key, .sticky = r->key};
+    rd_input_t in = {.rq = &key,
+                     .path = r->req->path,
+                     .model = r->model,
+                     .needs = r->needs,
+                     .self_id = mesh_node_id(p->mesh),
+                     .passive = true,
+                     .have_table = t != NULL,
+                     .table_expired = now >= r->deadline,
+                     .in_table = m != NULL,
+                     .table_status = m ? (int)m->status : 0,
+                     .table_type = m && m->has_type ? (int)m->type : -1,
+                     .tries = r->tries,
+                     .hosts = hosts,
+                     .n_hosts = nh,
+                     .no_affinity = true}; /* prefix affinity: not on passive nodes yet (S20) */
+    rd_decision_t d;
+    route_decide(&in, &d);
+    if (d.verdict == RD_WAIT) return false;
+    if (d.verdict == RD_UNKNOWN) { /* the table came while it waited, without the model */
         finish(r, 404, "invalid_request_error", "model_not_found", "not found in the mesh");
         return true;
     }
-    if (m->has_type && r->needs >= 0 && r->needs < MM_N_TYPES && (int)m->type != r->needs) {
-        httpd_req_t *req = r->req;
-        unpark(p, r);
-        httpd_respond_error(req, 400, "invalid_request_error", "model_type_mismatch",
-                            "model '%s' is a %s model and cannot serve %s", r->model,
-                            mm_type_name(m->type), req->path);
-        free(r);
+    if (d.verdict != RD_FORWARD) { /* RD_REFUSE (no RD_LOCAL / RD_PARK: in.local is false) */
+        answer(r, d.status, d.type, d.code, d.msg);
         return true;
     }
-    size_t order[RT_MAX_HOSTS];
-    size_t n = rt_pick_hosts(t, m, mesh_node_id(p->mesh), r->has_key ? &r->key : NULL, is_bad, p,
-                             order, RT_MAX_HOSTS);
-    if (n == 0) {
-        char msg[160];
-        snprintf(msg, sizeof msg,
-                 "in the mesh (status %s) but no node serves it now; retry "
-                 "shortly",
-                 catalog_status_name(m->status));
-        finish(r, 503, "unavailable", "model_unavailable", msg);
-        return true;
-    }
-    if (r->tries >= n || r->tries >= PV_MAX_TRIES) {
-        finish(r, 503, "unavailable", "host_unreachable",
-               "its hosts cannot be reached right now; retry shortly");
-        return true;
-    }
-    /* without a stickiness key: the host with the fewest of this node's requests in flight per
-     * slot, the hashed one among equals (rt_spill; hosts that just failed are no candidates) */
-    r->spilled = false;
-    if (!r->has_key && r->tries == 0) {
-        uint32_t inflight[RT_MAX_HOSTS];
-        size_t good = 0;
-        while (good < n && !is_bad(p, t->nodes[order[good]].id)) {
-            inflight[good] = inflight_at(p, t->nodes[order[good]].id);
-            good++;
-        }
-        r->spilled = rt_spill(m, order, good, inflight) > 0; /* counted when forwarded */
-    }
+    r->spilled = d.spilled; /* counted when forwarded */
     /* the current candidate: hosts that failed went last, so index by tries among the rest */
-    const rt_node_t *host = &t->nodes[order[0]];
+    const rt_node_t *host = &t->nodes[node_of[d.order[0]]];
     set_node_addrs(p, host);
     tp_conn_t *c = mesh_conn(p->mesh, host->id);
     if (!c) {
@@ -294,20 +293,20 @@ static bool step(passive_t *p, pv_req_t *r)
     r->dial_deadline = 0;
     /* the relay (relay.h) gives passive nodes the same failure semantics as active ones:
      * first-byte deadline, one retry, streams continued on another replica */
-    relay_host_t hosts[RELAY_MAX_HOSTS];
-    size_t nh = 0;
-    for (size_t k = 0; k < n && nh < RELAY_MAX_HOSTS; k++) {
-        const rt_node_t *h = &t->nodes[order[k]];
-        if (k > 0 && is_bad(p, h->id)) continue;
+    relay_host_t relay[RELAY_MAX_HOSTS];
+    size_t n_relay = 0;
+    for (size_t k = 0; k < d.n && n_relay < RELAY_MAX_HOSTS; k++) {
+        const rt_node_t *h = &t->nodes[node_of[d.order[k]]];
+        if (k > 0 && hosts[d.order[k]].bad) continue;
         set_node_addrs(p, h);
-        snprintf(hosts[nh].id, sizeof hosts[nh].id, "%s", h->id);
-        hosts[nh++].ready = m->status == CATALOG_READY;
+        snprintf(relay[n_relay].id, sizeof relay[n_relay].id, "%s", h->id);
+        relay[n_relay++].ready = m->status == CATALOG_READY;
     }
     httpd_req_t *req = r->req;
     track(p, req, host->id);
     count_forward(p, host->id);
     if (r->spilled) p->spilled++;
-    if (relay_start(p->relay, p->mesh, r->model, req, hosts, nh) == 0) {
+    if (relay_start(p->relay, p->mesh, r->model, req, relay, n_relay) == 0) {
         free(r);
         return true;
     }

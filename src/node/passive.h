@@ -3,10 +3,11 @@
  * passive_start starts and passive_checkin hands out (a standby pauses and resumes it).
  *
  * Requests. A request for a model of the table goes through the relay (relay.h: first-byte
- * deadline, one retry on the next host, streams continued elsewhere) to the hosts picked by
- * rt_pick_hosts (the request's "user"/"session_id", else hash(own id + model); a request
- * without a key spills to the host with the fewest of this node's requests in flight per slot,
- * rt_spill — counted until the request's life ends, httpd on_finish, chained); the tunnel is
+ * deadline, one retry on the next host, streams continued elsewhere) to the hosts ordered by
+ * core/route_decide (passive: the table's hosts of the model; the request's "user" /
+ * "session_id" as rt_sticky_key reads them, else hash(own id + model); a request without a key
+ * spills to the host with the fewest of this node's requests in flight per slot — counted until
+ * the request's life ends, httpd on_finish, chained; no prefix affinity yet); the tunnel is
  * on a connection this node dials to the host itself (addresses from the table). A host that
  * cannot be dialled within the attempt bound (or takes no stream) is marked bad (checkin.h:
  * skipped until the next table) and the request retried on the next host (at most
