@@ -25,7 +25,7 @@ static uint64_t mix(uint64_t z) /* splitmix64's finaliser (route_table.c's) */
     return z ^ (z >> 31);
 }
 
-/* The home host's hash of a request without a key: rt_pick_hosts' */
+/* The home host's hash of a request without a key (route_table.c's rt_pick_hosts' was) */
 static uint64_t home_hash(const char *self_id, const char *model)
 {
     return mix(fnv1a(fnv1a(fnv1a(FNV_BASIS, self_id ? self_id : ""), "\n"), model ? model : ""));
@@ -146,8 +146,8 @@ static void order_hosts(const rd_input_t *in, const size_t *cand, size_t nc, rd_
     }
     out->remember = prefix;
     if (keyed || in->legacy_order || out->affinity_hit || in->tries > 0) return;
-    /* spill-over (rt_spill): the fewest in flight per slot (cross-multiplied), the earlier of
-     * equals — the home host whenever it is as free as any */
+    /* spill-over (route_table.c's rt_spill was): the fewest in flight per slot (cross-multiplied),
+     * the earlier of equals — the home host whenever it is as free as any */
     size_t best = 0;
     for (size_t k = 1; k < out->n_good; k++)
         if (h[out->order[k]].inflight * slots_of(&h[out->order[best]]) <
@@ -361,4 +361,36 @@ bool route_has_host(const rd_input_t *in)
     classify(in, false, &p);
     /* a candidate, a host that loads it, or a download of it will drain the queue */
     return (p.known && (p.n_ready || p.n_take)) || (p.known && p.loading) || in->dl_mesh;
+}
+
+size_t rd_table_hosts(const rt_table_t *t, const rt_model_t *m, rd_host_t *hosts, size_t *node_of,
+                      size_t max)
+{
+    size_t n = 0;
+    for (size_t i = 0; m && i < m->n_hosts && n < max; i++) {
+        size_t node = m->hosts[i].node;
+        if (node >= t->n_nodes) continue;
+        hosts[n] = (rd_host_t){
+            .id = t->nodes[node].id, .ready = true, .type = -1, .slots = rt_host_slots(m, node)};
+        if (node_of) node_of[n] = node;
+        n++;
+    }
+    return n;
+}
+
+void rd_passive_input(rd_input_t *in, const rt_table_t *t, const char *model, const char *self_id,
+                      rd_host_t *hosts, size_t *node_of, size_t max)
+{
+    const rt_model_t *m = t ? rt_table_find_model(t, model) : NULL;
+    *in = (rd_input_t){.model = model,
+                       .needs = -1,
+                       .self_id = self_id,
+                       .passive = true,
+                       .have_table = t != NULL,
+                       .in_table = m != NULL,
+                       .table_status = m ? (int)m->status : 0,
+                       .table_type = m && m->has_type ? (int)m->type : -1,
+                       .hosts = hosts,
+                       .n_hosts = m ? rd_table_hosts(t, m, hosts, node_of, max) : 0,
+                       .no_affinity = true};
 }

@@ -74,6 +74,7 @@
 #include <stdint.h>
 
 #include "request.h"
+#include "route_table.h"
 
 #define RD_MAX_HOSTS 32  /* candidates ordered (RT_MAX_HOSTS: a table's hosts per model) */
 #define RD_LEGACY_MAX 16 /* today's active router's candidates (ROUTER_MAX_CANDIDATES) */
@@ -165,5 +166,18 @@ void route_decide(const rd_input_t *in, rd_decision_t *out);
  * download of it in the mesh. Reads local_plan, offline, dl_mesh, passive, have_table,
  * in_table, self_requested, hosts. */
 bool route_has_host(const rd_input_t *in);
+
+/* A passive node's hosts of model m of table t, for rd_input_t.hosts: each valid host (ready,
+ * type unknown, its slots from the table; inflight and bad left 0 for the caller), at most
+ * max; node_of[k] (may be NULL): hosts[k]'s index in t->nodes. Returns the count. */
+size_t rd_table_hosts(const rt_table_t *t, const rt_model_t *m, rd_host_t *hosts, size_t *node_of,
+                      size_t max);
+/* The input of a passive node's decision for `model` over its table t (NULL: none yet):
+ * passive, have_table, in_table, table_status / table_type, the model's hosts (rd_table_hosts
+ * into hosts[max] and node_of), prefix affinity off (passive nodes, until the one stickiness
+ * rule: plan S20), no request facts (needs -1). The caller adds the request's (rq, path, needs,
+ * tries, table_expired) and each host's inflight / bad. */
+void rd_passive_input(rd_input_t *in, const rt_table_t *t, const char *model, const char *self_id,
+                      rd_host_t *hosts, size_t *node_of, size_t max);
 
 #endif

@@ -363,52 +363,6 @@ uint64_t rt_score(const char *self_id, const char *node_id)
     return mix(fnv1a(fnv1a(fnv1a(FNV_BASIS, self_id), "\n"), node_id));
 }
 
-size_t rt_pick_hosts(const rt_table_t *t, const rt_model_t *m, const char *self_id,
-                     const uint64_t *sticky, bool (*skip)(void *data, const char *id), void *data,
-                     size_t *order, size_t max)
-{
-    size_t ids[RT_MAX_HOSTS], n = 0;
-    for (size_t i = 0; i < m->n_hosts; i++) { /* valid hosts, sorted by id (insertion) */
-        size_t node = m->hosts[i].node;
-        if (node >= t->n_nodes) continue;
-        size_t k = n++;
-        while (k > 0 && strcmp(t->nodes[ids[k - 1]].id, t->nodes[node].id) > 0) {
-            ids[k] = ids[k - 1];
-            k--;
-        }
-        ids[k] = node;
-    }
-    if (n == 0 || max == 0) return 0;
-    uint64_t h = sticky
-                     ? *sticky
-                     : mix(fnv1a(fnv1a(fnv1a(FNV_BASIS, self_id ? self_id : ""), "\n"), m->name));
-    size_t first = (size_t)(h % n), out = 0, later[RT_MAX_HOSTS], n_later = 0;
-    for (size_t k = 0; k < n; k++) {
-        size_t node = ids[(first + k) % n];
-        if (skip && skip(data, t->nodes[node].id))
-            later[n_later++] = node;
-        else if (out < max)
-            order[out++] = node;
-    }
-    for (size_t k = 0; k < n_later && out < max; k++)
-        order[out++] = later[k];
-    return out;
-}
-
-size_t rt_spill(const rt_model_t *m, size_t *order, size_t n, const uint32_t *inflight)
-{
-    size_t best = 0;
-    for (size_t k = 1; k < n; k++) /* fewer in flight per slot (cross-multiplied); ties: earlier */
-        if ((uint64_t)inflight[k] * rt_host_slots(m, order[best]) <
-            (uint64_t)inflight[best] * rt_host_slots(m, order[k]))
-            best = k;
-    if (best == 0) return 0;
-    size_t chosen = order[best];
-    memmove(order + 1, order, best * sizeof *order);
-    order[0] = chosen;
-    return best;
-}
-
 size_t rt_checkin_order(const rt_table_t *t, const char *self_id, size_t *order, size_t max)
 {
     uint64_t score[RT_MAX_NODES];

@@ -139,20 +139,6 @@ bool rt_model_set_slots(rt_model_t *m, size_t node, uint32_t slots);
 int rt_table_find_node(const rt_table_t *t, const char *id);
 const rt_model_t *rt_table_find_model(const rt_table_t *t, const char *name);
 
-/* Hosts of m to try for a request, in order (node indexes into t->nodes); at most max.
- * sticky: the FNV-1a hash of the request's stickiness key (request.h's passive_key) or NULL.
- * skip(id) (may be NULL) marks hosts that just failed: they go last. */
-size_t rt_pick_hosts(const rt_table_t *t, const rt_model_t *m, const char *self_id,
-                     const uint64_t *sticky, bool (*skip)(void *data, const char *id), void *data,
-                     size_t *order, size_t max);
-/* Spill-over of a request without a stickiness key (a passive node's own load balance): order
- * (n hosts, from rt_pick_hosts, without the ones that just failed) starts with the hashed host;
- * the host with the fewest of this node's requests in flight per slot goes first (inflight[k]
- * for order[k]; the earlier of equals, so the hashed host whenever it is as free as any — with
- * nothing in flight, always), the others keeping their order. A host at its slot count thus
- * always spills to one with a free slot, and a node's concurrent requests spread over the
- * hosts' slots. Returns the index in order that went first. */
-size_t rt_spill(const rt_model_t *m, size_t *order, size_t n, const uint32_t *inflight);
 /* A host's slots (RT_DEFAULT_SLOTS when the table does not say). */
 uint32_t rt_host_slots(const rt_model_t *m, size_t node);
 

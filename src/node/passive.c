@@ -231,38 +231,21 @@ static bool step(passive_t *p, pv_req_t *r)
         return true;
     }
     const rt_table_t *t = checkin_table(p->ck);
-    const rt_model_t *m = t ? rt_table_find_model(t, r->model) : NULL;
     rd_host_t hosts[RD_MAX_HOSTS];
-    size_t node_of[RD_MAX_HOSTS], nh = 0;
-    for (size_t i = 0; m && i < m->n_hosts && nh < RD_MAX_HOSTS; i++) {
-        size_t node = m->hosts[i].node;
-        if (node >= t->n_nodes) continue;
-        const char *id = t->nodes[node].id;
-        hosts[nh] = (rd_host_t){.id = id,
-                                .ready = true,
-                                .type = -1,
-                                .slots = rt_host_slots(m, node),
-                                .inflight = inflight_at(p, id),
-                                .bad = checkin_is_bad(p->ck, id)};
-        node_of[nh++] = node;
+    size_t node_of[RD_MAX_HOSTS];
+    rd_input_t in;
+    rd_passive_input(&in, t, r->model, mesh_node_id(p->mesh), hosts, node_of, RD_MAX_HOSTS);
+    for (size_t k = 0; k < in.n_hosts; k++) {
+        hosts[k].inflight = inflight_at(p, hosts[k].id);
+        hosts[k].bad = checkin_is_bad(p->ck, hosts[k].id);
     }
     /* the passive stickiness key (request.h's passive_key) until the one rule (plan S20) */
     request_t key = {.has_sticky = r->has_key, .sticky = r->key};
-    rd_input_t in = {.rq = &key,
-                     .path = r->req->path,
-                     .model = r->model,
-                     .needs = r->needs,
-                     .self_id = mesh_node_id(p->mesh),
-                     .passive = true,
-                     .have_table = t != NULL,
-                     .table_expired = now >= r->deadline,
-                     .in_table = m != NULL,
-                     .table_status = m ? (int)m->status : 0,
-                     .table_type = m && m->has_type ? (int)m->type : -1,
-                     .tries = r->tries,
-                     .hosts = hosts,
-                     .n_hosts = nh,
-                     .no_affinity = true}; /* prefix affinity: not on passive nodes yet (S20) */
+    in.rq = &key;
+    in.path = r->req->path;
+    in.needs = r->needs;
+    in.table_expired = now >= r->deadline;
+    in.tries = r->tries;
     rd_decision_t d;
     route_decide(&in, &d);
     if (d.verdict == RD_WAIT) return false;
@@ -300,7 +283,7 @@ static bool step(passive_t *p, pv_req_t *r)
         if (k > 0 && hosts[d.order[k]].bad) continue;
         set_node_addrs(p, h);
         snprintf(relay[n_relay].id, sizeof relay[n_relay].id, "%s", h->id);
-        relay[n_relay++].ready = m->status == CATALOG_READY;
+        relay[n_relay++].ready = in.table_status == CATALOG_READY;
     }
     httpd_req_t *req = r->req;
     track(p, req, host->id);

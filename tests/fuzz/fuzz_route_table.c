@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "route_decide.h"
 #include "route_table.h"
 
 #define CHECK(c)                                                                                   \
@@ -29,11 +30,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             CHECK(t.models[i].n_hosts <= RT_MAX_HOSTS);
             for (size_t k = 0; k < t.models[i].n_hosts; k++)
                 CHECK(t.models[i].hosts[k].node < t.n_nodes);
-            size_t order[RT_MAX_HOSTS];
-            size_t n = rt_pick_hosts(&t, &t.models[i], ID, NULL, NULL, NULL, order, RT_MAX_HOSTS);
+            rd_host_t hosts[RD_MAX_HOSTS];
+            size_t node_of[RD_MAX_HOSTS];
+            rd_input_t in;
+            rd_passive_input(&in, &t, t.models[i].name, ID, hosts, node_of, RD_MAX_HOSTS);
+            size_t n = in.n_hosts;
             CHECK(n == t.models[i].n_hosts);
-            for (size_t k = 0; k < n; k++)
-                CHECK(order[k] < t.n_nodes);
+            rd_decision_t d;
+            route_decide(&in, &d);
+            CHECK(n == 0 ? d.verdict == RD_REFUSE : d.verdict == RD_FORWARD && d.n == n);
+            for (size_t k = 0; k < d.n; k++)
+                CHECK(d.order[k] < n && node_of[d.order[k]] < t.n_nodes);
         }
         for (size_t i = 0; i < t.n_nodes; i++)
             CHECK(t.nodes[i].n_addrs <= RT_MAX_ADDRS);

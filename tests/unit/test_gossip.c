@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "gossip.h"
+#include "route_decide.h"
 #include "route_table.h"
 #include "gossip_msg.h"
 #include "identity.h"
@@ -2303,10 +2304,13 @@ static void test_sim_passive_scale(void **state)
     for (unsigned i = 0; i < NPASSIVE; i++)
         for (unsigned m = 0; m < NMODELS; m++) {
             const rt_table_t *t = ps->p[i].table;
-            size_t order[1];
-            assert_int_equal(
-                rt_pick_hosts(t, &t->models[m], ps->p[i].id, NULL, NULL, NULL, order, 1), 1);
-            per_host[node_by_id(s, t->nodes[order[0]].id)]++;
+            rd_host_t hosts[RD_MAX_HOSTS];
+            rd_input_t in;
+            rd_passive_input(&in, t, t->models[m].name, ps->p[i].id, hosts, NULL, RD_MAX_HOSTS);
+            rd_decision_t d;
+            route_decide(&in, &d);
+            assert_int_equal(d.verdict, RD_FORWARD);
+            per_host[node_by_id(s, hosts[d.order[0]].id)]++;
         }
     for (unsigned a = 0; a < s->n; a++) {
         hmax = per_host[a] > hmax ? per_host[a] : hmax;

@@ -1,8 +1,10 @@
 /* Unit tests for the routing decision (src/core/route_decide.h): a table with a row per
  * verdict and per stickiness / spill / affinity / vision case, ported from test_router.c (the
  * active router) and the pick / spill cases of test_route_table.c (the passive node). Orders
- * that depend on a hash are checked against today's functions, live: rt_pick_hosts + rt_spill
- * (the one rule, `=table`) and router_route + affinity_pick (legacy_order, `=router`). */
+ * that depend on a hash are checked against reference functions: passive.c's order before it
+ * went through route_decide — route_table.c's rt_pick_hosts + rt_spill, kept verbatim below as
+ * ref_pick_hosts / ref_spill (the one rule, `=table`) — and, live, router_route + affinity_pick
+ * (legacy_order, `=router`). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -158,6 +160,72 @@ static bool candidate(const hosts_t *hs, const row_t *r, bool images, size_t i)
     return any_ready ? h->ready : h->starting || h->has_file;
 }
 
+/* ---- route_table.c's rt_pick_hosts and rt_spill, verbatim (removed when passive.c:step moved
+ * to route_decide): the reference of the passive rows ---- */
+
+#define REF_FNV_BASIS 1469598103934665603ULL
+
+static uint64_t ref_fnv1a(uint64_t h, const char *s)
+{
+    for (; *s; s++)
+        h = (h ^ (uint8_t)*s) * 1099511628211ULL;
+    return h;
+}
+
+static uint64_t ref_mix(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static size_t ref_pick_hosts(const rt_table_t *t, const rt_model_t *m, const char *self_id,
+                             const uint64_t *sticky, bool (*skip_fn)(void *data, const char *id),
+                             void *data, size_t *order, size_t max)
+{
+    size_t ids[RT_MAX_HOSTS], n = 0;
+    for (size_t i = 0; i < m->n_hosts; i++) { /* valid hosts, sorted by id (insertion) */
+        size_t node = m->hosts[i].node;
+        if (node >= t->n_nodes) continue;
+        size_t k = n++;
+        while (k > 0 && strcmp(t->nodes[ids[k - 1]].id, t->nodes[node].id) > 0) {
+            ids[k] = ids[k - 1];
+            k--;
+        }
+        ids[k] = node;
+    }
+    if (n == 0 || max == 0) return 0;
+    uint64_t h =
+        sticky ? *sticky
+               : ref_mix(ref_fnv1a(
+                     ref_fnv1a(ref_fnv1a(REF_FNV_BASIS, self_id ? self_id : ""), "\n"), m->name));
+    size_t first = (size_t)(h % n), out = 0, later[RT_MAX_HOSTS], n_later = 0;
+    for (size_t k = 0; k < n; k++) {
+        size_t node = ids[(first + k) % n];
+        if (skip_fn && skip_fn(data, t->nodes[node].id))
+            later[n_later++] = node;
+        else if (out < max)
+            order[out++] = node;
+    }
+    for (size_t k = 0; k < n_later && out < max; k++)
+        order[out++] = later[k];
+    return out;
+}
+
+static size_t ref_spill(const rt_model_t *m, size_t *order, size_t n, const uint32_t *inflight)
+{
+    size_t best = 0;
+    for (size_t k = 1; k < n; k++) /* fewer in flight per slot (cross-multiplied); ties: earlier */
+        if ((uint64_t)inflight[k] * rt_host_slots(m, order[best]) <
+            (uint64_t)inflight[best] * rt_host_slots(m, order[k]))
+            best = k;
+    if (best == 0) return 0;
+    size_t chosen = order[best];
+    memmove(order + 1, order, best * sizeof *order);
+    order[0] = chosen;
+    return best;
+}
+
 /* passive.c:step — rt_pick_hosts (hosts that failed last) and, without a key on a first try,
  * rt_spill over the ones that did not fail; the key is rt_sticky_key's (request_t.passive_key;
  * key_override: the one rule's, where they differ). */
@@ -185,8 +253,8 @@ static void ref_table(const hosts_t *hs, const row_t *r, const char *key_overrid
     }
     const uint64_t *key = key_override || rq.has_passive_key ? &kh : NULL;
     size_t order[RT_MAX_HOSTS];
-    size_t n =
-        rt_pick_hosts(t, m, r->self ? r->self : SELF, key, is_bad, (void *)hs, order, RT_MAX_HOSTS);
+    size_t n = ref_pick_hosts(t, m, r->self ? r->self : SELF, key, is_bad, (void *)hs, order,
+                              RT_MAX_HOSTS);
     size_t good = 0;
     while (good < n && !is_bad((void *)hs, t->nodes[order[good]].id))
         good++;
@@ -195,7 +263,7 @@ static void ref_table(const hosts_t *hs, const row_t *r, const char *key_overrid
         uint32_t inflight[RT_MAX_HOSTS];
         for (size_t k = 0; k < good; k++)
             inflight[k] = hs->h[rt_table_find_node(t, t->nodes[order[k]].id)].inflight;
-        spilled = rt_spill(m, order, good, inflight) > 0;
+        spilled = ref_spill(m, order, good, inflight) > 0;
     }
     size_t o = 0;
     for (size_t k = 0; k < n; k++)
@@ -938,6 +1006,38 @@ static void test_no_request(void **state)
     assert_memory_equal(d.order, e.order, 2 * sizeof d.order[0]);
 }
 
+/* A passive node's hosts from its table: valid hosts only (a node index past the table's nodes
+ * is skipped), ready, type unknown, the table's slots (default when it says none), nothing in
+ * flight, none bad; node_of maps back; max bounds. */
+static void test_table_hosts(void **state)
+{
+    (void)state;
+    rt_table_t *t = malloc(sizeof *t);
+    assert_non_null(t);
+    rt_table_init(t, "mesh");
+    char id[65];
+    rt_model_t *m = rt_table_add_model(t, MODEL, CATALOG_READY);
+    for (unsigned i = 0; i < 3; i++) {
+        snprintf(id, sizeof id, "%064x", 3 - i);
+        assert_true(rt_model_add_host(m, (size_t)rt_table_add_node(t, id, 0), 0));
+    }
+    assert_true(rt_model_set_slots(m, 1, 8));
+    m->hosts[m->n_hosts++].node = 99; /* not a node of the table */
+    rd_host_t h[RD_MAX_HOSTS];
+    size_t node_of[RD_MAX_HOSTS];
+    assert_int_equal(rd_table_hosts(t, m, h, node_of, RD_MAX_HOSTS), 3);
+    for (size_t k = 0; k < 3; k++) {
+        assert_ptr_equal(h[k].id, t->nodes[node_of[k]].id);
+        assert_true(h[k].ready);
+        assert_int_equal(h[k].type, -1);
+        assert_int_equal(h[k].inflight, 0);
+        assert_false(h[k].bad);
+        assert_int_equal(h[k].slots, node_of[k] == 1 ? 8 : RT_DEFAULT_SLOTS);
+    }
+    assert_int_equal(rd_table_hosts(t, m, h, NULL, 2), 2);
+    free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -945,7 +1045,7 @@ int main(void)
         cmocka_unit_test(test_legacy),        cmocka_unit_test(test_key_pins_everywhere),
         cmocka_unit_test(test_home_spread),   cmocka_unit_test(test_spill),
         cmocka_unit_test(test_candidate_cap), cmocka_unit_test(test_has_host),
-        cmocka_unit_test(test_no_request),
+        cmocka_unit_test(test_no_request),    cmocka_unit_test(test_table_hosts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -208,104 +208,18 @@ static void test_table_caps_and_validation(void **state)
     free(t);
 }
 
-static bool skip_first(void *data, const char *id)
-{
-    return strcmp(id, (const char *)data) == 0;
-}
-
-static void test_pick_hosts(void **state)
-{
-    (void)state;
-    rt_table_t *t = new_table();
-    char id[65], self[65];
-    rt_model_t *m = rt_table_add_model(t, "qwen", CATALOG_READY);
-    for (unsigned i = 0; i < 4; i++) { /* added in reverse id order: picks sort by id */
-        mkid(id, 4 - i);
-        rt_model_add_host(m, (size_t)rt_table_add_node(t, id, 0), 0);
-    }
-    size_t order[8], again[8];
-    mkid(self, 99);
-    size_t n = rt_pick_hosts(t, m, self, NULL, NULL, NULL, order, 8);
-    assert_int_equal(n, 4);
-    /* a ring in id order from the first */
-    for (size_t k = 1; k < n; k++) {
-        unsigned a = (unsigned)strtoul(t->nodes[order[k - 1]].id + 56, NULL, 16);
-        unsigned b = (unsigned)strtoul(t->nodes[order[k]].id + 56, NULL, 16);
-        assert_int_equal(b, a % 4 + 1);
-    }
-    /* the same node picks the same host for the same model */
-    assert_int_equal(rt_pick_hosts(t, m, self, NULL, NULL, NULL, again, 8), 4);
-    assert_memory_equal(order, again, sizeof order[0] * 4);
-    /* a sticky key wins over the node id: the same key gives the same host from any node */
-    uint64_t user42 = 1469598103934665603ULL; /* FNV-1a of "user-42" (request_t.passive_key) */
-    for (const char *c = "user-42"; *c; c++)
-        user42 = (user42 ^ (uint8_t)*c) * 1099511628211ULL;
-    mkid(self, 1);
-    rt_pick_hosts(t, m, self, &user42, NULL, NULL, order, 8);
-    mkid(self, 2);
-    rt_pick_hosts(t, m, self, &user42, NULL, NULL, again, 8);
-    assert_int_equal(order[0], again[0]);
-    /* a host that just failed goes last */
-    char failed[65];
-    snprintf(failed, sizeof failed, "%s", t->nodes[order[0]].id);
-    n = rt_pick_hosts(t, m, self, &user42, skip_first, failed, again, 8);
-    assert_int_equal(n, 4);
-    assert_string_equal(t->nodes[again[3]].id, failed);
-    assert_int_equal(again[0], order[1]);
-    /* max bounds the output */
-    assert_int_equal(rt_pick_hosts(t, m, self, NULL, NULL, NULL, order, 2), 2);
-    free(t);
-}
-
-/* Spill-over: the host with the fewest of this node's requests in flight per slot, the hashed
- * host among equals. Table-driven over (slots, in flight). */
-typedef struct {
-    const char *what;
-    uint32_t slots[3];    /* hosts A B C in the order's order (0: unknown = RT_DEFAULT_SLOTS) */
-    uint32_t inflight[3]; /* this node's requests in flight at each */
-    size_t n;             /* hosts eligible (failed ones are not passed) */
-    const char *want;     /* the order after the spill, "ABC" */
-} spill_case_t;
-
-static const spill_case_t SPILL[] = {
-    {"nothing in flight: the hashed host", {4, 4, 4}, {0, 0, 0}, 3, "ABC"},
-    {"one in flight at the hashed host: the next idle one", {4, 4, 4}, {1, 0, 0}, 3, "BAC"},
-    {"hashed host full: the next with a free slot", {4, 4, 4}, {4, 4, 1}, 3, "CAB"},
-    {"equal load: the hashed host", {4, 4, 4}, {2, 2, 2}, 3, "ABC"},
-    {"fewest per slot wins", {4, 4, 8}, {2, 2, 3}, 3, "CAB"},
-    {"unknown slots count as the default", {0, 0, 8}, {1, 1, 1}, 3, "CAB"},
-    {"announced slots weigh", {1, 8, 4}, {1, 1, 1}, 3, "BAC"},
-    {"all full: fewest per slot", {4, 4, 8}, {6, 5, 9}, 3, "CAB"},
-    {"one host: nowhere to spill", {4, 4, 4}, {9, 0, 0}, 1, "A"},
-    {"eligible only: C not passed", {4, 4, 4}, {4, 4, 0}, 2, "AB"},
-};
-
-static void test_spill(void **state)
+/* A host's slots travel in the table; a bad count is rejected, not taken. (The pick and spill
+ * cases that were here test core/route_decide now: test_route_decide.c.) */
+static void test_slots(void **state)
 {
     (void)state;
     rt_table_t *t = new_table();
     char id[65];
     rt_model_t *m = rt_table_add_model(t, "qwen", CATALOG_READY);
-    for (size_t c = 0; c < sizeof SPILL / sizeof SPILL[0]; c++) {
-        const spill_case_t *sc = &SPILL[c];
-        m->n_hosts = 0;
-        size_t order[3];
-        for (unsigned i = 0; i < 3; i++) {
-            mkid(id, 500 + i);
-            order[i] = (size_t)rt_table_add_node(t, id, 0);
-            assert_true(rt_model_add_host(m, order[i], 0));
-            assert_true(rt_model_set_slots(m, order[i], sc->slots[i]));
-        }
-        size_t first = order[0];
-        size_t went = rt_spill(m, order, sc->n, sc->inflight);
-        char got[4] = "";
-        for (size_t k = 0; k < sc->n; k++)
-            got[k] = (char)('A' + (order[k] - first));
-        got[sc->n] = '\0';
-        if (strcmp(got, sc->want) != 0) fail_msg("%s: got %s, want %s", sc->what, got, sc->want);
-        assert_int_equal(went, (size_t)(strchr("ABC", sc->want[0]) - "ABC"));
+    for (unsigned i = 0; i < 3; i++) {
+        mkid(id, 500 + i);
+        assert_true(rt_model_add_host(m, (size_t)rt_table_add_node(t, id, 0), 0));
     }
-    /* slots travel in the table; a bad count is rejected, not taken */
     assert_false(rt_model_set_slots(m, 0, RT_MAX_SLOTS + 1));
     assert_false(rt_model_set_slots(m, 77, 4)); /* not a host */
     rt_model_set_slots(m, m->hosts[0].node, 7);
@@ -325,31 +239,6 @@ static void test_spill(void **state)
     assert_int_equal(rt_host_slots(dm, dm->hosts[1].node), RT_DEFAULT_SLOTS);
     json_decref(f);
     free(d);
-    free(t);
-}
-
-/* 1000 passive nodes over 10 hosts: every host gets a fair share. */
-static void test_pick_spread(void **state)
-{
-    (void)state;
-    rt_table_t *t = new_table();
-    char id[65], self[65];
-    rt_model_t *m = rt_table_add_model(t, "qwen", CATALOG_READY);
-    for (unsigned i = 0; i < 10; i++) {
-        mkid(id, 1000 + i);
-        rt_model_add_host(m, (size_t)rt_table_add_node(t, id, 0), 0);
-    }
-    unsigned count[10] = {0};
-    for (unsigned c = 0; c < 1000; c++) {
-        size_t order[1];
-        mkid(self, 5000 + c * 7919);
-        assert_int_equal(rt_pick_hosts(t, m, self, NULL, NULL, NULL, order, 1), 1);
-        count[order[0]]++;
-    }
-    for (unsigned i = 0; i < 10; i++) {
-        assert_true(count[i] >= 60);
-        assert_true(count[i] <= 140);
-    }
     free(t);
 }
 
@@ -435,9 +324,7 @@ int main(void)
         cmocka_unit_test(test_request_invalid),
         cmocka_unit_test(test_table_roundtrip),
         cmocka_unit_test(test_table_caps_and_validation),
-        cmocka_unit_test(test_pick_hosts),
-        cmocka_unit_test(test_pick_spread),
-        cmocka_unit_test(test_spill),
+        cmocka_unit_test(test_slots),
         cmocka_unit_test(test_checkin_order),
         cmocka_unit_test(test_status_of_listing),
     };
