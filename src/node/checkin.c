@@ -49,6 +49,7 @@ struct checkin {
     } bad[CK_MAX_BAD];
     uint64_t checkins, failures;
     bool stopping, paused;
+    int closed; /* timers closed (checkin_free) */
     void (*watch)(void *data);
     void *watch_data;
 };
@@ -466,6 +467,26 @@ void checkin_stop(checkin_t *ck)
     abandon(ck);
     if (ck->joins) sodium_memzero(ck->joins, sizeof *ck->joins * ck->o.n_joins);
     notify(ck);
+}
+
+static void closed_cb(uv_handle_t *h)
+{
+    checkin_t *ck = h->data;
+    if (++ck->closed < 2) return;
+    free(ck->table);
+    free(ck->scratch);
+    free(ck->cand);
+    free(ck->models);
+    free(ck->joins);
+    free(ck);
+}
+
+void checkin_free(checkin_t *ck)
+{
+    if (!ck) return;
+    checkin_stop(ck);
+    uv_close((uv_handle_t *)&ck->timer, closed_cb);
+    uv_close((uv_handle_t *)&ck->poll, closed_cb);
 }
 
 static void abandon(checkin_t *ck)

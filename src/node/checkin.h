@@ -69,6 +69,9 @@ int checkin_start_io(checkin_t **out, uv_loop_t *loop, const char *self_id, cons
 /* Stops checking in. The client stays allocated: streams in flight may still call back until
  * the mesh closes; they find it stopped. */
 void checkin_stop(checkin_t *ck);
+/* After checkin_stop, once no stream of it can call back (its connections closed): closes its
+ * timers and frees it in their close callbacks (the loop must run). */
+void checkin_free(checkin_t *ck);
 /* Paused, it does not check in (a standby while it is a gossip member); resumed, it checks in
  * at once (the last table, kept, gives the order) and forgets every bad mark. */
 void checkin_pause(checkin_t *ck);

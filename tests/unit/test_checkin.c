@@ -167,10 +167,13 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    checkin_stop(ck); /* it stays allocated (checkin.h): its streams may still call back */
-    ck = NULL;
-    node_down(&client);
+    checkin_stop(ck);
+    node_down(&client); /* its streams closed: nothing calls back now */
     node_down(&worker);
+    checkin_free(ck);
+    ck = NULL;
+    RUN_UNTIL(handles_left() == 0, 2000);
+    assert_int_equal(handles_left(), 0);
     return 0;
 }
 
@@ -326,5 +329,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_silent_hint, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pause_resume, setup, teardown),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    uv_loop_close(&loop);
+    return rc;
 }
