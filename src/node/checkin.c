@@ -398,6 +398,16 @@ static const char *mesh_io_mesh_id(void *data)
     return mesh_id(data);
 }
 
+static void release(checkin_t *ck)
+{
+    free(ck->table);
+    free(ck->scratch);
+    free(ck->cand);
+    free(ck->models);
+    free(ck->joins);
+    free(ck);
+}
+
 int checkin_start(checkin_t **out, uv_loop_t *loop, mesh_t *mesh, const checkin_opts_t *o)
 {
     checkin_io_t io = {.conn = mesh_io_conn,
@@ -432,12 +442,7 @@ int checkin_start_io(checkin_t **out, uv_loop_t *loop, const char *self_id, cons
     ck->joins = o->n_joins ? calloc(o->n_joins, sizeof *ck->joins) : NULL;
     if (!ck->table || !ck->scratch || !ck->cand || (o->n_models && !ck->models) ||
         (o->n_joins && !ck->joins)) {
-        free(ck->table);
-        free(ck->scratch);
-        free(ck->cand);
-        free(ck->models);
-        free(ck->joins);
-        free(ck);
+        release(ck);
         return -ENOMEM;
     }
     for (size_t i = 0; i < o->n_models; i++)
@@ -472,13 +477,7 @@ void checkin_stop(checkin_t *ck)
 static void closed_cb(uv_handle_t *h)
 {
     checkin_t *ck = h->data;
-    if (++ck->closed < 2) return;
-    free(ck->table);
-    free(ck->scratch);
-    free(ck->cand);
-    free(ck->models);
-    free(ck->joins);
-    free(ck);
+    if (++ck->closed == 2) release(ck);
 }
 
 void checkin_free(checkin_t *ck)
