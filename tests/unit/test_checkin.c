@@ -314,7 +314,7 @@ static void test_pause_resume(void **state)
     assert_false(checkin_is_bad(ck, ID_B));
     char want[RT_MAX_NODES][ID_HEX_LEN + 1];
     rendezvous(want);
-    RUN_UNTIL(n_asked >= 2, 200);
+    RUN_UNTIL(n_asked >= 2, 2000); /* at once; the bound only guards a busy machine */
     assert_int_equal(n_asked, 2);
     assert_string_equal(asked[1], want[0]);
 }
