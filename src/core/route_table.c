@@ -22,15 +22,6 @@ bool rt_status_of(const char *s, catalog_status_t *out)
     return false;
 }
 
-bool rt_status_of_listing(const char *s, catalog_status_t *out)
-{
-    if (s && strcmp(s, "waiting") == 0) {
-        *out = CATALOG_LOADING;
-        return true;
-    }
-    return rt_status_of(s, out);
-}
-
 bool rt_type_of(const char *s, mm_type_t *out)
 {
     for (int i = 0; s && i < MM_N_TYPES; i++)

@@ -114,11 +114,6 @@ typedef struct {
 const char *rt_role_name(rt_role_t r);
 /* "ready" | "loading" | "unloaded" | "needs_capacity" → status; false for another word. */
 bool rt_status_of(const char *s, catalog_status_t *out);
-/* A catalog status word of the planner's listing (planner_list_catalog) → the status a route
- * table carries: rt_status_of's four words, and "waiting" (a loading model whose whole split
- * group waits to form) as loading — in the table, so passive nodes answer 503 for it as an
- * active node does, not 404. false for another word. */
-bool rt_status_of_listing(const char *s, catalog_status_t *out);
 bool rt_type_of(const char *s, mm_type_t *out);
 
 /* Frames. encode: a new object (NULL on no memory). decode: 0, -EINVAL (see above), -EPERM
