@@ -113,6 +113,14 @@ static int set_int(json_t *o, const char *key, uint64_t v)
     return json_object_set_new(o, key, json_integer((json_int_t)v));
 }
 
+/* o when every set succeeded (rc 0), else NULL (o released) */
+static json_t *built(json_t *o, int rc)
+{
+    if (rc == 0) return o;
+    json_decref(o);
+    return NULL;
+}
+
 static json_t *progress_json(const ml_row_t *r)
 {
     json_t *p = json_object();
@@ -120,9 +128,7 @@ static json_t *progress_json(const ml_row_t *r)
     int rc = r->dl_node[0] ? json_object_set_new(p, "node", json_string(r->dl_node)) : 0;
     rc |= set_int(p, "bytes", r->dl_bytes);
     rc |= set_int(p, "total", r->dl_total);
-    if (rc == 0) return p;
-    json_decref(p);
-    return NULL;
+    return built(p, rc);
 }
 
 json_t *ml_row_json(const ml_row_t *r, int64_t created)
@@ -150,9 +156,7 @@ json_t *ml_row_json(const ml_row_t *r, int64_t created)
         rc |= set_int(o, "request_rate", r->request_rate);
         rc |= set_int(o, "last_request", r->last_request);
     }
-    if (rc == 0) return o;
-    json_decref(o);
-    return NULL;
+    return built(o, rc);
 }
 
 json_t *ml_list_json(const model_list_t *l, int64_t created)
