@@ -59,7 +59,7 @@ static void handle_models(api_t *api, httpd_req_t *req)
         ml_row_t *r = ml_add(&l, e->mm->name);
         if (!r) continue;
         r->status = state_row(models_state(e));
-        r->has_type = r->described = true;
+        r->has_type = r->described = r->own = true;
         r->type = e->mm->type;
         r->size = e->size;
     }

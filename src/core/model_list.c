@@ -138,12 +138,16 @@ json_t *ml_row_json(const ml_row_t *r, int64_t created)
     int rc = 0;
     if (r->described) rc |= json_object_set_new(o, "created", json_integer((json_int_t)created));
     rc |= json_object_set_new(o, "owned_by", json_string("mesh-llm"));
+    if (r->own) rc |= json_object_set_new(o, "status", json_string(ml_status_name(r->status)));
     if (r->has_type) rc |= json_object_set_new(o, "type", json_string(mm_type_name(r->type)));
     if (r->described) rc |= set_int(o, "size", r->size);
-    rc |= json_object_set_new(o, "status", json_string(ml_status_name(r->status)));
-    if (r->short_bytes) rc |= set_int(o, "short_bytes", r->short_bytes);
+    if (!r->own) rc |= json_object_set_new(o, "status", json_string(ml_status_name(r->status)));
+    /* a download's row (source) had its progress before the catalog's short_bytes */
+    bool short_first = r->short_bytes && !r->source[0];
+    if (short_first) rc |= set_int(o, "short_bytes", r->short_bytes);
     if (r->has_progress) rc |= json_object_set_new(o, "progress", progress_json(r));
     if (r->source[0]) rc |= json_object_set_new(o, "source", json_string(r->source));
+    if (r->short_bytes && !short_first) rc |= set_int(o, "short_bytes", r->short_bytes);
     if (r->has_hosts) {
         json_t *a = json_array();
         for (size_t i = 0; a && i < r->n_hosts; i++)

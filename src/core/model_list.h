@@ -13,7 +13,9 @@
  *   {"id","object":"model","created"?,"owned_by":"mesh-llm","type"?,"size"?,"status",
  *    "short_bytes"?,"progress"?,"source"?,"hosts"?,"nodes"?,"requested"?,"request_rate"?,
  *    "last_request"?}
- * ("created" and "size" go together: a described row). */
+ * ("created" and "size" go together: a described row). The key order is that of the JSON the
+ * listers built before the rows: an own row has "status" right after "owned_by", a download's
+ * row (source) "short_bytes" after "source". */
 #ifndef MESH_MODEL_LIST_H
 #define MESH_MODEL_LIST_H
 
@@ -43,6 +45,8 @@ typedef struct {
     bool has_type;
     mm_type_t type;
     bool described; /* "created" and "size" */
+    bool own;       /* this node's own model: its "status" before "type" and "size" (the order
+                       /v1/models has always shown it in) */
     uint64_t size;
     uint64_t short_bytes; /* needs capacity: the memory its group lacks (0: not listed) */
     bool has_progress;

@@ -134,8 +134,8 @@ static void assert_json(const ml_row_t *r, const char *want)
     json_decref(o);
 }
 
-/* Each lister's row as /v1/models has shown it (same keys and values as the JSON the listers
- * built before the rows; keys in one order). */
+/* Each lister's row as /v1/models has shown it, byte for byte the JSON the listers built before
+ * the rows (their key order included). */
 static void test_json_golden(void **state)
 {
     (void)state;
@@ -143,12 +143,12 @@ static void test_json_golden(void **state)
     ml_init(&l);
     /* this node's own model (api_openai) */
     ml_row_t *r = ml_add(&l, "qwen");
-    r->described = r->has_type = true;
+    r->described = r->has_type = r->own = true;
     r->type = MM_LLM;
     r->size = 4683074048ULL;
     r->status = ML_READY;
     assert_json(r, "{\"id\":\"qwen\",\"object\":\"model\",\"created\":1700000000,\"owned_by\":"
-                   "\"mesh-llm\",\"type\":\"llm\",\"size\":4683074048,\"status\":\"ready\"}");
+                   "\"mesh-llm\",\"status\":\"ready\",\"type\":\"llm\",\"size\":4683074048}");
     /* the planner's view merged into it */
     assert_ptr_equal(ml_get(&l, "qwen", true), r);
     r->status = ML_LOADING;
@@ -161,7 +161,7 @@ static void test_json_golden(void **state)
     r->request_rate = 12;
     r->last_request = 1699999999;
     assert_json(r, "{\"id\":\"qwen\",\"object\":\"model\",\"created\":1700000000,\"owned_by\":"
-                   "\"mesh-llm\",\"type\":\"llm\",\"size\":4683074048,\"status\":\"loading\","
+                   "\"mesh-llm\",\"status\":\"loading\",\"type\":\"llm\",\"size\":4683074048,"
                    "\"hosts\":[\"aa\",\"bb\"],\"nodes\":2,\"requested\":true,\"request_rate\":12,"
                    "\"last_request\":1699999999}");
     /* a download of this node (node_dl) */
@@ -184,6 +184,13 @@ static void test_json_golden(void **state)
                    "\"downloading\",\"progress\":{\"node\":\"cc\",\"bytes\":20,\"total\":100},"
                    "\"source\":\"org/repo/glm-Q4_K_M.gguf\",\"hosts\":[],\"nodes\":0,\"requested\":"
                    "false,\"request_rate\":0,\"last_request\":0}");
+    r->short_bytes = 9; /* the catalog's word comes after the download's own fields */
+    assert_json(r,
+                "{\"id\":\"glm\",\"object\":\"model\",\"owned_by\":\"mesh-llm\",\"status\":"
+                "\"downloading\",\"progress\":{\"node\":\"cc\",\"bytes\":20,\"total\":100},"
+                "\"source\":\"org/repo/glm-Q4_K_M.gguf\",\"short_bytes\":9,\"hosts\":[],\"nodes\":"
+                "0,\"requested\":false,\"request_rate\":0,\"last_request\":0}");
+    r->short_bytes = 0;
     /* a model only the mesh has (the planner) that needs capacity */
     r = ml_get(&l, "big", true);
     r->described = r->has_type = true;
@@ -197,6 +204,14 @@ static void test_json_golden(void **state)
                    "\"mesh-llm\",\"type\":\"embedding\",\"size\":0,\"status\":\"needs_capacity\","
                    "\"short_bytes\":5000,\"hosts\":[],\"nodes\":1,\"requested\":false,"
                    "\"request_rate\":0,\"last_request\":0}");
+    r->status = ML_DOWNLOADING; /* ... that a node downloads: short_bytes, then progress */
+    r->has_progress = true;
+    snprintf(r->dl_node, sizeof r->dl_node, "%s", "ee");
+    assert_json(r, "{\"id\":\"big\",\"object\":\"model\",\"created\":1700000000,\"owned_by\":"
+                   "\"mesh-llm\",\"type\":\"embedding\",\"size\":0,\"status\":\"downloading\","
+                   "\"short_bytes\":5000,\"progress\":{\"node\":\"ee\",\"bytes\":0,\"total\":0},"
+                   "\"hosts\":[],\"nodes\":1,\"requested\":false,\"request_rate\":0,"
+                   "\"last_request\":0}");
     /* a passive node's table row */
     r = ml_add(&l, "rank");
     r->has_type = true;
