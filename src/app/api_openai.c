@@ -45,18 +45,27 @@ static bool key_equal(const char *given, const char *key)
     return sodium_memcmp(a, b, sizeof a) == 0;
 }
 
+static ml_status_t state_row(model_state_t s)
+{
+    return s == MODEL_READY ? ML_READY : s == MODEL_LOADING ? ML_LOADING : ML_UNLOADED;
+}
+
 static void handle_models(api_t *api, httpd_req_t *req)
 {
-    json_t *data = json_array();
+    model_list_t l;
+    ml_init(&l);
     for (size_t i = 0; i < api->ms->n; i++) {
         model_entry_t *e = &api->ms->entries[i];
-        json_array_append_new(
-            data, json_pack("{s:s,s:s,s:I,s:s,s:s,s:s,s:I}", "id", e->mm->name, "object", "model",
-                            "created", (json_int_t)time(NULL), "owned_by", "mesh-llm", "status",
-                            model_state_name(models_state(e)), "type", mm_type_name(e->mm->type),
-                            "size", (json_int_t)e->size));
+        ml_row_t *r = ml_add(&l, e->mm->name);
+        if (!r) continue;
+        r->status = state_row(models_state(e));
+        r->has_type = r->described = r->own = true;
+        r->type = e->mm->type;
+        r->size = e->size;
     }
-    if (api->list_remote) api->list_remote(api->remote_data, data);
+    if (api->list_remote) api->list_remote(api->remote_data, &l);
+    json_t *data = ml_list_json(&l, (int64_t)time(NULL));
+    ml_free(&l);
     httpd_respond_json(req, 200, json_pack("{s:s,s:o}", "object", "list", "data", data));
 }
 
@@ -83,15 +92,13 @@ static const char *endpoint_for(mm_type_t t)
 static bool only_mesh_model(api_t *api, char *out, size_t outlen)
 {
     if (!api->list_remote) return false;
-    json_t *list = json_array();
-    if (!list) return false;
-    api->list_remote(api->remote_data, list);
-    const char *id = json_array_size(list) == 1
-                         ? json_string_value(json_object_get(json_array_get(list, 0), "id"))
-                         : NULL;
+    model_list_t l;
+    ml_init(&l);
+    api->list_remote(api->remote_data, &l);
+    const char *id = l.n == 1 ? l.rows[0].id : NULL;
     bool ok = id && strlen(id) < outlen;
     if (ok) snprintf(out, outlen, "%s", id);
-    json_decref(list);
+    ml_free(&l);
     return ok;
 }
 
@@ -109,15 +116,6 @@ static bool append_name(char *out, size_t len, size_t *off, size_t *shown, const
     return true;
 }
 
-static bool listed_before(json_t *list, size_t n, const char *id)
-{
-    for (size_t j = 0; j < n; j++) {
-        const char *o = json_string_value(json_object_get(json_array_get(list, j), "id"));
-        if (o && strcmp(o, id) == 0) return true;
-    }
-    return false;
-}
-
 /* The models a request may name, for a 404: this node's, then the rest of the mesh's (what
  * GET /v1/models lists: the planner's view, or a passive node's route table), at most
  * API_AVAIL_MAX_NAMES of them and then how many more. */
@@ -127,17 +125,15 @@ static void available_names(api_t *api, char *out, size_t len)
     out[0] = '\0';
     for (size_t i = 0; i < api->ms->n; i++)
         if (!append_name(out, len, &off, &shown, api->ms->entries[i].mm->name)) more++;
-    json_t *list = api->list_remote ? json_array() : NULL;
-    if (list) api->list_remote(api->remote_data, list);
-    size_t i;
-    json_t *m;
-    json_array_foreach(list, i, m)
-    {
-        const char *id = json_string_value(json_object_get(m, "id"));
-        if (!id || models_find(api->ms, id) || listed_before(list, i, id)) continue;
+    model_list_t l;
+    ml_init(&l);
+    if (api->list_remote) api->list_remote(api->remote_data, &l);
+    for (size_t i = 0; i < l.n; i++) {
+        const char *id = l.rows[i].id;
+        if (models_find(api->ms, id) || ml_listed_before(&l, i, id)) continue;
         if (!append_name(out, len, &off, &shown, id)) more++;
     }
-    json_decref(list);
+    ml_free(&l);
     if (more)
         snprintf(out + off, len - off, ", and %zu more (GET /v1/models lists them)", more);
     else if (!off)

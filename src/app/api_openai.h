@@ -8,6 +8,7 @@
 
 #include "config.h"
 #include "httpd.h"
+#include "model_list.h"
 #include "models.h"
 
 typedef struct {
@@ -18,9 +19,10 @@ typedef struct {
     bool started;
     /* The mesh: a model this node does not have is looked up there. route_remote answers or
      * forwards req and returns true, or returns false when no node knows the model;
-     * list_remote appends the mesh's other models to a /v1/models list. */
+     * list_remote merges the mesh's view into a /v1/models list (rows of this node's models)
+     * and appends the mesh's other models (see model_list.h). */
     bool (*route_remote)(void *data, const char *model, int needs, httpd_req_t *req);
-    void (*list_remote)(void *data, json_t *list);
+    void (*list_remote)(void *data, model_list_t *list);
     /* For a model this node has: true when the mesh took the request (another node hosts it,
      * e.g. this node is a split worker, or it waits for this node's split to start); false to
      * serve it here. hop: the request came through the mesh already. */

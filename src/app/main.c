@@ -218,7 +218,7 @@ static int rpc_port(void *data, const char *peer_id, const char *model)
     return routing_rpc_port(&n->route, peer_id, model);
 }
 
-static void list_remote(void *data, json_t *list)
+static void list_remote(void *data, model_list_t *list)
 {
     node_t *n = data;
     node_dl_list_models(&n->ndl, list);

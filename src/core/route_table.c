@@ -22,15 +22,6 @@ bool rt_status_of(const char *s, catalog_status_t *out)
     return false;
 }
 
-bool rt_status_of_listing(const char *s, catalog_status_t *out)
-{
-    if (s && strcmp(s, "waiting") == 0) {
-        *out = CATALOG_LOADING;
-        return true;
-    }
-    return rt_status_of(s, out);
-}
-
 bool rt_type_of(const char *s, mm_type_t *out)
 {
     for (int i = 0; s && i < MM_N_TYPES; i++)
@@ -382,4 +373,25 @@ size_t rt_checkin_order(const rt_table_t *t, const char *self_id, size_t *order,
         order[k] = i;
     }
     return n;
+}
+
+void rt_table_from_list(rt_table_t *t, const model_list_t *l, const view_node_t *views,
+                        rt_load_fn load, void *data)
+{
+    for (size_t i = 0; i < l->n; i++) {
+        const ml_row_t *r = &l->rows[i];
+        catalog_status_t st;
+        if (!ml_status_catalog(r->status, &st)) continue;
+        rt_model_t *m = rt_table_add_model(t, r->id, st);
+        if (!m) continue;
+        m->has_type = r->has_type;
+        m->type = r->type;
+        m->requested = r->requested;
+        m->short_bytes = r->short_bytes;
+        for (size_t k = 0; k < t->n_nodes; k++) {
+            const view_serving_t *s = view_serving(&views[k], r->id);
+            if (s && s->http_ready && rt_model_add_host(m, k, load ? load(data, k, r->id) : 0))
+                rt_model_set_slots(m, k, s->slots);
+        }
+    }
 }

@@ -49,6 +49,8 @@
 
 #include "catalog.h"
 #include "mm.h"
+#include "model_list.h"
+#include "view.h"
 
 #define RT_MAX_NODES 128     /* active nodes in a table */
 #define RT_MAX_MODELS 128    /* catalog entries in a table */
@@ -112,11 +114,6 @@ typedef struct {
 const char *rt_role_name(rt_role_t r);
 /* "ready" | "loading" | "unloaded" | "needs_capacity" → status; false for another word. */
 bool rt_status_of(const char *s, catalog_status_t *out);
-/* A catalog status word of the planner's listing (planner_list_catalog) → the status a route
- * table carries: rt_status_of's four words, and "waiting" (a loading model whose whole split
- * group waits to form) as loading — in the table, so passive nodes answer 503 for it as an
- * active node does, not 404. false for another word. */
-bool rt_status_of_listing(const char *s, catalog_status_t *out);
 bool rt_type_of(const char *s, mm_type_t *out);
 
 /* Frames. encode: a new object (NULL on no memory). decode: 0, -EINVAL (see above), -EPERM
@@ -136,6 +133,14 @@ rt_model_t *rt_table_add_model(rt_table_t *t, const char *name, catalog_status_t
 bool rt_model_add_host(rt_model_t *m, size_t node, uint32_t load);
 /* The slots of host `node` of m (after add_host); false when it is not a host or out of range. */
 bool rt_model_set_slots(rt_model_t *m, size_t node, uint32_t slots);
+/* The models of an active node's listing (planner_list_catalog's rows) into t, whose nodes are
+ * added: each row whose status a table carries (ml_status_catalog) becomes a model (type,
+ * requested, short_bytes), hosted by every node k whose view (views[k], t->n_nodes of them)
+ * serves it with its HTTP server ready, with load(data, k, name) and the view's slots. Rows
+ * rt_table_add_model refuses are skipped. */
+typedef uint32_t (*rt_load_fn)(void *data, size_t node, const char *model);
+void rt_table_from_list(rt_table_t *t, const model_list_t *l, const view_node_t *views,
+                        rt_load_fn load, void *data);
 int rt_table_find_node(const rt_table_t *t, const char *id);
 const rt_model_t *rt_table_find_model(const rt_table_t *t, const char *name);
 

@@ -411,18 +411,18 @@ void node_dl_answer_load(node_dl_t *nd, const char *ref, httpd_req_t *req)
         httpd_respond_error(req, 500, "server_error", "out_of_memory", "out of memory");
 }
 
-void node_dl_list_models(node_dl_t *nd, json_t *list)
+void node_dl_list_models(node_dl_t *nd, model_list_t *list)
 {
     for (size_t i = 0; i < nd->n; i++) {
         const node_dl_job_t *j = &nd->jobs[i];
         if (!j->active) continue;
-        uint64_t b, t;
+        ml_row_t *r = ml_add(list, j->name);
+        if (!r) continue;
         double rate;
-        node_dl_progress(nd, j, &b, &t, &rate);
-        json_array_append_new(list, json_pack("{s:s,s:s,s:s,s:s,s:{s:I,s:I},s:s}", "id", j->name,
-                                              "object", "model", "owned_by", "mesh-llm", "status",
-                                              "downloading", "progress", "bytes", (json_int_t)b,
-                                              "total", (json_int_t)t, "source", j->ref));
+        node_dl_progress(nd, j, &r->dl_bytes, &r->dl_total, &rate);
+        r->status = ML_DOWNLOADING;
+        r->has_progress = true;
+        snprintf(r->source, sizeof r->source, "%s", j->ref);
     }
 }
 

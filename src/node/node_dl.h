@@ -25,6 +25,7 @@
 
 #include "download.h"
 #include "httpd.h"
+#include "model_list.h"
 #include "view.h"
 
 #define NODE_DL_MAX 8
@@ -123,9 +124,9 @@ int node_dl_ref_name(node_dl_t *nd, const char *ref, char *name, size_t len);
  * this node: 400 model_too_large; a bad one: 400 invalid_model_reference; too many downloads:
  * 503. */
 void node_dl_answer_load(node_dl_t *nd, const char *ref, httpd_req_t *req);
-/* Append {id, object, status: "downloading", progress {bytes,total}, source} to a /v1/models
- * list. */
-void node_dl_list_models(node_dl_t *nd, json_t *list);
+/* Append a row per active download to a /v1/models list: status downloading, progress
+ * {bytes,total}, source (its reference). */
+void node_dl_list_models(node_dl_t *nd, model_list_t *list);
 /* /api/status: "downloads": [{model, ref, bytes, total, rate}] */
 void node_dl_status(node_dl_t *nd, json_t *st);
 /* This node's view (what it announces): model_source for every model it downloads, downloaded

@@ -416,17 +416,20 @@ static json_t *host_ids(const rt_table_t *t, const rt_model_t *m)
     return a;
 }
 
-void passive_list_models(passive_t *p, json_t *list)
+void passive_list_models(passive_t *p, model_list_t *list)
 {
     const rt_table_t *t = checkin_table(p->ck);
     if (!t) return;
     for (size_t i = 0; i < t->n_models; i++) {
         const rt_model_t *m = &t->models[i];
-        json_t *o =
-            json_pack("{s:s,s:s,s:s,s:s,s:s,s:o}", "id", m->name, "object", "model", "owned_by",
-                      "mesh-llm", "type", m->has_type ? mm_type_name(m->type) : "llm", "status",
-                      catalog_status_name(m->status), "hosts", host_ids(t, m));
-        if (o) json_array_append_new(list, o);
+        ml_row_t *r = ml_add(list, m->name);
+        if (!r) continue;
+        r->has_type = true;
+        r->type = m->has_type ? m->type : MM_LLM;
+        r->status = ml_status_of_catalog(m->status);
+        r->has_hosts = true;
+        for (size_t k = 0; k < m->n_hosts; k++)
+            ml_add_host(r, t->nodes[m->hosts[k].node].id);
     }
 }
 

@@ -26,6 +26,7 @@
 #include "httpd.h"
 #include "identity.h"
 #include "mesh.h"
+#include "model_list.h"
 #include "relay.h"
 #include "route_table.h"
 
@@ -57,8 +58,8 @@ void passive_stop(passive_t *p);
 /* A request for `model`: false when the table does not know it (the caller answers 404);
  * otherwise it is forwarded or answered. needs: mm_type_t the endpoint needs, -1 any. */
 bool passive_route(passive_t *p, const char *model, int needs, httpd_req_t *req);
-/* /v1/models: appends the table's models (with status and hosts). */
-void passive_list_models(passive_t *p, json_t *list);
+/* /v1/models: appends a row per model of the table (type, status and hosts). */
+void passive_list_models(passive_t *p, model_list_t *list);
 /* Adds "route": {role, checkin, table_age_ms, checkins, failures, forwarded {host: n}}. */
 void passive_status(passive_t *p, json_t *st);
 /* Its check-in client (a standby pauses and resumes it: checkin.h). */

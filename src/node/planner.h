@@ -32,6 +32,7 @@
 #include "httpd.h"
 #include "listing.h"
 #include "mesh.h"
+#include "model_list.h"
 #include "models.h"
 #include "node_dl.h"
 #include "plan_policy.h"
@@ -168,10 +169,11 @@ void planner_status(planner_t *pl, json_t *status);
 /* The mesh as a public listing shows it: node count, memory offered and free, the catalog's
  * models with their status (the caller fills name, id, region, token, version). */
 void planner_listing(planner_t *pl, mesh_listing_t *l);
-/* /v1/models: sets each listed model's status from the catalog and appends the mesh's others. */
-void planner_list_models(planner_t *pl, json_t *list);
-/* The same objects as route tables carry them: a model downloaded somewhere keeps its catalog
- * status (the catalog's word, or "waiting"; see rt_status_of_listing), not "downloading". */
-void planner_list_catalog(planner_t *pl, json_t *list);
+/* /v1/models: the mesh catalog's rows, merged by id into list (each listed model's status from
+ * the catalog), the mesh's other models appended (see model_list.h). */
+void planner_list_models(planner_t *pl, model_list_t *list);
+/* The same rows as route tables carry them: a model downloaded somewhere keeps its catalog
+ * status (or waiting; see ml_status_catalog), not downloading. */
+void planner_list_catalog(planner_t *pl, model_list_t *list);
 
 #endif

@@ -277,14 +277,23 @@ void pd_status(planner_t *pl, json_t *node)
                   "min_serve_ms", (json_int_t)pl->min_serve_ms));
 }
 
-/* request_rate / last_request of each catalog model in /v1/models or /api/status entries. */
-void pd_annotate(planner_t *pl, const peers_t *P, json_t *entry, const char *model)
+/* request_rate / last_request of model across the mesh (0 when nobody counts it). */
+void pd_rate(planner_t *pl, const peers_t *P, const char *model, uint64_t *rate, uint64_t *last)
 {
     static demand_sum_t sums[MAX_SUMS];
     view_node_t self;
     size_t ns = mesh_sums(pl, P, &self, sums);
     const demand_sum_t *s = demand_sum_find(sums, ns, model);
-    json_object_set_new(entry, "request_rate", json_integer(s ? (json_int_t)s->rate : 0));
-    json_object_set_new(entry, "last_request", json_integer(s ? (json_int_t)s->last_unix : 0));
+    *rate = s ? (uint64_t)s->rate : 0;
+    *last = s ? (uint64_t)s->last_unix : 0;
     view_node_free(&self);
+}
+
+/* request_rate / last_request of each catalog model in /api/status entries. */
+void pd_annotate(planner_t *pl, const peers_t *P, json_t *entry, const char *model)
+{
+    uint64_t rate, last;
+    pd_rate(pl, P, model, &rate, &last);
+    json_object_set_new(entry, "request_rate", json_integer((json_int_t)rate));
+    json_object_set_new(entry, "last_request", json_integer((json_int_t)last));
 }

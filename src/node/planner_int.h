@@ -49,6 +49,7 @@ void pd_tick(planner_t *pl);
 bool pd_promote(planner_t *pl, const peers_t *P); /* a standby took a model */
 void pd_fill_self(planner_t *pl, view_node_t *n);
 void pd_status(planner_t *pl, json_t *node);
+void pd_rate(planner_t *pl, const peers_t *P, const char *model, uint64_t *rate, uint64_t *last);
 void pd_annotate(planner_t *pl, const peers_t *P, json_t *entry, const char *model);
 
 #endif

@@ -452,7 +452,8 @@ static json_t *download_json(const peers_t *P, const view_node_t *self, const ch
              : NULL;
 }
 
-static void list_catalog(planner_t *pl, json_t *list, bool downloads)
+/* The catalog's rows, merged by id into list (see model_list.h). */
+static void list_catalog(planner_t *pl, model_list_t *list, bool downloads)
 {
     peers_t P;
     cnodes_t cn;
@@ -460,47 +461,48 @@ static void list_catalog(planner_t *pl, json_t *list, bool downloads)
     if (catalog_now(pl, &P, &cn, &cat) != 0) return;
     for (size_t i = 0; i < cat.n; i++) {
         const catalog_entry_t *e = &cat.entries[i];
-        json_t *o = NULL;
-        size_t k;
-        json_t *v;
-        json_array_foreach(list, k, v)
-        {
-            const char *id = json_string_value(json_object_get(v, "id"));
-            if (id && strcmp(id, e->name) == 0) o = v;
+        ml_row_t *r = ml_get(list, e->name, false);
+        if (!r && (r = ml_add(list, e->name)) != NULL) {
+            r->described = r->has_type = true;
+            r->type = e->type;
+            r->size = e->size_bytes;
         }
-        if (!o) {
-            o = json_pack("{s:s,s:s,s:I,s:s,s:s,s:I}", "id", e->name, "object", "model", "created",
-                          (json_int_t)time(NULL), "owned_by", "mesh-llm", "type",
-                          mm_type_name(e->type), "size", (json_int_t)e->size_bytes);
-            if (!o) continue;
-            json_array_append_new(list, o);
-        }
+        if (!r) continue;
         entry_status_t status = entry_status(pl, &P, &cat, e);
-        json_object_set_new(o, "status", json_string(entry_status_name(status)));
+        r->status = status.waiting ? ML_WAITING : ml_status_of_catalog(status.status);
         uint64_t short_b = entry_short(status, e);
-        if (short_b) json_object_set_new(o, "short_bytes", json_integer((json_int_t)short_b));
-        json_t *dl =
-            !downloads || e->status == CATALOG_READY ? NULL : download_json(&P, &cn.self, e->name);
-        if (dl) { /* being downloaded somewhere in the mesh: that is what it waits for */
-            json_object_set_new(o, "status", json_string("downloading"));
-            json_object_set_new(o, "progress", dl);
+        if (short_b) r->short_bytes = short_b;
+        const char *who;
+        const view_download_t *d = !downloads || e->status == CATALOG_READY
+                                       ? NULL
+                                       : mesh_download(&P, &cn.self, e->name, &who);
+        if (d) { /* being downloaded somewhere in the mesh: that is what it waits for */
+            r->status = ML_DOWNLOADING;
+            r->has_progress = true;
+            snprintf(r->dl_node, sizeof r->dl_node, "%s", who);
+            r->dl_bytes = d->bytes;
+            r->dl_total = d->total;
         }
-        json_object_set_new(o, "hosts", ids_json(e->hosts, e->n_hosts));
-        json_object_set_new(o, "nodes", json_integer((json_int_t)e->n_holders));
-        json_object_set_new(o, "requested", json_boolean(e->requested));
-        pd_annotate(pl, &P, o, e->name);
+        r->n_hosts = 0;
+        r->has_hosts = true;
+        for (size_t k = 0; k < e->n_hosts; k++)
+            ml_add_host(r, e->hosts[k]);
+        r->in_catalog = true;
+        r->nodes = e->n_holders;
+        r->requested = e->requested;
+        pd_rate(pl, &P, e->name, &r->request_rate, &r->last_request);
     }
     catalog_free(&cat);
     cnodes_free(&cn);
     peers_free(&P);
 }
 
-void planner_list_models(planner_t *pl, json_t *list)
+void planner_list_models(planner_t *pl, model_list_t *list)
 {
     list_catalog(pl, list, true);
 }
 
-void planner_list_catalog(planner_t *pl, json_t *list)
+void planner_list_catalog(planner_t *pl, model_list_t *list)
 {
     list_catalog(pl, list, false);
 }

@@ -81,6 +81,12 @@ static uint32_t load_of(json_t *ann, const char *model)
     return 0;
 }
 
+static uint32_t node_load(void *data, size_t node, const char *model)
+{
+    build_t *b = data;
+    return load_of(b->anns[node], model);
+}
+
 int route_serve_build(route_serve_t *rs, rt_table_t *t)
 {
     if (!rs->mesh) return -ENOTCONN;
@@ -88,9 +94,10 @@ int route_serve_build(route_serve_t *rs, rt_table_t *t)
     t->refresh_ms = rs->refresh_ms;
     build_t *b = calloc(1, sizeof *b);
     view_node_t *views = calloc(RT_MAX_NODES, sizeof *views);
-    json_t *list = json_array();
+    model_list_t list;
+    ml_init(&list);
     int rc = -ENOMEM;
-    if (!b || !views || !list) goto out;
+    if (!b || !views) goto out;
     b->rs = rs;
     b->t = t;
     json_t *self = mesh_self_announcement(rs->mesh);
@@ -101,31 +108,13 @@ int route_serve_build(route_serve_t *rs, rt_table_t *t)
         view_node_init(&views[k]);
         if (view_decode(b->anns[k], t->nodes[k].id, &views[k]) != 0) view_node_free(&views[k]);
     }
-    planner_list_catalog(rs->plan, list);
-    size_t i;
-    json_t *e;
-    json_array_foreach(list, i, e)
-    {
-        catalog_status_t st;
-        const char *name = json_string_value(json_object_get(e, "id"));
-        if (!rt_status_of_listing(json_string_value(json_object_get(e, "status")), &st)) continue;
-        rt_model_t *m = rt_table_add_model(t, name, st);
-        if (!m) continue;
-        m->has_type = rt_type_of(json_string_value(json_object_get(e, "type")), &m->type);
-        m->requested = json_is_true(json_object_get(e, "requested"));
-        json_int_t short_b = json_integer_value(json_object_get(e, "short_bytes"));
-        m->short_bytes = short_b > 0 ? (uint64_t)short_b : 0;
-        for (size_t k = 0; k < t->n_nodes; k++) {
-            const view_serving_t *s = view_serving(&views[k], name);
-            if (s && s->http_ready && rt_model_add_host(m, k, load_of(b->anns[k], name)))
-                rt_model_set_slots(m, k, s->slots);
-        }
-    }
+    planner_list_catalog(rs->plan, &list);
+    rt_table_from_list(t, &list, views, node_load, b);
     for (size_t k = 0; k < t->n_nodes; k++)
         view_node_free(&views[k]);
     rc = 0;
 out:
-    json_decref(list);
+    ml_free(&list);
     free(views);
     free(b);
     return rc;

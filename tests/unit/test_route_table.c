@@ -285,36 +285,91 @@ static void test_checkin_order(void **state)
     free(t2);
 }
 
-/* The words of the planner's listing a route table is built from (route_serve_build): a model
- * whose split group waits is in the table as loading (a passive node answers 503 for it, as an
- * active one does, instead of 404); the wire's own decoder stays with its four words. */
-static void test_status_of_listing(void **state)
+static uint32_t load_of(void *data, size_t node, const char *model)
+{
+    (void)model;
+    ++*(int *)data;
+    return (uint32_t)(node * 10 + 1);
+}
+
+/* The table an active node answers with, from its listing's rows (route_serve_build): a model
+ * whose split group waits is in it as loading (a passive node answers 503 for it, as an active
+ * one does, instead of 404); a download is not a catalog status; hosts are the nodes whose
+ * server for the model is ready, with their load and slots. */
+static void test_table_from_list(void **state)
 {
     (void)state;
-    static const struct {
-        const char *word;
-        bool known;
-        catalog_status_t want;
-    } rows[] = {
-        {"unloaded", true, CATALOG_UNLOADED},
-        {"loading", true, CATALOG_LOADING},
-        {"ready", true, CATALOG_READY},
-        {"needs_capacity", true, CATALOG_NEEDS_CAPACITY},
-        {"waiting", true, CATALOG_LOADING},
-        {"downloading", false, 0}, /* planner_list_catalog gives the catalog's status instead */
-        {"Waiting", false, 0},
-        {"", false, 0},
-        {NULL, false, 0},
-    };
-    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
-        catalog_status_t st = (catalog_status_t)99;
-        bool known = rt_status_of_listing(rows[i].word, &st);
-        if (known != rows[i].known || (known && st != rows[i].want))
-            fail_msg("row %zu (%s): known %d, status %d", i, rows[i].word ? rows[i].word : "NULL",
-                     known, (int)st);
+    rt_table_t *t = new_table();
+    char id[65];
+    for (unsigned i = 1; i <= 2; i++) {
+        mkid(id, i);
+        assert_int_equal(rt_table_add_node(t, id, 1000), (int)i - 1);
     }
+    view_node_t views[2];
+    for (int k = 0; k < 2; k++)
+        view_node_init(&views[k]);
+    view_serving_t *s = view_add_serving(&views[0], "ready_m");
+    s->http_ready = true;
+    s->slots = 4;
+    view_add_serving(&views[1], "ready_m"); /* its server does not answer yet */
+    s = view_add_serving(&views[1], "wait_m");
+    s->http_ready = true;
+    model_list_t l;
+    ml_init(&l);
+    ml_row_t *r = ml_add(&l, "ready_m");
+    r->status = ML_READY;
+    r->has_type = r->requested = true;
+    r->type = MM_EMBEDDING;
+    ml_add(&l, "wait_m")->status = ML_WAITING;
+    ml_add(&l, "dl_m")->status = ML_DOWNLOADING;
+    r = ml_add(&l, "ncap");
+    r->status = ML_NEEDS_CAPACITY;
+    r->short_bytes = 77;
+    ml_add(&l, "ready_m")->status = ML_UNLOADED; /* a duplicate: the first stays */
+    ml_add(&l, "bad\tname");                     /* not a catalog name */
+    int calls = 0;
+    rt_table_from_list(t, &l, views, load_of, &calls);
+    assert_int_equal(t->n_models, 3);
+    const rt_model_t *m = rt_table_find_model(t, "ready_m");
+    assert_non_null(m);
+    assert_int_equal(m->status, CATALOG_READY);
+    assert_true(m->has_type && m->requested);
+    assert_int_equal(m->type, MM_EMBEDDING);
+    assert_int_equal(m->short_bytes, 0);
+    assert_int_equal(m->n_hosts, 1);
+    assert_int_equal(m->hosts[0].node, 0);
+    assert_int_equal(m->hosts[0].load, 1);
+    assert_int_equal(m->hosts[0].slots, 4);
+    m = rt_table_find_model(t, "wait_m");
+    assert_non_null(m);
+    assert_int_equal(m->status, CATALOG_LOADING);
+    assert_false(m->has_type || m->requested);
+    assert_int_equal(m->n_hosts, 1);
+    assert_int_equal(m->hosts[0].node, 1);
+    assert_int_equal(m->hosts[0].load, 11);
+    assert_null(rt_table_find_model(t, "dl_m"));
+    m = rt_table_find_model(t, "ncap");
+    assert_non_null(m);
+    assert_int_equal(m->status, CATALOG_NEEDS_CAPACITY);
+    assert_int_equal(m->short_bytes, 77);
+    assert_int_equal(m->n_hosts, 0);
+    assert_int_equal(calls, 2); /* load asked for hosts only */
+    /* no load function: load unknown */
+    rt_table_init(t, "abc123");
+    mkid(id, 1);
+    rt_table_add_node(t, id, 0);
+    rt_table_from_list(t, &l, views, NULL, NULL);
+    m = rt_table_find_model(t, "ready_m");
+    assert_int_equal(m->n_hosts, 1);
+    assert_int_equal(m->hosts[0].load, 0);
+    /* the table's words stay its four */
     catalog_status_t st;
-    assert_false(rt_status_of("waiting", &st)); /* not a word of the ROUTE_REQUEST table */
+    assert_false(rt_status_of("waiting", &st));
+    assert_false(rt_status_of("downloading", &st));
+    ml_free(&l);
+    for (int k = 0; k < 2; k++)
+        view_node_free(&views[k]);
+    free(t);
 }
 
 int main(void)
@@ -326,7 +381,7 @@ int main(void)
         cmocka_unit_test(test_table_caps_and_validation),
         cmocka_unit_test(test_slots),
         cmocka_unit_test(test_checkin_order),
-        cmocka_unit_test(test_status_of_listing),
+        cmocka_unit_test(test_table_from_list),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
