@@ -103,8 +103,8 @@ struct planner {
     bool alloc_none;     /* the last allocation found nothing for this node */
     bool alloc_settling; /* it waits for the mesh to settle (PP_ALLOC_SETTLE_MS) */
     bool passive;        /* standing by passively (standby.h): no gossip, so no allocation */
-    /* The live peers decoded once per change for routing (planner_view.c: a peers_t, owned);
-     * dropped on every change (planner_peers_changed, planner_kick, a re-plan). */
+    /* The peers for routing (planner_view.c: a peers_t borrowing mesh_peers, refreshed on each
+     * use; the holder is freed by planner_peers_changed). */
     void *route_peers;
     /* Called after every re-plan (the standby driver looks whether to stand by passively). */
     void (*on_replanned)(void *data);

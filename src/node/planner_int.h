@@ -7,17 +7,17 @@
 #include "planner.h"
 #include "view.h"
 
-/* The live peers with an announcement, each decoded once (view.h). */
+/* The live peers with an announcement as the mesh decoded them (mesh_peers: once per change),
+ * borrowed: valid until the loop runs again (the next gossip event). */
 typedef struct {
-    view_node_t *v;
-    const char **id; /* the mesh's peer ids, borrowed until the loop runs again */
-    size_t n, cap_;
+    const view_node_t *v;
+    size_t n;
 } peers_t;
 
-int peers_get(planner_t *pl, peers_t *P); /* peers_free(P) after */
+int peers_get(planner_t *pl, peers_t *P); /* peers_free(P) after (forgets the borrow) */
 void peers_free(peers_t *P);
 const view_node_t *peers_find(const peers_t *P, const char *id);
-/* The peers as decoded at the last change (planner.h route_peers; NULL on no memory): for the
+/* peers_get into the planner's own peers_t (planner.h route_peers; NULL on no memory): for the
  * per-request paths. Valid until the next change; ids are the views' own. */
 const peers_t *peers_cached(planner_t *pl);
 pmodel_t *pm_find(planner_t *pl, const char *name);
