@@ -156,8 +156,8 @@ void planner_park(planner_t *pl, const char *model, httpd_req_t *req);
  * decodes them anew. */
 void planner_peers_changed(planner_t *pl);
 
-/* Standby (planner_demand.c; the driver is standby.h). wants_passive: promo_go_passive over
- * this node's plan and its peers. promote_from_table: the promotion rules over a passive
+/* Standby (planner.c, planner_demand.c; the driver is standby.h). wants_passive: promo_go_passive
+ * over this node's plan and its peers. promote_from_table: the promotion rules over a passive
  * standby's routing table (t NULL: no active node answered); true when it took a model (it then
  * plans for it like an allocated one). */
 bool planner_wants_passive(planner_t *pl);

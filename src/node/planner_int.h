@@ -43,12 +43,20 @@ typedef struct {
 int cnodes_build(planner_t *pl, const peers_t *P, bool skip_self, cnodes_t *c);
 void cnodes_free(cnodes_t *c);
 
-/* planner_demand.c */
+/* planner_demand.c: the bottom of the planner (planner.c -> planner_view.c -> planner_demand.c;
+ * it calls neither): callers hand it the peers and this node's view (self_view; NULL when it
+ * could not be built), and it says what the planner should do instead of doing it. */
 void pd_init(planner_t *pl);
-void pd_tick(planner_t *pl);
-bool pd_promote(planner_t *pl, const peers_t *P); /* a standby took a model */
+/* Close the demand windows; true when a rate changed (re-announced): re-plan (planner_kick). */
+bool pd_tick(planner_t *pl);
+/* A demotion check is due (once a second, for a node serving one model the mesh gave it). */
+bool pd_demote_due(planner_t *pl);
+/* promo_demote over the peers; true when it demoted the model: re-plan. */
+bool pd_check_demote(planner_t *pl, const peers_t *P, const view_node_t *self);
+bool pd_promote(planner_t *pl, const peers_t *P, const view_node_t *self); /* took a model */
 void pd_fill_self(planner_t *pl, view_node_t *n);
 void pd_status(planner_t *pl, json_t *node);
-void pd_annotate(planner_t *pl, const peers_t *P, json_t *entry, const char *model);
+/* request_rate / last_request of model over the peers and self, into entry. */
+void pd_annotate(const peers_t *P, const view_node_t *self, json_t *entry, const char *model);
 
 #endif

@@ -454,7 +454,7 @@ static void list_catalog(planner_t *pl, json_t *list, bool downloads)
         json_object_set_new(o, "hosts", ids_json(e->hosts, e->n_hosts));
         json_object_set_new(o, "nodes", json_integer((json_int_t)e->n_holders));
         json_object_set_new(o, "requested", json_boolean(e->requested));
-        pd_annotate(pl, &P, o, e->name);
+        pd_annotate(&P, &cn.self, o, e->name);
     }
     catalog_free(&cat);
     cnodes_free(&cn);
@@ -531,7 +531,7 @@ void planner_status(planner_t *pl, json_t *st)
                              ids_json(e->servers, e->n_servers), "hosts",
                              ids_json(e->hosts, e->n_hosts), "requested", e->requested));
             json_t *o = json_array_get(a, json_array_size(a) - 1);
-            pd_annotate(pl, &P, o, e->name);
+            pd_annotate(&P, &cn.self, o, e->name);
             json_t *dl = download_json(&P, &cn.self, e->name);
             if (dl) json_object_set_new(o, "downloading", dl);
         }
