@@ -1,7 +1,8 @@
 /* Test helper for unit tests that drive the real model manager (node/models.h) without
  * llama-server: a models_t over the three shared test GGUF files (MESH_LLM_TEST_MODELS, as
- * --models-dir entries, no preload), 8 GiB offered, two LLM slots, whose child seams are the
- * test's (test_models, test_planner). Include after cmocka.h. Header-only. */
+ * --models-dir entries, no preload, except model i when bit i of `pinned` is set: a --model),
+ * 8 GiB offered, two LLM slots, whose child seams are the test's (test_models, test_planner).
+ * Include after cmocka.h. Header-only. */
 #ifndef MESH_TEST_MODELS_FIXTURE_H
 #define MESH_TEST_MODELS_FIXTURE_H
 
@@ -24,7 +25,7 @@ typedef struct {
     meshstat_t mstat;
 } models_fixture_t;
 
-static int models_fixture_init(models_fixture_t *f, int (*start)(sv_child_t *),
+static int models_fixture_init(models_fixture_t *f, unsigned pinned, int (*start)(sv_child_t *),
                                void (*stop)(sv_child_t *, uint64_t))
 {
     const char *dir = getenv("MESH_LLM_TEST_MODELS");
@@ -43,10 +44,13 @@ static int models_fixture_init(models_fixture_t *f, int (*start)(sv_child_t *),
             fprintf(stderr, "%s\n", err);
             return -1;
         }
-        f->cfg.models[i].from_dir = true;
+        f->cfg.models[i].from_dir = !(pinned & (1u << i));
     }
     f->cfg.n_models = 3;
     tunables_defaults(&f->cfg.tun);
+    /* a known compute speed: no calibration on the thread pool (speed.h) */
+    const char *env[] = {"MESH_LLM_SPEED_MFLOPS=1000", NULL};
+    if (tunables_load(&f->cfg.tun, env, err, sizeof err) != 0) return -1;
     meshstat_init(&f->mstat, NULL);
     if (sv_init(&f->sv, &f->loop, "/bin/true", false, &f->cfg.tun) != 0) return -1;
     if (models_init(&f->ms, &f->loop, &f->cfg, &f->sv, &f->mstat, err, sizeof err) != 0) {

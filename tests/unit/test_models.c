@@ -156,7 +156,7 @@ static const char *answer_of(int fd)
 static int setup(void **state)
 {
     (void)state;
-    if (models_fixture_init(&fx, fake_start, fake_stop) != 0) return -1;
+    if (models_fixture_init(&fx, 0, fake_start, fake_stop) != 0) return -1;
     fx.ms.clock = fake_clock;
     httpd_opts_t lo = {.host = "127.0.0.1", .handler = llama_handler};
     httpd_opts_t fo = {.host = "127.0.0.1", .handler = front_handler};

@@ -1,11 +1,17 @@
-/* Unit tests of the planner's standby decisions (src/node/planner_demand.c) since S6e: typed
- * peers in (view_node_t, as mesh_peers hands them out), the planner's action out — a standby
- * takes a model (promotion) or a serving node gives its model back (demotion).
+/* Unit tests of the node's planner (src/node/planner*.c) with typed peers in (view_node_t, as
+ * mesh_peers hands them out) and the planner's decision out:
+ *  - standby (planner_demand.c, since S6e called with the peers and this node's view): a standby
+ *    takes a model (promotion), a serving node gives its model back (demotion), and the demand
+ *    sums of a listing entry;
+ *  - the plan (planner.c:replan via planner_start / planner_kick): the model's group from the
+ *    peers that announce themselves members, the election's mode and this node's role — waiting
+ *    alone, idle beside a peer that fits, host or worker of a split on a memory shortfall.
  *
- * The planner is the node's real one (planner_t, the real model manager models_t over the
- * shared test GGUF files, with the models_t child seams recording starts and stops instead of
- * spawning llama-server); the peers are built with view.h's builders. Election and splitting
- * (planner.c:replan) are not covered here: they need the mesh and the supervisor's rpc-servers. */
+ * The planner is the node's real one over the real model manager (models_t, the shared test GGUF
+ * files, models_fixture.h) whose child seams record starts and stops instead of spawning
+ * llama-server; the peers are built with view.h's builders. The plan tests run a real mesh on
+ * 127.0.0.1 alone and hand it the peers' announcements (encoded, then decoded by the mesh's
+ * view_set as gossip's would be); the peers do not exist, so a split never launches. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,8 +22,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <ftw.h>
+#include <unistd.h>
 #include <uv.h>
 
+#include "mesh_int.h" /* the test hands the mesh its peers' views (view_set_sync) */
 #include "models_fixture.h"
 #include "planner_int.h"
 
@@ -89,7 +98,7 @@ static peers_t P(void)
 static int setup(void **state)
 {
     (void)state;
-    if (models_fixture_init(&fx, fake_start, fake_stop) != 0) return -1;
+    if (models_fixture_init(&fx, 0, fake_start, fake_stop) != 0) return -1;
     /* the planner of a node that joined without --model (planner_init without its timers and
      * speed calibration): it allocates, and stands by */
     memset(&pl, 0, sizeof pl);
@@ -267,6 +276,188 @@ static void test_annotate_sums_peers_and_self(void **state)
     view_node_free(&self);
 }
 
+/* ---- the plan (planner.c:replan) over typed peers ---- */
+
+static mesh_t *mesh;
+static char home[64];
+static uint64_t need; /* this node's need for model 0, its --model */
+
+/* Model 0 is this node's --model; a mesh of its own on 127.0.0.1 (no join, no peer in gossip:
+ * the test gives the mesh its peers' views directly). */
+static int setup_replan(void **state)
+{
+    (void)state;
+    if (models_fixture_init(&fx, 1u, fake_start, fake_stop) != 0) return -1;
+    events[0] = '\0';
+    n_peers = 0;
+    snprintf(home, sizeof home, "/tmp/test_planner.XXXXXX");
+    if (!mkdtemp(home)) return -1;
+    setenv("LLAMA_CACHE", home, 1); /* a worker seeds its layers there (rpc_cache.h) */
+    mesh_opts_t o = {.home = home,
+                     .bind_host = "127.0.0.1",
+                     .role = "worker",
+                     .heartbeat_ms = 60000,
+                     .ephemeral = true,
+                     .tun = &fx.cfg.tun};
+    char err[256];
+    if (mesh_start(&mesh, &fx.loop, &o, err, sizeof err) != 0) {
+        fprintf(stderr, "mesh_start: %s\n", err);
+        return -1;
+    }
+    need = models_need_bytes(&fx.ms, &fx.ms.entries[0]);
+    return 0;
+}
+
+static void mesh_stopped(void *data)
+{
+    *(bool *)data = true;
+}
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+static int teardown_replan(void **state)
+{
+    (void)state;
+    planner_stop(&pl);
+    bool done = false;
+    mesh_stop(mesh, mesh_stopped, &done);
+    for (int k = 0; k < 1000 && !done; k++)
+        uv_run(&fx.loop, UV_RUN_ONCE);
+    nftw(home, rm_entry, 8, FTW_DEPTH | FTW_PHYS); /* the mesh's files, the worker's cache */
+    for (size_t i = 0; i < n_peers; i++)
+        view_node_free(&peers[i]);
+    return done ? models_fixture_free(&fx) : -1;
+}
+
+/* A peer offering vram that has model 0 on its disk and is a member of its group (its --model
+ * too), announcing the role it took in its own plan. */
+static view_node_t *holder(const char *id, uint64_t vram, view_serve_role_t role)
+{
+    view_node_t *v = peer(id);
+    v->vram_bytes = vram;
+    view_avail_t *a = view_add_available(v, M(0));
+    assert_non_null(a);
+    a->size_bytes = fx.ms.entries[0].size;
+    a->need_bytes = need;
+    view_serving_t *s = view_add_serving(v, M(0));
+    assert_non_null(s);
+    s->member = true;
+    s->role = role;
+    return v;
+}
+
+/* This node offers `offer`; the peers announce what the test built (encoded, then decoded by
+ * the mesh like gossip's); the planner starts and makes its plan. */
+static const pp_state_t *plan_with(uint64_t offer)
+{
+    models_set_offer(&fx.ms, offer);
+    assert_int_equal(planner_init(&pl, &fx.loop, &fx.cfg, &fx.ms, &fx.sv, offer), 0);
+    view_set_in_t in[4];
+    json_t *anns[4];
+    for (size_t i = 0; i < n_peers; i++) {
+        anns[i] = json_object();
+        assert_int_equal(view_encode(&peers[i], anns[i]), 0);
+        in[i] = (view_set_in_t){peers[i].id, anns[i], 1, 1};
+    }
+    view_set_sync(&mesh->views, in, n_peers);
+    for (size_t i = 0; i < n_peers; i++)
+        json_decref(anns[i]);
+    planner_start(&pl, mesh);
+    for (int k = 0; k < 20; k++)
+        uv_run(&fx.loop, UV_RUN_NOWAIT);
+    assert_int_equal(pl.n, 1);
+    assert_string_equal(pl.models[0].name, M(0));
+    return &pl.models[0].st;
+}
+
+/* Too little memory and no peer: the model waits for capacity; nothing starts. */
+static void test_replan_waits_alone(void **state)
+{
+    (void)state;
+    const pp_state_t *st = plan_with(need / 2);
+    assert_int_equal(st->mode, ELECTION_IMPOSSIBLE);
+    assert_true(st->waiting);
+    assert_string_equal(events, "");
+}
+
+/* A peer fits the model alone: it is the replica, this node (too small) idles for it. */
+static void test_replan_peer_fits_solo(void **state)
+{
+    (void)state;
+    holder(HIGH, 4 * need, VIEW_SERVE_REPLICA);
+    const pp_state_t *st = plan_with(need / 2);
+    assert_int_equal(st->mode, ELECTION_SOLO);
+    assert_int_equal(st->role, ELECTION_IDLE);
+    assert_false(st->waiting);
+    assert_string_equal(events, "");
+}
+
+/* A peer that has the file but is no member of the group (it serves something else) does not
+ * count: the model still waits. */
+static void test_replan_non_member_ignored(void **state)
+{
+    (void)state;
+    view_node_t *v = holder(HIGH, 4 * need, VIEW_SERVE_REPLICA);
+    v->serving[0].member = false;
+    const pp_state_t *st = plan_with(need / 2);
+    assert_int_equal(st->mode, ELECTION_IMPOSSIBLE);
+    assert_true(st->waiting);
+}
+
+/* Neither fits alone, together they do: a split whose host is the node with more memory (the
+ * peer). This node waits for the host's plan; once the host announces a plan that names it (its
+ * layers), it works for it. */
+static void test_replan_split_peer_hosts(void **state)
+{
+    (void)state;
+    view_node_t *h = holder(HIGH, need * 7 / 10, VIEW_SERVE_HOST);
+    const pp_state_t *st = plan_with(need * 6 / 10);
+    assert_int_equal(st->mode, ELECTION_SPLIT);
+    assert_string_equal(st->host, HIGH);
+    assert_int_equal(st->role, ELECTION_IDLE); /* no plan from the host yet */
+    assert_string_equal(st->follow_plan, "");
+
+    view_plan_t *plan = view_add_plan(h, &h->serving[0], "hhhhhhhh-1-1");
+    assert_non_null(plan);
+    plan->ngl = 99;
+    plan->n_workers = 1;
+    snprintf(plan->workers[0].id, sizeof plan->workers[0].id, "%s", mesh_node_id(mesh));
+    plan->workers[0].first = 0;
+    plan->workers[0].end = 3;
+    plan->workers[0].weight = 3;
+    json_t *ann = json_object();
+    assert_int_equal(view_encode(h, ann), 0);
+    view_set_in_t in = {h->id, ann, 1, 2};
+    view_set_sync(&mesh->views, &in, 1);
+    json_decref(ann);
+    planner_kick(&pl);
+    for (int k = 0; k < 100 && strcmp(st->follow_plan, "hhhhhhhh-1-1") != 0; k++)
+        uv_run(&fx.loop, UV_RUN_ONCE);
+    assert_int_equal(st->role, ELECTION_WORKER);
+    assert_string_equal(st->follow_plan, "hhhhhhhh-1-1");
+    assert_int_equal(st->my_range.first, 0);
+    assert_int_equal(st->my_range.end, 3);
+}
+
+/* The same with this node the larger: it hosts, the peer is its one worker. */
+static void test_replan_split_self_hosts(void **state)
+{
+    (void)state;
+    holder(LOW, need * 6 / 10, VIEW_SERVE_WAITING);
+    const pp_state_t *st = plan_with(need * 7 / 10);
+    assert_int_equal(st->mode, ELECTION_SPLIT);
+    assert_int_equal(st->role, ELECTION_HOST);
+    assert_string_equal(st->host, mesh_node_id(mesh));
+    assert_int_equal(st->n_workers, 1);
+    assert_string_equal(st->workers[0].id, LOW);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -277,6 +468,14 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_demote_keeps_last_of_two, setup, teardown),
         cmocka_unit_test_setup_teardown(test_demote_never_the_last, setup, teardown),
         cmocka_unit_test_setup_teardown(test_annotate_sums_peers_and_self, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_replan_waits_alone, setup_replan, teardown_replan),
+        cmocka_unit_test_setup_teardown(test_replan_peer_fits_solo, setup_replan, teardown_replan),
+        cmocka_unit_test_setup_teardown(test_replan_non_member_ignored, setup_replan,
+                                        teardown_replan),
+        cmocka_unit_test_setup_teardown(test_replan_split_peer_hosts, setup_replan,
+                                        teardown_replan),
+        cmocka_unit_test_setup_teardown(test_replan_split_self_hosts, setup_replan,
+                                        teardown_replan),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
