@@ -12,25 +12,18 @@
 
 #define METRICS_MAX_BYTES (8u << 20)
 
-/* The peers of the mesh's status document, as metrics facts. */
+/* The peers gossip holds (mesh_peer_states), as metrics facts. */
 static void fill_peers(mgmt_t *g)
 {
     static metrics_peer_t peers[METRICS_MAX_PEERS];
-    size_t n = 0;
-    json_t *st = g->mesh ? mesh_status(g->mesh) : NULL;
-    json_t *list = json_object_get(st, "peers");
-    for (size_t i = 0; i < json_array_size(list) && n < METRICS_MAX_PEERS; i++) {
-        json_t *p = json_array_get(list, i);
-        const char *id = json_string_value(json_object_get(p, "id"));
-        const char *state = json_string_value(json_object_get(p, "state"));
-        json_t *rtt = json_object_get(p, "rtt_ms");
-        if (!id) continue;
-        snprintf(peers[n].id, sizeof peers[n].id, "%s", id);
-        snprintf(peers[n].state, sizeof peers[n].state, "%s", state ? state : "unknown");
-        peers[n].rtt_s = json_is_number(rtt) ? json_number_value(rtt) / 1e3 : -1.0;
-        n++;
+    mesh_peer_state_t st[METRICS_MAX_PEERS]; /* ~5 KiB */
+    size_t n = g->mesh ? mesh_peer_states(g->mesh, st, METRICS_MAX_PEERS) : 0;
+    for (size_t i = 0; i < n; i++) {
+        _Static_assert(sizeof peers[i].id == sizeof st[i].id, "peer id sizes");
+        memcpy(peers[i].id, st[i].id, sizeof peers[i].id);
+        snprintf(peers[i].state, sizeof peers[i].state, "%s", st[i].state);
+        peers[i].rtt_s = st[i].rtt_ms >= 0 ? st[i].rtt_ms / 1e3 : -1.0;
     }
-    json_decref(st);
     metrics_set_peers(meshstat_metrics(g->stat), peers, n);
 }
 

@@ -95,17 +95,14 @@ void nostr_app_fill_announcement(const nostr_app_t *na, json_t *ann)
     if (na->pub.started) json_object_set_new(ann, "nostr_published", json_true());
 }
 
-static void published_cb(void *data, const char *id, json_t *ann)
-{
-    (void)id;
-    if (ann && json_is_true(json_object_get(ann, "nostr_published"))) *(bool *)data = true;
-}
-
 bool nostr_app_peers_changed(nostr_app_t *na)
 {
     if (!na->mesh || na->pub.started || na->n_relays == 0 || na->cfg->client) return false;
     bool published = false;
-    mesh_foreach_peer(na->mesh, published_cb, &published);
+    const view_node_t *peers;
+    size_t n = mesh_peers(na->mesh, &peers);
+    for (size_t i = 0; i < n; i++)
+        published |= peers[i].nostr_published;
     if (!published) return false;
     char err[512];
     if (!na->have_key) {

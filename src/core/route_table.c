@@ -375,7 +375,7 @@ size_t rt_checkin_order(const rt_table_t *t, const char *self_id, size_t *order,
     return n;
 }
 
-void rt_table_from_list(rt_table_t *t, const model_list_t *l, const view_node_t *views,
+void rt_table_from_list(rt_table_t *t, const model_list_t *l, const view_node_t *const *views,
                         rt_load_fn load, void *data)
 {
     for (size_t i = 0; i < l->n; i++) {
@@ -389,7 +389,7 @@ void rt_table_from_list(rt_table_t *t, const model_list_t *l, const view_node_t 
         m->requested = r->requested;
         m->short_bytes = r->short_bytes;
         for (size_t k = 0; k < t->n_nodes; k++) {
-            const view_serving_t *s = view_serving(&views[k], r->id);
+            const view_serving_t *s = views[k] ? view_serving(views[k], r->id) : NULL;
             if (s && s->http_ready && rt_model_add_host(m, k, load ? load(data, k, r->id) : 0))
                 rt_model_set_slots(m, k, s->slots);
         }

@@ -139,7 +139,7 @@ bool rt_model_set_slots(rt_model_t *m, size_t node, uint32_t slots);
  * serves it with its HTTP server ready, with load(data, k, name) and the view's slots. Rows
  * rt_table_add_model refuses are skipped. */
 typedef uint32_t (*rt_load_fn)(void *data, size_t node, const char *model);
-void rt_table_from_list(rt_table_t *t, const model_list_t *l, const view_node_t *views,
+void rt_table_from_list(rt_table_t *t, const model_list_t *l, const view_node_t *const *views,
                         rt_load_fn load, void *data);
 int rt_table_find_node(const rt_table_t *t, const char *id);
 const rt_model_t *rt_table_find_model(const rt_table_t *t, const char *name);

@@ -404,6 +404,21 @@ static int decode_downloads(view_node_t *n, const json_t *ann)
     return 0;
 }
 
+/* addrs: ["host:port"], at most VIEW_MAX_ADDRS; a bad or surplus one counts as rejected. */
+static void decode_addrs(view_node_t *n, const json_t *ann)
+{
+    json_t *arr;
+    size_t cnt = get_list(ann, "addrs", &arr, &n->rejected);
+    for (size_t i = 0; i < cnt; i++) {
+        const char *a = json_name(json_array_get(arr, i), VIEW_ADDR_MAX);
+        if (!a || n->n_addrs >= VIEW_MAX_ADDRS) {
+            n->rejected++;
+            continue;
+        }
+        memcpy(n->addrs[n->n_addrs++], a, strlen(a) + 1);
+    }
+}
+
 int view_decode(const json_t *ann, const char *id, view_node_t *out)
 {
     view_node_init(out);
@@ -418,6 +433,8 @@ int view_decode(const json_t *ann, const char *id, view_node_t *out)
     uint64_t speed = 0; /* a member cannot claim an absurd speed: clamped */
     get_uint(ann, "speed_mflops", UINT64_MAX, &speed, rej);
     out->speed_mflops = (uint32_t)(speed > VIEW_SPEED_MAX ? VIEW_SPEED_MAX : speed);
+    decode_addrs(out, ann);
+    out->nostr_published = get_bool(ann, "nostr_published", rej);
 
     json_t *arr;
     size_t cnt = get_list(ann, "available_models", &arr, rej);
@@ -571,6 +588,16 @@ int view_encode(const view_node_t *n, json_t *ann)
         json_object_set_new(ann, "speed_mflops", json_integer((json_int_t)n->speed_mflops));
     else
         json_object_del(ann, "speed_mflops");
+    if (n->n_addrs) {
+        json_t *addrs = json_array();
+        for (size_t i = 0; addrs && i < n->n_addrs; i++)
+            if (json_array_append_new(addrs, json_string(n->addrs[i])) != 0) {
+                json_decref(addrs);
+                addrs = NULL;
+            }
+        if (!addrs || json_object_set_new(ann, "addrs", addrs) != 0) return -ENOMEM;
+    }
+    if (n->nostr_published) json_object_set_new(ann, "nostr_published", json_true());
     return 0;
 nomem:
     json_decref(av);
@@ -671,8 +698,11 @@ bool view_node_equal(const view_node_t *a, const view_node_t *b)
         (a->has_free && a->free_bytes != b->free_bytes) || a->n_available != b->n_available ||
         a->n_requested != b->n_requested || a->n_demand != b->n_demand ||
         a->n_sources != b->n_sources || a->n_downloads != b->n_downloads ||
+        a->n_addrs != b->n_addrs || a->nostr_published != b->nostr_published ||
         !view_serving_equal(a, b))
         return false;
+    for (size_t i = 0; i < a->n_addrs; i++)
+        if (strcmp(a->addrs[i], b->addrs[i]) != 0) return false;
     for (size_t i = 0; i < a->n_sources; i++) {
         const view_source_t *x = &a->sources[i], *y = &b->sources[i];
         if (strcmp(x->model, y->model) != 0 || strcmp(x->ref, y->ref) != 0 ||

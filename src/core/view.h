@@ -23,7 +23,8 @@
  *   model_source {model: {ref, size_bytes}} (where any node can fetch the model's file: a
  *   catalog name, hf://…, ORG/REPO:QUANT or an https:// URL — model_ref.h; size_bytes 0 or
  *   absent: unknown), downloading [{model, bytes, total}] (downloads in progress on the node;
- *   total 0: unknown).
+ *   total 0: unknown), addrs ["host:port"] (where to dial it; at most VIEW_MAX_ADDRS, each
+ *   1..VIEW_ADDR_MAX-1 bytes without control characters), nostr_published (boolean).
  *
  * Decoding never trusts the sender:
  *  - the node id is the mesh's (authenticated) id, 64 lowercase hex; the announcement is an
@@ -56,6 +57,8 @@
 #define VIEW_PLAN_ID_MAX 48      /* bytes including the NUL */
 #define VIEW_REF_MAX 512         /* model_source ref, bytes including the NUL */
 #define VIEW_SPEED_MAX 100000000 /* speed_mflops clamp (100 TFLOP/s; = LS_SPEED_MAX) */
+#define VIEW_MAX_ADDRS 16        /* addrs kept per node */
+#define VIEW_ADDR_MAX 64         /* one "host:port", bytes including the NUL (= TOKEN_ADDR_MAX) */
 
 typedef enum {
     VIEW_SERVE_NONE = 0, /* absent or unknown */
@@ -151,7 +154,11 @@ typedef struct {
     size_t n_sources;
     view_download_t *downloads; /* downloading */
     size_t n_downloads;
-    size_t rejected; /* skipped entries and ignored fields while decoding */
+    char addrs[VIEW_MAX_ADDRS][VIEW_ADDR_MAX]; /* where to dial the node (the mesh's, not the model
+                                                  fields: view_encode writes them only when set) */
+    size_t n_addrs;
+    bool nostr_published; /* it publishes the mesh's listing on Nostr (nostr_app.h) */
+    size_t rejected;      /* skipped entries and ignored fields while decoding */
     size_t cap_av_, cap_sv_, cap_rq_, cap_dm_, cap_src_, cap_dl_;
 } view_node_t;
 
@@ -179,7 +186,8 @@ int view_decode(const json_t *ann, const char *id, view_node_t *out);
 /* Set the announcement's model fields (role, vram_bytes, free_bytes, speed_mflops (when
  * known), available_models,
  * requested_models, serving, request_rates, last_request, model_source, downloading) from n;
- * model_source / downloading are left out when empty. 0, -ENOMEM. */
+ * model_source / downloading are left out when empty; addrs and nostr_published are written
+ * only when n has them (this node's own are the mesh's and nostr_app's). 0, -ENOMEM. */
 int view_encode(const view_node_t *n, json_t *ann);
 
 /* The first serving entry / available model with this name, or NULL. */

@@ -76,6 +76,36 @@ static void g_send(void *data, const char *to, json_t *msg)
     mesh_dial(m, p);
 }
 
+void mesh_views_sync(mesh_t *m)
+{
+    size_t n = m->g ? gossip_peer_count(m->g) : 0, k = 0;
+    view_set_in_t *in = n ? calloc(n, sizeof *in) : NULL;
+    if (n && !in) return; /* no memory: the views stay as they were until the next event */
+    for (size_t i = 0; i < n; i++) {
+        const gossip_peer_t *p = gossip_peer_at(m->g, i);
+        if (p->state == GOSSIP_ALIVE && p->ann)
+            in[k++] = (view_set_in_t){p->id, p->ann, p->inc, p->seq};
+    }
+    view_set_sync(&m->views, in, k);
+    free(in);
+}
+
+size_t mesh_peers(mesh_t *m, const view_node_t **out)
+{
+    *out = m->views.v;
+    return m->views.n;
+}
+
+uint64_t mesh_peers_gen(const mesh_t *m)
+{
+    return m->views.gen;
+}
+
+uint64_t mesh_view_decodes(const mesh_t *m)
+{
+    return m->views.decodes;
+}
+
 static void g_event(void *data, gossip_event_t ev, const gossip_peer_t *peer)
 {
     mesh_t *m = data;
@@ -108,6 +138,7 @@ static void g_event(void *data, gossip_event_t ev, const gossip_peer_t *peer)
         break;
     }
     }
+    mesh_views_sync(m); /* the one decode of a changed announcement */
     if (!m->stopping && m->o.on_peers_changed) m->o.on_peers_changed(m->o.data);
     if (ev == GOSSIP_EV_DEAD || ev == GOSSIP_EV_LEFT) mesh_peer_gone(m);
 }
@@ -356,12 +387,20 @@ tp_conn_t *mesh_conn(mesh_t *m, const char *peer_id)
     return NULL;
 }
 
-void mesh_foreach_peer(mesh_t *m, void (*fn)(void *data, const char *id, json_t *ann), void *data)
+static const char *state_name(gossip_state_t s);
+
+size_t mesh_peer_states(mesh_t *m, mesh_peer_state_t *out, size_t max)
 {
-    for (size_t i = 0; i < gossip_peer_count(m->g); i++) {
+    size_t n = 0;
+    for (size_t i = 0; i < gossip_peer_count(m->g) && n < max; i++) {
         const gossip_peer_t *p = gossip_peer_at(m->g, i);
-        if (p->state == GOSSIP_ALIVE) fn(data, p->id, p->ann);
+        tp_conn_t *c = tp_find(m->ep, p->id);
+        snprintf(out[n].id, sizeof out[n].id, "%s", p->id);
+        out[n].state = state_name(p->state);
+        out[n].rtt_ms = c ? tp_conn_rtt_ms(c) : -1.0;
+        n++;
     }
+    return n;
 }
 
 const char *mesh_node_id(const mesh_t *m)
@@ -452,6 +491,8 @@ json_t *mesh_status(mesh_t *m)
         entries++;
     json_object_set_new(json_object_get(out, "stats"), "peer_entries",
                         json_integer((json_int_t)entries));
+    json_object_set_new(json_object_get(out, "stats"), "view_decodes",
+                        json_integer((json_int_t)m->views.decodes));
     gossip_trust_stats(json_object_get(out, "stats"), gs);
     return out;
 }
@@ -470,6 +511,7 @@ static void handle_closed(uv_handle_t *h)
         free(p);
     }
     gossip_free(m->g);
+    view_set_free(&m->views);
     sodium_memzero(&m->id, sizeof m->id);
     sodium_memzero(&m->cred, sizeof m->cred);
     sodium_memzero(&m->own, sizeof m->own);

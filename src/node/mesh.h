@@ -22,6 +22,7 @@
 #include "changes.h"
 #include "identity.h"
 #include "transport.h"
+#include "view.h"
 
 #define MESH_MAX_JOIN 16
 
@@ -70,8 +71,22 @@ void mesh_announce_changed(mesh_t *m);
 void mesh_set_role(mesh_t *m, const char *role);
 /* The ready connection to a peer; when there is none, a dial starts and NULL is returned. */
 tp_conn_t *mesh_conn(mesh_t *m, const char *peer_id);
-/* Call fn for every live peer (its announcement may be NULL). */
-void mesh_foreach_peer(mesh_t *m, void (*fn)(void *data, const char *id, json_t *ann), void *data);
+/* The live peers as typed views (view.h), in id order. Each announcement is decoded once,
+ * when gossip reports it changed (core/view_set.h), not per call. *out (and the ids in the
+ * views) are valid until mesh_peers_gen changes: the next gossip event that changes a peer, or
+ * mesh_go_passive; consumers that keep them across loop turns compare the generation. */
+size_t mesh_peers(mesh_t *m, const view_node_t **out);
+uint64_t mesh_peers_gen(const mesh_t *m);
+/* The announcements decoded so far (mesh_status "stats"."view_decodes"). */
+uint64_t mesh_view_decodes(const mesh_t *m);
+/* Every peer gossip holds (live, dead or left), for /metrics. state: "alive" | "dead" |
+ * "left" (static); rtt_ms < 0: no connection. */
+typedef struct {
+    char id[ID_HEX_LEN + 1];
+    const char *state;
+    double rtt_ms;
+} mesh_peer_state_t;
+size_t mesh_peer_states(mesh_t *m, mesh_peer_state_t *out, size_t max);
 
 /* Passive mode (mesh_passive.c). go_active: join gossip through the --join tokens (a promoted
  * standby); go_passive: leave gossip (signed "leaving": peers drop this node at once) and stop

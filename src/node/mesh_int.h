@@ -25,6 +25,7 @@
 
 #include "gossip.h"
 #include "mesh.h"
+#include "view_set.h"
 
 #define MAX_QUEUE 64 /* messages waiting for a connection, per peer */
 #define MAX_ADDRS 16
@@ -91,6 +92,7 @@ struct mesh {
     uint64_t msgs_in, msgs_bad;
     uint64_t msgs_dropped; /* outgoing gossip refused by the transport's back-pressure */
     uint64_t leave_deadline;
+    view_set_t views; /* the live peers' announcements, decoded once per change (mesh_peers) */
 };
 
 /* mesh_peers.c */
@@ -121,6 +123,9 @@ void mesh_set_cred(mesh_t *m, const mesh_cred_t *cred);
 /* mesh.c */
 /* A gossip state machine for this node at `incarnation`, with its current announcement. */
 gossip_t *mesh_gossip_new(mesh_t *m, uint64_t incarnation);
+/* Bring the typed peers (views) in line with gossip's live peers: after every gossip event and
+ * when the gossip state machine is replaced. */
+void mesh_views_sync(mesh_t *m);
 
 /* mesh_join.c: the driver */
 void mesh_dial(mesh_t *m, mpeer_t *p); /* no-op while a dial is out or backing off */

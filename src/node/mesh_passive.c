@@ -48,6 +48,7 @@ void mesh_go_passive(mesh_t *m)
         gossip_free(m->g);
         m->g = fresh;
         m->id.incarnation = inc;
+        mesh_views_sync(m); /* no peers from now on */
     }
     m->passive = true;
     m->joined = m->joining = false;

@@ -11,6 +11,7 @@
 #include "ledger.h"
 #include "llama_args.h"
 #include "log.h"
+#include "promote.h"
 #include "options.h"
 #include "rpc_cache.h"
 #include "tunnel_rpc.h"
@@ -151,11 +152,20 @@ bool planner_rpc_allowed(planner_t *pl, const char *peer_id, const char *model)
 
 /* ---- allocation ---- */
 
+/* The promotion rules over the peers and this node's view (planner_demand.c). */
+static void promote(planner_t *pl, const peers_t *P)
+{
+    view_node_t self;
+    bool ok = self_view(pl, &self) == 0;
+    pd_promote(pl, P, ok ? &self : NULL);
+    view_node_free(&self);
+}
+
 static void allocate(planner_t *pl, const peers_t *P)
 {
     if (!pl->allocating || pl->n > 0 || !pl->mesh || pl->passive) return;
     if (pl->standby) { /* demoted: only promotion gives it a model again */
-        pd_promote(pl, P);
+        promote(pl, P);
         return;
     }
     catalog_avail_t *disk = calloc(pl->ms->n + 1, sizeof *disk);
@@ -210,7 +220,7 @@ static void allocate(planner_t *pl, const peers_t *P)
         }
     } else if (res.kind != PP_ALLOC_TAKE) {
         /* standing by (or every peer gone): the promotion rules may still want this node */
-        if (res.kind != PP_ALLOC_LATER || P->n == 0) pd_promote(pl, P);
+        if (res.kind != PP_ALLOC_LATER || P->n == 0) promote(pl, P);
         return;
     }
     pmodel_t *pm = &pl->models[pl->n++];
@@ -582,10 +592,52 @@ static bool waits_for_nodes(planner_t *pl)
     return true;
 }
 
+/* Demand windows, then (once a second) whether to demote: either re-plans. */
+static void tick_demand(planner_t *pl)
+{
+    bool kick = pd_tick(pl);
+    if (pd_demote_due(pl)) {
+        peers_t P;
+        view_node_t self;
+        peers_get(pl, &P);
+        bool ok = self_view(pl, &self) == 0;
+        kick |= pd_check_demote(pl, &P, ok ? &self : NULL);
+        view_node_free(&self);
+        peers_free(&P);
+    }
+    if (kick) planner_kick(pl);
+}
+
+static size_t ready_peers(const peers_t *P)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < P->n; i++) {
+        bool ready = false;
+        for (size_t k = 0; k < P->v[i].n_serving && !ready; k++)
+            ready = P->v[i].serving[k].http_ready;
+        n += ready;
+    }
+    return n;
+}
+
+bool planner_wants_passive(planner_t *pl)
+{
+    if (!pl->mesh || pl->stopping) return false;
+    peers_t P;
+    if (peers_get(pl, &P) != 0) return false;
+    promo_passive_input_t in = {.allocating = pl->allocating,
+                                .n_requested = pl->cfg->n_requested,
+                                .n_planned = pl->n,
+                                .nothing_for_it = pl->standby || pl->alloc_none,
+                                .n_ready_peers = ready_peers(&P)};
+    peers_free(&P);
+    return promo_go_passive(&in);
+}
+
 static void on_tick(uv_timer_t *t)
 {
     planner_t *pl = t->data;
-    pd_tick(pl);
+    tick_demand(pl);
     /* a node without a model re-decides on changes (peers, children, models: planner_kick),
      * on this tick only while allocation waits for the mesh to settle; a passive standby
      * decides on its routing tables (standby.h) */

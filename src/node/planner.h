@@ -104,8 +104,8 @@ struct planner {
     bool alloc_none;     /* the last allocation found nothing for this node */
     bool alloc_settling; /* it waits for the mesh to settle (PP_ALLOC_SETTLE_MS) */
     bool passive;        /* standing by passively (standby.h): no gossip, so no allocation */
-    /* The live peers decoded once per change for routing (planner_view.c: a peers_t, owned);
-     * dropped on every change (planner_peers_changed, planner_kick, a re-plan). */
+    /* The peers for routing (planner_view.c: a peers_t borrowing mesh_peers, refreshed on each
+     * use; the holder is freed by planner_peers_changed). */
     void *route_peers;
     /* Called after every re-plan (the standby driver looks whether to stand by passively). */
     void (*on_replanned)(void *data);
@@ -157,8 +157,8 @@ void planner_park(planner_t *pl, const char *model, httpd_req_t *req);
  * decodes them anew. */
 void planner_peers_changed(planner_t *pl);
 
-/* Standby (planner_demand.c; the driver is standby.h). wants_passive: promo_go_passive over
- * this node's plan and its peers. promote_from_table: the promotion rules over a passive
+/* Standby (planner.c, planner_demand.c; the driver is standby.h). wants_passive: promo_go_passive
+ * over this node's plan and its peers. promote_from_table: the promotion rules over a passive
  * standby's routing table (t NULL: no active node answered); true when it took a model (it then
  * plans for it like an allocated one). */
 bool planner_wants_passive(planner_t *pl);

@@ -49,12 +49,10 @@ void pd_fill_self(planner_t *pl, view_node_t *n)
     }
 }
 
-/* The mesh's per-model sums: the peers' views and this node's. */
-static size_t mesh_sums(planner_t *pl, const peers_t *P, view_node_t *self, demand_sum_t *s)
+/* The mesh's per-model sums: the peers' views and this node's (self NULL: unknown). */
+static size_t mesh_sums(const peers_t *P, const view_node_t *self, demand_sum_t *s)
 {
-    view_node_init(self);
-    bool ok = self_view(pl, self) == 0;
-    return demand_sum(P->v, P->n, ok ? self : NULL, s, MAX_SUMS);
+    return demand_sum(P->v, P->n, self, s, MAX_SUMS);
 }
 
 static void take(planner_t *pl, const char *model, const char *rule)
@@ -111,18 +109,15 @@ static bool promote_with(planner_t *pl, const promo_model_t *models, size_t n_mo
     return true;
 }
 
-bool pd_promote(planner_t *pl, const peers_t *P)
+bool pd_promote(planner_t *pl, const peers_t *P, const view_node_t *self)
 {
     if (pl->n > 0 || !pl->allocating || pl->passive || (P->n == 0 && !pl->promo.seen_active))
         return false;
     static demand_sum_t sums[MAX_SUMS];
     static promo_model_t models[MAX_SUMS];
-    view_node_t self;
-    size_t ns = mesh_sums(pl, P, &self, sums);
-    bool took = promote_with(pl, models, promo_models_from_sums(sums, ns, models, MAX_SUMS), P->n,
-                             "the gossip view");
-    view_node_free(&self);
-    return took;
+    size_t ns = mesh_sums(P, self, sums);
+    return promote_with(pl, models, promo_models_from_sums(sums, ns, models, MAX_SUMS), P->n,
+                        "the gossip view");
 }
 
 bool planner_promote_from_table(planner_t *pl, const rt_table_t *t)
@@ -132,32 +127,6 @@ bool planner_promote_from_table(planner_t *pl, const rt_table_t *t)
     size_t n = t ? promo_models_from_table(t, models, RT_MAX_MODELS) : 0;
     return promote_with(pl, models, n, t ? t->n_nodes : 0,
                         t ? "the routing table" : "no routing table: none answered");
-}
-
-static size_t ready_peers(const peers_t *P)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < P->n; i++) {
-        bool ready = false;
-        for (size_t k = 0; k < P->v[i].n_serving && !ready; k++)
-            ready = P->v[i].serving[k].http_ready;
-        n += ready;
-    }
-    return n;
-}
-
-bool planner_wants_passive(planner_t *pl)
-{
-    if (!pl->mesh || pl->stopping) return false;
-    peers_t P;
-    if (peers_get(pl, &P) != 0) return false;
-    promo_passive_input_t in = {.allocating = pl->allocating,
-                                .n_requested = pl->cfg->n_requested,
-                                .n_planned = pl->n,
-                                .nothing_for_it = pl->standby || pl->alloc_none,
-                                .n_ready_peers = ready_peers(&P)};
-    peers_free(&P);
-    return promo_go_passive(&in);
 }
 
 /* A model on this node's disk that is wanted (requested or asked for), has no host, and does
@@ -201,23 +170,28 @@ static void demote(planner_t *pl, pmodel_t *pm, promo_demote_t why)
     snprintf(pl->alloc.rule, sizeof pl->alloc.rule, "standby");
 }
 
-static void check_demote(planner_t *pl)
+bool pd_demote_due(planner_t *pl)
 {
-    if (!pl->allocating || pl->n != 1 || !pl->mesh) return;
+    uint64_t now = now_ms(pl);
+    if (now - pl->last_demote_check_ms < DEMOTE_CHECK_MS) return false;
+    pl->last_demote_check_ms = now;
+    if (!pl->allocating || pl->n != 1 || !pl->mesh) return false;
+    const pmodel_t *pm = &pl->models[0];
+    return pm->e && !pm->seeding;
+}
+
+bool pd_check_demote(planner_t *pl, const peers_t *P, const view_node_t *self)
+{
     pmodel_t *pm = &pl->models[0];
     model_entry_t *e = pm->e;
-    if (!e || pm->seeding) return;
-    peers_t P;
-    if (peers_get(pl, &P) != 0) return;
     static demand_sum_t sums[MAX_SUMS];
-    view_node_t self;
-    size_t ns = mesh_sums(pl, &P, &self, sums);
+    size_t ns = mesh_sums(P, self, sums);
     promo_host_t others[CATALOG_MAX_NODES];
     size_t no = 0;
-    for (size_t i = 0; i < P.n && no < CATALOG_MAX_NODES; i++) {
-        const view_serving_t *s = view_serving(&P.v[i], pm->name);
+    for (size_t i = 0; i < P->n && no < CATALOG_MAX_NODES; i++) {
+        const view_serving_t *s = view_serving(&P->v[i], pm->name);
         if (s && s->is_host && s->http_ready)
-            others[no++] = (promo_host_t){.id = P.v[i].id, .pinned = s->pinned};
+            others[no++] = (promo_host_t){.id = P->v[i].id, .pinned = s->pinned};
     }
     const demand_entry_t *d = demand_find(&pl->ms->demand, pm->name);
     const demand_sum_t *m = demand_sum_find(sums, ns, pm->name);
@@ -237,25 +211,18 @@ static void check_demote(planner_t *pl)
         .memory_wanted = memory_wanted(pl, pm, sums, ns),
     };
     promo_demote_t why = promo_demote(&in);
-    view_node_free(&self);
-    peers_free(&P);
-    if (why == DEMOTE_KEEP) return;
+    if (why == DEMOTE_KEEP) return false;
     demote(pl, pm, why);
-    planner_kick(pl);
+    return true;
 }
 
-void pd_tick(planner_t *pl)
+bool pd_tick(planner_t *pl)
 {
     uint64_t now = now_ms(pl);
     if (pl->n > 0 && !pl->serving_since_ms) pl->serving_since_ms = now;
-    if (demand_tick(&pl->ms->demand, now) && pl->mesh) {
-        mesh_announce_changed(pl->mesh); /* the new rates */
-        planner_kick(pl);
-    }
-    if (now - pl->last_demote_check_ms >= DEMOTE_CHECK_MS) {
-        pl->last_demote_check_ms = now;
-        check_demote(pl);
-    }
+    if (!demand_tick(&pl->ms->demand, now) || !pl->mesh) return false;
+    mesh_announce_changed(pl->mesh); /* the new rates */
+    return true;
 }
 
 /* node.demand in /api/status: this node's counts and its standby state. */
@@ -278,22 +245,21 @@ void pd_status(planner_t *pl, json_t *node)
 }
 
 /* request_rate / last_request of model across the mesh (0 when nobody counts it). */
-void pd_rate(planner_t *pl, const peers_t *P, const char *model, uint64_t *rate, uint64_t *last)
+void pd_rate(const peers_t *P, const view_node_t *self, const char *model, uint64_t *rate,
+             uint64_t *last)
 {
     static demand_sum_t sums[MAX_SUMS];
-    view_node_t self;
-    size_t ns = mesh_sums(pl, P, &self, sums);
+    size_t ns = mesh_sums(P, self, sums);
     const demand_sum_t *s = demand_sum_find(sums, ns, model);
     *rate = s ? (uint64_t)s->rate : 0;
     *last = s ? (uint64_t)s->last_unix : 0;
-    view_node_free(&self);
 }
 
 /* request_rate / last_request of each catalog model in /api/status entries. */
-void pd_annotate(planner_t *pl, const peers_t *P, json_t *entry, const char *model)
+void pd_annotate(const peers_t *P, const view_node_t *self, json_t *entry, const char *model)
 {
     uint64_t rate, last;
-    pd_rate(pl, P, model, &rate, &last);
+    pd_rate(P, self, model, &rate, &last);
     json_object_set_new(entry, "request_rate", json_integer((json_int_t)rate));
     json_object_set_new(entry, "last_request", json_integer((json_int_t)last));
 }

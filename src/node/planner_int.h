@@ -7,17 +7,17 @@
 #include "planner.h"
 #include "view.h"
 
-/* The live peers with an announcement, each decoded once (view.h). */
+/* The live peers with an announcement as the mesh decoded them (mesh_peers: once per change),
+ * borrowed: valid until the loop runs again (the next gossip event). */
 typedef struct {
-    view_node_t *v;
-    const char **id; /* the mesh's peer ids, borrowed until the loop runs again */
-    size_t n, cap_;
+    const view_node_t *v;
+    size_t n;
 } peers_t;
 
-int peers_get(planner_t *pl, peers_t *P); /* peers_free(P) after */
+int peers_get(planner_t *pl, peers_t *P); /* peers_free(P) after (forgets the borrow) */
 void peers_free(peers_t *P);
 const view_node_t *peers_find(const peers_t *P, const char *id);
-/* The peers as decoded at the last change (planner.h route_peers; NULL on no memory): for the
+/* peers_get into the planner's own peers_t (planner.h route_peers; NULL on no memory): for the
  * per-request paths. Valid until the next change; ids are the views' own. */
 const peers_t *peers_cached(planner_t *pl);
 pmodel_t *pm_find(planner_t *pl, const char *name);
@@ -43,13 +43,23 @@ typedef struct {
 int cnodes_build(planner_t *pl, const peers_t *P, bool skip_self, cnodes_t *c);
 void cnodes_free(cnodes_t *c);
 
-/* planner_demand.c */
+/* planner_demand.c: the bottom of the planner (planner.c -> planner_view.c -> planner_demand.c;
+ * it calls neither): callers hand it the peers and this node's view (self_view; NULL when it
+ * could not be built), and it says what the planner should do instead of doing it. */
 void pd_init(planner_t *pl);
-void pd_tick(planner_t *pl);
-bool pd_promote(planner_t *pl, const peers_t *P); /* a standby took a model */
+/* Close the demand windows; true when a rate changed (re-announced): re-plan (planner_kick). */
+bool pd_tick(planner_t *pl);
+/* A demotion check is due (once a second, for a node serving one model the mesh gave it). */
+bool pd_demote_due(planner_t *pl);
+/* promo_demote over the peers; true when it demoted the model: re-plan. */
+bool pd_check_demote(planner_t *pl, const peers_t *P, const view_node_t *self);
+bool pd_promote(planner_t *pl, const peers_t *P, const view_node_t *self); /* took a model */
 void pd_fill_self(planner_t *pl, view_node_t *n);
 void pd_status(planner_t *pl, json_t *node);
-void pd_rate(planner_t *pl, const peers_t *P, const char *model, uint64_t *rate, uint64_t *last);
-void pd_annotate(planner_t *pl, const peers_t *P, json_t *entry, const char *model);
+/* request_rate / last_request of model over the peers and self (0 when nobody counts it). */
+void pd_rate(const peers_t *P, const view_node_t *self, const char *model, uint64_t *rate,
+             uint64_t *last);
+/* the same, into entry (/api/status). */
+void pd_annotate(const peers_t *P, const view_node_t *self, json_t *entry, const char *model);
 
 #endif

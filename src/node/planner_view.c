@@ -16,48 +16,17 @@
 
 /* ---- the mesh as seen from here ---- */
 
-static void count_cb(void *data, const char *id, json_t *ann)
-{
-    if (ann) (*(size_t *)data)++;
-}
-
-static void collect_cb(void *data, const char *id, json_t *ann)
-{
-    peers_t *P = data;
-    if (!ann || P->n >= P->cap_) return;
-    /* an announcement that cannot be read at all (or no memory) leaves the peer out */
-    if (view_decode(ann, id, &P->v[P->n]) != 0) {
-        view_node_free(&P->v[P->n]);
-        return;
-    }
-    P->id[P->n++] = id;
-}
-
 int peers_get(planner_t *pl, peers_t *P)
 {
     memset(P, 0, sizeof *P);
     if (!pl->mesh) return 0;
-    size_t cap = 0;
-    mesh_foreach_peer(pl->mesh, count_cb, &cap);
-    if (cap > CATALOG_MAX_NODES - 1) cap = CATALOG_MAX_NODES - 1;
-    if (cap == 0) return 0;
-    P->v = calloc(cap, sizeof *P->v);
-    P->id = calloc(cap, sizeof *P->id);
-    if (!P->v || !P->id) {
-        peers_free(P);
-        return -ENOMEM;
-    }
-    P->cap_ = cap;
-    mesh_foreach_peer(pl->mesh, collect_cb, P);
+    P->n = mesh_peers(pl->mesh, &P->v); /* decoded once per change by the mesh, borrowed */
+    if (P->n > CATALOG_MAX_NODES - 1) P->n = CATALOG_MAX_NODES - 1;
     return 0;
 }
 
 void peers_free(peers_t *P)
 {
-    for (size_t i = 0; i < P->n; i++)
-        view_node_free(&P->v[i]);
-    free(P->v);
-    free(P->id);
     memset(P, 0, sizeof *P);
 }
 
@@ -88,13 +57,10 @@ bool pm_is_host(const pmodel_t *pm)
 
 const peers_t *peers_cached(planner_t *pl)
 {
-    if (pl->route_peers) return pl->route_peers;
-    peers_t *P = calloc(1, sizeof *P);
-    if (!P || peers_get(pl, P) != 0) {
-        free(P);
-        return NULL;
-    }
+    peers_t *P = pl->route_peers ? pl->route_peers : calloc(1, sizeof *P);
+    if (!P) return NULL;
     pl->route_peers = P;
+    peers_get(pl, P); /* borrowed from the mesh: no decode, always the current generation */
     return P;
 }
 
@@ -490,7 +456,7 @@ static void list_catalog(planner_t *pl, model_list_t *list, bool downloads)
         r->in_catalog = true;
         r->nodes = e->n_holders;
         r->requested = e->requested;
-        pd_rate(pl, &P, e->name, &r->request_rate, &r->last_request);
+        pd_rate(&P, &cn.self, e->name, &r->request_rate, &r->last_request);
     }
     catalog_free(&cat);
     cnodes_free(&cn);
@@ -567,7 +533,7 @@ void planner_status(planner_t *pl, json_t *st)
                              ids_json(e->servers, e->n_servers), "hosts",
                              ids_json(e->hosts, e->n_hosts), "requested", e->requested));
             json_t *o = json_array_get(a, json_array_size(a) - 1);
-            pd_annotate(pl, &P, o, e->name);
+            pd_annotate(&P, &cn.self, o, e->name);
             json_t *dl = download_json(&P, &cn.self, e->name);
             if (dl) json_object_set_new(o, "downloading", dl);
         }

@@ -31,14 +31,6 @@ typedef struct {
     bool lister_live;
 } members_t;
 
-static void members_cb(void *data, const char *id, json_t *ann)
-{
-    members_t *s = data;
-    (void)ann;
-    if (strcmp(id, s->self) < 0) s->smallest = false;
-    if (s->lister && strcmp(id, s->lister) == 0) s->lister_live = true;
-}
-
 /* The newest live listing of the mesh (by anyone), and whether its publisher is this node or a
  * live member (anyone can sign a listing with the mesh's id: a stranger's never makes the
  * publisher yield). */
@@ -49,7 +41,12 @@ static bool mesh_listing(publisher_t *p, mesh_listing_t *l, members_t *m)
     m->lister = found ? l->node : NULL;
     m->smallest = true;
     m->lister_live = false;
-    mesh_foreach_peer(p->mesh, members_cb, m);
+    const view_node_t *peers;
+    size_t n = mesh_peers(p->mesh, &peers);
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(peers[i].id, m->self) < 0) m->smallest = false;
+        if (m->lister && strcmp(peers[i].id, m->lister) == 0) m->lister_live = true;
+    }
     if (found && strcmp(l->node, m->self) == 0) m->lister_live = true;
     return found;
 }

@@ -38,53 +38,47 @@ void route_serve_invalidate(route_serve_t *rs)
 typedef struct {
     route_serve_t *rs;
     rt_table_t *t;
-    json_t *anns[RT_MAX_NODES]; /* borrowed, by node index */
+    const view_node_t *views[RT_MAX_NODES]; /* by node index: self, or mesh_peers' (borrowed) */
+    view_node_t self;                       /* this node's announcement, decoded */
 } build_t;
 
-static void add_node(build_t *b, const char *id, json_t *ann, const char *const *addrs,
-                     size_t n_addrs)
+static void add_node(build_t *b, const view_node_t *v, const char *const *addrs, size_t n_addrs)
 {
-    const char *role = json_string_value(json_object_get(ann, "role"));
-    if (!ann || (role && strcmp(role, "client") == 0)) return; /* clients are not active */
-    json_t *vram = json_object_get(ann, "vram_bytes");
-    int k = rt_table_add_node(b->t, id,
-                              json_is_integer(vram) && json_integer_value(vram) > 0
-                                  ? (uint64_t)json_integer_value(vram)
-                                  : 0);
+    if (v->role == CATALOG_ROLE_CLIENT) return; /* clients are not active */
+    int k = rt_table_add_node(b->t, v->id, v->vram_bytes);
     if (k < 0) return;
-    b->anns[k] = ann;
-    for (size_t i = 0; i < n_addrs; i++)
+    b->views[k] = v;
+    for (size_t i = 0; i < n_addrs && i < RT_MAX_ADDRS; i++)
         rt_node_add_addr(&b->t->nodes[k], addrs[i]);
 }
 
-static void peer_cb(void *data, const char *id, json_t *ann)
+/* This node (its announcement: NULL when passive) and the mesh's live peers, decoded by the
+ * mesh once per change. */
+static void add_nodes(build_t *b, json_t *self_ann, const char *const *own, size_t n_own)
 {
-    build_t *b = data;
-    const char *addrs[RT_MAX_ADDRS];
-    size_t n = 0, i;
-    json_t *v;
-    json_array_foreach(json_object_get(ann, "addrs"), i, v)
-    {
-        if (json_is_string(v) && n < RT_MAX_ADDRS) addrs[n++] = json_string_value(v);
+    if (self_ann && view_decode(self_ann, mesh_node_id(b->rs->mesh), &b->self) == 0)
+        add_node(b, &b->self, own, n_own);
+    const view_node_t *peers;
+    size_t n = mesh_peers(b->rs->mesh, &peers);
+    for (size_t i = 0; i < n; i++) {
+        const char *addrs[VIEW_MAX_ADDRS];
+        for (size_t a = 0; a < peers[i].n_addrs; a++)
+            addrs[a] = peers[i].addrs[a];
+        add_node(b, &peers[i], addrs, peers[i].n_addrs);
     }
-    add_node(b, id, ann, addrs, n);
 }
 
 /* requests per minute the node announces for model (request_rates), 0 unknown */
-static uint32_t load_of(json_t *ann, const char *model)
+static uint32_t load_of(const view_node_t *v, const char *model)
 {
-    json_t *r = json_object_get(json_object_get(ann, "request_rates"), model);
-    if (json_is_integer(r) && json_integer_value(r) > 0)
-        return json_integer_value(r) > UINT32_MAX ? UINT32_MAX : (uint32_t)json_integer_value(r);
-    if (json_is_real(r) && json_real_value(r) > 0 && json_real_value(r) < 4e9)
-        return (uint32_t)(json_real_value(r) + 0.5);
-    return 0;
+    const view_demand_t *d = view_demand(v, model);
+    return !d ? 0 : d->rate > UINT32_MAX ? UINT32_MAX : (uint32_t)d->rate;
 }
 
 static uint32_t node_load(void *data, size_t node, const char *model)
 {
     build_t *b = data;
-    return load_of(b->anns[node], model);
+    return load_of(b->views[node], model);
 }
 
 int route_serve_build(route_serve_t *rs, rt_table_t *t)
@@ -93,29 +87,21 @@ int route_serve_build(route_serve_t *rs, rt_table_t *t)
     rt_table_init(t, mesh_id(rs->mesh));
     t->refresh_ms = rs->refresh_ms;
     build_t *b = calloc(1, sizeof *b);
-    view_node_t *views = calloc(RT_MAX_NODES, sizeof *views);
     model_list_t list;
     ml_init(&list);
     int rc = -ENOMEM;
-    if (!b || !views) goto out;
+    if (!b) goto out;
     b->rs = rs;
     b->t = t;
     json_t *self = mesh_self_announcement(rs->mesh);
     const char *own[RT_MAX_ADDRS];
-    add_node(b, mesh_node_id(rs->mesh), self, own, mesh_own_addrs(rs->mesh, own, RT_MAX_ADDRS));
-    mesh_foreach_peer(rs->mesh, peer_cb, b);
-    for (size_t k = 0; k < t->n_nodes; k++) {
-        view_node_init(&views[k]);
-        if (view_decode(b->anns[k], t->nodes[k].id, &views[k]) != 0) view_node_free(&views[k]);
-    }
+    add_nodes(b, self, own, mesh_own_addrs(rs->mesh, own, RT_MAX_ADDRS));
     planner_list_catalog(rs->plan, &list);
-    rt_table_from_list(t, &list, views, node_load, b);
-    for (size_t k = 0; k < t->n_nodes; k++)
-        view_node_free(&views[k]);
+    rt_table_from_list(t, &list, b->views, node_load, b);
     rc = 0;
 out:
+    if (b) view_node_free(&b->self);
     ml_free(&list);
-    free(views);
     free(b);
     return rc;
 }

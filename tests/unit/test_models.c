@@ -22,18 +22,10 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "config.h"
 #include "httpd.h"
-#include "meshstat.h"
-#include "models.h"
-#include "tunables.h"
-#include "supervisor.h"
+#include "models_fixture.h"
 
-static uv_loop_t loop;
-static config_t cfg;
-static supervisor_t sv;
-static models_t ms;
-static meshstat_t mstat;
+static models_fixture_t fx;
 static httpd_t llama; /* the stand-in llama-server of every child */
 static httpd_t front; /* the node's API: its handler routes to the model named in the path */
 static uint64_t clock_ms;
@@ -77,13 +69,13 @@ static void llama_handler(httpd_req_t *req)
 static void front_handler(httpd_req_t *req)
 {
     size_t i = (size_t)atoi(req->path + 3);
-    assert_true(i < ms.n);
-    models_route(&ms, &ms.entries[i], req);
+    assert_true(i < fx.ms.n);
+    models_route(&fx.ms, &fx.ms.entries[i], req);
 }
 
 static model_entry_t *E(size_t i)
 {
-    return &ms.entries[i];
+    return &fx.ms.entries[i];
 }
 
 /* The supervisor's part: the child's server answers on the stand-in's port. */
@@ -93,7 +85,7 @@ static void ready(size_t i)
     assert_int_equal(c->state, CHILD_STARTING);
     c->state = CHILD_READY;
     c->port = (uint16_t)llama.port;
-    sv.on_ready(&sv, c);
+    fx.sv.on_ready(&fx.sv, c);
 }
 
 static void stopped(size_t i)
@@ -101,13 +93,13 @@ static void stopped(size_t i)
     sv_child_t *c = E(i)->child;
     assert_int_equal(c->state, CHILD_STOPPING);
     c->state = CHILD_STOPPED;
-    sv.on_stopped(&sv, c);
+    fx.sv.on_stopped(&fx.sv, c);
 }
 
 static void turn(int n)
 {
     for (int i = 0; i < n; i++)
-        uv_run(&loop, UV_RUN_NOWAIT);
+        uv_run(&fx.loop, UV_RUN_NOWAIT);
 }
 
 /* Turn the loop until model i's child is in state st (bounded). UV_RUN_ONCE: a load's file check
@@ -115,7 +107,7 @@ static void turn(int n)
 static void wait_state(size_t i, child_state_t st)
 {
     for (int k = 0; k < 1000 && E(i)->child->state != st; k++)
-        uv_run(&loop, UV_RUN_ONCE);
+        uv_run(&fx.loop, UV_RUN_ONCE);
     assert_int_equal(E(i)->child->state, st);
 }
 
@@ -123,7 +115,7 @@ static void wait_state(size_t i, child_state_t st)
 static void load_ready(size_t i, uint64_t t)
 {
     clock_ms = t;
-    models_load(&ms, E(i), false);
+    models_load(&fx.ms, E(i), false);
     wait_state(i, CHILD_STARTING);
     ready(i);
     turn(10);
@@ -152,7 +144,7 @@ static const char *answer_of(int fd)
     size_t len = 0;
     memset(out, 0, sizeof out);
     for (int k = 0; k < 200000 && !strstr(out, "}]}"); k++) {
-        uv_run(&loop, UV_RUN_NOWAIT);
+        uv_run(&fx.loop, UV_RUN_NOWAIT);
         ssize_t r;
         while ((r = recv(fd, out + len, sizeof out - 1 - len, MSG_DONTWAIT)) > 0)
             len += (size_t)r;
@@ -164,50 +156,16 @@ static const char *answer_of(int fd)
 static int setup(void **state)
 {
     (void)state;
-    const char *dir = getenv("MESH_LLM_TEST_MODELS");
-    if (!dir) dir = "../shared/models";
-    static const char *files[] = {"TinyStories-656K-Q8_0.gguf", "llama-2-tiny-random.gguf",
-                                  "stories260K.gguf"};
-    if (uv_loop_init(&loop) != 0) return -1;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.max_loaded[0] = 2;
-    cfg.max_loaded[1] = cfg.max_loaded[2] = 1;
-    char err[256];
-    for (size_t i = 0; i < 3; i++) {
-        char path[1024];
-        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
-        if (config_parse_model_arg(path, &cfg.models[i], err, sizeof err) != 0) {
-            fprintf(stderr, "%s\n", err);
-            return -1;
-        }
-        cfg.models[i].from_dir = true;
-    }
-    cfg.n_models = 3;
-    tunables_defaults(&cfg.tun);
-    meshstat_init(&mstat, NULL);
-    if (sv_init(&sv, &loop, "/bin/true", false, &cfg.tun) != 0) return -1;
-    if (models_init(&ms, &loop, &cfg, &sv, &mstat, err, sizeof err) != 0) {
-        fprintf(stderr, "models_init: %s\n", err);
-        return -1;
-    }
-    models_set_offer(&ms, 8ull << 30);
-    ms.child_start = fake_start;
-    ms.child_stop = fake_stop;
-    ms.clock = fake_clock;
+    if (models_fixture_init(&fx, 0, fake_start, fake_stop) != 0) return -1;
+    fx.ms.clock = fake_clock;
     httpd_opts_t lo = {.host = "127.0.0.1", .handler = llama_handler};
     httpd_opts_t fo = {.host = "127.0.0.1", .handler = front_handler};
-    if (httpd_start(&llama, &loop, &lo) != 0 || httpd_start(&front, &loop, &fo) != 0) return -1;
+    if (httpd_start(&llama, &fx.loop, &lo) != 0 || httpd_start(&front, &fx.loop, &fo) != 0)
+        return -1;
     events[0] = '\0';
     llama_requests = 0;
     clock_ms = 1000;
     return 0;
-}
-
-/* What main does at exit: close every handle left (the supervisor's timers). */
-static void close_handle(uv_handle_t *h, void *arg)
-{
-    (void)arg;
-    if (!uv_is_closing(h)) uv_close(h, NULL);
 }
 
 static int teardown(void **state)
@@ -215,14 +173,7 @@ static int teardown(void **state)
     (void)state;
     httpd_stop(&front);
     httpd_stop(&llama);
-    uv_walk(&loop, close_handle, NULL);
-    uv_run(&loop, UV_RUN_DEFAULT); /* every handle is closing: returns once they and any file
-                                      check on the thread pool are done */
-    sv_close(&sv);
-    models_free(&ms);
-    for (size_t i = 0; i < cfg.n_models; i++)
-        free(cfg.models[i].path);
-    return uv_loop_close(&loop) == 0 ? 0 : -1;
+    return models_fixture_free(&fx);
 }
 
 /* Models 0 and 1 were loaded (0 first); at time t model 2 is loaded: model `gone` leaves and,
@@ -230,7 +181,7 @@ static int teardown(void **state)
 static void load_third_evicts(uint64_t t, size_t gone)
 {
     clock_ms = t;
-    models_load(&ms, E(2), false);
+    models_load(&fx.ms, E(2), false);
     turn(10);
     char want[1024];
     snprintf(want, sizeof want, "start %s;start %s;stop %s;", E(0)->mm->name, E(1)->mm->name,

@@ -328,7 +328,8 @@ static void test_table_from_list(void **state)
     ml_add(&l, "ready_m")->status = ML_UNLOADED; /* a duplicate: the first stays */
     ml_add(&l, "bad\tname");                     /* not a catalog name */
     int calls = 0;
-    rt_table_from_list(t, &l, views, load_of, &calls);
+    const view_node_t *vp[2] = {&views[0], &views[1]};
+    rt_table_from_list(t, &l, vp, load_of, &calls);
     assert_int_equal(t->n_models, 3);
     const rt_model_t *m = rt_table_find_model(t, "ready_m");
     assert_non_null(m);
@@ -358,7 +359,7 @@ static void test_table_from_list(void **state)
     rt_table_init(t, "abc123");
     mkid(id, 1);
     rt_table_add_node(t, id, 0);
-    rt_table_from_list(t, &l, views, NULL, NULL);
+    rt_table_from_list(t, &l, vp, NULL, NULL);
     m = rt_table_find_model(t, "ready_m");
     assert_int_equal(m->n_hosts, 1);
     assert_int_equal(m->hosts[0].load, 0);

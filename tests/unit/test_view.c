@@ -595,6 +595,77 @@ static void test_offer(void **state)
     view_node_free(&n);
 }
 
+/* addrs and nostr_published (the mesh's own fields, decoded with the rest since S13): bounded,
+ * checked, and carried through the round trip. */
+static void test_addrs_and_published(void **state)
+{
+    (void)state;
+    view_node_t n, back;
+    json_t *ann = parse(FULL);
+    assert_int_equal(view_decode(ann, ID_A, &n), 0);
+    assert_int_equal(n.n_addrs, 1);
+    assert_string_equal(n.addrs[0], "127.0.0.1:1");
+    assert_false(n.nostr_published);
+    view_node_free(&n);
+    json_decref(ann);
+
+    /* 20 addresses: 16 kept, 4 rejected; a non-string, an empty and an over-long one rejected */
+    json_t *j = parse("{\"nostr_published\":true}");
+    json_t *addrs = json_array();
+    for (int i = 0; i < 20; i++) {
+        char a[32];
+        snprintf(a, sizeof a, "10.0.0.%d:9337", i);
+        json_array_append_new(addrs, json_string(a));
+    }
+    json_array_insert_new(addrs, 0, json_integer(5));
+    json_array_insert_new(addrs, 1, json_string(""));
+    char longa[VIEW_ADDR_MAX + 1];
+    memset(longa, 'x', VIEW_ADDR_MAX);
+    longa[VIEW_ADDR_MAX] = '\0';
+    json_array_insert_new(addrs, 2, json_string(longa));
+    json_object_set_new(j, "addrs", addrs);
+    assert_int_equal(view_decode(j, ID_A, &n), 0);
+    assert_int_equal(n.n_addrs, VIEW_MAX_ADDRS);
+    assert_string_equal(n.addrs[0], "10.0.0.0:9337");
+    assert_string_equal(n.addrs[VIEW_MAX_ADDRS - 1], "10.0.0.15:9337");
+    assert_int_equal(n.rejected, 3 + 4);
+    assert_true(n.nostr_published);
+
+    /* encoded back only because set; decoded equal */
+    json_t *out = json_object();
+    assert_int_equal(view_encode(&n, out), 0);
+    assert_int_equal(json_array_size(json_object_get(out, "addrs")), VIEW_MAX_ADDRS);
+    assert_true(json_is_true(json_object_get(out, "nostr_published")));
+    assert_int_equal(view_decode(out, ID_A, &back), 0);
+    assert_true(view_node_equal(&n, &back));
+    back.nostr_published = false;
+    assert_false(view_node_equal(&n, &back));
+    view_node_free(&back);
+    json_decref(out);
+
+    /* a node without them (this node's own view) leaves the announcement's as they are */
+    view_node_t self;
+    view_node_init(&self);
+    memcpy(self.id, ID_A, sizeof self.id);
+    out = parse("{\"addrs\":[\"1.2.3.4:5\"]}");
+    assert_int_equal(view_encode(&self, out), 0);
+    assert_string_equal(json_string_value(json_array_get(json_object_get(out, "addrs"), 0)),
+                        "1.2.3.4:5");
+    assert_null(json_object_get(out, "nostr_published"));
+    json_decref(out);
+
+    /* wrong types are ignored and counted */
+    view_node_free(&n);
+    json_decref(j);
+    j = parse("{\"addrs\":\"1.2.3.4:5\",\"nostr_published\":1}");
+    assert_int_equal(view_decode(j, ID_A, &n), 0);
+    assert_int_equal(n.n_addrs, 0);
+    assert_false(n.nostr_published);
+    assert_int_equal(n.rejected, 2);
+    view_node_free(&n);
+    json_decref(j);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -607,6 +678,7 @@ int main(void)
         cmocka_unit_test(test_speed),
         cmocka_unit_test(test_offer),
         cmocka_unit_test(test_sources_and_downloads),
+        cmocka_unit_test(test_addrs_and_published),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
