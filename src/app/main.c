@@ -636,6 +636,7 @@ int main(int argc, char **argv)
         return 1;
     }
     signal(SIGPIPE, SIG_IGN);
+    n->relay.tun = &n->cfg.tun;
 
     if (identity_home(n->cfg.tun.home, n->home, sizeof n->home) != 0) {
         LOGE("node", "cannot find a state directory: set MESH_LLM_HOME or HOME");

@@ -16,6 +16,7 @@
 #include "proxy.h"
 #include "resume.h"
 #include "sse.h"
+#include "tunables.h"
 #include "tunnel.h"
 #include "tunnel_call.h"
 #include "util.h"
@@ -384,9 +385,11 @@ static int attempt_start(relay_t *r, size_t idx)
     /* a host still loading the model holds the request until it is ready: no deadline */
     r->first_byte_ms = 0;
     if (r->hosts[idx].ready) {
-        r->first_byte_ms =
-            resume_first_byte_ms(options_env_ms("MESH_LLM_FIRST_BYTE_MS"),
-                                 options_env_ms("MESH_LLM_FIRST_BYTE_MS_PER_KB"), len);
+        const tunables_t *t = r->rc->tun;
+        r->first_byte_ms = resume_first_byte_ms(
+            t ? t->first_byte_ms : options_env_default("MESH_LLM_FIRST_BYTE_MS"),
+            t ? t->first_byte_ms_per_kb : options_env_default("MESH_LLM_FIRST_BYTE_MS_PER_KB"),
+            len);
         uv_timer_start(&r->timer, on_first_byte_timeout, r->first_byte_ms, 0);
     }
     return 0;
@@ -440,7 +443,9 @@ static bool try_other(relay_t *r)
     /* no connection to any other host yet, but a dial is under way: wait for it, bounded */
     r->dial_waited = true;
     r->wait_idx = dialling;
-    r->wait_until = uv_now(r->loop) + options_env_ms("MESH_LLM_RETRY_DIAL_MS");
+    const tunables_t *t = r->rc->tun;
+    r->wait_until =
+        uv_now(r->loop) + (t ? t->retry_dial_ms : options_env_default("MESH_LLM_RETRY_DIAL_MS"));
     uv_timer_start(&r->timer, on_dial_wait, 20, 20);
     return true;
 }
@@ -775,10 +780,15 @@ int relay_start_io(relay_ctx_t *ctx, const relay_io_t *io, const char *model, ht
 void relay_order_by_prefix(relay_ctx_t *rc, const httpd_req_t *req, const char *const *ids,
                            size_t *order, size_t n)
 {
-    const char *ev = getenv("MESH_LLM_PREFIX_AFFINITY");
-    if (n < 2 || (ev && strcmp(ev, "0") == 0)) return;
+    if (n < 2 || !relay_prefix_affinity(rc)) return;
     uint64_t key = req->rq.prefix;
     if (key) affinity_pick(&rc->affinity, key, ids, order, n);
+}
+
+bool relay_prefix_affinity(const relay_ctx_t *rc)
+{
+    return rc->tun ? rc->tun->prefix_affinity
+                   : options_env_default("MESH_LLM_PREFIX_AFFINITY") != 0;
 }
 
 void relay_stats(const relay_ctx_t *rc, relay_stats_t *out)

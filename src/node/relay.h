@@ -49,11 +49,17 @@ typedef struct {
     uint64_t tokens_resumed;      /* content chunks received from continuations */
 } relay_stats_t;
 
-/* What the node's relays share: their counters and the prefix-affinity memory. Owned by the
- * node (app/main.c), handed to the routing drivers; zeroed is ready. */
+struct tunables;
+
+/* What the node's relays share: their counters, the prefix-affinity memory and their settings.
+ * Owned by the node (app/main.c), handed to the routing drivers; zeroed is ready (tun NULL: the
+ * defaults). */
 typedef struct {
     relay_stats_t stats;
     affinity_t affinity;
+    /* MESH_LLM_FIRST_BYTE_MS, _FIRST_BYTE_MS_PER_KB, _RETRY_DIAL_MS, _PREFIX_AFFINITY (the node's
+     * config_t.tun, borrowed) */
+    const struct tunables *tun;
 } relay_ctx_t;
 
 /* Send req to hosts[0] (then the others, in order, for retries). Returns 0 when the relay took
@@ -78,6 +84,8 @@ int relay_start_io(relay_ctx_t *rc, const relay_io_t *io, const char *model, htt
  * rotation). */
 void relay_order_by_prefix(relay_ctx_t *rc, const httpd_req_t *req, const char *const *ids,
                            size_t *order, size_t n);
+/* Whether prefix affinity is on (MESH_LLM_PREFIX_AFFINITY, tunables.h's 0/1 rule; default on). */
+bool relay_prefix_affinity(const relay_ctx_t *rc);
 
 void relay_stats(const relay_ctx_t *rc, relay_stats_t *out);
 /* The "routing" object of /api/status (rc NULL: zeros). */

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "relay.h"
+#include "tunables.h"
 
 static const char *const IDS[] = {"host-a", "host-b"};
 
@@ -52,6 +53,42 @@ static void test_affinity_is_per_context(void **state)
     json_decref(sb);
 }
 
+/* MESH_LLM_PREFIX_AFFINITY follows the one 0/1 rule of the tunables (read once, through the
+ * context): off, no, false and 0 turn it off (before, only "0" did: "off" left it on); unset, on
+ * and 1 leave it on. Off, the router's order stands and nothing is counted or remembered. */
+static void test_prefix_affinity_switch(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *env;
+        bool on;
+    } CASES[] = {{NULL, true},
+                 {"MESH_LLM_PREFIX_AFFINITY=1", true},
+                 {"MESH_LLM_PREFIX_AFFINITY=on", true},
+                 {"MESH_LLM_PREFIX_AFFINITY=0", false},
+                 {"MESH_LLM_PREFIX_AFFINITY=off", false},
+                 {"MESH_LLM_PREFIX_AFFINITY=No", false},
+                 {"MESH_LLM_PREFIX_AFFINITY=false", false}};
+    for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
+        static tunables_t tun;
+        const char *envp[] = {CASES[i].env, NULL};
+        char err[256];
+        assert_int_equal(tunables_load(&tun, envp, err, sizeof err), 0);
+        static relay_ctx_t a;
+        memset(&a, 0, sizeof a);
+        a.tun = &tun;
+        assert_int_equal(relay_prefix_affinity(&a), CASES[i].on);
+        size_t order[2];
+        order_for(&a, 42, 0, order); /* remembers host-a, when on */
+        order_for(&a, 42, 1, order); /* host-b first: host-a moves up, when on */
+        assert_int_equal(order[0], CASES[i].on ? 0 : 1);
+        assert_int_equal(a.affinity.hits + a.affinity.misses, CASES[i].on ? 2 : 0);
+    }
+    relay_ctx_t z; /* no tunables (a zeroed context): the default, on */
+    memset(&z, 0, sizeof z);
+    assert_true(relay_prefix_affinity(&z));
+}
+
 static void test_status_reads_the_context(void **state)
 {
     (void)state;
@@ -74,6 +111,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_affinity_is_per_context),
+        cmocka_unit_test(test_prefix_affinity_switch),
         cmocka_unit_test(test_status_reads_the_context),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
