@@ -777,14 +777,6 @@ int relay_start_io(relay_ctx_t *ctx, const relay_io_t *io, const char *model, ht
     return 0;
 }
 
-void relay_order_by_prefix(relay_ctx_t *rc, const httpd_req_t *req, const char *const *ids,
-                           size_t *order, size_t n)
-{
-    if (n < 2 || !relay_prefix_affinity(rc)) return;
-    uint64_t key = req->rq.prefix;
-    if (key) affinity_pick(&rc->affinity, key, ids, order, n);
-}
-
 bool relay_prefix_affinity(const relay_ctx_t *rc)
 {
     return rc->tun ? rc->tun->prefix_affinity

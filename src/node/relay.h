@@ -1,6 +1,6 @@
 /* relay — a routed request's exchange with its host, with failure semantics (DESIGN §4 routing).
  *
- * routing.c picks the hosts (core/router.h); the relay sends the request through a
+ * route.c picks the hosts (core/route_decide.h); the relay sends the request through a
  * TUNNEL_HTTP stream (net/tunnel_call.h) and answers the client:
  *  - first byte: a ready host that sends nothing within resume_first_byte_ms(
  *    MESH_LLM_FIRST_BYTE_MS [30000], MESH_LLM_FIRST_BYTE_MS_PER_KB [2000], body size) is given
@@ -78,13 +78,8 @@ typedef struct {
 int relay_start_io(relay_ctx_t *rc, const relay_io_t *io, const char *model, httpd_req_t *req,
                    const relay_host_t *hosts, size_t n);
 
-/* Prefix affinity (core/affinity.h, rc's memory) over the router's order: order[0..n) indexes
- * ids; the host that served the request's prompt prefix before comes first.
- * MESH_LLM_PREFIX_AFFINITY=0 turns it off (the router's own choice: stickiness key or
- * rotation). */
-void relay_order_by_prefix(relay_ctx_t *rc, const httpd_req_t *req, const char *const *ids,
-                           size_t *order, size_t n);
-/* Whether prefix affinity is on (MESH_LLM_PREFIX_AFFINITY, tunables.h's 0/1 rule; default on). */
+/* Whether prefix affinity (core/affinity.h, rc's memory; route.c applies it) is on
+ * (MESH_LLM_PREFIX_AFFINITY, tunables.h's 0/1 rule; default on). */
 bool relay_prefix_affinity(const relay_ctx_t *rc);
 
 void relay_stats(const relay_ctx_t *rc, relay_stats_t *out);
