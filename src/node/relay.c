@@ -777,6 +777,55 @@ int relay_start_io(relay_ctx_t *ctx, const relay_io_t *io, const char *model, ht
     return 0;
 }
 
+typedef struct {
+    relay_flight_t *f;
+    void (*prev)(httpd_req_t *req);
+    void *prev_data;
+} flight_t;
+
+/* The request's life ended (answered, failed, client gone): one fewer in flight there; then
+ * whoever watched it before (admission control) is told. */
+static void flight_done(httpd_req_t *req)
+{
+    flight_t *t = req->finish_data;
+    if (t->f->n > 0) t->f->n--;
+    req->on_finish = t->prev;
+    req->finish_data = t->prev_data;
+    free(t);
+    if (req->on_finish) {
+        void (*fn)(httpd_req_t *) = req->on_finish;
+        req->on_finish = NULL;
+        fn(req);
+    }
+}
+
+void relay_track(relay_ctx_t *rc, httpd_req_t *req, const char *id)
+{
+    relay_flight_t *f = NULL, *free_one = NULL;
+    for (size_t i = 0; i < RELAY_FLIGHT_HOSTS && !f; i++) {
+        relay_flight_t *e = &rc->flight[i];
+        if (e->n && strcmp(e->id, id) == 0) f = e;
+        if (!e->n && !free_one) free_one = e;
+    }
+    if (!f && free_one) {
+        f = free_one;
+        snprintf(f->id, sizeof f->id, "%s", id);
+    }
+    flight_t *t = f ? calloc(1, sizeof *t) : NULL;
+    if (!t) return; /* not counted: the spill-over sees one request fewer */
+    *t = (flight_t){.f = f, .prev = req->on_finish, .prev_data = req->finish_data};
+    req->on_finish = flight_done;
+    req->finish_data = t;
+    f->n++;
+}
+
+uint32_t relay_inflight(const relay_ctx_t *rc, const char *id)
+{
+    for (size_t i = 0; i < RELAY_FLIGHT_HOSTS; i++)
+        if (rc->flight[i].n && strcmp(rc->flight[i].id, id) == 0) return rc->flight[i].n;
+    return 0;
+}
+
 bool relay_prefix_affinity(const relay_ctx_t *rc)
 {
     return rc->tun ? rc->tun->prefix_affinity

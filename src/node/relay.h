@@ -54,9 +54,17 @@ struct tunables;
 /* What the node's relays share: their counters, the prefix-affinity memory and their settings.
  * Owned by the node (app/main.c), handed to the routing drivers; zeroed is ready (tun NULL: the
  * defaults). */
+#define RELAY_FLIGHT_HOSTS 64 /* hosts with this node's requests in flight, counted */
+
+typedef struct {
+    char id[ID_HEX_LEN + 1];
+    uint32_t n; /* this node's requests there, not finished yet (0: a free entry) */
+} relay_flight_t;
+
 typedef struct {
     relay_stats_t stats;
     affinity_t affinity;
+    relay_flight_t flight[RELAY_FLIGHT_HOSTS]; /* the spill-over's facts (route_decide) */
     /* MESH_LLM_FIRST_BYTE_MS, _FIRST_BYTE_MS_PER_KB, _RETRY_DIAL_MS, _PREFIX_AFFINITY (the node's
      * config_t.tun, borrowed) */
     const struct tunables *tun;
@@ -77,6 +85,13 @@ typedef struct {
 } relay_io_t;
 int relay_start_io(relay_ctx_t *rc, const relay_io_t *io, const char *model, httpd_req_t *req,
                    const relay_host_t *hosts, size_t n);
+
+/* Count req in flight at host id until it finishes (httpd's on_finish, chained: whoever
+ * watched it before is told after); call before handing it over (a relay may end it at once).
+ * Not counted when RELAY_FLIGHT_HOSTS other hosts have requests in flight or out of memory. */
+void relay_track(relay_ctx_t *rc, httpd_req_t *req, const char *id);
+/* This node's requests in flight at host id (relay_track). */
+uint32_t relay_inflight(const relay_ctx_t *rc, const char *id);
 
 /* Whether prefix affinity (core/affinity.h, rc's memory; route.c applies it) is on
  * (MESH_LLM_PREFIX_AFFINITY, tunables.h's 0/1 rule; default on). */

@@ -161,6 +161,8 @@ static void gather(route_t *rt, const char *model, const route_local_t *local, i
     void *d = rt->ops_data;
     bool online = o->online(d);
     size_t n = online ? o->peers(d, model, rt->peers, ROUTE_MAX_PEERS) : 0;
+    for (size_t i = 0; rt->d.relay && i < n; i++) /* the spill-over's facts */
+        rt->peers[i].inflight = relay_inflight(rt->d.relay, rt->peers[i].id);
     *in = (rd_input_t){.rq = rq,
                        .model = model,
                        .needs = needs,
@@ -200,6 +202,7 @@ static void forward(route_t *rt, const rd_input_t *in, const rd_decision_t *dec,
         snprintf(hosts[nh].id, sizeof hosts[nh].id, "%s", h->id);
         hosts[nh].ready = h->ready;
     }
+    if (rc && nh) relay_track(rc, req, hosts[0].id); /* in flight there until it finishes */
     if (rt->ops->relay(rt->ops_data, in->model, req, hosts, nh) == 0) return;
     /* the relay tried each host: none is connected yet (dials to them are under way) or took a
      * stream (its stream limit or send queue full) */

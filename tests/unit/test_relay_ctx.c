@@ -8,6 +8,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,10 +37,74 @@ static void test_status_reads_the_context(void **state)
     json_decref(z);
 }
 
+static int prev_finished;
+static void prev_finish(httpd_req_t *req)
+{
+    assert_ptr_equal(req->finish_data, &prev_finished); /* its own data, given back */
+    prev_finished++;
+}
+
+/* In flight per host (the spill-over's facts): counted from relay_track until the request
+ * finishes; whoever watched the request's end before is told after; a host's entry is free
+ * again when nothing is in flight there. */
+static void test_in_flight(void **state)
+{
+    (void)state;
+    static relay_ctx_t rc;
+    memset(&rc, 0, sizeof rc);
+    httpd_req_t r1, r2, r3;
+    memset(&r1, 0, sizeof r1);
+    memset(&r2, 0, sizeof r2);
+    memset(&r3, 0, sizeof r3);
+    r1.on_finish = prev_finish; /* admission watches r1 */
+    r1.finish_data = &prev_finished;
+    relay_track(&rc, &r1, "host-a");
+    relay_track(&rc, &r2, "host-a");
+    relay_track(&rc, &r3, "host-b");
+    assert_int_equal(relay_inflight(&rc, "host-a"), 2);
+    assert_int_equal(relay_inflight(&rc, "host-b"), 1);
+    assert_int_equal(relay_inflight(&rc, "host-c"), 0);
+    void (*f)(httpd_req_t *) = r1.on_finish; /* httpd's req_finished */
+    r1.on_finish = NULL;
+    f(&r1);
+    assert_int_equal(prev_finished, 1);
+    assert_int_equal(relay_inflight(&rc, "host-a"), 1);
+    f = r2.on_finish;
+    r2.on_finish = NULL;
+    f(&r2);
+    f = r3.on_finish;
+    r3.on_finish = NULL;
+    f(&r3);
+    assert_int_equal(relay_inflight(&rc, "host-a"), 0);
+    assert_int_equal(relay_inflight(&rc, "host-b"), 0);
+    assert_int_equal(prev_finished, 1);
+    /* every entry taken by a host with a request in flight: one more host is not counted */
+    static httpd_req_t many[RELAY_FLIGHT_HOSTS + 1];
+    char id[16];
+    for (size_t i = 0; i <= RELAY_FLIGHT_HOSTS; i++) {
+        snprintf(id, sizeof id, "h%zu", i);
+        relay_track(&rc, &many[i], id);
+    }
+    assert_int_equal(relay_inflight(&rc, "h0"), 1);
+    assert_null(many[RELAY_FLIGHT_HOSTS].on_finish);
+    assert_int_equal(relay_inflight(&rc, id), 0);
+    for (size_t i = 0; i < RELAY_FLIGHT_HOSTS; i++) {
+        f = many[i].on_finish;
+        many[i].on_finish = NULL;
+        f(&many[i]);
+    }
+    relay_track(&rc, &r1, "host-z"); /* a free entry again */
+    assert_int_equal(relay_inflight(&rc, "host-z"), 1);
+    f = r1.on_finish;
+    r1.on_finish = NULL;
+    f(&r1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_status_reads_the_context),
+        cmocka_unit_test(test_in_flight),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -199,8 +199,24 @@ static int setup(void **state)
 
 static httpd_req_t REQ;
 
+/* The request's end (httpd's req_finished): what the driver watched it with is told. */
+static void finish_(void)
+{
+    void (*f)(httpd_req_t *) = REQ.on_finish;
+    REQ.on_finish = NULL;
+    if (f) f(&REQ);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    finish_();
+    return 0;
+}
+
 static route_outcome_t send_(const char *body, const route_local_t *local, int needs, bool hop)
 {
+    finish_(); /* the one before ended */
     memset(&REQ, 0, sizeof REQ);
     REQ.path = "/v1/chat/completions";
     const char *b = body ? body : "{}";
@@ -434,14 +450,14 @@ static void test_has_host(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup(test_local_verdicts, setup),
-        cmocka_unit_test_setup(test_remote_verdicts, setup),
-        cmocka_unit_test_setup(test_images, setup),
-        cmocka_unit_test_setup(test_passive, setup),
-        cmocka_unit_test_setup(test_rotation, setup),
-        cmocka_unit_test_setup(test_affinity, setup),
-        cmocka_unit_test_setup(test_affinity_switch, setup),
-        cmocka_unit_test_setup(test_has_host, setup),
+        cmocka_unit_test_setup_teardown(test_local_verdicts, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_remote_verdicts, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_images, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_passive, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rotation, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_affinity, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_affinity_switch, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_has_host, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
