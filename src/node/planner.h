@@ -142,8 +142,8 @@ typedef enum { PLAN_SERVE = 0, PLAN_REMOTE, PLAN_WAIT } plan_route_t;
 /* How a request for a model this node has locally is handled. */
 plan_route_t planner_route(planner_t *pl, const char *model);
 /* What each live peer says about `model`, for route_decide (ids borrowed from the peers'
- * announcements: valid until the loop runs again; nothing in flight, slots unknown). Returns the
- * number of facts written. */
+ * announcements: valid until the loop runs again; their servers' slots as announced, nothing in
+ * flight). Returns the number of facts written. */
 size_t planner_route_facts(planner_t *pl, const char *model, rd_host_t *out, size_t max);
 /* This node asked for `model` (--model NAME without a file). */
 bool planner_requested(const planner_t *pl, const char *model);

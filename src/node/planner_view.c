@@ -120,6 +120,7 @@ size_t planner_route_facts(planner_t *pl, const char *model, rd_host_t *out, siz
         for (size_t k = 0; k < v->n_serving; k++) {
             const view_serving_t *s = &v->serving[k];
             if (strcmp(s->model, model) != 0) continue;
+            if (s->slots) f.slots = s->slots;
             if (s->http_ready)
                 f.ready = true;
             else if (s->is_host)

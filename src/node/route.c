@@ -132,7 +132,6 @@ void route_init(route_t *rt, const route_deps_t *d)
     rt->d = *d;
     rt->ops = &NODE_OPS;
     rt->ops_data = rt;
-    rt->rotation = 0;
     route_set_mesh(rt, d->mesh);
 }
 
@@ -141,7 +140,6 @@ void route_init_ops(route_t *rt, const route_ops_t *ops, void *data, const char 
     memset(&rt->d, 0, sizeof rt->d);
     rt->ops = ops;
     rt->ops_data = data;
-    rt->rotation = 0;
     rt->self_id = self_id;
 }
 
@@ -179,8 +177,8 @@ static void gather(route_t *rt, const char *model, const route_local_t *local, i
                        .hosts = rt->peers,
                        .n_hosts = n,
                        .no_affinity = !rt->d.relay || !relay_prefix_affinity(rt->d.relay),
-                       .legacy_order = true,
-                       .rotation = rt->rotation};
+                       /* the one stickiness rule (route_decide.h), as passive nodes */
+                       .legacy_order = false};
 }
 
 /* Relay the request to the decided hosts, remembering its prefix's host. */
@@ -260,9 +258,6 @@ route_outcome_t route_inference(route_t *rt, const char *model, const route_loca
         in.affinity_host = affinity_get(&rt->d.relay->affinity, rq->prefix);
     rd_decision_t dec;
     route_decide(&in, &dec);
-    /* legacy round robin: a turn per request that asked the peers (as routing_remote counted) */
-    if (!in.offline && !hop && (remote ? !in.dl_here : in.local_plan == RD_PLAN_REMOTE))
-        rt->rotation++;
     switch (dec.verdict) {
     case RD_LOCAL:
         return ROUTE_LOCAL;

@@ -79,7 +79,6 @@ typedef struct route {
     route_deps_t d;
     const route_ops_t *ops;
     void *ops_data;
-    uint64_t rotation; /* requests without a stickiness key routed so far (legacy round robin) */
     const char *self_id;
     rd_host_t peers[ROUTE_MAX_PEERS]; /* one call's facts */
 } route_t;

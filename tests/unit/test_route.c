@@ -1,8 +1,9 @@
 /* Unit tests for the routing driver (src/node/route.h): route_inference with a fake facts provider
  * and fake actions (route_ops_t), so each verdict of route_decide is checked to become its
  * action — serve here, park, relay to the hosts in order, the error answers, the download's 503,
- * a passive node's own driver — and the driver's own state: the round robin of requests without
- * a key (legacy order), prefix affinity's memory and counters in the node's relay_ctx_t, and
+ * a passive node's own driver — and the driver's own state: the one stickiness rule (the home
+ * host of requests without a key, the spill-over by this node's requests in flight, a key's
+ * host), prefix affinity's memory and counters in the node's relay_ctx_t, and
  * MESH_LLM_PREFIX_AFFINITY read through the tunables. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,6 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "affinity.h"
 #include "mm.h"
 #include "relay.h"
 #include "route.h"
@@ -341,56 +343,97 @@ static void test_passive(void **state)
     assert_string_equal(W.log, "passive m (declined);answer 400 model_not_multimodal;");
 }
 
-/* Requests without a key take the hosts in turn (the legacy order, until S20); one with a key
- * stays on one host; a hop, an answer before the peers and a local serve do not turn it. */
-static void test_rotation(void **state)
+/* The first host of the last relay ("relay ab;" -> 'a'). */
+static char first_host(void)
+{
+    assert_int_equal(strncmp(W.log, "relay ", 6), 0);
+    return W.log[6];
+}
+
+/* The one stickiness rule (S20), as a passive node's: a request without a key goes to this entry
+ * node's home host for the model (hash(self id, model)), every time, not round robin; while this
+ * node has a request in flight there and the other host has none, the next spills over; a
+ * request with a key stays on FNV-1a(key)'s host, full or not, from any entry node. */
+static void test_one_rule(void **state)
 {
     (void)state;
     W.peers = "aR bR";
     send_(NULL, NULL, -1, false);
-    assert_string_equal(W.log, "relay ab;");
-    send_(NULL, NULL, -1, false);
-    assert_string_equal(W.log, "relay ba;");
-    send_(NULL, NULL, -1, true); /* a hop: no turn */
-    W.plan = RD_PLAN_SERVE;
-    send_(NULL, &HERE, -1, false); /* served here: no turn */
-    send_(NULL, NULL, -1, false);
-    assert_string_equal(W.log, "relay ab;");
-    char first[sizeof W.log];
-    send_("{\"user\":\"alice\"}", NULL, -1, false);
-    snprintf(first, sizeof first, "%s", W.log);
-    for (int i = 0; i < 3; i++) {
-        send_("{\"user\":\"alice\"}", NULL, -1, false);
-        assert_string_equal(W.log, first);
+    char home = first_host();
+    for (int i = 0; i < 3; i++) { /* the one before finished each time: the home host again */
+        send_(NULL, NULL, -1, false);
+        assert_int_equal(first_host(), home);
     }
+    static httpd_req_t held; /* this one stays in flight at the home host */
+    held = REQ;
+    REQ.on_finish = NULL;
+    char other = home == 'a' ? 'b' : 'a';
+    send_(NULL, NULL, -1, false);
+    assert_int_equal(first_host(), other); /* spilled */
+    char sticky[16] = "";
+    for (int i = 0; i < 50 && !sticky[0]; i++) { /* a user whose hashed host is the full one */
+        char body[64];
+        snprintf(body, sizeof body, "{\"user\":\"user-%d\"}", i);
+        send_(body, NULL, -1, false);
+        if (first_host() == home) snprintf(sticky, sizeof sticky, "user-%d", i);
+    }
+    assert_true(sticky[0]);
+    void (*f)(httpd_req_t *) = held.on_finish; /* the held one ends */
+    held.on_finish = NULL;
+    f(&held);
+    /* the same key from another entry node: the same host; no key: that node's home host */
+    route_init_ops(&RT, &OPS, NULL, "another-entry-node");
+    RT.d.relay = &RC;
+    char body[64];
+    snprintf(body, sizeof body, "{\"user\":\"%s\"}", sticky);
+    send_(body, NULL, -1, false);
+    assert_int_equal(first_host(), home);
+    /* "user": "" is no key (the old active router pinned it on FNV-1a("")): the home host */
+    send_("{\"user\":\"\",\"session_id\":\"s\"}", NULL, -1, false);
+    char by_session = first_host();
+    send_("{\"session_id\":\"s\"}", NULL, -1, false);
+    assert_int_equal(first_host(), by_session);
 }
 
-/* Prefix affinity: a request whose prompt prefix went to a host goes there again, whatever the
- * rotation says; the memory and the counters are the relay context's (per node). */
+/* The prefix key of PREFIXED (request.h). */
+static uint64_t prefix_key(void)
+{
+    request_t rq;
+    assert_int_equal(request_parse(&rq, "/v1/chat/completions", PREFIXED, strlen(PREFIXED)), 0);
+    assert_true(rq.prefix != 0);
+    return rq.prefix;
+}
+
+/* Prefix affinity: a request whose prompt prefix went to a host goes there again, before the
+ * home host; the memory and the counters are the relay context's (per node). */
 static void test_affinity(void **state)
 {
     (void)state;
     W.peers = "aR bR";
-    send_(PREFIXED, NULL, -1, false); /* rotation: a; remembered */
-    assert_string_equal(W.log, "relay ab;");
-    send_(PREFIXED, NULL, -1, false); /* rotation says b: affinity moves a first */
-    assert_string_equal(W.log, "relay ab;");
-    assert_int_equal(RC.affinity.hits, 1);
+    send_(NULL, NULL, -1, false);
+    char home = first_host(), other = home == 'a' ? 'b' : 'a';
+    send_(PREFIXED, NULL, -1, false); /* the home host; remembered */
+    assert_int_equal(first_host(), home);
     assert_int_equal(RC.affinity.misses, 1);
-    static relay_ctx_t other; /* another node's context never saw the prefix */
-    memset(&other, 0, sizeof other);
-    RT.d.relay = &other;
-    send_(PREFIXED, NULL, -1, false); /* rotation 2: a */
+    const char ids[2][2] = {{other, 0}, {home, 0}};
+    affinity_put(&RC.affinity, prefix_key(), ids[0]); /* as if it went to the other host */
     send_(PREFIXED, NULL, -1, false);
-    assert_string_equal(W.log, "relay ab;");
-    assert_int_equal(other.affinity.hits, 1);
-    assert_int_equal(RC.affinity.hits + RC.affinity.misses, 2);
+    assert_int_equal(first_host(), other);
+    assert_int_equal(RC.affinity.hits, 1);
+    static relay_ctx_t fresh; /* another node's context never saw the prefix */
+    memset(&fresh, 0, sizeof fresh);
+    RT.d.relay = &fresh;
+    send_(PREFIXED, NULL, -1, false);
+    assert_int_equal(first_host(), home);
+    assert_int_equal(fresh.affinity.hits, 0);
+    assert_int_equal(fresh.affinity.misses, 1);
+    assert_string_equal(affinity_get(&fresh.affinity, prefix_key()), ids[1]);
     RT.d.relay = &RC;
 }
 
 /* MESH_LLM_PREFIX_AFFINITY follows the one 0/1 rule of the tunables (relay_ctx_t.tun): off, no,
  * false and 0 turn it off (only "0" did when relay.c read the environment); unset, on and 1 leave
- * it on. Off, the rotation's order stands and nothing is counted or remembered. */
+ * it on. Off, the home host stands and nothing is counted or remembered. */
 static void test_affinity_switch(void **state)
 {
     (void)state;
@@ -405,6 +448,9 @@ static void test_affinity_switch(void **state)
                  {"MESH_LLM_PREFIX_AFFINITY=No", false},
                  {"MESH_LLM_PREFIX_AFFINITY=false", false}};
     W.peers = "aR bR";
+    send_(NULL, NULL, -1, false);
+    char home = first_host();
+    const char other[2] = {home == 'a' ? 'b' : 'a', 0};
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
         static tunables_t tun;
         const char *envp[] = {CASES[i].env, NULL};
@@ -412,14 +458,11 @@ static void test_affinity_switch(void **state)
         assert_int_equal(tunables_load(&tun, envp, err, sizeof err), 0);
         memset(&RC, 0, sizeof RC);
         RC.tun = &tun;
-        route_init_ops(&RT, &OPS, NULL, "self");
-        RT.d.relay = &RC;
         assert_int_equal(relay_prefix_affinity(&RC), CASES[i].on);
-        send_(PREFIXED, NULL, -1, false); /* rotation: a */
-        send_(PREFIXED, NULL, -1, false); /* rotation: b; affinity, when on: a */
-        assert_string_equal(W.log, CASES[i].on ? "relay ab;" : "relay ba;");
-        assert_int_equal(RC.affinity.hits + RC.affinity.misses, CASES[i].on ? 2 : 0);
-        assert_int_equal(RC.affinity.n, CASES[i].on ? 1 : 0);
+        affinity_put(&RC.affinity, prefix_key(), other); /* the prefix went to the other host */
+        send_(PREFIXED, NULL, -1, false);
+        assert_int_equal(first_host(), CASES[i].on ? other[0] : home);
+        assert_int_equal(RC.affinity.hits + RC.affinity.misses, CASES[i].on ? 1 : 0);
     }
 }
 
@@ -454,7 +497,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_remote_verdicts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_images, setup, teardown),
         cmocka_unit_test_setup_teardown(test_passive, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_rotation, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_one_rule, setup, teardown),
         cmocka_unit_test_setup_teardown(test_affinity, setup, teardown),
         cmocka_unit_test_setup_teardown(test_affinity_switch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_has_host, setup, teardown),
