@@ -14,6 +14,7 @@
 #include "log.h"
 #include "meshstat.h"
 #include "options.h"
+#include "route.h"
 #include "util.h"
 #include "vision.h"
 
@@ -163,7 +164,7 @@ static void handle_inference(api_t *api, httpd_req_t *req, const api_route_t *ro
     model_entry_t *e = NULL;
     if (rc == REQUEST_MODEL_ABSENT) {
         if (api->ms->n != 1) {
-            if (api->ms->n == 0 && api->route_remote) {
+            if (api->ms->n == 0 && api->route) {
                 if (only_mesh_model(api, name, sizeof name)) goto named;
                 httpd_respond_error(req, 400, "invalid_request_error", "model_required",
                                     "'model' is required: this node serves no model itself");
@@ -182,20 +183,19 @@ static void handle_inference(api_t *api, httpd_req_t *req, const api_route_t *ro
     /* A tunnelled request came through the mesh already, whatever its headers say: it is never
      * forwarded again (a member cannot make this node relay for it). */
     bool hop = req->peer == HTTPD_PEER_TUNNEL || httpd_header(req, "x-mesh-hop") != NULL;
-    /* images for a model of this node that has no vision projector: refused before routing */
-    if (e && !e->vision && rq->images) {
-        /* a peer that serves it with one takes it (the router sends images only there) */
-        if (!hop && api->route_remote && api->route_remote(api->remote_data, name, needs, req))
-            return;
+    if (api->route) { /* route_decide: here, parked, relayed, or answered */
+        route_local_t local = {
+            .have = e != NULL, .type = e ? (int)e->mm->type : 0, .vision = e && e->vision};
+        route_outcome_t o =
+            route_inference(api->route, e ? e->mm->name : name, &local, needs, req, hop);
+        if (o == ROUTE_TAKEN) return;
+        if (o == ROUTE_UNKNOWN) e = NULL;
+    } else if (e && !e->vision && rq->images) { /* no mesh: images need a projector here */
         char msg[512];
         vision_refusal(e->mm->name, msg, sizeof msg);
         httpd_respond_error(req, 400, "invalid_request_error", VISION_ERR_CODE, "%s", msg);
         return;
     }
-    if (e && api->local_gate && api->local_gate(api->remote_data, e->mm->name, needs, req, hop))
-        return;
-    if (!e && api->route_remote && !hop && api->route_remote(api->remote_data, name, needs, req))
-        return;
     if (!e) {
         /* a name no node knows is not a label of its own (bounded cardinality) */
         snprintf(req->mesh.model, sizeof req->mesh.model, "_unknown");

@@ -17,16 +17,12 @@ typedef struct {
     models_t *ms;
     httpd_t httpd;
     bool started;
-    /* The mesh: a model this node does not have is looked up there. route_remote answers or
-     * forwards req and returns true, or returns false when no node knows the model;
-     * list_remote merges the mesh's view into a /v1/models list (rows of this node's models)
-     * and appends the mesh's other models (see model_list.h). */
-    bool (*route_remote)(void *data, const char *model, int needs, httpd_req_t *req);
+    /* The mesh: where a request goes (node/route.h: served here, parked, relayed, or answered);
+     * NULL before the mesh starts (a model of this node is served here, any other is unknown).
+     * list_remote merges the mesh's view into a /v1/models list (rows of this node's
+     * models) and appends the mesh's other models (see model_list.h). */
+    struct route *route;
     void (*list_remote)(void *data, model_list_t *list);
-    /* For a model this node has: true when the mesh took the request (another node hosts it,
-     * e.g. this node is a split worker, or it waits for this node's split to start); false to
-     * serve it here. hop: the request came through the mesh already. */
-    bool (*local_gate)(void *data, const char *model, int needs, httpd_req_t *req, bool hop);
     void *remote_data;
     /* Idle mode: the /v1 endpoints (but GET /v1/models) answer 503 with this message until a join.
      */

@@ -21,7 +21,7 @@
 #include "meshstat.h"
 #include "options.h"
 #include "planner.h"
-#include "routing.h"
+#include "route.h"
 #include "config.h"
 #include "config_file.h"
 #include "home_lock.h"
@@ -47,18 +47,18 @@ typedef struct {
     mgmt_t mgmt;
     planner_t plan;
     mesh_t *mesh;
-    routing_t route;    /* requests to the mesh, the planner's gate, the rpc-server's guard */
-    route_serve_t rs;   /* answers passive nodes' ROUTE_REQUESTs (active nodes) */
-    passive_t *passive; /* a passive node's check-ins and routing (--client, a standby) */
-    standby_t sb;       /* a node without --model: standing by passively, promotion */
-    admission_t adm;    /* admission control, API keys, pins */
-    node_dl_t ndl;      /* model downloads (--model REF, the mesh's rule 4) */
-    nostr_app_t nostr;  /* public discovery: --publish, --auto, GET /api/discover */
-    changes_t changes;  /* the change bus: what /api/status shows changed (changes.h) */
-    meshstat_t stat;    /* metrics and the request log (meshstat.h): /metrics, the status */
-    httpd_budget_t http_budget;   /* request bytes the API and console servers buffer together */
-    relay_ctx_t relay;            /* what the node's relays share: counters, prefix affinity */
-    node_dl_args_t dl_args;       /* the --model REFs taken off the command line (node_dl.h) */
+    route_t route;              /* where requests go (route_decide), the rpc-server's guard */
+    route_serve_t rs;           /* answers passive nodes' ROUTE_REQUESTs (active nodes) */
+    passive_t *passive;         /* a passive node's check-ins and routing (--client, a standby) */
+    standby_t sb;               /* a node without --model: standing by passively, promotion */
+    admission_t adm;            /* admission control, API keys, pins */
+    node_dl_t ndl;              /* model downloads (--model REF, the mesh's rule 4) */
+    nostr_app_t nostr;          /* public discovery: --publish, --auto, GET /api/discover */
+    changes_t changes;          /* the change bus: what /api/status shows changed (changes.h) */
+    meshstat_t stat;            /* metrics and the request log (meshstat.h): /metrics, the status */
+    httpd_budget_t http_budget; /* request bytes the API and console servers buffer together */
+    relay_ctx_t relay;          /* what the node's relays share: counters, prefix affinity */
+    node_dl_args_t dl_args;     /* the --model REFs taken off the command line (node_dl.h) */
     tunnel_rpc_stats_t rpc_stats; /* the RPC tunnels' counters, both sides (tunnel_rpc.h) */
     tunnels_t tun;                /* the mesh's tunnel and route-request streams (tunnels.h) */
     tunnel_rpc_opts_t rpc_opts;   /* their worker side's (from cfg.tun) */
@@ -178,44 +178,23 @@ static void on_mesh_stopped(void *data)
 {
     node_t *n = data;
     n->mesh = NULL;
-    n->route.mesh = NULL;
+    route_set_mesh(&n->route, NULL);
     n->rs.mesh = NULL;
     n->mesh_stopped = true;
     maybe_exit(n);
 }
 
-static bool route_remote(void *data, const char *model, int needs, httpd_req_t *req)
-{
-    node_t *n = data;
-    if (node_dl_answer(&n->ndl, model, req)) return true;
-    if (passive_active(n->passive)) return passive_route(n->passive, model, needs, req);
-    return routing_remote(&n->route, model, needs, req);
-}
-
-static bool local_gate(void *data, const char *model, int needs, httpd_req_t *req, bool hop)
-{
-    node_t *n = data;
-    /* a passive standby sends a model it has on disk to the mesh's hosts while there are any */
-    const rt_table_t *t = passive_active(n->passive) ? passive_table(n->passive) : NULL;
-    const rt_model_t *m = t ? rt_table_find_model(t, model) : NULL;
-    if (m && m->n_hosts > 0 && !hop) return passive_route(n->passive, model, needs, req);
-    return routing_local_gate(&n->route, model, needs, req, hop);
-}
-
-/* admission: whether requests that wait for a model of this node can be served (local_gate's
- * choices) */
+/* admission: whether requests that wait for a model of this node can be served */
 static bool has_host(void *data, const char *model)
 {
     node_t *n = data;
-    const rt_table_t *t = passive_active(n->passive) ? passive_table(n->passive) : NULL;
-    const rt_model_t *m = t ? rt_table_find_model(t, model) : NULL;
-    return (m && m->n_hosts > 0) || routing_has_host(&n->route, model);
+    return route_has_host_of(&n->route, model);
 }
 
 static int rpc_port(void *data, const char *peer_id, const char *model)
 {
     node_t *n = data;
-    return routing_rpc_port(&n->route, peer_id, model);
+    return route_rpc_port(&n->route, peer_id, model);
 }
 
 static void list_remote(void *data, model_list_t *list)
@@ -395,10 +374,9 @@ static int enter_mesh(node_t *n, const token_t *joins, size_t n_joins, char *err
     n->idle = false;
     n->api.unavailable = NULL;
     n->mgmt.mesh = n->mesh;
-    n->route = (routing_t){.plan = &n->plan, .mesh = n->mesh, .relay = &n->relay};
-    n->api.route_remote = route_remote;
+    route_set_mesh(&n->route, n->mesh);
+    n->api.route = &n->route;
     n->api.list_remote = list_remote;
-    n->api.local_gate = local_gate;
     n->api.remote_data = n;
     n->ms.on_change = models_changed;
     n->sv.on_change = sv_changed;
@@ -636,6 +614,7 @@ int main(int argc, char **argv)
         return 1;
     }
     signal(SIGPIPE, SIG_IGN);
+    n->relay.tun = &n->cfg.tun;
 
     if (identity_home(n->cfg.tun.home, n->home, sizeof n->home) != 0) {
         LOGE("node", "cannot find a state directory: set MESH_LLM_HOME or HOME");
@@ -702,7 +681,9 @@ int main(int argc, char **argv)
     models_set_offer(&n->ms, vram);
     planner_init(&n->plan, n->loop, &n->cfg, &n->ms, &n->sv, vram);
     n->plan.rpc_stats = &n->rpc_stats;
-    n->route.plan = &n->plan;
+    route_init(&n->route,
+               &(route_deps_t){
+                   .plan = &n->plan, .relay = &n->relay, .ndl = &n->ndl, .passive = &n->passive});
 
     rc = api_start(&n->api, n->loop, &n->cfg, &n->ms, &n->stat, &n->http_budget);
     if (rc) {

@@ -55,8 +55,10 @@
  *  - hosts that just failed (bad) go last, in ring order; the others keep theirs;
  *  - the caller remembers order[0] for the prefix key (`remember`) and counts an affinity hit
  *    or miss when `affinity` is set.
- * This differs from today's ACTIVE router (router.c + routing.c + relay_order_by_prefix),
- * which the stickiness commit (plan S20) changes; until then `legacy_order` keeps it exactly:
+ * Active nodes follow it since issue 30's S20 (node/route.c); passive nodes decide in
+ * passive.c with the same rule, without prefix affinity, until S19. `legacy_order` keeps the
+ * order active nodes had before (core/router.c + node/routing.c + relay_order_by_prefix, both
+ * gone), for the table tests only:
  *  - key: "user", else "session_id", even EMPTY ("user": "" shadows session_id and pins every
  *    such request on FNV-1a("")), else the compact JSON of messages[0] (mostly a shared system
  *    prompt: all conversations with one system prompt pin one host) — request_t.router_key;

@@ -38,7 +38,7 @@
 #include "plan_policy.h"
 #include "promote.h"
 #include "route_table.h"
-#include "router.h"
+#include "route_decide.h"
 #include "speed.h"
 #include "supervisor.h"
 #include "tunnel_rpc.h"
@@ -142,9 +142,10 @@ void planner_fill_announcement(planner_t *pl, json_t *ann);
 typedef enum { PLAN_SERVE = 0, PLAN_REMOTE, PLAN_WAIT } plan_route_t;
 /* How a request for a model this node has locally is handled. */
 plan_route_t planner_route(planner_t *pl, const char *model);
-/* What each live peer says about `model`, for router_route (strings borrowed from the peers'
- * announcements: valid until the loop runs again). Returns the number of facts written. */
-size_t planner_route_facts(planner_t *pl, const char *model, router_peer_t *out, size_t max);
+/* What each live peer says about `model`, for route_decide (ids borrowed from the peers'
+ * announcements: valid until the loop runs again; their servers' slots as announced, nothing in
+ * flight). Returns the number of facts written. */
+size_t planner_route_facts(planner_t *pl, const char *model, rd_host_t *out, size_t max);
 /* This node asked for `model` (--model NAME without a file). */
 bool planner_requested(const planner_t *pl, const char *model);
 /* Whether `peer_id` may use this node's rpc-server for `model`: it is the host of that model's

@@ -74,7 +74,7 @@ void planner_peers_changed(planner_t *pl)
 
 /* ---- routing facts ---- */
 
-size_t planner_route_facts(planner_t *pl, const char *model, router_peer_t *out, size_t max)
+size_t planner_route_facts(planner_t *pl, const char *model, rd_host_t *out, size_t max)
 {
     const peers_t *C = peers_cached(pl);
     if (!C) return 0;
@@ -82,10 +82,11 @@ size_t planner_route_facts(planner_t *pl, const char *model, router_peer_t *out,
     size_t n = 0;
     for (size_t i = 0; i < P.n && n < max; i++) {
         const view_node_t *v = &P.v[i];
-        router_peer_t f = {.id = v->id};
+        rd_host_t f = {.id = v->id, .type = -1};
         for (size_t k = 0; k < v->n_serving; k++) {
             const view_serving_t *s = &v->serving[k];
             if (strcmp(s->model, model) != 0) continue;
+            if (s->slots) f.slots = s->slots;
             if (s->http_ready)
                 f.ready = true;
             else if (s->is_host)
@@ -98,7 +99,7 @@ size_t planner_route_facts(planner_t *pl, const char *model, router_peer_t *out,
             if (strcmp(a->name, model) != 0) continue;
             f.has_file = true;
             f.vision = a->vision;
-            if (a->has_type) f.type = mm_type_name(a->type);
+            if (a->has_type) f.type = (int)a->type;
         }
         f.requested = view_requested(v, model);
         if (f.ready || f.starting || f.member || f.has_file || f.requested) out[n++] = f;

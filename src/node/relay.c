@@ -16,6 +16,7 @@
 #include "proxy.h"
 #include "resume.h"
 #include "sse.h"
+#include "tunables.h"
 #include "tunnel.h"
 #include "tunnel_call.h"
 #include "util.h"
@@ -384,9 +385,11 @@ static int attempt_start(relay_t *r, size_t idx)
     /* a host still loading the model holds the request until it is ready: no deadline */
     r->first_byte_ms = 0;
     if (r->hosts[idx].ready) {
-        r->first_byte_ms =
-            resume_first_byte_ms(options_env_ms("MESH_LLM_FIRST_BYTE_MS"),
-                                 options_env_ms("MESH_LLM_FIRST_BYTE_MS_PER_KB"), len);
+        const tunables_t *t = r->rc->tun;
+        r->first_byte_ms = resume_first_byte_ms(
+            t ? t->first_byte_ms : options_env_default("MESH_LLM_FIRST_BYTE_MS"),
+            t ? t->first_byte_ms_per_kb : options_env_default("MESH_LLM_FIRST_BYTE_MS_PER_KB"),
+            len);
         uv_timer_start(&r->timer, on_first_byte_timeout, r->first_byte_ms, 0);
     }
     return 0;
@@ -440,7 +443,9 @@ static bool try_other(relay_t *r)
     /* no connection to any other host yet, but a dial is under way: wait for it, bounded */
     r->dial_waited = true;
     r->wait_idx = dialling;
-    r->wait_until = uv_now(r->loop) + options_env_ms("MESH_LLM_RETRY_DIAL_MS");
+    const tunables_t *t = r->rc->tun;
+    r->wait_until =
+        uv_now(r->loop) + (t ? t->retry_dial_ms : options_env_default("MESH_LLM_RETRY_DIAL_MS"));
     uv_timer_start(&r->timer, on_dial_wait, 20, 20);
     return true;
 }
@@ -772,13 +777,59 @@ int relay_start_io(relay_ctx_t *ctx, const relay_io_t *io, const char *model, ht
     return 0;
 }
 
-void relay_order_by_prefix(relay_ctx_t *rc, const httpd_req_t *req, const char *const *ids,
-                           size_t *order, size_t n)
+typedef struct {
+    relay_flight_t *f;
+    void (*prev)(httpd_req_t *req);
+    void *prev_data;
+} flight_t;
+
+/* The request's life ended (answered, failed, client gone): one fewer in flight there; then
+ * whoever watched it before (admission control) is told. */
+static void flight_done(httpd_req_t *req)
 {
-    const char *ev = getenv("MESH_LLM_PREFIX_AFFINITY");
-    if (n < 2 || (ev && strcmp(ev, "0") == 0)) return;
-    uint64_t key = req->rq.prefix;
-    if (key) affinity_pick(&rc->affinity, key, ids, order, n);
+    flight_t *t = req->finish_data;
+    if (t->f->n > 0) t->f->n--;
+    req->on_finish = t->prev;
+    req->finish_data = t->prev_data;
+    free(t);
+    if (req->on_finish) {
+        void (*fn)(httpd_req_t *) = req->on_finish;
+        req->on_finish = NULL;
+        fn(req);
+    }
+}
+
+void relay_track(relay_ctx_t *rc, httpd_req_t *req, const char *id)
+{
+    relay_flight_t *f = NULL, *free_one = NULL;
+    for (size_t i = 0; i < RELAY_FLIGHT_HOSTS && !f; i++) {
+        relay_flight_t *e = &rc->flight[i];
+        if (e->n && strcmp(e->id, id) == 0) f = e;
+        if (!e->n && !free_one) free_one = e;
+    }
+    if (!f && free_one) {
+        f = free_one;
+        snprintf(f->id, sizeof f->id, "%s", id);
+    }
+    flight_t *t = f ? calloc(1, sizeof *t) : NULL;
+    if (!t) return; /* not counted: the spill-over sees one request fewer */
+    *t = (flight_t){.f = f, .prev = req->on_finish, .prev_data = req->finish_data};
+    req->on_finish = flight_done;
+    req->finish_data = t;
+    f->n++;
+}
+
+uint32_t relay_inflight(const relay_ctx_t *rc, const char *id)
+{
+    for (size_t i = 0; i < RELAY_FLIGHT_HOSTS; i++)
+        if (rc->flight[i].n && strcmp(rc->flight[i].id, id) == 0) return rc->flight[i].n;
+    return 0;
+}
+
+bool relay_prefix_affinity(const relay_ctx_t *rc)
+{
+    return rc->tun ? rc->tun->prefix_affinity
+                   : options_env_default("MESH_LLM_PREFIX_AFFINITY") != 0;
 }
 
 void relay_stats(const relay_ctx_t *rc, relay_stats_t *out)

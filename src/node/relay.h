@@ -1,6 +1,6 @@
 /* relay — a routed request's exchange with its host, with failure semantics (DESIGN §4 routing).
  *
- * routing.c picks the hosts (core/router.h); the relay sends the request through a
+ * route.c picks the hosts (core/route_decide.h); the relay sends the request through a
  * TUNNEL_HTTP stream (net/tunnel_call.h) and answers the client:
  *  - first byte: a ready host that sends nothing within resume_first_byte_ms(
  *    MESH_LLM_FIRST_BYTE_MS [30000], MESH_LLM_FIRST_BYTE_MS_PER_KB [2000], body size) is given
@@ -49,11 +49,25 @@ typedef struct {
     uint64_t tokens_resumed;      /* content chunks received from continuations */
 } relay_stats_t;
 
-/* What the node's relays share: their counters and the prefix-affinity memory. Owned by the
- * node (app/main.c), handed to the routing drivers; zeroed is ready. */
+struct tunables;
+
+/* What the node's relays share: their counters, the prefix-affinity memory and their settings.
+ * Owned by the node (app/main.c), handed to the routing drivers; zeroed is ready (tun NULL: the
+ * defaults). */
+#define RELAY_FLIGHT_HOSTS 64 /* hosts with this node's requests in flight, counted */
+
+typedef struct {
+    char id[ID_HEX_LEN + 1];
+    uint32_t n; /* this node's requests there, not finished yet (0: a free entry) */
+} relay_flight_t;
+
 typedef struct {
     relay_stats_t stats;
     affinity_t affinity;
+    relay_flight_t flight[RELAY_FLIGHT_HOSTS]; /* the spill-over's facts (route_decide) */
+    /* MESH_LLM_FIRST_BYTE_MS, _FIRST_BYTE_MS_PER_KB, _RETRY_DIAL_MS, _PREFIX_AFFINITY (the node's
+     * config_t.tun, borrowed) */
+    const struct tunables *tun;
 } relay_ctx_t;
 
 /* Send req to hosts[0] (then the others, in order, for retries). Returns 0 when the relay took
@@ -72,12 +86,16 @@ typedef struct {
 int relay_start_io(relay_ctx_t *rc, const relay_io_t *io, const char *model, httpd_req_t *req,
                    const relay_host_t *hosts, size_t n);
 
-/* Prefix affinity (core/affinity.h, rc's memory) over the router's order: order[0..n) indexes
- * ids; the host that served the request's prompt prefix before comes first.
- * MESH_LLM_PREFIX_AFFINITY=0 turns it off (the router's own choice: stickiness key or
- * rotation). */
-void relay_order_by_prefix(relay_ctx_t *rc, const httpd_req_t *req, const char *const *ids,
-                           size_t *order, size_t n);
+/* Count req in flight at host id until it finishes (httpd's on_finish, chained: whoever
+ * watched it before is told after); call before handing it over (a relay may end it at once).
+ * Not counted when RELAY_FLIGHT_HOSTS other hosts have requests in flight or out of memory. */
+void relay_track(relay_ctx_t *rc, httpd_req_t *req, const char *id);
+/* This node's requests in flight at host id (relay_track). */
+uint32_t relay_inflight(const relay_ctx_t *rc, const char *id);
+
+/* Whether prefix affinity (core/affinity.h, rc's memory; route.c applies it) is on
+ * (MESH_LLM_PREFIX_AFFINITY, tunables.h's 0/1 rule; default on). */
+bool relay_prefix_affinity(const relay_ctx_t *rc);
 
 void relay_stats(const relay_ctx_t *rc, relay_stats_t *out);
 /* The "routing" object of /api/status (rc NULL: zeros). */

@@ -217,3 +217,45 @@ def test_client_spills_to_the_next_host_when_its_host_is_full(start_node):
     assert results["first"].headers.get("x-mesh-node") == h.id
     assert results["sticky"].headers.get("x-mesh-node") == h.id
     wait_for(lambda: c.status()["route"]["in_flight"] == {}, timeout=10, what="nothing in flight")
+
+
+def test_a_key_reaches_one_host_through_active_and_passive_entries(start_node):
+    """The one stickiness rule (issue 30 S20): a request with a stickiness key reaches the host
+    FNV-1a(key) picks among the model's hosts in id order, whether it enters through an active
+    node (one that does not serve the model itself, so it relays) or through a --client. A
+    "user": "" does not count as a key (the active router used to pin it, and every session with
+    it, on FNV-1a("")); its session_id does."""
+    a = ready_host(start_node)
+    b = ready_host(start_node, "--join", a.token)
+    # an active entry node serving another model: it routes stories260K to a or b
+    e = start_node("--model", model_path("TinyStories-656K-Q8_0"), "--join", a.token,
+                   "--port", "0", env=ENV)
+    c = start_client(start_node, a.token, headless=False)
+    hosts = {a.id, b.id}
+    wait_for(lambda: {p["id"] for p in e.status()["peers"] if p["state"] == "alive"} >= hosts,
+             timeout=30, what="the entry node to see both hosts")
+    for n in (e, c):
+        wait_for(lambda: sorted(next((m for m in n.status()["catalog"] if m["name"] == MODEL),
+                                     {}).get("hosts", [])) == sorted(hosts),
+                 timeout=2 * REFRESH_MS / 1000 + 30, what="both hosts in the entry's catalog")
+        wait_for(lambda: answers(n), timeout=30, what="an answer through the entry node")
+
+    def served_by(node, **key):
+        r = node.complete(MODEL, max_tokens=4, **key)
+        assert r.status == 200, r
+        return r.headers.get("x-mesh-node")
+
+    # keys on both hosts: users, and sessions with an empty user
+    users = [f"user-{i}" for i in range(6)]
+    sessions = [f"session-{i}" for i in range(6)]
+    assert {sticky_host(k, hosts) for k in sessions} == hosts
+    for u in users:
+        want = sticky_host(u, hosts)
+        assert served_by(e, user=u) == want, ("active entry", u)
+        assert served_by(c, user=u) == want, ("client", u)
+    for s in sessions:
+        want = sticky_host(s, hosts)
+        assert served_by(e, user="", session_id=s) == want, ("active entry", s)
+        # (a client's own key still ignores a session_id behind an empty user until its
+        # requests go through route_decide too, S19)
+        assert served_by(c, session_id=s) == want, ("client", s)

@@ -34,6 +34,7 @@
 #include "identity.h"
 #include "relay.h"
 #include "transport.h"
+#include "tunables.h"
 #include "tunnels.h"
 #include "util.h"
 #include "wire.h"
@@ -340,19 +341,24 @@ static void test_error_answers(void **state)
     }
 }
 
-/* A ready host that sends no first byte within MESH_LLM_FIRST_BYTE_MS is given up: its stream is
- * reset (the worker's request is aborted), it is suspected, and the next host answers. The
- * deadline is 20 ms of the loop's clock; the test waits for outcomes, never for durations. */
+/* A ready host that sends no first byte within MESH_LLM_FIRST_BYTE_MS (the context's tunables) is
+ * given up: its stream is reset (the worker's request is aborted), it is suspected, and the next
+ * host answers. The deadline is 20 ms of the loop's clock; the test waits for outcomes, never for
+ * durations. */
 static void test_first_byte_deadline_moves_on(void **state)
 {
     (void)state;
     relay_stats_t before, after;
     relay_stats(&rctx, &before);
-    setenv("MESH_LLM_FIRST_BYTE_MS", "20", 1);
+    static tunables_t fb_tun; /* the node's MESH_LLM_FIRST_BYTE_MS=20, through the context */
+    const char *envp[] = {"MESH_LLM_FIRST_BYTE_MS=20", NULL};
+    char err[128];
+    assert_int_equal(tunables_load(&fb_tun, envp, err, sizeof err), 0);
+    rctx.tun = &fb_tun;
     hosts_ready = "a"; /* b has no deadline: a slow machine cannot time it out too */
     api_hold = 1;
     request("ab");
-    unsetenv("MESH_LLM_FIRST_BYTE_MS");
+    rctx.tun = NULL; /* the defaults again */
     expect("a,b,", "a,", 2, "HTTP/1.1 200");
     assert_non_null(strstr(out, "{\"answer\":2,"));
     RUN_UNTIL(held_aborted == 1, 5000);

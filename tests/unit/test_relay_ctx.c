@@ -1,55 +1,22 @@
-/* Unit tests for the relay's shared state (src/node/relay.h relay_ctx_t): the prefix-affinity
- * memory and the counters belong to a context the node owns, not to the process, so two
- * contexts never see each other's hosts, and the status object reads the context it is given. */
+/* Unit tests for the relay's shared state (src/node/relay.h relay_ctx_t): the counters belong to
+ * a context the node owns, not to the process, and the status object reads the context it is
+ * given. (The prefix-affinity memory, per context, and its switch: test_route.c, since the
+ * routing driver applies it.) */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "relay.h"
 
-static const char *const IDS[] = {"host-a", "host-b"};
-
-static void order_for(relay_ctx_t *rc, uint64_t prefix, size_t first, size_t *order)
-{
-    httpd_req_t req;
-    memset(&req, 0, sizeof req);
-    req.rq.prefix = prefix;
-    order[0] = first;
-    order[1] = 1 - first;
-    relay_order_by_prefix(rc, &req, IDS, order, 2);
-}
-
 static json_int_t field(json_t *o, const char *k)
 {
     return json_integer_value(json_object_get(o, k));
-}
-
-static void test_affinity_is_per_context(void **state)
-{
-    (void)state;
-    unsetenv("MESH_LLM_PREFIX_AFFINITY");
-    relay_ctx_t a, b;
-    memset(&a, 0, sizeof a);
-    memset(&b, 0, sizeof b);
-    size_t order[2];
-    order_for(&a, 42, 0, order); /* a remembers host-a for the prefix */
-    assert_int_equal(order[0], 0);
-    order_for(&a, 42, 1, order); /* the router put host-b first: a moves host-a up */
-    assert_int_equal(order[0], 0);
-    order_for(&b, 42, 1, order); /* b never saw the prefix: the router's order stands */
-    assert_int_equal(order[0], 1);
-    json_t *sa = relay_status_json(&a), *sb = relay_status_json(&b);
-    assert_int_equal(field(sa, "prefix_affinity_hits"), 1);
-    assert_int_equal(field(sa, "prefix_affinity_misses"), 1);
-    assert_int_equal(field(sb, "prefix_affinity_hits"), 0);
-    assert_int_equal(field(sb, "prefix_affinity_misses"), 1);
-    json_decref(sa);
-    json_decref(sb);
 }
 
 static void test_status_reads_the_context(void **state)
@@ -70,11 +37,74 @@ static void test_status_reads_the_context(void **state)
     json_decref(z);
 }
 
+static int prev_finished;
+static void prev_finish(httpd_req_t *req)
+{
+    assert_ptr_equal(req->finish_data, &prev_finished); /* its own data, given back */
+    prev_finished++;
+}
+
+/* In flight per host (the spill-over's facts): counted from relay_track until the request
+ * finishes; whoever watched the request's end before is told after; a host's entry is free
+ * again when nothing is in flight there. */
+static void test_in_flight(void **state)
+{
+    (void)state;
+    static relay_ctx_t rc;
+    memset(&rc, 0, sizeof rc);
+    httpd_req_t r1, r2, r3;
+    memset(&r1, 0, sizeof r1);
+    memset(&r2, 0, sizeof r2);
+    memset(&r3, 0, sizeof r3);
+    r1.on_finish = prev_finish; /* admission watches r1 */
+    r1.finish_data = &prev_finished;
+    relay_track(&rc, &r1, "host-a");
+    relay_track(&rc, &r2, "host-a");
+    relay_track(&rc, &r3, "host-b");
+    assert_int_equal(relay_inflight(&rc, "host-a"), 2);
+    assert_int_equal(relay_inflight(&rc, "host-b"), 1);
+    assert_int_equal(relay_inflight(&rc, "host-c"), 0);
+    void (*f)(httpd_req_t *) = r1.on_finish; /* httpd's req_finished */
+    r1.on_finish = NULL;
+    f(&r1);
+    assert_int_equal(prev_finished, 1);
+    assert_int_equal(relay_inflight(&rc, "host-a"), 1);
+    f = r2.on_finish;
+    r2.on_finish = NULL;
+    f(&r2);
+    f = r3.on_finish;
+    r3.on_finish = NULL;
+    f(&r3);
+    assert_int_equal(relay_inflight(&rc, "host-a"), 0);
+    assert_int_equal(relay_inflight(&rc, "host-b"), 0);
+    assert_int_equal(prev_finished, 1);
+    /* every entry taken by a host with a request in flight: one more host is not counted */
+    static httpd_req_t many[RELAY_FLIGHT_HOSTS + 1];
+    char id[16];
+    for (size_t i = 0; i <= RELAY_FLIGHT_HOSTS; i++) {
+        snprintf(id, sizeof id, "h%zu", i);
+        relay_track(&rc, &many[i], id);
+    }
+    assert_int_equal(relay_inflight(&rc, "h0"), 1);
+    assert_null(many[RELAY_FLIGHT_HOSTS].on_finish);
+    assert_int_equal(relay_inflight(&rc, id), 0);
+    for (size_t i = 0; i < RELAY_FLIGHT_HOSTS; i++) {
+        f = many[i].on_finish;
+        many[i].on_finish = NULL;
+        f(&many[i]);
+    }
+    relay_track(&rc, &r1, "host-z"); /* a free entry again */
+    assert_int_equal(relay_inflight(&rc, "host-z"), 1);
+    f = r1.on_finish;
+    r1.on_finish = NULL;
+    f(&r1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_affinity_is_per_context),
         cmocka_unit_test(test_status_reads_the_context),
+        cmocka_unit_test(test_in_flight),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -21,7 +21,6 @@
 #include "request.h"
 #include "resume.h"
 #include "route_table.h"
-#include "router.h"
 #include "vision.h"
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))

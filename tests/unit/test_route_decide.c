@@ -3,8 +3,9 @@
  * active router) and the pick / spill cases of test_route_table.c (the passive node). Orders
  * that depend on a hash are checked against reference functions: passive.c's order before it
  * went through route_decide — route_table.c's rt_pick_hosts + rt_spill, kept verbatim below as
- * ref_pick_hosts / ref_spill (the one rule, `=table`) — and, live, router_route + affinity_pick
- * (legacy_order, `=router`). */
+ * ref_pick_hosts / ref_spill (the one rule, `=table`); the legacy_order rows give the orders
+ * core/router.c's router_route + affinity_pick gave (checked against them live until S18
+ * removed router.c). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -19,7 +20,6 @@
 #include "mm.h"
 #include "route_decide.h"
 #include "route_table.h"
-#include "router.h"
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 #define S(...) ((const char *const[]){__VA_ARGS__, NULL})
@@ -109,7 +109,7 @@ typedef struct {
     bool no_affinity, legacy;
     uint64_t rotation;
     const char *self; /* NULL: SELF */
-    const char *want; /* see render(); "=table" / "=router" in place of an order: the reference's */
+    const char *want; /* see render(); "=table" in place of an order: the reference's */
     const char *msg;  /* a part of the message, NULL: not checked */
 } row_t;
 
@@ -276,44 +276,6 @@ static void ref_table(const hosts_t *hs, const row_t *r, const char *key_overrid
     free(t);
 }
 
-/* routing.c:routing_remote — router_route with router_request_key's key (request_t.router_key),
- * then relay_order_by_prefix's affinity_pick */
-static void ref_router(const hosts_t *hs, const row_t *r, const request_t *rq, char *out,
-                       size_t len)
-{
-    router_peer_t peers[48];
-    for (size_t i = 0; i < hs->n; i++) {
-        const rd_host_t *h = &hs->h[i];
-        peers[i] = (router_peer_t){.id = h->id,
-                                   .ready = h->ready,
-                                   .starting = h->starting,
-                                   .member = h->member,
-                                   .has_file = h->has_file,
-                                   .requested = h->requested,
-                                   .type = h->type >= 0 ? mm_type_name((mm_type_t)h->type) : NULL,
-                                   .vision = h->vision};
-    }
-    router_request_t q = {.needs = type_of(r->needs),
-                          .has_key = rq->has_router_key,
-                          .key = rq->router_key,
-                          .rotation = r->rotation,
-                          .images = rq->images};
-    router_result_t res;
-    router_route(peers, hs->n, r->self_req, &q, &res);
-    assert_int_equal(res.verdict, ROUTER_FORWARD);
-    static affinity_t aff;
-    memset(&aff, 0, sizeof aff);
-    const char *ids[48];
-    for (size_t i = 0; i < hs->n; i++)
-        ids[i] = hs->ids[i];
-    for (size_t i = 0; r->affinity && i < hs->n; i++)
-        if (hs->alias[i] == r->affinity) affinity_put(&aff, rq->prefix, hs->ids[i]);
-    if (res.n >= 2 && rq->prefix) affinity_pick(&aff, rq->prefix, ids, res.order, res.n);
-    size_t o = 0;
-    for (size_t k = 0; k < res.n; k++)
-        o += (size_t)snprintf(out + o, len - o, "%s%c", k ? "," : "", hs->alias[res.order[k]]);
-}
-
 /* ---- running a row ---- */
 
 static void input_of(const row_t *r, const hosts_t *hs, const request_t *rq, rd_input_t *in)
@@ -361,15 +323,12 @@ static void run_row(const row_t *r)
     route_decide(&in, &d);
     char got[256], want[256];
     render(&hs, &d, got, sizeof got);
-    /* "=table" / "=router": the reference's order in place of the marker */
+    /* "=table": the reference's order in place of the marker */
     const char *mark = strchr(r->want, '=');
     if (mark) {
         char ref[160];
-        if (strncmp(mark, "=table", 6) == 0)
-            ref_table(&hs, r, NULL, ref, sizeof ref);
-        else
-            ref_router(&hs, r, &rq, ref, sizeof ref);
-        const char *rest = mark + (strncmp(mark, "=table", 6) == 0 ? 6 : 7);
+        ref_table(&hs, r, NULL, ref, sizeof ref);
+        const char *rest = mark + 6;
         /* the reference says " spilled" itself: the row does not repeat it */
         snprintf(want, sizeof want, "%.*s%s%s", (int)(mark - r->want), r->want, ref, rest);
     } else {
@@ -700,23 +659,24 @@ static const row_t STICKY[] = {
      .want = "FORWARD =table remember"},
 };
 
-/* legacy_order: today's active order, exactly (router_route + affinity_pick). */
+/* legacy_order: the active order of before S20, exactly (router_route + affinity_pick: the
+ * hashed rows' orders are the ones router.c gave). */
 static const row_t LEGACY[] = {
     {.what = "legacy: user",
      .legacy = true,
      .body = "{\"user\":\"alice\"}",
      .hosts = S("a:R", "b:R", "c:R"),
-     .want = "FORWARD =router"},
+     .want = "FORWARD a,b,c"},
     {.what = "legacy: an empty user pins",
      .legacy = true,
      .body = "{\"user\":\"\",\"session_id\":\"s\"}",
      .hosts = S("a:R", "b:R", "c:R", "d:R"),
-     .want = "FORWARD =router"},
+     .want = "FORWARD d,a,b,c"},
     {.what = "legacy: messages[0]",
      .legacy = true,
      .body = "{\"messages\":[{\"role\":\"system\",\"content\":\"be brief\"}]}",
      .hosts = S("a:R", "b:R", "c:R"),
-     .want = "FORWARD =router"},
+     .want = "FORWARD b,c,a"},
     {.what = "legacy: rotation 0",
      .legacy = true,
      .hosts = S("a:R", "b:R", "c:R"),
@@ -745,14 +705,14 @@ static const row_t LEGACY[] = {
      .body = PREFIXED_KEYED,
      .affinity = 'b',
      .hosts = S("a:R", "b:R", "c:R"),
-     .want = "FORWARD =router hit remember"},
+     .want = "FORWARD b,a,c hit remember"},
     {.what = "legacy: affinity, no key",
      .legacy = true,
      .rotation = 2,
      .body = PREFIXED,
      .affinity = 'a',
      .hosts = S("a:R", "b:R", "c:R"),
-     .want = "FORWARD =router hit remember"},
+     .want = "FORWARD a,c,b hit remember"},
 };
 
 static void run_rows(const row_t *rows, size_t n)
