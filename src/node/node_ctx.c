@@ -1,0 +1,34 @@
+/* node_ctx — a node's owned parts, built from its command line (node_ctx.h). */
+#include "node_ctx.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config_file.h"
+
+int node_ctx_init(node_ctx_t *ctx, int argc, char **argv, char *err, size_t errlen)
+{
+    memset(ctx, 0, sizeof *ctx);
+    config_src_t *src = calloc(1, sizeof *src); /* large: the command line merged with the file */
+    if (!src) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    int rc = config_src_load(src, argc, argv, err, errlen);
+    if (rc == 0) {
+        node_dl_take_args(&ctx->dl_args, &src->argc, src->argv); /* downloaded by the node */
+        rc = config_parse_src(&ctx->cfg, src, err, errlen);
+        config_src_free(src);
+    }
+    free(src);
+    if (rc != CONFIG_OK) return rc;
+    meshstat_init(&ctx->stat, &ctx->changes); /* a logged request changes the status */
+    return CONFIG_OK;
+}
+
+void node_ctx_free(node_ctx_t *ctx)
+{
+    config_free(&ctx->cfg);
+}
