@@ -674,7 +674,9 @@ int main(int argc, char **argv)
         LOGE("node", "%s", err);
         return 1;
     }
-    rc = admission_init(&n->adm, n->loop, &n->ctx.cfg, &n->ms, &n->ctx.stat, err, sizeof err);
+    /* admission control (node/admission.h): every inference request passes it, idle or not */
+    admission_deps_t ad = {.resume = api_inference, .data = &n->api};
+    rc = admission_init(&n->adm, n->loop, &n->ctx.cfg, &n->ms, &n->ctx.stat, &ad, err, sizeof err);
     if (rc) {
         LOGE("node", "%s", err);
         return 1;
@@ -733,18 +735,18 @@ int main(int argc, char **argv)
     n->mgmt.join = on_join;
     n->mgmt.chat = on_chat;
     n->mgmt.discover = on_discover;
-    rc = nostr_app_init(&n->nostr, n->loop, &n->ctx.cfg, n->home, err, sizeof err);
+    nostr_app_deps_t nd = {.join = auto_join,
+                           .fetch_model = auto_fetch,
+                           .speed = auto_speed,
+                           .on_disk = auto_on_disk,
+                           .probe_hub = auto_probe_hub,
+                           .data = n,
+                           .offer = n->vram};
+    rc = nostr_app_init(&n->nostr, n->loop, &n->ctx.cfg, n->home, &nd, err, sizeof err);
     if (rc) {
         LOGE("node", "%s", err);
         return abort_startup(n);
     }
-    n->nostr.join = auto_join;
-    n->nostr.fetch_model = auto_fetch;
-    n->nostr.speed = auto_speed;
-    n->nostr.on_disk = auto_on_disk;
-    n->nostr.probe_hub = auto_probe_hub;
-    n->nostr.join_data = n;
-    n->nostr.offer = n->vram;
     if (n->idle) {
         identity_t id;
         rc = identity_load(&id, n->home, (uint64_t)time(NULL) * 1000, err, sizeof err);
@@ -765,9 +767,6 @@ int main(int argc, char **argv)
             return abort_startup(n);
         }
     }
-    /* admission control (node/admission.h): every inference request passes it, idle or not */
-    n->adm.resume = api_inference;
-    n->adm.resume_data = &n->api;
     n->adm.has_host = has_host;
     n->adm.host_data = n;
     n->api.admit = admit;
@@ -788,15 +787,13 @@ int main(int argc, char **argv)
     admission_start(&n->adm);
     if (n->ctx.cfg.auto_join) nostr_app_auto(&n->nostr);
     if (!n->ctx.cfg.client) {
-        rc = node_dl_init(&n->ndl, n->loop, n->ctx.cfg.models_dir, &n->ctx.cfg.tun);
+        node_dl_deps_t dd = {
+            .offer = n->vram, .on_done = dl_done, .on_change = dl_changed, .data = n};
+        rc = node_dl_init(&n->ndl, n->loop, n->ctx.cfg.models_dir, &n->ctx.cfg.tun, &dd);
         if (rc)
             LOGW("node", "downloads disabled: %s", strerror(-rc));
         else
             node_dl_add_present(&n->ndl, &n->ctx.dl_args);
-        n->ndl.offer = n->vram;
-        n->ndl.on_done = dl_done;
-        n->ndl.on_change = dl_changed;
-        n->ndl.data = n;
         if (rc == 0) {
             n->plan.dl = &n->ndl;
             n->ms.load_ref = load_ref;
