@@ -660,15 +660,14 @@ int main(int argc, char **argv)
     }
 
     n->loop = uv_default_loop();
+    sv_deps_t svd = {.rpc_server = rpc_server, .on_all_stopped = on_all_stopped};
     rc = sv_init(&n->sv, n->loop, llama_server ? llama_server : "llama-server", n->ctx.cfg.verbose,
-                 &n->ctx.cfg.tun);
+                 &n->ctx.cfg.tun, &svd);
     free(llama_server);
     if (rc) {
         LOGE("node", "supervisor: %s", strerror(-rc));
         return 1;
     }
-    n->sv.rpc_server = rpc_server;
-    n->sv.on_all_stopped = on_all_stopped;
     rc = models_init(&n->ms, n->loop, &n->ctx.cfg, &n->sv, &n->ctx.stat, err, sizeof err);
     if (rc) {
         LOGE("node", "%s", err);

@@ -109,7 +109,7 @@ static fx_t *setup_local(const char *keys, unsigned queue_len, const char *local
     /* the tunables as the node reads them at start (a test may have set one) */
     assert_int_equal(tunables_load(&f->cfg.tun, NULL, err, sizeof err), 0);
     meshstat_init(&f->stat, NULL);
-    assert_int_equal(sv_init(&f->sv, &f->loop, "/bin/true", false, &f->cfg.tun), 0);
+    assert_int_equal(sv_init(&f->sv, &f->loop, "/bin/true", false, &f->cfg.tun, NULL), 0);
     assert_int_equal(models_init(&f->ms, &f->loop, &f->cfg, &f->sv, &f->stat, err, sizeof err), 0);
     admission_deps_t dep = {.resume = on_resume, .data = f};
     int rc = admission_init(&f->ad, &f->loop, &f->cfg, &f->ms, &f->stat, &dep, err, sizeof err);

@@ -185,7 +185,7 @@ static int setup(void **state)
     cfg.n_models = 3;
     tunables_defaults(&cfg.tun);
     meshstat_init(&mstat, NULL);
-    if (sv_init(&sv, &loop, "/bin/true", false, &cfg.tun) != 0) return -1;
+    if (sv_init(&sv, &loop, "/bin/true", false, &cfg.tun, NULL) != 0) return -1;
     if (models_init(&ms, &loop, &cfg, &sv, &mstat, err, sizeof err) != 0) {
         fprintf(stderr, "models_init: %s\n", err);
         return -1;
