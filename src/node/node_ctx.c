@@ -25,6 +25,9 @@ int node_ctx_init(node_ctx_t *ctx, int argc, char **argv, char *err, size_t errl
     free(src);
     if (rc != CONFIG_OK) return rc;
     meshstat_init(&ctx->stat, &ctx->changes); /* a logged request changes the status */
+    /* MESH_LLM_HTTP_MAX_BUFFERED: bytes of requests the node's HTTP connections (the API and
+     * console servers, sharing the budget) may buffer together */
+    ctx->http_budget.cap = (size_t)ctx->cfg.tun.http_max_buffered;
     return CONFIG_OK;
 }
 

@@ -13,7 +13,6 @@ node/relay.c MESH_LLM_FIRST_BYTE_MS relay_t reaches the tunables through relay_c
 node/relay.c MESH_LLM_FIRST_BYTE_MS_PER_KB the same
 node/relay.c MESH_LLM_RETRY_DIAL_MS the same
 node/relay.c MESH_LLM_PREFIX_AFFINITY the same (and then the switch rule of tunables.c applies)
-app/api_openai.c MESH_LLM_HTTP_MAX_BUFFERED the HTTP buffer budget becomes an object with S9
 node/bin_find.c MESH_LLM_BIN_DIR an option (--bin-dir): bin_dirs is also called by the commands
 node/bin_find.c MESH_LLM_CACHE the same path as MESH_LLM_BIN_DIR
 node/nostr_pool.c MESH_LLM_NOSTR_RELAYS an option (--nostr-relay), read where the list is built

@@ -91,11 +91,16 @@ static void test_environment_read_once(void **state)
     node_ctx_t *a = malloc(sizeof *a), *b = malloc(sizeof *b);
     char err[512];
     setenv("MESH_LLM_HEARTBEAT_MS", "1234", 1);
+    setenv("MESH_LLM_HTTP_MAX_BUFFERED", "8192", 1);
     assert_int_equal(init(a, argv, err, sizeof err), CONFIG_OK);
     unsetenv("MESH_LLM_HEARTBEAT_MS");
+    unsetenv("MESH_LLM_HTTP_MAX_BUFFERED");
     assert_int_equal(init(b, argv, err, sizeof err), CONFIG_OK);
     assert_int_equal(a->cfg.tun.heartbeat_ms, 1234); /* taken at init, kept after */
     assert_int_not_equal(b->cfg.tun.heartbeat_ms, 1234);
+    /* the HTTP buffer budget the API and console servers share gets its cap from the tunables */
+    assert_int_equal(a->http_budget.cap, 8192);
+    assert_int_equal(b->http_budget.cap, HTTPD_DEFAULT_BUFFER_CAP);
     node_ctx_free(a);
     node_ctx_free(b);
     free(a);
