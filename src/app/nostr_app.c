@@ -51,9 +51,9 @@ int nostr_app_init(nostr_app_t *na, uv_loop_t *loop, const config_t *cfg, const 
     na->loop = loop;
     na->cfg = cfg;
     na->home = home;
-    na->n_relays =
-        nostr_pool_relays((const char *const *)cfg->nostr_relays, cfg->n_nostr_relays,
-                          na->relay_buf, sizeof na->relay_buf, na->relays, CONFIG_MAX_RELAYS);
+    na->n_relays = nostr_pool_relays((const char *const *)cfg->nostr_relays, cfg->n_nostr_relays,
+                                     cfg->nostr_relays_env, na->relay_buf, sizeof na->relay_buf,
+                                     na->relays, CONFIG_MAX_RELAYS);
     if (!cfg->publish && !cfg->auto_join && !cfg->mesh_name) return 0;
     /* the key signs listings, and a named mesh's id derives from it */
     int rc = nostr_key_load(home, na->sk, na->pk, err, errlen);

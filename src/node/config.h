@@ -90,6 +90,7 @@ typedef struct {
     char *region;
     char *nostr_relays[CONFIG_MAX_RELAYS];
     size_t n_nostr_relays;
+    char *nostr_relays_env; /* $MESH_LLM_NOSTR_RELAYS as read at start (NULL: unset) */
     /* Serving features (config_serve.c): --draft FILE (a catalog name is resolved to its file
      * in the models directory), --no-draft (not even the catalog's pairing), --mmproj
      * MODEL=PATH (repeatable: a vision projector per model). */
@@ -121,6 +122,8 @@ void config_free(config_t *cfg);
 /* $MESH_LLM_API_KEY (NULL when unset or empty): what the node requires, and what 'mesh-llm
  * status' and the other commands send. Read here, with the options it stands for. */
 const char *config_env_api_key(void);
+/* $MESH_LLM_NOSTR_RELAYS (NULL: unset), for the commands (the node's is cfg->nostr_relays_env). */
+const char *config_env_nostr_relays(void);
 /* The config file's settings for model name, or NULL. */
 const config_model_opts_t *config_model_opts_of(const config_t *cfg, const char *name);
 /* A model's context size and llama-server arguments: the config file's for that model, else

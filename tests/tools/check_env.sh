@@ -15,7 +15,6 @@ node/relay.c MESH_LLM_RETRY_DIAL_MS the same
 node/relay.c MESH_LLM_PREFIX_AFFINITY the same (and then the switch rule of tunables.c applies)
 node/bin_find.c MESH_LLM_BIN_DIR an option (--bin-dir): bin_dirs is also called by the commands
 node/bin_find.c MESH_LLM_CACHE the same path as MESH_LLM_BIN_DIR
-node/nostr_pool.c MESH_LLM_NOSTR_RELAYS an option (--nostr-relay), read where the list is built
 '
 found=$(cd "$src" && grep -nE 'getenv\("MESH_LLM_|getenv\([A-Z_]+_ENV\)|(^|[^_a-z])(options_)?env_ms0?\(' */*.c |
   grep -vE '^(node/options|node/tunables|node/config[a-z_]*|base/util)\.c:' |

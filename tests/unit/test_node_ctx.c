@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "node_ctx.h"
+#include "nostr_pool.h"
 
 #define URL_A "https://example.invalid/m/alpha-Q4_K_M.gguf"
 
@@ -107,6 +108,36 @@ static void test_environment_read_once(void **state)
     free(b);
 }
 
+/* $MESH_LLM_NOSTR_RELAYS is read with the options, once; the relay list is built from it */
+static void test_nostr_relays_from_env(void **state)
+{
+    (void)state;
+    char *argv[] = {"mesh-llm", NULL};
+    node_ctx_t *ctx = malloc(sizeof *ctx);
+    char err[512], buf[256];
+    const char *urls[8];
+    setenv("MESH_LLM_NOSTR_RELAYS", "ws://a.invalid, wss://b.invalid", 1);
+    assert_int_equal(init(ctx, argv, err, sizeof err), CONFIG_OK);
+    unsetenv("MESH_LLM_NOSTR_RELAYS");
+    assert_string_equal(ctx->cfg.nostr_relays_env, "ws://a.invalid, wss://b.invalid");
+    assert_int_equal(
+        nostr_pool_relays(NULL, 0, ctx->cfg.nostr_relays_env, buf, sizeof buf, urls, 8), 2);
+    assert_string_equal(urls[1], "wss://b.invalid");
+    node_ctx_free(ctx);
+    setenv("MESH_LLM_NOSTR_RELAYS", "none", 1);
+    assert_int_equal(init(ctx, argv, err, sizeof err), CONFIG_OK);
+    unsetenv("MESH_LLM_NOSTR_RELAYS");
+    assert_int_equal(
+        nostr_pool_relays(NULL, 0, ctx->cfg.nostr_relays_env, buf, sizeof buf, urls, 8), 0);
+    node_ctx_free(ctx);
+    assert_int_equal(init(ctx, argv, err, sizeof err), CONFIG_OK); /* unset: the defaults */
+    assert_null(ctx->cfg.nostr_relays_env);
+    assert_true(nostr_pool_relays(NULL, 0, ctx->cfg.nostr_relays_env, buf, sizeof buf, urls, 8) >
+                0);
+    node_ctx_free(ctx);
+    free(ctx);
+}
+
 static void test_bad_command_line_is_an_error(void **state)
 {
     (void)state;
@@ -130,6 +161,7 @@ int main(void)
         cmocka_unit_test(test_options_parsed),
         cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_environment_read_once),
+        cmocka_unit_test(test_nostr_relays_from_env),
         cmocka_unit_test(test_bad_command_line_is_an_error),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
