@@ -637,12 +637,12 @@ int main(int argc, char **argv)
     LOGI("node", "mesh-llm %s starting", MESH_VERSION);
     char *llama_server = NULL;
     if (!n->ctx.cfg.client) {
-        llama_server = sv_find_binary(n->ctx.cfg.bin_dir, "llama-server");
+        llama_server = sv_find_binary(n->ctx.cfg.bin_dir, "llama-server", &n->ctx.bins);
         if (!llama_server) {
             if (n->ctx.cfg.bin_dir)
                 LOGE("node", "no executable llama-server in --bin-dir %s", n->ctx.cfg.bin_dir);
             else {
-                bin_not_found(err, sizeof err, "llama-server");
+                bin_not_found(err, sizeof err, "llama-server", &n->ctx.bins);
                 LOGE("node", "%s", err);
             }
             node_ctx_free(&n->ctx);
@@ -652,8 +652,9 @@ int main(int argc, char **argv)
     }
     char *rpc_server = NULL;
     if (!n->ctx.cfg.client) {
-        rpc_server = sv_find_binary(n->ctx.cfg.bin_dir, "ggml-rpc-server");
-        if (!rpc_server) rpc_server = sv_find_binary(n->ctx.cfg.bin_dir, "rpc-server");
+        rpc_server = sv_find_binary(n->ctx.cfg.bin_dir, "ggml-rpc-server", &n->ctx.bins);
+        if (!rpc_server)
+            rpc_server = sv_find_binary(n->ctx.cfg.bin_dir, "rpc-server", &n->ctx.bins);
         if (!rpc_server)
             LOGW("node", "ggml-rpc-server not found next to llama-server: this node cannot lend "
                          "its memory to models split over several nodes");

@@ -56,6 +56,7 @@ typedef struct {
     uint32_t ctx_size; /* 0 = llama-server's default */
     char *llamacpp_args;
     char *bin_dir;
+    char *bin_dir_env; /* $MESH_LLM_BIN_DIR as read at start (NULL: unset), searched first */
     char *api_key;
     size_t max_body_bytes;
     unsigned max_connections; /* API client connections at once (0: httpd's default, 4096) */
@@ -122,6 +123,8 @@ void config_free(config_t *cfg);
 /* $MESH_LLM_API_KEY (NULL when unset or empty): what the node requires, and what 'mesh-llm
  * status' and the other commands send. Read here, with the options it stands for. */
 const char *config_env_api_key(void);
+/* $MESH_LLM_BIN_DIR (NULL: unset), for the commands (the node's is cfg->bin_dir_env). */
+const char *config_env_bin_dir(void);
 /* $MESH_LLM_NOSTR_RELAYS (NULL: unset), for the commands (the node's is cfg->nostr_relays_env). */
 const char *config_env_nostr_relays(void);
 /* The config file's settings for model name, or NULL. */

@@ -28,6 +28,7 @@ int node_ctx_init(node_ctx_t *ctx, int argc, char **argv, char *err, size_t errl
     /* MESH_LLM_HTTP_MAX_BUFFERED: bytes of requests the node's HTTP connections (the API and
      * console servers, sharing the budget) may buffer together */
     ctx->http_budget.cap = (size_t)ctx->cfg.tun.http_max_buffered;
+    ctx->bins = (bin_env_t){.env_dir = ctx->cfg.bin_dir_env, .cache = ctx->cfg.tun.cache};
     return CONFIG_OK;
 }
 

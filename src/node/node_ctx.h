@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 
+#include "bin_find.h"
 #include "changes.h"
 #include "config.h"
 #include "httpd.h"
@@ -25,6 +26,7 @@ typedef struct {
     httpd_budget_t http_budget;   /* request bytes the API and console servers buffer together */
     relay_ctx_t relay;            /* what the node's relays share: counters, prefix affinity */
     tunnel_rpc_stats_t rpc_stats; /* the RPC tunnels' counters, both sides (tunnel_rpc.h) */
+    bin_env_t bins;               /* where llama.cpp's binaries are looked for (bin_find.h) */
 } node_ctx_t;
 
 /* Parse argc/argv (with the config file and the MESH_LLM_* environment, config_file.h) into a

@@ -13,8 +13,6 @@ node/relay.c MESH_LLM_FIRST_BYTE_MS relay_t reaches the tunables through relay_c
 node/relay.c MESH_LLM_FIRST_BYTE_MS_PER_KB the same
 node/relay.c MESH_LLM_RETRY_DIAL_MS the same
 node/relay.c MESH_LLM_PREFIX_AFFINITY the same (and then the switch rule of tunables.c applies)
-node/bin_find.c MESH_LLM_BIN_DIR an option (--bin-dir): bin_dirs is also called by the commands
-node/bin_find.c MESH_LLM_CACHE the same path as MESH_LLM_BIN_DIR
 '
 found=$(cd "$src" && grep -nE 'getenv\("MESH_LLM_|getenv\([A-Z_]+_ENV\)|(^|[^_a-z])(options_)?env_ms0?\(' */*.c |
   grep -vE '^(node/options|node/tunables|node/config[a-z_]*|base/util)\.c:' |

@@ -138,6 +138,36 @@ static void test_nostr_relays_from_env(void **state)
     free(ctx);
 }
 
+/* $MESH_LLM_BIN_DIR and $MESH_LLM_CACHE are read at init; the binary search uses those values */
+static void test_bin_dirs_from_env(void **state)
+{
+    (void)state;
+    char *argv[] = {"mesh-llm", NULL};
+    node_ctx_t *ctx = malloc(sizeof *ctx);
+    char err[512];
+    setenv("MESH_LLM_BIN_DIR", "/nonexistent/bins", 1);
+    setenv("MESH_LLM_CACHE", "/nonexistent/cache", 1);
+    assert_int_equal(init(ctx, argv, err, sizeof err), CONFIG_OK);
+    unsetenv("MESH_LLM_BIN_DIR");
+    unsetenv("MESH_LLM_CACHE");
+    bin_dirs_t d;
+    bin_dirs(&d, &ctx->bins); /* the environment changed since: the values read at init count */
+    assert_true(d.n >= 2);
+    assert_string_equal(d.dir[0], "/nonexistent/bins");
+    assert_string_equal(d.what[0], "$MESH_LLM_BIN_DIR");
+    assert_non_null(strstr(d.dir[d.n - 1], "/nonexistent/cache/"));
+    bin_not_found(err, sizeof err, "llama-server", &ctx->bins);
+    assert_non_null(strstr(err, "/nonexistent/bins ($MESH_LLM_BIN_DIR)"));
+    assert_null(sv_find_binary(NULL, "no-such-binary-h-node", &ctx->bins));
+    node_ctx_free(ctx);
+    assert_int_equal(init(ctx, argv, err, sizeof err), CONFIG_OK); /* unset: not searched */
+    bin_dirs(&d, &ctx->bins);
+    for (size_t i = 0; i < d.n; i++)
+        assert_string_not_equal(d.what[i], "$MESH_LLM_BIN_DIR");
+    node_ctx_free(ctx);
+    free(ctx);
+}
+
 static void test_bad_command_line_is_an_error(void **state)
 {
     (void)state;
@@ -162,6 +192,7 @@ int main(void)
         cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_environment_read_once),
         cmocka_unit_test(test_nostr_relays_from_env),
+        cmocka_unit_test(test_bin_dirs_from_env),
         cmocka_unit_test(test_bad_command_line_is_an_error),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
