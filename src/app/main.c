@@ -388,7 +388,7 @@ static int enter_mesh(node_t *n, const token_t *joins, size_t n_joins, char *err
     }
     n->idle = false;
     n->api.unavailable = NULL;
-    n->mgmt.mesh = n->mesh;
+    mgmt_set_mesh(&n->mgmt, n->mesh);
     n->route = (routing_t){.plan = &n->plan, .mesh = n->mesh, .relay = &n->ctx.relay};
     n->api.route_remote = route_remote;
     n->api.list_remote = list_remote;
@@ -713,8 +713,20 @@ int main(int argc, char **argv)
     n->idle = (config_idle(&n->ctx.cfg) && node_dl_pending(&n->ctx.dl_args, NULL) == 0) ||
               n->ctx.cfg.auto_join;
     if (!n->ctx.cfg.headless) {
+        bool keys = admission_has_keys(&n->adm);
+        mgmt_deps_t md = {.api_port = n->api.httpd.port,
+                          .relay = &n->ctx.relay,
+                          .rpc_stats = &n->ctx.rpc_stats,
+                          .extra_status = mgmt_extra,
+                          .data = n,
+                          .idle_id = n->idle ? n->idle_id : NULL, /* filled in below */
+                          .join = on_join,
+                          .chat = on_chat,
+                          .discover = on_discover,
+                          .key_known = keys ? key_known : NULL,
+                          .key_data = keys ? &n->adm : NULL};
         rc = mgmt_start(&n->mgmt, n->loop, &n->ctx.cfg, NULL, &n->ms, &n->sv, &n->ctx.changes,
-                        &n->ctx.stat, &n->ctx.http_budget);
+                        &n->ctx.stat, &n->ctx.http_budget, &md);
         if (rc) {
             if (rc == UV_EADDRINUSE)
                 LOGE("node",
@@ -726,15 +738,7 @@ int main(int argc, char **argv)
                      uv_strerror(rc));
             return abort_startup(n);
         }
-        n->mgmt.api_port = n->api.httpd.port;
-        n->mgmt.relay = &n->ctx.relay;
-        n->mgmt.rpc_stats = &n->ctx.rpc_stats;
     }
-    n->mgmt.extra_status = mgmt_extra;
-    n->mgmt.extra_data = n;
-    n->mgmt.join = on_join;
-    n->mgmt.chat = on_chat;
-    n->mgmt.discover = on_discover;
     nostr_app_deps_t nd = {.join = auto_join,
                            .fetch_model = auto_fetch,
                            .speed = auto_speed,
@@ -756,7 +760,6 @@ int main(int argc, char **argv)
         }
         snprintf(n->idle_id, sizeof n->idle_id, "%s", id.id);
         sodium_memzero(&id, sizeof id);
-        n->mgmt.idle_id = n->idle_id;
         snprintf(n->idle_msg, sizeof n->idle_msg,
                  "not in a mesh yet: join one at http://127.0.0.1:%d", n->mgmt.httpd.port);
         n->api.unavailable = n->idle_msg;
@@ -771,11 +774,7 @@ int main(int argc, char **argv)
     n->adm.host_data = n;
     n->api.admit = admit;
     n->api.admit_data = &n->adm;
-    if (admission_has_keys(&n->adm)) {
-        n->api.key_known = key_known;
-        n->mgmt.key_known = key_known;
-        n->mgmt.key_data = &n->adm;
-    }
+    if (admission_has_keys(&n->adm)) n->api.key_known = key_known;
 
     uv_signal_init(n->loop, &n->sigint);
     uv_signal_init(n->loop, &n->sigterm);
