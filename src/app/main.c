@@ -689,8 +689,7 @@ int main(int argc, char **argv)
         n->ctx.cfg.client ? 0 : offer_detect(&n->ctx.cfg, n->sv.llama_server, &n->n_accel);
     n->vram = vram;
     models_set_offer(&n->ms, vram);
-    planner_init(&n->plan, n->loop, &n->ctx.cfg, &n->ms, &n->sv, vram);
-    n->plan.rpc_stats = &n->ctx.rpc_stats;
+    planner_init(&n->plan, n->loop, &n->ctx.cfg, &n->ms, &n->sv, vram, &n->ctx.rpc_stats);
     n->route.plan = &n->plan;
 
     rc = api_start(&n->api, n->loop, &n->ctx.cfg, &n->ms, &n->ctx.stat, &n->ctx.http_budget);
