@@ -147,7 +147,7 @@ static void handle_inference(api_t *api, httpd_req_t *req, const api_route_t *ro
     /* the one parse of the body (again after admission: the same facts, not parsed again);
      * admission, routing, the relay read req->rq */
     const request_t *rq = meshstat_parse_body(req);
-    if (api->admit && api->admit(api->admit_data, req, needs)) return;
+    if (api->dep.admit && api->dep.admit(api->dep.admit_data, req, needs)) return;
     char name[MODEL_NAME_MAX];
     int rc = rq->model_rc;
     if (rc < 0) {
@@ -238,8 +238,8 @@ static bool key_ok(const api_t *api, const httpd_req_t *req)
 {
     /* tunnelled requests were admitted by the mesh (and are limited to inference); Anthropic
      * clients send the key as x-api-key */
-    if (api->key_known)
-        return req->peer == HTTPD_PEER_TUNNEL || api->key_known(api->admit_data, req);
+    if (api->dep.key_known)
+        return req->peer == HTTPD_PEER_TUNNEL || api->dep.key_known(api->dep.admit_data, req);
     return !api->cfg->api_key || req->peer == HTTPD_PEER_TUNNEL ||
            api_key_ok(httpd_header(req, "authorization"), api->cfg->api_key) ||
            api_x_api_key_ok(httpd_header(req, "x-api-key"), api->cfg->api_key);
@@ -321,10 +321,24 @@ void api_chat(api_t *api, httpd_req_t *req)
     dispatch(api, req);
 }
 
+void api_set_unavailable(api_t *api, const char *msg)
+{
+    api->unavailable = msg;
+}
+
+void api_join(api_t *api, struct route *route, void (*list_remote)(void *data, model_list_t *list),
+              void *data)
+{
+    api->route = route;
+    api->list_remote = list_remote;
+    api->remote_data = data;
+}
+
 int api_start(api_t *api, uv_loop_t *loop, const config_t *cfg, models_t *ms, meshstat_t *stat,
-              httpd_budget_t *budget)
+              httpd_budget_t *budget, const api_deps_t *dep)
 {
     memset(api, 0, sizeof *api);
+    if (dep) api->dep = *dep;
     api->loop = loop;
     api->cfg = cfg;
     api->ms = ms;

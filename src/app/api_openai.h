@@ -11,6 +11,15 @@
 #include "model_list.h"
 #include "models.h"
 
+/* Admission control (node/admission.h): admit takes an inference request before it is
+ * served or routed (true: taken; it comes back through api_inference once admitted);
+ * key_known, when set, replaces the --api-key check (--api-keys: any configured key). */
+typedef struct {
+    bool (*admit)(void *data, httpd_req_t *req, int needs);
+    bool (*key_known)(void *data, const httpd_req_t *req);
+    void *admit_data;
+} api_deps_t;
+
 typedef struct {
     uv_loop_t *loop;
     const config_t *cfg;
@@ -27,21 +36,22 @@ typedef struct {
     /* Idle mode: the /v1 endpoints (but GET /v1/models) answer 503 with this message until a join.
      */
     const char *unavailable;
-    /* Admission control (node/admission.h): admit takes an inference request before it is
-     * served or routed (true: taken; it comes back through api_inference once admitted);
-     * key_known, when set, replaces the --api-key check (--api-keys: any configured key). */
-    bool (*admit)(void *data, httpd_req_t *req, int needs);
-    bool (*key_known)(void *data, const httpd_req_t *req);
-    void *admit_data;
+    api_deps_t dep; /* api_start's */
 } api_t;
 
 /* Serve or route an inference request for `needs` (mm_type_t), admitted already. */
 void api_inference(void *api, httpd_req_t *req, int needs);
 
 /* stat: the node's meshstat (httpd_opts_t.stat); budget: the buffer budget the node's servers
- * share, whose cap is set here from MESH_LLM_HTTP_MAX_BUFFERED. */
+ * share, whose cap is set here from MESH_LLM_HTTP_MAX_BUFFERED; dep: admission (NULL: none). */
 int api_start(api_t *api, uv_loop_t *loop, const config_t *cfg, models_t *ms, meshstat_t *stat,
-              httpd_budget_t *budget);
+              httpd_budget_t *budget, const api_deps_t *dep);
+/* Idle mode: the /v1 endpoints (but GET /v1/models) answer 503 with msg; NULL: they serve. */
+void api_set_unavailable(api_t *api, const char *msg);
+/* The node joined a mesh: requests go through route, and /v1/models lists what list_remote
+ * adds (called with data). */
+void api_join(api_t *api, struct route *route, void (*list_remote)(void *data, model_list_t *list),
+              void *data);
 void api_stop(api_t *api);
 /* A request that came to another server (the console's POST /api/chat) answered as
  * POST /v1/chat/completions: the same checks, routing and byte-for-byte proxying. */

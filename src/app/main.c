@@ -173,7 +173,7 @@ static void on_mesh_stopped(void *data)
     node_t *n = data;
     n->mesh = NULL;
     route_set_mesh(&n->route, NULL);
-    n->rs.mesh = NULL;
+    route_serve_set_mesh(&n->rs, NULL);
     n->mesh_stopped = true;
     maybe_exit(n);
 }
@@ -353,7 +353,7 @@ static int enter_mesh(node_t *n, const token_t *joins, size_t n_joins, char *err
     route_serve_init(&n->rs, n->loop, &n->plan, refresh_ms);
     int rc = mesh_start(&n->mesh, n->loop, &mo, err, errlen);
     if (rc) return rc;
-    n->rs.mesh = n->mesh;
+    route_serve_set_mesh(&n->rs, n->mesh);
     if (n->ctx.cfg.client) {
         passive_opts_t po = {.role = RT_ROLE_CLIENT,
                              .refresh_ms = refresh_ms,
@@ -366,19 +366,17 @@ static int enter_mesh(node_t *n, const token_t *joins, size_t n_joins, char *err
         }
     }
     n->idle = false;
-    n->api.unavailable = NULL;
+    api_set_unavailable(&n->api, NULL);
     mgmt_set_mesh(&n->mgmt, n->mesh);
     route_set_mesh(&n->route, n->mesh);
-    n->api.route = &n->route;
-    n->api.list_remote = list_remote;
-    n->api.remote_data = n;
-    n->ms.on_change = models_changed;
-    n->sv.on_change = sv_changed;
+    api_join(&n->api, &n->route, list_remote, n);
+    models_watch(&n->ms, models_changed, n);
+    sv_watch(&n->sv, sv_changed);
     meshstat_set_node(&n->ctx.stat, mesh_node_id(n->mesh)); /* X-Mesh-Node on proxied answers */
     /* without --model, a joining node is given its model by the mesh (allocation); when it
      * gives nothing, the node stands by passively (standby.h) */
     if (n_joins > 0 && !n->ctx.cfg.client && n->plan.n == 0) {
-        n->plan.allocating = true;
+        planner_allocate(&n->plan);
         const char *names[RT_MAX_REQ_MODELS];
         size_t nm = 0;
         for (size_t i = 0; i < n->ms.n && nm < RT_MAX_REQ_MODELS; i++)
@@ -653,14 +651,14 @@ int main(int argc, char **argv)
         return 1;
     }
     /* admission control (node/admission.h): every inference request passes it, idle or not */
-    admission_deps_t ad = {.resume = api_inference, .data = &n->api};
+    admission_deps_t ad = {
+        .resume = api_inference, .data = &n->api, .has_host = has_host, .host_data = n};
     rc = admission_init(&n->adm, n->loop, &n->ctx.cfg, &n->ms, &n->ctx.stat, &ad, err, sizeof err);
     if (rc) {
         LOGE("node", "%s", err);
         return 1;
     }
-    n->ms.on_preload_done = announce;
-    n->ms.data = n;
+    models_on_preload_done(&n->ms, announce, n);
     LOGI("node", "%zu known model(s); slots: %u llm, %u embedding, %u reranking", n->ms.n,
          n->ctx.cfg.max_loaded[0], n->ctx.cfg.max_loaded[1], n->ctx.cfg.max_loaded[2]);
     uint64_t vram =
@@ -673,7 +671,9 @@ int main(int argc, char **argv)
                                           .ndl = &n->ndl,
                                           .passive = &n->passive});
 
-    rc = api_start(&n->api, n->loop, &n->ctx.cfg, &n->ms, &n->ctx.stat, &n->ctx.http_budget);
+    bool keys = admission_has_keys(&n->adm);
+    api_deps_t apd = {.admit = admit, .key_known = keys ? key_known : NULL, .admit_data = &n->adm};
+    rc = api_start(&n->api, n->loop, &n->ctx.cfg, &n->ms, &n->ctx.stat, &n->ctx.http_budget, &apd);
     if (rc) {
         if (rc == UV_EADDRINUSE)
             LOGE("node", "port %d is already in use; choose another with --port N (0 = any free)",
@@ -693,7 +693,6 @@ int main(int argc, char **argv)
     n->idle = (config_idle(&n->ctx.cfg) && node_dl_pending(&n->ctx.dl_args, NULL) == 0) ||
               n->ctx.cfg.auto_join;
     if (!n->ctx.cfg.headless) {
-        bool keys = admission_has_keys(&n->adm);
         mgmt_deps_t md = {.api_port = n->api.httpd.port,
                           .relay = &n->ctx.relay,
                           .rpc_stats = &n->ctx.rpc_stats,
@@ -742,7 +741,7 @@ int main(int argc, char **argv)
         sodium_memzero(&id, sizeof id);
         snprintf(n->idle_msg, sizeof n->idle_msg,
                  "not in a mesh yet: join one at http://127.0.0.1:%d", n->mgmt.httpd.port);
-        n->api.unavailable = n->idle_msg;
+        api_set_unavailable(&n->api, n->idle_msg);
     } else {
         rc = enter_mesh(n, n->ctx.cfg.joins, n->ctx.cfg.n_joins, err, sizeof err);
         if (rc) {
@@ -750,11 +749,6 @@ int main(int argc, char **argv)
             return abort_startup(n);
         }
     }
-    n->adm.has_host = has_host;
-    n->adm.host_data = n;
-    n->api.admit = admit;
-    n->api.admit_data = &n->adm;
-    if (admission_has_keys(&n->adm)) n->api.key_known = key_known;
 
     uv_signal_init(n->loop, &n->sigint);
     uv_signal_init(n->loop, &n->sigterm);
@@ -774,9 +768,8 @@ int main(int argc, char **argv)
         else
             node_dl_add_present(&n->ndl, &n->ctx.dl_args);
         if (rc == 0) {
-            n->plan.dl = &n->ndl;
-            n->ms.load_ref = load_ref;
-            n->ms.load_ref_data = n;
+            planner_set_downloads(&n->plan, &n->ndl);
+            models_set_loader(&n->ms, load_ref, n);
         }
         const char *const *refs;
         size_t nref = node_dl_pending(&n->ctx.dl_args, &refs);

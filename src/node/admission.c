@@ -308,8 +308,9 @@ static void respond_refusal(httpd_req_t *req, const admit_t *a, int model, int k
  * wait, and before one queues. */
 static void check_host(admission_t *ad, int model)
 {
-    if (!ad->has_host || model == ad->remote || !ad->local[model]) return;
-    admit_set_no_host(ad->a, model, !ad->has_host(ad->host_data, ad->a->models[model].name));
+    if (!ad->dep.has_host || model == ad->remote || !ad->local[model]) return;
+    admit_set_no_host(ad->a, model,
+                      !ad->dep.has_host(ad->dep.host_data, ad->a->models[model].name));
 }
 
 static void process(admission_t *ad)
@@ -380,7 +381,9 @@ static void schedule(admission_t *ad)
             const admit_model_t *m = &ad->a->models[i];
             if (!m->queued) continue;
             /* held for a switch: look again soon; waiting: does the model still have a host? */
-            uint64_t poll = m->blocked ? HELD_POLL_MS : ad->has_host ? HOST_POLL_MS : UINT64_MAX;
+            uint64_t poll = m->blocked         ? HELD_POLL_MS
+                            : ad->dep.has_host ? HOST_POLL_MS
+                                               : UINT64_MAX;
             if (poll != UINT64_MAX && now + poll < due) due = now + poll;
         }
     }

@@ -35,6 +35,10 @@ typedef struct {
     /* Serve an admitted request: the rest of the API's handling (routing, local serving). */
     void (*resume)(void *data, httpd_req_t *req, int needs);
     void *data;
+    /* Whether a model of this node has a host now (here or elsewhere; NULL: always): requests
+     * that would wait for one that has none are answered 503 (core/admit.h). */
+    bool (*has_host)(void *data, const char *model);
+    void *host_data;
 } admission_deps_t;
 
 typedef struct {
@@ -55,10 +59,6 @@ typedef struct {
     bool in_timer;        /* inside the timer's callback: see schedule() */
     uint64_t signal_due;  /* the next queued signal (UINT64_MAX: none waits for one) */
     admission_deps_t dep; /* admission_init's */
-    /* Whether a model of this node has a host now (here or elsewhere; NULL: always): requests
-     * that would wait for one that has none are answered 503 (core/admit.h). */
-    bool (*has_host)(void *data, const char *model);
-    void *host_data;
 } admission_t;
 
 /* Read --api-keys, --queue-len, --pin; refuses (err) unknown pins, pins that cannot all fit

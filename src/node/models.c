@@ -361,6 +361,27 @@ void models_update_bytes(models_t *ms, model_entry_t *e)
     mm_set_bytes(e->mm, e->host_share ? e->host_share : models_need_bytes(ms, e));
 }
 
+void models_on_preload_done(models_t *ms, void (*done)(void *data), void *data)
+{
+    ms->on_preload_done = done;
+    ms->data = data;
+}
+
+void models_watch(models_t *ms, void (*on_change)(void *data), void *data)
+{
+    ms->on_change = on_change;
+    ms->data = data;
+}
+
+void models_set_loader(models_t *ms,
+                       int (*load_ref)(void *data, const char *ref, char *name, size_t len,
+                                       httpd_req_t *req),
+                       void *data)
+{
+    ms->load_ref = load_ref;
+    ms->load_ref_data = data;
+}
+
 void models_set_offer(models_t *ms, uint64_t offered)
 {
     ledger_init(&ms->ledger, offered);

@@ -100,6 +100,16 @@ int models_init(models_t *ms, uv_loop_t *loop, const config_t *cfg, supervisor_t
                 meshstat_t *stat, char *err, size_t errlen);
 /* The memory this node offers (before models_preload); every load is checked against it. */
 void models_set_offer(models_t *ms, uint64_t offered);
+/* The node's callbacks; data is the one both are called with (the last one given). done: the
+ * preload (models_preload) finished. on_change: a model started or finished loading or
+ * unloading (the node sets it when it joins a mesh). */
+void models_on_preload_done(models_t *ms, void (*done)(void *data), void *data);
+void models_watch(models_t *ms, void (*on_change)(void *data), void *data);
+/* Downloads work: /api/v1/load of an unknown name asks load_ref (see models_t.load_ref). */
+void models_set_loader(models_t *ms,
+                       int (*load_ref)(void *data, const char *ref, char *name, size_t len,
+                                       httpd_req_t *req),
+                       void *data);
 /* What e needs loaded whole here: its file and the KV cache of the context it loads with. */
 uint64_t models_need_bytes(const models_t *ms, const model_entry_t *e);
 /* What this node holds only as e's split host (ledger_host_bytes; --split-private from cfg). */

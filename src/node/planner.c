@@ -724,6 +724,16 @@ int planner_init(planner_t *pl, uv_loop_t *loop, const config_t *cfg, models_t *
     return 0;
 }
 
+void planner_allocate(planner_t *pl)
+{
+    pl->allocating = true;
+}
+
+void planner_set_downloads(planner_t *pl, node_dl_t *dl)
+{
+    pl->dl = dl;
+}
+
 void planner_start(planner_t *pl, mesh_t *mesh)
 {
     pl->mesh = mesh;

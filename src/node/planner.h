@@ -122,6 +122,10 @@ struct planner {
 /* rpc_stats: the node's RPC tunnel counters (host side); NULL: none */
 int planner_init(planner_t *pl, uv_loop_t *loop, const config_t *cfg, models_t *ms,
                  supervisor_t *sv, uint64_t vram, tunnel_rpc_stats_t *rpc_stats);
+/* No --model and a mesh joined at run time: the mesh chooses this node's model (allocation). */
+void planner_allocate(planner_t *pl);
+/* Downloads work: rule 4 may "download and serve" through dl (NULL: none). */
+void planner_set_downloads(planner_t *pl, node_dl_t *dl);
 /* The mesh is up: start deciding. */
 void planner_start(planner_t *pl, mesh_t *mesh);
 /* Something changed (peers, local models, children): re-decide soon. */

@@ -18,6 +18,11 @@ void route_serve_init(route_serve_t *rs, uv_loop_t *loop, planner_t *plan, uint6
     rs->cache_ms = rs->refresh_ms / 4 < 1000 ? rs->refresh_ms / 4 : 1000;
 }
 
+void route_serve_set_mesh(route_serve_t *rs, mesh_t *mesh)
+{
+    rs->mesh = mesh;
+}
+
 void route_serve_free(route_serve_t *rs)
 {
     json_decref(rs->cached);

@@ -43,6 +43,8 @@ typedef struct {
 
 void route_serve_init(route_serve_t *rs, uv_loop_t *loop, planner_t *plan, uint64_t refresh_ms);
 void route_serve_free(route_serve_t *rs);
+/* The mesh it answers from: set when the mesh starts, NULL once it stops. */
+void route_serve_set_mesh(route_serve_t *rs, mesh_t *mesh);
 /* mesh_opts_t.route_request: the answer to one check-in (new reference) or NULL (refused). */
 json_t *route_serve_answer(route_serve_t *rs, const char *peer_id, json_t *req);
 /* The mesh changed: the next check-in gets a fresh table. */

@@ -663,6 +663,11 @@ void sv_stop_all(supervisor_t *sv, uint64_t grace_ms)
     check_all_stopped(sv);
 }
 
+void sv_watch(supervisor_t *sv, sv_event_cb on_change)
+{
+    sv->on_change = on_change;
+}
+
 void sv_close(supervisor_t *sv)
 {
     /* Handles are closed by the loop walk in main; here only memory. */

@@ -154,6 +154,8 @@ void sv_stop(sv_child_t *c, uint64_t grace_ms);
 /* SIGTERM every child, SIGKILL after grace_ms; on_all_stopped fires when none is left. */
 void sv_stop_all(supervisor_t *sv, uint64_t grace_ms);
 void sv_close(supervisor_t *sv);
+/* Report every child's change of state to on_change (NULL: none). */
+void sv_watch(supervisor_t *sv, sv_event_cb on_change);
 /* The child's argv (for status output); NULL-terminated, owned by the caller. */
 char **sv_build_argv(const sv_child_t *c);
 

@@ -420,7 +420,7 @@ static void test_local_cap_and_no_host(void **state)
 {
     (void)state;
     fx_t *f = setup_local(NULL, 4, "-np 1");
-    f->ad.has_host = no_host;
+    f->ad.dep.has_host = no_host;
     send_req(f, 0, HTTPD_PEER_LOOPBACK, NULL);
     assert_true(SPIN_UNTIL(f, f->n_resumed == 1));
     send_req(f, 1, HTTPD_PEER_LOOPBACK, NULL);
