@@ -375,23 +375,14 @@ static int enter_mesh(node_t *n, const token_t *joins, size_t n_joins, char *err
     meshstat_set_node(&n->ctx.stat, mesh_node_id(n->mesh)); /* X-Mesh-Node on proxied answers */
     /* without --model, a joining node is given its model by the mesh (allocation); when it
      * gives nothing, the node stands by passively (standby.h) */
-    if (n_joins > 0 && !n->ctx.cfg.client && n->plan.n == 0) {
-        planner_allocate(&n->plan);
-        const char *names[RT_MAX_REQ_MODELS];
-        size_t nm = 0;
-        for (size_t i = 0; i < n->ms.n && nm < RT_MAX_REQ_MODELS; i++)
-            names[nm++] = n->ms.entries[i].mm->name;
-        passive_opts_t po = {.refresh_ms = refresh_ms,
-                             .vram_bytes = n->vram,
-                             .models = names,
-                             .n_models = nm,
-                             .joins = joins,
-                             .n_joins = n_joins,
-                             .relay = &n->ctx.relay};
-        if (standby_start(&n->sb, n->loop, &n->plan, n->mesh, &po, &n->passive) != 0) {
-            snprintf(err, errlen, "cannot start the standby driver (out of memory)");
-            return -ENOMEM;
-        }
+    passive_opts_t so = {.refresh_ms = refresh_ms,
+                         .vram_bytes = n->vram,
+                         .joins = joins,
+                         .n_joins = n_joins,
+                         .relay = &n->ctx.relay};
+    if (standby_join(&n->sb, n->loop, &n->plan, n->mesh, n->ctx.cfg.client, &so, &n->passive)) {
+        snprintf(err, errlen, "cannot start the standby driver (out of memory)");
+        return -ENOMEM;
     }
     planner_start(&n->plan, n->mesh);
     nostr_app_set_passive(&n->nostr, passive_count, &n->rs);

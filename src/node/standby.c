@@ -84,6 +84,21 @@ int standby_start(standby_t *s, uv_loop_t *loop, planner_t *pl, mesh_t *mesh,
     return 0;
 }
 
+int standby_join(standby_t *s, uv_loop_t *loop, planner_t *pl, mesh_t *mesh, bool client,
+                 const passive_opts_t *o, passive_t **pv_out)
+{
+    if (o->n_joins == 0 || client || pl->n > 0) return 0;
+    planner_allocate(pl);
+    const char *names[RT_MAX_REQ_MODELS];
+    size_t nm = 0;
+    for (size_t i = 0; i < pl->ms->n && nm < RT_MAX_REQ_MODELS; i++)
+        names[nm++] = pl->ms->entries[i].mm->name;
+    passive_opts_t po = *o;
+    po.models = names;
+    po.n_models = nm;
+    return standby_start(s, loop, pl, mesh, &po, pv_out);
+}
+
 void standby_status(const standby_t *s, json_t *st)
 {
     json_t *node = json_object_get(st, "node");

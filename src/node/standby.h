@@ -41,6 +41,12 @@ typedef struct {
  * the planner's re-plans. *pv_out: the driver (the node routes through it while it is active). */
 int standby_start(standby_t *s, uv_loop_t *loop, planner_t *pl, mesh_t *mesh,
                   const passive_opts_t *o, passive_t **pv_out);
+/* A node that joins a mesh without --model (o->n_joins > 0, not a client, nothing planned yet):
+ * the mesh chooses its model (planner_allocate) and, when it gives nothing, the node stands by
+ * (standby_start, with o's joins/relay/refresh/memory and the models on disk filled in here).
+ * Returns 0 (started, or not such a node) or a negative errno. */
+int standby_join(standby_t *s, uv_loop_t *loop, planner_t *pl, mesh_t *mesh, bool client,
+                 const passive_opts_t *o, passive_t **pv_out);
 /* Adds node.standby {passive, went_passive, went_active} to a status document. */
 void standby_status(const standby_t *s, json_t *st);
 void standby_stop(standby_t *s);

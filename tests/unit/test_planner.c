@@ -29,6 +29,7 @@
 #include "mesh_int.h" /* the test hands the mesh its peers' views (view_set_sync) */
 #include "models_fixture.h"
 #include "planner_int.h"
+#include "standby.h"
 
 #define SELF "5555555555555555555555555555555555555555555555555555555555555555"
 #define LOW "1111111111111111111111111111111111111111111111111111111111111111"  /* < SELF */
@@ -458,6 +459,30 @@ static void test_replan_split_self_hosts(void **state)
     assert_string_equal(st->workers[0].id, LOW);
 }
 
+/* standby_join (the node policy enter_mesh calls): only a node that joins a mesh (a token)
+ * without --model, and is not a client, is allocated and stands by; any other is left as it
+ * was: not allocating, no standby driver. */
+static void test_standby_join_only_joiners_without_model(void **state)
+{
+    (void)state;
+    pl.allocating = false;
+    standby_t sb = {0};
+    passive_t *pv = NULL;
+    token_t tok;
+    memset(&tok, 0, sizeof tok);
+    passive_opts_t o = {.joins = &tok, .n_joins = 0};
+    assert_int_equal(standby_join(&sb, &fx.loop, &pl, NULL, false, &o, &pv), 0); /* no join */
+    o.n_joins = 1;
+    assert_int_equal(standby_join(&sb, &fx.loop, &pl, NULL, true, &o, &pv), 0); /* a client */
+    pl.n = 1;
+    assert_int_equal(standby_join(&sb, &fx.loop, &pl, NULL, false, &o, &pv), 0); /* --model */
+    pl.n = 0;
+    assert_false(pl.allocating);
+    assert_false(sb.started);
+    assert_null(pv);
+    assert_null(pl.on_replanned);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -468,6 +493,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_demote_keeps_last_of_two, setup, teardown),
         cmocka_unit_test_setup_teardown(test_demote_never_the_last, setup, teardown),
         cmocka_unit_test_setup_teardown(test_annotate_sums_peers_and_self, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_standby_join_only_joiners_without_model, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_replan_waits_alone, setup_replan, teardown_replan),
         cmocka_unit_test_setup_teardown(test_replan_peer_fits_solo, setup_replan, teardown_replan),
         cmocka_unit_test_setup_teardown(test_replan_non_member_ignored, setup_replan,
