@@ -14,7 +14,7 @@ static json_t *full_status(void *data)
 {
     mgmt_t *g = data;
     json_t *st = status_doc(g);
-    if (st) api_events_status(g->events, st);
+    if (st) json_object_set_new(st, "events", api_events_status(g->events));
     return st;
 }
 

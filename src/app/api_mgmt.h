@@ -16,6 +16,8 @@
 #include "supervisor.h"
 #include "tunnel_rpc.h"
 
+struct status_parts; /* status_doc.h */
+
 typedef struct {
     httpd_t httpd;
     bool started;
@@ -28,8 +30,8 @@ typedef struct {
     meshstat_t *stat;   /* the node's metrics and request log (GET /metrics, the status) */
     relay_ctx_t *relay; /* the node's relay counters (the status' "routing"); NULL: zeros */
     const tunnel_rpc_stats_t *rpc_stats; /* the node's RPC tunnel counters (/metrics); NULL: 0 */
-    /* Adds the mesh plan and catalog to a status document. */
-    void (*extra_status)(void *data, json_t *status);
+    /* Fills the node's parts of the status document (status_doc.h; called with a mesh only). */
+    void (*status_parts)(void *data, struct status_parts *parts);
     void *extra_data;
     struct events *events; /* GET /api/events (api_events.h), made by mgmt_start */
     /* Idle mode (mesh NULL): this node's id for the status document. */

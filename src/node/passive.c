@@ -433,8 +433,9 @@ void passive_list_models(passive_t *p, model_list_t *list)
     }
 }
 
-void passive_status(passive_t *p, json_t *st)
+void passive_status(passive_t *p, passive_status_t *out)
 {
+    *out = (passive_status_t){0};
     json_t *fwd = json_object();
     for (size_t i = 0; fwd && i < p->n_fwd; i++)
         json_object_set_new(fwd, p->fwd[i].id, json_integer((json_int_t)p->fwd[i].n));
@@ -448,7 +449,7 @@ void passive_status(passive_t *p, json_t *st)
         json_object_set_new(o, "forwarded", fwd);
         json_object_set_new(o, "spilled", json_integer((json_int_t)p->spilled));
         json_object_set_new(o, "in_flight", inflight);
-        json_object_set_new(st, "route", o);
+        out->route = o;
     } else {
         json_decref(fwd);
         json_decref(inflight);
@@ -472,5 +473,5 @@ void passive_status(passive_t *p, json_t *st)
                               "servers", host_ids(t, m), "holders");
         if (e) json_array_append_new(cat, e);
     }
-    json_object_set_new(st, "catalog", cat);
+    out->catalog = cat;
 }

@@ -41,8 +41,9 @@ typedef struct {
  * the planner's re-plans. *pv_out: the driver (the node routes through it while it is active). */
 int standby_start(standby_t *s, uv_loop_t *loop, planner_t *pl, mesh_t *mesh,
                   const passive_opts_t *o, passive_t **pv_out);
-/* Adds node.standby {passive, went_passive, went_active} to a status document. */
-void standby_status(const standby_t *s, json_t *st);
+/* node.standby of the status document: {passive, went_passive, went_active} (a new value; NULL
+ * when not started). */
+json_t *standby_status(const standby_t *s);
 void standby_stop(standby_t *s);
 
 #endif
