@@ -443,17 +443,14 @@ void passive_status(passive_t *p, passive_status_t *out)
     for (size_t i = 0; inflight && i < p->n_fwd; i++)
         if (p->fwd[i].inflight)
             json_object_set_new(inflight, p->fwd[i].id, json_integer(p->fwd[i].inflight));
-    json_t *o = checkin_status(p->ck);
-    if (o) {
-        json_object_set_new(o, "retries", json_integer((json_int_t)p->retries));
-        json_object_set_new(o, "forwarded", fwd);
-        json_object_set_new(o, "spilled", json_integer((json_int_t)p->spilled));
-        json_object_set_new(o, "in_flight", inflight);
-        out->route = o;
-    } else {
-        json_decref(fwd);
-        json_decref(inflight);
-    }
+    const checkin_stat_t c = checkin_stat(p->ck);
+    json_t *o = json_pack(
+        "{s:s,s:s?,s:I,s:I,s:I,s:I,s:I,s:I,s:o,s:I,s:o}", "role", c.role, "checkin", c.checkin,
+        "refresh_ms", (json_int_t)c.refresh_ms, "table_age_ms", (json_int_t)c.table_age_ms,
+        "active_nodes", (json_int_t)c.active_nodes, "checkins", (json_int_t)c.checkins,
+        "failed_rounds", (json_int_t)c.failed_rounds, "retries", (json_int_t)p->retries,
+        "forwarded", fwd, "spilled", (json_int_t)p->spilled, "in_flight", inflight);
+    out->route = o;
     const rt_table_t *t = checkin_table(p->ck);
     if (!t) return;
     json_t *nodes = json_array(); /* the mesh's active nodes, as the table says (the console) */
