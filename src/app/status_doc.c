@@ -115,10 +115,13 @@ static json_t *idle_status(mgmt_t *g)
                      "version", MESH_VERSION, "joined", false, "peers");
 }
 
-json_t *status_doc(mgmt_t *g)
+json_t *status_doc(mgmt_t *g, json_t *events)
 {
     json_t *st = g->mesh ? mesh_status(g->mesh) : idle_status(g);
-    if (!st) return NULL;
+    if (!st) {
+        json_decref(events);
+        return NULL;
+    }
     json_t *node = json_object_get(st, "node");
     json_object_set_new(node, "api_port", json_integer(g->api_port));
     json_object_set_new(node, "console_port", json_integer(g->httpd.port));
@@ -149,6 +152,7 @@ json_t *status_doc(mgmt_t *g)
     }
     json_object_set_new(st, "requests", /* newest first; no meshstat (tests): none */
                         g->stat ? reqlog_json(&g->stat->reqlog) : json_array());
+    json_object_set_new(st, "events", events);
     return st;
 }
 

@@ -1,7 +1,8 @@
 /* status_doc — the node's status document: what GET /api/status answers, what every
  * /api/events snapshot carries and what the console shows. It reads the management server's
- * state (api_mgmt.h) and calls neither the server nor the event streams: api_mgmt.c adds the
- * streams' own counters ("events", api_events_status) to each document it hands out. */
+ * state (api_mgmt.h) and calls neither the server nor the event streams: api_mgmt.c hands it
+ * the streams' own counters ("events", api_events_status) for each document. It is the
+ * document's one writer: every other module renders only its own parts (status_parts_t). */
 #ifndef MESH_STATUS_DOC_H
 #define MESH_STATUS_DOC_H
 
@@ -31,10 +32,10 @@ typedef struct status_parts {
     json_t *nostr;                       /* nostr */
 } status_parts_t;
 
-/* The status document without "events"; NULL when out of memory. node.state: idle (no mesh
- * yet), joining (a join is under way; node.join_error says why the last attempt failed),
- * member, passive. */
-json_t *status_doc(mgmt_t *g);
+/* The status document, "events" last (taken over; NULL: no "events"); NULL when out of memory.
+ * node.state: idle (no mesh yet), joining (a join is under way; node.join_error says why the
+ * last attempt failed), member, passive. */
+json_t *status_doc(mgmt_t *g, json_t *events);
 /* Places the node's parts into st (a mesh's document: "node", "peers", "stats"), in the order
  * clients have always seen them, and releases the parts. */
 void status_doc_place(json_t *st, status_parts_t *parts);

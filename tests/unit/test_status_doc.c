@@ -1,7 +1,7 @@
 /* Unit tests for status_doc.h: the status document of a node with no mesh (idle), its keys in
  * the order clients have always seen them, the processes it lists, the token hidden from
  * clients that may not see it, and the one assembly of a mesh node's document from each
- * module's parts (status_doc_place). The streams' "events" are api_mgmt.c's, not the document's. */
+ * module's parts (status_doc_place); the streams' "events", handed in, come last. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -17,7 +17,7 @@
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 
 static const char *const KEYS[] = {"node",    "peers",   "models", "processes", "http",
-                                   "routing", "catalog", "plan",   "requests"};
+                                   "routing", "catalog", "plan",   "requests",  "events"};
 
 typedef struct {
     const char *idle_id;
@@ -26,13 +26,14 @@ typedef struct {
     bool child, child_open; /* a supervised llama-server, its process there */
     const char *node_id;    /* expected node.id (NULL: null) */
     size_t n_processes;
+    bool events; /* the streams' counters handed in: the last key */
 } case_t;
 
 static const case_t CASES[] = {
-    {"ab12", 9337, 3131, false, false, "ab12", 0},
-    {NULL, 0, 0, false, false, NULL, 0},
-    {"ab12", 9337, 3131, true, false, "ab12", 0}, /* a child whose process is gone: not listed */
-    {"ab12", 9337, 3131, true, true, "ab12", 1},
+    {"ab12", 9337, 3131, false, false, "ab12", 0, true},
+    {NULL, 0, 0, false, false, NULL, 0, false},
+    {"ab12", 9337, 3131, true, false, "ab12", 0, false}, /* a child whose process is gone */
+    {"ab12", 9337, 3131, true, true, "ab12", 1, true},
 };
 
 static int extra_calls;
@@ -64,20 +65,23 @@ static void test_idle(void **state)
             .idle_id = k->idle_id, .api_port = k->api_port, .sv = &sv, .status_parts = extra};
         g.httpd.port = k->console_port;
         extra_calls = 0;
-        json_t *st = status_doc(&g);
+        json_t *st = status_doc(&g, k->events ? json_pack("{s:i}", "clients", 2) : NULL);
         assert_non_null(st);
         assert_int_equal(extra_calls, 0); /* the plan and catalog come with a mesh only */
-        /* the keys, in order (the console and scripts read them; "events" is added by api_mgmt) */
-        size_t n = 0;
+        /* the keys, in order (the console and scripts read them) */
+        size_t n = 0, n_keys = N(KEYS) - (k->events ? 0 : 1);
         const char *key;
         json_t *v;
         json_object_foreach(st, key, v)
         {
-            assert_true(n < N(KEYS));
+            assert_true(n < n_keys);
             assert_string_equal(key, KEYS[n]);
             n++;
         }
-        assert_int_equal(n, N(KEYS));
+        assert_int_equal(n, n_keys);
+        if (k->events)
+            assert_int_equal(
+                json_integer_value(json_object_get(json_object_get(st, "events"), "clients")), 2);
         json_t *node = json_object_get(st, "node");
         assert_string_equal(json_string_value(json_object_get(node, "state")), "idle");
         if (k->node_id)
