@@ -110,9 +110,9 @@ void status_doc_place(json_t *st, status_parts_t *p)
 /* The status document of an idle node (no mesh). */
 static json_t *idle_status(mgmt_t *g)
 {
-    return json_pack("{s:{s:s?,s:s,s:n,s:n,s:i,s:n,s:n,s:s,s:b},s:[]}", "node", "id", g->idle_id,
-                     "state", "idle", "mesh_id", "role", "quic_port", 0, "token", "incarnation",
-                     "version", MESH_VERSION, "joined", false, "peers");
+    return json_pack("{s:{s:s?,s:s,s:n,s:n,s:i,s:n,s:n,s:s,s:b},s:[]}", "node", "id",
+                     g->dep.idle_id, "state", "idle", "mesh_id", "role", "quic_port", 0, "token",
+                     "incarnation", "version", MESH_VERSION, "joined", false, "peers");
 }
 
 json_t *status_doc(mgmt_t *g, json_t *events)
@@ -123,7 +123,7 @@ json_t *status_doc(mgmt_t *g, json_t *events)
         return NULL;
     }
     json_t *node = json_object_get(st, "node");
-    json_object_set_new(node, "api_port", json_integer(g->api_port));
+    json_object_set_new(node, "api_port", json_integer(g->dep.api_port));
     json_object_set_new(node, "console_port", json_integer(g->httpd.port));
     if (g->mesh) {
         /* passive: a --client or a standby, in the mesh without gossip (routing tables) */
@@ -140,10 +140,10 @@ json_t *status_doc(mgmt_t *g, json_t *events)
     json_object_set_new(st, "http",
                         json_pack("{s:I}", "buffered_bytes",
                                   (json_int_t)(g->httpd.budget ? g->httpd.budget->buffered : 0)));
-    json_object_set_new(st, "routing", relay_status_json(g->relay));
-    if (g->status_parts && g->mesh) {
+    json_object_set_new(st, "routing", relay_status_json(g->dep.relay));
+    if (g->dep.status_parts && g->mesh) {
         status_parts_t parts = {0};
-        g->status_parts(g->extra_data, &parts);
+        g->dep.status_parts(g->dep.data, &parts);
         status_doc_place(st, &parts);
     }
     if (!g->mesh) {

@@ -61,8 +61,8 @@ static void test_idle(void **state)
                         .proc_open = k->child_open};
         snprintf(c.name, sizeof c.name, "tiny");
         if (k->child) sv.children = &c;
-        mgmt_t g = {
-            .idle_id = k->idle_id, .api_port = k->api_port, .sv = &sv, .status_parts = extra};
+        mgmt_t g = {.sv = &sv,
+                    .dep = {.idle_id = k->idle_id, .api_port = k->api_port, .status_parts = extra}};
         g.httpd.port = k->console_port;
         extra_calls = 0;
         json_t *st = status_doc(&g, k->events ? json_pack("{s:i}", "clients", 2) : NULL);
