@@ -391,6 +391,5 @@ void rd_passive_input(rd_input_t *in, const rt_table_t *t, const char *model, co
                        .table_status = m ? (int)m->status : 0,
                        .table_type = m && m->has_type ? (int)m->type : -1,
                        .hosts = hosts,
-                       .n_hosts = m ? rd_table_hosts(t, m, hosts, node_of, max) : 0,
-                       .no_affinity = true};
+                       .n_hosts = m ? rd_table_hosts(t, m, hosts, node_of, max) : 0};
 }

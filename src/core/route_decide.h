@@ -176,9 +176,9 @@ size_t rd_table_hosts(const rt_table_t *t, const rt_model_t *m, rd_host_t *hosts
                       size_t max);
 /* The input of a passive node's decision for `model` over its table t (NULL: none yet):
  * passive, have_table, in_table, table_status / table_type, the model's hosts (rd_table_hosts
- * into hosts[max] and node_of), prefix affinity off (passive nodes, until the one stickiness
- * rule: plan S20), no request facts (needs -1). The caller adds the request's (rq, path, needs,
- * tries, table_expired) and each host's inflight / bad. */
+ * into hosts[max] and node_of), no request facts (needs -1). The caller adds the request's
+ * (rq, path, needs, tries, table_expired), prefix affinity's (affinity_host, no_affinity) and
+ * each host's inflight / bad. */
 void rd_passive_input(rd_input_t *in, const rt_table_t *t, const char *model, const char *self_id,
                       rd_host_t *hosts, size_t *node_of, size_t max);
 
