@@ -35,7 +35,7 @@ bool api_metrics_handle(mgmt_t *g, httpd_req_t *req)
         return true;
     }
     fill_peers(g);
-    const tunnel_rpc_stats_t none = {0}, *ts = g->rpc_stats ? g->rpc_stats : &none;
+    const tunnel_rpc_stats_t none = {0}, *ts = g->dep.rpc_stats ? g->dep.rpc_stats : &none;
     metrics_set_rpc_tunnel(meshstat_metrics(g->stat), ts->host_tx, ts->host_rx, ts->host_turns);
     buf_t b;
     buf_init(&b, METRICS_MAX_BYTES);

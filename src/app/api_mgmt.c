@@ -23,8 +23,8 @@ static void handle(httpd_req_t *req)
     mgmt_t *g = req->server->data;
     const char *auth = httpd_header(req, "authorization");
     if ((strncmp(req->path, "/api/", 5) == 0 || strcmp(req->path, "/metrics") == 0) &&
-        (g->key_known ? !g->key_known(g->key_data, req)
-                      : g->cfg->api_key && !api_key_ok(auth, g->cfg->api_key))) {
+        (g->dep.key_known ? !g->dep.key_known(g->dep.key_data, req)
+                          : g->cfg->api_key && !api_key_ok(auth, g->cfg->api_key))) {
         httpd_respond_error(req, 401, "invalid_request_error", "invalid_api_key",
                             "missing or wrong API key; send 'Authorization: Bearer <key>'");
         return;
@@ -53,9 +53,11 @@ static void handle(httpd_req_t *req)
 }
 
 int mgmt_start(mgmt_t *g, uv_loop_t *loop, const config_t *cfg, mesh_t *mesh, models_t *ms,
-               supervisor_t *sv, changes_t *changes, meshstat_t *stat, httpd_budget_t *budget)
+               supervisor_t *sv, changes_t *changes, meshstat_t *stat, httpd_budget_t *budget,
+               const mgmt_deps_t *dep)
 {
     memset(g, 0, sizeof *g);
+    g->dep = *dep;
     g->cfg = cfg;
     g->mesh = mesh;
     g->ms = ms;
@@ -89,6 +91,11 @@ int mgmt_start(mgmt_t *g, uv_loop_t *loop, const config_t *cfg, mesh_t *mesh, mo
     }
     g->started = true;
     return 0;
+}
+
+void mgmt_set_mesh(mgmt_t *g, mesh_t *mesh)
+{
+    g->mesh = mesh;
 }
 
 void mgmt_stop(mgmt_t *g)

@@ -16,22 +16,14 @@
 #include "supervisor.h"
 #include "tunnel_rpc.h"
 
+/* What the node gives its management API (mgmt_start). */
 typedef struct {
-    httpd_t httpd;
-    bool started;
-    const config_t *cfg;
-    mesh_t *mesh;
-    models_t *ms;
-    supervisor_t *sv;
     int api_port;
-    changes_t *changes; /* the node's change bus (the event streams listen; a join notifies) */
-    meshstat_t *stat;   /* the node's metrics and request log (GET /metrics, the status) */
     relay_ctx_t *relay; /* the node's relay counters (the status' "routing"); NULL: zeros */
     const tunnel_rpc_stats_t *rpc_stats; /* the node's RPC tunnel counters (/metrics); NULL: 0 */
     /* Adds the mesh plan and catalog to a status document. */
     void (*extra_status)(void *data, json_t *status);
-    void *extra_data;
-    struct events *events; /* GET /api/events (api_events.h), made by mgmt_start */
+    void *data; /* extra_status', join's, discover's and chat's */
     /* Idle mode (mesh NULL): this node's id for the status document. */
     const char *idle_id;
     /* POST /api/join with a decoded token: returns the HTTP status (join_policy.h) and says in
@@ -44,12 +36,28 @@ typedef struct {
     /* When set, replaces the --api-key check on /api/ (--api-keys: any configured key). */
     bool (*key_known)(void *data, const httpd_req_t *req);
     void *key_data;
+} mgmt_deps_t;
+
+typedef struct {
+    httpd_t httpd;
+    bool started;
+    const config_t *cfg;
+    mesh_t *mesh;
+    models_t *ms;
+    supervisor_t *sv;
+    changes_t *changes;    /* the node's change bus (the event streams listen; a join notifies) */
+    meshstat_t *stat;      /* the node's metrics and request log (GET /metrics, the status) */
+    mgmt_deps_t dep;       /* mgmt_start's */
+    struct events *events; /* GET /api/events (api_events.h), made by mgmt_start */
 } mgmt_t;
 
 #define MGMT_JOIN_MAX_BODY 16384 /* POST /api/join bodies: {"token": "..."} */
 
 int mgmt_start(mgmt_t *g, uv_loop_t *loop, const config_t *cfg, mesh_t *mesh, models_t *ms,
-               supervisor_t *sv, changes_t *changes, meshstat_t *stat, httpd_budget_t *budget);
+               supervisor_t *sv, changes_t *changes, meshstat_t *stat, httpd_budget_t *budget,
+               const mgmt_deps_t *dep);
+/* The node entered a mesh (an idle node's join): the status and /metrics show it. */
+void mgmt_set_mesh(mgmt_t *g, mesh_t *mesh);
 void mgmt_stop(mgmt_t *g);
 /* api_mgmt_join.c: POST /api/join, POST /api/chat, GET /api/discover (false: another path). */
 bool mgmt_join_routes(mgmt_t *g, httpd_req_t *req);

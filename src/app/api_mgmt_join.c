@@ -73,7 +73,7 @@ static void handle_join(mgmt_t *g, httpd_req_t *req)
     token_t t;
     if (!read_token(req, &t)) return;
     char msg[512] = "";
-    int status = g->join ? g->join(g->extra_data, &t, msg, sizeof msg) : 503;
+    int status = g->dep.join ? g->dep.join(g->dep.data, &t, msg, sizeof msg) : 503;
     if (status >= 400) {
         httpd_respond_error(req, status, "invalid_request_error",
                             status == 409   ? "already_in_mesh"
@@ -99,17 +99,17 @@ bool mgmt_join_routes(mgmt_t *g, httpd_req_t *req)
     if (strcmp(req->path, "/api/chat") == 0) {
         if (strcmp(req->method_str, "POST") != 0)
             httpd_respond_405(req, "POST");
-        else if (!g->chat)
+        else if (!g->dep.chat)
             httpd_respond_error(req, 503, "server_error", "unavailable", "no inference API");
         else
-            g->chat(g->extra_data, req);
+            g->dep.chat(g->dep.data, req);
         return true;
     }
     if (strcmp(req->path, "/api/discover") == 0) {
         if (strcmp(req->method_str, "GET") != 0)
             httpd_respond_405(req, "GET");
-        else if (g->discover)
-            g->discover(g->extra_data, req);
+        else if (g->dep.discover)
+            g->dep.discover(g->dep.data, req);
         else
             httpd_respond_json(req, 200,
                                json_pack("{s:[],s:b,s:s}", "meshes", "searching", false, "reason",

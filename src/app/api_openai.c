@@ -344,11 +344,6 @@ int api_start(api_t *api, uv_loop_t *loop, const config_t *cfg, models_t *ms, me
         .handler = api_handle,
         .data = api,
     };
-    /* MESH_LLM_HTTP_MAX_BUFFERED: bytes of requests the node's HTTP connections (the servers
-     * sharing budget) may buffer together */
-    uint64_t cap;
-    const char *ev = getenv("MESH_LLM_HTTP_MAX_BUFFERED");
-    if (budget) budget->cap = ev && parse_u64(ev, 4096, 1ull << 40, &cap) == 0 ? (size_t)cap : 0;
     int rc = httpd_start(&api->httpd, loop, &o);
     if (rc == 0) api->started = true;
     return rc;

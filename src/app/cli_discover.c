@@ -120,7 +120,8 @@ int cli_discover_main(int argc, char **argv, const tunables_t *tun)
     log_init(LOG_FORMAT_PRETTY, tun->verbose ? LOG_DEBUG : LOG_WARN);
     char buf[2048];
     const char *relays[CONFIG_MAX_RELAYS];
-    size_t n = nostr_pool_relays(cli_relays, n_cli, buf, sizeof buf, relays, CONFIG_MAX_RELAYS);
+    size_t n = nostr_pool_relays(cli_relays, n_cli, config_env_nostr_relays(), buf, sizeof buf,
+                                 relays, CONFIG_MAX_RELAYS);
     if (n == 0) {
         fprintf(stderr, "mesh-llm discover: no Nostr relays configured: give --nostr-relay URL\n");
         return 2;

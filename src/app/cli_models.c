@@ -21,6 +21,7 @@
 #include "options.h"
 #include "tunables.h"
 #include "bin_find.h"
+#include "config.h"
 #include "util.h"
 
 typedef struct {
@@ -147,7 +148,7 @@ static int run_fetch(const char *ref, const char *dir, const tunables_t *tun, ch
 /* What a node started with these options would offer (offer.h): --max-vram, the devices the
  * llama-server of --bin-dir (or the default search) lists, else half of the available RAM —
  * never the total RAM, which a node never offers. */
-static uint64_t memory_offered(int argc, char **argv, char *how, size_t len)
+static uint64_t memory_offered(int argc, char **argv, const tunables_t *tun, char *how, size_t len)
 {
     const char *bin_dir = NULL;
     for (int i = 1; i + 1 < argc; i++) {
@@ -155,7 +156,8 @@ static uint64_t memory_offered(int argc, char **argv, char *how, size_t len)
             return offer_compute((uint64_t)(atof(argv[i + 1]) * 1e9), NULL, NULL, how, len);
         if (strcmp(argv[i], "--bin-dir") == 0) bin_dir = argv[i + 1];
     }
-    char *llama_server = sv_find_binary(bin_dir, "llama-server");
+    bin_env_t e = {.env_dir = config_env_bin_dir(), .cache = tun->cache};
+    char *llama_server = sv_find_binary(bin_dir, "llama-server", &e);
     uint64_t offer = offer_compute(0, llama_server, NULL, how, len);
     free(llama_server);
     return offer;
@@ -169,10 +171,11 @@ static bool on_disk(const known_model_t *k, const char *dir)
     return stat(p, &st) == 0;
 }
 
-static void list_catalog(const char *filter, const char *dir, int argc, char **argv)
+static void list_catalog(const char *filter, const char *dir, int argc, char **argv,
+                         const tunables_t *tun)
 {
     char how[256];
-    uint64_t mem = memory_offered(argc, argv, how, sizeof how);
+    uint64_t mem = memory_offered(argc, argv, tun, how, sizeof how);
     printf("%-30s %-10s %9s %8s  %-5s %-7s %s\n", "NAME", "TYPE", "SIZE", "CONTEXT", "FITS",
            "ON DISK", "REPOSITORY");
     int shown = 0;
@@ -332,11 +335,11 @@ int cli_models_main(int argc, char **argv, const tunables_t *tun)
     }
     const char *sub = np > 0 ? pos[0] : "list";
     if (strcmp(sub, "list") == 0) {
-        list_catalog(NULL, dir, argc, argv);
+        list_catalog(NULL, dir, argc, argv, tun);
         return 0;
     }
     if (strcmp(sub, "search") == 0 && np == 2) {
-        list_catalog(pos[1], dir, argc, argv);
+        list_catalog(pos[1], dir, argc, argv, tun);
         return 0;
     }
     if (strcmp(sub, "installed") == 0) return list_installed(dir);

@@ -23,10 +23,10 @@
 #include "planner.h"
 #include "route.h"
 #include "config.h"
-#include "config_file.h"
 #include "home_lock.h"
 #include "log.h"
 #include "offer.h"
+#include "node_ctx.h"
 #include "node_dl.h"
 #include "nostr_app.h"
 #include "passive.h"
@@ -40,7 +40,7 @@
 
 typedef struct {
     uv_loop_t *loop;
-    config_t cfg;
+    node_ctx_t ctx; /* the owned parts: cfg, changes, stat, budget, relay, ... (node_ctx.h) */
     supervisor_t sv;
     models_t ms;
     api_t api;
@@ -54,14 +54,8 @@ typedef struct {
     admission_t adm;            /* admission control, API keys, pins */
     node_dl_t ndl;              /* model downloads (--model REF, the mesh's rule 4) */
     nostr_app_t nostr;          /* public discovery: --publish, --auto, GET /api/discover */
-    changes_t changes;          /* the change bus: what /api/status shows changed (changes.h) */
-    meshstat_t stat;            /* metrics and the request log (meshstat.h): /metrics, the status */
-    httpd_budget_t http_budget; /* request bytes the API and console servers buffer together */
-    relay_ctx_t relay;          /* what the node's relays share: counters, prefix affinity */
-    node_dl_args_t dl_args;     /* the --model REFs taken off the command line (node_dl.h) */
-    tunnel_rpc_stats_t rpc_stats; /* the RPC tunnels' counters, both sides (tunnel_rpc.h) */
-    tunnels_t tun;                /* the mesh's tunnel and route-request streams (tunnels.h) */
-    tunnel_rpc_opts_t rpc_opts;   /* their worker side's (from cfg.tun) */
+    tunnels_t tun;              /* the mesh's tunnel and route-request streams (tunnels.h) */
+    tunnel_rpc_opts_t rpc_opts; /* their worker side's (from cfg.tun) */
     bool mesh_stopped, children_stopped;
     uv_signal_t sigint, sigterm;
     bool announced;
@@ -84,8 +78,8 @@ static node_t *node_of_sv(supervisor_t *sv)
 
 static void announce_idle(node_t *n)
 {
-    const char *host = n->cfg.listen_all ? "0.0.0.0" : "127.0.0.1";
-    if (n->cfg.auto_join)
+    const char *host = n->ctx.cfg.listen_all ? "0.0.0.0" : "127.0.0.1";
+    if (n->ctx.cfg.auto_join)
         LOGI("node",
              "not in a mesh yet: --auto is looking for one; console: open http://127.0.0.1:%d",
              n->mgmt.httpd.port);
@@ -128,20 +122,20 @@ static void announce(void *data)
                                 e->mm->name, mm_type_name(e->mm->type), model_state_name(st));
     }
     LOGI("node", "ready: OpenAI API at http://%s:%d/v1 — %zu of %zu known model(s) loaded%s%s",
-         n->cfg.listen_all ? "0.0.0.0" : "127.0.0.1", n->api.httpd.port, ready, n->ms.n,
+         n->ctx.cfg.listen_all ? "0.0.0.0" : "127.0.0.1", n->api.httpd.port, ready, n->ms.n,
          n->ms.n ? ": " : "", names);
-    for (size_t i = 0; i < n->cfg.n_requested; i++)
+    for (size_t i = 0; i < n->ctx.cfg.n_requested; i++)
         LOGI("node", "model %s: no file here; asking the mesh for it (listed as requested)",
-             n->cfg.requested[i]);
-    if (n->cfg.client)
+             n->ctx.cfg.requested[i]);
+    if (n->ctx.cfg.client)
         LOGI("node", "client node: requests are routed to the mesh; this node serves no model");
     else if (n->ms.n == 0 && n->nostr.auto_model[0])
         LOGI("node", "model %s: fetched for --auto; served once it is here", n->nostr.auto_model);
-    else if (n->ms.n == 0 && n->cfg.n_requested == 0 &&
-             (n->cfg.n_joins > 0 || n->joined_at_runtime))
+    else if (n->ms.n == 0 && n->ctx.cfg.n_requested == 0 &&
+             (n->ctx.cfg.n_joins > 0 || n->joined_at_runtime))
         LOGI("node", "no models given: the mesh may give this node one of its models, or it "
                      "lends its memory to split models");
-    else if (n->ms.n == 0 && n->cfg.n_requested == 0)
+    else if (n->ms.n == 0 && n->ctx.cfg.n_requested == 0)
         LOGI("node", "no models given: add --model PATH.gguf (or --models-dir DIR) to serve one");
     LOGI("node", "invite token (share it: mesh-llm --join TOKEN): %s", mesh_token(n->mesh));
     if (n->mgmt.started)
@@ -235,7 +229,7 @@ static bool key_known(void *data, const httpd_req_t *req)
 static void sv_changed(supervisor_t *sv, sv_child_t *c)
 {
     node_t *n = node_of_sv(sv);
-    changes_notify(&n->changes); /* the events stream (api_events.h) */
+    changes_notify(&n->ctx.changes); /* the events stream (api_events.h) */
     (void)c;
     if (!n->shutting_down) planner_kick(&n->plan);
 }
@@ -243,7 +237,7 @@ static void sv_changed(supervisor_t *sv, sv_child_t *c)
 static void peers_changed(void *data)
 {
     node_t *n = data;
-    changes_notify(&n->changes); /* the events stream (api_events.h) */
+    changes_notify(&n->ctx.changes); /* the events stream (api_events.h) */
     route_serve_invalidate(&n->rs);
     if (!n->shutting_down) planner_kick(&n->plan);
     if (!n->shutting_down && nostr_app_peers_changed(&n->nostr) && n->mesh)
@@ -259,7 +253,7 @@ static json_t *route_request(void *data, const char *peer_id, json_t *req)
 static void models_changed(void *data)
 {
     node_t *n = data;
-    changes_notify(&n->changes); /* the events stream (api_events.h) */
+    changes_notify(&n->ctx.changes); /* the events stream (api_events.h) */
     if (n->mesh && !n->shutting_down) mesh_announce_changed(n->mesh);
     if (!n->shutting_down) planner_kick(&n->plan);
 }
@@ -323,49 +317,49 @@ static int enter_mesh(node_t *n, const token_t *joins, size_t n_joins, char *err
 {
     mesh_opts_t mo = {
         .home = n->home,
-        .bind_port = n->cfg.bind_port,
+        .bind_port = n->ctx.cfg.bind_port,
         .joins = joins,
         .n_joins = n_joins,
-        .mesh_name = n->cfg.mesh_name,
+        .mesh_name = n->ctx.cfg.mesh_name,
         .name_key = n->nostr.have_key ? n->nostr.pk : NULL,
         .vram_bytes = n->vram,
-        .role = n->cfg.client ? "client"
-                : n->ms.n > 0 ? "host"
-                              : "worker",
+        .role = n->ctx.cfg.client ? "client"
+                : n->ms.n > 0     ? "host"
+                                  : "worker",
         .api_port = n->api.httpd.port,
         .console_port = n->mgmt.started ? n->mgmt.httpd.port : 0,
-        .heartbeat_ms = n->cfg.tun.heartbeat_ms,
-        .tun = &n->cfg.tun,
-        .changes = &n->changes,
+        .heartbeat_ms = n->ctx.cfg.tun.heartbeat_ms,
+        .tun = &n->ctx.cfg.tun,
+        .changes = &n->ctx.changes,
         .fill_announcement = fill_announcement,
         .on_peers_changed = peers_changed,
-        .passive = n->cfg.client,   /* seed 002: a client does not gossip */
-        .ephemeral = n->cfg.client, /* and writes nothing to $MESH_LLM_HOME */
+        .passive = n->ctx.cfg.client,   /* seed 002: a client does not gossip */
+        .ephemeral = n->ctx.cfg.client, /* and writes nothing to $MESH_LLM_HOME */
         .data = n,
         .on_stream = tunnels_take,
         .stream_data = &n->tun,
     };
-    tunables_rpc_opts(&n->cfg.tun, &n->rpc_opts);
+    tunables_rpc_opts(&n->ctx.cfg.tun, &n->rpc_opts);
     n->tun = (tunnels_t){
         .loop = n->loop,
         .rpc_opts = &n->rpc_opts,
         .api = &n->api.httpd,
         .rpc_port = rpc_port,
-        .route_request = n->cfg.client ? NULL : route_request, /* a client answers none */
+        .route_request = n->ctx.cfg.client ? NULL : route_request, /* a client answers none */
         .data = n,
-        .rpc_stats = &n->rpc_stats,
+        .rpc_stats = &n->ctx.rpc_stats,
     };
-    uint64_t refresh_ms = n->cfg.tun.route_refresh_ms;
+    uint64_t refresh_ms = n->ctx.cfg.tun.route_refresh_ms;
     route_serve_init(&n->rs, n->loop, &n->plan, refresh_ms);
     int rc = mesh_start(&n->mesh, n->loop, &mo, err, errlen);
     if (rc) return rc;
     n->rs.mesh = n->mesh;
-    if (n->cfg.client) {
+    if (n->ctx.cfg.client) {
         passive_opts_t po = {.role = RT_ROLE_CLIENT,
                              .refresh_ms = refresh_ms,
                              .joins = joins,
                              .n_joins = n_joins,
-                             .relay = &n->relay};
+                             .relay = &n->ctx.relay};
         if (passive_start(&n->passive, n->loop, n->mesh, &po) != 0) {
             snprintf(err, errlen, "cannot start the passive driver (out of memory)");
             return -ENOMEM;
@@ -373,17 +367,17 @@ static int enter_mesh(node_t *n, const token_t *joins, size_t n_joins, char *err
     }
     n->idle = false;
     n->api.unavailable = NULL;
-    n->mgmt.mesh = n->mesh;
+    mgmt_set_mesh(&n->mgmt, n->mesh);
     route_set_mesh(&n->route, n->mesh);
     n->api.route = &n->route;
     n->api.list_remote = list_remote;
     n->api.remote_data = n;
     n->ms.on_change = models_changed;
     n->sv.on_change = sv_changed;
-    meshstat_set_node(&n->stat, mesh_node_id(n->mesh)); /* X-Mesh-Node on proxied answers */
+    meshstat_set_node(&n->ctx.stat, mesh_node_id(n->mesh)); /* X-Mesh-Node on proxied answers */
     /* without --model, a joining node is given its model by the mesh (allocation); when it
      * gives nothing, the node stands by passively (standby.h) */
-    if (n_joins > 0 && !n->cfg.client && n->plan.n == 0) {
+    if (n_joins > 0 && !n->ctx.cfg.client && n->plan.n == 0) {
         n->plan.allocating = true;
         const char *names[RT_MAX_REQ_MODELS];
         size_t nm = 0;
@@ -395,7 +389,7 @@ static int enter_mesh(node_t *n, const token_t *joins, size_t n_joins, char *err
                              .n_models = nm,
                              .joins = joins,
                              .n_joins = n_joins,
-                             .relay = &n->relay};
+                             .relay = &n->ctx.relay};
         if (standby_start(&n->sb, n->loop, &n->plan, n->mesh, &po, &n->passive) != 0) {
             snprintf(err, errlen, "cannot start the standby driver (out of memory)");
             return -ENOMEM;
@@ -565,7 +559,7 @@ static int abort_startup(node_t *n)
     uv_walk(n->loop, close_walk_cb, NULL);
     uv_run(n->loop, UV_RUN_DEFAULT);
     sv_close(&n->sv);
-    config_free(&n->cfg);
+    node_ctx_free(&n->ctx);
     return 1;
 }
 
@@ -594,80 +588,73 @@ int main(int argc, char **argv)
     static node_t node;
     node_t *n = &node;
     char err[1024];
-    static config_src_t src; /* the command line merged with the config file */
-    int rc = config_src_load(&src, argc, argv, err, sizeof err);
-    if (rc == 0) {
-        /* --model REF: downloaded by the running node */
-        node_dl_take_args(&n->dl_args, &src.argc, src.argv);
-        rc = config_parse_src(&n->cfg, &src, err, sizeof err);
-        config_src_free(&src);
-    }
+    int rc = node_ctx_init(&n->ctx, argc, argv, err, sizeof err);
     if (rc == CONFIG_EXIT) return 0;
     if (rc < 0) {
         fprintf(stderr, "mesh-llm: error: %s\nRun 'mesh-llm --help' for usage.\n", err);
         return 2;
     }
-    log_init(n->cfg.log_format, n->cfg.verbose ? LOG_DEBUG : LOG_INFO);
-    config_log_warnings(&n->cfg);
+    log_init(n->ctx.cfg.log_format, n->ctx.cfg.verbose ? LOG_DEBUG : LOG_INFO);
+    config_log_warnings(&n->ctx.cfg);
     if (sodium_init() < 0) {
         LOGE("node", "libsodium failed to initialise");
         return 1;
     }
     signal(SIGPIPE, SIG_IGN);
-    n->relay.tun = &n->cfg.tun;
 
-    if (identity_home(n->cfg.tun.home, n->home, sizeof n->home) != 0) {
+    if (identity_home(n->ctx.cfg.tun.home, n->home, sizeof n->home) != 0) {
         LOGE("node", "cannot find a state directory: set MESH_LLM_HOME or HOME");
-        config_free(&n->cfg);
+        node_ctx_free(&n->ctx);
         return 1;
     }
     /* one node per home (a client writes nothing there), before anything else touches it */
-    if (!n->cfg.client && lock_home(n->home) != 0) {
-        config_free(&n->cfg);
+    if (!n->ctx.cfg.client && lock_home(n->home) != 0) {
+        node_ctx_free(&n->ctx);
         return 1;
     }
     LOGI("node", "mesh-llm %s starting", MESH_VERSION);
     char *llama_server = NULL;
-    if (!n->cfg.client) {
-        llama_server = sv_find_binary(n->cfg.bin_dir, "llama-server");
+    if (!n->ctx.cfg.client) {
+        llama_server = sv_find_binary(n->ctx.cfg.bin_dir, "llama-server", &n->ctx.bins);
         if (!llama_server) {
-            if (n->cfg.bin_dir)
-                LOGE("node", "no executable llama-server in --bin-dir %s", n->cfg.bin_dir);
+            if (n->ctx.cfg.bin_dir)
+                LOGE("node", "no executable llama-server in --bin-dir %s", n->ctx.cfg.bin_dir);
             else {
-                bin_not_found(err, sizeof err, "llama-server");
+                bin_not_found(err, sizeof err, "llama-server", &n->ctx.bins);
                 LOGE("node", "%s", err);
             }
-            config_free(&n->cfg);
+            node_ctx_free(&n->ctx);
             return 1;
         }
         LOGI("node", "using %s", llama_server);
     }
     char *rpc_server = NULL;
-    if (!n->cfg.client) {
-        rpc_server = sv_find_binary(n->cfg.bin_dir, "ggml-rpc-server");
-        if (!rpc_server) rpc_server = sv_find_binary(n->cfg.bin_dir, "rpc-server");
+    if (!n->ctx.cfg.client) {
+        rpc_server = sv_find_binary(n->ctx.cfg.bin_dir, "ggml-rpc-server", &n->ctx.bins);
+        if (!rpc_server)
+            rpc_server = sv_find_binary(n->ctx.cfg.bin_dir, "rpc-server", &n->ctx.bins);
         if (!rpc_server)
             LOGW("node", "ggml-rpc-server not found next to llama-server: this node cannot lend "
                          "its memory to models split over several nodes");
     }
 
     n->loop = uv_default_loop();
-    meshstat_init(&n->stat, &n->changes); /* a logged request changes the status */
-    rc = sv_init(&n->sv, n->loop, llama_server ? llama_server : "llama-server", n->cfg.verbose,
-                 &n->cfg.tun);
+    sv_deps_t svd = {.rpc_server = rpc_server, .on_all_stopped = on_all_stopped};
+    rc = sv_init(&n->sv, n->loop, llama_server ? llama_server : "llama-server", n->ctx.cfg.verbose,
+                 &n->ctx.cfg.tun, &svd);
     free(llama_server);
     if (rc) {
         LOGE("node", "supervisor: %s", strerror(-rc));
         return 1;
     }
-    n->sv.rpc_server = rpc_server;
-    n->sv.on_all_stopped = on_all_stopped;
-    rc = models_init(&n->ms, n->loop, &n->cfg, &n->sv, &n->stat, err, sizeof err);
+    rc = models_init(&n->ms, n->loop, &n->ctx.cfg, &n->sv, &n->ctx.stat, err, sizeof err);
     if (rc) {
         LOGE("node", "%s", err);
         return 1;
     }
-    rc = admission_init(&n->adm, n->loop, &n->cfg, &n->ms, &n->stat, err, sizeof err);
+    /* admission control (node/admission.h): every inference request passes it, idle or not */
+    admission_deps_t ad = {.resume = api_inference, .data = &n->api};
+    rc = admission_init(&n->adm, n->loop, &n->ctx.cfg, &n->ms, &n->ctx.stat, &ad, err, sizeof err);
     if (rc) {
         LOGE("node", "%s", err);
         return 1;
@@ -675,69 +662,75 @@ int main(int argc, char **argv)
     n->ms.on_preload_done = announce;
     n->ms.data = n;
     LOGI("node", "%zu known model(s); slots: %u llm, %u embedding, %u reranking", n->ms.n,
-         n->cfg.max_loaded[0], n->cfg.max_loaded[1], n->cfg.max_loaded[2]);
-    uint64_t vram = n->cfg.client ? 0 : offer_detect(&n->cfg, n->sv.llama_server, &n->n_accel);
+         n->ctx.cfg.max_loaded[0], n->ctx.cfg.max_loaded[1], n->ctx.cfg.max_loaded[2]);
+    uint64_t vram =
+        n->ctx.cfg.client ? 0 : offer_detect(&n->ctx.cfg, n->sv.llama_server, &n->n_accel);
     n->vram = vram;
     models_set_offer(&n->ms, vram);
-    planner_init(&n->plan, n->loop, &n->cfg, &n->ms, &n->sv, vram);
-    n->plan.rpc_stats = &n->rpc_stats;
-    route_init(&n->route,
-               &(route_deps_t){
-                   .plan = &n->plan, .relay = &n->relay, .ndl = &n->ndl, .passive = &n->passive});
+    planner_init(&n->plan, n->loop, &n->ctx.cfg, &n->ms, &n->sv, vram, &n->ctx.rpc_stats);
+    route_init(&n->route, &(route_deps_t){.plan = &n->plan,
+                                          .relay = &n->ctx.relay,
+                                          .ndl = &n->ndl,
+                                          .passive = &n->passive});
 
-    rc = api_start(&n->api, n->loop, &n->cfg, &n->ms, &n->stat, &n->http_budget);
+    rc = api_start(&n->api, n->loop, &n->ctx.cfg, &n->ms, &n->ctx.stat, &n->ctx.http_budget);
     if (rc) {
         if (rc == UV_EADDRINUSE)
             LOGE("node", "port %d is already in use; choose another with --port N (0 = any free)",
-                 n->cfg.port);
+                 n->ctx.cfg.port);
         else
-            LOGE("node", "cannot listen on port %d: %s", n->cfg.port, uv_strerror(rc));
+            LOGE("node", "cannot listen on port %d: %s", n->ctx.cfg.port, uv_strerror(rc));
         node_speed_cancel(&n->plan.speed); /* no log line after the error */
         uv_walk(n->loop, close_walk_cb, NULL);
         uv_run(n->loop, UV_RUN_DEFAULT);
         sv_close(&n->sv);
-        config_free(&n->cfg);
+        node_ctx_free(&n->ctx);
         return 1;
     }
-    LOGI("node", "API listening on %s:%d", n->cfg.listen_all ? "0.0.0.0" : "127.0.0.1",
+    LOGI("node", "API listening on %s:%d", n->ctx.cfg.listen_all ? "0.0.0.0" : "127.0.0.1",
          n->api.httpd.port);
 
-    n->idle = (config_idle(&n->cfg) && node_dl_pending(&n->dl_args, NULL) == 0) || n->cfg.auto_join;
-    if (!n->cfg.headless) {
-        rc = mgmt_start(&n->mgmt, n->loop, &n->cfg, NULL, &n->ms, &n->sv, &n->changes, &n->stat,
-                        &n->http_budget);
+    n->idle = (config_idle(&n->ctx.cfg) && node_dl_pending(&n->ctx.dl_args, NULL) == 0) ||
+              n->ctx.cfg.auto_join;
+    if (!n->ctx.cfg.headless) {
+        bool keys = admission_has_keys(&n->adm);
+        mgmt_deps_t md = {.api_port = n->api.httpd.port,
+                          .relay = &n->ctx.relay,
+                          .rpc_stats = &n->ctx.rpc_stats,
+                          .extra_status = mgmt_extra,
+                          .data = n,
+                          .idle_id = n->idle ? n->idle_id : NULL, /* filled in below */
+                          .join = on_join,
+                          .chat = on_chat,
+                          .discover = on_discover,
+                          .key_known = keys ? key_known : NULL,
+                          .key_data = keys ? &n->adm : NULL};
+        rc = mgmt_start(&n->mgmt, n->loop, &n->ctx.cfg, NULL, &n->ms, &n->sv, &n->ctx.changes,
+                        &n->ctx.stat, &n->ctx.http_budget, &md);
         if (rc) {
             if (rc == UV_EADDRINUSE)
                 LOGE("node",
                      "console port %d is already in use; choose another with --console N (0 = "
                      "any free) or --headless",
-                     n->cfg.console_port);
+                     n->ctx.cfg.console_port);
             else
-                LOGE("node", "cannot listen on console port %d: %s", n->cfg.console_port,
+                LOGE("node", "cannot listen on console port %d: %s", n->ctx.cfg.console_port,
                      uv_strerror(rc));
             return abort_startup(n);
         }
-        n->mgmt.api_port = n->api.httpd.port;
-        n->mgmt.relay = &n->relay;
-        n->mgmt.rpc_stats = &n->rpc_stats;
     }
-    n->mgmt.extra_status = mgmt_extra;
-    n->mgmt.extra_data = n;
-    n->mgmt.join = on_join;
-    n->mgmt.chat = on_chat;
-    n->mgmt.discover = on_discover;
-    rc = nostr_app_init(&n->nostr, n->loop, &n->cfg, n->home, err, sizeof err);
+    nostr_app_deps_t nd = {.join = auto_join,
+                           .fetch_model = auto_fetch,
+                           .speed = auto_speed,
+                           .on_disk = auto_on_disk,
+                           .probe_hub = auto_probe_hub,
+                           .data = n,
+                           .offer = n->vram};
+    rc = nostr_app_init(&n->nostr, n->loop, &n->ctx.cfg, n->home, &nd, err, sizeof err);
     if (rc) {
         LOGE("node", "%s", err);
         return abort_startup(n);
     }
-    n->nostr.join = auto_join;
-    n->nostr.fetch_model = auto_fetch;
-    n->nostr.speed = auto_speed;
-    n->nostr.on_disk = auto_on_disk;
-    n->nostr.probe_hub = auto_probe_hub;
-    n->nostr.join_data = n;
-    n->nostr.offer = n->vram;
     if (n->idle) {
         identity_t id;
         rc = identity_load(&id, n->home, (uint64_t)time(NULL) * 1000, err, sizeof err);
@@ -747,29 +740,21 @@ int main(int argc, char **argv)
         }
         snprintf(n->idle_id, sizeof n->idle_id, "%s", id.id);
         sodium_memzero(&id, sizeof id);
-        n->mgmt.idle_id = n->idle_id;
         snprintf(n->idle_msg, sizeof n->idle_msg,
                  "not in a mesh yet: join one at http://127.0.0.1:%d", n->mgmt.httpd.port);
         n->api.unavailable = n->idle_msg;
     } else {
-        rc = enter_mesh(n, n->cfg.joins, n->cfg.n_joins, err, sizeof err);
+        rc = enter_mesh(n, n->ctx.cfg.joins, n->ctx.cfg.n_joins, err, sizeof err);
         if (rc) {
             LOGE("node", "%s", err);
             return abort_startup(n);
         }
     }
-    /* admission control (node/admission.h): every inference request passes it, idle or not */
-    n->adm.resume = api_inference;
-    n->adm.resume_data = &n->api;
     n->adm.has_host = has_host;
     n->adm.host_data = n;
     n->api.admit = admit;
     n->api.admit_data = &n->adm;
-    if (admission_has_keys(&n->adm)) {
-        n->api.key_known = key_known;
-        n->mgmt.key_known = key_known;
-        n->mgmt.key_data = &n->adm;
-    }
+    if (admission_has_keys(&n->adm)) n->api.key_known = key_known;
 
     uv_signal_init(n->loop, &n->sigint);
     uv_signal_init(n->loop, &n->sigterm);
@@ -779,24 +764,22 @@ int main(int argc, char **argv)
 
     models_preload(&n->ms);
     admission_start(&n->adm);
-    if (n->cfg.auto_join) nostr_app_auto(&n->nostr);
-    if (!n->cfg.client) {
-        rc = node_dl_init(&n->ndl, n->loop, n->cfg.models_dir, &n->cfg.tun);
+    if (n->ctx.cfg.auto_join) nostr_app_auto(&n->nostr);
+    if (!n->ctx.cfg.client) {
+        node_dl_deps_t dd = {
+            .offer = n->vram, .on_done = dl_done, .on_change = dl_changed, .data = n};
+        rc = node_dl_init(&n->ndl, n->loop, n->ctx.cfg.models_dir, &n->ctx.cfg.tun, &dd);
         if (rc)
             LOGW("node", "downloads disabled: %s", strerror(-rc));
         else
-            node_dl_add_present(&n->ndl, &n->dl_args);
-        n->ndl.offer = n->vram;
-        n->ndl.on_done = dl_done;
-        n->ndl.on_change = dl_changed;
-        n->ndl.data = n;
+            node_dl_add_present(&n->ndl, &n->ctx.dl_args);
         if (rc == 0) {
             n->plan.dl = &n->ndl;
             n->ms.load_ref = load_ref;
             n->ms.load_ref_data = n;
         }
         const char *const *refs;
-        size_t nref = node_dl_pending(&n->dl_args, &refs);
+        size_t nref = node_dl_pending(&n->ctx.dl_args, &refs);
         for (size_t i = 0; i < nref && rc == 0; i++)
             if (node_dl_start(&n->ndl, refs[i], err, sizeof err) != 0)
                 LOGE("node", "%s: %s", refs[i], err);
@@ -809,6 +792,6 @@ int main(int argc, char **argv)
     models_free(&n->ms);
     route_serve_free(&n->rs);
     sv_close(&n->sv);
-    config_free(&n->cfg);
+    node_ctx_free(&n->ctx);
     return n->exit_code;
 }

@@ -44,15 +44,16 @@ static int start_discovery(nostr_app_t *na)
 }
 
 int nostr_app_init(nostr_app_t *na, uv_loop_t *loop, const config_t *cfg, const char *home,
-                   char *err, size_t errlen)
+                   const nostr_app_deps_t *dep, char *err, size_t errlen)
 {
     memset(na, 0, sizeof *na);
+    na->dep = *dep;
     na->loop = loop;
     na->cfg = cfg;
     na->home = home;
-    na->n_relays =
-        nostr_pool_relays((const char *const *)cfg->nostr_relays, cfg->n_nostr_relays,
-                          na->relay_buf, sizeof na->relay_buf, na->relays, CONFIG_MAX_RELAYS);
+    na->n_relays = nostr_pool_relays((const char *const *)cfg->nostr_relays, cfg->n_nostr_relays,
+                                     cfg->nostr_relays_env, na->relay_buf, sizeof na->relay_buf,
+                                     na->relays, CONFIG_MAX_RELAYS);
     if (!cfg->publish && !cfg->auto_join && !cfg->mesh_name) return 0;
     /* the key signs listings, and a named mesh's id derives from it */
     int rc = nostr_key_load(home, na->sk, na->pk, err, errlen);
@@ -160,25 +161,25 @@ static void auto_start_new(nostr_app_t *na, const char *what, const char *fetch)
     LOGI("nostr", "--auto: %s", na->auto_note);
     auto_free(na);
     snprintf(na->auto_model, sizeof na->auto_model, "%s", fetch ? fetch : "");
-    if (na->join(na->join_data, NULL, err, sizeof err) != 0) {
+    if (na->dep.join(na->dep.data, NULL, err, sizeof err) != 0) {
         LOGE("nostr", "--auto: cannot start a new mesh: %s", err);
         return;
     }
-    if (fetch && na->fetch_model && na->fetch_model(na->join_data, fetch, err, sizeof err))
+    if (fetch && na->dep.fetch_model && na->dep.fetch_model(na->dep.data, fetch, err, sizeof err))
         LOGE("nostr", "--auto: cannot fetch %s: %s", fetch, err);
 }
 
 static bool pick_on_disk(void *data, const known_model_t *m)
 {
     nostr_app_t *na = data;
-    return na->on_disk && na->on_disk(na->join_data, m->name);
+    return na->dep.on_disk && na->dep.on_disk(na->dep.data, m->name);
 }
 
 /* The picked model, as the note says it. */
 static void pick_what(const nostr_app_t *na, const auto_pick_t *p, const char *hub_err, char *what,
                       size_t len)
 {
-    double gb = (double)na->offer / 1e9;
+    double gb = (double)na->dep.offer / 1e9;
     if (p->why == AUTO_PICK_NONE_FITS)
         snprintf(what, len,
                  "without a model: no catalog model fits %.1f GB (give one with --model)", gb);
@@ -237,15 +238,15 @@ static void auto_new_mesh(nostr_app_t *na, size_t listed)
         return;
     }
     bool pending = false;
-    na->mflops = na->speed ? na->speed(na->join_data, &pending) : 0;
+    na->mflops = na->dep.speed ? na->dep.speed(na->dep.data, &pending) : 0;
     if (pending && na->speed_waits++ < AUTO_SPEED_WAITS) { /* the calibration ends soon */
         uv_timer_start(&na->auto_timer, auto_speed_wait, 100, 0);
         return;
     }
-    na->pick = auto_pick_model(na->offer, na->mflops, pick_on_disk, na);
+    na->pick = auto_pick_model(na->dep.offer, na->mflops, pick_on_disk, na);
     char what[768];
-    if (na->pick.model && !na->pick.on_disk && na->probe_hub) {
-        int rc = na->probe_hub(na->join_data, na->pick.model->name, on_hub_probe, na);
+    if (na->pick.model && !na->pick.on_disk && na->dep.probe_hub) {
+        int rc = na->dep.probe_hub(na->dep.data, na->pick.model->name, on_hub_probe, na);
         if (rc == 0) return; /* on_hub_probe goes on */
         pick_what(na, &na->pick, strerror(-rc), what, sizeof what);
         auto_start_new(na, what, NULL);
@@ -266,7 +267,7 @@ static void batch_done(nostr_app_t *na)
         const mesh_listing_t *l = &na->cands[na->batch_start + i];
         token_t t;
         if (token_decode(l->token, strlen(l->token), &t, err, sizeof err) != 0) continue;
-        int rc = na->join(na->join_data, &t, err, sizeof err);
+        int rc = na->dep.join(na->dep.data, &t, err, sizeof err);
         sodium_memzero(&t, sizeof t);
         if (rc == 0) {
             snprintf(na->auto_note, sizeof na->auto_note,

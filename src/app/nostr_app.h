@@ -20,6 +20,23 @@
 #define AUTO_MAX_CANDIDATES 12
 #define AUTO_SPEED_WAITS 100 /* x 100 ms: the longest --auto waits for the speed calibration */
 
+/* What --auto asks of the node (given to nostr_app_init). */
+typedef struct {
+    /* --auto: join(t) enters the mesh of token t, or a new mesh of this node's own (t NULL). */
+    int (*join)(void *data, const token_t *t, char *err, size_t errlen);
+    /* a new mesh without a model: download ref (a catalog name) and serve it */
+    int (*fetch_model)(void *data, const char *ref, char *err, size_t errlen);
+    /* this node's measured speed (node/speed.h; 0 unknown), *pending while it is measured */
+    uint32_t (*speed)(void *data, bool *pending);
+    /* a catalog model's file is on disk already */
+    bool (*on_disk)(void *data, const char *ref);
+    /* ask the hub whether it can serve ref (node_dl_probe); 0: cb follows */
+    int (*probe_hub)(void *data, const char *ref, void (*cb)(void *arg, int rc, const char *why),
+                     void *arg);
+    void *data;     /* the callbacks' */
+    uint64_t offer; /* the memory this node offers (picks the model that fits) */
+} nostr_app_deps_t;
+
 typedef struct {
     uv_loop_t *loop;
     const config_t *cfg;
@@ -33,19 +50,7 @@ typedef struct {
     publisher_t pub;
     planner_t *plan;
     mesh_t *mesh;
-    /* --auto: join(t) enters the mesh of token t, or a new mesh of this node's own (t NULL). */
-    int (*join)(void *data, const token_t *t, char *err, size_t errlen);
-    /* a new mesh without a model: download ref (a catalog name) and serve it */
-    int (*fetch_model)(void *data, const char *ref, char *err, size_t errlen);
-    /* this node's measured speed (node/speed.h; 0 unknown), *pending while it is measured */
-    uint32_t (*speed)(void *data, bool *pending);
-    /* a catalog model's file is on disk already */
-    bool (*on_disk)(void *data, const char *ref);
-    /* ask the hub whether it can serve ref (node_dl_probe); 0: cb follows */
-    int (*probe_hub)(void *data, const char *ref, void (*cb)(void *arg, int rc, const char *why),
-                     void *arg);
-    void *join_data;
-    uint64_t offer; /* the memory this node offers (picks the model that fits) */
+    nostr_app_deps_t dep; /* nostr_app_init's */
     bool auto_pending;
     bool auto_listening; /* the relays answered with no mesh: listening a little longer */
     uv_timer_t auto_timer;
@@ -71,7 +76,7 @@ typedef struct {
 
 /* Load the Nostr key and start discovery when --publish or --auto ask for it. */
 int nostr_app_init(nostr_app_t *na, uv_loop_t *loop, const config_t *cfg, const char *home,
-                   char *err, size_t errlen);
+                   const nostr_app_deps_t *dep, char *err, size_t errlen);
 /* The node is in a mesh now: publish (--publish) and watch the listing. */
 void nostr_app_in_mesh(nostr_app_t *na, planner_t *plan, mesh_t *mesh);
 /* Where the listing counts the passive nodes that check in with this node (publisher.h). */

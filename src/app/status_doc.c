@@ -41,9 +41,9 @@ static json_t *processes_json(supervisor_t *sv)
 /* The status document of an idle node (no mesh). */
 static json_t *idle_status(mgmt_t *g)
 {
-    return json_pack("{s:{s:s?,s:s,s:n,s:n,s:i,s:n,s:n,s:s,s:b},s:[]}", "node", "id", g->idle_id,
-                     "state", "idle", "mesh_id", "role", "quic_port", 0, "token", "incarnation",
-                     "version", MESH_VERSION, "joined", false, "peers");
+    return json_pack("{s:{s:s?,s:s,s:n,s:n,s:i,s:n,s:n,s:s,s:b},s:[]}", "node", "id",
+                     g->dep.idle_id, "state", "idle", "mesh_id", "role", "quic_port", 0, "token",
+                     "incarnation", "version", MESH_VERSION, "joined", false, "peers");
 }
 
 json_t *status_doc(mgmt_t *g)
@@ -51,7 +51,7 @@ json_t *status_doc(mgmt_t *g)
     json_t *st = g->mesh ? mesh_status(g->mesh) : idle_status(g);
     if (!st) return NULL;
     json_t *node = json_object_get(st, "node");
-    json_object_set_new(node, "api_port", json_integer(g->api_port));
+    json_object_set_new(node, "api_port", json_integer(g->dep.api_port));
     json_object_set_new(node, "console_port", json_integer(g->httpd.port));
     if (g->mesh) {
         /* passive: a --client or a standby, in the mesh without gossip (routing tables) */
@@ -68,8 +68,8 @@ json_t *status_doc(mgmt_t *g)
     json_object_set_new(st, "http",
                         json_pack("{s:I}", "buffered_bytes",
                                   (json_int_t)(g->httpd.budget ? g->httpd.budget->buffered : 0)));
-    json_object_set_new(st, "routing", relay_status_json(g->relay));
-    if (g->extra_status && g->mesh) g->extra_status(g->extra_data, st);
+    json_object_set_new(st, "routing", relay_status_json(g->dep.relay));
+    if (g->dep.extra_status && g->mesh) g->dep.extra_status(g->dep.data, st);
     if (!g->mesh) {
         json_object_set_new(st, "catalog", json_array());
         json_object_set_new(st, "plan", json_array());

@@ -241,7 +241,7 @@ static void start(admission_t *ad, ticket_t *t, uint64_t waited_ms)
     req->on_finish = on_req_finish;
     req->finish_data = t;
     req->keep_tail = ad->n_secret_keys > 0; /* tokens per minute are per key */
-    ad->resume(ad->resume_data, req, t->needs);
+    ad->dep.resume(ad->dep.data, req, t->needs);
 }
 
 /* A refusal: 429 for the client's own limits and a full queue, 503 for a queue that cannot drain
@@ -482,9 +482,10 @@ bool admission_enter(admission_t *ad, httpd_req_t *req, int needs)
 /* ---- setup ---- */
 
 int admission_init(admission_t *ad, uv_loop_t *loop, const config_t *cfg, models_t *ms,
-                   meshstat_t *stat, char *err, size_t errlen)
+                   meshstat_t *stat, const admission_deps_t *dep, char *err, size_t errlen)
 {
     memset(ad, 0, sizeof *ad);
+    ad->dep = *dep;
     ad->stat = stat;
     ad->signal_due = UINT64_MAX;
     ad->loop = loop;

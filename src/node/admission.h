@@ -30,6 +30,13 @@
 
 typedef struct ticket ticket_t;
 
+/* What the node gives admission (admission_init). */
+typedef struct {
+    /* Serve an admitted request: the rest of the API's handling (routing, local serving). */
+    void (*resume)(void *data, httpd_req_t *req, int needs);
+    void *data;
+} admission_deps_t;
+
 typedef struct {
     uv_loop_t *loop;
     const config_t *cfg;
@@ -45,11 +52,9 @@ typedef struct {
     unsigned n_tickets;
     uv_timer_t timer;
     bool timer_init, kick, closing;
-    bool in_timer;       /* inside the timer's callback: see schedule() */
-    uint64_t signal_due; /* the next queued signal (UINT64_MAX: none waits for one) */
-    /* Serve an admitted request: the rest of the API's handling (routing, local serving). */
-    void (*resume)(void *data, httpd_req_t *req, int needs);
-    void *resume_data;
+    bool in_timer;        /* inside the timer's callback: see schedule() */
+    uint64_t signal_due;  /* the next queued signal (UINT64_MAX: none waits for one) */
+    admission_deps_t dep; /* admission_init's */
     /* Whether a model of this node has a host now (here or elsewhere; NULL: always): requests
      * that would wait for one that has none are answered 503 (core/admit.h). */
     bool (*has_host)(void *data, const char *model);
@@ -59,7 +64,7 @@ typedef struct {
 /* Read --api-keys, --queue-len, --pin; refuses (err) unknown pins, pins that cannot all fit
  * their type's slots, and a keys file that is malformed or readable by other users. */
 int admission_init(admission_t *ad, uv_loop_t *loop, const config_t *cfg, models_t *ms,
-                   meshstat_t *stat, char *err, size_t errlen);
+                   meshstat_t *stat, const admission_deps_t *dep, char *err, size_t errlen);
 /* Load the pinned models (after models_preload). */
 void admission_start(admission_t *ad);
 void admission_close(admission_t *ad);

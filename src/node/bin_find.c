@@ -36,10 +36,12 @@ static void add(bin_dirs_t *d, const char *what, const char *a, const char *mid,
     d->what[d->n++] = what;
 }
 
-void bin_dirs(bin_dirs_t *d)
+void bin_dirs(bin_dirs_t *d, const bin_env_t *e)
 {
+    static const bin_env_t none = {0};
+    if (!e) e = &none;
     d->n = 0;
-    add(d, "$MESH_LLM_BIN_DIR", getenv("MESH_LLM_BIN_DIR"), "", "");
+    add(d, "$MESH_LLM_BIN_DIR", e->env_dir, "", "");
     /* the installed copy: <prefix>/bin/mesh-llm → <prefix>/libexec/mesh-llm/<flavour> */
     char exe[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -52,20 +54,20 @@ void bin_dirs(bin_dirs_t *d)
         add(d, "the installed copy", exe, "/" MESH_LIBEXEC_DIR "/", MESH_FLAVOUR);
     }
     add(d, "the build's llama.cpp", MESH_BUILD_BIN_DIR, "", "");
-    const char *cache = getenv("MESH_LLM_CACHE"), *home = getenv("HOME");
+    const char *cache = e->cache, *home = getenv("HOME");
     if (cache && *cache)
         add(d, "the cache", cache, "/", MESH_CACHE_BIN_SUBDIR);
     else
         add(d, "the cache", home, "/.cache/mesh-llm/", MESH_CACHE_BIN_SUBDIR);
 }
 
-char *sv_find_binary(const char *bin_dir, const char *name)
+char *sv_find_binary(const char *bin_dir, const char *name, const bin_env_t *e)
 {
     char *r;
     if (bin_dir)
         return try_dir(bin_dir, name); /* an explicit --bin-dir is the only place looked at */
     bin_dirs_t d;
-    bin_dirs(&d);
+    bin_dirs(&d, e);
     for (size_t i = 0; i < d.n; i++)
         if ((r = try_dir(d.dir[i], name))) return r;
     const char *path = getenv("PATH");
@@ -79,10 +81,10 @@ char *sv_find_binary(const char *bin_dir, const char *name)
     return r;
 }
 
-void bin_not_found(char *out, size_t outlen, const char *name)
+void bin_not_found(char *out, size_t outlen, const char *name, const bin_env_t *e)
 {
     bin_dirs_t d;
-    bin_dirs(&d);
+    bin_dirs(&d, e);
     size_t off = (size_t)snprintf(out, outlen, "%s not found. Looked in:", name);
     for (size_t i = 0; i < d.n && off < outlen; i++)
         off += (size_t)snprintf(out + off, outlen - off, " %s (%s);", d.dir[i], d.what[i]);

@@ -10,19 +10,26 @@
  * PREFIX/libexec/mesh-llm/<flavour> next to this binary's PREFIX/bin (so a relocated prefix
  * works); the directory the build used (recorded by CMake from scripts/llama.sh); the cache
  * ($MESH_LLM_CACHE, default ~/.cache/mesh-llm) under the same pinned name. */
+/* The environment's say, read at start (config_t.bin_dir_env, tunables_t.cache): NULL or ""
+ * for unset. */
+typedef struct {
+    const char *env_dir; /* $MESH_LLM_BIN_DIR */
+    const char *cache;   /* $MESH_LLM_CACHE */
+} bin_env_t;
+
 typedef struct {
     size_t n;
     const char *what[BIN_DIRS_MAX];
     char dir[BIN_DIRS_MAX][4096];
 } bin_dirs_t;
 
-void bin_dirs(bin_dirs_t *d);
+void bin_dirs(bin_dirs_t *d, const bin_env_t *e);
 
 /* Find name: only in bin_dir when given (an explicit --bin-dir), else in bin_dirs() order,
  * then PATH. Returns a malloc'd real path or NULL. */
-char *sv_find_binary(const char *bin_dir, const char *name);
+char *sv_find_binary(const char *bin_dir, const char *name, const bin_env_t *e);
 
 /* The "not found" message: the places searched and how to fix it. */
-void bin_not_found(char *out, size_t outlen, const char *name);
+void bin_not_found(char *out, size_t outlen, const char *name, const bin_env_t *e);
 
 #endif

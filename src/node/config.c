@@ -565,6 +565,8 @@ static int parse(config_t *cfg, int argc, char **argv, const config_src_t *src, 
     if (rc && from_file && strlen(err) + 40 < errlen)
         snprintf(err + strlen(err), errlen - strlen(err), " (in the config file %s)", src->path);
     if (rc == 0) rc = config_secrets_from_env(cfg, err, errlen);
+    if (rc == 0 && config_env_bin_dir() && !(cfg->bin_dir_env = strdup(config_env_bin_dir())))
+        rc = -ENOMEM;
     if (rc == 0) rc = config_serve_finish(cfg, err, errlen);
     if (rc == 0 && optind < argc) {
         snprintf(err, errlen, "unexpected argument '%s' (models are given with --model PATH)",
@@ -675,8 +677,15 @@ bool config_idle(const config_t *cfg)
            !cfg->auto_join && !cfg->publish;
 }
 
+const char *config_env_bin_dir(void)
+{
+    return getenv("MESH_LLM_BIN_DIR");
+}
+
 void config_free(config_t *cfg)
 {
+    free(cfg->bin_dir_env);
+    cfg->bin_dir_env = NULL;
     for (size_t i = 0; i < cfg->n_models; i++)
         free(cfg->models[i].path);
     free(cfg->models_dir);

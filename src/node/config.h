@@ -56,6 +56,7 @@ typedef struct {
     uint32_t ctx_size; /* 0 = llama-server's default */
     char *llamacpp_args;
     char *bin_dir;
+    char *bin_dir_env; /* $MESH_LLM_BIN_DIR as read at start (NULL: unset), searched first */
     char *api_key;
     size_t max_body_bytes;
     unsigned max_connections; /* API client connections at once (0: httpd's default, 4096) */
@@ -90,6 +91,7 @@ typedef struct {
     char *region;
     char *nostr_relays[CONFIG_MAX_RELAYS];
     size_t n_nostr_relays;
+    char *nostr_relays_env; /* $MESH_LLM_NOSTR_RELAYS as read at start (NULL: unset) */
     /* Serving features (config_serve.c): --draft FILE (a catalog name is resolved to its file
      * in the models directory), --no-draft (not even the catalog's pairing), --mmproj
      * MODEL=PATH (repeatable: a vision projector per model). */
@@ -121,6 +123,10 @@ void config_free(config_t *cfg);
 /* $MESH_LLM_API_KEY (NULL when unset or empty): what the node requires, and what 'mesh-llm
  * status' and the other commands send. Read here, with the options it stands for. */
 const char *config_env_api_key(void);
+/* $MESH_LLM_BIN_DIR (NULL: unset), for the commands (the node's is cfg->bin_dir_env). */
+const char *config_env_bin_dir(void);
+/* $MESH_LLM_NOSTR_RELAYS (NULL: unset), for the commands (the node's is cfg->nostr_relays_env). */
+const char *config_env_nostr_relays(void);
 /* The config file's settings for model name, or NULL. */
 const config_model_opts_t *config_model_opts_of(const config_t *cfg, const char *name);
 /* A model's context size and llama-server arguments: the config file's for that model, else

@@ -22,7 +22,7 @@ int config_secrets_from_env(config_t *cfg, char *err, size_t errlen);
 /* config_nostr.c: --auto, --publish, --region, --nostr-relay; their combination with the rest;
  * freeing what they hold */
 int config_nostr_opt(config_t *cfg, int opt, const char *arg, char *err, size_t errlen);
-int config_nostr_check(const config_t *cfg, char *err, size_t errlen);
+int config_nostr_check(config_t *cfg, char *err, size_t errlen);
 void config_nostr_free(config_t *cfg);
 /* config_serve.c: --draft NAME|PATH, --mmproj MODEL=PATH; finish: checks once every option is
  * read (a catalog --draft resolved to its file in the models directory); free: their memory */

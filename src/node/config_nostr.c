@@ -48,8 +48,15 @@ int config_nostr_opt(config_t *cfg, int opt, const char *arg, char *err, size_t 
     return -EINVAL;
 }
 
-int config_nostr_check(const config_t *cfg, char *err, size_t errlen)
+const char *config_env_nostr_relays(void)
 {
+    return getenv("MESH_LLM_NOSTR_RELAYS");
+}
+
+int config_nostr_check(config_t *cfg, char *err, size_t errlen)
+{
+    const char *env = config_env_nostr_relays();
+    if (env && !(cfg->nostr_relays_env = strdup(env))) return -ENOMEM;
     if (cfg->auto_join && cfg->n_joins > 0) {
         snprintf(err, errlen, "--auto finds a mesh to join; it cannot be combined with --join");
         return -EINVAL;
@@ -70,4 +77,6 @@ void config_nostr_free(config_t *cfg)
     for (size_t i = 0; i < cfg->n_nostr_relays; i++)
         free(cfg->nostr_relays[i]);
     cfg->n_nostr_relays = 0;
+    free(cfg->nostr_relays_env);
+    cfg->nostr_relays_env = NULL;
 }

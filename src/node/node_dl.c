@@ -78,12 +78,14 @@ static void log_progress(uv_timer_t *t)
         LOGI("download", "downloading %s", line);
     }
     /* the mesh sees the progress too (the announcement's downloading entries) */
-    if (n && nd->on_change) nd->on_change(nd->data);
+    if (n && nd->dep.on_change) nd->dep.on_change(nd->dep.data);
 }
 
-int node_dl_init(node_dl_t *nd, uv_loop_t *loop, const char *models_dir, const tunables_t *tun)
+int node_dl_init(node_dl_t *nd, uv_loop_t *loop, const char *models_dir, const tunables_t *tun,
+                 const node_dl_deps_t *dep)
 {
     memset(nd, 0, sizeof *nd);
+    nd->dep = *dep;
     nd->loop = loop;
     nd->tun = tun;
     mf_default_dir(models_dir, nd->dir, sizeof nd->dir);
@@ -156,7 +158,7 @@ static void fetched(void *data, int rc, const char *err, const char *path, bool 
         j->failed = j->too_big = true;
         if (!j->size) j->size = j->limit + 1; /* more than the limit, exact size unknown */
         char msg[sizeof j->err];
-        refuse_msg(j, nd->offer, msg, sizeof msg);
+        refuse_msg(j, nd->dep.offer, msg, sizeof msg);
         memcpy(j->err, msg, sizeof msg);
         LOGW("download", "%s", j->err);
     } else if (rc) {
@@ -171,8 +173,9 @@ static void fetched(void *data, int rc, const char *err, const char *path, bool 
         struct stat st;
         if (!j->size && stat(path, &st) == 0) j->size = (uint64_t)st.st_size;
     }
-    if (nd->on_done && rc != -ECANCELED) nd->on_done(nd->data, j->ref, path, rc, j->err);
-    if (nd->on_change && rc != -ECANCELED) nd->on_change(nd->data);
+    if (nd->dep.on_done && rc != -ECANCELED)
+        nd->dep.on_done(nd->dep.data, j->ref, path, rc, j->err);
+    if (nd->dep.on_change && rc != -ECANCELED) nd->dep.on_change(nd->dep.data);
 }
 
 static void push_err(char (*errs)[512], unsigned *n, const char *err)
@@ -231,14 +234,15 @@ static int start(node_dl_t *nd, const char *ref, bool asked, bool solo, char *er
         snprintf(j->name, sizeof j->name, "%s", ref); /* ORG/REPO:QUANT: known after listing */
     if (r.known) j->size = r.known->size;
     /* don't download what won't fit (seed 002): the ledger's 1.1 x size rule */
-    if (solo && nd->offer) j->limit = nd->offer - nd->offer / 11; /* 1.1 x limit <= offer */
+    if (solo && nd->dep.offer)
+        j->limit = nd->dep.offer - nd->dep.offer / 11; /* 1.1 x limit <= offer */
     if (j->limit && j->size && j->size > j->limit) {
-        refuse_msg(j, nd->offer, err, errlen);
+        refuse_msg(j, nd->dep.offer, err, errlen);
         j->failed = j->too_big = true;
         snprintf(j->err, sizeof j->err, "%s", err);
         if (idx == nd->n) nd->n++;
         LOGW("download", "%s", err);
-        if (nd->on_change) nd->on_change(nd->data);
+        if (nd->dep.on_change) nd->dep.on_change(nd->dep.data);
         return -EFBIG;
     }
     ctx_t *c = malloc(sizeof *c);
@@ -264,7 +268,7 @@ static int start(node_dl_t *nd, const char *ref, bool asked, bool solo, char *er
     uint64_t every = nd->tun ? nd->tun->progress_ms : options_env_default("MESH_LLM_PROGRESS_MS");
     if (!uv_is_active((uv_handle_t *)&nd->progress))
         uv_timer_start(&nd->progress, log_progress, every, every);
-    if (nd->on_change) nd->on_change(nd->data);
+    if (nd->dep.on_change) nd->dep.on_change(nd->dep.data);
     return 0;
 }
 

@@ -46,6 +46,16 @@ typedef struct {
     unsigned n_errs;
 } node_dl_job_t;
 
+/* What the node gives its downloads (node_dl_init). */
+typedef struct {
+    uint64_t offer; /* the memory this node offers (0: unknown): a catalog model it cannot serve
+                       solo (offer < 1.1 × size) is not downloaded */
+    /* a download finished: path is the (first part of the) file, or rc < 0 with err */
+    void (*on_done)(void *data, const char *ref, const char *path, int rc, const char *err);
+    void (*on_change)(void *data); /* a download started or ended (announce again) */
+    void *data;
+} node_dl_deps_t;
+
 typedef struct node_dl {
     uv_loop_t *loop;
     const struct tunables *tun; /* node_dl_init's (NULL: the defaults) */
@@ -53,14 +63,9 @@ typedef struct node_dl {
     uv_timer_t progress;
     bool timer_open;
     char dir[1024];
-    uint64_t offer; /* the memory this node offers (0: unknown): a catalog model it cannot serve
-                       solo (offer < 1.1 × size) is not downloaded */
     node_dl_job_t jobs[NODE_DL_MAX];
     size_t n;
-    /* a download finished: path is the (first part of the) file, or rc < 0 with err */
-    void (*on_done)(void *data, const char *ref, const char *path, int rc, const char *err);
-    void (*on_change)(void *data); /* a download started or ended (announce again) */
-    void *data;
+    node_dl_deps_t dep; /* node_dl_init's */
 } node_dl_t;
 
 /* The --model REFs of the command line, from argv (node_dl_take_args, before config_parse) to
@@ -81,9 +86,10 @@ int node_dl_take_args(node_dl_args_t *a, int *argc, char **argv);
 size_t node_dl_pending(const node_dl_args_t *a, const char *const **refs);
 
 struct tunables;
-/* tun: the downloader's settings (tunables_dl_opts; NULL: the defaults) */
-int node_dl_init(node_dl_t *nd, uv_loop_t *loop, const char *models_dir,
-                 const struct tunables *tun);
+/* tun: the downloader's settings (tunables_dl_opts; NULL: the defaults); dep is copied (kept
+ * also when the downloader cannot start: its rc, downloads disabled) */
+int node_dl_init(node_dl_t *nd, uv_loop_t *loop, const char *models_dir, const struct tunables *tun,
+                 const node_dl_deps_t *dep);
 /* After node_dl_init: each --model REF whose file was there already becomes a finished job (its
  * source is announced). */
 void node_dl_add_present(node_dl_t *nd, const node_dl_args_t *a);

@@ -47,8 +47,8 @@ struct nostr_pool {
     bool stopped;
 };
 
-size_t nostr_pool_relays(const char *const *cli, size_t n_cli, char *buf, size_t buflen,
-                         const char **urls, size_t max)
+size_t nostr_pool_relays(const char *const *cli, size_t n_cli, const char *env, char *buf,
+                         size_t buflen, const char **urls, size_t max)
 {
     size_t n = 0;
     if (n_cli > 0) {
@@ -56,7 +56,6 @@ size_t nostr_pool_relays(const char *const *cli, size_t n_cli, char *buf, size_t
             urls[n++] = cli[i];
         return n;
     }
-    const char *env = getenv("MESH_LLM_NOSTR_RELAYS");
     if (env) {
         if (strcmp(env, "none") == 0 || !*env) return 0;
         snprintf(buf, buflen, "%s", env);

@@ -34,11 +34,12 @@ typedef struct {
     void *data;
 } nostr_pool_cb_t;
 
-/* The relays to use: cli (the --nostr-relay URLs, may be empty), else the environment (split
- * into buf), else the defaults. Returns the count (0: none configured) and fills urls with
+/* The relays to use: cli (the --nostr-relay URLs, may be empty), else env (the value of
+ * $MESH_LLM_NOSTR_RELAYS read at start, NULL when unset: split into buf; "" or "none": no
+ * relay), else the defaults. Returns the count (0: none configured) and fills urls with
  * pointers into cli, buf or static strings. */
-size_t nostr_pool_relays(const char *const *cli, size_t n_cli, char *buf, size_t buflen,
-                         const char **urls, size_t max);
+size_t nostr_pool_relays(const char *const *cli, size_t n_cli, const char *env, char *buf,
+                         size_t buflen, const char **urls, size_t max);
 
 struct tunables;
 /* tun: MESH_LLM_NOSTR_* (borrowed until nostr_pool_close) */

@@ -697,9 +697,10 @@ static void speed_done(node_speed_t *s)
 }
 
 int planner_init(planner_t *pl, uv_loop_t *loop, const config_t *cfg, models_t *ms,
-                 supervisor_t *sv, uint64_t vram)
+                 supervisor_t *sv, uint64_t vram, tunnel_rpc_stats_t *rpc_stats)
 {
     memset(pl, 0, sizeof *pl);
+    pl->rpc_stats = rpc_stats;
     pl->loop = loop;
     pl->cfg = cfg;
     pl->ms = ms;

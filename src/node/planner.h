@@ -119,8 +119,9 @@ struct planner {
     node_speed_t speed;
 };
 
+/* rpc_stats: the node's RPC tunnel counters (host side); NULL: none */
 int planner_init(planner_t *pl, uv_loop_t *loop, const config_t *cfg, models_t *ms,
-                 supervisor_t *sv, uint64_t vram);
+                 supervisor_t *sv, uint64_t vram, tunnel_rpc_stats_t *rpc_stats);
 /* The mesh is up: start deciding. */
 void planner_start(planner_t *pl, mesh_t *mesh);
 /* Something changed (peers, local models, children): re-decide soon. */

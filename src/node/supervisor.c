@@ -45,9 +45,13 @@ const char *child_state_name(child_state_t s)
 }
 
 int sv_init(supervisor_t *sv, uv_loop_t *loop, const char *llama_server, bool verbose,
-            const tunables_t *tun)
+            const tunables_t *tun, const sv_deps_t *dep)
 {
     memset(sv, 0, sizeof *sv);
+    if (dep) {
+        sv->rpc_server = dep->rpc_server;
+        sv->on_all_stopped = dep->on_all_stopped;
+    }
     sv->loop = loop;
     sv->on_verdict = on_verdict;
     sv->verdict_data = sv;
@@ -67,6 +71,7 @@ int sv_init(supervisor_t *sv, uv_loop_t *loop, const char *llama_server, bool ve
     sv->health_timeout_ms = tun->health_timeout_ms;
     sv->hang_ms = tun->hang_timeout_ms;
     sv->load_timeout_ms = tun->load_timeout_ms;
+    sv->test_port = (int)tun->test_child_port;
     uv_timer_init(loop, &sv->kill_timer);
     sv->kill_timer.data = sv;
     return 0;
@@ -135,11 +140,9 @@ static int free_port(void)
  * of a free one (tests: a port taken by another process between the pick and the child's bind). */
 static int test_port(supervisor_t *sv)
 {
-    uint64_t v;
-    const char *s = getenv("MESH_LLM_TEST_CHILD_PORT");
-    if (sv->test_port_used || !s || parse_u64(s, 1, 65535, &v) != 0) return 0;
+    if (sv->test_port_used || !sv->test_port) return 0;
     sv->test_port_used = true;
-    return (int)v;
+    return sv->test_port;
 }
 
 static void sv_set_state(sv_child_t *c, child_state_t s)

@@ -102,7 +102,8 @@ struct supervisor {
     sv_child_t *children;
     size_t n_children;
     bool stopping;
-    bool test_port_used; /* MESH_LLM_TEST_CHILD_PORT went to a child already */
+    int test_port;       /* MESH_LLM_TEST_CHILD_PORT (0: none), from sv_init's tunables */
+    bool test_port_used; /* it went to a child already */
     uv_timer_t kill_timer;
     sv_event_cb on_change; /* a child changed state */
     sv_event_cb on_all_stopped;
@@ -127,11 +128,17 @@ struct supervisor {
 /* The load timeout of a model of this size when MESH_LLM_LOAD_TIMEOUT_MS is not set. */
 uint64_t sv_default_load_timeout_ms(uint64_t model_bytes);
 
+/* What the node gives its supervisor (sv_init; NULL: none of it). */
+typedef struct {
+    char *rpc_server;           /* ggml-rpc-server's path (taken: freed by sv_close), or NULL */
+    sv_event_cb on_all_stopped; /* sv_stop_all finished */
+} sv_deps_t;
+
 struct tunables;
-/* tun: the liveness timers (MESH_LLM_HEALTH_*, _HANG_TIMEOUT_MS, _LOAD_TIMEOUT_MS); NULL: defaults
- */
+/* tun: the liveness timers (MESH_LLM_HEALTH_*, _HANG_TIMEOUT_MS, _LOAD_TIMEOUT_MS) and
+ * MESH_LLM_TEST_CHILD_PORT; NULL: defaults */
 int sv_init(supervisor_t *sv, uv_loop_t *loop, const char *llama_server, bool verbose,
-            const struct tunables *tun);
+            const struct tunables *tun, const sv_deps_t *dep);
 /* Add a model child (not started). extra_args is a shell-like string or NULL. */
 int sv_add(supervisor_t *sv, const char *name, const char *path, model_type_t type,
            uint32_t ctx_size, const char *extra_args, sv_child_t **out);

@@ -9,11 +9,6 @@
 set -eu
 src="${1:-$(dirname "$0")/../../src}"
 allowed='
-node/supervisor.c MESH_LLM_TEST_CHILD_PORT test_port moves into supervisor_t with S10
-app/api_openai.c MESH_LLM_HTTP_MAX_BUFFERED the HTTP buffer budget becomes an object with S9
-node/bin_find.c MESH_LLM_BIN_DIR an option (--bin-dir): bin_dirs is also called by the commands
-node/bin_find.c MESH_LLM_CACHE the same path as MESH_LLM_BIN_DIR
-node/nostr_pool.c MESH_LLM_NOSTR_RELAYS an option (--nostr-relay), read where the list is built
 '
 found=$(cd "$src" && grep -nE 'getenv\("MESH_LLM_|getenv\([A-Z_]+_ENV\)|(^|[^_a-z])(options_)?env_ms0?\(' */*.c |
   grep -vE '^(node/options|node/tunables|node/config[a-z_]*|base/util)\.c:' |

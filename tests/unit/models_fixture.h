@@ -52,7 +52,7 @@ static int models_fixture_init(models_fixture_t *f, unsigned pinned, int (*start
     const char *env[] = {"MESH_LLM_SPEED_MFLOPS=1000", NULL};
     if (tunables_load(&f->cfg.tun, env, err, sizeof err) != 0) return -1;
     meshstat_init(&f->mstat, NULL);
-    if (sv_init(&f->sv, &f->loop, "/bin/true", false, &f->cfg.tun) != 0) return -1;
+    if (sv_init(&f->sv, &f->loop, "/bin/true", false, &f->cfg.tun, NULL) != 0) return -1;
     if (models_init(&f->ms, &f->loop, &f->cfg, &f->sv, &f->mstat, err, sizeof err) != 0) {
         fprintf(stderr, "models_init: %s\n", err);
         return -1;

@@ -109,12 +109,11 @@ static fx_t *setup_local(const char *keys, unsigned queue_len, const char *local
     /* the tunables as the node reads them at start (a test may have set one) */
     assert_int_equal(tunables_load(&f->cfg.tun, NULL, err, sizeof err), 0);
     meshstat_init(&f->stat, NULL);
-    assert_int_equal(sv_init(&f->sv, &f->loop, "/bin/true", false, &f->cfg.tun), 0);
+    assert_int_equal(sv_init(&f->sv, &f->loop, "/bin/true", false, &f->cfg.tun, NULL), 0);
     assert_int_equal(models_init(&f->ms, &f->loop, &f->cfg, &f->sv, &f->stat, err, sizeof err), 0);
-    int rc = admission_init(&f->ad, &f->loop, &f->cfg, &f->ms, &f->stat, err, sizeof err);
+    admission_deps_t dep = {.resume = on_resume, .data = f};
+    int rc = admission_init(&f->ad, &f->loop, &f->cfg, &f->ms, &f->stat, &dep, err, sizeof err);
     if (rc) fail_msg("admission_init: %s", err);
-    f->ad.resume = on_resume;
-    f->ad.resume_data = f;
     httpd_opts_t o = {.host = "127.0.0.1", .handler = handler};
     assert_int_equal(httpd_start(&f->srv, &f->loop, &o), 0);
     for (int i = 0; i < MAX_CLIENTS; i++)

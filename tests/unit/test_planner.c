@@ -357,7 +357,7 @@ static view_node_t *holder(const char *id, uint64_t vram, view_serve_role_t role
 static const pp_state_t *plan_with(uint64_t offer)
 {
     models_set_offer(&fx.ms, offer);
-    assert_int_equal(planner_init(&pl, &fx.loop, &fx.cfg, &fx.ms, &fx.sv, offer), 0);
+    assert_int_equal(planner_init(&pl, &fx.loop, &fx.cfg, &fx.ms, &fx.sv, offer, NULL), 0);
     view_set_in_t in[4];
     json_t *anns[4];
     for (size_t i = 0; i < n_peers; i++) {

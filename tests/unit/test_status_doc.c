@@ -59,8 +59,8 @@ static void test_idle(void **state)
                         .proc_open = k->child_open};
         snprintf(c.name, sizeof c.name, "tiny");
         if (k->child) sv.children = &c;
-        mgmt_t g = {
-            .idle_id = k->idle_id, .api_port = k->api_port, .sv = &sv, .extra_status = extra};
+        mgmt_t g = {.sv = &sv,
+                    .dep = {.idle_id = k->idle_id, .api_port = k->api_port, .extra_status = extra}};
         g.httpd.port = k->console_port;
         extra_calls = 0;
         json_t *st = status_doc(&g);
