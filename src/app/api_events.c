@@ -203,12 +203,11 @@ bool api_events_handle(events_t *ev, httpd_req_t *req)
     return true;
 }
 
-void api_events_status(const events_t *ev, json_t *st)
+json_t *api_events_status(const events_t *ev)
 {
-    json_object_set_new(st, "events",
-                        json_pack("{s:i,s:I,s:I}", "clients", ev ? (int)ev->n_clients : 0,
-                                  "dropped", (json_int_t)(ev ? ev->dropped : 0), "snapshots",
-                                  (json_int_t)(ev ? ev->snapshots : 0)));
+    return json_pack("{s:i,s:I,s:I}", "clients", ev ? (int)ev->n_clients : 0, "dropped",
+                     (json_int_t)(ev ? ev->dropped : 0), "snapshots",
+                     (json_int_t)(ev ? ev->snapshots : 0));
 }
 
 static void on_timer_closed(uv_handle_t *h)

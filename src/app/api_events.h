@@ -39,8 +39,8 @@ int api_events_init(events_t **out, uv_loop_t *loop, changes_t *changes, json_t 
                     void *data, uint64_t period_ms, uint64_t max_queue);
 /* Answers req and returns true when it is for /api/events. */
 bool api_events_handle(events_t *ev, httpd_req_t *req);
-/* {"clients","dropped","snapshots"} into the status document's "events" (ev NULL: zeros). */
-void api_events_status(const events_t *ev, json_t *st);
+/* The status document's "events": {"clients","dropped","snapshots"} (ev NULL: zeros). */
+json_t *api_events_status(const events_t *ev);
 /* Close every stream and the timer (the server is stopping); ev is freed once the timer is
  * closed. */
 void api_events_stop(events_t *ev);

@@ -13,9 +13,7 @@
 static json_t *full_status(void *data)
 {
     mgmt_t *g = data;
-    json_t *st = status_doc(g);
-    if (st) api_events_status(g->events, st);
-    return st;
+    return status_doc(g, api_events_status(g->events));
 }
 
 static void handle(httpd_req_t *req)

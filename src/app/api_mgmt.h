@@ -16,14 +16,16 @@
 #include "supervisor.h"
 #include "tunnel_rpc.h"
 
+struct status_parts; /* status_doc.h */
+
 /* What the node gives its management API (mgmt_start). */
 typedef struct {
     int api_port;
     relay_ctx_t *relay; /* the node's relay counters (the status' "routing"); NULL: zeros */
     const tunnel_rpc_stats_t *rpc_stats; /* the node's RPC tunnel counters (/metrics); NULL: 0 */
-    /* Adds the mesh plan and catalog to a status document. */
-    void (*extra_status)(void *data, json_t *status);
-    void *data; /* extra_status', join's, discover's and chat's */
+    /* Fills the node's parts of the status document (status_doc.h; called with a mesh only). */
+    void (*status_parts)(void *data, struct status_parts *parts);
+    void *data; /* status_parts', join's, discover's and chat's */
     /* Idle mode (mesh NULL): this node's id for the status document. */
     const char *idle_id;
     /* POST /api/join with a decoded token: returns the HTTP status (join_policy.h) and says in

@@ -32,6 +32,7 @@
 #include "passive.h"
 #include "route_serve.h"
 #include "standby.h"
+#include "status_doc.h"
 #include "supervisor.h"
 #include "tunnels.h"
 #include "util.h"
@@ -201,19 +202,21 @@ static void list_remote(void *data, model_list_t *list)
         planner_list_models(&n->plan, list);
 }
 
-static void mgmt_extra(void *data, json_t *st)
+/* Each module's parts of the status document (status_doc.c places them). */
+static void status_parts(void *data, status_parts_t *p)
 {
     node_t *n = data;
-    tunnels_status(&n->tun, st);
-    planner_status(&n->plan, st);
-    if (passive_active(n->passive))
-        passive_status(n->passive, st);
+    p->route_requests = tunnels_route_requests(&n->tun);
+    planner_status(&n->plan, &p->plan);
+    p->passive = passive_active(n->passive);
+    if (p->passive)
+        passive_status(n->passive, &p->pas);
     else
-        route_serve_status(&n->rs, st);
-    standby_status(&n->sb, st);
-    admission_status(&n->adm, st);
-    node_dl_status(&n->ndl, st);
-    json_object_set_new(st, "nostr", nostr_app_status(&n->nostr));
+        route_serve_status(&n->rs, &p->rs);
+    p->standby = standby_status(&n->sb);
+    p->admission = admission_status(&n->adm);
+    node_dl_status(&n->ndl, &p->downloads, &p->download_errors);
+    p->nostr = nostr_app_status(&n->nostr);
 }
 
 static bool admit(void *data, httpd_req_t *req, int needs)
@@ -687,7 +690,7 @@ int main(int argc, char **argv)
         mgmt_deps_t md = {.api_port = n->api.httpd.port,
                           .relay = &n->ctx.relay,
                           .rpc_stats = &n->ctx.rpc_stats,
-                          .extra_status = mgmt_extra,
+                          .status_parts = status_parts,
                           .data = n,
                           .idle_id = n->idle ? n->idle_id : NULL, /* filled in below */
                           .join = on_join,

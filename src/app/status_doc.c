@@ -6,6 +6,9 @@
 #include "relay.h"
 #include "util.h"
 
+#include <stdlib.h>
+#include <string.h>
+
 static json_t *models_json(models_t *ms)
 {
     json_t *a = json_array();
@@ -38,6 +41,72 @@ static json_t *processes_json(supervisor_t *sv)
     return a;
 }
 
+static bool has_id(const catalog_id_t *ids, size_t n, const char *id)
+{
+    for (size_t i = 0; id && i < n; i++)
+        if (strcmp(ids[i], id) == 0) return true;
+    return false;
+}
+
+/* The facts of the peers' entries that other modules know: the speed the planner decoded from a
+ * peer's announcement; a standby that left gossip (its "left" record) but checks in as a passive
+ * node is a member standing by, not a departed node. */
+static void place_peers(json_t *peers, const status_parts_t *p)
+{
+    size_t i;
+    json_t *o;
+    json_array_foreach(peers, i, o)
+    {
+        const char *id = json_string_value(json_object_get(o, "id"));
+        for (size_t k = 0; id && k < p->plan.n_speeds; k++)
+            if (strcmp(p->plan.speeds[k].id, id) == 0)
+                json_object_set_new(o, "speed_mflops",
+                                    p->plan.speeds[k].mflops
+                                        ? json_integer((json_int_t)p->plan.speeds[k].mflops)
+                                        : json_null());
+    }
+    if (p->passive) return;
+    json_array_foreach(peers, i, o)
+    {
+        if (strcmp(json_string_value(json_object_get(o, "state")) ?: "", "left") == 0 &&
+            has_id(p->rs.ids, p->rs.n_ids, json_string_value(json_object_get(o, "id"))))
+            json_object_set_new(o, "state", json_string("standby"));
+    }
+}
+
+void status_doc_place(json_t *st, status_parts_t *p)
+{
+    json_t *node = json_object_get(st, "node"), *stats = json_object_get(st, "stats");
+    if (!json_is_object(stats)) stats = NULL; /* set_new on NULL drops the value */
+    json_object_set_new(stats, "route_requests", json_integer((json_int_t)p->route_requests));
+    const planner_status_t *pl = &p->plan;
+    json_object_set_new(node, "memory", pl->memory);
+    json_object_set_new(st, "catalog", pl->catalog);
+    json_object_set_new(st, "plan", pl->plan);
+    json_object_set_new(st, "rpc_tunnel", pl->rpc_tunnel);
+    json_object_set_new(node, "role", pl->role);
+    json_object_set_new(node, "assignment", pl->assignment);
+    json_object_set_new(node, "demand", pl->demand);
+    json_object_set_new(node, "speed", pl->speed);
+    place_peers(json_object_get(st, "peers"), p);
+    if (p->passive) {
+        json_object_set_new(st, "route", p->pas.route);
+        json_object_set_new(st, "catalog", p->pas.catalog);
+    } else {
+        json_object_set_new(st, "passive", p->rs.passive);
+        json_object_set_new(stats, "route_answered", json_integer((json_int_t)p->rs.answered));
+        json_object_set_new(stats, "route_refused", json_integer((json_int_t)p->rs.refused));
+    }
+    json_object_set_new(node, "standby", p->standby);
+    json_object_set_new(st, "admission", p->admission);
+    json_object_set_new(st, "downloads", p->downloads);
+    json_object_set_new(st, "download_errors", p->download_errors);
+    json_object_set_new(st, "nostr", p->nostr);
+    free(p->plan.speeds);
+    free(p->rs.ids);
+    *p = (status_parts_t){0};
+}
+
 /* The status document of an idle node (no mesh). */
 static json_t *idle_status(mgmt_t *g)
 {
@@ -46,10 +115,13 @@ static json_t *idle_status(mgmt_t *g)
                      "incarnation", "version", MESH_VERSION, "joined", false, "peers");
 }
 
-json_t *status_doc(mgmt_t *g)
+json_t *status_doc(mgmt_t *g, json_t *events)
 {
     json_t *st = g->mesh ? mesh_status(g->mesh) : idle_status(g);
-    if (!st) return NULL;
+    if (!st) {
+        json_decref(events);
+        return NULL;
+    }
     json_t *node = json_object_get(st, "node");
     json_object_set_new(node, "api_port", json_integer(g->dep.api_port));
     json_object_set_new(node, "console_port", json_integer(g->httpd.port));
@@ -69,13 +141,18 @@ json_t *status_doc(mgmt_t *g)
                         json_pack("{s:I}", "buffered_bytes",
                                   (json_int_t)(g->httpd.budget ? g->httpd.budget->buffered : 0)));
     json_object_set_new(st, "routing", relay_status_json(g->dep.relay));
-    if (g->dep.extra_status && g->mesh) g->dep.extra_status(g->dep.data, st);
+    if (g->dep.status_parts && g->mesh) {
+        status_parts_t parts = {0};
+        g->dep.status_parts(g->dep.data, &parts);
+        status_doc_place(st, &parts);
+    }
     if (!g->mesh) {
         json_object_set_new(st, "catalog", json_array());
         json_object_set_new(st, "plan", json_array());
     }
     json_object_set_new(st, "requests", /* newest first; no meshstat (tests): none */
                         g->stat ? reqlog_json(&g->stat->reqlog) : json_array());
+    json_object_set_new(st, "events", events);
     return st;
 }
 

@@ -11,7 +11,6 @@
 #include "vision.h"
 
 #define FNV_BASIS 1469598103934665603ULL
-#define ROUTER_KEY_MAX 511 /* router_request_key's 512-byte buffer in routing.c */
 
 static uint64_t fnv1a(const char *s, size_t n)
 {
@@ -130,38 +129,6 @@ static void read_sticky(request_t *rq, const json_t *root)
     rq->sticky = fnv1a(key, strlen(key));
 }
 
-/* rt_sticky_key: "user", else "session_id" (when "user" is not a string), if non-empty; its
- * first REQUEST_PASSIVE_KEY_MAX bytes. */
-static void read_passive_key(request_t *rq, const json_t *root)
-{
-    const char *key = json_string_value(json_object_get(root, "user"));
-    if (!key) key = json_string_value(json_object_get(root, "session_id"));
-    if (!key || !*key) return;
-    size_t n = strlen(key);
-    rq->passive_key = fnv1a(key, n < REQUEST_PASSIVE_KEY_MAX ? n : REQUEST_PASSIVE_KEY_MAX);
-    rq->has_passive_key = true;
-}
-
-/* router_request_key: "user" (even empty), else "session_id", else the compact JSON of
- * messages[0]; its first ROUTER_KEY_MAX bytes. */
-static void read_router_key(request_t *rq, const json_t *root)
-{
-    const char *key = json_string_value(json_object_get(root, "user"));
-    if (!key) key = json_string_value(json_object_get(root, "session_id"));
-    if (key) {
-        size_t n = strlen(key);
-        rq->router_key = fnv1a(key, n < ROUTER_KEY_MAX ? n : ROUTER_KEY_MAX);
-        rq->has_router_key = true;
-        return;
-    }
-    json_t *m0 = json_array_get(json_object_get(root, "messages"), 0);
-    if (!json_is_object(m0) && !json_is_array(m0)) return; /* json_dumps writes only these */
-    char head[ROUTER_KEY_MAX];
-    size_t n = dump_head(m0, head, sizeof head);
-    rq->router_key = fnv1a(head, n);
-    rq->has_router_key = true;
-}
-
 /* affinity_prefix_key: never 0 for a key (0 says none). */
 static void read_prefix(request_t *rq, const json_t *root)
 {
@@ -234,8 +201,6 @@ int request_parse(request_t *rq, const char *path, const char *body, size_t len)
     rq->messages_is_array = json_is_array(json_object_get(root, "messages"));
     rq->images = has_images(root, body, len);
     read_sticky(rq, root);
-    read_router_key(rq, root);
-    read_passive_key(rq, root);
     read_prefix(rq, root);
     rq->max_tokens = read_max_tokens(root);
     json_decref(root);

@@ -30,11 +30,6 @@
  *  - sticky: the stickiness key of the one rule (route_decide.h): a non-empty string "user",
  *    else a non-empty string "session_id", FNV-1a of all its bytes (rt_sticky_key's key and
  *    route_table's hash, without the 255-byte cut; jansson refuses "\u0000" in strings);
- *  - router_key: router_request_key's key hashed as router.c does (kept for today's active
- *    order until the stickiness commit; see route_decide.h);
- *  - passive_key: rt_sticky_key's key hashed as route_table.c does (a non-empty string "user",
- *    else — only when "user" is not a string — a non-empty string "session_id"; its first
- *    REQUEST_PASSIVE_KEY_MAX bytes): a passive client's order until the same commit;
  *  - prefix: affinity_prefix_key's key (the first AFFINITY_PREFIX_BYTES of the "prompt" string
  *    or of the compact JSON of "messages"; 0 below AFFINITY_MIN_BYTES), the JSON written only
  *    as far as the key needs it;
@@ -55,8 +50,7 @@
 
 #define REQUEST_ERR_MAX 256
 #define REQUEST_ANTHROPIC_ERR_MAX 160
-#define REQUEST_MAX_CHOICES 128     /* choices counted per request at most (admission.c) */
-#define REQUEST_PASSIVE_KEY_MAX 255 /* rt_sticky_key's cut (passive.c's 256-byte buffer) */
+#define REQUEST_MAX_CHOICES 128 /* choices counted per request at most (admission.c) */
 
 /* the values of app/api_openai.h's API_MODEL_FOUND / API_MODEL_ABSENT */
 enum { REQUEST_MODEL_FOUND = 0, REQUEST_MODEL_ABSENT = 1 };
@@ -78,13 +72,9 @@ typedef struct {
     int anthropic_rc; /* Anthropic-shaped path: 0 or -EINVAL (anthropic_err); else 0 */
     char anthropic_err[REQUEST_ANTHROPIC_ERR_MAX];
     bool has_sticky;
-    uint64_t sticky; /* FNV-1a of the stickiness key (has_sticky) */
-    bool has_router_key;
-    uint64_t router_key; /* FNV-1a of router_request_key's key, as router.c hashes it */
-    bool has_passive_key;
-    uint64_t passive_key; /* FNV-1a of rt_sticky_key's key, as rt_pick_hosts hashes it */
-    uint64_t prefix;      /* affinity key, 0: none */
-    int64_t max_tokens;   /* -1: not given */
+    uint64_t sticky;    /* FNV-1a of the stickiness key (has_sticky) */
+    uint64_t prefix;    /* affinity key, 0: none */
+    int64_t max_tokens; /* -1: not given */
 } request_t;
 
 /* Parse body (len bytes; it need not be NUL-terminated) of a request to path (exact, no query

@@ -118,10 +118,8 @@ static void order_hosts(const rd_input_t *in, const size_t *cand, size_t nc, rd_
 {
     const request_t *rq = in->rq;
     const rd_host_t *h = in->hosts;
-    bool keyed = in->legacy_order ? rq && rq->has_router_key : rq && rq->has_sticky;
-    uint64_t hash = in->legacy_order ? (keyed ? rq->router_key : in->rotation)
-                    : keyed          ? rq->sticky
-                                     : home_hash(in->self_id, in->model);
+    bool keyed = rq && rq->has_sticky;
+    uint64_t hash = keyed ? rq->sticky : home_hash(in->self_id, in->model);
     size_t first = (size_t)(hash % nc), bad[RD_MAX_HOSTS], n_bad = 0;
     for (size_t k = 0; k < nc; k++) { /* the ring from the first, hosts that failed last */
         size_t i = cand[(first + k) % nc];
@@ -136,7 +134,7 @@ static void order_hosts(const rd_input_t *in, const size_t *cand, size_t nc, rd_
     out->verdict = RD_FORWARD;
 
     bool prefix = rq && rq->prefix && !in->no_affinity && nc >= 2;
-    if (prefix && (!keyed || in->legacy_order)) { /* today's active: keyed ones too */
+    if (prefix && !keyed) {
         out->affinity = true;
         size_t k = find(h, out->order, out->n_good, in->affinity_host);
         if (k < out->n_good) {
@@ -145,7 +143,7 @@ static void order_hosts(const rd_input_t *in, const size_t *cand, size_t nc, rd_
         }
     }
     out->remember = prefix;
-    if (keyed || in->legacy_order || out->affinity_hit || in->tries > 0) return;
+    if (keyed || out->affinity_hit || in->tries > 0) return;
     /* spill-over (route_table.c's rt_spill was): the fewest in flight per slot (cross-multiplied),
      * the earlier of equals — the home host whenever it is as free as any */
     size_t best = 0;
@@ -172,7 +170,6 @@ static void classify(const rd_input_t *in, bool images, peers_t *p)
     memset(p, 0, sizeof *p);
     p->known = p->requested = in->self_requested;
     p->type = -1;
-    size_t cap = in->legacy_order ? RD_LEGACY_MAX : RD_MAX_HOSTS;
     for (size_t i = 0; i < in->n_hosts; i++) {
         const rd_host_t *h = &in->hosts[i];
         p->known |= h->ready || h->starting || h->member || h->has_file || h->requested;
@@ -184,9 +181,9 @@ static void classify(const rd_input_t *in, bool images, peers_t *p)
             continue;
         }
         if (h->ready)
-            insert_by_id(in->hosts, p->ready, &p->n_ready, cap, i);
+            insert_by_id(in->hosts, p->ready, &p->n_ready, RD_MAX_HOSTS, i);
         else if (h->starting || h->has_file) /* holds it until ready / loads it on demand */
-            insert_by_id(in->hosts, p->take, &p->n_take, cap, i);
+            insert_by_id(in->hosts, p->take, &p->n_take, RD_MAX_HOSTS, i);
     }
 }
 
@@ -391,6 +388,5 @@ void rd_passive_input(rd_input_t *in, const rt_table_t *t, const char *model, co
                        .table_status = m ? (int)m->status : 0,
                        .table_type = m && m->has_type ? (int)m->type : -1,
                        .hosts = hosts,
-                       .n_hosts = m ? rd_table_hosts(t, m, hosts, node_of, max) : 0,
-                       .no_affinity = true};
+                       .n_hosts = m ? rd_table_hosts(t, m, hosts, node_of, max) : 0};
 }

@@ -55,19 +55,14 @@
  *  - hosts that just failed (bad) go last, in ring order; the others keep theirs;
  *  - the caller remembers order[0] for the prefix key (`remember`) and counts an affinity hit
  *    or miss when `affinity` is set.
- * Active nodes follow it since issue 30's S20 (node/route.c); passive nodes decide in
- * passive.c with the same rule, without prefix affinity, until S19. `legacy_order` keeps the
- * order active nodes had before (core/router.c + node/routing.c + relay_order_by_prefix, both
- * gone), for the table tests only:
- *  - key: "user", else "session_id", even EMPTY ("user": "" shadows session_id and pins every
- *    such request on FNV-1a("")), else the compact JSON of messages[0] (mostly a shared system
- *    prompt: all conversations with one system prompt pin one host) — request_t.router_key;
- *    keys cut at 511 bytes (passive.c cuts at 255; the one rule hashes the whole key);
- *  - no key: round robin (the caller's rotation counter), not a home host, and no spill;
- *  - prefix affinity moves the remembered host first for keyed requests too;
- *  - at most 16 candidates (ROUTER_MAX_CANDIDATES; RD_MAX_HOSTS for the one rule).
- * And from today's passive nodes: they gain prefix affinity; "user": "" with a session_id pins
- * by the session_id (the passive key, request.h, has none then); keys over 255 bytes hash whole. */
+ * Active nodes (node/route.c) and passive nodes (node/passive.c) follow it since issue 30's
+ * S20; the prefix memory and its counters are the node's relay_ctx_t's (relay.h:
+ * relay_affinity_input / relay_affinity_note), whichever path decides. What changed with it:
+ * active nodes no longer pin on "user": "" (which shadowed session_id and sent every such
+ * request to FNV-1a("")) nor on messages[0], and spread unkeyed requests by home host and
+ * spill-over instead of round robin, with prefix affinity for unkeyed requests only; passive
+ * nodes gained prefix affinity, pin "user": "" + session_id by the session_id and hash keys
+ * over 255 bytes whole. */
 #ifndef MESH_ROUTE_DECIDE_H
 #define MESH_ROUTE_DECIDE_H
 
@@ -78,9 +73,8 @@
 #include "request.h"
 #include "route_table.h"
 
-#define RD_MAX_HOSTS 32  /* candidates ordered (RT_MAX_HOSTS: a table's hosts per model) */
-#define RD_LEGACY_MAX 16 /* today's active router's candidates (ROUTER_MAX_CANDIDATES) */
-#define RD_MAX_TRIES 3   /* hosts a request tries before 503 host_unreachable (PV_MAX_TRIES) */
+#define RD_MAX_HOSTS 32 /* candidates ordered (RT_MAX_HOSTS: a table's hosts per model) */
+#define RD_MAX_TRIES 3  /* hosts a request tries before 503 host_unreachable (PV_MAX_TRIES) */
 #define RD_MSG_MAX 320
 
 /* the planner's gate for a model this node has (node/planner.h's plan_route_t values) */
@@ -140,9 +134,6 @@ typedef struct {
     size_t n_hosts;
     const char *affinity_host; /* where rq->prefix went last (affinity_get), NULL */
     bool no_affinity;          /* MESH_LLM_PREFIX_AFFINITY=0 */
-    /* today's active order, kept until the stickiness commit (see above) */
-    bool legacy_order;
-    uint64_t rotation; /* legacy_order: the caller's counter of requests without a key */
 } rd_input_t;
 
 typedef struct {
@@ -176,9 +167,9 @@ size_t rd_table_hosts(const rt_table_t *t, const rt_model_t *m, rd_host_t *hosts
                       size_t max);
 /* The input of a passive node's decision for `model` over its table t (NULL: none yet):
  * passive, have_table, in_table, table_status / table_type, the model's hosts (rd_table_hosts
- * into hosts[max] and node_of), prefix affinity off (passive nodes, until the one stickiness
- * rule: plan S20), no request facts (needs -1). The caller adds the request's (rq, path, needs,
- * tries, table_expired) and each host's inflight / bad. */
+ * into hosts[max] and node_of), no request facts (needs -1). The caller adds the request's
+ * (rq, path, needs, tries, table_expired), prefix affinity's (affinity_host, no_affinity) and
+ * each host's inflight / bad. */
 void rd_passive_input(rd_input_t *in, const rt_table_t *t, const char *model, const char *self_id,
                       rd_host_t *hosts, size_t *node_of, size_t max);
 

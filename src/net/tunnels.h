@@ -44,7 +44,7 @@ typedef struct {
 bool tunnels_take(void *tunnels, tp_stream_t *s, int type, const char *from, json_t *frame,
                   const uint8_t *rest, size_t n);
 
-/* "route_requests" into the status document's "stats" (mesh_status's object; none: nothing). */
-void tunnels_status(const tunnels_t *t, json_t *st);
+/* The ROUTE_REQUEST streams it took (the status document's stats.route_requests). */
+uint64_t tunnels_route_requests(const tunnels_t *t);
 
 #endif

@@ -570,9 +570,9 @@ void admission_close(admission_t *ad)
     if (ad->timer_init) uv_timer_stop(&ad->timer);
 }
 
-void admission_status(admission_t *ad, json_t *st)
+json_t *admission_status(admission_t *ad)
 {
-    if (!ad->a) return;
+    if (!ad->a) return NULL;
     uint64_t now = now_ms(ad);
     json_t *models = json_object(), *keys = json_object();
     for (size_t i = 0; i < ad->a->n_models; i++) {
@@ -597,9 +597,8 @@ void admission_status(admission_t *ad, json_t *st)
                                       "rejected", (json_int_t)k->rejected, "tokens_last_minute",
                                       (json_int_t)admit_key_tokens(ad->a, (int)i, now)));
     }
-    json_object_set_new(st, "admission",
-                        json_pack("{s:i,s:I,s:I,s:i,s:o,s:o}", "queue_len", (int)ad->a->queue_len,
-                                  "queue_wait_ms", (json_int_t)ad->a->max_wait_ms, "switch_fair_ms",
-                                  (json_int_t)ad->ms->mm.fair_ms, "model_switches",
-                                  (int)ad->ms->mm.switches, "models", models, "keys", keys));
+    return json_pack("{s:i,s:I,s:I,s:i,s:o,s:o}", "queue_len", (int)ad->a->queue_len,
+                     "queue_wait_ms", (json_int_t)ad->a->max_wait_ms, "switch_fair_ms",
+                     (json_int_t)ad->ms->mm.fair_ms, "model_switches", (int)ad->ms->mm.switches,
+                     "models", models, "keys", keys);
 }

@@ -85,8 +85,9 @@ bool admission_enter(admission_t *ad, httpd_req_t *req, int needs);
 /* "admission": {"queue_len","queue_wait_ms","switch_fair_ms","model_switches",
  * "models":{NAME:{cap,in_flight,queued,admitted,rejected,expired,cancelled,wait_ms_total,
  * oldest_wait_ms,held,no_host}},
- * "keys":{NAME:{tier,in_flight,queued,admitted,rejected,tokens_last_minute}}} */
-void admission_status(admission_t *ad, json_t *st);
+ * "keys":{NAME:{tier,in_flight,queued,admitted,rejected,tokens_last_minute}}} (a new value;
+ * NULL when there is no admission state) */
+json_t *admission_status(admission_t *ad);
 
 /* llama-server's parallel slots in args (-np N, --parallel N, --parallel=N); def when absent
  * or not positive (auto). */

@@ -542,12 +542,15 @@ void checkin_watch(checkin_t *ck, void (*fn)(void *data), void *data)
     ck->watch_data = data;
 }
 
-json_t *checkin_status(const checkin_t *ck)
+checkin_stat_t checkin_stat(const checkin_t *ck)
 {
-    return json_pack(
-        "{s:s,s:s?,s:I,s:I,s:I,s:I,s:I}", "role", rt_role_name(ck->o.role), "checkin",
-        ck->have_table ? ck->checkin : NULL, "refresh_ms", (json_int_t)ck->o.refresh_ms,
-        "table_age_ms", (json_int_t)(ck->have_table ? checkin_now(ck) - ck->table_at : 0),
-        "active_nodes", (json_int_t)(ck->have_table ? ck->table->n_nodes : 0), "checkins",
-        (json_int_t)ck->checkins, "failed_rounds", (json_int_t)ck->failures);
+    return (checkin_stat_t){
+        .role = rt_role_name(ck->o.role),
+        .checkin = ck->have_table ? ck->checkin : NULL,
+        .refresh_ms = ck->o.refresh_ms,
+        .table_age_ms = ck->have_table ? checkin_now(ck) - ck->table_at : 0,
+        .active_nodes = ck->have_table ? ck->table->n_nodes : 0,
+        .checkins = ck->checkins,
+        .failed_rounds = ck->failures,
+    };
 }

@@ -96,8 +96,13 @@ void checkin_on_silent(void *ck, const char *id);
  * the client paused or stopped (look at the requests waiting). fn NULL: none. */
 void checkin_watch(checkin_t *ck, void (*fn)(void *data), void *data);
 
-/* {role, checkin, refresh_ms, table_age_ms, active_nodes, checkins, failed_rounds} (the
- * beginning of the status document's "route"); NULL out of memory. */
-json_t *checkin_status(const checkin_t *ck);
+/* What the check-in client shows: the beginning of the status document's "route" {role,
+ * checkin, refresh_ms, table_age_ms, active_nodes, checkins, failed_rounds} (passive.h). */
+typedef struct {
+    const char *role;    /* rt_role_name */
+    const char *checkin; /* the node whose table it holds; NULL: no table yet */
+    uint64_t refresh_ms, table_age_ms, active_nodes, checkins, failed_rounds;
+} checkin_stat_t;
+checkin_stat_t checkin_stat(const checkin_t *ck);
 
 #endif

@@ -430,7 +430,7 @@ void node_dl_list_models(node_dl_t *nd, model_list_t *list)
     }
 }
 
-void node_dl_status(node_dl_t *nd, json_t *st)
+void node_dl_status(node_dl_t *nd, json_t **downloads, json_t **errors)
 {
     json_t *a = json_array();
     for (size_t i = 0; i < nd->n; i++) {
@@ -443,7 +443,7 @@ void node_dl_status(node_dl_t *nd, json_t *st)
                                            "bytes", (json_int_t)b, "total", (json_int_t)t, "rate",
                                            rate));
     }
-    json_object_set_new(st, "downloads", a);
+    *downloads = a;
     json_t *f = json_array();
     for (size_t i = 0; i < nd->n; i++) {
         const node_dl_job_t *j = &nd->jobs[i];
@@ -456,7 +456,7 @@ void node_dl_status(node_dl_t *nd, json_t *st)
         json_array_append_new(f, json_pack("{s:s,s:s,s:s,s:o}", "model", j->name, "ref", j->ref,
                                            "error", j->err, "errors", all));
     }
-    json_object_set_new(st, "download_errors", f);
+    *errors = f;
 }
 
 void node_dl_fill_view(node_dl_t *nd, view_node_t *n)

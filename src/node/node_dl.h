@@ -133,8 +133,9 @@ void node_dl_answer_load(node_dl_t *nd, const char *ref, httpd_req_t *req);
 /* Append a row per active download to a /v1/models list: status downloading, progress
  * {bytes,total}, source (its reference). */
 void node_dl_list_models(node_dl_t *nd, model_list_t *list);
-/* /api/status: "downloads": [{model, ref, bytes, total, rate}] */
-void node_dl_status(node_dl_t *nd, json_t *st);
+/* /api/status: "downloads": [{model, ref, bytes, total, rate}] and "download_errors":
+ * [{model, ref, error, errors}] (new values). */
+void node_dl_status(node_dl_t *nd, json_t **downloads, json_t **errors);
 /* This node's view (what it announces): model_source for every model it downloads, downloaded
  * or refused as too big; downloading for the active ones; requested for the asked-for ones not
  * on disk (active or refused). */

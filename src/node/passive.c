@@ -18,8 +18,7 @@ typedef struct pv_req {
     httpd_req_t *req;
     char model[CATALOG_NAME_MAX];
     int needs;
-    bool has_key;
-    uint64_t key;           /* request.h's passive_key */
+    const request_t *rq;    /* the parsed body (req->rq): the stickiness and prefix keys */
     unsigned tries;         /* hosts tried */
     bool spilled;           /* the last step sent it past its hashed host (spill-over) */
     uint64_t dial_deadline; /* waiting for the connection to the current host */
@@ -38,8 +37,7 @@ struct passive {
     size_t n_pending;
     struct {
         char id[ID_HEX_LEN + 1];
-        uint64_t n;        /* requests forwarded to it */
-        uint32_t inflight; /* of those, not finished yet (spill-over) */
+        uint64_t n; /* requests forwarded to it (in flight: relay_inflight) */
     } fwd[RT_MAX_NODES];
     size_t n_fwd;
     uint64_t retries, spilled;
@@ -143,14 +141,7 @@ static void finish(pv_req_t *r, int status, const char *type, const char *code, 
     answer(r, status, type, code, m);
 }
 
-/* ---- forwarded requests: counts and this node's requests in flight per host ---- */
-
-typedef struct {
-    passive_t *p;
-    size_t slot; /* index in p->fwd */
-    void (*prev)(httpd_req_t *req);
-    void *prev_data;
-} pv_flight_t;
+/* ---- forwarded requests: counts per host (in flight: relay_track) ---- */
 
 static int fwd_slot(passive_t *p, const char *id, bool add)
 {
@@ -159,54 +150,7 @@ static int fwd_slot(passive_t *p, const char *id, bool add)
     if (!add || p->n_fwd == RT_MAX_NODES) return -1;
     snprintf(p->fwd[p->n_fwd].id, sizeof p->fwd[0].id, "%s", id);
     p->fwd[p->n_fwd].n = 0;
-    p->fwd[p->n_fwd].inflight = 0;
     return (int)p->n_fwd++;
-}
-
-static uint32_t inflight_at(passive_t *p, const char *id)
-{
-    int k = fwd_slot(p, id, false);
-    return k < 0 ? 0 : p->fwd[k].inflight;
-}
-
-/* The request's life ended (answered, failed, client gone): one fewer in flight there; then
- * whoever watched it before (admission control) is told. */
-static void flight_done(httpd_req_t *req)
-{
-    pv_flight_t *f = req->finish_data;
-    if (f->p->fwd[f->slot].inflight > 0) f->p->fwd[f->slot].inflight--;
-    req->on_finish = f->prev;
-    req->finish_data = f->prev_data;
-    free(f);
-    if (req->on_finish) {
-        void (*fn)(httpd_req_t *) = req->on_finish;
-        req->on_finish = NULL;
-        fn(req);
-    }
-}
-
-/* Counted in flight at host id from now on (before it is handed over: a forward may end it). */
-static void track(passive_t *p, httpd_req_t *req, const char *id)
-{
-    int k = fwd_slot(p, id, true);
-    pv_flight_t *f = k < 0 ? NULL : calloc(1, sizeof *f);
-    if (!f) return; /* not counted in flight: the spill-over sees one request fewer */
-    *f = (pv_flight_t){
-        .p = p, .slot = (size_t)k, .prev = req->on_finish, .prev_data = req->finish_data};
-    req->on_finish = flight_done;
-    req->finish_data = f;
-    p->fwd[k].inflight++;
-}
-
-/* Not handed over after all (or its host failed before answering): no longer in flight there. */
-static void untrack(httpd_req_t *req)
-{
-    if (req->on_finish != flight_done) return;
-    pv_flight_t *f = req->finish_data;
-    if (f->p->fwd[f->slot].inflight > 0) f->p->fwd[f->slot].inflight--;
-    req->on_finish = f->prev;
-    req->finish_data = f->prev_data;
-    free(f);
 }
 
 static void count_forward(passive_t *p, const char *id)
@@ -236,16 +180,15 @@ static bool step(passive_t *p, pv_req_t *r)
     rd_input_t in;
     rd_passive_input(&in, t, r->model, mesh_node_id(p->mesh), hosts, node_of, RD_MAX_HOSTS);
     for (size_t k = 0; k < in.n_hosts; k++) {
-        hosts[k].inflight = inflight_at(p, hosts[k].id);
+        hosts[k].inflight = relay_inflight(p->relay, hosts[k].id);
         hosts[k].bad = checkin_is_bad(p->ck, hosts[k].id);
     }
-    /* the passive stickiness key (request.h's passive_key) until the one rule (plan S20) */
-    request_t key = {.has_sticky = r->has_key, .sticky = r->key};
-    in.rq = &key;
+    in.rq = r->rq; /* the one stickiness rule (route_decide.h), as active nodes */
     in.path = r->req->path;
     in.needs = r->needs;
     in.table_expired = now >= r->deadline;
     in.tries = r->tries;
+    relay_affinity_input(p->relay, &in);
     rd_decision_t d;
     route_decide(&in, &d);
     if (d.verdict == RD_WAIT) return false;
@@ -286,7 +229,8 @@ static bool step(passive_t *p, pv_req_t *r)
         relay[n_relay++].ready = in.table_status == CATALOG_READY;
     }
     httpd_req_t *req = r->req;
-    track(p, req, host->id);
+    relay_affinity_note(p->relay, &in, &d); /* before: a relay may end req (and rq) at once */
+    relay_track(p->relay, req, host->id);
     count_forward(p, host->id);
     if (r->spilled) p->spilled++;
     if (relay_start(p->relay, p->mesh, r->model, req, relay, n_relay) == 0) {
@@ -296,7 +240,7 @@ static bool step(passive_t *p, pv_req_t *r)
     /* no host took it (the first one's stream limit or send queue full, the others not
      * connected): skip that host until the next table and try the next one at the next poll */
     if (r->spilled) p->spilled--;
-    untrack(req);
+    relay_untrack(req);
     int k = fwd_slot(p, host->id, false);
     if (k >= 0 && p->fwd[k].n > 0) p->fwd[k].n--;
     mark_bad(p, host->id);
@@ -328,9 +272,7 @@ bool passive_route(passive_t *p, const char *model, int needs, httpd_req_t *req)
     r->req = req;
     r->needs = needs;
     snprintf(r->model, sizeof r->model, "%s", model);
-    const request_t *rq = meshstat_parse_body(req); /* parsed once already (api_openai.c) */
-    r->has_key = rq->has_passive_key;
-    r->key = rq->passive_key;
+    r->rq = meshstat_parse_body(req); /* parsed once already (api_openai.c) */
     r->deadline =
         now_ms(p) + 2 * checkin_attempt_ms(p->ck) * (p->n_joins + 1) + checkin_refresh_ms(p->ck);
     park(p, r);
@@ -433,26 +375,27 @@ void passive_list_models(passive_t *p, model_list_t *list)
     }
 }
 
-void passive_status(passive_t *p, json_t *st)
+static void put_inflight(const char *id, uint32_t n, void *data)
 {
+    json_object_set_new(data, id, json_integer(n));
+}
+
+void passive_status(passive_t *p, passive_status_t *out)
+{
+    *out = (passive_status_t){0};
     json_t *fwd = json_object();
     for (size_t i = 0; fwd && i < p->n_fwd; i++)
         json_object_set_new(fwd, p->fwd[i].id, json_integer((json_int_t)p->fwd[i].n));
     json_t *inflight = json_object();
-    for (size_t i = 0; inflight && i < p->n_fwd; i++)
-        if (p->fwd[i].inflight)
-            json_object_set_new(inflight, p->fwd[i].id, json_integer(p->fwd[i].inflight));
-    json_t *o = checkin_status(p->ck);
-    if (o) {
-        json_object_set_new(o, "retries", json_integer((json_int_t)p->retries));
-        json_object_set_new(o, "forwarded", fwd);
-        json_object_set_new(o, "spilled", json_integer((json_int_t)p->spilled));
-        json_object_set_new(o, "in_flight", inflight);
-        json_object_set_new(st, "route", o);
-    } else {
-        json_decref(fwd);
-        json_decref(inflight);
-    }
+    if (inflight) relay_each_inflight(p->relay, put_inflight, inflight);
+    const checkin_stat_t c = checkin_stat(p->ck);
+    json_t *o = json_pack(
+        "{s:s,s:s?,s:I,s:I,s:I,s:I,s:I,s:I,s:o,s:I,s:o}", "role", c.role, "checkin", c.checkin,
+        "refresh_ms", (json_int_t)c.refresh_ms, "table_age_ms", (json_int_t)c.table_age_ms,
+        "active_nodes", (json_int_t)c.active_nodes, "checkins", (json_int_t)c.checkins,
+        "failed_rounds", (json_int_t)c.failed_rounds, "retries", (json_int_t)p->retries,
+        "forwarded", fwd, "spilled", (json_int_t)p->spilled, "in_flight", inflight);
+    out->route = o;
     const rt_table_t *t = checkin_table(p->ck);
     if (!t) return;
     json_t *nodes = json_array(); /* the mesh's active nodes, as the table says (the console) */
@@ -472,5 +415,5 @@ void passive_status(passive_t *p, json_t *st)
                               "servers", host_ids(t, m), "holders");
         if (e) json_array_append_new(cat, e);
     }
-    json_object_set_new(st, "catalog", cat);
+    out->catalog = cat;
 }

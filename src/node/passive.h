@@ -60,8 +60,13 @@ void passive_stop(passive_t *p);
 bool passive_route(passive_t *p, const char *model, int needs, httpd_req_t *req);
 /* /v1/models: appends a row per model of the table (type, status and hosts). */
 void passive_list_models(passive_t *p, model_list_t *list);
-/* Adds "route": {role, checkin, table_age_ms, checkins, failures, forwarded {host: n}}. */
-void passive_status(passive_t *p, json_t *st);
+/* Its parts of the status document (new values, NULL: absent): route {role, checkin,
+ * table_age_ms, checkins, failures, retries, forwarded {host: n}, spilled, in_flight, nodes}
+ * and the mesh's catalog as its table says (NULL: no table yet). */
+typedef struct {
+    json_t *route, *catalog;
+} passive_status_t;
+void passive_status(passive_t *p, passive_status_t *out);
 /* Its check-in client (a standby pauses and resumes it: checkin.h). */
 checkin_t *passive_checkin(const passive_t *p);
 /* Routing: not stopped, its check-in client not paused. */

@@ -170,8 +170,22 @@ void planner_peers_changed(planner_t *pl);
 bool planner_wants_passive(planner_t *pl);
 bool planner_promote_from_table(planner_t *pl, const rt_table_t *t);
 
-/* Adds "catalog" (the mesh's models, status, node ids) and "plan" to a status document. */
-void planner_status(planner_t *pl, json_t *status);
+/* A peer's speed as this node decoded (and clamped) it from the announcement (0: none said). */
+typedef struct {
+    catalog_id_t id;
+    uint64_t mflops;
+} planner_speed_t;
+/* The planner's parts of the status document, each a new value the caller owns (NULL: absent);
+ * app/status_doc.c places them: node.{memory, role, assignment, demand, speed}, "catalog" (the
+ * mesh's models, status, node ids; NULL when the catalog could not be built), "plan",
+ * "rpc_tunnel", and each peer's speed_mflops (speeds, n_speeds; free()). */
+typedef struct {
+    json_t *memory, *role, *assignment, *demand, *speed;
+    json_t *catalog, *plan, *rpc_tunnel;
+    planner_speed_t *speeds;
+    size_t n_speeds;
+} planner_status_t;
+void planner_status(planner_t *pl, planner_status_t *out);
 /* The mesh as a public listing shows it: node count, memory offered and free, the catalog's
  * models with their status (the caller fills name, id, region, token, version). */
 void planner_listing(planner_t *pl, mesh_listing_t *l);

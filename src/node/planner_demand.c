@@ -226,7 +226,7 @@ bool pd_tick(planner_t *pl)
 }
 
 /* node.demand in /api/status: this node's counts and its standby state. */
-void pd_status(planner_t *pl, json_t *node)
+json_t *pd_status(planner_t *pl)
 {
     const demand_t *d = &pl->ms->demand;
     json_t *rates = json_object(), *last = json_object(), *counts = json_object();
@@ -235,13 +235,12 @@ void pd_status(planner_t *pl, json_t *node)
         json_object_set_new(counts, d->e[i].name, json_integer((json_int_t)d->e[i].count));
         json_object_set_new(last, d->e[i].name, json_integer((json_int_t)d->e[i].last_unix));
     }
-    json_object_set_new(
-        node, "demand",
-        json_pack("{s:o,s:o,s:o,s:I,s:b,s:I,s:I,s:I,s:I}", "request_rates", rates, "last_request",
-                  last, "window_counts", counts, "window_ms", (json_int_t)d->window_ms, "standby",
-                  pl->allocating && pl->n == 0, "promotions", (json_int_t)pl->promotions,
-                  "demotions", (json_int_t)pl->demotions, "idle_unload_ms", (json_int_t)pl->idle_ms,
-                  "min_serve_ms", (json_int_t)pl->min_serve_ms));
+    return json_pack("{s:o,s:o,s:o,s:I,s:b,s:I,s:I,s:I,s:I}", "request_rates", rates,
+                     "last_request", last, "window_counts", counts, "window_ms",
+                     (json_int_t)d->window_ms, "standby", pl->allocating && pl->n == 0,
+                     "promotions", (json_int_t)pl->promotions, "demotions",
+                     (json_int_t)pl->demotions, "idle_unload_ms", (json_int_t)pl->idle_ms,
+                     "min_serve_ms", (json_int_t)pl->min_serve_ms);
 }
 
 /* request_rate / last_request of model across the mesh (0 when nobody counts it). */

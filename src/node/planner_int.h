@@ -55,7 +55,7 @@ bool pd_demote_due(planner_t *pl);
 bool pd_check_demote(planner_t *pl, const peers_t *P, const view_node_t *self);
 bool pd_promote(planner_t *pl, const peers_t *P, const view_node_t *self); /* took a model */
 void pd_fill_self(planner_t *pl, view_node_t *n);
-void pd_status(planner_t *pl, json_t *node);
+json_t *pd_status(planner_t *pl); /* node.demand */
 /* request_rate / last_request of model over the peers and self (0 when nobody counts it). */
 void pd_rate(const peers_t *P, const view_node_t *self, const char *model, uint64_t *rate,
              uint64_t *last);

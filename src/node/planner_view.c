@@ -477,7 +477,7 @@ void planner_list_catalog(planner_t *pl, model_list_t *list)
 /* ---- status ---- */
 
 /* node.memory: the ledger — what this node offers, what is free, who holds what. */
-static void memory_status(planner_t *pl, json_t *st)
+static json_t *memory_status(planner_t *pl)
 {
     const ledger_t *l = &pl->ms->ledger;
     json_t *held = json_array();
@@ -486,38 +486,28 @@ static void memory_status(planner_t *pl, json_t *st)
                               json_pack("{s:s,s:s,s:I,s:b}", "model", l->e[i].name, "kind",
                                         l->e[i].kind == LEDGER_WORKER ? "worker" : "model", "bytes",
                                         (json_int_t)l->e[i].bytes, "loading", l->e[i].loading));
-    json_t *node = json_object_get(st, "node");
-    if (node)
-        json_object_set_new(node, "memory",
-                            json_pack("{s:I,s:I,s:o}", "offered_bytes", (json_int_t)l->offered,
-                                      "free_bytes", (json_int_t)ledger_free(l), "held", held));
-    else
-        json_decref(held);
+    return json_pack("{s:I,s:I,s:o}", "offered_bytes", (json_int_t)l->offered, "free_bytes",
+                     (json_int_t)ledger_free(l), "held", held);
 }
 
 /* Each peer's speed as this node decoded (and clamped) it from the announcement. */
-static void speed_status(planner_t *pl, json_t *st)
+static void speed_status(planner_t *pl, planner_status_t *out)
 {
-    json_t *peers = json_object_get(st, "peers");
     peers_t P;
-    if (!json_is_array(peers) || peers_get(pl, &P) != 0) return;
-    size_t i;
-    json_t *o;
-    json_array_foreach(peers, i, o)
-    {
-        const char *id = json_string_value(json_object_get(o, "id"));
-        for (size_t k = 0; id && k < P.n; k++)
-            if (strcmp(P.v[k].id, id) == 0)
-                json_object_set_new(o, "speed_mflops",
-                                    P.v[k].speed_mflops ? json_integer(P.v[k].speed_mflops)
-                                                        : json_null());
+    if (peers_get(pl, &P) != 0) return;
+    out->speeds = P.n ? calloc(P.n, sizeof *out->speeds) : NULL;
+    for (size_t k = 0; out->speeds && k < P.n; k++) {
+        snprintf(out->speeds[k].id, sizeof out->speeds[k].id, "%s", P.v[k].id);
+        out->speeds[k].mflops = P.v[k].speed_mflops;
     }
+    out->n_speeds = out->speeds ? P.n : 0;
     peers_free(&P);
 }
 
-void planner_status(planner_t *pl, json_t *st)
+void planner_status(planner_t *pl, planner_status_t *out)
 {
-    memory_status(pl, st);
+    *out = (planner_status_t){0};
+    out->memory = memory_status(pl);
     peers_t P;
     cnodes_t cn;
     catalog_t cat;
@@ -538,7 +528,7 @@ void planner_status(planner_t *pl, json_t *st)
             json_t *dl = download_json(&P, &cn.self, e->name);
             if (dl) json_object_set_new(o, "downloading", dl);
         }
-        json_object_set_new(st, "catalog", a);
+        out->catalog = a;
         catalog_free(&cat);
         cnodes_free(&cn);
         peers_free(&P);
@@ -581,29 +571,23 @@ void planner_status(planner_t *pl, json_t *st)
         }
         json_array_append_new(plan, o);
     }
-    json_object_set_new(st, "plan", plan);
+    out->plan = plan;
     const tunnel_rpc_stats_t none = {0}, *ts = pl->rpc_stats ? pl->rpc_stats : &none;
-    json_object_set_new(
-        st, "rpc_tunnel",
+    out->rpc_tunnel =
         json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "host_tx", (json_int_t)ts->host_tx,
                   "host_rx", (json_int_t)ts->host_rx, "worker_rx", (json_int_t)ts->worker_rx,
                   "worker_tx", (json_int_t)ts->worker_tx, "host_turns", (json_int_t)ts->host_turns,
                   "bursts", (json_int_t)ts->bursts, "hold_expired", (json_int_t)ts->hold_expired,
-                  "suspects", (json_int_t)ts->suspects));
-    json_t *node = json_object_get(st, "node");
-    if (node) {
-        json_object_set_new(node, "role", json_string(self_role(pl)));
-        json_object_set_new(node, "assignment",
-                            pl->allocating ? json_pack("{s:s,s:s}", "rule", pl->alloc.rule, "model",
-                                                       pl->n ? pl->models[0].name : "")
-                                           : json_null());
-        pd_status(pl, node);
-        json_object_set_new(node, "speed",
-                            json_pack("{s:I,s:s,s:i}", "mflops", (json_int_t)pl->speed.mflops,
-                                      "source", pl->speed.source ? pl->speed.source : "off",
-                                      "threads", (int)pl->speed.threads));
-    }
-    speed_status(pl, st);
+                  "suspects", (json_int_t)ts->suspects);
+    out->role = json_string(self_role(pl));
+    out->assignment = pl->allocating ? json_pack("{s:s,s:s}", "rule", pl->alloc.rule, "model",
+                                                 pl->n ? pl->models[0].name : "")
+                                     : json_null();
+    out->demand = pd_status(pl);
+    out->speed =
+        json_pack("{s:I,s:s,s:i}", "mflops", (json_int_t)pl->speed.mflops, "source",
+                  pl->speed.source ? pl->speed.source : "off", "threads", (int)pl->speed.threads);
+    speed_status(pl, out);
 }
 
 /* ---- the public listing (issue 16: --publish) ---- */

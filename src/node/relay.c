@@ -785,13 +785,21 @@ typedef struct {
 
 /* The request's life ended (answered, failed, client gone): one fewer in flight there; then
  * whoever watched it before (admission control) is told. */
-static void flight_done(httpd_req_t *req)
+static void flight_done(httpd_req_t *req);
+
+/* No longer in flight there: req's watcher of before is back. */
+static void flight_end(httpd_req_t *req)
 {
     flight_t *t = req->finish_data;
     if (t->f->n > 0) t->f->n--;
     req->on_finish = t->prev;
     req->finish_data = t->prev_data;
     free(t);
+}
+
+static void flight_done(httpd_req_t *req)
+{
+    flight_end(req);
     if (req->on_finish) {
         void (*fn)(httpd_req_t *) = req->on_finish;
         req->on_finish = NULL;
@@ -819,6 +827,18 @@ void relay_track(relay_ctx_t *rc, httpd_req_t *req, const char *id)
     f->n++;
 }
 
+void relay_untrack(httpd_req_t *req)
+{
+    if (req->on_finish == flight_done) flight_end(req);
+}
+
+void relay_each_inflight(const relay_ctx_t *rc, void (*f)(const char *id, uint32_t n, void *data),
+                         void *data)
+{
+    for (size_t i = 0; i < RELAY_FLIGHT_HOSTS; i++)
+        if (rc->flight[i].n) f(rc->flight[i].id, rc->flight[i].n, data);
+}
+
 uint32_t relay_inflight(const relay_ctx_t *rc, const char *id)
 {
     for (size_t i = 0; i < RELAY_FLIGHT_HOSTS; i++)
@@ -830,6 +850,26 @@ bool relay_prefix_affinity(const relay_ctx_t *rc)
 {
     return rc->tun ? rc->tun->prefix_affinity
                    : options_env_default("MESH_LLM_PREFIX_AFFINITY") != 0;
+}
+
+void relay_affinity_input(relay_ctx_t *rc, rd_input_t *in)
+{
+    in->no_affinity = !rc || !relay_prefix_affinity(rc);
+    in->affinity_host = NULL;
+    if (in->rq && in->rq->prefix && !in->no_affinity && in->n_hosts >= 2)
+        in->affinity_host = affinity_get(&rc->affinity, in->rq->prefix);
+}
+
+void relay_affinity_note(relay_ctx_t *rc, const rd_input_t *in, const rd_decision_t *d)
+{
+    if (!rc) return;
+    if (d->affinity) {
+        if (d->affinity_hit)
+            rc->affinity.hits++;
+        else
+            rc->affinity.misses++;
+    }
+    if (d->remember) affinity_put(&rc->affinity, in->rq->prefix, in->hosts[d->order[0]].id);
 }
 
 void relay_stats(const relay_ctx_t *rc, relay_stats_t *out)

@@ -29,6 +29,7 @@
 #include "identity.h"
 #include "affinity.h"
 #include "mesh.h"
+#include "route_decide.h"
 
 #define RELAY_MAX_HOSTS 16
 #define RELAY_WHOLE_MAX (8u << 20)
@@ -90,12 +91,25 @@ int relay_start_io(relay_ctx_t *rc, const relay_io_t *io, const char *model, htt
  * watched it before is told after); call before handing it over (a relay may end it at once).
  * Not counted when RELAY_FLIGHT_HOSTS other hosts have requests in flight or out of memory. */
 void relay_track(relay_ctx_t *rc, httpd_req_t *req, const char *id);
+/* Not handed over after all (relay_start refused it): req no longer counted in flight (a no-op
+ * when relay_track did not count it). */
+void relay_untrack(httpd_req_t *req);
 /* This node's requests in flight at host id (relay_track). */
 uint32_t relay_inflight(const relay_ctx_t *rc, const char *id);
+/* Call f(id, n, data) for each host with this node's requests in flight (n > 0). */
+void relay_each_inflight(const relay_ctx_t *rc, void (*f)(const char *id, uint32_t n, void *data),
+                         void *data);
 
 /* Whether prefix affinity (core/affinity.h, rc's memory; route.c applies it) is on
  * (MESH_LLM_PREFIX_AFFINITY, tunables.h's 0/1 rule; default on). */
 bool relay_prefix_affinity(const relay_ctx_t *rc);
+/* Prefix affinity's facts of a decision, for active and passive nodes alike: in->no_affinity
+ * (rc NULL or affinity off) and in->affinity_host (where in->rq's prefix went last, among at
+ * least two hosts). Reads in->rq and in->n_hosts. */
+void relay_affinity_input(relay_ctx_t *rc, rd_input_t *in);
+/* A forward decided by route_decide (d): count its affinity hit or miss and remember
+ * order[0] for in->rq's prefix (d->remember). rc NULL: nothing. */
+void relay_affinity_note(relay_ctx_t *rc, const rd_input_t *in, const rd_decision_t *d);
 
 void relay_stats(const relay_ctx_t *rc, relay_stats_t *out);
 /* The "routing" object of /api/status (rc NULL: zeros). */

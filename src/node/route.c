@@ -161,38 +161,31 @@ static void gather(route_t *rt, const char *model, const route_local_t *local, i
     size_t n = online ? o->peers(d, model, rt->peers, ROUTE_MAX_PEERS) : 0;
     for (size_t i = 0; rt->d.relay && i < n; i++) /* the spill-over's facts */
         rt->peers[i].inflight = relay_inflight(rt->d.relay, rt->peers[i].id);
-    *in = (rd_input_t){.rq = rq,
-                       .model = model,
-                       .needs = needs,
-                       .hop = hop,
-                       .self_id = rt->self_id,
-                       .local = local && local->have,
-                       .local_type = local ? local->type : 0,
-                       .local_vision = local && local->vision,
-                       .local_plan = local && local->have ? o->plan(d, model) : RD_PLAN_REMOTE,
-                       .self_requested = o->requested(d, model),
-                       .offline = !online,
-                       .dl_here = o->dl_here(d, model),
-                       .dl_mesh = online && o->dl_mesh(d, model),
-                       .hosts = rt->peers,
-                       .n_hosts = n,
-                       .no_affinity = !rt->d.relay || !relay_prefix_affinity(rt->d.relay),
-                       /* the one stickiness rule (route_decide.h), as passive nodes */
-                       .legacy_order = false};
+    *in = (rd_input_t){
+        .rq = rq,
+        .model = model,
+        .needs = needs,
+        .hop = hop,
+        .self_id = rt->self_id,
+        .local = local && local->have,
+        .local_type = local ? local->type : 0,
+        .local_vision = local && local->vision,
+        .local_plan = local && local->have ? o->plan(d, model) : RD_PLAN_REMOTE,
+        .self_requested = o->requested(d, model),
+        .offline = !online,
+        .dl_here = o->dl_here(d, model),
+        .dl_mesh = online && o->dl_mesh(d, model),
+        .hosts = rt->peers,
+        .n_hosts = n,
+    };
+    relay_affinity_input(rt->d.relay, in);
 }
 
 /* Relay the request to the decided hosts, remembering its prefix's host. */
 static void forward(route_t *rt, const rd_input_t *in, const rd_decision_t *dec, httpd_req_t *req)
 {
     relay_ctx_t *rc = rt->d.relay;
-    if (rc && dec->affinity) {
-        if (dec->affinity_hit)
-            rc->affinity.hits++;
-        else
-            rc->affinity.misses++;
-    }
-    if (rc && dec->remember)
-        affinity_put(&rc->affinity, in->rq->prefix, in->hosts[dec->order[0]].id);
+    relay_affinity_note(rc, in, dec);
     relay_host_t hosts[RELAY_MAX_HOSTS];
     size_t nh = 0;
     for (size_t k = 0; k < dec->n && nh < RELAY_MAX_HOSTS; k++, nh++) {
@@ -254,8 +247,6 @@ route_outcome_t route_inference(route_t *rt, const char *model, const route_loca
     rd_input_t in;
     gather(rt, model, local, needs, hop, rq, &in);
     in.path = req->path;
-    if (rq->prefix && !in.no_affinity && in.n_hosts >= 2 && rt->d.relay)
-        in.affinity_host = affinity_get(&rt->d.relay->affinity, rq->prefix);
     rd_decision_t dec;
     route_decide(&in, &dec);
     switch (dec.verdict) {

@@ -204,41 +204,20 @@ size_t route_serve_passive_count(const route_serve_t *rs, uint64_t *vram_bytes)
     return n;
 }
 
-/* A standby left gossip (its "left" record) but checks in as a passive node: it is a member
- * standing by, not a departed node. Its peer entry says "standby" while it checks in. */
-static void mark_standby_peers(json_t *peers, json_t *passive)
-{
-    size_t i, j;
-    json_t *p, *q;
-    json_array_foreach(peers, i, p)
-    {
-        if (strcmp(json_string_value(json_object_get(p, "state")) ?: "", "left") != 0) continue;
-        json_array_foreach(passive, j, q)
-        {
-            const char *id = json_string_value(json_object_get(q, "id"));
-            if (id && strcmp(id, json_string_value(json_object_get(p, "id")) ?: "") == 0)
-                json_object_set_new(p, "state", json_string("standby"));
-        }
-    }
-}
-
-void route_serve_status(route_serve_t *rs, json_t *st)
+void route_serve_status(route_serve_t *rs, route_serve_status_t *out)
 {
     uint64_t now = uv_now(rs->loop);
+    *out = (route_serve_status_t){.answered = rs->answered, .refused = rs->refused};
+    out->ids = rs->n_seen ? calloc(rs->n_seen, sizeof *out->ids) : NULL;
     json_t *a = json_array();
     for (size_t i = 0; a && i < rs->n_seen; i++) {
         const rs_passive_t *p = &rs->seen[i];
         if (!recent(rs, p, now)) continue;
+        if (out->ids) snprintf(out->ids[out->n_ids++], sizeof *out->ids, "%s", p->id);
         json_array_append_new(
             a, json_pack("{s:s,s:s,s:I,s:I,s:I}", "id", p->id, "role", rt_role_name(p->role),
                          "last_checkin", (json_int_t)p->wall_s, "vram_bytes",
                          (json_int_t)p->vram_bytes, "models", (json_int_t)p->n_models));
     }
-    json_object_set_new(st, "passive", a);
-    mark_standby_peers(json_object_get(st, "peers"), a);
-    json_t *stats = json_object_get(st, "stats");
-    if (json_is_object(stats)) {
-        json_object_set_new(stats, "route_answered", json_integer((json_int_t)rs->answered));
-        json_object_set_new(stats, "route_refused", json_integer((json_int_t)rs->refused));
-    }
+    out->passive = a;
 }

@@ -51,9 +51,16 @@ json_t *route_serve_answer(route_serve_t *rs, const char *peer_id, json_t *req);
 void route_serve_invalidate(route_serve_t *rs);
 /* Build the routing table from this node's view (t is overwritten). */
 int route_serve_build(route_serve_t *rs, rt_table_t *t);
-/* Adds "passive": [{id, role, last_checkin, vram_bytes, models}] (seen in the last two refresh
- * periods) to a status document. */
-void route_serve_status(route_serve_t *rs, json_t *st);
+/* Its parts of the status document: "passive": [{id, role, last_checkin, vram_bytes, models}]
+ * (seen in the last two refresh periods; a new value), the ids of those passive nodes (ids,
+ * n_ids; free()) and its stats.route_answered / route_refused. */
+typedef struct {
+    json_t *passive;
+    catalog_id_t *ids;
+    size_t n_ids;
+    uint64_t answered, refused;
+} route_serve_status_t;
+void route_serve_status(route_serve_t *rs, route_serve_status_t *out);
 /* The passive nodes seen in the last two refresh periods: how many, and their memory (a
  * client's is 0) added to *vram_bytes. */
 size_t route_serve_passive_count(const route_serve_t *rs, uint64_t *vram_bytes);

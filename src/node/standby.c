@@ -99,14 +99,11 @@ int standby_join(standby_t *s, uv_loop_t *loop, planner_t *pl, mesh_t *mesh, boo
     return standby_start(s, loop, pl, mesh, &po, pv_out);
 }
 
-void standby_status(const standby_t *s, json_t *st)
+json_t *standby_status(const standby_t *s)
 {
-    json_t *node = json_object_get(st, "node");
-    if (!s->started || !json_is_object(node)) return;
-    json_object_set_new(node, "standby",
-                        json_pack("{s:b,s:I,s:I}", "passive", s->pl->passive, "went_passive",
-                                  (json_int_t)s->went_passive, "went_active",
-                                  (json_int_t)s->went_active));
+    if (!s->started) return NULL;
+    return json_pack("{s:b,s:I,s:I}", "passive", s->pl->passive, "went_passive",
+                     (json_int_t)s->went_passive, "went_active", (json_int_t)s->went_active);
 }
 
 void standby_stop(standby_t *s)

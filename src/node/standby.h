@@ -47,8 +47,9 @@ int standby_start(standby_t *s, uv_loop_t *loop, planner_t *pl, mesh_t *mesh,
  * Returns 0 (started, or not such a node) or a negative errno. */
 int standby_join(standby_t *s, uv_loop_t *loop, planner_t *pl, mesh_t *mesh, bool client,
                  const passive_opts_t *o, passive_t **pv_out);
-/* Adds node.standby {passive, went_passive, went_active} to a status document. */
-void standby_status(const standby_t *s, json_t *st);
+/* node.standby of the status document: {passive, went_passive, went_active} (a new value; NULL
+ * when not started). */
+json_t *standby_status(const standby_t *s);
 void standby_stop(standby_t *s);
 
 #endif

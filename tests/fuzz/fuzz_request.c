@@ -9,9 +9,8 @@
  *  - api_body_model: the same answer, name and message; api_anthropic_body_check: the same on
  *    the Anthropic path, 0 elsewhere;
  *  - for a body that parses (no duplicate keys): vision_has_image, affinity_prefix_key,
- *    router_request_key (hashed as router.c does), admission's choices (node/admission.c's
- *    rule, restated here) and resume_request_ok (answer and reason) agree exactly;
- *    rt_sticky_key's key, hashed, is the passive key; when it returns one under its 255-byte
+ *    admission's choices (node/admission.c's rule, restated here) and resume_request_ok
+ *    (answer and reason) agree exactly; when rt_sticky_key returns a key under its 255-byte
  *    cut, it is the sticky key, and a
  *    sticky key it does not return is a non-empty "session_id" behind an empty "user";
  *  - for a body that does not: no images, no keys, one choice, not resumable.
@@ -96,8 +95,7 @@ static void one(const char *path, const char *body, size_t len)
     CHECK(request_resumable(&rq, tiny, sizeof tiny) == ok);
     CHECK(request_resumable(&rq, NULL, 0) == ok);
     if (rq.rc < 0) {
-        CHECK(!rq.images && !rq.has_sticky && !rq.has_router_key && !rq.has_passive_key &&
-              rq.prefix == 0);
+        CHECK(!rq.images && !rq.has_sticky && rq.prefix == 0);
         CHECK(rq.choices == 1 && !rq.stream && !ok);
         return;
     }
@@ -110,17 +108,11 @@ static void one(const char *path, const char *body, size_t len)
               ok);
         if (!ok) CHECK(strcmp(why, why_today) == 0);
     }
-    char rbuf[512];
-    const char *rk = router_request_key(body, len, rbuf, sizeof rbuf);
-    CHECK(rq.has_router_key == (rk != NULL));
-    if (rk) CHECK(rq.router_key == fnv(rk, strlen(rk)));
     char sbuf[256];
     const char *sk = rt_sticky_key(body, len, sbuf, sizeof sbuf);
     if (sk && strlen(sk) < sizeof sbuf - 1)
         CHECK(rq.has_sticky && rq.sticky == fnv(sk, strlen(sk)));
     if (sk) CHECK(rq.has_sticky);
-    CHECK(rq.has_passive_key == (sk != NULL));
-    if (sk) CHECK(rq.passive_key == fnv(sk, strlen(sk)));
     if (!sk && rq.has_sticky) { /* "user": "" shadows session_id there, not here */
         json_t *root = json_loadb(body, len, 0, NULL);
         const char *u = json_string_value(json_object_get(root, "user"));

@@ -224,7 +224,7 @@ def test_a_key_reaches_one_host_through_active_and_passive_entries(start_node):
     FNV-1a(key) picks among the model's hosts in id order, whether it enters through an active
     node (one that does not serve the model itself, so it relays) or through a --client. A
     "user": "" does not count as a key (the active router used to pin it, and every session with
-    it, on FNV-1a("")); its session_id does."""
+    it, on FNV-1a(""); a client ignored the session_id behind it); its session_id does."""
     a = ready_host(start_node)
     b = ready_host(start_node, "--join", a.token)
     # an active entry node serving another model: it routes stories260K to a or b
@@ -256,6 +256,7 @@ def test_a_key_reaches_one_host_through_active_and_passive_entries(start_node):
     for s in sessions:
         want = sticky_host(s, hosts)
         assert served_by(e, user="", session_id=s) == want, ("active entry", s)
-        # (a client's own key still ignores a session_id behind an empty user until its
-        # requests go through route_decide too, S19)
-        assert served_by(c, session_id=s) == want, ("client", s)
+        # a client follows the same rule (it had no key here: every such session on its
+        # home host)
+        assert served_by(c, user="", session_id=s) == want, ("client", s)
+        assert served_by(c, session_id=s) == want, ("client, no user", s)

@@ -37,31 +37,6 @@ static inline const char *rt_sticky_key(const char *body, size_t len, char *buf,
     return res;
 }
 
-/* core/router.c:router_request_key — "user", else "session_id", else the compact JSON of
- * messages[0] (routing.c used a 512-byte buffer) */
-static inline const char *router_request_key(const char *body, size_t len, char *buf, size_t buflen)
-{
-    if (!body || !buf || buflen == 0) return NULL;
-    json_t *o = json_loadb(body, len, 0, NULL);
-    const char *key = json_string_value(json_object_get(o, "user"));
-    if (!key) key = json_string_value(json_object_get(o, "session_id"));
-    const char *res = NULL;
-    if (key) {
-        snprintf(buf, buflen, "%s", key);
-        res = buf;
-    } else {
-        json_t *m0 = json_array_get(json_object_get(o, "messages"), 0);
-        char *first = m0 ? json_dumps(m0, JSON_COMPACT) : NULL;
-        if (first) {
-            snprintf(buf, buflen, "%s", first);
-            res = buf;
-        }
-        free(first);
-    }
-    json_decref(o);
-    return res;
-}
-
 /* core/affinity.c:affinity_prefix_key — 0: no key */
 static inline uint64_t affinity_prefix_key(const char *body, size_t len)
 {

@@ -190,7 +190,7 @@ static void send_req(fx_t *f, int i, httpd_peer_t peer, const char *headers)
 static json_t *status_of(fx_t *f)
 {
     json_t *st = json_object();
-    admission_status(&f->ad, st);
+    json_object_set_new(st, "admission", admission_status(&f->ad));
     return st;
 }
 

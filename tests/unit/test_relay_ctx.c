@@ -100,11 +100,51 @@ static void test_in_flight(void **state)
     f(&r1);
 }
 
+/* relay_untrack (a passive node's request the relay refused, parked again): no longer in flight,
+ * the watcher of before is back and not called; untracking an untracked request does nothing.
+ * relay_each_inflight lists the hosts with requests in flight (passive.c's status). */
+static void count_host(const char *id, uint32_t n, void *data)
+{
+    uint32_t *sum = data;
+    *sum += n * (strcmp(id, "host-a") == 0 ? 1 : 100);
+}
+
+static void test_untrack(void **state)
+{
+    (void)state;
+    static relay_ctx_t rc;
+    memset(&rc, 0, sizeof rc);
+    prev_finished = 0;
+    httpd_req_t r1, r2;
+    memset(&r1, 0, sizeof r1);
+    memset(&r2, 0, sizeof r2);
+    r1.on_finish = prev_finish;
+    r1.finish_data = &prev_finished;
+    relay_track(&rc, &r1, "host-a");
+    relay_track(&rc, &r2, "host-b");
+    uint32_t sum = 0;
+    relay_each_inflight(&rc, count_host, &sum);
+    assert_int_equal(sum, 101);
+    relay_untrack(&r1);
+    assert_int_equal(relay_inflight(&rc, "host-a"), 0);
+    assert_ptr_equal(r1.on_finish, prev_finish);
+    assert_ptr_equal(r1.finish_data, &prev_finished);
+    assert_int_equal(prev_finished, 0);
+    relay_untrack(&r1); /* not tracked any more: nothing */
+    assert_ptr_equal(r1.on_finish, prev_finish);
+    relay_untrack(&r2);
+    assert_null(r2.on_finish);
+    sum = 0;
+    relay_each_inflight(&rc, count_host, &sum);
+    assert_int_equal(sum, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_status_reads_the_context),
         cmocka_unit_test(test_in_flight),
+        cmocka_unit_test(test_untrack),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -137,7 +137,7 @@ static void test_no_body(void **state)
     assert_int_equal(rq.kind, -1);
     assert_int_equal(rq.shape, API_STREAM_OPENAI);
     assert_int_equal(rq.choices, 1);
-    assert_false(rq.stream || rq.images || rq.has_sticky || rq.has_router_key);
+    assert_false(rq.stream || rq.images || rq.has_sticky);
     assert_true(rq.prefix == 0);
     assert_int_equal(rq.max_tokens, -1);
     assert_int_equal(rq.anthropic_rc, 0);
@@ -149,58 +149,47 @@ static void test_no_body(void **state)
     assert_int_equal(request_parse(&rq, NULL, "", 1), -EINVAL);
 }
 
-/* ---- stickiness keys: rt_sticky_key (passive), router_request_key (active) ---- */
+/* ---- the stickiness key of the one rule (route_decide.h) ---- */
 
 typedef struct {
     const char *what, *body;
-    const char *sticky;  /* the one rule's key (request_t.sticky), NULL: none */
-    const char *passive; /* route_table.c:rt_sticky_key with passive.c's 256-byte buffer */
-    const char *router;  /* router.c:router_request_key with routing.c's 512-byte buffer */
+    const char *sticky; /* the key hashed into request_t.sticky, NULL: none */
 } key_row_t;
 
 static char user300[400], user600[700], sys2k[2200]; /* long keys, filled by make_bodies */
-static char u300[301], u255[256], v600[601], v255[256], v511[512], sys2k_511[512];
+static char u300[301], v600[601];
 
 static const key_row_t KEYS[] = {
     {"user first", "{\"user\":\"u1\",\"session_id\":\"s\",\"messages\":[{\"role\":\"user\"}]}",
-     "u1", "u1", "u1"},
-    {"session_id", "{\"session_id\":\"s2\",\"messages\":[]}", "s2", "s2", "s2"},
-    {"messages only: the active router pins on messages[0]",
-     "{\"messages\":[{\"role\":\"system\",\"content\":\"hi\"},{\"role\":\"user\"}]}", NULL, NULL,
-     "{\"role\":\"system\",\"content\":\"hi\"}"},
-    {"empty user, session_id: three answers", "{\"user\":\"\",\"session_id\":\"s\"}", "s", NULL,
-     ""},
-    {"empty user alone", "{\"user\":\"\"}", NULL, NULL, ""},
-    {"user not a string", "{\"user\":5,\"session_id\":\"s\"}", "s", "s", "s"},
-    {"null user, empty session_id", "{\"user\":null,\"session_id\":\"\"}", NULL, NULL, ""},
-    {"\\u0000: not JSON to jansson", "{\"user\":\"a\\u0000b\"}", NULL, NULL, NULL},
-    {"300-byte user: passive cuts it to 255", user300, u300, u255, u300},
-    {"600-byte user: the router cuts it to 511", user600, v600, v255, v511},
-    {"messages[0] a string: json_dumps refuses it", "{\"messages\":[\"hi\"]}", NULL, NULL, NULL},
-    {"messages[0] an array", "{\"messages\":[[1,2]]}", NULL, NULL, "[1,2]"},
-    {"messages an object", "{\"messages\":{\"role\":\"user\"}}", NULL, NULL, NULL},
-    {"long system prompt: its first 511 bytes", sys2k, NULL, NULL, sys2k_511},
-    {"prompt only", "{\"prompt\":\"x\"}", NULL, NULL, NULL},
-    {"not JSON", "user=u1", NULL, NULL, NULL},
+     "u1"},
+    {"session_id", "{\"session_id\":\"s2\",\"messages\":[]}", "s2"},
+    {"messages only: no key (the old active router pinned on messages[0])",
+     "{\"messages\":[{\"role\":\"system\",\"content\":\"hi\"},{\"role\":\"user\"}]}", NULL},
+    {"empty user, session_id: the session_id", "{\"user\":\"\",\"session_id\":\"s\"}", "s"},
+    {"empty user alone", "{\"user\":\"\"}", NULL},
+    {"user not a string", "{\"user\":5,\"session_id\":\"s\"}", "s"},
+    {"null user, empty session_id", "{\"user\":null,\"session_id\":\"\"}", NULL},
+    {"\\u0000: not JSON to jansson", "{\"user\":\"a\\u0000b\"}", NULL},
+    {"300-byte user: hashed whole", user300, u300},
+    {"600-byte user: hashed whole", user600, v600},
+    {"messages[0] a string", "{\"messages\":[\"hi\"]}", NULL},
+    {"messages[0] an array", "{\"messages\":[[1,2]]}", NULL},
+    {"messages an object", "{\"messages\":{\"role\":\"user\"}}", NULL},
+    {"long system prompt", sys2k, NULL},
+    {"prompt only", "{\"prompt\":\"x\"}", NULL},
+    {"not JSON", "user=u1", NULL},
 };
 
 static void make_bodies(void)
 {
     memset(u300, 'u', 300);
-    memset(u255, 'u', 255);
     snprintf(user300, sizeof user300, "{\"user\":\"%s\"}", u300);
     memset(v600, 'v', 600);
-    memset(v255, 'v', 255);
-    memset(v511, 'v', 511);
     snprintf(user600, sizeof user600, "{\"user\":\"%s\",\"session_id\":\"s\"}", v600);
     char sys[2000];
     memset(sys, 's', sizeof sys - 1);
     sys[sizeof sys - 1] = '\0';
     snprintf(sys2k, sizeof sys2k, "{\"messages\":[{\"role\":\"system\",\"content\":\"%s\"}]}", sys);
-    /* what json_dumps writes of messages[0], cut by snprintf to 511 bytes */
-    char m0[2100];
-    snprintf(m0, sizeof m0, "{\"role\":\"system\",\"content\":\"%s\"}", sys);
-    memcpy(sys2k_511, m0, sizeof sys2k_511 - 1);
     char name[129];
     memset(name, 'm', 128);
     name[128] = '\0';
@@ -223,25 +212,9 @@ static void test_keys(void **state)
     (void)state;
     for (size_t i = 0; i < N(KEYS); i++) {
         const key_row_t *r = &KEYS[i];
-        const char *passive = r->passive;
         request_t rq = parse("/v1/chat/completions", r->body);
         check_key(r->what, "sticky", rq.has_sticky, rq.sticky, r->sticky);
-        check_key(r->what, "router key", rq.has_router_key, rq.router_key, r->router);
-        check_key(r->what, "passive key", rq.has_passive_key, rq.passive_key, passive);
-        /* today's functions, live */
-        char buf[256], rbuf[512];
-        const char *p = rt_sticky_key(r->body, strlen(r->body), buf, sizeof buf);
-        if ((p == NULL) != (passive == NULL) || (p && strcmp(p, passive) != 0))
-            fail_msg("%s: rt_sticky_key gave %.40s", r->what, p ? p : "NULL");
-        const char *a = router_request_key(r->body, strlen(r->body), rbuf, sizeof rbuf);
-        if ((a == NULL) != (r->router == NULL) || (a && strcmp(a, r->router) != 0))
-            fail_msg("%s: router_request_key gave %.40s", r->what, a ? a : "NULL");
-        /* the router's key is router_request_key's, hashed as router.c does, on every row */
-        assert_int_equal(rq.has_router_key, a != NULL);
-        if (a) assert_true(rq.router_key == fnv(a, strlen(a)));
     }
-    /* rt_pick_hosts hashes the key it is given with the same FNV-1a: a key under 256 bytes picks
-     * the same host from request_t.sticky as from rt_sticky_key's copy */
     request_t rq = parse(NULL, "{\"user\":\"user-42\"}");
     assert_true(rq.sticky == fnv("user-42", 7));
 }

@@ -466,6 +466,80 @@ static void test_affinity_switch(void **state)
     }
 }
 
+/* A passive node's decision (passive.c:step): the table's hosts through rd_passive_input, prefix
+ * affinity through the relay context as on active nodes (relay_affinity_input / _note), the key
+ * of the one rule. Returns the first host's id (a static copy). */
+static const char *passive_first_host(const rt_table_t *t, const char *body, rd_decision_t *d)
+{
+    static char first[ID_HEX_LEN + 1];
+    static request_t rq;
+    assert_int_equal(request_parse(&rq, "/v1/chat/completions", body, strlen(body)), 0);
+    rd_host_t hosts[RD_MAX_HOSTS];
+    rd_input_t in;
+    rd_passive_input(&in, t, "m", "self", hosts, NULL, RD_MAX_HOSTS);
+    in.rq = &rq;
+    relay_affinity_input(&RC, &in);
+    route_decide(&in, d);
+    assert_int_equal(d->verdict, RD_FORWARD);
+    relay_affinity_note(&RC, &in, d);
+    snprintf(first, sizeof first, "%s", hosts[d->order[0]].id);
+    return first;
+}
+
+/* S20 on passive nodes: prefix affinity (off for them before: rd_passive_input set no_affinity)
+ * and the one key ("user": "" + session_id pins by session_id, as on an active node). */
+static void test_passive_affinity(void **state)
+{
+    (void)state;
+    static rt_table_t t;
+    rt_table_init(&t, "mesh");
+    rt_model_t *m = rt_table_add_model(&t, "m", CATALOG_READY);
+    for (size_t i = 0; i < 3; i++) { /* hosts aaa…, bbb…, ccc… */
+        char id[ID_HEX_LEN + 1];
+        memset(id, 'a' + (int)i, ID_HEX_LEN);
+        id[ID_HEX_LEN] = 0;
+        assert_true(rt_model_add_host(m, (size_t)rt_table_add_node(&t, id, 0), 0));
+    }
+    rd_decision_t d;
+    char home[ID_HEX_LEN + 1];
+    snprintf(home, sizeof home, "%s", passive_first_host(&t, "{}", &d));
+    /* a first prefix: the home host, a miss, remembered */
+    assert_string_equal(passive_first_host(&t, PREFIXED, &d), home);
+    assert_int_equal(RC.affinity.misses, 1);
+    assert_string_equal(affinity_get(&RC.affinity, prefix_key()), home);
+    /* the prefix went elsewhere last: that host first, a hit */
+    const char *other = t.nodes[home[0] == 'c' ? 0 : 2].id;
+    affinity_put(&RC.affinity, prefix_key(), other);
+    assert_string_equal(passive_first_host(&t, PREFIXED, &d), other);
+    assert_true(d.affinity_hit);
+    assert_int_equal(RC.affinity.hits, 1);
+    /* switched off: the home host, nothing counted */
+    static tunables_t tun;
+    const char *envp[] = {"MESH_LLM_PREFIX_AFFINITY=off", NULL};
+    char err[256];
+    assert_int_equal(tunables_load(&tun, envp, err, sizeof err), 0);
+    RC.tun = &tun;
+    assert_string_equal(passive_first_host(&t, PREFIXED, &d), home);
+    assert_int_equal(RC.affinity.hits + RC.affinity.misses, 2);
+    RC.tun = NULL;
+    /* "user": "" does not shadow session_id: the same host as session_id alone, for each key */
+    for (int i = 0; i < 8; i++) {
+        char a[96], b[96], first[ID_HEX_LEN + 1];
+        snprintf(a, sizeof a, "{\"session_id\":\"s-%d\"}", i);
+        snprintf(b, sizeof b, "{\"user\":\"\",\"session_id\":\"s-%d\"}", i);
+        snprintf(first, sizeof first, "%s", passive_first_host(&t, a, &d));
+        assert_string_equal(passive_first_host(&t, b, &d), first);
+    }
+    /* and the keys spread (the passive key had none for them: every one on the home host) */
+    bool seen[3] = {false, false, false};
+    for (int i = 0; i < 8; i++) {
+        char b[96];
+        snprintf(b, sizeof b, "{\"user\":\"\",\"session_id\":\"s-%d\"}", i);
+        seen[passive_first_host(&t, b, &d)[0] - 'a'] = true;
+    }
+    assert_true(seen[0] + seen[1] + seen[2] >= 2);
+}
+
 /* admission's has_host */
 static void test_has_host(void **state)
 {
@@ -501,6 +575,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_affinity, setup, teardown),
         cmocka_unit_test_setup_teardown(test_affinity_switch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_has_host, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_passive_affinity, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

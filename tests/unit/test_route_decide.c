@@ -3,9 +3,8 @@
  * active router) and the pick / spill cases of test_route_table.c (the passive node). Orders
  * that depend on a hash are checked against reference functions: passive.c's order before it
  * went through route_decide — route_table.c's rt_pick_hosts + rt_spill, kept verbatim below as
- * ref_pick_hosts / ref_spill (the one rule, `=table`); the legacy_order rows give the orders
- * core/router.c's router_route + affinity_pick gave (checked against them live until S18
- * removed router.c). */
+ * ref_pick_hosts / ref_spill (the one rule, `=table`). The rows of the active order before S20
+ * (core/router.c's round robin and keys, route_decide's legacy_order) went with it. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -106,8 +105,7 @@ typedef struct {
     catalog_status_t status;
     unsigned tries;
     char affinity; /* the host remembered for the prefix, 0: none */
-    bool no_affinity, legacy;
-    uint64_t rotation;
+    bool no_affinity;
     const char *self; /* NULL: SELF */
     const char *want; /* see render(); "=table" in place of an order: the reference's */
     const char *msg;  /* a part of the message, NULL: not checked */
@@ -227,7 +225,8 @@ static size_t ref_spill(const rt_model_t *m, size_t *order, size_t n, const uint
 }
 
 /* passive.c:step — rt_pick_hosts (hosts that failed last) and, without a key on a first try,
- * rt_spill over the ones that did not fail; the key is rt_sticky_key's (request_t.passive_key;
+ * rt_spill over the ones that did not fail; the key is rt_sticky_key's (request_t.sticky, which
+ * was rt_sticky_key's but for "user": "" + session_id and keys over 255 bytes;
  * key_override: the one rule's, where they differ). */
 static void ref_table(const hosts_t *hs, const row_t *r, const char *key_override, char *out,
                       size_t len)
@@ -245,13 +244,13 @@ static void ref_table(const hosts_t *hs, const row_t *r, const char *key_overrid
         assert_true(k >= 0 && rt_model_add_host(m, (size_t)k, 0));
         assert_true(rt_model_set_slots(m, (size_t)k, hs->h[i].slots));
     }
-    uint64_t kh = rq.passive_key;
+    uint64_t kh = rq.sticky;
     if (key_override) { /* FNV-1a, as rt_pick_hosts hashed a key it was given */
         kh = 1469598103934665603ULL;
         for (const char *c = key_override; *c; c++)
             kh = (kh ^ (uint8_t)*c) * 1099511628211ULL;
     }
-    const uint64_t *key = key_override || rq.has_passive_key ? &kh : NULL;
+    const uint64_t *key = key_override || rq.has_sticky ? &kh : NULL;
     size_t order[RT_MAX_HOSTS];
     size_t n = ref_pick_hosts(t, m, r->self ? r->self : SELF, key, is_bad, (void *)hs, order,
                               RT_MAX_HOSTS);
@@ -303,9 +302,7 @@ static void input_of(const row_t *r, const hosts_t *hs, const request_t *rq, rd_
                        .tries = r->tries,
                        .hosts = hs->h,
                        .n_hosts = hs->n,
-                       .no_affinity = r->no_affinity,
-                       .legacy_order = r->legacy,
-                       .rotation = r->rotation};
+                       .no_affinity = r->no_affinity};
     for (size_t i = 0; r->affinity && i < hs->n; i++)
         if (hs->alias[i] == r->affinity) in->affinity_host = hs->ids[i];
 }
@@ -580,7 +577,6 @@ static const row_t STICKY[] = {
      .want = "FORWARD =table"},
     {.what = "no key: the home host (active, not round robin)",
      .hosts = S("a:R", "b:R", "c:R", "d:R"),
-     .rotation = 3,
      .want = "FORWARD =table"},
     {.what = "no key, another entry node: its own home host",
      .self = "other-node",
@@ -659,62 +655,6 @@ static const row_t STICKY[] = {
      .want = "FORWARD =table remember"},
 };
 
-/* legacy_order: the active order of before S20, exactly (router_route + affinity_pick: the
- * hashed rows' orders are the ones router.c gave). */
-static const row_t LEGACY[] = {
-    {.what = "legacy: user",
-     .legacy = true,
-     .body = "{\"user\":\"alice\"}",
-     .hosts = S("a:R", "b:R", "c:R"),
-     .want = "FORWARD a,b,c"},
-    {.what = "legacy: an empty user pins",
-     .legacy = true,
-     .body = "{\"user\":\"\",\"session_id\":\"s\"}",
-     .hosts = S("a:R", "b:R", "c:R", "d:R"),
-     .want = "FORWARD d,a,b,c"},
-    {.what = "legacy: messages[0]",
-     .legacy = true,
-     .body = "{\"messages\":[{\"role\":\"system\",\"content\":\"be brief\"}]}",
-     .hosts = S("a:R", "b:R", "c:R"),
-     .want = "FORWARD b,c,a"},
-    {.what = "legacy: rotation 0",
-     .legacy = true,
-     .hosts = S("a:R", "b:R", "c:R"),
-     .want = "FORWARD a,b,c"},
-    {.what = "legacy: rotation 1",
-     .legacy = true,
-     .rotation = 1,
-     .hosts = S("a:R", "b:R", "c:R"),
-     .want = "FORWARD b,c,a"},
-    {.what = "legacy: rotation 5",
-     .legacy = true,
-     .rotation = 5,
-     .hosts = S("a:R", "b:R", "c:R"),
-     .want = "FORWARD c,a,b"},
-    {.what = "legacy: no spill",
-     .legacy = true,
-     .hosts = S("a:R::1:5", "b:R::1:0"),
-     .want = "FORWARD a,b"},
-    {.what = "legacy: ready before takers, rotating",
-     .legacy = true,
-     .rotation = 1,
-     .hosts = S("a:S", "b:RF", "c:F", "d:R"),
-     .want = "FORWARD d,b"},
-    {.what = "legacy: affinity moves a keyed request",
-     .legacy = true,
-     .body = PREFIXED_KEYED,
-     .affinity = 'b',
-     .hosts = S("a:R", "b:R", "c:R"),
-     .want = "FORWARD b,a,c hit remember"},
-    {.what = "legacy: affinity, no key",
-     .legacy = true,
-     .rotation = 2,
-     .body = PREFIXED,
-     .affinity = 'a',
-     .hosts = S("a:R", "b:R", "c:R"),
-     .want = "FORWARD a,c,b hit remember"},
-};
-
 static void run_rows(const row_t *rows, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
@@ -760,16 +700,10 @@ static void test_sticky(void **state)
     run_rows(STICKY, N(STICKY));
 }
 
-static void test_legacy(void **state)
-{
-    (void)state;
-    run_rows(LEGACY, N(LEGACY));
-}
-
 /* ---- properties ---- */
 
 static const rd_host_t *decide(const hosts_t *hs, const char *self, const char *body, bool passive,
-                               bool legacy, rd_decision_t *d)
+                               rd_decision_t *d)
 {
     request_t rq;
     request_parse(&rq, "/v1/chat/completions", body, strlen(body));
@@ -781,8 +715,7 @@ static const rd_host_t *decide(const hosts_t *hs, const char *self, const char *
                      .have_table = passive,
                      .in_table = passive,
                      .hosts = hs->h,
-                     .n_hosts = hs->n,
-                     .legacy_order = legacy};
+                     .n_hosts = hs->n};
     route_decide(&in, d);
     assert_int_equal(d->verdict, RD_FORWARD);
     return &hs->h[d->order[0]];
@@ -800,10 +733,10 @@ static void test_key_pins_everywhere(void **state)
     for (int i = 0; i < 64; i++) {
         char body[64], self[16];
         snprintf(body, sizeof body, "{\"user\":\"user-%d\"}", i);
-        const rd_host_t *first = decide(&hs, "n0", body, false, false, &d);
+        const rd_host_t *first = decide(&hs, "n0", body, false, &d);
         for (int s = 1; s < 6; s++) {
             snprintf(self, sizeof self, "n%d", s);
-            assert_ptr_equal(decide(&hs, self, body, s % 2, false, &d), first);
+            assert_ptr_equal(decide(&hs, self, body, s % 2, &d), first);
         }
         seen[first - hs.h]++;
     }
@@ -821,7 +754,7 @@ static void test_home_spread(void **state)
     for (unsigned c = 0; c < 1000; c++) {
         char self[65];
         snprintf(self, sizeof self, "%064x", 5000 + c * 7919);
-        count[decide(&hs, self, "{}", c % 2, false, &d) - hs.h]++;
+        count[decide(&hs, self, "{}", c % 2, &d) - hs.h]++;
     }
     for (unsigned i = 0; i < 10; i++)
         assert_true(count[i] >= 60 && count[i] <= 140);
@@ -852,14 +785,14 @@ static void test_spill(void **state)
     hosts_t hs;
     parse_hosts(S("a:R", "b:R", "c:R"), &hs);
     rd_decision_t d;
-    size_t home = (size_t)(decide(&hs, SELF, "{}", true, false, &d) - hs.h);
+    size_t home = (size_t)(decide(&hs, SELF, "{}", true, &d) - hs.h);
     for (size_t c = 0; c < N(SPILL); c++) {
         const spill_row_t *sc = &SPILL[c];
         for (size_t k = 0; k < 3; k++) { /* A B C: the ring from the home host */
             hs.h[(home + k) % 3].slots = sc->slots[k];
             hs.h[(home + k) % 3].inflight = sc->inflight[k];
         }
-        decide(&hs, SELF, "{}", true, false, &d);
+        decide(&hs, SELF, "{}", true, &d);
         char got[4] = "";
         for (size_t k = 0; k < 3; k++)
             got[k] = (char)('A' + ((d.order[k] + 3 - home) % 3));
@@ -880,17 +813,16 @@ static void test_candidate_cap(void **state)
     }
     request_t rq;
     request_parse(&rq, NULL, "{}", 2);
-    for (int legacy = 0; legacy < 2; legacy++) {
+    {
         rd_input_t in = {
             .rq = &rq, .model = MODEL, .needs = -1, .self_id = SELF, .hosts = h, .n_hosts = 40};
-        in.legacy_order = legacy;
         rd_decision_t d;
         route_decide(&in, &d);
         assert_int_equal(d.verdict, RD_FORWARD);
-        size_t cap = legacy ? RD_LEGACY_MAX : RD_MAX_HOSTS;
-        assert_int_equal(d.n, cap);
+        assert_int_equal(d.n, RD_MAX_HOSTS);
         for (size_t k = 0; k < d.n; k++)
-            assert_true(strcmp(h[d.order[k]].id, "p") > 0 && atoi(h[d.order[k]].id + 1) < (int)cap);
+            assert_true(strcmp(h[d.order[k]].id, "p") > 0 &&
+                        atoi(h[d.order[k]].id + 1) < (int)RD_MAX_HOSTS);
     }
     /* a passive table's 32 hosts, the most it holds, all ordered */
     rd_input_t in = {.rq = &rq,
@@ -962,7 +894,7 @@ static void test_no_request(void **state)
     rd_decision_t d, e;
     route_decide(&in, &d);
     assert_int_equal(d.verdict, RD_FORWARD);
-    decide(&hs, SELF, "{}", false, false, &e);
+    decide(&hs, SELF, "{}", false, &e);
     assert_memory_equal(d.order, e.order, 2 * sizeof d.order[0]);
 }
 
@@ -1001,11 +933,15 @@ static void test_table_hosts(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_verdicts),      cmocka_unit_test(test_sticky),
-        cmocka_unit_test(test_legacy),        cmocka_unit_test(test_key_pins_everywhere),
-        cmocka_unit_test(test_home_spread),   cmocka_unit_test(test_spill),
-        cmocka_unit_test(test_candidate_cap), cmocka_unit_test(test_has_host),
-        cmocka_unit_test(test_no_request),    cmocka_unit_test(test_table_hosts),
+        cmocka_unit_test(test_verdicts),
+        cmocka_unit_test(test_sticky),
+        cmocka_unit_test(test_key_pins_everywhere),
+        cmocka_unit_test(test_home_spread),
+        cmocka_unit_test(test_spill),
+        cmocka_unit_test(test_candidate_cap),
+        cmocka_unit_test(test_has_host),
+        cmocka_unit_test(test_no_request),
+        cmocka_unit_test(test_table_hosts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
