@@ -159,6 +159,24 @@ static void count_forward(passive_t *p, const char *id)
     if (k >= 0) p->fwd[k].n++;
 }
 
+void passive_facts(const passive_t *p, const char *model, rd_input_t *in, rd_host_t *hosts,
+                   size_t *node_of, size_t max)
+{
+    rd_input_t t;
+    rd_passive_input(&t, checkin_table(p->ck), model, in->self_id, hosts, node_of, max);
+    in->passive = true;
+    in->have_table = t.have_table;
+    in->in_table = t.in_table;
+    in->table_status = t.table_status;
+    in->table_type = t.table_type;
+    in->hosts = hosts;
+    in->n_hosts = t.n_hosts;
+    for (size_t k = 0; k < t.n_hosts; k++) {
+        hosts[k].inflight = relay_inflight(p->relay, hosts[k].id);
+        hosts[k].bad = checkin_is_bad(p->ck, hosts[k].id);
+    }
+}
+
 /* One step for a waiting request: true when it left the pending list (forwarded/answered).
  * The verdict is route_decide's (core/route_decide.h) over the table's hosts of the model, with
  * this node's requests in flight there and the check-in client's bad marks. */
@@ -177,17 +195,16 @@ static bool step(passive_t *p, pv_req_t *r)
     const rt_table_t *t = checkin_table(p->ck);
     rd_host_t hosts[RD_MAX_HOSTS];
     size_t node_of[RD_MAX_HOSTS];
-    rd_input_t in;
-    rd_passive_input(&in, t, r->model, mesh_node_id(p->mesh), hosts, node_of, RD_MAX_HOSTS);
-    for (size_t k = 0; k < in.n_hosts; k++) {
-        hosts[k].inflight = relay_inflight(p->relay, hosts[k].id);
-        hosts[k].bad = checkin_is_bad(p->ck, hosts[k].id);
-    }
-    in.rq = r->rq; /* the one stickiness rule (route_decide.h), as active nodes */
-    in.path = r->req->path;
-    in.needs = r->needs;
-    in.table_expired = now >= r->deadline;
-    in.tries = r->tries;
+    rd_input_t in = {
+        .rq = r->rq, /* the one stickiness rule (route_decide.h), as active nodes */
+        .path = r->req->path,
+        .model = r->model,
+        .needs = r->needs,
+        .self_id = mesh_node_id(p->mesh),
+        .table_expired = now >= r->deadline,
+        .tries = r->tries,
+    };
+    passive_facts(p, r->model, &in, hosts, node_of, RD_MAX_HOSTS);
     relay_affinity_input(p->relay, &in);
     rd_decision_t d;
     route_decide(&in, &d);

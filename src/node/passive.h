@@ -28,6 +28,7 @@
 #include "mesh.h"
 #include "model_list.h"
 #include "relay.h"
+#include "route_decide.h"
 #include "route_table.h"
 
 #define PV_MAX_TRIES 3     /* hosts tried per request */
@@ -55,9 +56,19 @@ int passive_start(passive_t **out, uv_loop_t *loop, mesh_t *mesh, const passive_
  * find the driver gone). */
 void passive_stop(passive_t *p);
 
-/* A request for `model`: false when the table does not know it (the caller answers 404);
- * otherwise it is forwarded or answered. needs: mm_type_t the endpoint needs, -1 any. */
+/* A request for `model` that route_decide sent to the table (RD_FORWARD or RD_WAIT over
+ * passive_facts, node/route.c): false when the table does not know it (it changed since);
+ * otherwise it is forwarded or answered, after waiting for a table or a connection when it must
+ * (each step decides again over passive_facts). needs: mm_type_t the endpoint needs, -1 any. */
 bool passive_route(passive_t *p, const char *model, int needs, httpd_req_t *req);
+/* Its facts about model for route_decide (core/route_decide.h), the same for the first decision
+ * (node/route.c) and each later step here: the table's (passive, have_table, in_table,
+ * table_status / table_type; no table yet: have_table false) and the table's hosts of the model
+ * into hosts[max] (in->hosts; node_of[k], may be NULL: hosts[k]'s index in the table's nodes),
+ * each with this node's requests in flight there (relay_inflight) and the check-in client's bad
+ * mark. The rest of *in is the caller's (self_id is read). */
+void passive_facts(const passive_t *p, const char *model, rd_input_t *in, rd_host_t *hosts,
+                   size_t *node_of, size_t max);
 /* /v1/models: appends a row per model of the table (type, status and hosts). */
 void passive_list_models(passive_t *p, model_list_t *list);
 /* Its parts of the status document (new values, NULL: absent): route {role, checkin,

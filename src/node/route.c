@@ -65,13 +65,13 @@ static passive_t *passive_of(route_t *rt)
     return passive_active(p) ? p : NULL;
 }
 
-static int node_passive_hosts(void *data, const char *model)
+static bool node_passive_facts(void *data, const char *model, rd_input_t *in, rd_host_t *hosts,
+                               size_t max)
 {
     passive_t *p = passive_of(data);
-    if (!p) return -1;
-    const rt_table_t *t = passive_table(p);
-    const rt_model_t *m = t ? rt_table_find_model(t, model) : NULL;
-    return m ? (int)m->n_hosts : 0;
+    if (!p) return false;
+    passive_facts(p, model, in, hosts, NULL, max);
+    return true;
 }
 
 static bool node_passive_route(void *data, const char *model, int needs, httpd_req_t *req)
@@ -119,7 +119,7 @@ static const route_ops_t NODE_OPS = {
     .online = node_online,
     .dl_here = node_dl_here,
     .dl_mesh = node_dl_mesh,
-    .passive_hosts = node_passive_hosts,
+    .passive_facts = node_passive_facts,
     .passive_route = node_passive_route,
     .park = node_park,
     .relay = node_relay,
@@ -158,9 +158,6 @@ static void gather(route_t *rt, const char *model, const route_local_t *local, i
     const route_ops_t *o = rt->ops;
     void *d = rt->ops_data;
     bool online = o->online(d);
-    size_t n = online ? o->peers(d, model, rt->peers, ROUTE_MAX_PEERS) : 0;
-    for (size_t i = 0; rt->d.relay && i < n; i++) /* the spill-over's facts */
-        rt->peers[i].inflight = relay_inflight(rt->d.relay, rt->peers[i].id);
     *in = (rd_input_t){
         .rq = rq,
         .model = model,
@@ -175,9 +172,16 @@ static void gather(route_t *rt, const char *model, const route_local_t *local, i
         .offline = !online,
         .dl_here = o->dl_here(d, model),
         .dl_mesh = online && o->dl_mesh(d, model),
-        .hosts = rt->peers,
-        .n_hosts = n,
     };
+    /* a passive node's hosts are its table's (a hop is never forwarded again: the peers' rules,
+     * which forward nothing); an active node's, the peers' */
+    if (hop || !o->passive_facts(d, model, in, rt->peers, RD_MAX_HOSTS)) {
+        size_t n = online ? o->peers(d, model, rt->peers, ROUTE_MAX_PEERS) : 0;
+        for (size_t i = 0; rt->d.relay && i < n; i++) /* the spill-over's facts */
+            rt->peers[i].inflight = relay_inflight(rt->d.relay, rt->peers[i].id);
+        in->hosts = rt->peers;
+        in->n_hosts = n;
+    }
     relay_affinity_input(rt->d.relay, in);
 }
 
@@ -203,34 +207,24 @@ static void forward(route_t *rt, const rd_input_t *in, const rd_decision_t *dec,
     rt->ops->answer(rt->ops_data, req, 503, "unavailable", "host_unreachable", msg);
 }
 
-/* A passive node routes a model it does not have (and one it has on disk while its table lists
- * hosts for it) through its own driver, until S19 (app/main.c's route_remote and local_gate of
- * before). Returns true when that settled it (*out). */
-static bool passive_first(route_t *rt, const char *model, const route_local_t *local, int needs,
-                          httpd_req_t *req, bool hop, bool remote, route_outcome_t *out)
+/* The passive driver takes a request the decision sent to its table (RD_FORWARD, or RD_WAIT for
+ * a first table). Should its table not know the model after all, the request is what it would
+ * be without a table entry: unknown, or served here (a vision request without a projector here:
+ * 400). */
+static route_outcome_t to_passive(route_t *rt, const char *model, const route_local_t *local,
+                                  int needs, const request_t *rq, httpd_req_t *req)
 {
     const route_ops_t *o = rt->ops;
     void *d = rt->ops_data;
-    int nh = hop ? -1 : o->passive_hosts(d, model);
-    if (nh < 0 || (!remote && nh == 0)) return false;
-    *out = ROUTE_TAKEN;
-    if (remote && o->dl_here(d, model)) { /* a download here answers first */
-        o->downloading(d, RD_DL_HERE, model, req);
-        return true;
+    if (o->passive_route(d, model, needs, req)) return ROUTE_TAKEN;
+    if (!local->have) return ROUTE_UNKNOWN;
+    if (rq->images && !local->vision) {
+        char msg[RD_MSG_MAX];
+        vision_refusal(model, msg, sizeof msg);
+        o->answer(d, req, 400, "invalid_request_error", VISION_ERR_CODE, msg);
+        return ROUTE_TAKEN;
     }
-    if (o->passive_route(d, model, needs, req)) return true;
-    if (!remote) { /* the table's hosts would not take it: serve it here */
-        *out = ROUTE_LOCAL;
-        return true;
-    }
-    if (!local->have) {
-        *out = ROUTE_UNKNOWN;
-        return true;
-    }
-    char msg[RD_MSG_MAX]; /* images, no projector here, and no table host took it */
-    vision_refusal(model, msg, sizeof msg);
-    o->answer(d, req, 400, "invalid_request_error", VISION_ERR_CODE, msg);
-    return true;
+    return ROUTE_LOCAL;
 }
 
 route_outcome_t route_inference(route_t *rt, const char *model, const route_local_t *local,
@@ -239,11 +233,6 @@ route_outcome_t route_inference(route_t *rt, const char *model, const route_loca
     static const route_local_t none = {.have = false};
     if (!local) local = &none;
     const request_t *rq = meshstat_parse_body(req); /* parsed once already (api_openai.c) */
-    /* the request goes to the peers (or a passive node's table) for want of a copy here that
-     * can serve it */
-    bool remote = !local->have || (rq->images && !local->vision);
-    route_outcome_t out;
-    if (passive_first(rt, model, local, needs, req, hop, remote, &out)) return out;
     rd_input_t in;
     gather(rt, model, local, needs, hop, rq, &in);
     in.path = req->path;
@@ -256,11 +245,13 @@ route_outcome_t route_inference(route_t *rt, const char *model, const route_loca
         rt->ops->park(rt->ops_data, model, req);
         return ROUTE_TAKEN;
     case RD_FORWARD:
+        if (in.passive) return to_passive(rt, model, local, needs, rq, req);
         forward(rt, &in, &dec, req);
         return ROUTE_TAKEN;
+    case RD_WAIT: /* a passive node without a table yet */
+        return to_passive(rt, model, local, needs, rq, req);
     case RD_UNKNOWN:
         return ROUTE_UNKNOWN;
-    case RD_WAIT: /* a passive node's (passive.c decides those still) */
     case RD_REFUSE:
         break;
     }
@@ -273,7 +264,6 @@ route_outcome_t route_inference(route_t *rt, const char *model, const route_loca
 
 bool route_has_host_of(route_t *rt, const char *model)
 {
-    if (rt->ops->passive_hosts(rt->ops_data, model) > 0) return true;
     route_local_t local = {.have = true};
     rd_input_t in;
     gather(rt, model, &local, -1, false, NULL, &in);

@@ -7,9 +7,10 @@
  * a download's 503 with its progress). Also who may reach this node's rpc-server through
  * TUNNEL_RPC, and admission's has_host.
  *
- * A passive node (a --client, a standby with a route table) still routes through its own driver
- * (passive.h: passive_route) until its verdicts go through route_decide too (issue 30 S19): a
- * model it does not have, or one it has on disk while the table lists hosts for it, goes there.
+ * A passive node (a --client, a standby checking in) decides the same way: its facts are its route
+ * table's (passive.h: passive_facts), and a request route_decide sends to the table (forward, or
+ * wait for a first table) is handed to the passive driver (passive_route), which waits for the
+ * table or the connection to the host when it must and relays it by the same rule.
  *
  * The facts and the actions are route_ops_t: route_init's read the planner, the mesh, node_dl,
  * the passive driver and the relay; a test gives its own (tests/unit/test_route.c). */
@@ -54,10 +55,13 @@ typedef struct {
     bool (*online)(void *data); /* the mesh runs */
     bool (*dl_here)(void *data, const char *model);
     bool (*dl_mesh)(void *data, const char *model);
-    /* a passive driver is active: the number of hosts its route table lists for model (0 when
-     * none or not in it); -1 when no passive driver runs */
-    int (*passive_hosts)(void *data, const char *model);
+    /* a passive driver routes: its facts about model into *in and hosts[max] (passive.h:
+     * passive_facts), true; false when no passive driver routes (in untouched) */
+    bool (*passive_facts)(void *data, const char *model, rd_input_t *in, rd_host_t *hosts,
+                          size_t max);
     /* actions */
+    /* the passive driver takes a request route_decide sent to its table (false: its table does
+     * not know the model after all) */
     bool (*passive_route)(void *data, const char *model, int needs, httpd_req_t *req);
     void (*park)(void *data, const char *model, httpd_req_t *req);
     int (*relay)(void *data, const char *model, httpd_req_t *req, const relay_host_t *hosts,

@@ -34,7 +34,9 @@ typedef struct {
                           Q requested, V vision) */
     int plan;          /* RD_PLAN_* */
     bool requested, offline, dl_here, dl_mesh;
-    int passive_hosts; /* -1: not passive */
+    bool passive;            /* a passive driver routes: the table below */
+    int table;               /* 0: none yet, 1: one without the model, 2: one with it */
+    const char *table_hosts; /* its hosts of the model: "ab", an id per letter */
     bool passive_takes;
     int relay_rc;
     char log[256]; /* the actions, in order */
@@ -115,11 +117,28 @@ static bool f_dl_mesh(void *data, const char *model)
     return W.dl_mesh;
 }
 
-static int f_passive_hosts(void *data, const char *model)
+static bool f_passive_facts(void *data, const char *model, rd_input_t *in, rd_host_t *hosts,
+                            size_t max)
 {
     (void)data;
     (void)model;
-    return W.passive_hosts;
+    static char ids[16][2];
+    if (!W.passive) return false;
+    in->passive = true;
+    in->have_table = W.table > 0;
+    in->in_table = W.table == 2;
+    in->table_status = CATALOG_READY;
+    in->table_type = -1;
+    in->hosts = hosts;
+    in->n_hosts = 0;
+    for (const char *p = W.table == 2 ? W.table_hosts : NULL;
+         p && *p && in->n_hosts < max && in->n_hosts < 16; p++) {
+        size_t k = in->n_hosts++;
+        ids[k][0] = *p;
+        ids[k][1] = '\0';
+        hosts[k] = (rd_host_t){.id = ids[k], .ready = true, .type = -1};
+    }
+    return true;
 }
 
 static bool f_passive_route(void *data, const char *model, int needs, httpd_req_t *req)
@@ -175,7 +194,7 @@ static const route_ops_t OPS = {
     .online = f_online,
     .dl_here = f_dl_here,
     .dl_mesh = f_dl_mesh,
-    .passive_hosts = f_passive_hosts,
+    .passive_facts = f_passive_facts,
     .passive_route = f_passive_route,
     .park = f_park,
     .relay = f_relay,
@@ -190,7 +209,6 @@ static int setup(void **state)
 {
     (void)state;
     memset(&W, 0, sizeof W);
-    W.passive_hosts = -1;
     memset(&RC, 0, sizeof RC);
     route_init_ops(&RT, &OPS, NULL, "self");
     RT.d.relay = &RC;
@@ -310,37 +328,56 @@ static void test_images(void **state)
     assert_string_equal(W.log, "answer 400 model_not_multimodal;");
 }
 
-/* A passive node's table goes through its own driver (until S19). */
+/* A passive node decides over its table (passive_facts) by the same rule; what the decision
+ * sends to the table (forward, or wait for a first table) the passive driver takes. */
 static void test_passive(void **state)
 {
     (void)state;
-    W.passive_hosts = 0;
+    W.passive = true;
     W.peers = "aR"; /* the peers are not asked */
     W.passive_takes = true;
+    assert_int_equal(send_(NULL, NULL, -1, false), ROUTE_TAKEN); /* no table yet: it waits */
+    assert_string_equal(W.log, "passive m;");
+    W.table = 1; /* a table without the model: unknown, the driver is not asked */
+    assert_int_equal(send_(NULL, NULL, -1, false), ROUTE_UNKNOWN);
+    assert_string_equal(W.log, "");
+    W.table = 2; /* with it, but no host serves it now: 503 from the decision */
+    W.table_hosts = "";
+    assert_int_equal(send_(NULL, NULL, -1, false), ROUTE_TAKEN);
+    assert_string_equal(W.log, "answer 503 model_unavailable;");
+    W.table_hosts = "bc";
     assert_int_equal(send_(NULL, NULL, -1, false), ROUTE_TAKEN);
     assert_string_equal(W.log, "passive m;");
-    W.passive_takes = false;
+    assert_int_equal(send_(NULL, NULL, MM_EMBEDDING, false), ROUTE_TAKEN); /* the type: unknown */
+    assert_string_equal(W.log, "passive m;");
+    W.passive_takes = false; /* the table changed under it: unknown */
     assert_int_equal(send_(NULL, NULL, -1, false), ROUTE_UNKNOWN);
     assert_string_equal(W.log, "passive m (declined);");
-    W.dl_here = true;
+    W.passive_takes = true;
+    W.dl_here = true; /* a download here answers first */
     assert_int_equal(send_(NULL, NULL, -1, false), ROUTE_TAKEN);
     assert_string_equal(W.log, "downloading here m;");
     W.dl_here = false;
     /* a standby with the model on disk: the table's hosts while there are any */
     W.plan = RD_PLAN_SERVE;
+    W.table_hosts = "";
     assert_int_equal(send_(NULL, &HERE, -1, false), ROUTE_LOCAL); /* none listed: here */
     assert_string_equal(W.log, "");
-    W.passive_hosts = 2;
+    W.table_hosts = "bc";
+    assert_int_equal(send_(NULL, &HERE, -1, false), ROUTE_TAKEN);
+    assert_string_equal(W.log, "passive m;");
+    W.passive_takes = false;
     assert_int_equal(send_(NULL, &HERE, -1, false), ROUTE_LOCAL); /* declined: here */
     assert_string_equal(W.log, "passive m (declined);");
     W.passive_takes = true;
-    assert_int_equal(send_(NULL, &HERE, -1, false), ROUTE_TAKEN);
-    assert_string_equal(W.log, "passive m;");
     assert_int_equal(send_(NULL, &HERE, -1, true), ROUTE_LOCAL); /* a hop: served here */
     assert_string_equal(W.log, "");
     W.passive_takes = false; /* images, no projector here, no table host took them */
     assert_int_equal(send_(IMAGES, &HERE, -1, false), ROUTE_TAKEN);
     assert_string_equal(W.log, "passive m (declined);answer 400 model_not_multimodal;");
+    W.table = 1; /* images, no projector here, the table does not list it: 400 */
+    assert_int_equal(send_(IMAGES, &HERE, -1, false), ROUTE_TAKEN);
+    assert_string_equal(W.log, "answer 400 model_not_multimodal;");
 }
 
 /* The first host of the last relay ("relay ab;" -> 'a'). */
@@ -560,7 +597,11 @@ static void test_has_host(void **state)
     W.dl_mesh = true;
     assert_true(route_has_host_of(&RT, "m"));
     W.dl_mesh = false;
-    W.passive_hosts = 1; /* a passive table's hosts */
+    W.passive = true; /* a passive table's hosts */
+    W.table = 2;
+    W.table_hosts = "";
+    assert_false(route_has_host_of(&RT, "m"));
+    W.table_hosts = "b";
     assert_true(route_has_host_of(&RT, "m"));
 }
 
