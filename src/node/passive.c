@@ -28,7 +28,7 @@ typedef struct pv_req {
 
 struct passive {
     uv_loop_t *loop;
-    mesh_t *mesh;
+    passive_io_t io; /* the mesh's (passive_start) or a test's */
     checkin_t *ck;
     relay_ctx_t *relay;
     size_t n_joins;
@@ -72,7 +72,7 @@ static void set_node_addrs(passive_t *p, const rt_node_t *n)
     const char *a[RT_MAX_ADDRS];
     for (size_t i = 0; i < n->n_addrs; i++)
         a[i] = n->addrs[i];
-    mesh_set_peer_addrs(p->mesh, n->id, a, n->n_addrs);
+    p->io.set_addrs(p->io.data, n->id, a, n->n_addrs);
 }
 
 /* The check-in client's news (a table, a silent host): the waiting requests, now; paused or
@@ -200,7 +200,7 @@ static bool step(passive_t *p, pv_req_t *r)
         .path = r->req->path,
         .model = r->model,
         .needs = r->needs,
-        .self_id = mesh_node_id(p->mesh),
+        .self_id = p->io.self_id(p->io.data),
         .table_expired = now >= r->deadline,
         .tries = r->tries,
     };
@@ -221,7 +221,7 @@ static bool step(passive_t *p, pv_req_t *r)
     /* the current candidate: hosts that failed went last, so index by tries among the rest */
     const rt_node_t *host = &t->nodes[node_of[d.order[0]]];
     set_node_addrs(p, host);
-    tp_conn_t *c = mesh_conn(p->mesh, host->id);
+    tp_conn_t *c = p->io.conn(p->io.data, host->id);
     if (!c) {
         if (!r->dial_deadline) r->dial_deadline = now + checkin_attempt_ms(p->ck);
         if (now < r->dial_deadline) return false;
@@ -229,6 +229,7 @@ static bool step(passive_t *p, pv_req_t *r)
              host->id);
         mark_bad(p, host->id);
         r->tries++;
+        p->retries++; /* moved to the next host */
         r->dial_deadline = 0;
         return step(p, r);
     }
@@ -250,7 +251,7 @@ static bool step(passive_t *p, pv_req_t *r)
     relay_track(p->relay, req, host->id);
     count_forward(p, host->id);
     if (r->spilled) p->spilled++;
-    if (relay_start(p->relay, p->mesh, r->model, req, relay, n_relay) == 0) {
+    if (p->io.relay(p->io.data, p->relay, r->model, req, relay, n_relay) == 0) {
         free(r);
         return true;
     }
@@ -262,6 +263,7 @@ static bool step(passive_t *p, pv_req_t *r)
     if (k >= 0 && p->fwd[k].n > 0) p->fwd[k].n--;
     mark_bad(p, host->id);
     r->tries++;
+    p->retries++;
     park(p, r);
     return false;
 }
@@ -310,12 +312,35 @@ static void poll_cb(uv_timer_t *t)
 
 /* ---- life cycle, status ---- */
 
-int passive_start(passive_t **out, uv_loop_t *loop, mesh_t *mesh, const passive_opts_t *o)
+static const char *mesh_io_self_id(void *data)
+{
+    return mesh_node_id(data);
+}
+
+static tp_conn_t *mesh_io_conn(void *data, const char *id)
+{
+    return mesh_conn(data, id);
+}
+
+static void mesh_io_set_addrs(void *data, const char *id, const char *const *a, size_t n)
+{
+    mesh_set_peer_addrs(data, id, a, n);
+}
+
+static int mesh_io_relay(void *data, relay_ctx_t *rc, const char *model, httpd_req_t *req,
+                         const relay_host_t *hosts, size_t n)
+{
+    return relay_start(rc, data, model, req, hosts, n);
+}
+
+/* mesh: passive_start's (its check-in client is checkin_start's), else ckio's. */
+static int start(passive_t **out, uv_loop_t *loop, mesh_t *mesh, const passive_io_t *io,
+                 const checkin_io_t *ckio, const passive_opts_t *o)
 {
     passive_t *p = calloc(1, sizeof *p);
     if (!p) return -ENOMEM;
     p->loop = loop;
-    p->mesh = mesh;
+    p->io = *io;
     p->relay = o->relay;
     p->n_joins = o->n_joins;
     checkin_opts_t co = {.role = o->role,
@@ -328,7 +353,8 @@ int passive_start(passive_t **out, uv_loop_t *loop, mesh_t *mesh, const passive_
                          .on_table = o->on_table,
                          .data = o->data,
                          .paused = o->paused};
-    int rc = checkin_start(&p->ck, loop, mesh, &co);
+    int rc = mesh ? checkin_start(&p->ck, loop, mesh, &co)
+                  : checkin_start_io(&p->ck, loop, io->self_id(io->data), ckio, &co);
     if (rc) {
         free(p);
         return rc;
@@ -338,6 +364,22 @@ int passive_start(passive_t **out, uv_loop_t *loop, mesh_t *mesh, const passive_
     p->poll.data = p;
     *out = p;
     return 0;
+}
+
+int passive_start(passive_t **out, uv_loop_t *loop, mesh_t *mesh, const passive_opts_t *o)
+{
+    passive_io_t io = {.self_id = mesh_io_self_id,
+                       .conn = mesh_io_conn,
+                       .set_addrs = mesh_io_set_addrs,
+                       .relay = mesh_io_relay,
+                       .data = mesh};
+    return start(out, loop, mesh, &io, NULL, o);
+}
+
+int passive_start_io(passive_t **out, uv_loop_t *loop, const passive_io_t *io,
+                     const checkin_io_t *ck, const passive_opts_t *o)
+{
+    return start(out, loop, NULL, io, ck, o);
 }
 
 /* The driver itself stays allocated: tunnels and streams in flight may still call back into it
@@ -350,6 +392,20 @@ void passive_stop(passive_t *p)
     checkin_stop(p->ck); /* and the waiting requests are answered 503 (on_checkin) */
     while (p->pending)
         step(p, p->pending);
+}
+
+static void poll_closed(uv_handle_t *h)
+{
+    free(h->data);
+}
+
+void passive_free(passive_t *p)
+{
+    if (!p) return;
+    passive_stop(p);
+    checkin_free(p->ck);
+    p->ck = NULL;
+    uv_close((uv_handle_t *)&p->poll, poll_closed);
 }
 
 checkin_t *passive_checkin(const passive_t *p)

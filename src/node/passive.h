@@ -52,9 +52,29 @@ typedef struct {
 } passive_opts_t;
 
 int passive_start(passive_t **out, uv_loop_t *loop, mesh_t *mesh, const passive_opts_t *o);
-/* Answers every waiting request (503) and frees everything (callbacks pending in the transport
- * find the driver gone). */
+
+/* How the request path reaches the mesh; its check-in client reaches nodes (and reads its
+ * clock, the request path's too) through ck (checkin.h). passive_start uses the mesh's (and
+ * checkin_start); tests give their own (a connection of their own, a relay that records, a
+ * clock they move). */
+typedef struct {
+    const char *(*self_id)(void *data);             /* mesh_node_id */
+    tp_conn_t *(*conn)(void *data, const char *id); /* mesh_conn: NULL while a dial runs */
+    void (*set_addrs)(void *data, const char *id, const char *const *addrs, size_t n);
+    /* relay_start over the mesh: 0 when a host took req (the relay answers it) */
+    int (*relay)(void *data, relay_ctx_t *rc, const char *model, httpd_req_t *req,
+                 const relay_host_t *hosts, size_t n);
+    void *data;
+} passive_io_t;
+int passive_start_io(passive_t **out, uv_loop_t *loop, const passive_io_t *io,
+                     const checkin_io_t *ck, const passive_opts_t *o);
+/* Answers every waiting request (503) and stops its check-in client; the driver stays
+ * allocated (callbacks pending in the transport find it stopping) until passive_free. */
 void passive_stop(passive_t *p);
+/* After passive_stop, once no stream of its check-in client can call back (its connections
+ * closed): closes its timer and its check-in client's (checkin_free) and frees them in their
+ * close callbacks (the loop must run). */
+void passive_free(passive_t *p);
 
 /* A request for `model` that route_decide sent to the table (RD_FORWARD or RD_WAIT over
  * passive_facts, node/route.c): false when the table does not know it (it changed since);
