@@ -10,6 +10,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "api_ollama.h"
 #include "api_routes.h"
 #include "log.h"
 #include "meshstat.h"
@@ -268,6 +269,15 @@ static void dispatch(api_t *api, httpd_req_t *req)
         }
         return handle_health(api, req);
     }
+    ollama_ep_t oep = ollama_endpoint(path);
+    if (oep != OL_NONE) {
+        if (!key_ok(api, req)) {
+            httpd_respond_error(req, 401, "invalid_request_error", "invalid_api_key",
+                                "missing or wrong API key; send 'Authorization: Bearer <key>'");
+            return;
+        }
+        return api_ollama(api, req, oep);
+    }
     if (strncmp(path, "/api/v1/", 8) == 0 || strncmp(path, "/api/v0/", 8) == 0) {
         if (!key_ok(api, req)) {
             httpd_respond_error(req, 401, "invalid_request_error", "invalid_api_key",
@@ -314,11 +324,15 @@ static void api_handle(httpd_req_t *req)
     dispatch(req->server->data, req);
 }
 
-void api_chat(api_t *api, httpd_req_t *req)
+void api_serve_as(api_t *api, httpd_req_t *req, const char *path)
 {
-    static const char path[] = "/v1/chat/completions";
     req->url = req->path = path; /* what the proxy and the tunnel forward */
     dispatch(api, req);
+}
+
+void api_chat(api_t *api, httpd_req_t *req)
+{
+    api_serve_as(api, req, "/v1/chat/completions");
 }
 
 void api_set_unavailable(api_t *api, const char *msg)

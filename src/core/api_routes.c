@@ -60,6 +60,9 @@ const api_route_t *api_route_find(const char *path)
 
 api_err_shape_t api_route_err_shape(const char *path)
 {
+    if (path && strncmp(path, "/api/", 5) == 0 && strncmp(path, "/api/v0/", 8) != 0 &&
+        strncmp(path, "/api/v1/", 8) != 0)
+        return API_ERR_OLLAMA;
     if (!path || strncmp(path, "/v1/messages", 12) != 0) return API_ERR_OPENAI;
     return path[12] == '\0' || path[12] == '/' ? API_ERR_ANTHROPIC : API_ERR_OPENAI;
 }

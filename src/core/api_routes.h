@@ -13,7 +13,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-typedef enum { API_ERR_OPENAI = 0, API_ERR_ANTHROPIC = 1 } api_err_shape_t;
+/* OLLAMA: {"error":"message"} (Ollama's API, /api/... but the node's /api/v0, /api/v1) */
+typedef enum { API_ERR_OPENAI = 0, API_ERR_ANTHROPIC = 1, API_ERR_OLLAMA = 2 } api_err_shape_t;
 
 /* what the endpoint needs (values of mm_type_t; ANY: whatever model, e.g. /tokenize) */
 enum { API_NEEDS_ANY = -1, API_NEEDS_LLM = 0, API_NEEDS_EMBEDDING = 1, API_NEEDS_RERANKING = 2 };
@@ -30,7 +31,8 @@ typedef struct {
 const api_route_t *api_route_find(const char *path);
 size_t api_route_count(void);
 const api_route_t *api_route_at(size_t i);
-/* The error shape of any path (Anthropic for /v1/messages and below, else OpenAI). */
+/* The error shape of any path (Anthropic for /v1/messages and below, Ollama for /api/... but
+ * /api/v0/... and /api/v1/..., else OpenAI). */
 api_err_shape_t api_route_err_shape(const char *path);
 /* Whether a request may come through a mesh member's tunnel: POST to a row of the table,
  * GET /v1/models, GET /health. method and path are exact (path without the query string). */

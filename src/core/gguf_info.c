@@ -15,7 +15,19 @@
 #define MAX_DEPTH 4
 
 enum {
-    T_U8 = 0, T_I8, T_U16, T_I16, T_U32, T_I32, T_F32, T_BOOL, T_STR, T_ARR, T_U64, T_I64, T_F64,
+    T_U8 = 0,
+    T_I8,
+    T_U16,
+    T_I16,
+    T_U32,
+    T_I32,
+    T_F32,
+    T_BOOL,
+    T_STR,
+    T_ARR,
+    T_U64,
+    T_I64,
+    T_F64,
 };
 
 typedef struct {
@@ -30,8 +42,7 @@ static int take(rd_t *r, void *out, size_t n)
         r->short_read = 1;
         return -1;
     }
-    if (out)
-        memcpy(out, r->p + r->off, n);
+    if (out) memcpy(out, r->p + r->off, n);
     r->off += n;
     return 0;
 }
@@ -48,8 +59,7 @@ static int u64(rd_t *r, uint64_t *v)
 
 static int str(rd_t *r, const uint8_t **s, uint64_t *n, uint64_t cap)
 {
-    if (u64(r, n) || *n > cap)
-        return -1;
+    if (u64(r, n) || *n > cap) return -1;
     *s = r->p + r->off;
     return take(r, NULL, (size_t)*n);
 }
@@ -57,21 +67,31 @@ static int str(rd_t *r, const uint8_t **s, uint64_t *n, uint64_t cap)
 static size_t scalar_size(uint32_t t)
 {
     switch (t) {
-    case T_U8: case T_I8: case T_BOOL: return 1;
-    case T_U16: case T_I16: return 2;
-    case T_U32: case T_I32: case T_F32: return 4;
-    case T_U64: case T_I64: case T_F64: return 8;
-    default: return 0;
+    case T_U8:
+    case T_I8:
+    case T_BOOL:
+        return 1;
+    case T_U16:
+    case T_I16:
+        return 2;
+    case T_U32:
+    case T_I32:
+    case T_F32:
+        return 4;
+    case T_U64:
+    case T_I64:
+    case T_F64:
+        return 8;
+    default:
+        return 0;
     }
 }
 
 static int skip_value(rd_t *r, uint32_t type, int depth)
 {
-    if (depth > MAX_DEPTH)
-        return -1;
+    if (depth > MAX_DEPTH) return -1;
     size_t sz = scalar_size(type);
-    if (sz)
-        return take(r, NULL, sz);
+    if (sz) return take(r, NULL, sz);
     if (type == T_STR) {
         const uint8_t *s;
         uint64_t n;
@@ -80,8 +100,7 @@ static int skip_value(rd_t *r, uint32_t type, int depth)
     if (type == T_ARR) {
         uint32_t et;
         uint64_t n;
-        if (u32(r, &et) || u64(r, &n))
-            return -1;
+        if (u32(r, &et) || u64(r, &n)) return -1;
         size_t esz = scalar_size(et);
         if (esz) {
             if (n > (r->len - r->off) / esz) {
@@ -90,16 +109,14 @@ static int skip_value(rd_t *r, uint32_t type, int depth)
             }
             return take(r, NULL, (size_t)(n * esz));
         }
-        if (et != T_STR && et != T_ARR)
-            return -1;
+        if (et != T_STR && et != T_ARR) return -1;
         /* each element takes at least 8 bytes: a hostile count fails fast */
         if (n > (r->len - r->off) / 8) {
             r->short_read = 1;
             return -1;
         }
         for (uint64_t i = 0; i < n; i++)
-            if (skip_value(r, et, depth + 1))
-                return -1;
+            if (skip_value(r, et, depth + 1)) return -1;
         return 0;
     }
     return -1;
@@ -118,17 +135,33 @@ static int read_int(rd_t *r, uint32_t type, int64_t *v)
         int64_t i64;
     } x;
     size_t sz = scalar_size(type);
-    if (!sz || type == T_F32 || type == T_F64 || take(r, &x, sz))
-        return -1;
+    if (!sz || type == T_F32 || type == T_F64 || take(r, &x, sz)) return -1;
     switch (type) {
-    case T_U8: case T_BOOL: *v = x.u8; break;
-    case T_I8: *v = x.i8; break;
-    case T_U16: *v = x.u16; break;
-    case T_I16: *v = x.i16; break;
-    case T_U32: *v = x.u32; break;
-    case T_I32: *v = x.i32; break;
-    case T_U64: *v = (int64_t)x.u64; break;
-    default: *v = x.i64; break;
+    case T_U8:
+    case T_BOOL:
+        *v = x.u8;
+        break;
+    case T_I8:
+        *v = x.i8;
+        break;
+    case T_U16:
+        *v = x.u16;
+        break;
+    case T_I16:
+        *v = x.i16;
+        break;
+    case T_U32:
+        *v = x.u32;
+        break;
+    case T_I32:
+        *v = x.i32;
+        break;
+    case T_U64:
+        *v = (int64_t)x.u64;
+        break;
+    default:
+        *v = x.i64;
+        break;
     }
     return 0;
 }
@@ -137,8 +170,7 @@ static int read_int(rd_t *r, uint32_t type, int64_t *v)
 static void read_u32(rd_t *r, uint32_t type, uint32_t *out)
 {
     int64_t x;
-    if (!read_int(r, type, &x) && x >= 0 && x <= (1 << 24))
-        *out = (uint32_t)x;
+    if (!read_int(r, type, &x) && x >= 0 && x <= (1 << 24)) *out = (uint32_t)x;
 }
 
 static int key_is(const uint8_t *k, uint64_t kl, const char *arch, const char *suffix)
@@ -152,12 +184,12 @@ int gguf_info_parse(const uint8_t *data, size_t len, gguf_info_t *out)
 {
     memset(out, 0, sizeof *out);
     out->pooling_type = -1;
+    out->file_type = -1;
     rd_t r = {.p = data, .len = len};
     uint8_t magic[4];
     if (take(&r, magic, 4) || memcmp(magic, "GGUF", 4) != 0)
         return r.short_read ? -ENODATA : -EINVAL;
-    if (u32(&r, &out->version) || u64(&r, &out->n_tensors) || u64(&r, &out->n_kv))
-        return -ENODATA;
+    if (u32(&r, &out->version) || u64(&r, &out->n_tensors) || u64(&r, &out->n_kv)) return -ENODATA;
     if (out->version < 2 || out->version > 3 || out->n_kv > MAX_KV || out->n_tensors > (1u << 24))
         return -EINVAL;
     /* Keys may come in any order: pass 1 checks the whole key/value section and finds the
@@ -172,8 +204,7 @@ int gguf_info_parse(const uint8_t *data, size_t len, gguf_info_t *out)
             if (str(&r, &k, &kl, MAX_KEY) || u32(&r, &type))
                 return r.short_read ? -ENODATA : -EINVAL;
             rd_t v = {.p = data, .len = len, .off = r.off};
-            if (skip_value(&r, type, 0))
-                return r.short_read ? -ENODATA : -EINVAL;
+            if (skip_value(&r, type, 0)) return r.short_read ? -ENODATA : -EINVAL;
             const uint8_t *s;
             uint64_t n;
             int64_t x;
@@ -181,8 +212,7 @@ int gguf_info_parse(const uint8_t *data, size_t len, gguf_info_t *out)
             if (pass == 1) {
                 if (kl == 20 && memcmp(k, "general.architecture", 20) == 0 && type == T_STR &&
                     !str(&v, &s, &n, MAX_STR)) {
-                    if (n >= sizeof out->architecture)
-                        return -EINVAL;
+                    if (n >= sizeof out->architecture) return -EINVAL;
                     memcpy(out->architecture, s, n);
                     out->architecture[n] = '\0';
                 } else if (kl == 12 && memcmp(k, "general.name", 12) == 0 && type == T_STR &&
@@ -190,6 +220,9 @@ int gguf_info_parse(const uint8_t *data, size_t len, gguf_info_t *out)
                     size_t c = n < sizeof out->name - 1 ? (size_t)n : sizeof out->name - 1;
                     memcpy(out->name, s, c);
                     out->name[c] = '\0';
+                } else if (kl == 17 && memcmp(k, "general.file_type", 17) == 0 &&
+                           !read_int(&v, type, &x) && x >= 0 && x <= INT32_MAX) {
+                    out->file_type = (int32_t)x;
                 }
             } else if (key_is(k, kl, a, "pooling_type")) {
                 if (!read_int(&v, type, &x) && x >= INT32_MIN && x <= INT32_MAX)
@@ -221,8 +254,7 @@ int gguf_info_parse(const uint8_t *data, size_t len, gguf_info_t *out)
 int gguf_info_read(const char *path, gguf_info_t *out)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
+    if (fd < 0) return -errno;
     struct stat st;
     if (fstat(fd, &st) != 0) {
         int e = -errno;
@@ -247,28 +279,23 @@ int gguf_info_read(const char *path, gguf_info_t *out)
             break;
         }
         rc = gguf_info_parse(buf, (size_t)got, out);
-        if (rc != -ENODATA || chunk >= want)
-            break;
+        if (rc != -ENODATA || chunk >= want) break;
         chunk = chunk * 4 < want ? chunk * 4 : want;
     }
     free(buf);
     close(fd);
-    if (rc == 0)
-        out->file_size = (uint64_t)st.st_size;
+    if (rc == 0) out->file_size = (uint64_t)st.st_size;
     return rc;
 }
 
 mm_type_t gguf_info_type(const gguf_info_t *info)
 {
-    if (info->pooling_type == 4 || info->has_classifier)
-        return MM_RERANKING;
-    static const char *const encoders[] = {"bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v2",
-                                           "jina-bert-v3", "neo-bert", "modern-bert", "t5encoder",
-                                           "gte", "eurobert"};
+    if (info->pooling_type == 4 || info->has_classifier) return MM_RERANKING;
+    static const char *const encoders[] = {
+        "bert",     "nomic-bert",  "nomic-bert-moe", "jina-bert-v2", "jina-bert-v3",
+        "neo-bert", "modern-bert", "t5encoder",      "gte",          "eurobert"};
     for (size_t i = 0; i < sizeof encoders / sizeof encoders[0]; i++)
-        if (strcmp(info->architecture, encoders[i]) == 0)
-            return MM_EMBEDDING;
-    if (info->pooling_type >= 1 && info->pooling_type <= 3)
-        return MM_EMBEDDING;
+        if (strcmp(info->architecture, encoders[i]) == 0) return MM_EMBEDDING;
+    if (info->pooling_type >= 1 && info->pooling_type <= 3) return MM_EMBEDDING;
     return MM_LLM;
 }

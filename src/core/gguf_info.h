@@ -22,6 +22,7 @@ typedef struct {
     uint32_t head_count_kv; /* scalar only; per-layer arrays are read as absent */
     uint32_t key_length, value_length;
     int has_classifier; /* <arch>.classifier.output_labels present (reranker head) */
+    int32_t file_type;  /* general.file_type (llama_ftype), -1 = absent */
     uint64_t file_size;
 } gguf_info_t;
 

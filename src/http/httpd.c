@@ -86,6 +86,21 @@ static void req_finished(httpd_req_t *r)
     void (*f)(httpd_req_t *) = r->on_finish;
     r->on_finish = NULL;
     if (f) f(r);
+    httpd_filter_t *flt = r->filter;
+    if (flt && flt->done) flt->done(r); /* may free flt */
+    r->filter = NULL;
+}
+
+/* The filter's end, once: whether it ran. */
+static bool filter_end(httpd_req_t *r, bool complete, bool *keep_alive)
+{
+    httpd_filter_t *flt = r->filter;
+    if (!flt || !flt->end) return false;
+    void (*end)(httpd_req_t *, bool, bool *) = flt->end;
+    flt->end = NULL;
+    flt->write = NULL;
+    end(r, complete, keep_alive);
+    return true;
 }
 
 static void conn_close(httpd_conn_t *c)
@@ -331,6 +346,7 @@ static void dispatch(httpd_conn_t *c)
     r->finish_data = NULL;
     r->tag = 0;
     r->keep_tail = false;
+    r->filter = NULL;
     free(r->tail);
     r->tail = NULL;
     r->tail_len = 0;
@@ -615,6 +631,14 @@ int httpd_write(httpd_req_t *req, const void *data, size_t len)
     httpd_conn_t *c = req->conn;
     if (!c->req_live) return -EPIPE;
     if (req->keep_tail && len) keep_tail(req, data, len);
+    if (req->filter && req->filter->write) return req->filter->write(req, data, len);
+    return httpd_write_through(req, data, len);
+}
+
+int httpd_write_through(httpd_req_t *req, const void *data, size_t len)
+{
+    httpd_conn_t *c = req->conn;
+    if (!c->req_live) return -EPIPE;
     if (!req->mesh.status && len >= 12 && memcmp(data, "HTTP/1.", 7) == 0) {
         const char *d = (const char *)data + 9; /* "HTTP/1.1 200 ..." */
         if (d[0] >= '1' && d[0] <= '5' && d[1] >= '0' && d[1] <= '9' && d[2] >= '0' && d[2] <= '9')
@@ -637,6 +661,7 @@ void httpd_end(httpd_req_t *req, bool keep_alive)
 {
     httpd_conn_t *c = req->conn;
     if (!c->req_live) return;
+    filter_end(req, true, &keep_alive);
     c->req_live = false;
     meshstat_req_done(c->server->opts.stat, req, httpd_now_ns());
     c->end_keep_alive = keep_alive && req->keep_alive && !c->server->closing;
@@ -649,6 +674,11 @@ void httpd_abort(httpd_req_t *req)
 {
     httpd_conn_t *c = req->conn;
     bool live = c->req_live;
+    bool ka = false;
+    if (live && filter_end(req, false, &ka)) { /* the filter ended the answer: let it out */
+        httpd_end(req, false);
+        return;
+    }
     if (live) meshstat_req_done(c->server->opts.stat, req, httpd_now_ns());
     c->req_live = false;
     if (live) req_finished(req);

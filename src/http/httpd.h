@@ -29,6 +29,7 @@
 typedef struct httpd httpd_t;
 typedef struct httpd_conn httpd_conn_t;
 typedef struct httpd_req httpd_req_t;
+typedef struct httpd_filter httpd_filter_t; /* below */
 
 typedef struct {
     const char *name;
@@ -83,12 +84,28 @@ struct httpd_req {
     bool keep_tail;
     char *tail;
     size_t tail_len;
+    httpd_filter_t *filter; /* NULL: bytes go to the client as written */
     httpd_conn_t *conn;
 };
 
 #define HTTPD_TAIL_BYTES 4096
 
 typedef void (*httpd_handler_cb)(httpd_req_t *req);
+
+/* A response filter (set by a handler before the response starts): every byte written to the
+ * request (httpd_write: status line, headers, body, whoever writes them — httpd_respond, the
+ * proxy, the relay) goes to write instead of the client, and the filter writes what the client
+ * gets with httpd_write_through. keep_tail still keeps the bytes given to httpd_write. end runs
+ * once before the response ends (httpd_end; httpd_abort too: complete is then false, and a
+ * filter that wrote its end lets the connection close after it instead of cutting it), done
+ * once when the request's life ends (after on_finish): the filter's memory goes there. */
+struct httpd_filter {
+    int (*write)(httpd_req_t *req, const void *data, size_t len);
+    /* complete: the response ended normally; *keep_alive: the writer's wish (may be cleared) */
+    void (*end)(httpd_req_t *req, bool complete, bool *keep_alive);
+    void (*done)(httpd_req_t *req);
+    void *data;
+};
 
 /* Request bytes buffered by the servers that share this budget (headers, bodies, pipelined
  * input), and the cap on them (0: HTTPD_DEFAULT_BUFFER_CAP). A connection whose input would
@@ -179,6 +196,8 @@ int httpd_stream_begin(httpd_req_t *req, int status, const char *content_type,
 
 /* Raw writes: the caller produces the status line, headers and body framing itself. */
 int httpd_write(httpd_req_t *req, const void *data, size_t len);
+/* Past the request's filter (what a filter writes); without a filter, httpd_write. */
+int httpd_write_through(httpd_req_t *req, const void *data, size_t len);
 size_t httpd_write_queue(const httpd_req_t *req);
 /* Response bytes the client has not taken yet: those queued here plus those still in the
  * socket's send queue (SIOCOUTQ: unsent or unacknowledged). What a long stream bounds. */

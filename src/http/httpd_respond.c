@@ -127,6 +127,8 @@ static int respond_error_v(httpd_req_t *req, int status, const char *extra, cons
         req->error_shape == API_ERR_ANTHROPIC
             ? json_pack("{s:s,s:{s:s,s:s}}", "type", "error", "error", "type",
                         api_anthropic_error_type(status), "message", msg)
+        : req->error_shape == API_ERR_OLLAMA
+            ? json_pack("{s:s}", "error", msg)
             : json_pack("{s:{s:s,s:s,s:s?}}", "error", "message", msg, "type", type, "code", code);
     char *js = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);

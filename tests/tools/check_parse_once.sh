@@ -9,6 +9,7 @@ set -eu
 src="${1:-$(dirname "$0")/../../src}"
 allowed='
 core/request.c 1 the one parse of an inference request body (request_parse)
+core/ollama.c 1 Ollama API bodies (translated once into the OpenAI body, parsed again by request_parse), the OpenAI answers translated back
 core/resume.c 3 resume_build: the failover rewrite of the body (only when a stream broke); resume_track_event, resume_splice_event: SSE events of the answer
 core/metrics.c 1 usage and timings in the tail of an answer
 core/wire.c 1 mesh wire frames

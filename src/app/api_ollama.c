@@ -1,0 +1,100 @@
+/* api_ollama — see api_ollama.h. */
+#include "api_ollama.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <llhttp.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+
+#include "log.h"
+
+void api_ollama_time(char *out, size_t len)
+{
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    struct tm tm;
+    gmtime_r(&tv.tv_sec, &tm);
+    char day[32];
+    strftime(day, sizeof day, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(out, len, "%s.%06ldZ", day, (long)tv.tv_usec);
+}
+
+/* Ollama's answer to a call that only loads the model (no prompt, no messages). */
+static void load_only(httpd_req_t *req, const ollama_req_t *rq)
+{
+    char at[48];
+    api_ollama_time(at, sizeof at);
+    json_t *o = json_pack("{s:s,s:s}", "model", rq->model, "created_at", at);
+    if (rq->ep == OL_CHAT)
+        json_object_set_new(o, "message",
+                            json_pack("{s:s,s:s}", "role", "assistant", "content", ""));
+    else
+        json_object_set_new(o, "response", json_string(""));
+    json_object_set_new(o, "done", json_true());
+    json_object_set_new(o, "done_reason", json_string("load"));
+    httpd_respond_json(req, 200, o);
+}
+
+static void inference(api_t *api, httpd_req_t *req, ollama_ep_t ep)
+{
+    ollama_req_t rq;
+    int rc = ollama_request(&rq, ep, req->body, req->body_len);
+    if (rc < 0) {
+        httpd_respond_error(req, rc == -ENOMEM ? 500 : 400, "invalid_request_error", "invalid_body",
+                            "%s", rc == -ENOMEM ? "out of memory" : rq.err);
+        ollama_req_free(&rq);
+        return;
+    }
+    if (rq.load_only) {
+        load_only(req, &rq);
+        ollama_req_free(&rq);
+        return;
+    }
+    const char *path = rq.path;
+    if (api_ollama_filter(req, &rq) < 0) {
+        httpd_respond_error(req, 500, "server_error", "no_memory", "out of memory");
+        return;
+    }
+    /* from here on the request is an OpenAI one (the body is the filter's): the same key,
+     * admission, routing and metrics; the filter turns whatever answers it into Ollama's */
+    api_serve_as(api, req, path);
+}
+
+void api_ollama(api_t *api, httpd_req_t *req, ollama_ep_t ep)
+{
+    const char *want = ollama_method(ep);
+    if (ep == OL_UNKNOWN) {
+        httpd_respond_error(req, 404, "invalid_request_error", "not_found",
+                            "%s is not part of the Ollama API this node serves (version, tags, "
+                            "ps, show, chat, generate, embed, embeddings)",
+                            req->path);
+        return;
+    }
+    bool head = want && strcmp(want, "GET") == 0 && strcmp(req->method_str, "HEAD") == 0;
+    if (!want || (strcmp(req->method_str, want) != 0 && !head)) {
+        httpd_respond_405(req, want ? want : "GET");
+        return;
+    }
+    switch (ep) {
+    case OL_VERSION:
+        httpd_respond_json(req, 200, json_pack("{s:s}", "version", OLLAMA_VERSION));
+        return;
+    case OL_TAGS:
+        return api_ollama_tags(api, req);
+    case OL_PS:
+        return api_ollama_ps(api, req);
+    case OL_SHOW:
+        return api_ollama_show(api, req);
+    case OL_PULL:
+    case OL_DELETE:
+        httpd_respond_error(req, 501, "invalid_request_error", "not_implemented",
+                            "%s is not served yet: use 'mesh-llm download' or /api/v1/models",
+                            req->path);
+        return;
+    default:
+        return inference(api, req, ep);
+    }
+}

@@ -1,0 +1,27 @@
+/* api_ollama — Ollama's API on the inference port (core/ollama.h translates): /api/version,
+ * /api/tags, /api/ps, /api/show (renderers of the node's typed state, api_ollama_list.c),
+ * /api/chat, /api/generate, /api/embed, /api/embeddings (the body translated once into the
+ * OpenAI body and served like any inference request; the answer translated back by a response
+ * filter on the client's request, api_ollama_filter.c); every other /api/... path answers an
+ * Ollama-shaped error. */
+#ifndef MESH_API_OLLAMA_H
+#define MESH_API_OLLAMA_H
+
+#include "api_openai.h"
+#include "ollama.h"
+
+/* Answer req (an Ollama path, ep: ollama_endpoint's; the key was checked). */
+void api_ollama(api_t *api, httpd_req_t *req, ollama_ep_t ep);
+
+/* The listings (api_ollama_list.c). */
+void api_ollama_tags(api_t *api, httpd_req_t *req);
+void api_ollama_ps(api_t *api, httpd_req_t *req);
+void api_ollama_show(api_t *api, httpd_req_t *req);
+
+/* Set the response filter that turns the OpenAI answer to req into Ollama's, taking rq (its
+ * body becomes the request's; freed with the request). Returns 0 or -ENOMEM (rq is then freed). */
+int api_ollama_filter(httpd_req_t *req, ollama_req_t *rq);
+/* The RFC 3339 time Ollama's answers carry, of now. */
+void api_ollama_time(char *out, size_t len);
+
+#endif

