@@ -679,7 +679,8 @@ int ollama_whole(ollama_resp_t *r, int upstream_status, const char *body, size_t
         size_t k;
         json_t *embs = embeddings_of(o, &k);
         if (r->ep == OL_EMBEDDINGS) {
-            res = json_pack("{s:O}", "embedding", k ? json_array_get(embs, 0) : json_array());
+            json_t *first = k ? json_incref(json_array_get(embs, 0)) : json_array();
+            res = json_pack("{s:o}", "embedding", first);
             json_decref(embs);
         } else {
             res = line_base(r);

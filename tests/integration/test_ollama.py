@@ -105,3 +105,68 @@ def test_ollama_paths_refused_through_the_tunnel(start_node):
     # the console's tunnel probe: the host's own API served over a TUNNEL_HTTP stream
     r = c.request("GET", "/api/v1/tunnel-probe")
     assert r.status in (403, 404)
+
+
+def run_client(port):
+    r = subprocess.run(["node", os.path.join(JS, "ollama.mjs"), f"http://127.0.0.1:{port}", LLM,
+                        EMB], capture_output=True, text=True, timeout=300, cwd=JS)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def check_client(out, want):
+    """The protocol as the official client sees it; want: /v1/chat/completions' greedy text."""
+    problems = [f"{k}: {v['error']}" for k, v in out.items()
+                if isinstance(v, dict) and "error" in v and not isinstance(v.get("status"), int)]
+    assert not problems, "\n".join(problems)
+    assert isinstance(out["version"]["version"], str)
+    names = {m["name"]: m for m in out["list"]}
+    assert LLM in names and EMB in names, out["list"]
+    assert names[EMB]["details"]["quantization_level"] == "Q8_0"
+    assert "completion" in out["show"]["capabilities"]
+    c = out["chat"]
+    assert c["text"] == want and c["role"] == "assistant" and c["done"] is True
+    assert c["done_reason"] == "length" and c["eval_count"] == 8 and c["prompt_eval_count"] > 0
+    s = out["chat_stream"]
+    assert s["text"] == want and s["n"] >= 2 and s["dones"][-1] is True
+    assert not any(s["dones"][:-1]) and s["eval_count"] == 8
+    assert out["generate"]["text"] == want and out["generate"]["done"] is True
+    assert out["generate_stream"]["text"] == want and out["generate_stream"]["done"] is True
+    e = out["embed"]
+    assert e["n"] == 2 and e["dim"] == 128 and e["prompt_eval_count"] > 0  # TinyStories-656K
+    assert out["embeddings"]["dim"] == 128
+    assert LLM in out["ps"] and EMB in out["ps"], out["ps"]
+    u = out["unknown_model"]
+    assert u["status"] == 404 and "no-such-model" in u["message"], u
+    i = out["image_to_text_model"]
+    assert i["status"] == 400 and "image" in i["message"], i
+
+
+needs_client = pytest.mark.skipif(
+    not shutil.which("node") or not os.path.isdir(os.path.join(JS, "node_modules", "ollama")),
+    reason="needs node and tests/js/node_modules (scripts/deps.sh test)")
+
+
+@needs_client
+def test_official_ollama_client_solo(start_node):
+    n = start_node(*host_args(), env=ENV)
+    want = openai_text(n, "Once upon a time")
+    check_client(run_client(n.api_port), want)
+
+
+@needs_client
+def test_official_ollama_client_through_client_node(start_node):
+    """A --client node serves nothing: every Ollama call is routed to the host, and its
+    listings show the host's models."""
+    h = start_node(*host_args(), env=ENV)
+    c = start_node("--port", "0", "--client", "--join", h.token, env=ENV)
+
+    def both_ready():
+        r = c.request("GET", "/v1/models")
+        st = {m["id"]: m.get("status") for m in r.json()["data"]} if r.status == 200 else {}
+        return st.get(LLM) == "ready" and st.get(EMB) == "ready"
+    h.request("POST", "/v1/embeddings", {"model": EMB, "input": "x"})  # load it
+    openai_text(h, "x")
+    wait_for(both_ready, timeout=60, what="the client node to see both models ready")
+    want = openai_text(h, "Once upon a time")
+    check_client(run_client(c.api_port), want)

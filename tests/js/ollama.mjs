@@ -1,0 +1,83 @@
+// The official `ollama` client against a mesh-llm node: node ollama.mjs HOST LLM EMB
+// Runs every case and prints one JSON line: {case: what it observed | {error: ...}}.
+import { Ollama } from "ollama";
+
+const [host, llm, emb] = process.argv.slice(2);
+const ollama = new Ollama({ host });
+const greedy = { temperature: 0, top_k: 1, seed: 1, num_predict: 8 };
+const user = [{ role: "user", content: "Once upon a time" }];
+// a 1x1 PNG
+const png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
+
+function last(parts) {
+  return parts[parts.length - 1];
+}
+
+async function errorOf(p) {
+  try {
+    await p;
+    return { error: "no error" };
+  } catch (e) {
+    return { status: e.status_code, message: e.error ?? e.message };
+  }
+}
+
+const cases = {
+  async version() {
+    return await ollama.version();
+  },
+  async list() {
+    const r = await ollama.list();
+    return r.models.map((m) => ({ name: m.name, size: m.size, details: m.details }));
+  },
+  async show() {
+    const r = await ollama.show({ model: llm });
+    return { details: r.details, capabilities: r.capabilities, model_info: r.model_info };
+  },
+  async chat() {
+    const r = await ollama.chat({ model: llm, messages: user, options: greedy });
+    return { text: r.message.content, role: r.message.role, done: r.done, done_reason: r.done_reason, eval_count: r.eval_count, prompt_eval_count: r.prompt_eval_count };
+  },
+  async chat_stream() {
+    const parts = [];
+    for await (const p of await ollama.chat({ model: llm, messages: user, options: greedy, stream: true })) parts.push(p);
+    return { text: parts.map((p) => p.message.content).join(""), n: parts.length, dones: parts.map((p) => p.done), done_reason: last(parts).done_reason, eval_count: last(parts).eval_count };
+  },
+  async generate() {
+    const r = await ollama.generate({ model: llm, prompt: "Once upon a time", options: greedy });
+    return { text: r.response, done: r.done, eval_count: r.eval_count };
+  },
+  async generate_stream() {
+    const parts = [];
+    for await (const p of await ollama.generate({ model: llm, prompt: "Once upon a time", options: greedy, stream: true })) parts.push(p);
+    return { text: parts.map((p) => p.response).join(""), n: parts.length, done: last(parts).done, eval_count: last(parts).eval_count };
+  },
+  async embed() {
+    const r = await ollama.embed({ model: emb, input: ["Once upon a time", "a cat"] });
+    return { n: r.embeddings.length, dim: r.embeddings[0].length, prompt_eval_count: r.prompt_eval_count };
+  },
+  async embeddings() {
+    const r = await ollama.embeddings({ model: emb, prompt: "Once upon a time" });
+    return { dim: r.embedding.length };
+  },
+  async ps() {
+    const r = await ollama.ps();
+    return r.models.map((m) => m.name);
+  },
+  async unknown_model() {
+    return await errorOf(ollama.chat({ model: "no-such-model", messages: user }));
+  },
+  async image_to_text_model() {
+    return await errorOf(ollama.chat({ model: llm, messages: [{ role: "user", content: "what is this?", images: [png] }] }));
+  },
+};
+
+const out = {};
+for (const [name, fn] of Object.entries(cases)) {
+  try {
+    out[name] = await fn();
+  } catch (e) {
+    out[name] = { error: String(e && e.stack ? e.stack : e) };
+  }
+}
+console.log(JSON.stringify(out));
