@@ -22,9 +22,43 @@ void api_ollama_time(char *out, size_t len)
     snprintf(out, len, "%s.%06ldZ", day, (long)tv.tv_usec);
 }
 
-/* Ollama's answer to a call that only loads the model (no prompt, no messages). */
-static void load_only(httpd_req_t *req, const ollama_req_t *rq)
+/* Local management (keep_alive 0's unload, pull, delete): a client on this host, or one that
+ * showed the node's API key (a mesh member's tunnel never gets here: api_path_allowed). */
+static bool mgmt_allowed(const api_t *api, const httpd_req_t *req)
 {
+    return req->peer == HTTPD_PEER_LOOPBACK ||
+           (req->peer == HTTPD_PEER_NETWORK && (api->cfg->api_key || api->dep.key_known));
+}
+
+/* Whether the mesh knows the model: this node's, or a row of what /v1/models lists. */
+static bool mesh_knows(api_t *api, const char *name)
+{
+    if (models_find(api->ms, name)) return true;
+    if (!api->list_remote) return false;
+    model_list_t l;
+    ml_init(&l);
+    api->list_remote(api->remote_data, &l);
+    bool known = ml_get(&l, name, false) != NULL;
+    ml_free(&l);
+    return known;
+}
+
+/* Ollama's answer to a call with nothing to generate: it loads the model, or (keep_alive 0)
+ * unloads it. Nothing is loaded ahead here (the first request loads it, wherever it is). */
+static void load_only(api_t *api, httpd_req_t *req, const ollama_req_t *rq)
+{
+    if (!mesh_knows(api, rq->model)) {
+        httpd_respond_error(req, 404, "invalid_request_error", "model_not_found",
+                            "model '%s' not found", rq->model);
+        return;
+    }
+    const char *reason = "load";
+    model_entry_t *e = models_find(api->ms, rq->model);
+    if (rq->keep_alive_zero && e && mgmt_allowed(api, req)) {
+        LOGI("ollama", "keep_alive 0: unloading %s", e->mm->name);
+        models_unload(api->ms, e);
+        reason = "unload";
+    }
     char at[48];
     api_ollama_time(at, sizeof at);
     json_t *o = json_pack("{s:s,s:s}", "model", rq->model, "created_at", at);
@@ -34,7 +68,7 @@ static void load_only(httpd_req_t *req, const ollama_req_t *rq)
     else
         json_object_set_new(o, "response", json_string(""));
     json_object_set_new(o, "done", json_true());
-    json_object_set_new(o, "done_reason", json_string("load"));
+    json_object_set_new(o, "done_reason", json_string(reason));
     httpd_respond_json(req, 200, o);
 }
 
@@ -49,12 +83,16 @@ static void inference(api_t *api, httpd_req_t *req, ollama_ep_t ep)
         return;
     }
     if (rq.load_only) {
-        load_only(req, &rq);
+        load_only(api, req, &rq);
         ollama_req_free(&rq);
         return;
     }
+    /* keep_alive 0 unloads the model here once the answer is out (local management only; a
+     * model served elsewhere keeps its host's idle unload) */
+    model_entry_t *unload = NULL;
+    if (rq.keep_alive_zero && mgmt_allowed(api, req)) unload = models_find(api->ms, rq.model);
     const char *path = rq.path;
-    if (api_ollama_filter(req, &rq) < 0) {
+    if (api_ollama_filter(req, &rq, api->ms, unload) < 0) {
         httpd_respond_error(req, 500, "server_error", "no_memory", "out of memory");
         return;
     }

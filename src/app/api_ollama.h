@@ -19,8 +19,9 @@ void api_ollama_ps(api_t *api, httpd_req_t *req);
 void api_ollama_show(api_t *api, httpd_req_t *req);
 
 /* Set the response filter that turns the OpenAI answer to req into Ollama's, taking rq (its
- * body becomes the request's; freed with the request). Returns 0 or -ENOMEM (rq is then freed). */
-int api_ollama_filter(httpd_req_t *req, ollama_req_t *rq);
+ * body becomes the request's; freed with the request). unload (NULL: none): a model of ms to
+ * unload when the request ends (keep_alive 0). Returns 0 or -ENOMEM (rq is then freed). */
+int api_ollama_filter(httpd_req_t *req, ollama_req_t *rq, models_t *ms, model_entry_t *unload);
 /* The RFC 3339 time Ollama's answers carry, of now. */
 void api_ollama_time(char *out, size_t len);
 

@@ -31,6 +31,8 @@ typedef struct {
     bool broken;    /* the upstream bytes do not parse, or a bound was passed */
     buf_t whole;    /* a whole answer's body */
     buf_t out;      /* lines to write */
+    models_t *ms;
+    model_entry_t *unload; /* keep_alive 0: unloaded when the request ends */
 } flt_t;
 
 static uint64_t now_ns(void)
@@ -160,6 +162,10 @@ static void flt_end(httpd_req_t *req, bool complete, bool *keep_alive)
 static void flt_done(httpd_req_t *req)
 {
     flt_t *f = req->filter->data;
+    if (f->unload) {
+        LOGI("ollama", "keep_alive 0: unloading %s after the request", f->unload->mm->name);
+        models_unload(f->ms, f->unload);
+    }
     ollama_resp_free(&f->rs);
     ollama_req_free(&f->rq);
     buf_free(&f->whole);
@@ -167,7 +173,7 @@ static void flt_done(httpd_req_t *req)
     free(f);
 }
 
-int api_ollama_filter(httpd_req_t *req, ollama_req_t *rq)
+int api_ollama_filter(httpd_req_t *req, ollama_req_t *rq, models_t *ms, model_entry_t *unload)
 {
     flt_t *f = calloc(1, sizeof *f);
     if (!f) {
@@ -176,6 +182,8 @@ int api_ollama_filter(httpd_req_t *req, ollama_req_t *rq)
     }
     f->req = req;
     f->rq = *rq;
+    f->ms = ms;
+    f->unload = unload;
     char at[48];
     api_ollama_time(at, sizeof at);
     ollama_resp_init(&f->rs, &f->rq, at, req->start_ns);

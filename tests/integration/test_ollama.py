@@ -10,12 +10,13 @@ import subprocess
 
 import pytest
 
-from harness.node import ROOT, http, model_path, wait_for
+from harness.node import MESH_BIN, ROOT, model_path, wait_for
 
 LLM = "stories260K"
 EMB = "TinyStories-656K-Q8_0"
 JS = os.path.join(ROOT, "tests", "js")
 ENV = {"MESH_LLM_ROUTE_REFRESH_MS": "200"}
+TEST_PEER = os.path.join(os.path.dirname(MESH_BIN), "mesh-test-peer")
 GREEDY = {"temperature": 0, "top_k": 1, "seed": 1, "num_predict": 8}
 
 
@@ -71,7 +72,9 @@ def check_protocol(node):
     # Ollama-shaped errors: an unknown model (routed: the node's 404 translated), a bad body,
     # an endpoint the node does not serve, the wrong method
     r = node.request("POST", "/api/chat", {"model": "no-such-model", "messages": []})
-    assert r.status == 200 and r.json()["done_reason"] == "load"  # a load call: nothing to do
+    assert r.status == 404 and r.json() == {"error": "model 'no-such-model' not found"}, r
+    r = node.request("POST", "/api/generate", {"model": LLM})  # a load call: nothing to do
+    assert r.status == 200 and r.json()["done_reason"] == "load", r
     r = node.request("POST", "/api/chat", {"model": "no-such-model",
                                            "messages": [{"role": "user", "content": "hi"}]})
     assert r.status == 404 and "no-such-model" in r.json()["error"], r
@@ -95,16 +98,57 @@ def test_ollama_protocol_solo(start_node):
     assert by[LLM]["details"]["family"] == "llama" and by[LLM]["size"] > 0
 
 
-def test_ollama_paths_refused_through_the_tunnel(start_node):
-    """A mesh member reaches only the inference API: Ollama's paths (pull among them) answer
-    403 through a tunnel; the entry node translates, so hosts only ever see OpenAI requests."""
-    h = start_node(*host_args(), env=ENV)
-    c = start_node("--port", "0", "--client", "--join", h.token, env=ENV)
-    wait_for(lambda: c.request("GET", "/v1/models").status == 200, timeout=30,
-             what="the client node's API")
-    # the console's tunnel probe: the host's own API served over a TUNNEL_HTTP stream
-    r = c.request("GET", "/api/v1/tunnel-probe")
-    assert r.status in (403, 404)
+def state_of(node, model):
+    return {m["name"]: m["status"] for m in node.status()["models"]}.get(model)
+
+
+def test_keep_alive_zero_unloads(start_node):
+    """keep_alive 0 (a local management action: this client is on loopback) unloads the model
+    once the answer is out; a load call with keep_alive 0 unloads at once."""
+    n = start_node(*host_args(), env=ENV)
+    wait_for(lambda: state_of(n, LLM) == "ready", timeout=60, what="the model to load")
+    r = n.request("POST", "/api/generate", {"model": LLM, "prompt": "Once", "stream": False,
+                                            "keep_alive": 0, "options": GREEDY})
+    assert r.status == 200 and r.json()["done"] is True, r
+    wait_for(lambda: state_of(n, LLM) == "unloaded", timeout=60, what="the model to unload")
+    assert "keep_alive 0: unloading stories260K after the request" in n.stderr()
+    # the next request loads it again; an explicit unload call (no prompt) unloads it at once
+    r = n.request("POST", "/api/chat", {"model": LLM, "stream": False, "options": GREEDY,
+                                        "messages": [{"role": "user", "content": "x"}]})
+    assert r.status == 200, r
+    r = n.request("POST", "/api/generate", {"model": LLM, "keep_alive": "0s"})
+    assert r.status == 200 and r.json()["done_reason"] == "unload", r
+    wait_for(lambda: state_of(n, LLM) == "unloaded", timeout=60, what="the model to unload")
+
+
+def test_ollama_paths_refused_through_the_tunnel(start_node, tmp_path):
+    """A mesh member reaches only the inference API: Ollama's paths (pull and delete among
+    them: local management) answer 403, in Ollama's shape, on every pipelined request of a
+    tunnel; the entry node translates, so hosts only ever see OpenAI requests."""
+    a = start_node("--port", "0", "--model", model_path(LLM))
+    pull = json.dumps({"model": "x/y:Q4_0"}).encode()
+    chat = json.dumps({"model": LLM, "messages": [{"role": "user", "content": "hi"}]}).encode()
+    # (the first request of a tunnel must be an inference one: its line is checked first)
+    req = (b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
+           b"POST /api/pull HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+           b"Content-Length: %d\r\n\r\n" % len(pull) + pull +
+           b"POST /api/chat HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+           b"Content-Length: %d\r\n\r\n" % len(chat) + chat +
+           b"DELETE /api/delete HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+           b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(pull) + pull)
+    f = tmp_path / "req.http"
+    f.write_bytes(req)
+    r = subprocess.run([TEST_PEER, a.token, "tunnel", LLM, str(f)], capture_output=True,
+                       timeout=90)
+    assert r.returncode == 0, r.stderr.decode()
+    out = r.stdout
+    assert out.startswith(b"HTTP/1.1 200 OK\r\n"), out[:300]
+    assert out.count(b"HTTP/1.1 403 Forbidden\r\n") == 3, out[:1200]
+    bodies = [json.loads(part.split(b"\r\n\r\n", 1)[1].split(b"HTTP/1.1 ")[0])
+              for part in out.split(b"HTTP/1.1 403")[1:]]
+    assert all(isinstance(b["error"], str) for b in bodies), bodies
+    assert "/api/pull" in bodies[0]["error"]
+    assert "refused a tunnelled POST /api/pull" in a.stderr()
 
 
 def run_client(port):
