@@ -6,21 +6,8 @@
 #include <llhttp.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/time.h>
-#include <time.h>
 
 #include "log.h"
-
-void api_ollama_time(char *out, size_t len)
-{
-    struct timeval tv;
-    gettimeofday(&tv, NULL);
-    struct tm tm;
-    gmtime_r(&tv.tv_sec, &tm);
-    char day[32];
-    strftime(day, sizeof day, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(out, len, "%s.%06ldZ", day, (long)tv.tv_usec);
-}
 
 /* Local management (keep_alive 0's unload, pull, delete): a client on this host, or one that
  * showed the node's API key (a mesh member's tunnel never gets here: api_path_allowed). */
@@ -72,7 +59,7 @@ static void load_only(api_t *api, httpd_req_t *req, const ollama_req_t *rq)
     httpd_respond_json(req, 200, o);
 }
 
-static void inference(api_t *api, httpd_req_t *req, ollama_ep_t ep)
+static const char *inference(api_t *api, httpd_req_t *req, ollama_ep_t ep)
 {
     ollama_req_t rq;
     int rc = ollama_request(&rq, ep, req->body, req->body_len);
@@ -80,12 +67,12 @@ static void inference(api_t *api, httpd_req_t *req, ollama_ep_t ep)
         httpd_respond_error(req, rc == -ENOMEM ? 500 : 400, "invalid_request_error", "invalid_body",
                             "%s", rc == -ENOMEM ? "out of memory" : rq.err);
         ollama_req_free(&rq);
-        return;
+        return NULL;
     }
     if (rq.load_only) {
         load_only(api, req, &rq);
         ollama_req_free(&rq);
-        return;
+        return NULL;
     }
     /* keep_alive 0 unloads the model here once the answer is out (local management only; a
      * model served elsewhere keeps its host's idle unload) */
@@ -94,14 +81,14 @@ static void inference(api_t *api, httpd_req_t *req, ollama_ep_t ep)
     const char *path = rq.path;
     if (api_ollama_filter(req, &rq, api->ms, unload) < 0) {
         httpd_respond_error(req, 500, "server_error", "no_memory", "out of memory");
-        return;
+        return NULL;
     }
     /* from here on the request is an OpenAI one (the body is the filter's): the same key,
      * admission, routing and metrics; the filter turns whatever answers it into Ollama's */
-    api_serve_as(api, req, path);
+    return path;
 }
 
-void api_ollama(api_t *api, httpd_req_t *req, ollama_ep_t ep)
+const char *api_ollama(api_t *api, httpd_req_t *req, ollama_ep_t ep)
 {
     const char *want = ollama_method(ep);
     if (ep == OL_UNKNOWN) {
@@ -109,29 +96,32 @@ void api_ollama(api_t *api, httpd_req_t *req, ollama_ep_t ep)
                             "%s is not part of the Ollama API this node serves (version, tags, "
                             "ps, show, chat, generate, embed, embeddings)",
                             req->path);
-        return;
+        return NULL;
     }
     bool head = want && strcmp(want, "GET") == 0 && strcmp(req->method_str, "HEAD") == 0;
     if (!want || (strcmp(req->method_str, want) != 0 && !head)) {
         httpd_respond_405(req, want ? want : "GET");
-        return;
+        return NULL;
     }
     switch (ep) {
     case OL_VERSION:
         httpd_respond_json(req, 200, json_pack("{s:s}", "version", OLLAMA_VERSION));
-        return;
+        return NULL;
     case OL_TAGS:
-        return api_ollama_tags(api, req);
+        api_ollama_tags(api, req);
+        return NULL;
     case OL_PS:
-        return api_ollama_ps(api, req);
+        api_ollama_ps(api, req);
+        return NULL;
     case OL_SHOW:
-        return api_ollama_show(api, req);
+        api_ollama_show(api, req);
+        return NULL;
     case OL_PULL:
     case OL_DELETE:
         httpd_respond_error(req, 501, "invalid_request_error", "not_implemented",
                             "%s is not served yet: use 'mesh-llm download' or /api/v1/models",
                             req->path);
-        return;
+        return NULL;
     default:
         return inference(api, req, ep);
     }

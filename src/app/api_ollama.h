@@ -10,8 +10,10 @@
 #include "api_openai.h"
 #include "ollama.h"
 
-/* Answer req (an Ollama path, ep: ollama_endpoint's; the key was checked). */
-void api_ollama(api_t *api, httpd_req_t *req, ollama_ep_t ep);
+/* Answer req (an Ollama path, ep: ollama_endpoint's; the key was checked): NULL when it is
+ * answered (or will be), else the OpenAI path (a static string) the request goes on to as an
+ * ordinary inference request — its body translated, its answer filtered back into Ollama's. */
+const char *api_ollama(api_t *api, httpd_req_t *req, ollama_ep_t ep);
 
 /* The listings (api_ollama_list.c). */
 void api_ollama_tags(api_t *api, httpd_req_t *req);
@@ -22,7 +24,7 @@ void api_ollama_show(api_t *api, httpd_req_t *req);
  * body becomes the request's; freed with the request). unload (NULL: none): a model of ms to
  * unload when the request ends (keep_alive 0). Returns 0 or -ENOMEM (rq is then freed). */
 int api_ollama_filter(httpd_req_t *req, ollama_req_t *rq, models_t *ms, model_entry_t *unload);
-/* The RFC 3339 time Ollama's answers carry, of now. */
+/* The RFC 3339 time Ollama's answers carry, of now (api_ollama_filter.c). */
 void api_ollama_time(char *out, size_t len);
 
 #endif

@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
+#include <time.h>
 
 #include "api_ollama.h"
 #include "log.h"
@@ -34,6 +36,17 @@ typedef struct {
     models_t *ms;
     model_entry_t *unload; /* keep_alive 0: unloaded when the request ends */
 } flt_t;
+
+void api_ollama_time(char *out, size_t len)
+{
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    struct tm tm;
+    gmtime_r(&tv.tv_sec, &tm);
+    char day[32];
+    strftime(day, sizeof day, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(out, len, "%s.%06ldZ", day, (long)tv.tv_usec);
+}
 
 static uint64_t now_ns(void)
 {

@@ -276,7 +276,9 @@ static void dispatch(api_t *api, httpd_req_t *req)
                                 "missing or wrong API key; send 'Authorization: Bearer <key>'");
             return;
         }
-        return api_ollama(api, req, oep);
+        const char *as = api_ollama(api, req, oep);
+        if (!as) return;
+        req->url = req->path = path = as; /* an OpenAI request from here on (api_ollama.h) */
     }
     if (strncmp(path, "/api/v1/", 8) == 0 || strncmp(path, "/api/v0/", 8) == 0) {
         if (!key_ok(api, req)) {
@@ -324,15 +326,11 @@ static void api_handle(httpd_req_t *req)
     dispatch(req->server->data, req);
 }
 
-void api_serve_as(api_t *api, httpd_req_t *req, const char *path)
-{
-    req->url = req->path = path; /* what the proxy and the tunnel forward */
-    dispatch(api, req);
-}
-
 void api_chat(api_t *api, httpd_req_t *req)
 {
-    api_serve_as(api, req, "/v1/chat/completions");
+    static const char path[] = "/v1/chat/completions";
+    req->url = req->path = path; /* what the proxy and the tunnel forward */
+    dispatch(api, req);
 }
 
 void api_set_unavailable(api_t *api, const char *msg)

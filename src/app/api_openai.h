@@ -56,9 +56,6 @@ void api_stop(api_t *api);
 /* A request that came to another server (the console's POST /api/chat) answered as
  * POST /v1/chat/completions: the same checks, routing and byte-for-byte proxying. */
 void api_chat(api_t *api, httpd_req_t *req);
-/* req answered as a request to path (a static string: the proxy and the tunnel forward it),
- * with its body as it is now: the same checks, admission and routing (api_ollama.c). */
-void api_serve_as(api_t *api, httpd_req_t *req, const char *path);
 
 /* (A request's body — its "model", the Anthropic fields — is validated from the facts parsed
  * once, core/request.h: model_rc REQUEST_MODEL_FOUND / _ABSENT or -EINVAL with err,
