@@ -372,10 +372,20 @@ int api_start(api_t *api, uv_loop_t *loop, const config_t *cfg, models_t *ms, me
     };
     int rc = httpd_start(&api->httpd, loop, &o);
     if (rc == 0) api->started = true;
+    if (rc == 0 && cfg->ollama_port >= 0) { /* the same server again, where Ollama's clients look */
+        o.port = cfg->ollama_port;
+        rc = api->ollama_rc = httpd_start(&api->ollama_httpd, loop, &o);
+        if (rc == 0)
+            api->ollama_started = true;
+        else
+            api_stop(api);
+    }
     return rc;
 }
 
 void api_stop(api_t *api)
 {
     if (api->started) httpd_stop(&api->httpd);
+    if (api->ollama_started) httpd_stop(&api->ollama_httpd);
+    api->started = api->ollama_started = false;
 }

@@ -26,6 +26,9 @@ typedef struct {
     models_t *ms;
     httpd_t httpd;
     bool started;
+    httpd_t ollama_httpd; /* --ollama-port: the same API on a second port */
+    bool ollama_started;
+    int ollama_rc; /* api_start failed on that port */
     /* The mesh: where a request goes (node/route.h: served here, parked, relayed, or answered);
      * NULL before the mesh starts (a model of this node is served here, any other is unknown).
      * list_remote merges the mesh's view into a /v1/models list (rows of this node's

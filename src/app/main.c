@@ -142,9 +142,12 @@ static void announce(void *data)
     if (n->mgmt.started)
         LOGI("node", "console: open http://127.0.0.1:%d in a browser (status: GET /api/status)",
              n->mgmt.httpd.port);
-    printf("mesh-llm ready api=%d console=%d quic=%d id=%s token=%s\n", n->api.httpd.port,
+    char ollama[32] = "";
+    if (n->api.ollama_started)
+        snprintf(ollama, sizeof ollama, " ollama=%d", n->api.ollama_httpd.port);
+    printf("mesh-llm ready api=%d console=%d quic=%d id=%s token=%s%s\n", n->api.httpd.port,
            n->mgmt.started ? n->mgmt.httpd.port : 0, mesh_quic_port(n->mesh), mesh_node_id(n->mesh),
-           mesh_token(n->mesh));
+           mesh_token(n->mesh), ollama);
     fflush(stdout);
 }
 
@@ -669,7 +672,10 @@ int main(int argc, char **argv)
     api_deps_t apd = {.admit = admit, .key_known = keys ? key_known : NULL, .admit_data = &n->adm};
     rc = api_start(&n->api, n->loop, &n->ctx.cfg, &n->ms, &n->ctx.stat, &n->ctx.http_budget, &apd);
     if (rc) {
-        if (rc == UV_EADDRINUSE)
+        if (n->api.ollama_rc)
+            LOGE("node", "cannot listen on --ollama-port %d: %s", n->ctx.cfg.ollama_port,
+                 uv_strerror(rc));
+        else if (rc == UV_EADDRINUSE)
             LOGE("node", "port %d is already in use; choose another with --port N (0 = any free)",
                  n->ctx.cfg.port);
         else
@@ -683,6 +689,9 @@ int main(int argc, char **argv)
     }
     LOGI("node", "API listening on %s:%d", n->ctx.cfg.listen_all ? "0.0.0.0" : "127.0.0.1",
          n->api.httpd.port);
+    if (n->api.ollama_started)
+        LOGI("node", "the API (with Ollama's) also on %s:%d (--ollama-port)",
+             n->ctx.cfg.listen_all ? "0.0.0.0" : "127.0.0.1", n->api.ollama_httpd.port);
 
     n->idle = (config_idle(&n->ctx.cfg) && node_dl_pending(&n->ctx.dl_args, NULL) == 0) ||
               n->ctx.cfg.auto_join;

@@ -328,6 +328,7 @@ static int parse(config_t *cfg, int argc, char **argv, const config_src_t *src, 
     memset(cfg, 0, sizeof *cfg);
     cfg->port = 9337;
     cfg->console_port = 3131;
+    cfg->ollama_port = -1;
     cfg->max_body_bytes = DEFAULT_MAX_BODY;
     cfg->log_format = LOG_FORMAT_PRETTY;
     cfg->max_loaded[0] = cfg->max_loaded[1] = cfg->max_loaded[2] = 1;
@@ -361,6 +362,9 @@ static int parse(config_t *cfg, int argc, char **argv, const config_src_t *src, 
             break;
         case OPT_CONSOLE:
             rc = parse_port(optarg, "--console", &cfg->console_port, err, errlen);
+            break;
+        case OPT_OLLAMA_PORT:
+            rc = parse_port(optarg, "--ollama-port", &cfg->ollama_port, err, errlen);
             break;
         case OPT_HEADLESS:
             cfg->headless = true;
@@ -609,6 +613,13 @@ static int parse(config_t *cfg, int argc, char **argv, const config_src_t *src, 
     }
     if (rc == 0 && !cfg->headless && cfg->console_port != 0 && cfg->console_port == cfg->port) {
         snprintf(err, errlen, "--port and --console must differ (both %d)", cfg->port);
+        rc = -EINVAL;
+    }
+    if (rc == 0 && cfg->ollama_port > 0 &&
+        (cfg->ollama_port == cfg->port ||
+         (!cfg->headless && cfg->ollama_port == cfg->console_port))) {
+        snprintf(err, errlen, "--ollama-port must differ from --port and --console (%d)",
+                 cfg->ollama_port);
         rc = -EINVAL;
     }
     if (rc == 0 && cfg->headless && config_idle(cfg)) {

@@ -51,6 +51,7 @@ typedef struct {
     char *models_dir;
     int port;         /* API port, 0 = pick a free one */
     int console_port; /* management port, 0 = pick a free one */
+    int ollama_port;  /* the inference API again on this port (--ollama-port), -1 = off */
     bool headless;
     bool listen_all;
     uint32_t ctx_size; /* 0 = llama-server's default */

@@ -105,6 +105,9 @@ static const mesh_option_t OPTIONS[] = {
      "OpenAI API port on 127.0.0.1 (0 = any free)"},
     {OPT_CONSOLE, "console", 0, OPTV_INT, "N", G_API, "api.console", NULL, "3131", 0,
      "management API and web console port (0 = any free)"},
+    {OPT_OLLAMA_PORT, "ollama-port", 0, OPTV_INT, "N", G_API, "api.ollama_port", NULL, "off", 0,
+     "also serve the inference API (Ollama's /api/chat, /api/tags, … and /v1) on this port, e.g. "
+     "11434, where Ollama's clients look by default; it binds like --port"},
     {OPT_HEADLESS, "headless", 0, OPTV_SWITCH, NULL, G_API, "api.headless", NULL, NULL, 0,
      "no management API / console"},
     {OPT_LISTEN_ALL, "listen-all", 0, OPTV_SWITCH, NULL, G_API, "api.listen_all", NULL, NULL, 0,

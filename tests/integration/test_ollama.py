@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from harness.node import MESH_BIN, ROOT, model_path, wait_for
+from harness.node import MESH_BIN, ROOT, http, model_path, wait_for
 
 LLM = "stories260K"
 EMB = "TinyStories-656K-Q8_0"
@@ -214,3 +214,20 @@ def test_official_ollama_client_through_client_node(start_node):
     wait_for(both_ready, timeout=60, what="the client node to see both models ready")
     want = openai_text(h, "Once upon a time")
     check_client(run_client(c.api_port), want)
+
+
+def test_ollama_port(start_node):
+    """--ollama-port serves the same API on a second port (here any free one), bound like
+    --port (127.0.0.1); off by default."""
+    n = start_node("--port", "0", "--ollama-port", "0", "--model", model_path(LLM), env=ENV)
+    port = int(n.ready["ollama"])
+    assert port != n.api_port
+    r = http(port, "GET", "/api/tags")
+    assert r.status == 200 and [m["name"] for m in r.json()["models"]] == [LLM], r
+    r = http(port, "POST", "/api/chat", {"model": LLM, "stream": False, "options": GREEDY,
+                                         "messages": [{"role": "user", "content": "Once"}]})
+    assert r.status == 200 and r.json()["done"] is True, r
+    assert http(port, "GET", "/v1/models").status == 200
+    assert "ollama=" not in " ".join(start_node("--port", "0", "--model", model_path(LLM))
+                                     .stdout_lines)
+    assert "also on 127.0.0.1:%d (--ollama-port)" % port in n.stderr()
