@@ -9,12 +9,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/time.h>
 #include <time.h>
 
 #include "api_ollama.h"
 #include "log.h"
-#include "meshstat.h"
 
 #define FILTER_MAX_OUT (8u << 20)
 
@@ -33,6 +33,13 @@ typedef struct {
     bool broken;    /* the upstream bytes do not parse, or a bound was passed */
     buf_t whole;    /* a whole answer's body */
     buf_t out;      /* lines to write */
+    char hname[32]; /* the upstream header being read (longer names are not kept) */
+    size_t hname_len;
+    char hvalue[512];
+    size_t hvalue_len;
+    bool hskip;
+    char keep[1024]; /* the upstream's X-Mesh-* and Server-Timing lines, passed on */
+    size_t keep_len;
     models_t *ms;
     model_entry_t *unload; /* keep_alive 0: unloaded when the request ends */
 } flt_t;
@@ -65,14 +72,13 @@ static void write_chunk(flt_t *f, const char *p, size_t n)
 
 static void begin_stream(flt_t *f)
 {
-    char head[768], cors[384];
+    char head[2048], cors[384];
     if (httpd_cors_headers(f->req, cors, sizeof cors) < 0) cors[0] = '\0';
-    const char *self = meshstat_node(meshstat_of(f->req));
     int n = snprintf(head, sizeof head,
                      "HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\n"
                      "Transfer-Encoding: chunked\r\nCache-Control: no-cache\r\n"
-                     "X-Accel-Buffering: no\r\n%s%s%s%sConnection: close\r\n\r\n",
-                     self[0] ? "X-Mesh-Node: " : "", self, self[0] ? "\r\n" : "", cors);
+                     "X-Accel-Buffering: no\r\n%s%sConnection: close\r\n\r\n",
+                     f->keep, cors);
     if (n > 0 && (size_t)n < sizeof head) httpd_write_through(f->req, head, (size_t)n);
     f->began = true;
 }
@@ -81,6 +87,48 @@ static void flush_lines(flt_t *f)
 {
     write_chunk(f, f->out.data, f->out.len);
     buf_reset(&f->out);
+}
+
+static void add_to(char *dst, size_t cap, size_t *len, const char *at, size_t n, bool *skip)
+{
+    if (*len + n >= cap) {
+        *skip = true;
+        return;
+    }
+    memcpy(dst + *len, at, n);
+    *len += n;
+    dst[*len] = '\0';
+}
+
+static int on_hfield(llhttp_t *p, const char *at, size_t len)
+{
+    flt_t *f = p->data;
+    add_to(f->hname, sizeof f->hname, &f->hname_len, at, len, &f->hskip);
+    return 0;
+}
+
+static int on_hvalue(llhttp_t *p, const char *at, size_t len)
+{
+    flt_t *f = p->data;
+    add_to(f->hvalue, sizeof f->hvalue, &f->hvalue_len, at, len, &f->hskip);
+    return 0;
+}
+
+/* Who served the answer and where its time went (X-Mesh-Node, X-Mesh-Route, Server-Timing):
+ * passed on to the client; the rest of the upstream head is the OpenAI answer's. */
+static int on_hdone(llhttp_t *p)
+{
+    flt_t *f = p->data;
+    bool keep = !f->hskip && (strncasecmp(f->hname, "x-mesh-", 7) == 0 ||
+                              strcasecmp(f->hname, "server-timing") == 0);
+    size_t need = f->hname_len + f->hvalue_len + 4;
+    if (keep && f->keep_len + need < sizeof f->keep)
+        f->keep_len += (size_t)snprintf(f->keep + f->keep_len, sizeof f->keep - f->keep_len,
+                                        "%s: %s\r\n", f->hname, f->hvalue);
+    f->hname_len = f->hvalue_len = 0;
+    f->hname[0] = f->hvalue[0] = '\0';
+    f->hskip = false;
+    return 0;
 }
 
 static int on_headers(llhttp_t *p)
@@ -157,15 +205,13 @@ static void flt_end(httpd_req_t *req, bool complete, bool *keep_alive)
         ollama_error_json(f->whole.len >= OLLAMA_MAX_WHOLE ? "the answer is too large"
                                                            : "the answer broke off",
                           false, &f->out);
-    char head[768], cors[384];
+    char head[2048], cors[384];
     if (httpd_cors_headers(req, cors, sizeof cors) < 0) cors[0] = '\0';
-    const char *self = meshstat_node(meshstat_of(req));
     bool ka = *keep_alive && req->keep_alive;
     int n = snprintf(head, sizeof head,
                      "HTTP/1.1 %d %s\r\nContent-Type: application/json; charset=utf-8\r\n"
-                     "Content-Length: %zu\r\n%s%s%s%s%s\r\n",
-                     status, httpd_status_text(status), f->out.len, self[0] ? "X-Mesh-Node: " : "",
-                     self, self[0] ? "\r\n" : "", cors,
+                     "Content-Length: %zu\r\n%s%s%s\r\n",
+                     status, httpd_status_text(status), f->out.len, f->keep, cors,
                      ka ? "Connection: keep-alive\r\n" : "Connection: close\r\n");
     if (n > 0 && (size_t)n < sizeof head) httpd_write_through(req, head, (size_t)n);
     if (f->out.len) httpd_write_through(req, f->out.data, f->out.len);
@@ -205,6 +251,9 @@ int api_ollama_filter(httpd_req_t *req, ollama_req_t *rq, models_t *ms, model_en
     llhttp_settings_init(&f->settings);
     f->settings.on_headers_complete = on_headers;
     f->settings.on_body = on_body;
+    f->settings.on_header_field = on_hfield;
+    f->settings.on_header_value = on_hvalue;
+    f->settings.on_header_value_complete = on_hdone;
     f->settings.on_message_complete = on_complete;
     llhttp_init(&f->parser, HTTP_RESPONSE, &f->settings);
     f->parser.data = f;

@@ -49,6 +49,7 @@ def check_protocol(node):
     r = node.request("POST", "/api/chat", body)
     assert r.status == 200, r
     assert r.headers["content-type"] == "application/x-ndjson"
+    assert r.headers["x-mesh-node"] == node.id and r.headers["x-mesh-route"] == "local", r.headers
     assert r.headers.get("transfer-encoding") == "chunked"
     lines = ndjson(r.body)
     assert all(l["model"] == LLM and l["created_at"] for l in lines)
@@ -60,6 +61,7 @@ def check_protocol(node):
 
     r = node.request("POST", "/api/chat", dict(body, stream=False))
     assert r.status == 200 and r.headers["content-type"].startswith("application/json"), r
+    assert r.headers["x-mesh-node"] == node.id and "server-timing" in r.headers, r.headers
     o = r.json()
     assert o["done"] is True and o["message"]["role"] == "assistant"
     assert o["message"]["content"] == want and o["eval_count"] == 8
@@ -214,6 +216,12 @@ def test_official_ollama_client_through_client_node(start_node):
     wait_for(both_ready, timeout=60, what="the client node to see both models ready")
     want = openai_text(h, "Once upon a time")
     check_client(run_client(c.api_port), want)
+    # the host answered, through the mesh; the host saw an OpenAI request
+    r = c.request("POST", "/api/generate", {"model": LLM, "prompt": "Once upon a time",
+                                            "options": GREEDY})
+    assert r.status == 200 and "".join(l["response"] for l in ndjson(r.body)) == want, r
+    assert r.headers["x-mesh-node"] == h.id, r.headers
+    assert r.headers["x-mesh-route"].startswith("tunnel:"), r.headers
 
 
 def test_ollama_port(start_node):
