@@ -19,6 +19,8 @@ const char *api_ollama(api_t *api, httpd_req_t *req, ollama_ep_t ep);
 void api_ollama_tags(api_t *api, httpd_req_t *req);
 void api_ollama_ps(api_t *api, httpd_req_t *req);
 void api_ollama_show(api_t *api, httpd_req_t *req);
+/* POST /api/pull (api_ollama_pull.c; a local management action, checked by the caller). */
+void api_ollama_pull(api_t *api, httpd_req_t *req);
 
 /* Set the response filter that turns the OpenAI answer to req into Ollama's, taking rq (its
  * body becomes the request's; freed with the request). unload (NULL: none): a model of ms to

@@ -133,7 +133,7 @@ void api_ollama_ps(api_t *api, httpd_req_t *req)
 void api_ollama_show(api_t *api, httpd_req_t *req)
 {
     char name[CATALOG_NAME_MAX], err[OLLAMA_ERR_MAX];
-    if (ollama_model_of(req->body, req->body_len, name, sizeof name, err, sizeof err) < 0) {
+    if (ollama_model_of(req->body, req->body_len, name, sizeof name, NULL, err, sizeof err) < 0) {
         httpd_respond_error(req, 400, "invalid_request_error", "invalid_body", "%s", err);
         return;
     }

@@ -333,6 +333,11 @@ void api_chat(api_t *api, httpd_req_t *req)
     dispatch(api, req);
 }
 
+void api_set_downloads(api_t *api, struct node_dl *dl)
+{
+    api->dl = dl;
+}
+
 void api_set_unavailable(api_t *api, const char *msg)
 {
     api->unavailable = msg;

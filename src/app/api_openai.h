@@ -39,7 +39,8 @@ typedef struct {
     /* Idle mode: the /v1 endpoints (but GET /v1/models) answer 503 with this message until a join.
      */
     const char *unavailable;
-    api_deps_t dep; /* api_start's */
+    api_deps_t dep;     /* api_start's */
+    struct node_dl *dl; /* the node's downloader (Ollama's /api/pull); NULL: none */
 } api_t;
 
 /* Serve or route an inference request for `needs` (mm_type_t), admitted already. */
@@ -49,6 +50,8 @@ void api_inference(void *api, httpd_req_t *req, int needs);
  * share, whose cap is set here from MESH_LLM_HTTP_MAX_BUFFERED; dep: admission (NULL: none). */
 int api_start(api_t *api, uv_loop_t *loop, const config_t *cfg, models_t *ms, meshstat_t *stat,
               httpd_budget_t *budget, const api_deps_t *dep);
+/* The node's downloader (node_dl.h), for Ollama's POST /api/pull. */
+void api_set_downloads(api_t *api, struct node_dl *dl);
 /* Idle mode: the /v1 endpoints (but GET /v1/models) answer 503 with msg; NULL: they serve. */
 void api_set_unavailable(api_t *api, const char *msg);
 /* The node joined a mesh: requests go through route, and /v1/models lists what list_remote

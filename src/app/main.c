@@ -773,6 +773,7 @@ int main(int argc, char **argv)
         if (rc == 0) {
             planner_set_downloads(&n->plan, &n->ndl);
             models_set_loader(&n->ms, load_ref, n);
+            api_set_downloads(&n->api, &n->ndl);
         }
         const char *const *refs;
         size_t nref = node_dl_pending(&n->ctx.dl_args, &refs);

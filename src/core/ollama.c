@@ -376,10 +376,12 @@ void ollama_req_free(ollama_req_t *rq)
     rq->body = NULL;
 }
 
-int ollama_model_of(const char *body, size_t len, char *model, size_t ml, char *err, size_t el)
+int ollama_model_of(const char *body, size_t len, char *model, size_t ml, bool *stream, char *err,
+                    size_t el)
 {
     json_t *in = parse(body, len);
     int rc = -EINVAL;
+    if (stream) *stream = !json_is_false(json_object_get(in, "stream"));
     const char *m = json_string_value(json_object_get(in, "model"));
     if (!m) m = json_string_value(json_object_get(in, "name"));
     if (!json_is_object(in))

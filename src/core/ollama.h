@@ -81,8 +81,10 @@ int ollama_request(ollama_req_t *out, ollama_ep_t ep, const char *body, size_t l
 void ollama_req_free(ollama_req_t *rq);
 
 /* The model named by a body of POST /api/show or /api/pull or DELETE /api/delete ("model", or
- * the older "name"): 0, or -EINVAL with err. */
-int ollama_model_of(const char *body, size_t len, char *model, size_t ml, char *err, size_t el);
+ * the older "name"), and (stream not NULL) its "stream" (true unless false): 0, or -EINVAL with
+ * err. */
+int ollama_model_of(const char *body, size_t len, char *model, size_t ml, bool *stream, char *err,
+                    size_t el);
 
 typedef struct {
     char name[OLLAMA_ERR_MAX];

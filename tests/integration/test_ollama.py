@@ -239,3 +239,32 @@ def test_ollama_port(start_node):
     assert "ollama=" not in " ".join(start_node("--port", "0", "--model", model_path(LLM))
                                      .stdout_lines)
     assert "also on 127.0.0.1:%d (--ollama-port)" % port in n.stderr()
+
+
+@needs_client
+def test_official_ollama_client_pull(start_node, hub, tmp_path):
+    """POST /api/pull runs the node's downloader (from the hub stand-in): streamed progress
+    ending in success; the model is then listed (and served); a second pull has nothing to do.
+    A bad reference is an Ollama-shaped 400, and only a local client may pull."""
+    models = tmp_path / "models"
+    models.mkdir()
+    env = dict(ENV, HF_ENDPOINT=hub.url, MESH_LLM_DL_BACKOFF_MS="50")
+    n = start_node("--port", "0", "--model", model_path(EMB) + ":embedding", "--models-dir",
+                   str(models), env=env)
+    ref = "hf://org/tiny-GGUF/stories260K.gguf"
+    r = subprocess.run(["node", os.path.join(JS, "ollama.mjs"), f"http://127.0.0.1:{n.api_port}",
+                        "pull", ref], capture_output=True, text=True, timeout=300, cwd=JS)
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    parts = out["parts"]
+    assert parts[0]["status"] == "pulling manifest" and parts[-1]["status"] == "success", parts
+    for p in parts[1:-1]:
+        assert p["status"] == "downloading stories260K" and p["completed"] <= p["total"], p
+    assert out["again"]["status"] == "success"
+    assert LLM in out["tags"], out["tags"]
+    assert (models / "stories260K.gguf").exists()
+    g = n.request("POST", "/api/generate", {"model": LLM, "prompt": "Once", "stream": False,
+                                            "options": GREEDY})
+    assert g.status == 200 and g.json()["done"] is True, g
+    b = n.request("POST", "/api/pull", {"model": "hf://org"})
+    assert b.status == 400 and isinstance(b.json()["error"], str), b

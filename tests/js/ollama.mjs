@@ -1,5 +1,6 @@
 // The official `ollama` client against a mesh-llm node: node ollama.mjs HOST LLM EMB
 // Runs every case and prints one JSON line: {case: what it observed | {error: ...}}.
+// node ollama.mjs HOST pull REF: pulls REF (streamed, then again not) and prints what it saw.
 import { Ollama } from "ollama";
 
 const [host, llm, emb] = process.argv.slice(2);
@@ -71,6 +72,15 @@ const cases = {
     return await errorOf(ollama.chat({ model: llm, messages: [{ role: "user", content: "what is this?", images: [png] }] }));
   },
 };
+
+if (llm === "pull") {
+  const parts = [];
+  for await (const p of await ollama.pull({ model: emb, stream: true })) parts.push(p);
+  const again = await ollama.pull({ model: emb, stream: false });
+  const tags = (await ollama.list()).models.map((m) => m.name);
+  console.log(JSON.stringify({ parts, again, tags }));
+  process.exit(0);
+}
 
 const out = {};
 for (const [name, fn] of Object.entries(cases)) {

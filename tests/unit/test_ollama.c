@@ -196,10 +196,16 @@ static void test_bad_requests(void **state)
         ollama_req_free(&rq);
     }
     char model[64], err[OLLAMA_ERR_MAX];
-    assert_int_equal(ollama_model_of("{\"name\":\"x\"}", 12, model, sizeof model, err, sizeof err),
-                     0);
+    bool stream = false;
+    assert_int_equal(
+        ollama_model_of("{\"name\":\"x\"}", 12, model, sizeof model, &stream, err, sizeof err), 0);
     assert_string_equal(model, "x");
-    assert_int_equal(ollama_model_of("{}", 2, model, sizeof model, err, sizeof err), -EINVAL);
+    assert_true(stream);
+    assert_int_equal(ollama_model_of("{\"model\":\"y\",\"stream\":false}", 28, model, sizeof model,
+                                     &stream, err, sizeof err),
+                     0);
+    assert_false(stream);
+    assert_int_equal(ollama_model_of("{}", 2, model, sizeof model, NULL, err, sizeof err), -EINVAL);
     assert_string_equal(err, "model is required");
 }
 
