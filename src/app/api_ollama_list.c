@@ -92,10 +92,8 @@ static json_t *listing(api_t *api, bool loaded_only)
     for (size_t i = 0; i < api->ms->n; i++) {
         ol_model_t m;
         from_entry(&m, &api->ms->entries[i]);
-        if (loaded_only && !m.ready) {
-            const ml_row_t *r = ml_get(&l, m.name, false);
-            if (!r || r->status != ML_READY) continue;
-        }
+        if (loaded_only && !m.ready)
+            continue; /* this node's own state, not its last announcement */
         json_t *o = model_json(&m, modified);
         if (loaded_only) {
             json_object_set_new(o, "expires_at", json_string(modified));

@@ -114,6 +114,8 @@ def test_keep_alive_zero_unloads(start_node):
     assert r.status == 200 and r.json()["done"] is True, r
     wait_for(lambda: state_of(n, LLM) == "unloaded", timeout=60, what="the model to unload")
     assert "keep_alive 0: unloading stories260K after the request" in n.stderr()
+    ps = [m["name"] for m in n.request("GET", "/api/ps").json()["models"]]
+    assert ps == [EMB], ps
     # the next request loads it again; an explicit unload call (no prompt) unloads it at once
     r = n.request("POST", "/api/chat", {"model": LLM, "stream": False, "options": GREEDY,
                                         "messages": [{"role": "user", "content": "x"}]})
