@@ -6,6 +6,8 @@ that a mesh member's tunnel cannot reach Ollama's paths."""
 import json
 import os
 import shutil
+import signal
+import socket
 import subprocess
 
 import pytest
@@ -270,3 +272,32 @@ def test_official_ollama_client_pull(start_node, hub, tmp_path):
     assert g.status == 200 and g.json()["done"] is True, g
     b = n.request("POST", "/api/pull", {"model": "hf://org"})
     assert b.status == 400 and isinstance(b.json()["error"], str), b
+
+
+def test_broken_stream_ends_with_an_error_line(start_node):
+    """The model server dies in the middle of a streamed chat: the client's NDJSON stream ends
+    with an {"error": …} line (and its last chunk), never a silent cut."""
+    n = start_node("--port", "0", "--model", model_path(LLM), env=ENV)
+    wait_for(lambda: state_of(n, LLM) == "ready", timeout=60, what="the model to load")
+    pid = n.child_for(LLM)[0]
+    body = json.dumps({"model": LLM, "messages": [{"role": "user", "content": "Once"}],
+                       "options": {"num_predict": 100000, "temperature": 0}}).encode()
+    with socket.create_connection(("127.0.0.1", n.api_port), timeout=60) as s:
+        s.sendall(b"POST /api/chat HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        got = b""
+        while got.count(b'"done":false') < 3:  # the stream is under way
+            c = s.recv(65536)
+            assert c, got
+            got += c
+        os.kill(pid, signal.SIGKILL)
+        while not got.endswith(b"0\r\n\r\n"):
+            c = s.recv(65536)
+            assert c, f"cut without its last chunk: {got[-300:]!r}"
+            got += c
+    assert got.startswith(b"HTTP/1.1 200 OK\r\n") and b"application/x-ndjson" in got
+    # the chunks' payloads: NDJSON lines, the last one an error
+    lines = [l for l in got.split(b"\n") if l.startswith(b"{")]
+    last = json.loads(lines[-1])
+    assert set(last) == {"error"} and isinstance(last["error"], str), last
+    assert all(json.loads(l).get("done") is False for l in lines[:-1])
