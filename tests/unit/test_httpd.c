@@ -224,6 +224,75 @@ static char *exchange_opts(httpd_opts_t *o, const char *req)
     return out;
 }
 
+/* A response filter (httpd_filter_t) sees every byte written to the request, whoever writes
+ * it, and writes the client's answer itself; its end runs once (complete or, on httpd_abort,
+ * not: the connection then closes after what it wrote instead of being cut), its done once. */
+typedef struct {
+    httpd_filter_t f;
+    size_t seen;
+    unsigned ends, dones;
+    bool complete;
+} test_filter_t;
+
+static test_filter_t tf;
+
+static int tf_write(httpd_req_t *req, const void *data, size_t len)
+{
+    (void)req;
+    (void)data;
+    tf.seen += len;
+    return 0;
+}
+
+static void tf_end(httpd_req_t *req, bool complete, bool *keep_alive)
+{
+    tf.ends++;
+    tf.complete = complete;
+    char out[128];
+    int n = snprintf(out, sizeof out, "HTTP/1.1 200 OK\r\nContent-Length: 15\r\n\r\nfiltered %5zu",
+                     tf.seen);
+    httpd_write_through(req, out, (size_t)n);
+    *keep_alive = false;
+}
+
+static void tf_done(httpd_req_t *req)
+{
+    (void)req;
+    tf.dones++;
+}
+
+static void filter_handler(httpd_req_t *req)
+{
+    tf.f = (httpd_filter_t){.write = tf_write, .end = tf_end, .done = tf_done, .data = &tf};
+    req->filter = &tf.f;
+    if (strcmp(req->path, "/abort") == 0) {
+        httpd_write(req, "HTTP/1.1 200 OK\r\n", 17);
+        httpd_abort(req);
+        return;
+    }
+    httpd_respond(req, 200, "text/plain", "0123456789", 10, NULL);
+}
+
+static void test_response_filter(void **state)
+{
+    (void)state;
+    httpd_opts_t o = {.host = "127.0.0.1",
+                      .max_header_bytes = 1024,
+                      .max_body_bytes = 1024,
+                      .handler = filter_handler};
+    memset(&tf, 0, sizeof tf);
+    char *out = exchange_opts(&o, "GET /x HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_null(strstr(out, "0123456789"));
+    assert_non_null(strstr(out, "filtered"));
+    assert_true(tf.seen > 10 && tf.ends == 1 && tf.dones == 1 && tf.complete);
+    free(out);
+    memset(&tf, 0, sizeof tf);
+    out = exchange_opts(&o, "GET /abort HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_non_null(strstr(out, "filtered    17"));
+    assert_true(tf.ends == 1 && tf.dones == 1 && !tf.complete);
+    free(out);
+}
+
 /* Trailer fields after a chunked body come through llhttp's header callbacks after the headers
  * were indexed; they used to be appended to the header buffer, whose growth (realloc) left the
  * request's header pointers dangling (heap-use-after-free found by fuzz_httpd). Now they are
@@ -871,6 +940,7 @@ int main(void)
         cmocka_unit_test(test_guard_preflight),
         cmocka_unit_test(test_guard_origin_parsing),
         cmocka_unit_test(test_guard_in_server),
+        cmocka_unit_test(test_response_filter),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
