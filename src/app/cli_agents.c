@@ -128,6 +128,22 @@ typedef struct {
     char base_url[96];
 } launch_t;
 
+static void no_node(const launch_t *l)
+{
+    fprintf(stderr,
+            "mesh-llm %s: no mesh-llm node answers at %s%s. Start one first, in another "
+            "terminal or as a service, with a model that can call tools, e.g.\n"
+            "  mesh-llm --model ~/.models/MODEL.gguf      (a GGUF file; mesh-llm models list "
+            "for the catalog)\n"
+            "  mesh-llm --join TOKEN                      (join a mesh that serves one)\n"
+            "then run mesh-llm %s again (or name a running node with --api URL or --console "
+            "PORT).\n",
+            l->name, l->base_url,
+            l->api_given || l->console_given ? ""
+                                             : " (nor a console on 127.0.0.1:3131 that names one)",
+            l->name);
+}
+
 /* Finds the node: the API port from the console's /api/status (and there the local
  * llama-servers, for probe), else the default API port. 0, or 1 with the reason printed. */
 static int find_node(launch_t *l, cli_http_t *status)
@@ -147,7 +163,12 @@ static int find_node(launch_t *l, cli_http_t *status)
                         ?: "no API port in /api/status");
             return 1;
         } else if (l->console_given) {
-            fprintf(stderr, "mesh-llm %s: %s\n", l->name, status->err);
+            if (status->refused) {
+                snprintf(l->base_url, sizeof l->base_url, "127.0.0.1:%d", l->console_port);
+                no_node(l);
+            } else {
+                fprintf(stderr, "mesh-llm %s: %s\n", l->name, status->err);
+            }
             return 1;
         } else {
             l->api_port = DEFAULT_API; /* a --headless node has no console */
@@ -158,20 +179,6 @@ static int find_node(launch_t *l, cli_http_t *status)
     if (l->api_addr) inet_ntop(AF_INET, &a, host, sizeof host);
     snprintf(l->base_url, sizeof l->base_url, "http://%s:%d", host, l->api_port);
     return 0;
-}
-
-static void no_node(const launch_t *l)
-{
-    fprintf(stderr,
-            "mesh-llm %s: no mesh-llm node answers at %s%s. Start one first, in another "
-            "terminal or as a service, with a model that can call tools, e.g.\n"
-            "  mesh-llm --model ~/.models/MODEL.gguf      (a GGUF file; mesh-llm models list "
-            "for the catalog)\n"
-            "  mesh-llm --join TOKEN                      (join a mesh that serves one)\n"
-            "then run mesh-llm %s again (or name a running node with --api URL or --console "
-            "PORT).\n",
-            l->name, l->base_url,
-            l->api_given ? "" : " (nor a console on 127.0.0.1:3131 that names one)", l->name);
 }
 
 /* The node's models, the pick, and the exec. */
