@@ -31,7 +31,8 @@ bool cli_agents_is_command(const char *arg)
 static int usage(const char *name)
 {
     fprintf(stderr,
-            "usage: mesh-llm %s [--model NAME] [--api URL] [--console PORT] [--] [%s's own "
+            "usage: mesh-llm %s [--model NAME] [--api URL|--port PORT] [--console PORT] [--] "
+            "[%s's own "
             "arguments...]\n",
             name, name);
     return 2;
@@ -321,6 +322,11 @@ int cli_agents_main(int argc, char **argv, const struct tunables *tun)
                         l.name, argv[i]);
                 return usage(l.name);
             }
+            l.api_given = true;
+        } else if (strcmp(a, "--port") == 0 && has) {
+            if (parse_u64(argv[++i], 1, 65535, &v) != 0) return usage(l.name);
+            l.api_port = (int)v;
+            l.api_addr = 0;
             l.api_given = true;
         } else if (strcmp(a, "--console") == 0 && has) {
             if (parse_u64(argv[++i], 1, 65535, &v) != 0) return usage(l.name);

@@ -92,7 +92,7 @@ def test_launcher_hands_the_agent_the_mesh(agent, start_node, tmp_path, fake_age
     user_args = ["--flag", "two words", "--", "-x"]
     r = launch(agent, ["--console", str(node.console_port), *user_args], env, str(tmp_path))
     assert r.returncode == 0, r.stderr
-    assert f"model stories260K" in r.stderr and f"127.0.0.1:{node.api_port}" in r.stderr
+    assert "model stories260K" in r.stderr and f"127.0.0.1:{node.api_port}" in r.stderr
     got = json.loads(out.read_text())
     argv, e = got["argv"], got["env"]
     assert os.path.basename(argv[0]) == agent
@@ -138,6 +138,9 @@ def test_launcher_hands_the_agent_the_mesh(agent, start_node, tmp_path, fake_age
     r = launch(agent, ["--api", base, "--model", "stories260K", "x"], env, str(tmp_path))
     assert r.returncode == 0, r.stderr
     assert json.loads(out.read_text())["argv"][-1] == "x"
+    r = launch(agent, ["--port", str(node.api_port), "y"], env, str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert json.loads(out.read_text())["argv"][-1] == "y"
 
 
 def test_launcher_errors(start_node, tmp_path, fake_agents):
