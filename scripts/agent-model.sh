@@ -1,5 +1,7 @@
 #!/bin/sh
-# agent-model.sh SYNTH OUT — make the coding-agent tests' model once (deterministic bytes).
+# agent-model.sh SYNTH DIR — make the coding-agent tests' model once (deterministic bytes) in DIR
+# and print its path: DIR/agent-tools-32k-<checksum of this recipe>.gguf, so a changed recipe
+# makes a new file.
 #
 # Coding agents send a first request of 8,000+ tokens (system prompt and tool definitions); the
 # shared test models are trained for 2048. This one is a synthesized llama model with a 32k
@@ -10,14 +12,16 @@
 # in seconds; the assertion is the protocol round trip, not the quality.
 set -eu
 synth=$1
-out=$2
 here=$(dirname "$0")/..
+sum=$(cat "$0" "$here/tests/agents/chat_template.jinja" | cksum | cut -d' ' -f1)
+out=$2/agent-tools-32k-$sum.gguf
 vocab=${MESH_LLM_TEST_MODELS:-$here/../shared/models}/vocab/ggml-vocab-phi-3.gguf
-[ -s "$out" ] && exit 0
+[ -s "$out" ] && { echo "$out"; exit 0; }
 [ -x "$synth" ] || { echo "agent-model: $synth not built (make build)" >&2; exit 1; }
 [ -r "$vocab" ] || { echo "agent-model: $vocab not found (set MESH_LLM_TEST_MODELS)" >&2; exit 1; }
 mkdir -p "$(dirname "$out")"
 "$synth" --template "$vocab" --out "$out.tmp.$$" --dim 128 --ffn 256 --layers 2 --heads 4 \
     --ctx 32768 --seed 7 --embd-type f32 --name agent-tools-32k --reply 15043,515,278,27716 \
-    --chat-template "$here/tests/agents/chat_template.jinja"
+    --chat-template "$here/tests/agents/chat_template.jinja" >&2
 mv "$out.tmp.$$" "$out"
+echo "$out"

@@ -154,13 +154,13 @@ def setup(root, work, mesh_bin, models):
     if os.path.isdir(agents_bin):
         path += os.pathsep + agents_bin
     cache = env.get("MESH_LLM_CACHE") or os.path.expanduser("~/.cache/mesh-llm")
-    agent_model = os.path.join(cache, "agents", "agent-tools-32k-v1.gguf")
     synth = os.path.join(os.path.dirname(os.path.abspath(mesh_bin)), "mesh-gguf-synth")
-    if os.access(synth, os.X_OK) and subprocess.run(
-            ["sh", os.path.join(root, "scripts", "agent-model.sh"), synth, agent_model],
-            env=dict(env, MESH_LLM_TEST_MODELS=models)).returncode == 0:
+    made = subprocess.run(["sh", os.path.join(root, "scripts", "agent-model.sh"), synth,
+                           os.path.join(cache, "agents")], capture_output=True, text=True,
+                          env=dict(env, MESH_LLM_TEST_MODELS=models))
+    if made.returncode == 0:
         os.makedirs(os.path.join(home, "models"))
-        os.symlink(agent_model, os.path.join(home, "models", "agent-tools-32k.gguf"))
+        os.symlink(made.stdout.strip(), os.path.join(home, "models", "agent-tools-32k.gguf"))
     env.update(HOME=home, PATH=path, HF_ENDPOINT=f"http://127.0.0.1:{hub_port}")
     # one compute thread per llama-server child, as the other integration tests (harness/node.py)
     env.setdefault("LLAMA_ARG_THREADS", "1")

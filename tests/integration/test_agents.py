@@ -162,10 +162,10 @@ def test_launcher_errors(start_node, tmp_path, fake_agents):
 
 @pytest.fixture(scope="module")
 def agent_model():
-    out = os.path.join(CACHE, "agents", "agent-tools-32k-v1.gguf")
-    subprocess.run(["sh", os.path.join(ROOT, "scripts", "agent-model.sh"), SYNTH_BIN, out],
-                   check=True, timeout=300)
-    return out
+    r = subprocess.run(["sh", os.path.join(ROOT, "scripts", "agent-model.sh"), SYNTH_BIN,
+                        os.path.join(CACHE, "agents")],
+                       check=True, timeout=300, capture_output=True, text=True)
+    return r.stdout.strip()
 
 
 def snapshot(root):
