@@ -87,9 +87,10 @@ static const char *type_of(json_t *m)
     return t ? t : "llm";
 }
 
-static int write_file(const char *path, const char *content)
+static int write_file(const char *path, const char *content, bool keep)
 {
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | (keep ? O_EXCL : O_TRUNC), 0600);
+    if (fd < 0 && keep && errno == EEXIST) return 0;
     if (fd < 0) return -errno;
     size_t n = strlen(content), off = 0;
     int rc = fchmod(fd, 0600) != 0 ? -errno : 0;
@@ -274,7 +275,7 @@ static int launch(launch_t *l, cli_http_t *status, int uargc, char **uargv,
     agent_plan_t plan;
     rc = agent_plan(l->kind, &ctx, uargc, uargv, &plan);
     for (size_t f = 0; !rc && f < plan.n_files; f++)
-        rc = write_file(plan.files[f].path, plan.files[f].content);
+        rc = write_file(plan.files[f].path, plan.files[f].content, plan.files[f].keep);
     for (size_t e = 0; !rc && e < plan.n_env; e++)
         rc = plan.env[e].value ? (setenv(plan.env[e].name, plan.env[e].value, 1) ? -errno : 0)
                                : (unsetenv(plan.env[e].name) ? -errno : 0);

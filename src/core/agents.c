@@ -109,7 +109,7 @@ static int set(agent_plan_t *p, const char *name, const char *value)
     return 0;
 }
 
-static int file(agent_plan_t *p, const char *dir, const char *name, json_t *doc)
+static int file(agent_plan_t *p, const char *dir, const char *name, json_t *doc, bool keep)
 {
     if (!doc) return -ENOMEM;
     char *text = json_dumps(doc, JSON_INDENT(2) | JSON_SORT_KEYS);
@@ -120,7 +120,7 @@ static int file(agent_plan_t *p, const char *dir, const char *name, json_t *doc)
         free(path);
         return text && path ? -E2BIG : -ENOMEM;
     }
-    p->files[p->n_files++] = (agent_file_t){.path = path, .content = text};
+    p->files[p->n_files++] = (agent_file_t){.path = path, .content = text, .keep = keep};
     return 0;
 }
 
@@ -177,6 +177,10 @@ static int plan_claude(agent_plan_t *p, const agent_ctx_t *c)
     for (size_t i = 0; !rc && i < sizeof off / sizeof off[0]; i++)
         rc = set(p, off[i], "1");
     if (!rc) rc = set(p, "CLAUDE_CONFIG_DIR", c->dir);
+    /* an interactive first start would ask for a theme and walk through onboarding */
+    if (!rc)
+        rc = file(p, c->dir, ".claude.json",
+                  json_pack("{s:b, s:s}", "hasCompletedOnboarding", 1, "theme", "dark"), true);
     return rc;
 }
 
@@ -237,7 +241,7 @@ static int plan_pi(agent_plan_t *p, const agent_ctx_t *c)
                         "supportsReasoningEffort", 0, "models", "id", c->model)
             : NULL;
     free(url);
-    int rc = file(p, c->dir, "models.json", doc);
+    int rc = file(p, c->dir, "models.json", doc, false);
     if (!rc) rc = arg(p, strdup("--provider"));
     if (!rc) rc = arg(p, strdup("mesh"));
     if (!rc) rc = arg(p, strdup("--model"));

@@ -11,7 +11,9 @@
  * keeps under $MESH_LLM_HOME/agents/NAME):
  *  - claude: ANTHROPIC_BASE_URL, ANTHROPIC_AUTH_TOKEN, ANTHROPIC_MODEL and the default
  *    opus/sonnet/haiku/small-fast models set to the model, CLAUDE_CONFIG_DIR=dir, telemetry,
- *    error reports, auto-updates and other nonessential traffic off; ANTHROPIC_API_KEY unset;
+ *    error reports, auto-updates and other nonessential traffic off; ANTHROPIC_API_KEY unset; a
+ *    first .claude.json (a seed, kept once Claude Code owns it) that skips the first-run
+ *    onboarding screens;
  *  - codex: -c overrides of a provider "mesh" (base_url BASE/v1, wire_api "responses", its key
  *    from the environment variable AGENT_KEY_ENV), the model, analytics and the update check off;
  *    CODEX_HOME=dir;
@@ -82,6 +84,7 @@ typedef struct {
 typedef struct {
     char *path; /* absolute: dir/NAME */
     char *content;
+    bool keep; /* a seed: written only when the file does not exist (the agent's own state) */
 } agent_file_t;
 
 typedef struct {

@@ -128,7 +128,13 @@ static void test_claude(void **state)
     bool unset;
     assert_null(agent_plan_env(&p, "ANTHROPIC_API_KEY", &unset));
     assert_true(unset);
-    assert_int_equal(p.n_files, 0);
+    /* the onboarding seed, never overwriting Claude Code's own state */
+    assert_int_equal(p.n_files, 1);
+    assert_string_equal(p.files[0].path, "/h/agents/x/.claude.json");
+    assert_true(p.files[0].keep);
+    json_t *seed = json_loads(p.files[0].content, 0, NULL);
+    assert_true(json_is_true(json_object_get(seed, "hasCompletedOnboarding")));
+    json_decref(seed);
     assert_key_hidden(&p, "s3cret");
     agent_plan_free(&p);
 
@@ -219,6 +225,7 @@ static void test_pi(void **state)
         assert_string_equal(p.argv[i], want[i]);
     assert_int_equal(p.n_files, 1);
     assert_string_equal(p.files[0].path, "/h/agents/x/models.json");
+    assert_false(p.files[0].keep); /* the launcher's: rewritten every time */
     json_t *j = json_loads(p.files[0].content, 0, NULL);
     json_t *prov = json_object_get(json_object_get(j, "providers"), "mesh");
     assert_string_equal(json_string_value(json_object_get(prov, "baseUrl")),
