@@ -47,4 +47,11 @@ if [ "${1:-build}" = test ]; then
     echo "mesh-llm setup: installing the test's npm packages into tests/js/node_modules" >&2
     (cd "$js" && npm ci --no-audit --no-fund --loglevel=error >&2)
   fi
+  # the coding agents the launcher tests run (claude, codex, opencode, pi; ~1.2 GB: their
+  # native binaries): tests/agents
+  ag="$(dirname "$0")/../tests/agents"
+  if [ ! -d "$ag/node_modules" ] || [ "$ag/package-lock.json" -nt "$ag/node_modules/.package-lock.json" ]; then
+    echo "mesh-llm setup: installing the coding agents into tests/agents/node_modules" >&2
+    (cd "$ag" && npm ci --no-audit --no-fund --loglevel=error >&2)
+  fi
 fi

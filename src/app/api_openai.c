@@ -293,6 +293,8 @@ static void dispatch(api_t *api, httpd_req_t *req)
     }
     const api_route_t *route = api_route_find(path);
     if (!route && strcmp(path, "/v1/models") != 0) {
+        /* what a client wanted that the API lacks (-v shows it: the agents' tests read it) */
+        LOGD("api", "no endpoint at %s %.120s", req->method_str, path);
         httpd_respond_error(req, 404, "invalid_request_error", "not_found", "no endpoint at %s",
                             path);
         return;

@@ -20,22 +20,15 @@
 #define CLI_MAX_TOKEN 16384
 #define CLI_POLL_MS 250
 
-typedef struct {
-    int port;
-    int status;    /* HTTP status, 0 when no answer */
-    json_t *body;  /* parsed JSON body or NULL */
-    char err[256]; /* why there is no answer */
-} cli_http_t;
-
 bool cli_is_command(const char *arg)
 {
     return strcmp(arg, "status") == 0 || strcmp(arg, "join") == 0;
 }
 
-/* One request to 127.0.0.1:port on a fresh connection (Connection: close). */
-static void cli_request(cli_http_t *h, const char *method, const char *path, const char *body)
+void cli_request(cli_http_t *h, const char *method, const char *path, const char *body)
 {
     h->status = 0;
+    h->refused = false;
     json_decref(h->body);
     h->body = NULL;
     h->err[0] = '\0';
@@ -48,9 +41,10 @@ static void cli_request(cli_http_t *h, const char *method, const char *path, con
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)h->port)};
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    sa.sin_addr.s_addr = h->addr ? h->addr : htonl(INADDR_LOOPBACK);
     char *buf = NULL;
     if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+        h->refused = errno == ECONNREFUSED;
         if (errno == ECONNREFUSED)
             snprintf(h->err, sizeof h->err,
                      "no mesh-llm node is running with its console on 127.0.0.1:%d (start one "

@@ -147,8 +147,21 @@ def setup(root, work, mesh_bin, models):
     # as a user's does; the relay and hub below are the only pointers, to the local stand-ins
     env = {k: v for k, v in os.environ.items() if not k.startswith("MESH_LLM_")}
     env.pop("HF_TOKEN", None)
-    env.update(HOME=home, PATH=bindir + os.pathsep + env.get("PATH", "/usr/bin:/bin"),
-               HF_ENDPOINT=f"http://127.0.0.1:{hub_port}")
+    # the coding agents (docs/agents.md), as a user's `npm i -g` would put them on PATH, and
+    # the stand-in for a model agents can use (scripts/agent-model.sh, made once into the cache)
+    agents_bin = os.path.join(root, "tests", "agents", "node_modules", ".bin")
+    path = bindir + os.pathsep + env.get("PATH", "/usr/bin:/bin")
+    if os.path.isdir(agents_bin):
+        path += os.pathsep + agents_bin
+    cache = env.get("MESH_LLM_CACHE") or os.path.expanduser("~/.cache/mesh-llm")
+    synth = os.path.join(os.path.dirname(os.path.abspath(mesh_bin)), "mesh-gguf-synth")
+    made = subprocess.run(["sh", os.path.join(root, "scripts", "agent-model.sh"), synth,
+                           os.path.join(cache, "agents")], capture_output=True, text=True,
+                          env=dict(env, MESH_LLM_TEST_MODELS=models))
+    if made.returncode == 0:
+        os.makedirs(os.path.join(home, "models"))
+        os.symlink(made.stdout.strip(), os.path.join(home, "models", "agent-tools-32k.gguf"))
+    env.update(HOME=home, PATH=path, HF_ENDPOINT=f"http://127.0.0.1:{hub_port}")
     # one compute thread per llama-server child, as the other integration tests (harness/node.py)
     env.setdefault("LLAMA_ARG_THREADS", "1")
     js = os.path.join(root, "tests", "js")

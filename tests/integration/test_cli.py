@@ -9,7 +9,8 @@ import subprocess
 from harness.node import MESH_BIN, ROOT, cmdline, model_path, wait_for
 
 DOCS = os.path.join(ROOT, "docs")
-COMMANDS = ["status", "join", "models", "download", "discover", "config", "help"]
+COMMANDS = ["status", "join", "models", "download", "discover", "config", "claude", "codex",
+            "opencode", "pi", "help"]
 
 
 def run(*args, env=None, timeout=20):

@@ -4,14 +4,21 @@
  *
  *   mesh-gguf-synth --template stories260K.gguf --out X.gguf --dim 1664 --ffn 1664 --layers 2
  *                   [--heads 13] [--kv-heads N] [--ctx 512] [--seed 1] [--embd-type q4_0]
- *                   [--tied] [--name NAME]
+ *                   [--tied] [--name NAME] [--chat-template FILE]
  *
  * The tokenizer (every tokenizer.* key) is copied from the template; the hyperparameters and
  * the weights are synthesized: matrices uniform in +-0.02 from a seeded PRNG, norms 1.0. The
  * same arguments always give the same bytes. Layer matrices are F32; token_embd and output
  * take --embd-type (f32, f16, q8_0 or q4_0: the small vocabulary-sized tensors are the bytes
  * outside the big matrices, a quantized type shrinks them). --tied leaves out output.weight
- * (llama.cpp then uses token_embd for the output). */
+ * (llama.cpp then uses token_embd for the output). --chat-template puts FILE's text in
+ * tokenizer.chat_template instead of the template's (a model whose template takes tools, for the
+ * coding-agent tests). --reply ID,ID,... (F32 embeddings, not tied) makes the model answer
+ * exactly those tokens and then its end-of-stream token, whatever the prompt, under greedy and
+ * sampled decoding alike: each token's embedding is dominated by a direction (one for every
+ * token outside the reply, one per reply token) and output.weight maps each direction to the
+ * next token of the reply (REPLY_EMBD and REPLY_OUT dwarf the random weights), so the agents'
+ * tests get a short, deterministic answer instead of gibberish until the context is full. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -106,17 +113,28 @@ typedef struct {
     out_t kvs;
     uint64_t n_kv;
     uint64_t n_vocab;
+    bool own_chat_template; /* --chat-template: the template's is left out */
+    bool has_eos;
+    uint32_t eos; /* tokenizer.ggml.eos_token_id */
 } tok_t;
 
 static int take_tokenizer(void *ctx, const gguf_kv_t *kv)
 {
     tok_t *t = ctx;
     if (kv->key_len < 10 || memcmp(kv->key, "tokenizer.", 10) != 0) return 0;
+    if (t->own_chat_template && kv->key_len == 23 &&
+        memcmp(kv->key, "tokenizer.chat_template", 23) == 0)
+        return 0;
     emit_u64(&t->kvs, kv->key_len);
     emit(&t->kvs, kv->key, kv->key_len);
     emit_u32(&t->kvs, kv->type);
     emit(&t->kvs, kv->val, kv->val_len);
     t->n_kv++;
+    if (kv->key_len == 27 && memcmp(kv->key, "tokenizer.ggml.eos_token_id", 27) == 0 &&
+        kv->type == GGUF_T_U32 && kv->val_len == 4) {
+        memcpy(&t->eos, kv->val, 4);
+        t->has_eos = true;
+    }
     if (kv->key_len == 21 && memcmp(kv->key, "tokenizer.ggml.tokens", 21) == 0 &&
         kv->type == GGUF_T_ARR && kv->val_len >= 12)
         memcpy(&t->n_vocab, kv->val + 4, 8);
@@ -214,6 +232,9 @@ static uint16_t f32_to_f16(float f)
 }
 
 #define AMP 0.02f
+#define REPLY_EMBD 1.0f /* vs |random row| ~ AMP * sqrt(dim / 3) */
+#define REPLY_OUT 4.0f  /* logit ~ REPLY_OUT * sqrt(dim): far above every other token's */
+#define REPLY_MAX 32
 
 /* Fill n bytes of tensor data, continuing at element offset (in blocks for quantized types). */
 static size_t fill(uint8_t *buf, size_t cap, const synth_tensor_t *t, rng_t *r)
@@ -275,13 +296,23 @@ static uint32_t parse_u32(const char *s, const char *what)
     return (uint32_t)v;
 }
 
+/* Overwrite element (row, col) of F32 tensor t (ne0 columns) in the written file. */
+static void patch_f32(FILE *f, uint64_t data_off, const synth_tensor_t *t, uint64_t row,
+                      uint64_t col, float v)
+{
+    if (t->type != GGML_T_F32 || row >= t->ne[1] || col >= t->ne[0]) die("bad reply patch");
+    if (fseeko(f, (off_t)(data_off + t->offset + (row * t->ne[0] + col) * 4), SEEK_SET) != 0 ||
+        fwrite(&v, 4, 1, f) != 1)
+        die("write failed");
+}
+
 static void usage(void)
 {
     fprintf(
         stderr,
         "usage: mesh-gguf-synth --template T.gguf --out X.gguf --dim N --ffn N --layers N\n"
         "       [--heads N] [--kv-heads N] [--ctx N] [--seed N] [--embd-type f32|f16|q8_0|q4_0]\n"
-        "       [--tied] [--name NAME]\n");
+        "       [--tied] [--name NAME] [--chat-template FILE] [--reply ID,ID,...]\n");
     exit(2);
 }
 
@@ -303,10 +334,12 @@ static void add(synth_tensor_t *v, size_t *n, const char *name, uint32_t type, u
 
 int main(int argc, char **argv)
 {
-    const char *tmpl = NULL, *outp = NULL, *name = NULL;
+    const char *tmpl = NULL, *outp = NULL, *name = NULL, *chat_tmpl = NULL;
     uint32_t dim = 0, ffn = 0, layers = 0, heads = 0, kv_heads = 0, ctx = 512, seed = 1;
     uint32_t embd_type = GGML_T_F32;
     bool tied = false;
+    uint32_t reply[REPLY_MAX];
+    size_t n_reply = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--tied") == 0) {
@@ -321,7 +354,16 @@ int main(int argc, char **argv)
             outp = v;
         else if (strcmp(a, "--name") == 0)
             name = v;
-        else if (strcmp(a, "--dim") == 0)
+        else if (strcmp(a, "--chat-template") == 0)
+            chat_tmpl = v;
+        else if (strcmp(a, "--reply") == 0) {
+            char list[512], *save = NULL;
+            snprintf(list, sizeof list, "%s", v);
+            for (char *w = strtok_r(list, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
+                if (n_reply == REPLY_MAX) die("--reply: at most 32 tokens");
+                reply[n_reply++] = parse_u32(w, a);
+            }
+        } else if (strcmp(a, "--dim") == 0)
             dim = parse_u32(v, a);
         else if (strcmp(a, "--ffn") == 0)
             ffn = parse_u32(v, a);
@@ -357,9 +399,21 @@ int main(int argc, char **argv)
         die("inconsistent shape: dim % heads, heads % kv_heads, even head size, limits");
     if (embd_type != GGML_T_F32 && dim % 32) die("a quantized --embd-type needs dim % 32 == 0");
     uint32_t head_dim = dim / heads, kv_dim = head_dim * kv_heads;
+    if (n_reply && (tied || embd_type != GGML_T_F32 || n_reply + 1 > dim))
+        die("--reply needs --embd-type f32, no --tied and dim > the reply's length");
 
-    tok_t tok = {0};
+    tok_t tok = {.own_chat_template = chat_tmpl != NULL};
     read_template(tmpl, &tok);
+    char *chat_text = NULL;
+    if (chat_tmpl) {
+        FILE *cf = fopen(chat_tmpl, "rb");
+        if (!cf) die("cannot open the chat template");
+        chat_text = calloc(1, 1u << 20);
+        if (!chat_text) die("out of memory");
+        size_t cn = fread(chat_text, 1, (1u << 20) - 1, cf);
+        if (!feof(cf) || cn == 0) die("the chat template is empty or larger than 1 MiB");
+        fclose(cf);
+    }
 
     static synth_tensor_t ts[MAX_TENSORS];
     size_t nt = 0;
@@ -387,7 +441,7 @@ int main(int argc, char **argv)
     emit(&h, "GGUF", 4);
     emit_u32(&h, 3);
     emit_u64(&h, nt);
-    emit_u64(&h, 11 + tok.n_kv);
+    emit_u64(&h, 11 + tok.n_kv + (chat_text ? 1 : 0));
     char gname[128];
     snprintf(gname, sizeof gname, "%s", name ? name : "mesh-synth");
     kv_str(&h, "general.architecture", "llama");
@@ -402,6 +456,8 @@ int main(int argc, char **argv)
     kv_f32(&h, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
     kv_u32(&h, "llama.vocab_size", (uint32_t)tok.n_vocab);
     emit(&h, tok.kvs.p, tok.kvs.len);
+    if (chat_text) kv_str(&h, "tokenizer.chat_template", chat_text);
+    free(chat_text);
     uint64_t off = 0;
     for (size_t i = 0; i < nt; i++) {
         synth_tensor_t *t = &ts[i];
@@ -441,6 +497,22 @@ int main(int argc, char **argv)
         if (pad && fwrite(zeros, 1, pad, f) != pad) die("write failed");
         total += t->size;
         if (t->size > 10u * 1024 * 1024) big += t->size;
+    }
+    if (n_reply) {
+        /* tensors 0 and 2: token_embd and output (see add() above) */
+        if (!tok.has_eos) die("--reply: the template has no tokenizer.ggml.eos_token_id");
+        for (size_t k = 0; k < n_reply; k++)
+            if (reply[k] >= tok.n_vocab || reply[k] == tok.eos) die("--reply: bad token id");
+        if (fflush(f) != 0) die("write failed");
+        for (uint64_t id = 0; id < tok.n_vocab; id++) {
+            size_t k = 0;
+            while (k < n_reply && reply[k] != id)
+                k++;
+            patch_f32(f, h.len, &ts[0], id, k < n_reply ? k + 1 : 0, REPLY_EMBD);
+        }
+        for (size_t k = 0; k < n_reply; k++)
+            patch_f32(f, h.len, &ts[2], reply[k], k, REPLY_OUT);
+        patch_f32(f, h.len, &ts[2], tok.eos, n_reply, REPLY_OUT);
     }
     if (fclose(f) != 0) die("write failed");
     free(buf);
