@@ -52,6 +52,10 @@ if [ "${1:-build}" = test ]; then
   ag="$(dirname "$0")/../tests/agents"
   if [ ! -d "$ag/node_modules" ] || [ "$ag/package-lock.json" -nt "$ag/node_modules/.package-lock.json" ]; then
     echo "mesh-llm setup: installing the coding agents into tests/agents/node_modules" >&2
-    (cd "$ag" && npm ci --no-audit --no-fund --loglevel=error >&2)
+    # npm install --no-save, not npm ci: the lock pins every package this platform installs, but
+    # it cannot list opencode's binaries for other platforms (a registry that carries only
+    # linux-x64 ones has no metadata for them), and npm ci refuses a lock without them. --no-save
+    # installs what the lock pins and leaves package.json and the lock as they are.
+    (cd "$ag" && npm install --no-save --no-audit --no-fund --loglevel=error >&2)
   fi
 fi
