@@ -6,13 +6,17 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "agents.h"
+#include "cli_agents_node.h"
 #include "cli_status.h"
 #include "config.h"
 #include "identity.h"
@@ -22,6 +26,8 @@
 #define DEFAULT_CONSOLE 3131
 #define DEFAULT_API 9337
 #define MAX_MODELS 256
+#define DEFAULT_WAIT_S 1800 /* a first download of a large model takes a while */
+#define STOP_GRACE_MS 30000
 
 bool cli_agents_is_command(const char *arg)
 {
@@ -31,9 +37,8 @@ bool cli_agents_is_command(const char *arg)
 static int usage(const char *name)
 {
     fprintf(stderr,
-            "usage: mesh-llm %s [--model NAME] [--api URL|--port PORT] [--console PORT] [--] "
-            "[%s's own "
-            "arguments...]\n",
+            "usage: mesh-llm %s [--model NAME] [--join TOKEN|@FILE] [--api URL|--port PORT] "
+            "[--console PORT] [--keep-node] [--wait SECONDS] [--] [%s's own arguments...]\n",
             name, name);
     return 2;
 }
@@ -124,32 +129,56 @@ typedef struct {
     agent_kind_t kind;
     const agent_info_t *info;
     const char *want;
+    const char *join; /* --join: the node started here joins that mesh */
+    bool keep_node;   /* the node started here keeps running after the agent */
+    unsigned wait_s;  /* how long a started node may take to serve a model */
     uint32_t api_addr;
     int api_port, console_port;
-    bool api_given, console_given;
+    bool api_given, console_given, port_given;
+    bool console_seen; /* a console answered: a node runs here */
+    bool quiet;        /* find_node prints nothing (a started node coming up) */
     char base_url[96];
+    char picked[256]; /* the started node's own model (what its --model NAME became) */
+    json_t *models;   /* GET /v1/models of the node found */
 } launch_t;
+
+enum { NODE_UP = 0, NODE_ERR = 1, NODE_NONE = 2 };
 
 static void no_node(const launch_t *l)
 {
     fprintf(stderr,
-            "mesh-llm %s: no mesh-llm node answers at %s%s. Start one first, in another "
-            "terminal or as a service, with a model that can call tools, e.g.\n"
-            "  mesh-llm --model ~/.models/MODEL.gguf      (a GGUF file; mesh-llm models list "
+            "mesh-llm %s: no mesh-llm node answers at %s%s. Name a model that can call tools "
+            "or a mesh, and the launcher starts a node for the session:\n"
+            "  mesh-llm %s --model ~/.models/MODEL.gguf   (a GGUF file; mesh-llm models list "
             "for the catalog)\n"
-            "  mesh-llm --join TOKEN                      (join a mesh that serves one)\n"
-            "then run mesh-llm %s again (or name a running node with --api URL or --console "
-            "PORT).\n",
+            "  mesh-llm %s --join TOKEN                   (a mesh that serves one)\n"
+            "or start one yourself (mesh-llm --model …, or as a service) and name it with --api "
+            "URL or --console PORT when it is not on the default ports.\n",
             l->name, l->base_url,
             l->api_given || l->console_given ? ""
                                              : " (nor a console on 127.0.0.1:3131 that names one)",
-            l->name);
+            l->name, l->name);
+}
+
+static void say(const launch_t *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(const launch_t *l, const char *fmt, ...)
+{
+    if (l->quiet) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
 }
 
 /* Finds the node: the API port from the console's /api/status (and there the local
- * llama-servers, for probe), else the default API port. 0, or 1 with the reason printed. */
+ * llama-servers, for probe), else the default API port; then its models (l->models). NODE_UP,
+ * NODE_NONE (nothing answers), or NODE_ERR with the reason printed. */
 static int find_node(launch_t *l, cli_http_t *status)
 {
+    json_decref(status->body);
+    *status = (cli_http_t){0};
+    json_decref(l->models);
+    l->models = NULL;
     if (!l->api_given) {
         status->port = l->console_port;
         cli_request(status, "GET", "/api/status", NULL);
@@ -157,56 +186,57 @@ static int find_node(launch_t *l, cli_http_t *status)
         json_int_t api = json_integer_value(json_object_get(node, "api_port"));
         if (status->status == 200 && api > 0 && api <= 65535) {
             l->api_port = (int)api;
+            l->console_seen = true;
         } else if (status->status != 0) {
-            fprintf(stderr, "mesh-llm %s: the console on 127.0.0.1:%d answered %d: %s\n", l->name,
-                    l->console_port, status->status,
-                    json_string_value(
-                        json_object_get(json_object_get(status->body, "error"), "message"))
-                        ?: "no API port in /api/status");
-            return 1;
+            say(l, "mesh-llm %s: the console on 127.0.0.1:%d answered %d: %s\n", l->name,
+                l->console_port, status->status,
+                json_string_value(
+                    json_object_get(json_object_get(status->body, "error"), "message"))
+                    ?: "no API port in /api/status");
+            return NODE_ERR;
+        } else if (l->console_given && !status->refused) {
+            say(l, "mesh-llm %s: %s\n", l->name, status->err);
+            return NODE_ERR;
         } else if (l->console_given) {
-            if (status->refused) {
-                snprintf(l->base_url, sizeof l->base_url, "127.0.0.1:%d", l->console_port);
-                no_node(l);
-            } else {
-                fprintf(stderr, "mesh-llm %s: %s\n", l->name, status->err);
-            }
-            return 1;
-        } else {
-            l->api_port = DEFAULT_API; /* a --headless node has no console */
+            snprintf(l->base_url, sizeof l->base_url, "127.0.0.1:%d", l->console_port);
+            return NODE_NONE;
         }
+        /* else a --headless node has no console: its API on the default (or --port) port */
     }
     char host[INET_ADDRSTRLEN] = "127.0.0.1";
     struct in_addr a = {.s_addr = l->api_addr};
     if (l->api_addr) inet_ntop(AF_INET, &a, host, sizeof host);
     snprintf(l->base_url, sizeof l->base_url, "http://%s:%d", host, l->api_port);
-    return 0;
-}
 
-/* The node's models, the pick, and the exec. */
-static int launch(launch_t *l, cli_http_t *status, int uargc, char **uargv,
-                  const struct tunables *tun)
-{
     cli_http_t h = {.port = l->api_port, .addr = l->api_addr};
     cli_request(&h, "GET", "/v1/models", NULL);
-    if (h.status == 0) {
-        no_node(l);
-        json_decref(h.body);
-        return 1;
-    }
     json_t *data = json_object_get(h.body, "data");
+    if (h.status == 0 && !l->console_seen) {
+        json_decref(h.body);
+        return NODE_NONE;
+    }
     if (h.status != 200 || !json_is_array(data)) {
-        fprintf(stderr, "mesh-llm %s: %s/v1/models answered %d: %s\n", l->name, l->base_url,
-                h.status,
+        if (h.status == 0)
+            say(l, "mesh-llm %s: the node's console answers but its API at %s does not: %s\n",
+                l->name, l->base_url, h.err);
+        else
+            say(l, "mesh-llm %s: %s/v1/models answered %d: %s\n", l->name, l->base_url, h.status,
                 json_string_value(json_object_get(json_object_get(h.body, "error"), "message"))
                     ?: "not a model list");
         json_decref(h.body);
-        return 1;
+        return NODE_ERR;
     }
-    agent_model_t ms[MAX_MODELS];
+    l->models = h.body;
+    return NODE_UP;
+}
+
+/* The rows of l->models (ids borrowed from it), with what each local llama-server's /props says
+ * of its chat template; the number of rows. */
+static size_t model_rows(const launch_t *l, const cli_http_t *status, agent_model_t *ms)
+{
     size_t n = 0, i;
     json_t *m;
-    json_array_foreach(data, i, m)
+    json_array_foreach(json_object_get(l->models, "data"), i, m)
     {
         const char *id = json_string_value(json_object_get(m, "id"));
         if (!id || n == MAX_MODELS) continue;
@@ -231,11 +261,157 @@ static int launch(launch_t *l, cli_http_t *status, int uargc, char **uargv,
             }
         }
     }
-    int pick = agent_pick_model(ms, n, l->want);
+    return n;
+}
+
+/* The model a started node serves for the agent, once it is ready: its own model (what its
+ * --model NAME became: the console's local row) or, for a client, the mesh's best. */
+static bool started_ready(launch_t *l, const cli_http_t *status)
+{
+    const char *want = NULL;
+    if (l->want) {
+        size_t i;
+        json_t *m;
+        json_array_foreach(json_object_get(status->body, "models"), i, m)
+        {
+            const char *name = json_string_value(json_object_get(m, "name"));
+            if (name && strcmp(json_string_value(json_object_get(m, "node")) ?: "", "local") == 0) {
+                want = name;
+                break;
+            }
+        }
+        if (!want) return false;
+    }
+    size_t n = 0, i;
+    json_t *m;
+    json_array_foreach(json_object_get(l->models, "data"), i, m)
+    {
+        const char *id = json_string_value(json_object_get(m, "id"));
+        const char *st = json_string_value(json_object_get(m, "status"));
+        if (!id || !st || strcmp(st, "ready") != 0 || strcmp(type_of(m), "llm") != 0) continue;
+        if (want && strcmp(id, want) != 0) continue;
+        snprintf(l->picked, sizeof l->picked, "%s", id);
+        n++;
+        break;
+    }
+    return n > 0;
+}
+
+static bool file_exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+static int agent_home(const launch_t *l, const struct tunables *tun, char *dir, size_t len,
+                      const char *sub)
+{
+    char home[PATH_MAX];
+    int rc = identity_home(tun->home, home, sizeof home);
+    if (rc == 0 &&
+        (size_t)snprintf(dir, len, "%s%s%s", home, sub ? "/" : "", sub ? sub : "") >= len)
+        rc = -ENAMETOOLONG;
+    if (rc)
+        fprintf(stderr, "mesh-llm %s: no home directory for its files: %s\n", l->name,
+                strerror(-rc));
+    return rc;
+}
+
+/* No node answers here: start one from what the launcher was given (agent_node_args), follow
+ * its log until it serves a model, and find it. NODE_UP, or NODE_ERR with the reason printed
+ * (the node stopped again). */
+static int start_node(launch_t *l, cli_http_t *status, const struct tunables *tun,
+                      agent_node_t *node)
+{
+    char self[PATH_MAX], home[PATH_MAX], conf[PATH_MAX + 16], dir[PATH_MAX + 16],
+        log[PATH_MAX + 32];
+    ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (k <= 0) {
+        fprintf(stderr, "mesh-llm %s: cannot find its own binary: %s\n", l->name, strerror(errno));
+        return NODE_ERR;
+    }
+    self[k] = '\0';
+    if (agent_home(l, tun, home, sizeof home, NULL)) return NODE_ERR;
+    snprintf(conf, sizeof conf, "%s/config", home);
+    snprintf(dir, sizeof dir, "%s/agents", home);
+    snprintf(log, sizeof log, "%s/node.log", dir);
+    agent_start_t s = {.self = self,
+                       .model = l->want,
+                       .join = l->join,
+                       .have_config = file_exists(conf),
+                       .api_port = l->port_given ? l->api_port : 0,
+                       .console_port = l->console_given ? l->console_port : 0};
+    agent_node_cmd_t cmd;
+    struct in_addr a = {.s_addr = l->api_addr};
+    if ((l->api_addr && a.s_addr != htonl(INADDR_LOOPBACK)) || agent_node_args(&s, &cmd) != 0) {
+        no_node(l);
+        return NODE_ERR;
+    }
+    int rc = mkdir_p(dir, 0700);
+    if (rc == 0) rc = agent_node_start(node, cmd.argv, cmd.join_env, log, !l->keep_node);
+    if (rc) {
+        fprintf(stderr, "mesh-llm %s: cannot start a node: %s\n", l->name, strerror(-rc));
+        return NODE_ERR;
+    }
+    fprintf(stderr, "mesh-llm %s: no node runs here: started one (pid %d):", l->name,
+            (int)node->pid);
+    for (int i = 0; i < cmd.argc; i++)
+        fprintf(stderr, " %s", i ? cmd.argv[i] : "mesh-llm");
+    fprintf(stderr, "%s; its log: %s\n", l->join ? " (joining the mesh of --join)" : "", log);
+    /* the node finds its ports from the launcher's: they are its own defaults otherwise */
+    l->api_given = false;
+    l->api_addr = 0;
+    if (!l->port_given) l->api_port = DEFAULT_API;
+    uint64_t waited = 0, said = 0;
+    const unsigned step_ms = 250;
+    for (;;) {
+        agent_node_echo(node, stderr, "  node | ");
+        if (!agent_node_alive(node)) {
+            agent_node_echo(node, stderr, "  node | ");
+            int st = node->status;
+            fprintf(stderr,
+                    "mesh-llm %s: the node exited (%s %d) before it served a model; its "
+                    "log: %s\n",
+                    l->name, WIFSIGNALED(st) ? "signal" : "status",
+                    WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st), log);
+            return NODE_ERR;
+        }
+        l->quiet = true;
+        int f = find_node(l, status);
+        l->quiet = false;
+        if (f == NODE_UP && started_ready(l, status)) return NODE_UP;
+        if (waited >= (uint64_t)l->wait_s * 1000) {
+            fprintf(stderr,
+                    "mesh-llm %s: the node serves no model after %u s (--wait SECONDS waits "
+                    "longer); stopping it. Its log: %s\n",
+                    l->name, l->wait_s, log);
+            agent_node_stop(node, STOP_GRACE_MS);
+            return NODE_ERR;
+        }
+        if (waited - said >= 15000) {
+            fprintf(stderr, "mesh-llm %s: waiting for the node to serve a model (%llu s)\n",
+                    l->name, (unsigned long long)(waited / 1000));
+            said = waited;
+        }
+        struct timespec ts = {.tv_sec = 0, .tv_nsec = step_ms * 1000000L};
+        nanosleep(&ts, NULL);
+        waited += step_ms;
+    }
+}
+
+/* The pick, the plan, and the agent: executed in place of this process, or (a node started
+ * for the session) run beside the node, which stops after it. */
+static int launch(launch_t *l, cli_http_t *status, int uargc, char **uargv,
+                  const struct tunables *tun, agent_node_t *node)
+{
+    agent_model_t ms[MAX_MODELS];
+    size_t n = model_rows(l, status, ms), i;
+    const char *want = l->picked[0] ? l->picked : l->want;
+    int pick = agent_pick_model(ms, n, want);
     if (pick < 0) {
-        if (l->want)
+        if (want)
             fprintf(stderr, "mesh-llm %s: the mesh at %s serves no model '%s'; it lists:", l->name,
-                    l->base_url, l->want);
+                    l->base_url, want);
         else
             fprintf(stderr,
                     "mesh-llm %s: the mesh at %s serves no LLM yet (start a node with --model "
@@ -244,22 +420,20 @@ static int launch(launch_t *l, cli_http_t *status, int uargc, char **uargv,
         for (i = 0; i < n; i++)
             fprintf(stderr, " %s", ms[i].id);
         fprintf(stderr, "%s\n", n ? "" : " nothing");
-        json_decref(h.body);
         return 1;
     }
     char model[256];
     snprintf(model, sizeof model, "%s", ms[pick].id);
     agent_tools_t tools = ms[pick].tools;
-    json_decref(h.body);
 
-    char home[PATH_MAX], dir[PATH_MAX + 64];
-    int rc = identity_home(tun->home, home, sizeof home);
-    if (rc == 0 && snprintf(dir, sizeof dir, "%s/agents/%s", home, l->name) >= (int)sizeof dir)
-        rc = -ENAMETOOLONG;
-    if (rc == 0) rc = mkdir_p(dir, 0700);
+    char dir[PATH_MAX + 64], sub[64];
+    snprintf(sub, sizeof sub, "agents/%s", l->name);
+    int rc = agent_home(l, tun, dir, sizeof dir, sub);
+    if (rc) return 1;
+    rc = mkdir_p(dir, 0700);
     if (rc) {
-        fprintf(stderr, "mesh-llm %s: cannot make the agent's directory under %s: %s\n", l->name,
-                home, strerror(-rc));
+        fprintf(stderr, "mesh-llm %s: cannot make the agent's directory %s: %s\n", l->name, dir,
+                strerror(-rc));
         return 1;
     }
     const char *path = getenv("PATH");
@@ -291,7 +465,21 @@ static int launch(launch_t *l, cli_http_t *status, int uargc, char **uargv,
             : tools == AGENT_TOOLS_NO ? " (its chat template takes no tools)"
                                       : "",
             l->base_url, dir);
+    if (node->pid > 0 && l->keep_node)
+        fprintf(stderr,
+                "mesh-llm %s: the node keeps running after %s exits (pid %d; stop it with "
+                "kill %d)\n",
+                l->name, l->info->title, (int)node->pid, (int)node->pid);
     fflush(stderr);
+    if (node->pid > 0 && !l->keep_node) {
+        rc = agent_run_child(plan.argv);
+        agent_plan_free(&plan);
+        fprintf(stderr, "mesh-llm %s: %s exited (%d); stopping the node it ran on (pid %d)\n",
+                l->name, l->info->title, rc, (int)node->pid);
+        agent_node_stop(node, STOP_GRACE_MS);
+        return rc;
+    }
+    agent_node_close(node);
     execvp(plan.argv[0], plan.argv);
     rc = errno;
     fprintf(stderr, "mesh-llm %s: cannot run %s: %s\n", l->name, plan.argv[0], strerror(rc));
@@ -301,7 +489,10 @@ static int launch(launch_t *l, cli_http_t *status, int uargc, char **uargv,
 
 int cli_agents_main(int argc, char **argv, const struct tunables *tun)
 {
-    launch_t l = {.name = argv[1], .console_port = DEFAULT_CONSOLE, .api_port = DEFAULT_API};
+    launch_t l = {.name = argv[1],
+                  .console_port = DEFAULT_CONSOLE,
+                  .api_port = DEFAULT_API,
+                  .wait_s = DEFAULT_WAIT_S};
     l.info = agent_by_name(argv[1], &l.kind);
     if (!l.info) return 2;
     int i = 2;
@@ -328,7 +519,14 @@ int cli_agents_main(int argc, char **argv, const struct tunables *tun)
             if (parse_u64(argv[++i], 1, 65535, &v) != 0) return usage(l.name);
             l.api_port = (int)v;
             l.api_addr = 0;
-            l.api_given = true;
+            l.api_given = l.port_given = true;
+        } else if (strcmp(a, "--join") == 0 && has) {
+            l.join = argv[++i];
+        } else if (strcmp(a, "--keep-node") == 0) {
+            l.keep_node = true;
+        } else if (strcmp(a, "--wait") == 0 && has) {
+            if (parse_u64(argv[++i], 1, 86400, &v) != 0) return usage(l.name);
+            l.wait_s = (unsigned)v;
         } else if (strcmp(a, "--console") == 0 && has) {
             if (parse_u64(argv[++i], 1, 65535, &v) != 0) return usage(l.name);
             l.console_port = (int)v;
@@ -338,8 +536,13 @@ int cli_agents_main(int argc, char **argv, const struct tunables *tun)
         }
     }
     cli_http_t status = {0};
+    agent_node_t node = {.log_fd = -1};
     int rc = find_node(&l, &status);
-    if (rc == 0) rc = launch(&l, &status, argc - i, argv + i, tun);
+    if (rc == NODE_NONE) rc = start_node(&l, &status, tun, &node);
+    if (rc == NODE_UP) rc = launch(&l, &status, argc - i, argv + i, tun, &node);
+    if (!l.keep_node) agent_node_stop(&node, STOP_GRACE_MS); /* it came up, ran no agent */
+    agent_node_close(&node);
     json_decref(status.body);
+    json_decref(l.models);
     return rc;
 }

@@ -62,6 +62,43 @@ int agent_pick_model(const agent_model_t *m, size_t n, const char *want)
     return best;
 }
 
+/* ---- the node the launcher starts ---- */
+
+int agent_node_args(const agent_start_t *s, agent_node_cmd_t *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!s->self || !*s->self) return -EINVAL;
+    bool join = s->join && *s->join;
+    if (!(s->model && *s->model) && !join && !s->have_config) return -ENOENT;
+    int n = 0;
+    out->argv[n++] = s->self;
+    if (s->model && *s->model) {
+        out->argv[n++] = "--model";
+        out->argv[n++] = s->model;
+    } else if (join) {
+        out->argv[n++] = "--client";
+    }
+    if (join && s->join[0] == '@') {
+        out->argv[n++] = "--join";
+        out->argv[n++] = s->join;
+    } else if (join) {
+        out->join_env = s->join;
+    }
+    if (s->api_port > 0 && s->api_port <= 65535) {
+        snprintf(out->port, sizeof out->port, "%d", s->api_port);
+        out->argv[n++] = "--port";
+        out->argv[n++] = out->port;
+    }
+    if (s->console_port > 0 && s->console_port <= 65535) {
+        snprintf(out->console, sizeof out->console, "%d", s->console_port);
+        out->argv[n++] = "--console";
+        out->argv[n++] = out->console;
+    }
+    out->argv[n] = NULL;
+    out->argc = n;
+    return 0;
+}
+
 /* ---- the plan ---- */
 
 static bool printable(const char *s)

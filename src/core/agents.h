@@ -69,6 +69,31 @@ typedef struct {
  * largest, then the first id alphabetically. -ENOENT when no row is an llm. */
 int agent_pick_model(const agent_model_t *m, size_t n, const char *want);
 
+/* What the launcher starts when no node answers here (agent_node_args). */
+typedef struct {
+    const char *self;  /* this binary (argv[0] of the node) */
+    const char *model; /* --model NAME: the node loads it (a file, a catalog name, hf://…) */
+    const char *join;  /* --join TOKEN|@FILE: the node joins that mesh */
+    bool have_config;  /* $MESH_LLM_HOME/config exists: the node reads what to serve there */
+    int api_port;      /* --port given: the node's API port (0: its default) */
+    int console_port;  /* --console given: its console port (0: its default) */
+} agent_start_t;
+
+typedef struct {
+    const char *argv[12]; /* NULL-terminated; argv[0] is self */
+    int argc;
+    const char *join_env; /* a token for the node's MESH_LLM_JOIN, NULL: none */
+    char port[8], console[8];
+} agent_node_cmd_t;
+
+/* The node to start: --model NAME loads NAME (and joins with --join); --join alone starts a
+ * client (--client: it serves nothing, the mesh does); neither, with a config file, starts the
+ * node the config file describes. The API and console ports given to the launcher go to the
+ * node. The token is never on the argv: it goes into join_env (--join @FILE stays a file the
+ * node reads). out points into itself: not to be copied. 0, or -ENOENT (nothing says what to
+ * serve: the launcher says how to start a node), or -EINVAL (no self). */
+int agent_node_args(const agent_start_t *s, agent_node_cmd_t *out);
+
 typedef struct {
     const char *base_url; /* the node's inference API, no trailing slash: http://127.0.0.1:9337 */
     const char *model;

@@ -327,6 +327,12 @@ uint64_t options_env_ms(const char *name)
     return env_ms(name, options_env_default(name));
 }
 
+/* the launchers' own node (app/cli_agents.c), the same for the four */
+#define AGENT_NODE_HELP                                                                            \
+    "With no node running here, --model NAME (a file, a catalog name) or --join TOKEN|@FILE "      \
+    "starts one for the session, its output shown until it serves the model, stopped when the "    \
+    "agent exits (--keep-node keeps it; --wait SECONDS bounds its start, default 1800). "
+
 static const mesh_command_t COMMANDS[] = {
     {"status", "[--console PORT]", "summary of the node running here (its mesh, models, peers)",
      "Asks the node's management API on 127.0.0.1 (default port 3131; $MESH_LLM_API_KEY when "
@@ -355,7 +361,9 @@ static const mesh_command_t COMMANDS[] = {
      "--config ~/.config/mesh-llm/config) and print the systemctl line that enables it; "
      "uninstall: remove the unit; status: is it installed, which node holds the state directory; "
      "unit: print the unit. docs/install.md."},
-    {"claude", "[--model NAME] [--api URL|--port PORT] [--console PORT] [--] [ARGS...]",
+    {"claude",
+     "[--model NAME] [--join TOKEN|@FILE] [--api URL|--port PORT] [--console PORT] [--keep-node] "
+     "[--wait SECONDS] [--] [ARGS...]",
      "run Claude Code against the mesh",
      "Finds the node running here (its console on 127.0.0.1:3131 names its API; else the API on "
      "127.0.0.1:9337; --api URL or --port PORT names another), picks the best model it serves for "
@@ -363,12 +371,14 @@ static const mesh_command_t COMMANDS[] = {
      "agent (ready, its chat template takes tools, the largest; --model NAME picks one), and "
      "runs 'claude' with ARGS (e.g. -p \"hi\"), pointed at the mesh: ANTHROPIC_BASE_URL, "
      "ANTHROPIC_AUTH_TOKEN and ANTHROPIC_MODEL (the Anthropic API: /v1/messages), telemetry and "
-     "update checks off. Its settings live in "
+     "update checks off. " AGENT_NODE_HELP "Its settings live in "
      "$MESH_LLM_HOME/agents/claude, never in your own; the key is $MESH_LLM_API_KEY when set "
      "(through the environment only), else a placeholder. Install it with: npm i -g "
      "@anthropic-ai/claude-code. "
      "docs/agents.md."},
-    {"codex", "[--model NAME] [--api URL|--port PORT] [--console PORT] [--] [ARGS...]",
+    {"codex",
+     "[--model NAME] [--join TOKEN|@FILE] [--api URL|--port PORT] [--console PORT] [--keep-node] "
+     "[--wait SECONDS] [--] [ARGS...]",
      "run Codex against the mesh",
      "Finds the node running here (its console on 127.0.0.1:3131 names its API; else the API on "
      "127.0.0.1:9337; --api URL or --port PORT names another), picks the best model it serves for "
@@ -376,11 +386,13 @@ static const mesh_command_t COMMANDS[] = {
      "agent (ready, its chat template takes tools, the largest; --model NAME picks one), and "
      "runs 'codex' with ARGS (e.g. exec \"hi\"), pointed at the mesh: -c overrides of a model "
      "provider mesh (the Responses API: /v1/responses) and the model, a CODEX_HOME of its own, "
-     "analytics and the update check off. Its settings live in "
+     "analytics and the update check off. " AGENT_NODE_HELP "Its settings live in "
      "$MESH_LLM_HOME/agents/codex, never in your own; the key is $MESH_LLM_API_KEY when set "
      "(through the environment only), else a placeholder. Install it with: npm i -g @openai/codex. "
      "docs/agents.md."},
-    {"opencode", "[--model NAME] [--api URL|--port PORT] [--console PORT] [--] [ARGS...]",
+    {"opencode",
+     "[--model NAME] [--join TOKEN|@FILE] [--api URL|--port PORT] [--console PORT] [--keep-node] "
+     "[--wait SECONDS] [--] [ARGS...]",
      "run opencode against the mesh",
      "Finds the node running here (its console on 127.0.0.1:3131 names its API; else the API on "
      "127.0.0.1:9337; --api URL or --port PORT names another), picks the best model it serves for "
@@ -388,11 +400,13 @@ static const mesh_command_t COMMANDS[] = {
      "agent (ready, its chat template takes tools, the largest; --model NAME picks one), and "
      "runs 'opencode' with ARGS (e.g. run \"hi\"), pointed at the mesh: OPENCODE_CONFIG_CONTENT "
      "with an OpenAI-compatible provider mesh (/v1/chat/completions) and the model mesh/MODEL, "
-     "autoupdate, sharing and the models.dev fetch off. Its settings live in "
+     "autoupdate, sharing and the models.dev fetch off. " AGENT_NODE_HELP "Its settings live in "
      "$MESH_LLM_HOME/agents/opencode, never in your own; the key is $MESH_LLM_API_KEY when set "
      "(through the environment only), else a placeholder. Install it with: npm i -g opencode-ai. "
      "docs/agents.md."},
-    {"pi", "[--model NAME] [--api URL|--port PORT] [--console PORT] [--] [ARGS...]",
+    {"pi",
+     "[--model NAME] [--join TOKEN|@FILE] [--api URL|--port PORT] [--console PORT] [--keep-node] "
+     "[--wait SECONDS] [--] [ARGS...]",
      "run pi against the mesh",
      "Finds the node running here (its console on 127.0.0.1:3131 names its API; else the API on "
      "127.0.0.1:9337; --api URL or --port PORT names another), picks the best model it serves for "
@@ -400,7 +414,7 @@ static const mesh_command_t COMMANDS[] = {
      "agent (ready, its chat template takes tools, the largest; --model NAME picks one), and "
      "runs 'pi' with ARGS (e.g. -p \"hi\"), pointed at the mesh: a models.json with a provider "
      "mesh (/v1/chat/completions) in PI_CODING_AGENT_DIR, --provider mesh --model MODEL, "
-     "PI_OFFLINE=1. Its settings live in "
+     "PI_OFFLINE=1. " AGENT_NODE_HELP "Its settings live in "
      "$MESH_LLM_HOME/agents/pi, never in your own; the key is $MESH_LLM_API_KEY when set "
      "(through the environment only), else a placeholder. Install it with: npm i -g "
      "@mariozechner/pi-coding-agent. "

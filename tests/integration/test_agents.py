@@ -16,12 +16,14 @@ a path the node lacks, and the real user's agent settings are untouched.
 import json
 import os
 import re
+import signal
+import socket
 import stat
 import subprocess
 
 import pytest
 
-from harness.node import MESH_BIN, ROOT, http, model_path
+from harness.node import BIN_DIR, MESH_BIN, ROOT, http, model_path, pid_alive, wait_for
 from harness.split import SYNTH_BIN
 
 AGENTS_BIN = os.path.join(ROOT, "tests", "agents", "node_modules", ".bin")
@@ -43,9 +45,19 @@ USER_PLACES = [".claude", ".claude.json", ".codex", ".config/opencode", ".local/
                ".local/state/opencode", ".cache/opencode", ".pi"]
 
 FAKE = """#!/usr/bin/python3
-import json, os, sys
-with open(os.environ["FAKE_AGENT_OUT"], "w") as f:
-    json.dump({"argv": sys.argv, "env": dict(os.environ)}, f)
+import json, os, sys, time, urllib.request
+got = {"argv": sys.argv, "env": dict(os.environ), "pid": os.getpid()}
+if os.environ.get("FAKE_AGENT_FETCH"):  # what the node answers while the agent runs
+    key = os.environ.get("MESH_AGENT_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN")
+    req = urllib.request.Request(os.environ["FAKE_AGENT_FETCH"],
+                                 headers={"Authorization": f"Bearer {key}"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        got["fetched"] = {"status": r.status, "body": json.loads(r.read())}
+with open(os.environ["FAKE_AGENT_OUT"] + ".tmp", "w") as f:
+    json.dump(got, f)
+os.rename(os.environ["FAKE_AGENT_OUT"] + ".tmp", os.environ["FAKE_AGENT_OUT"])
+if os.environ.get("FAKE_AGENT_SLEEP"):
+    time.sleep(float(os.environ["FAKE_AGENT_SLEEP"]))
 """
 
 
@@ -150,7 +162,7 @@ def test_launcher_errors(start_node, tmp_path, fake_agents):
     dead_console = free.console_port
     free.cleanup()
     r = launch("claude", ["--console", str(dead_console), "-p", "hi"], env, str(tmp_path))
-    assert r.returncode == 1 and "mesh-llm --model" in r.stderr, r.stderr
+    assert r.returncode == 1 and "mesh-llm claude --model" in r.stderr, r.stderr
     # a node, but the agent is not installed: how to install it
     node = start_node("--model", model_path("stories260K"), "--port", "0")
     for agent, pkg in PKG.items():
@@ -158,6 +170,138 @@ def test_launcher_errors(start_node, tmp_path, fake_agents):
         assert r.returncode == 127 and f"npm i -g {pkg}" in r.stderr, r.stderr
     r = subprocess.run([MESH_BIN, "help", "claude"], capture_output=True, text=True)
     assert r.returncode == 0 and r.stdout.startswith("Usage: mesh-llm claude ")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def started_pid(stderr):
+    m = re.search(r"no node runs here: started one \(pid (\d+)\)", stderr)
+    assert m, f"the launcher did not say it started a node:\n{stderr}"
+    return int(m.group(1))
+
+
+def session_env(tmp_path, fake_agents):
+    """A user's environment in which the launcher's node finds llama.cpp and runs its children
+    on one thread (as the harness's nodes do), on ports of the test's own."""
+    env, home = user_env(tmp_path, fake_agents)
+    if BIN_DIR:
+        env["MESH_LLM_BIN_DIR"] = BIN_DIR
+    env["LLAMA_ARG_THREADS"] = "1"
+    env["FAKE_AGENT_OUT"] = str(tmp_path / "fake.json")
+    api, console = free_port(), free_port()
+    env["FAKE_AGENT_FETCH"] = f"http://127.0.0.1:{api}/v1/models"
+    return env, home, ["--port", str(api), "--console", str(console)]
+
+
+def test_launcher_starts_a_node_for_the_session(tmp_path, fake_agents):
+    """No node runs: --model FILE starts one (its output shown while it loads), the agent runs
+    against it, and the node stops when the agent exits; --keep-node leaves it running."""
+    env, home, ports = session_env(tmp_path, fake_agents)
+    r = launch("pi", [*ports, "--model", model_path("stories260K"), "--", "-p", "hi"], env,
+               str(tmp_path), timeout=180)
+    assert r.returncode == 0, r.stderr
+    pid = started_pid(r.stderr)
+    assert "  node | " in r.stderr and "model stories260K" in r.stderr, r.stderr
+    got = json.loads((tmp_path / "fake.json").read_text())
+    assert got["argv"][1:5] == ["--provider", "mesh", "--model", "stories260K"], got["argv"]
+    assert got["argv"][-2:] == ["-p", "hi"]
+    # while the agent ran, the node it was given served the model
+    assert got["fetched"]["status"] == 200
+    rows = {m["id"]: m["status"] for m in got["fetched"]["body"]["data"]}
+    assert rows.get("stories260K") == "ready", rows
+    # the launcher returned after the node had stopped (it reaped it)
+    assert not pid_alive(pid), f"the node {pid} still runs after the agent exited"
+    log = (home / ".mesh-llm" / "agents" / "node.log").read_text()
+    assert "bye" in log and "Terminated received" in log, log[-2000:]
+    assert stat.S_IMODE((home / ".mesh-llm" / "agents" / "node.log").stat().st_mode) == 0o600
+
+    # --keep-node: the node outlives the agent, and says how to stop it
+    r = launch("codex", [*ports, "--keep-node", "--model", model_path("stories260K"), "x"], env,
+               str(tmp_path), timeout=180)
+    assert r.returncode == 0, r.stderr
+    pid = started_pid(r.stderr)
+    try:
+        assert f"kill {pid}" in r.stderr, r.stderr
+        assert pid_alive(pid)
+        api = int(ports[1])
+        assert http(api, "GET", "/v1/models", headers=AUTH).status == 200
+        # a second launch finds that node: it starts none
+        r = launch("pi", [*ports, "y"], env, str(tmp_path))
+        assert r.returncode == 0 and "started one" not in r.stderr, r.stderr
+        assert json.loads((tmp_path / "fake.json").read_text())["argv"][-1] == "y"
+    finally:
+        os.kill(pid, signal.SIGTERM)
+    wait_for(lambda: not pid_alive(pid), timeout=30, what="the kept node to stop")
+
+    # neither --model nor --join: the node the config file describes
+    (home / ".mesh-llm" / "config").write_text(
+        f"models = ( {{ model = \"{model_path('TinyStories-656K-Q8_0')}\"; }} );\n")
+    r = launch("opencode", [*ports, "run", "z"], env, str(tmp_path), timeout=180)
+    assert r.returncode == 0, r.stderr
+    pid = started_pid(r.stderr)
+    assert "settings read from" in r.stderr and "model TinyStories-656K-Q8_0" in r.stderr
+    assert json.loads((tmp_path / "fake.json").read_text())["fetched"]["status"] == 200
+    assert not pid_alive(pid)
+    # a model that cannot load: the node's own error, and the launcher's exit status 1
+    (home / ".mesh-llm" / "config").unlink()
+    r = launch("pi", [*ports, "--model", str(tmp_path / "missing.gguf")], env, str(tmp_path))
+    assert r.returncode == 1, r.stderr
+    assert "  node | mesh-llm: error: " in r.stderr and "before it served a model" in r.stderr
+
+
+def test_launcher_joins_a_mesh_for_the_session(start_node, tmp_path, fake_agents):
+    """--join TOKEN starts a client node that joins the mesh (the token never on an argv), and
+    the agent gets the mesh's model through it."""
+    seed = start_node("--model", model_path("stories260K"), "--port", "0",
+                      env={"MESH_LLM_API_KEY": KEY})
+    env, home, ports = session_env(tmp_path, fake_agents)
+    tok = tmp_path / "token"
+    tok.write_text(seed.token + "\n")
+    tok.chmod(0o600)
+    proc = subprocess.Popen([MESH_BIN, "claude", *ports, "--join", seed.token, "-p", "hi"],
+                            env=env, cwd=str(tmp_path), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    pid = started_pid(err)
+    assert "--client" in err and "(joining the mesh of --join)" in err, err
+    got = json.loads((tmp_path / "fake.json").read_text())
+    assert got["env"]["ANTHROPIC_MODEL"] == "stories260K"
+    assert got["fetched"]["status"] == 200
+    assert seed.token not in " ".join(got["argv"])
+    assert "MESH_LLM_JOIN" not in got["env"], "the token reached the agent's environment"
+    assert not pid_alive(pid)
+    # --join @FILE, and a launcher killed outright: its node stops with it (SIGTERM)
+    env["FAKE_AGENT_SLEEP"] = "120"
+    (tmp_path / "fake.json").unlink()
+    proc = subprocess.Popen([MESH_BIN, "pi", *ports, "--join", f"@{tok}"], env=env,
+                            cwd=str(tmp_path), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    agent = None
+    try:
+        wait_for(lambda: (tmp_path / "fake.json").exists(), timeout=120,
+                 what="the agent to run beside the started node")
+        agent = json.loads((tmp_path / "fake.json").read_text())["pid"]
+        assert json.loads((tmp_path / "fake.json").read_text())["fetched"]["status"] == 200
+        proc.kill()
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        if agent and pid_alive(agent):
+            os.kill(agent, signal.SIGKILL)  # the stand-in agent, orphaned by the kill
+    err = proc.stderr.read()
+    pid = started_pid(err)
+    wait_for(lambda: not pid_alive(pid), timeout=30,
+             what="the node to stop with the launcher that started it")
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -273,13 +274,64 @@ static void test_refusals(void **state)
     agent_plan_free(&p);
 }
 
+/* what the launcher starts when no node answers: rows of (input, the node's argv) */
+static void test_node_args(void **state)
+{
+    (void)state;
+    static const struct {
+        agent_start_t in;
+        int rc;
+        const char *argv; /* joined by spaces */
+        const char *join_env;
+    } rows[] = {
+        {{.self = "mesh-llm", .model = "/m/a.gguf"}, 0, "mesh-llm --model /m/a.gguf", NULL},
+        {{.self = "mesh-llm", .model = "Qwen3-8B-Q4_K_M", .join = "eyJ2Ijox"},
+         0,
+         "mesh-llm --model Qwen3-8B-Q4_K_M",
+         "eyJ2Ijox"},
+        {{.self = "mesh-llm", .join = "eyJ2Ijox"}, 0, "mesh-llm --client", "eyJ2Ijox"},
+        {{.self = "mesh-llm", .join = "@/run/token"},
+         0,
+         "mesh-llm --client --join @/run/token",
+         NULL},
+        {{.self = "mesh-llm", .join = ""}, -ENOENT, NULL, NULL},
+        {{.self = "mesh-llm", .have_config = true}, 0, "mesh-llm", NULL},
+        {{.self = "mesh-llm", .model = "x", .have_config = true}, 0, "mesh-llm --model x", NULL},
+        {{.self = "mesh-llm", .join = "t", .api_port = 9400, .console_port = 3200},
+         0,
+         "mesh-llm --client --port 9400 --console 3200",
+         "t"},
+        {{.self = "mesh-llm", .model = "x", .api_port = 70000}, 0, "mesh-llm --model x", NULL},
+        {{.self = "mesh-llm"}, -ENOENT, NULL, NULL},
+        {{.self = "mesh-llm", .model = ""}, -ENOENT, NULL, NULL},
+        {{.self = "mesh-llm", .api_port = 9400}, -ENOENT, NULL, NULL},
+        {{.model = "x"}, -EINVAL, NULL, NULL},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        agent_node_cmd_t c;
+        int rc = agent_node_args(&rows[i].in, &c);
+        assert_int_equal(rc, rows[i].rc);
+        if (rc) continue;
+        char joined[256] = "";
+        for (int k = 0; k < c.argc; k++)
+            snprintf(joined + strlen(joined), sizeof joined - strlen(joined), "%s%s", k ? " " : "",
+                     c.argv[k]);
+        assert_string_equal(joined, rows[i].argv);
+        assert_null(c.argv[c.argc]);
+        if (rows[i].join_env)
+            assert_string_equal(c.join_env, rows[i].join_env);
+        else
+            assert_null(c.join_env);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_names),    cmocka_unit_test(test_pick),
         cmocka_unit_test(test_claude),   cmocka_unit_test(test_codex),
         cmocka_unit_test(test_opencode), cmocka_unit_test(test_pi),
-        cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_refusals), cmocka_unit_test(test_node_args),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
