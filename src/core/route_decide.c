@@ -254,9 +254,14 @@ static void decide_passive(const rd_input_t *in, rd_decision_t *out)
         type_mismatch(in, out, in->table_type);
         return;
     }
+    /* images: the hosts the table says have a projector; none (or a table from a node that does
+     * not say): every host, whose own check answers */
+    bool seeing = false;
+    for (size_t i = 0; in->rq && in->rq->images && i < in->n_hosts; i++)
+        seeing |= in->hosts[i].vision;
     size_t cand[RD_MAX_HOSTS], nc = 0;
     for (size_t i = 0; i < in->n_hosts; i++)
-        insert_by_id(in->hosts, cand, &nc, RD_MAX_HOSTS, i);
+        if (!seeing || in->hosts[i].vision) insert_by_id(in->hosts, cand, &nc, RD_MAX_HOSTS, i);
     if (nc == 0) {
         refuse(out, 503, "unavailable", "model_unavailable");
         snprintf(out->msg, sizeof out->msg,
@@ -367,8 +372,11 @@ size_t rd_table_hosts(const rt_table_t *t, const rt_model_t *m, rd_host_t *hosts
     for (size_t i = 0; m && i < m->n_hosts && n < max; i++) {
         size_t node = m->hosts[i].node;
         if (node >= t->n_nodes) continue;
-        hosts[n] = (rd_host_t){
-            .id = t->nodes[node].id, .ready = true, .type = -1, .slots = rt_host_slots(m, node)};
+        hosts[n] = (rd_host_t){.id = t->nodes[node].id,
+                               .ready = true,
+                               .type = -1,
+                               .slots = rt_host_slots(m, node),
+                               .vision = m->hosts[i].vision};
         if (node_of) node_of[n] = node;
         n++;
     }

@@ -36,8 +36,10 @@
  * Candidates of an active node: the peers whose server for the model answers, else those that
  * would take it (a host still starting it, a node with the file); with images, only peers
  * serving it with a vision projector. Of a passive node: every host of its table (a table lists
- * only hosts whose server answers; it says nothing of vision: a host without a projector
- * answers 400 itself). At most RD_MAX_HOSTS candidates, the lowest ids.
+ * only hosts whose server answers); with images, those the table marks as serving it with a
+ * projector (route_table.h's "vision"), or every host when none is marked (an older table, or
+ * no projector anywhere: a host without one answers 400 itself). At most RD_MAX_HOSTS
+ * candidates, the lowest ids.
  *
  * THE STICKINESS RULE (one, for active and passive nodes; it is passive.c's of today plus
  * prefix affinity):

@@ -192,6 +192,16 @@ bool rt_model_set_slots(rt_model_t *m, size_t node, uint32_t slots)
     return false;
 }
 
+bool rt_model_set_vision(rt_model_t *m, size_t node, bool vision)
+{
+    for (size_t i = 0; i < m->n_hosts; i++)
+        if (m->hosts[i].node == node) {
+            m->hosts[i].vision = vision;
+            return true;
+        }
+    return false;
+}
+
 uint32_t rt_host_slots(const rt_model_t *m, size_t node)
 {
     for (size_t i = 0; i < m->n_hosts; i++)
@@ -224,6 +234,7 @@ json_t *rt_table_encode(const rt_table_t *t)
                                       (json_int_t)m->hosts[k].load);
                 if (h && m->hosts[k].slots)
                     json_object_set_new(h, "slots", json_integer(m->hosts[k].slots));
+                if (h && m->hosts[k].vision) json_object_set_new(h, "vision", json_true());
                 json_array_append_new(hosts, h);
             }
         json_t *o = json_pack("{s:s,s:s,s:o*}", "name", m->name, "status", STATUS[m->status],
@@ -312,6 +323,9 @@ static void decode_models(const json_t *arr, rt_table_t *t)
             }
             if (slots > RT_MAX_SLOTS || !rt_model_set_slots(m, (size_t)k, (uint32_t)slots))
                 t->rejected++;
+            json_t *vis = json_object_get(h, "vision");
+            if (vis && !json_is_boolean(vis)) t->rejected++;
+            rt_model_set_vision(m, (size_t)k, json_is_true(vis));
         }
     }
 }
@@ -390,8 +404,11 @@ void rt_table_from_list(rt_table_t *t, const model_list_t *l, const view_node_t 
         m->short_bytes = r->short_bytes;
         for (size_t k = 0; k < t->n_nodes; k++) {
             const view_serving_t *s = views[k] ? view_serving(views[k], r->id) : NULL;
-            if (s && s->http_ready && rt_model_add_host(m, k, load ? load(data, k, r->id) : 0))
+            if (s && s->http_ready && rt_model_add_host(m, k, load ? load(data, k, r->id) : 0)) {
                 rt_model_set_slots(m, k, s->slots);
+                const view_avail_t *a = view_available(views[k], r->id);
+                rt_model_set_vision(m, k, a && a->vision);
+            }
         }
     }
 }

@@ -17,14 +17,16 @@
  *             "models":[{"name":NAME,"status":"ready"|"loading"|"unloaded"|"needs_capacity",
  *                        "type":"llm"|"embedding"|"reranking","requested":true,
  *                        "short_bytes":N,                        (optional, additive)
- *                        "hosts":[{"id":ID,"load":N,"slots":N}…]}…]}
+ *                        "hosts":[{"id":ID,"load":N,"slots":N,"vision":true}…]}…]}
  *
  * `nodes` are the active nodes to check in with (and to dial: hosts are listed there too);
  * `models` is the mesh catalog with each model's status; a model's `hosts` are the nodes whose
  * llama-server for it answers, with their load (requests per minute they announce) and their
- * server's parallel slots (optional). `short_bytes` (optional, a model that needs capacity):
- * the memory its split group lacks (need − the memory of the nodes serving or waiting for it) —
- * a standby that has it free is promoted into the group.
+ * server's parallel slots (optional), and `vision` (optional, additive: true when the host
+ * serves the model with a vision projector, --mmproj; absent = false: a passive node sends
+ * images to the marked hosts). `short_bytes` (optional, a model that needs capacity): the
+ * memory its split group lacks (need − the memory of the nodes serving or waiting for it) — a
+ * standby that has it free is promoted into the group.
  *
  * Validation (never trust the sender): the request's id must be the authenticated peer's
  * (-EPERM); ids are 64 lowercase hex, names catalog_name_valid, addresses 1..RT_ADDR_MAX-1
@@ -88,6 +90,7 @@ typedef struct {
     uint16_t node;  /* index into rt_table_t.nodes */
     uint16_t slots; /* its server's parallel slots (0 unknown: RT_DEFAULT_SLOTS) */
     uint32_t load;  /* requests per minute it announces (0 unknown) */
+    bool vision;    /* serves the model with a vision projector */
 } rt_host_t;
 
 typedef struct {
@@ -133,10 +136,13 @@ rt_model_t *rt_table_add_model(rt_table_t *t, const char *name, catalog_status_t
 bool rt_model_add_host(rt_model_t *m, size_t node, uint32_t load);
 /* The slots of host `node` of m (after add_host); false when it is not a host or out of range. */
 bool rt_model_set_slots(rt_model_t *m, size_t node, uint32_t slots);
+/* Host `node` of m (after add_host) serves it with a vision projector; false when not a host. */
+bool rt_model_set_vision(rt_model_t *m, size_t node, bool vision);
 /* The models of an active node's listing (planner_list_catalog's rows) into t, whose nodes are
  * added: each row whose status a table carries (ml_status_catalog) becomes a model (type,
  * requested, short_bytes), hosted by every node k whose view (views[k], t->n_nodes of them)
- * serves it with its HTTP server ready, with load(data, k, name) and the view's slots. Rows
+ * serves it with its HTTP server ready, with load(data, k, name), the view's slots and its
+ * available_models[].vision. Rows
  * rt_table_add_model refuses are skipped. */
 typedef uint32_t (*rt_load_fn)(void *data, size_t node, const char *model);
 void rt_table_from_list(rt_table_t *t, const model_list_t *l, const view_node_t *const *views,

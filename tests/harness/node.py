@@ -26,6 +26,17 @@ def model_path(name):
     return os.path.join(MODELS, name + ".gguf")
 
 
+def made_model(script, cache_subdir):
+    """The path of the model scripts/SCRIPT makes with mesh-gguf-synth (agent-model.sh,
+    vision-model.sh): made once into the test cache's CACHE_SUBDIR, named by its recipe."""
+    synth = os.path.join(os.path.dirname(MESH_BIN), "mesh-gguf-synth")
+    cache = os.environ.get("MESH_LLM_CACHE") or os.path.expanduser("~/.cache/mesh-llm")
+    r = subprocess.run(["sh", os.path.join(ROOT, "scripts", script), synth,
+                        os.path.join(cache, cache_subdir)],
+                       check=True, timeout=300, capture_output=True, text=True)
+    return r.stdout.strip()
+
+
 def wait_for(cond, timeout=20.0, interval=0.05, what="condition"):
     """Bounded polling: returns cond()'s truthy value or fails the test."""
     deadline = time.monotonic() + timeout

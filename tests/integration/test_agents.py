@@ -23,11 +23,10 @@ import subprocess
 
 import pytest
 
-from harness.node import BIN_DIR, MESH_BIN, ROOT, http, model_path, pid_alive, wait_for
-from harness.split import SYNTH_BIN
+from harness.node import (BIN_DIR, MESH_BIN, ROOT, http, made_model, model_path, pid_alive,
+                          wait_for)
 
 AGENTS_BIN = os.path.join(ROOT, "tests", "agents", "node_modules", ".bin")
-CACHE = os.environ.get("MESH_LLM_CACHE") or os.path.expanduser("~/.cache/mesh-llm")
 KEY = "agent-test-key-5b1e0c"
 AUTH = {"Authorization": f"Bearer {KEY}"}
 REPLY = "Hello from the mesh"  # what the synthesized model answers (scripts/agent-model.sh)
@@ -306,10 +305,7 @@ def test_launcher_joins_a_mesh_for_the_session(start_node, tmp_path, fake_agents
 
 @pytest.fixture(scope="module")
 def agent_model():
-    r = subprocess.run(["sh", os.path.join(ROOT, "scripts", "agent-model.sh"), SYNTH_BIN,
-                        os.path.join(CACHE, "agents")],
-                       check=True, timeout=300, capture_output=True, text=True)
-    return r.stdout.strip()
+    return made_model("agent-model.sh", "agents")
 
 
 def snapshot(root):

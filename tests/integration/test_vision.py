@@ -1,17 +1,88 @@
-"""Images and vision projectors (issue 17 item 5, --mmproj): a request with image content for a
-model served without a projector is a 400 that says so — OpenAI-shaped on the OpenAI endpoints,
-Anthropic-shaped on /v1/messages — decided by the node that receives it before anything is
-routed (also for a model a peer serves), and the node keeps serving. A node given --mmproj for a
-model announces that it takes images (available_models[].vision)."""
-import shutil
+"""Images and vision projectors (issue 17 item 5, --mmproj; issues 32 and 34 item 5): a request
+with image content for a model served without a projector is a 400 that says so — OpenAI-shaped
+on the OpenAI endpoints, Anthropic-shaped on /v1/messages — decided by the node that receives it
+before anything is routed (also for a model a peer serves), and the node keeps serving. A node
+given --mmproj for a model announces that it takes images (available_models[].vision).
 
-from harness.node import http, model_path, wait_for
+With a projector (scripts/vision-model.sh: random weights for stories260K, 16 embeddings per
+image), images are answered end to end: OpenAI image_url parts and Ollama's images, on the node
+that serves the model, through a --client and through a replica of the model that has no
+projector. The proof that the image was read is llama-server's own count: the prompt of a
+request with an image is at least IMAGE_TOKENS longer than the same text alone (an image that
+never reached the projector adds at most its marker)."""
+import base64
+import os
+import shutil
+import struct
+import zlib
+
+import pytest
+
+from harness.node import http, made_model, model_path, wait_for
 
 S = "stories260K"
 T = "TinyStories-656K-Q8_0"
 ENV = {"MESH_LLM_ROUTE_REFRESH_MS": "200"}
 PNG = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwAD" \
       "hgGAWjR9awAAAABJRU5ErkJggg=="
+
+
+IMAGE_TOKENS = 16  # (56 / 14)²: the projector's image size over its patch size
+QUESTION = "What is in this picture?"
+
+
+def png(w, h):
+    """A real RGB PNG (a colour gradient), made here: w x h, 8 bits per channel."""
+    rows = b"".join(b"\0" + b"".join(bytes((x * 255 // w, y * 255 // h, 96)) for x in range(w))
+                    for y in range(h))
+
+    def chunk(kind, data):
+        return (struct.pack(">I", len(data)) + kind + data +
+                struct.pack(">I", zlib.crc32(kind + data) & 0xffffffff))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)) +
+            chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+
+
+PICTURE = base64.b64encode(png(40, 30)).decode()
+
+
+@pytest.fixture(scope="module")
+def projector():
+    return made_model("vision-model.sh", "vision")
+
+
+def vision_config(tmp_path, proj):
+    """A config file whose models entry gives stories260K its projector, as a user writes it."""
+    conf = tmp_path / "vision.conf"
+    conf.write_text(f'models = ( {{ model = "{os.path.abspath(model_path(S))}"; '
+                    f'mmproj = "{proj}"; }} );\n')
+    return str(conf)
+
+
+def chat(node, image, **extra):
+    content = [{"type": "text", "text": QUESTION}]
+    if image:
+        content.append({"type": "image_url",
+                        "image_url": {"url": "data:image/png;base64," + PICTURE}})
+    body = {"model": S, "max_tokens": 4, "messages": [{"role": "user", "content": content}]}
+    return node.request("POST", "/v1/chat/completions", dict(body, **extra))
+
+
+def answered_with_image(node, **extra):
+    """An OpenAI chat with a picture is answered, and its prompt holds the image's embeddings:
+    IMAGE_TOKENS more than the same text alone. Returns the answer's response."""
+    t = chat(node, False, **extra)
+    assert t.status == 200, t
+    r = chat(node, True, **extra)
+    assert r.status == 200, r
+    o = r.json()
+    assert o["object"] == "chat.completion" and o["model"] == S, o
+    c = o["choices"][0]
+    assert c["message"]["role"] == "assistant" and isinstance(c["message"]["content"], str), o
+    assert c["finish_reason"] in ("length", "stop") and o["usage"]["completion_tokens"] >= 1, o
+    text_only = t.json()["usage"]["prompt_tokens"]
+    assert o["usage"]["prompt_tokens"] >= text_only + IMAGE_TOKENS, (o["usage"], text_only)
+    return r
 
 
 def chat_image(model):
@@ -94,8 +165,8 @@ def test_images_refused_before_routing_to_a_peer(start_node):
 
 def test_projector_announced(start_node, tmp_path):
     """--mmproj MODEL=PATH: the node announces that the model takes images and passes the file to
-    the model's llama-server. (The shared models have no projector: a stand-in file shows where
-    it goes, by failing to load there.)"""
+    the model's llama-server. (A broken stand-in file shows where it goes, by failing to load
+    there; test_image_answered loads a real one.)"""
     d = tmp_path / "models"
     d.mkdir()
     shutil.copyfile(model_path(T), d / f"{T}.gguf")
@@ -125,3 +196,63 @@ def test_projector_announced(start_node, tmp_path):
     assert r.status >= 500 and r.json()["error"]["code"] == "model_load_failed", r
     wait_for(lambda: f"failed to load model '{proj}'" in b.stderr(), timeout=30,
              what="llama-server's projector loader to name the file")
+
+
+def test_image_answered(start_node, tmp_path, projector):
+    """A node given a projector in its config file's models entry: the model is announced as
+    taking images (Ollama's capabilities, the gossip), and an image is answered on the OpenAI API
+    (image_url, data URI) and on Ollama's (/api/chat images, base64), read by the projector."""
+    n = start_node("--config", vision_config(tmp_path, projector), "--port", "0")
+    assert "vision projector" in n.stderr() and projector in n.stderr()
+    r = n.request("POST", "/api/show", {"model": S})
+    assert r.status == 200 and "vision" in r.json()["capabilities"], r
+    r = answered_with_image(n)
+    assert r.headers["x-mesh-node"] == n.id and r.headers["x-mesh-route"] == "local", r.headers
+
+    def ollama(images):
+        msg = {"role": "user", "content": QUESTION}
+        if images:
+            msg["images"] = [PICTURE]
+        r = n.request("POST", "/api/chat", {"model": S, "stream": False, "messages": [msg],
+                                            "options": {"num_predict": 4}})
+        assert r.status == 200, r
+        o = r.json()
+        assert o["done"] is True and o["message"]["role"] == "assistant", o
+        assert isinstance(o["message"]["content"], str) and o["eval_count"] >= 1, o
+        return o["prompt_eval_count"]
+    text_only = ollama(False)
+    assert ollama(True) >= text_only + IMAGE_TOKENS
+
+
+def test_image_routed_to_the_projector(start_node, tmp_path, projector):
+    """A has stories260K with its projector, B the same model without one. An image sent to B is
+    not answered by B's llama-server: B's router sends it to A (the copy with a projector); text
+    stays on B. A passive --client spreads requests over both hosts (its table does not say which
+    has a projector): every image is answered with the image read, by A, whichever host the
+    client picked (B passes it on)."""
+    a = start_node("--config", vision_config(tmp_path, projector), "--port", "0", env=ENV)
+    b = start_node("--port", "0", "--model", model_path(S), "--join", a.token, env=ENV)
+
+    def vision_of_peers(node):
+        return {p["id"]: {m["name"]: m.get("vision", False) for m in p["available_models"]}
+                for p in node.status()["peers"]}
+    wait_for(lambda: vision_of_peers(b).get(a.id, {}).get(S) is True, timeout=60,
+             what="a's projector announced to b")
+    r = answered_with_image(b)
+    assert r.headers["x-mesh-node"] == a.id, r.headers
+    t = chat(b, False)
+    assert t.status == 200 and t.headers["x-mesh-node"] == b.id, t.headers
+
+    c = start_node("--port", "0", "--client", "--join", a.token, env=ENV)
+
+    def hosts_seen():
+        for m in c.request("GET", "/v1/models").json()["data"]:
+            if m["id"] == S and m["status"] == "ready":
+                return m
+        return None
+    wait_for(hosts_seen, timeout=60, what=f"{S} ready as seen from the client")
+    # stickiness keys spread the requests over the client's ring of hosts; X-Mesh-Node names the
+    # node whose llama-server answered: always a's, never b's
+    for user in (f"u{i}" for i in range(10)):
+        r = answered_with_image(c, user=user)
+        assert r.headers["x-mesh-node"] == a.id, (user, r.headers)

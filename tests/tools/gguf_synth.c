@@ -18,7 +18,13 @@
  * sampled decoding alike: each token's embedding is dominated by a direction (one for every
  * token outside the reply, one per reply token) and output.weight maps each direction to the
  * next token of the reply (REPLY_EMBD and REPLY_OUT dwarf the random weights), so the agents'
- * tests get a short, deterministic answer instead of gibberish until the context is full. */
+ * tests get a short, deterministic answer instead of gibberish until the context is full.
+ *
+ *   mesh-gguf-synth --mmproj --out P.gguf --dim TEXT_DIM [--vdim 32] [--ffn N] [--layers 2]
+ *                   [--heads N] [--image-size 56] [--patch-size 14] [--seed 1] [--name NAME]
+ *
+ * writes a vision projector instead (llama-server --mmproj; see write_mmproj), with random
+ * weights, for a text model of embedding size TEXT_DIM: the vision tests' model pair. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -39,7 +45,7 @@
 typedef struct {
     char name[GGUF_NAME_MAX];
     uint32_t type, n_dims;
-    uint64_t ne[2];
+    uint64_t ne[GGUF_MAX_DIMS];
     int norm; /* 1.0 everywhere */
     uint64_t size, offset;
 } synth_tensor_t;
@@ -47,6 +53,7 @@ typedef struct {
 typedef struct {
     uint8_t *p;
     size_t len, cap;
+    uint64_t n_kv; /* metadata pairs the kv_* helpers wrote */
 } out_t;
 
 static void die(const char *msg)
@@ -88,6 +95,7 @@ static void emit_str(out_t *o, const char *s)
 
 static void kv_u32(out_t *o, const char *k, uint32_t v)
 {
+    o->n_kv++;
     emit_str(o, k);
     emit_u32(o, GGUF_T_U32);
     emit_u32(o, v);
@@ -95,6 +103,7 @@ static void kv_u32(out_t *o, const char *k, uint32_t v)
 
 static void kv_f32(out_t *o, const char *k, float v)
 {
+    o->n_kv++;
     emit_str(o, k);
     emit_u32(o, GGUF_T_F32);
     emit(o, &v, 4);
@@ -102,9 +111,29 @@ static void kv_f32(out_t *o, const char *k, float v)
 
 static void kv_str(out_t *o, const char *k, const char *v)
 {
+    o->n_kv++;
     emit_str(o, k);
     emit_u32(o, GGUF_T_STR);
     emit_str(o, v);
+}
+
+static void kv_bool(out_t *o, const char *k, bool v)
+{
+    uint8_t b = v;
+    o->n_kv++;
+    emit_str(o, k);
+    emit_u32(o, GGUF_T_BOOL);
+    emit(o, &b, 1);
+}
+
+static void kv_f32_arr(out_t *o, const char *k, const float *v, uint64_t n)
+{
+    o->n_kv++;
+    emit_str(o, k);
+    emit_u32(o, GGUF_T_ARR);
+    emit_u32(o, GGUF_T_F32);
+    emit_u64(o, n);
+    emit(o, v, 4 * n);
 }
 
 /* ---- the template's tokenizer ---- */
@@ -312,24 +341,166 @@ static void usage(void)
         stderr,
         "usage: mesh-gguf-synth --template T.gguf --out X.gguf --dim N --ffn N --layers N\n"
         "       [--heads N] [--kv-heads N] [--ctx N] [--seed N] [--embd-type f32|f16|q8_0|q4_0]\n"
-        "       [--tied] [--name NAME] [--chat-template FILE] [--reply ID,ID,...]\n");
+        "       [--tied] [--name NAME] [--chat-template FILE] [--reply ID,ID,...]\n"
+        "       mesh-gguf-synth --mmproj --out P.gguf --dim TEXT_DIM [--vdim 32] [--ffn N]\n"
+        "       [--layers 2] [--heads N] [--image-size 56] [--patch-size 14] [--seed N]\n");
     exit(2);
 }
 
-static void add(synth_tensor_t *v, size_t *n, const char *name, uint32_t type, uint64_t ne0,
-                uint64_t ne1, int norm)
+static void add_nd(synth_tensor_t *v, size_t *n, const char *name, uint32_t type, uint32_t n_dims,
+                   const uint64_t ne[GGUF_MAX_DIMS], int norm)
 {
     if (*n >= MAX_TENSORS) die("too many tensors");
     synth_tensor_t *t = &v[(*n)++];
     memset(t, 0, sizeof *t);
     snprintf(t->name, sizeof t->name, "%s", name);
     t->type = type;
-    t->n_dims = ne1 ? 2 : 1;
-    t->ne[0] = ne0;
-    t->ne[1] = ne1 ? ne1 : 1;
+    t->n_dims = n_dims;
+    for (uint32_t d = 0; d < GGUF_MAX_DIMS; d++)
+        t->ne[d] = d < n_dims ? ne[d] : 1;
     t->norm = norm;
-    uint64_t ne[GGUF_MAX_DIMS] = {t->ne[0], t->ne[1], 1, 1};
-    if (gguf_tensor_nbytes(type, ne, &t->size)) die("bad tensor shape for its type");
+    if (gguf_tensor_nbytes(type, t->ne, &t->size)) die("bad tensor shape for its type");
+}
+
+static void add(synth_tensor_t *v, size_t *n, const char *name, uint32_t type, uint64_t ne0,
+                uint64_t ne1, int norm)
+{
+    uint64_t ne[GGUF_MAX_DIMS] = {ne0, ne1 ? ne1 : 1, 1, 1};
+    add_nd(v, n, name, type, ne1 ? 2 : 1, ne, norm);
+}
+
+/* Write outp: the header (n_kv metadata pairs already encoded in kvs, then the tensor infos) and
+ * every tensor's data from its own seeded stream. Returns the header's length (where the data
+ * starts). */
+static uint64_t write_gguf(const char *outp, const out_t *kvs, uint64_t n_kv, synth_tensor_t *ts,
+                           size_t nt, uint32_t seed)
+{
+    out_t h = {0};
+    emit(&h, "GGUF", 4);
+    emit_u32(&h, 3);
+    emit_u64(&h, nt);
+    emit_u64(&h, n_kv);
+    emit(&h, kvs->p, kvs->len);
+    uint64_t off = 0;
+    for (size_t i = 0; i < nt; i++) {
+        synth_tensor_t *t = &ts[i];
+        t->offset = off;
+        emit_str(&h, t->name);
+        emit_u32(&h, t->n_dims);
+        for (uint32_t d = 0; d < t->n_dims; d++)
+            emit_u64(&h, t->ne[d]);
+        emit_u32(&h, t->type);
+        emit_u64(&h, t->offset);
+        off += (t->size + ALIGN - 1) / ALIGN * ALIGN;
+    }
+    static const uint8_t zeros[ALIGN];
+    emit(&h, zeros, (ALIGN - h.len % ALIGN) % ALIGN);
+
+    FILE *f = fopen(outp, "wb");
+    if (!f) die("cannot create the output file");
+    if (fwrite(h.p, 1, h.len, f) != h.len) die("write failed");
+    size_t cap = 4u << 20;
+    cap -= cap % (8 * 34 * 18); /* a whole number of elements for every type */
+    uint8_t *buf = malloc(cap);
+    if (!buf) die("out of memory");
+    for (size_t i = 0; i < nt; i++) {
+        synth_tensor_t *t = &ts[i];
+        rng_t r;
+        rng_init(&r, seed, i + 1);
+        uint64_t left = t->size;
+        while (left) {
+            size_t want = left < cap ? (size_t)left : cap;
+            size_t got = fill(buf, want, t, &r);
+            if (got != want) die("internal error: tensor size not a whole number of elements");
+            if (fwrite(buf, 1, got, f) != got) die("write failed");
+            left -= got;
+        }
+        size_t pad = (size_t)((ALIGN - t->size % ALIGN) % ALIGN);
+        if (pad && fwrite(zeros, 1, pad, f) != pad) die("write failed");
+    }
+    if (fclose(f) != 0) die("write failed");
+    free(buf);
+    uint64_t len = h.len;
+    free(h.p);
+    return len;
+}
+
+/* --mmproj: a LLaVA-style vision projector (llama.cpp's tools/mtmd/clip.cpp, projector type
+ * "mlp") for a text model of embedding size dim: a CLIP ViT of vision width vdim over
+ * image_size² pixels in patch² patches (conv patch embedding, learned positions, `layers`
+ * pre-norm blocks with biased attention and a GELU FFN of width ffn), then mm.0 (vdim -> dim),
+ * GELU, mm.2 (dim -> dim). An image becomes (image_size / patch)² embeddings of size dim, which
+ * llama.cpp checks against the text model's. clip.cpp's llava graph runs the first layers - 1
+ * blocks (it takes the second-to-last layer's output), so layers >= 2 evaluates at least one. */
+static void write_mmproj(const char *outp, const char *name, uint32_t dim, uint32_t vdim,
+                         uint32_t ffn, uint32_t layers, uint32_t heads, uint32_t image_size,
+                         uint32_t patch, uint32_t seed)
+{
+    if (!heads) heads = vdim % 16 == 0 ? vdim / 16 : 1;
+    if (!patch || image_size % patch || image_size / patch > 64 || vdim % heads || dim > 65536 ||
+        vdim > 4096 || ffn > 16384 || layers > 64)
+        die("--mmproj: inconsistent shape (image size a multiple of the patch, vdim % heads, "
+            "limits)");
+    uint64_t n_pos = (uint64_t)(image_size / patch) * (image_size / patch);
+    static synth_tensor_t ts[MAX_TENSORS];
+    size_t nt = 0;
+    char n[GGUF_NAME_MAX];
+    uint64_t patch_ne[GGUF_MAX_DIMS] = {patch, patch, 3, vdim};
+    add_nd(ts, &nt, "v.patch_embd.weight", GGML_T_F32, 4, patch_ne, 0);
+    add(ts, &nt, "v.patch_embd.bias", GGML_T_F32, vdim, 0, 0);
+    add(ts, &nt, "v.position_embd.weight", GGML_T_F32, vdim, n_pos, 0);
+    for (uint32_t l = 0; l < layers; l++) {
+#define T(suffix, ne0, ne1, norm)                                                                  \
+    snprintf(n, sizeof n, "v.blk.%u." suffix, l);                                                  \
+    add(ts, &nt, n, GGML_T_F32, ne0, ne1, norm)
+        T("ln1.weight", vdim, 0, 1);
+        T("ln1.bias", vdim, 0, 0);
+        T("attn_q.weight", vdim, vdim, 0);
+        T("attn_q.bias", vdim, 0, 0);
+        T("attn_k.weight", vdim, vdim, 0);
+        T("attn_k.bias", vdim, 0, 0);
+        T("attn_v.weight", vdim, vdim, 0);
+        T("attn_v.bias", vdim, 0, 0);
+        T("attn_out.weight", vdim, vdim, 0);
+        T("attn_out.bias", vdim, 0, 0);
+        T("ln2.weight", vdim, 0, 1);
+        T("ln2.bias", vdim, 0, 0);
+        T("ffn_up.weight", vdim, ffn, 0);
+        T("ffn_up.bias", ffn, 0, 0);
+        T("ffn_down.weight", ffn, vdim, 0);
+        T("ffn_down.bias", vdim, 0, 0);
+#undef T
+    }
+    add(ts, &nt, "mm.0.weight", GGML_T_F32, vdim, dim, 0);
+    add(ts, &nt, "mm.0.bias", GGML_T_F32, dim, 0, 0);
+    add(ts, &nt, "mm.2.weight", GGML_T_F32, dim, dim, 0);
+    add(ts, &nt, "mm.2.bias", GGML_T_F32, dim, 0, 0);
+
+    static const float mean[3] = {0.5f, 0.5f, 0.5f}, stdv[3] = {0.5f, 0.5f, 0.5f};
+    out_t kv = {0};
+    kv_str(&kv, "general.architecture", "clip");
+    kv_str(&kv, "general.name", name ? name : "mesh-synth-mmproj");
+    kv_str(&kv, "clip.projector_type", "mlp");
+    kv_bool(&kv, "clip.has_vision_encoder", true);
+    kv_bool(&kv, "clip.use_gelu", true);
+    kv_u32(&kv, "clip.vision.image_size", image_size);
+    kv_u32(&kv, "clip.vision.patch_size", patch);
+    kv_u32(&kv, "clip.vision.embedding_length", vdim);
+    kv_u32(&kv, "clip.vision.feed_forward_length", ffn);
+    kv_u32(&kv, "clip.vision.block_count", layers);
+    kv_u32(&kv, "clip.vision.attention.head_count", heads);
+    kv_u32(&kv, "clip.vision.projection_dim", dim);
+    kv_f32(&kv, "clip.vision.attention.layer_norm_epsilon", 1e-5f);
+    kv_f32_arr(&kv, "clip.vision.image_mean", mean, 3);
+    kv_f32_arr(&kv, "clip.vision.image_std", stdv, 3);
+    write_gguf(outp, &kv, kv.n_kv, ts, nt, seed);
+    free(kv.p);
+    struct stat st;
+    if (stat(outp, &st) == 0)
+        fprintf(stderr,
+                "mesh-gguf-synth: %s: vision projector, %zu tensors, %" PRIu64
+                " image tokens of %u, %lld bytes\n",
+                outp, nt, n_pos, dim, (long long)st.st_size);
 }
 
 int main(int argc, char **argv)
@@ -337,13 +508,14 @@ int main(int argc, char **argv)
     const char *tmpl = NULL, *outp = NULL, *name = NULL, *chat_tmpl = NULL;
     uint32_t dim = 0, ffn = 0, layers = 0, heads = 0, kv_heads = 0, ctx = 512, seed = 1;
     uint32_t embd_type = GGML_T_F32;
-    bool tied = false;
+    uint32_t vdim = 32, image_size = 56, patch = 14;
+    bool tied = false, mmproj = false;
     uint32_t reply[REPLY_MAX];
     size_t n_reply = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (strcmp(a, "--tied") == 0) {
-            tied = true;
+        if (strcmp(a, "--tied") == 0 || strcmp(a, "--mmproj") == 0) {
+            *(a[2] == 't' ? &tied : &mmproj) = true;
             continue;
         }
         if (i + 1 >= argc) usage();
@@ -375,6 +547,12 @@ int main(int argc, char **argv)
             kv_heads = parse_u32(v, a);
         else if (strcmp(a, "--ctx") == 0)
             ctx = parse_u32(v, a);
+        else if (strcmp(a, "--vdim") == 0)
+            vdim = parse_u32(v, a);
+        else if (strcmp(a, "--image-size") == 0)
+            image_size = parse_u32(v, a);
+        else if (strcmp(a, "--patch-size") == 0)
+            patch = parse_u32(v, a);
         else if (strcmp(a, "--seed") == 0)
             seed = parse_u32(v, a);
         else if (strcmp(a, "--embd-type") == 0) {
@@ -390,6 +568,12 @@ int main(int argc, char **argv)
                 usage();
         } else
             usage();
+    }
+    if (mmproj) {
+        if (!outp || !dim || !vdim || tmpl) usage();
+        write_mmproj(outp, name, dim, vdim, ffn ? ffn : 4 * vdim, layers ? layers : 2, heads,
+                     image_size, patch, seed);
+        return 0;
     }
     if (!tmpl || !outp || !dim || !ffn || !layers) usage();
     if (!heads) heads = dim % 128 == 0 ? dim / 128 : 1;
@@ -437,86 +621,48 @@ int main(int argc, char **argv)
 #undef T
     }
 
-    out_t h = {0};
-    emit(&h, "GGUF", 4);
-    emit_u32(&h, 3);
-    emit_u64(&h, nt);
-    emit_u64(&h, 11 + tok.n_kv + (chat_text ? 1 : 0));
+    out_t kv = {0};
     char gname[128];
     snprintf(gname, sizeof gname, "%s", name ? name : "mesh-synth");
-    kv_str(&h, "general.architecture", "llama");
-    kv_str(&h, "general.name", gname);
-    kv_u32(&h, "llama.context_length", ctx);
-    kv_u32(&h, "llama.embedding_length", dim);
-    kv_u32(&h, "llama.feed_forward_length", ffn);
-    kv_u32(&h, "llama.block_count", layers);
-    kv_u32(&h, "llama.attention.head_count", heads);
-    kv_u32(&h, "llama.attention.head_count_kv", kv_heads);
-    kv_u32(&h, "llama.rope.dimension_count", head_dim);
-    kv_f32(&h, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
-    kv_u32(&h, "llama.vocab_size", (uint32_t)tok.n_vocab);
-    emit(&h, tok.kvs.p, tok.kvs.len);
-    if (chat_text) kv_str(&h, "tokenizer.chat_template", chat_text);
+    kv_str(&kv, "general.architecture", "llama");
+    kv_str(&kv, "general.name", gname);
+    kv_u32(&kv, "llama.context_length", ctx);
+    kv_u32(&kv, "llama.embedding_length", dim);
+    kv_u32(&kv, "llama.feed_forward_length", ffn);
+    kv_u32(&kv, "llama.block_count", layers);
+    kv_u32(&kv, "llama.attention.head_count", heads);
+    kv_u32(&kv, "llama.attention.head_count_kv", kv_heads);
+    kv_u32(&kv, "llama.rope.dimension_count", head_dim);
+    kv_f32(&kv, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    kv_u32(&kv, "llama.vocab_size", (uint32_t)tok.n_vocab);
+    emit(&kv, tok.kvs.p, tok.kvs.len);
+    if (chat_text) kv_str(&kv, "tokenizer.chat_template", chat_text);
     free(chat_text);
-    uint64_t off = 0;
-    for (size_t i = 0; i < nt; i++) {
-        synth_tensor_t *t = &ts[i];
-        t->offset = off;
-        emit_str(&h, t->name);
-        emit_u32(&h, t->n_dims);
-        for (uint32_t d = 0; d < t->n_dims; d++)
-            emit_u64(&h, t->ne[d]);
-        emit_u32(&h, t->type);
-        emit_u64(&h, t->offset);
-        off += (t->size + ALIGN - 1) / ALIGN * ALIGN;
-    }
-    static const uint8_t zeros[ALIGN];
-    emit(&h, zeros, (ALIGN - h.len % ALIGN) % ALIGN);
-
-    FILE *f = fopen(outp, "wb");
-    if (!f) die("cannot create the output file");
-    if (fwrite(h.p, 1, h.len, f) != h.len) die("write failed");
-    size_t cap = 4u << 20;
-    cap -= cap % (8 * 34 * 18); /* a whole number of elements for every type */
-    uint8_t *buf = malloc(cap);
-    if (!buf) die("out of memory");
+    uint64_t data_off = write_gguf(outp, &kv, kv.n_kv + tok.n_kv, ts, nt, seed);
+    free(kv.p);
     uint64_t big = 0, total = 0;
     for (size_t i = 0; i < nt; i++) {
-        synth_tensor_t *t = &ts[i];
-        rng_t r;
-        rng_init(&r, seed, i + 1);
-        uint64_t left = t->size;
-        while (left) {
-            size_t want = left < cap ? (size_t)left : cap;
-            size_t got = fill(buf, want, t, &r);
-            if (got != want) die("internal error: tensor size not a whole number of elements");
-            if (fwrite(buf, 1, got, f) != got) die("write failed");
-            left -= got;
-        }
-        size_t pad = (size_t)((ALIGN - t->size % ALIGN) % ALIGN);
-        if (pad && fwrite(zeros, 1, pad, f) != pad) die("write failed");
-        total += t->size;
-        if (t->size > 10u * 1024 * 1024) big += t->size;
+        total += ts[i].size;
+        if (ts[i].size > 10u * 1024 * 1024) big += ts[i].size;
     }
     if (n_reply) {
         /* tensors 0 and 2: token_embd and output (see add() above) */
         if (!tok.has_eos) die("--reply: the template has no tokenizer.ggml.eos_token_id");
         for (size_t k = 0; k < n_reply; k++)
             if (reply[k] >= tok.n_vocab || reply[k] == tok.eos) die("--reply: bad token id");
-        if (fflush(f) != 0) die("write failed");
+        FILE *f = fopen(outp, "r+b");
+        if (!f) die("cannot reopen the output file");
         for (uint64_t id = 0; id < tok.n_vocab; id++) {
             size_t k = 0;
             while (k < n_reply && reply[k] != id)
                 k++;
-            patch_f32(f, h.len, &ts[0], id, k < n_reply ? k + 1 : 0, REPLY_EMBD);
+            patch_f32(f, data_off, &ts[0], id, k < n_reply ? k + 1 : 0, REPLY_EMBD);
         }
         for (size_t k = 0; k < n_reply; k++)
-            patch_f32(f, h.len, &ts[2], reply[k], k, REPLY_OUT);
-        patch_f32(f, h.len, &ts[2], tok.eos, n_reply, REPLY_OUT);
+            patch_f32(f, data_off, &ts[2], reply[k], k, REPLY_OUT);
+        patch_f32(f, data_off, &ts[2], tok.eos, n_reply, REPLY_OUT);
+        if (fclose(f) != 0) die("write failed");
     }
-    if (fclose(f) != 0) die("write failed");
-    free(buf);
-    free(h.p);
     free(tok.kvs.p);
     struct stat st;
     if (stat(outp, &st) == 0)

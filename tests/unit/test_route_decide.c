@@ -146,10 +146,16 @@ static bool is_bad(void *data, const char *id)
 }
 
 /* The candidates of an active node, restated (router.c): the ready peers, else the starting
- * ones and those with the file; with images, those with a projector. A table's: all hosts. */
+ * ones and those with the file; with images, those with a projector. A table's: all hosts;
+ * with images, those it marks with a projector when it marks any. */
 static bool candidate(const hosts_t *hs, const row_t *r, bool images, size_t i)
 {
-    if (r->passive) return true;
+    if (r->passive) {
+        bool any_vision = false;
+        for (size_t k = 0; k < hs->n; k++)
+            any_vision |= hs->h[k].vision;
+        return !images || !any_vision || hs->h[i].vision;
+    }
     bool any_ready = false;
     for (size_t k = 0; k < hs->n; k++)
         any_ready |= hs->h[k].ready && (!images || hs->h[k].vision);
@@ -530,6 +536,21 @@ static const row_t VERDICTS[] = {
      .passive = true,
      .body = IMAGES,
      .hosts = S("a:R", "b:R"),
+     .want = "FORWARD =table"},
+    {.what = "images: only the table's hosts with a projector",
+     .passive = true,
+     .body = IMAGES,
+     .hosts = S("a:R", "b:RV", "c:R"),
+     .want = "FORWARD b"},
+    {.what = "images: the table's hosts with a projector, in ring order",
+     .passive = true,
+     .body = IMAGES,
+     .tries = 1,
+     .hosts = S("a:RV", "b:R", "c:RVB", "d:RV"),
+     .want = "FORWARD =table"},
+    {.what = "no images: the table's vision marks do not matter",
+     .passive = true,
+     .hosts = S("a:R", "b:RV"),
      .want = "FORWARD =table"},
     {.what = "a table's hosts are candidates whatever their flags",
      .passive = true,

@@ -208,18 +208,25 @@ static void test_table_caps_and_validation(void **state)
     free(t);
 }
 
+/* A table with one ready model hosted by n new nodes (ids id0, id0 + 1, ...). */
+static rt_model_t *hosted(rt_table_t *t, const char *model, unsigned n, unsigned id0)
+{
+    char id[65];
+    rt_model_t *m = rt_table_add_model(t, model, CATALOG_READY);
+    for (unsigned i = 0; i < n; i++) {
+        mkid(id, id0 + i);
+        assert_true(rt_model_add_host(m, (size_t)rt_table_add_node(t, id, 0), 0));
+    }
+    return m;
+}
+
 /* A host's slots travel in the table; a bad count is rejected, not taken. (The pick and spill
  * cases that were here test core/route_decide now: test_route_decide.c.) */
 static void test_slots(void **state)
 {
     (void)state;
     rt_table_t *t = new_table();
-    char id[65];
-    rt_model_t *m = rt_table_add_model(t, "qwen", CATALOG_READY);
-    for (unsigned i = 0; i < 3; i++) {
-        mkid(id, 500 + i);
-        assert_true(rt_model_add_host(m, (size_t)rt_table_add_node(t, id, 0), 0));
-    }
+    rt_model_t *m = hosted(t, "qwen", 3, 500);
     assert_false(rt_model_set_slots(m, 0, RT_MAX_SLOTS + 1));
     assert_false(rt_model_set_slots(m, 77, 4)); /* not a host */
     rt_model_set_slots(m, m->hosts[0].node, 7);
@@ -237,6 +244,36 @@ static void test_slots(void **state)
     dm = rt_table_find_model(d, "qwen");
     assert_int_equal(dm->n_hosts, 3); /* the host is kept, its slots unknown */
     assert_int_equal(rt_host_slots(dm, dm->hosts[1].node), RT_DEFAULT_SLOTS);
+    json_decref(f);
+    free(d);
+    free(t);
+}
+
+/* A host's vision mark (it serves the model with a projector) travels in the table, only when
+ * true; absent is false (an older node's table); a non-boolean is rejected, not taken. */
+static void test_vision(void **state)
+{
+    (void)state;
+    rt_table_t *t = new_table();
+    rt_model_t *m = hosted(t, "llava", 2, 600);
+    assert_false(rt_model_set_vision(m, 77, true)); /* not a host */
+    assert_true(rt_model_set_vision(m, m->hosts[1].node, true));
+    json_t *f = rt_table_encode(t);
+    json_t *hosts = json_object_get(json_array_get(json_object_get(f, "models"), 0), "hosts");
+    assert_null(json_object_get(json_array_get(hosts, 0), "vision"));
+    assert_true(json_is_true(json_object_get(json_array_get(hosts, 1), "vision")));
+    rt_table_t *d = new_table();
+    assert_int_equal(rt_table_decode(f, d), 0);
+    assert_int_equal(d->rejected, 0);
+    const rt_model_t *dm = rt_table_find_model(d, "llava");
+    assert_false(dm->hosts[0].vision);
+    assert_true(dm->hosts[1].vision);
+    json_object_set_new(json_array_get(hosts, 1), "vision", json_string("yes"));
+    assert_int_equal(rt_table_decode(f, d), 0);
+    assert_int_equal(d->rejected, 1);
+    dm = rt_table_find_model(d, "llava");
+    assert_int_equal(dm->n_hosts, 2); /* the host is kept, without the mark */
+    assert_false(dm->hosts[1].vision);
     json_decref(f);
     free(d);
     free(t);
@@ -311,7 +348,8 @@ static void test_table_from_list(void **state)
     view_serving_t *s = view_add_serving(&views[0], "ready_m");
     s->http_ready = true;
     s->slots = 4;
-    view_add_serving(&views[1], "ready_m"); /* its server does not answer yet */
+    view_add_available(&views[0], "ready_m")->vision = true; /* with a projector */
+    view_add_serving(&views[1], "ready_m");                  /* its server does not answer yet */
     s = view_add_serving(&views[1], "wait_m");
     s->http_ready = true;
     model_list_t l;
@@ -341,6 +379,7 @@ static void test_table_from_list(void **state)
     assert_int_equal(m->hosts[0].node, 0);
     assert_int_equal(m->hosts[0].load, 1);
     assert_int_equal(m->hosts[0].slots, 4);
+    assert_true(m->hosts[0].vision);
     m = rt_table_find_model(t, "wait_m");
     assert_non_null(m);
     assert_int_equal(m->status, CATALOG_LOADING);
@@ -348,6 +387,7 @@ static void test_table_from_list(void **state)
     assert_int_equal(m->n_hosts, 1);
     assert_int_equal(m->hosts[0].node, 1);
     assert_int_equal(m->hosts[0].load, 11);
+    assert_false(m->hosts[0].vision);
     assert_null(rt_table_find_model(t, "dl_m"));
     m = rt_table_find_model(t, "ncap");
     assert_non_null(m);
@@ -381,6 +421,7 @@ int main(void)
         cmocka_unit_test(test_table_roundtrip),
         cmocka_unit_test(test_table_caps_and_validation),
         cmocka_unit_test(test_slots),
+        cmocka_unit_test(test_vision),
         cmocka_unit_test(test_checkin_order),
         cmocka_unit_test(test_table_from_list),
     };
