@@ -94,7 +94,7 @@ const char *api_ollama(api_t *api, httpd_req_t *req, ollama_ep_t ep)
     if (ep == OL_UNKNOWN) {
         httpd_respond_error(req, 404, "invalid_request_error", "not_found",
                             "%s is not part of the Ollama API this node serves (version, tags, "
-                            "ps, show, chat, generate, embed, embeddings, pull)",
+                            "ps, show, chat, generate, embed, embeddings, pull, delete)",
                             req->path);
         return NULL;
     }
@@ -117,18 +117,15 @@ const char *api_ollama(api_t *api, httpd_req_t *req, ollama_ep_t ep)
         api_ollama_show(api, req);
         return NULL;
     case OL_PULL:
+    case OL_DELETE:
         if (!mgmt_allowed(api, req)) {
             httpd_respond_error(req, 403, "invalid_request_error", "forbidden",
-                                "/api/pull is a local management action: call it on the node's "
-                                "host, or give the node an API key");
+                                "%s is a local management action: call it on the node's host, or "
+                                "give the node an API key",
+                                req->path);
             return NULL;
         }
-        api_ollama_pull(api, req);
-        return NULL;
-    case OL_DELETE:
-        httpd_respond_error(req, 501, "invalid_request_error", "not_implemented",
-                            "%s is not served yet: use 'mesh-llm download' or /api/v1/models",
-                            req->path);
+        (ep == OL_PULL ? api_ollama_pull : api_ollama_delete)(api, req);
         return NULL;
     default:
         return inference(api, req, ep);

@@ -2,8 +2,9 @@
  * /api/tags, /api/ps, /api/show (renderers of the node's typed state, api_ollama_list.c),
  * /api/chat, /api/generate, /api/embed, /api/embeddings (the body translated once into the
  * OpenAI body and served like any inference request; the answer translated back by a response
- * filter on the client's request, api_ollama_filter.c); every other /api/... path answers an
- * Ollama-shaped error. */
+ * filter on the client's request, api_ollama_filter.c), /api/pull and /api/delete (local
+ * management: a download into the models directory, and the removal of one); every other
+ * /api/... path answers an Ollama-shaped error. */
 #ifndef MESH_API_OLLAMA_H
 #define MESH_API_OLLAMA_H
 
@@ -19,8 +20,10 @@ const char *api_ollama(api_t *api, httpd_req_t *req, ollama_ep_t ep);
 void api_ollama_tags(api_t *api, httpd_req_t *req);
 void api_ollama_ps(api_t *api, httpd_req_t *req);
 void api_ollama_show(api_t *api, httpd_req_t *req);
-/* POST /api/pull (api_ollama_pull.c; a local management action, checked by the caller). */
+/* POST /api/pull (api_ollama_pull.c) and DELETE /api/delete (api_ollama_delete.c): local
+ * management actions, checked by the caller. */
 void api_ollama_pull(api_t *api, httpd_req_t *req);
+void api_ollama_delete(api_t *api, httpd_req_t *req);
 
 /* Set the response filter that turns the OpenAI answer to req into Ollama's, taking rq (its
  * body becomes the request's; freed with the request). unload (NULL: none): a model of ms to

@@ -89,9 +89,9 @@ static json_t *listing(api_t *api, bool loaded_only)
     model_list_t l;
     ml_init(&l);
     if (api->list_remote) api->list_remote(api->remote_data, &l);
-    for (size_t i = 0; i < api->ms->n; i++) {
+    for (model_entry_t *e = NULL; (e = models_next(api->ms, e));) {
         ol_model_t m;
-        from_entry(&m, &api->ms->entries[i]);
+        from_entry(&m, e);
         if (loaded_only && !m.ready)
             continue; /* this node's own state, not its last announcement */
         json_t *o = model_json(&m, modified);

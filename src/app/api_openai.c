@@ -56,8 +56,7 @@ static void handle_models(api_t *api, httpd_req_t *req)
 {
     model_list_t l;
     ml_init(&l);
-    for (size_t i = 0; i < api->ms->n; i++) {
-        model_entry_t *e = &api->ms->entries[i];
+    for (model_entry_t *e = NULL; (e = models_next(api->ms, e));) {
         ml_row_t *r = ml_add(&l, e->mm->name);
         if (!r) continue;
         r->status = state_row(models_state(e));
@@ -74,10 +73,9 @@ static void handle_models(api_t *api, httpd_req_t *req)
 static void handle_health(api_t *api, httpd_req_t *req)
 {
     json_t *models = json_array();
-    for (size_t i = 0; i < api->ms->n; i++)
-        json_array_append_new(models,
-                              json_pack("{s:s,s:s}", "name", api->ms->entries[i].mm->name, "status",
-                                        model_state_name(models_state(&api->ms->entries[i]))));
+    for (model_entry_t *e = NULL; (e = models_next(api->ms, e));)
+        json_array_append_new(models, json_pack("{s:s,s:s}", "name", e->mm->name, "status",
+                                                model_state_name(models_state(e))));
     httpd_respond_json(req, 200, json_pack("{s:s,s:o}", "status", "ok", "models", models));
 }
 
@@ -125,8 +123,8 @@ static void available_names(api_t *api, char *out, size_t len)
 {
     size_t off = 0, shown = 0, more = 0;
     out[0] = '\0';
-    for (size_t i = 0; i < api->ms->n; i++)
-        if (!append_name(out, len, &off, &shown, api->ms->entries[i].mm->name)) more++;
+    for (model_entry_t *e = NULL; (e = models_next(api->ms, e));)
+        if (!append_name(out, len, &off, &shown, e->mm->name)) more++;
     model_list_t l;
     ml_init(&l);
     if (api->list_remote) api->list_remote(api->remote_data, &l);
@@ -164,18 +162,19 @@ static void handle_inference(api_t *api, httpd_req_t *req, const api_route_t *ro
     snprintf(name, sizeof name, "%s", rq->model);
     model_entry_t *e = NULL;
     if (rc == REQUEST_MODEL_ABSENT) {
-        if (api->ms->n != 1) {
-            if (api->ms->n == 0 && api->route) {
+        size_t known = models_count(api->ms);
+        if (known != 1) {
+            if (known == 0 && api->route) {
                 if (only_mesh_model(api, name, sizeof name)) goto named;
                 httpd_respond_error(req, 400, "invalid_request_error", "model_required",
                                     "'model' is required: this node serves no model itself");
                 return;
             }
             httpd_respond_error(req, 400, "invalid_request_error", "model_required",
-                                "'model' is required when the node has %zu models", api->ms->n);
+                                "'model' is required when the node has %zu models", known);
             return;
         }
-        e = &api->ms->entries[0];
+        e = models_only(api->ms);
     } else {
     named:
         e = models_find(api->ms, name);

@@ -3,13 +3,11 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -222,14 +220,11 @@ static int list_installed(const char *dir)
     return 0;
 }
 
-/* A download holds an exclusive flock on its .part while it writes it (download.c). */
-static bool part_in_use(const char *pp)
+static void print_removed(void *data, const char *path)
 {
-    int fd = open(pp, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return false;
-    bool busy = flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
-    close(fd);
-    return busy;
+    (void)data;
+    size_t l = strlen(path);
+    if (l < 7 || strcmp(path + l - 7, ".source") != 0) printf("removed %s\n", path);
 }
 
 static int remove_model(const char *name, const char *dir)
@@ -239,51 +234,26 @@ static int remove_model(const char *name, const char *dir)
         return 2;
     }
     const known_model_t *k = known_model_find(name);
-    char file[MODEL_REF_FILE_MAX];
+    char file[MODEL_REF_FILE_MAX], why[2200];
     size_t l = strlen(name);
     if (k)
         snprintf(file, sizeof file, "%s", model_ref_basename(k->file));
     else
         snprintf(file, sizeof file, "%s%s", name,
                  l > 5 && strcasecmp(name + l - 5, ".gguf") == 0 ? "" : ".gguf");
-    unsigned idx, n = 1;
-    bool split = model_ref_split(file, &idx, &n, NULL);
-    for (unsigned i = 1; i <= (split ? n : 1); i++) {
-        char f[MODEL_REF_FILE_MAX], pp[2100];
-        if (split)
-            model_ref_split_part(file, i, f, sizeof f);
-        else
-            snprintf(f, sizeof f, "%s", file);
-        snprintf(pp, sizeof pp, "%s/%s.part", dir, f);
-        if (part_in_use(pp)) {
-            fprintf(stderr,
-                    "mesh-llm: %s is being downloaded by another process (its .part is locked); "
-                    "stop that download first\n",
-                    pp);
-            return 1;
-        }
+    int rc = mf_remove(dir, file, print_removed, NULL, why, sizeof why);
+    if (rc == -EBUSY) {
+        fprintf(stderr,
+                "mesh-llm: %s is being downloaded by another process (its .part is locked); "
+                "stop that download first\n",
+                why);
+        return 1;
     }
-    int removed = 0;
-    for (unsigned i = 1; i <= (split ? n : 1); i++) {
-        char f[MODEL_REF_FILE_MAX], p[2048], pp[2100];
-        if (split)
-            model_ref_split_part(file, i, f, sizeof f);
-        else
-            snprintf(f, sizeof f, "%s", file);
-        snprintf(p, sizeof p, "%s/%s", dir, f);
-        snprintf(pp, sizeof pp, "%s.part", p);
-        if (unlink(p) == 0) {
-            printf("removed %s\n", p);
-            removed++;
-        }
-        if (unlink(pp) == 0) {
-            printf("removed %s\n", pp);
-            removed++;
-        }
-        snprintf(pp, sizeof pp, "%s.source", p);
-        unlink(pp); /* where it came from (model_fetch.c) */
+    if (rc < 0) {
+        fprintf(stderr, "mesh-llm: cannot remove %s\n", why);
+        return 1;
     }
-    if (!removed) {
+    if (rc == 0) {
         fprintf(stderr, "mesh-llm: no model '%s' in %s (see 'mesh-llm models installed')\n", name,
                 dir);
         return 1;

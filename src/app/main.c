@@ -115,28 +115,28 @@ static void announce(void *data)
     }
     char names[1024] = "";
     size_t off = 0, ready = 0;
-    for (size_t i = 0; i < n->ms.n && off < sizeof names - 1; i++) {
-        model_entry_t *e = &n->ms.entries[i];
+    size_t known = models_count(&n->ms);
+    for (model_entry_t *e = NULL; off < sizeof names - 1 && (e = models_next(&n->ms, e));) {
         model_state_t st = models_state(e);
         if (st == MODEL_READY) ready++;
         off += (size_t)snprintf(names + off, sizeof names - off, "%s%s (%s, %s)", off ? ", " : "",
                                 e->mm->name, mm_type_name(e->mm->type), model_state_name(st));
     }
     LOGI("node", "ready: OpenAI API at http://%s:%d/v1 — %zu of %zu known model(s) loaded%s%s",
-         n->ctx.cfg.listen_all ? "0.0.0.0" : "127.0.0.1", n->api.httpd.port, ready, n->ms.n,
-         n->ms.n ? ": " : "", names);
+         n->ctx.cfg.listen_all ? "0.0.0.0" : "127.0.0.1", n->api.httpd.port, ready, known,
+         known ? ": " : "", names);
     for (size_t i = 0; i < n->ctx.cfg.n_requested; i++)
         LOGI("node", "model %s: no file here; asking the mesh for it (listed as requested)",
              n->ctx.cfg.requested[i]);
     if (n->ctx.cfg.client)
         LOGI("node", "client node: requests are routed to the mesh; this node serves no model");
-    else if (n->ms.n == 0 && n->nostr.auto_model[0])
+    else if (known == 0 && n->nostr.auto_model[0])
         LOGI("node", "model %s: fetched for --auto; served once it is here", n->nostr.auto_model);
-    else if (n->ms.n == 0 && n->ctx.cfg.n_requested == 0 &&
+    else if (known == 0 && n->ctx.cfg.n_requested == 0 &&
              (n->ctx.cfg.n_joins > 0 || n->joined_at_runtime))
         LOGI("node", "no models given: the mesh may give this node one of its models, or it "
                      "lends its memory to split models");
-    else if (n->ms.n == 0 && n->ctx.cfg.n_requested == 0)
+    else if (known == 0 && n->ctx.cfg.n_requested == 0)
         LOGI("node", "no models given: add --model PATH.gguf (or --models-dir DIR) to serve one");
     LOGI("node", "invite token (share it: mesh-llm --join TOKEN): %s", mesh_token(n->mesh));
     if (n->mgmt.started)
@@ -329,9 +329,9 @@ static int enter_mesh(node_t *n, const token_t *joins, size_t n_joins, char *err
         .mesh_name = n->ctx.cfg.mesh_name,
         .name_key = n->nostr.have_key ? n->nostr.pk : NULL,
         .vram_bytes = n->vram,
-        .role = n->ctx.cfg.client ? "client"
-                : n->ms.n > 0     ? "host"
-                                  : "worker",
+        .role = n->ctx.cfg.client          ? "client"
+                : models_count(&n->ms) > 0 ? "host"
+                                           : "worker",
         .api_port = n->api.httpd.port,
         .console_port = n->mgmt.started ? n->mgmt.httpd.port : 0,
         .heartbeat_ms = n->ctx.cfg.tun.heartbeat_ms,
@@ -656,8 +656,9 @@ int main(int argc, char **argv)
         return 1;
     }
     models_on_preload_done(&n->ms, announce, n);
-    LOGI("node", "%zu known model(s); slots: %u llm, %u embedding, %u reranking", n->ms.n,
-         n->ctx.cfg.max_loaded[0], n->ctx.cfg.max_loaded[1], n->ctx.cfg.max_loaded[2]);
+    LOGI("node", "%zu known model(s); slots: %u llm, %u embedding, %u reranking",
+         models_count(&n->ms), n->ctx.cfg.max_loaded[0], n->ctx.cfg.max_loaded[1],
+         n->ctx.cfg.max_loaded[2]);
     uint64_t vram =
         n->ctx.cfg.client ? 0 : offer_detect(&n->ctx.cfg, n->sv.llama_server, &n->n_accel);
     n->vram = vram;

@@ -12,8 +12,7 @@
 static json_t *models_json(models_t *ms)
 {
     json_t *a = json_array();
-    for (size_t i = 0; ms && i < ms->n; i++) {
-        model_entry_t *e = &ms->entries[i];
+    for (model_entry_t *e = NULL; ms && (e = models_next(ms, e));) {
         json_array_append_new(a, json_pack("{s:s,s:s,s:s,s:I,s:s}", "name", e->mm->name, "type",
                                            mm_type_name(e->mm->type), "status",
                                            model_state_name(models_state(e)), "size_bytes",

@@ -425,9 +425,9 @@ bool admission_enter(admission_t *ad, httpd_req_t *req, int needs)
         return false; /* a bad body: the API answers with a 400 */
     else if (rq->model_rc == REQUEST_MODEL_FOUND)
         e = models_find(ad->ms, rq->model);
-    else if (ad->ms->n == 1)
-        e = &ad->ms->entries[0];
-    else if (ad->ms->n == 0)
+    else if (models_count(ad->ms) == 1)
+        e = models_only(ad->ms);
+    else if (models_count(ad->ms) == 0)
         e = NULL; /* the API may route it to the mesh's one model: admitted as routed */
     else
         return false; /* a model the API asks for: it answers with a 400 */
@@ -541,9 +541,9 @@ int admission_init(admission_t *ad, uv_loop_t *loop, const config_t *cfg, models
             return -EINVAL;
         }
     }
-    for (size_t i = 0; i < ms->n; i++) {
-        int m = admit_model(ad->a, ms->entries[i].mm->name, cap_of(&ms->entries[i]));
-        if (m >= 0) ad->local[m] = &ms->entries[i];
+    for (model_entry_t *e = NULL; (e = models_next(ms, e));) {
+        int m = admit_model(ad->a, e->mm->name, cap_of(e));
+        if (m >= 0) ad->local[m] = e;
     }
     ms->on_flight_tail = on_flight_tail;
     ms->tail_data = ad;
@@ -560,8 +560,8 @@ int admission_init(admission_t *ad, uv_loop_t *loop, const config_t *cfg, models
 
 void admission_start(admission_t *ad)
 {
-    for (size_t i = 0; i < ad->ms->n; i++)
-        if (ad->ms->entries[i].mm->pinned) models_load(ad->ms, &ad->ms->entries[i], false);
+    for (model_entry_t *e = NULL; (e = models_next(ad->ms, e));)
+        if (e->mm->pinned) models_load(ad->ms, e, false);
 }
 
 void admission_close(admission_t *ad)

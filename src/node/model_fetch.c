@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -297,4 +299,62 @@ const char *mf_models_dir_arg(int argc, char **argv)
             dir = argv[i] + 13;
     }
     return dir;
+}
+
+/* A download holds an exclusive flock on its .part while it writes it (download.c). */
+static bool part_in_use(const char *pp)
+{
+    int fd = open(pp, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    bool busy = flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+    close(fd);
+    return busy;
+}
+
+/* The path of part i (1-based) of file in dir (file itself unless it is a split GGUF). */
+static void part_path(const char *dir, const char *file, bool split, unsigned i, char *out,
+                      size_t len)
+{
+    char f[MODEL_REF_FILE_MAX];
+    if (!split || model_ref_split_part(file, i, f, sizeof f) != 0)
+        snprintf(f, sizeof f, "%s", file);
+    snprintf(out, len, "%s/%s", dir, f);
+}
+
+int mf_remove(const char *dir, const char *file, void (*removed)(void *data, const char *path),
+              void *data, char *why, size_t whylen)
+{
+    why[0] = '\0';
+    if (!*file || strchr(file, '/') || strcmp(file, ".") == 0 || strcmp(file, "..") == 0) {
+        snprintf(why, whylen, "%s: not a file name", file);
+        return -EINVAL;
+    }
+    unsigned idx, n = 1;
+    bool split = model_ref_split(file, &idx, &n, NULL);
+    if (!split) n = 1;
+    char p[2048], pp[2100];
+    for (unsigned i = 1; i <= n; i++) {
+        part_path(dir, file, split, i, p, sizeof p);
+        snprintf(pp, sizeof pp, "%s.part", p);
+        if (part_in_use(pp)) {
+            snprintf(why, whylen, "%s", pp);
+            return -EBUSY;
+        }
+    }
+    int count = 0, err = 0;
+    for (unsigned i = 1; i <= n; i++) {
+        part_path(dir, file, split, i, p, sizeof p);
+        for (int k = 0; k < 3; k++) {
+            static const char *const ext[] = {"", ".part", ".source"};
+            snprintf(pp, sizeof pp, "%s%s", p, ext[k]);
+            if (unlink(pp) == 0) {
+                if (k < 2) count++;
+                if (removed) removed(data, pp);
+            } else if (errno != ENOENT && !err) {
+                err = -errno;
+                snprintf(why, whylen, "%s: %s", pp, strerror(errno));
+            }
+        }
+    }
+    return err ? err : count;
 }

@@ -37,4 +37,14 @@ bool mf_on_disk(const model_ref_t *r, const char *dir, char *path, size_t len);
 /* The source recorded for a downloaded file (one line), or a negative errno. */
 int mf_source_of(const char *dest, char *out, size_t len);
 
+/* Remove a model's files from dir, as `mesh-llm models rm` and DELETE /api/delete do: file (a
+ * file name in dir, the first part of a split GGUF) and, split, every part of it, each with its
+ * partial download (.part) and where it came from (.source). First, when a download holds one
+ * of the .part files (its exclusive lock, download.c), nothing is removed: -EBUSY with that path
+ * in why. Returns the number of model files (.gguf, .part) removed (0: none was there), or
+ * -EINVAL (a file name with a '/', "." or ".."), or -errno of the first removal that failed (why:
+ * the path; the others are still removed). removed (NULL: none) is told each path it removed. */
+int mf_remove(const char *dir, const char *file, void (*removed)(void *data, const char *path),
+              void *data, char *why, size_t whylen);
+
 #endif

@@ -41,11 +41,39 @@ static model_entry_t *entry_of(const mm_model_t *m)
     return m->data;
 }
 
-model_entry_t *models_find(models_t *ms, const char *name)
+/* The slot of that name, deleted or not (the supervisor's reports, a re-download). */
+static model_entry_t *find_slot(models_t *ms, const char *name)
 {
     for (size_t i = 0; i < ms->n; i++)
         if (strcmp(ms->entries[i].mm->name, name) == 0) return &ms->entries[i];
     return NULL;
+}
+
+model_entry_t *models_find(models_t *ms, const char *name)
+{
+    model_entry_t *e = find_slot(ms, name);
+    return e && !e->deleted ? e : NULL;
+}
+
+model_entry_t *models_next(const models_t *ms, const model_entry_t *prev)
+{
+    for (size_t i = prev ? (size_t)(prev - ms->entries) + 1 : 0; i < ms->n; i++)
+        if (!ms->entries[i].deleted) return (model_entry_t *)&ms->entries[i];
+    return NULL;
+}
+
+size_t models_count(const models_t *ms)
+{
+    size_t n = 0;
+    for (const model_entry_t *e = NULL; (e = models_next(ms, e));)
+        n++;
+    return n;
+}
+
+model_entry_t *models_only(const models_t *ms)
+{
+    model_entry_t *e = models_next(ms, NULL);
+    return e && !models_next(ms, e) ? e : NULL;
 }
 
 model_state_t models_state(const model_entry_t *e)
@@ -236,7 +264,7 @@ static void on_child_wedged(supervisor_t *sv, sv_child_t *c)
 {
     models_t *ms = sv->data;
     if (c->kind != SV_KIND_LLAMA) return;
-    model_entry_t *e = models_find(ms, c->name);
+    model_entry_t *e = find_slot(ms, c->name);
     if (!e) return;
     char why[256];
     snprintf(why, sizeof why,
@@ -303,6 +331,11 @@ bool models_file_missing(model_entry_t *e)
 
 void models_route(models_t *ms, model_entry_t *e, httpd_req_t *req)
 {
+    if (e->deleted) { /* a pointer to it taken before its delete */
+        httpd_respond_error(req, 404, "invalid_request_error", "model_not_found",
+                            "model '%s' not found (deleted)", e->mm->name);
+        return;
+    }
     if (models_file_missing(e)) {
         httpd_respond_error(req, 404, "invalid_request_error", "model_file_not_found",
                             "model '%s': file %s not found", e->mm->name, e->path);
@@ -543,7 +576,7 @@ static void on_child_ready(supervisor_t *sv, sv_child_t *c)
 {
     models_t *ms = sv->data;
     if (c->kind != SV_KIND_LLAMA) return;
-    model_entry_t *e = models_find(ms, c->name);
+    model_entry_t *e = find_slot(ms, c->name);
     if (e && e->mm->state == MM_LOADING) load_result(ms, e, true, MM_LOAD_ERR_RETRY);
 }
 
@@ -551,7 +584,7 @@ static void on_child_load_failed(supervisor_t *sv, sv_child_t *c)
 {
     models_t *ms = sv->data;
     if (c->kind != SV_KIND_LLAMA) return;
-    model_entry_t *e = models_find(ms, c->name);
+    model_entry_t *e = find_slot(ms, c->name);
     if (!e) return;
     if (e->mm->state == MM_LOADED) {
         /* a restart (after a crash or a hang) failed: give the slot back; the next request
@@ -578,7 +611,7 @@ static void on_child_stopped(supervisor_t *sv, sv_child_t *c)
 {
     models_t *ms = sv->data;
     if (c->kind != SV_KIND_LLAMA) return;
-    model_entry_t *e = models_find(ms, c->name);
+    model_entry_t *e = find_slot(ms, c->name);
     if (!e) return;
     if (e->mm->state == MM_UNLOADING) {
         LOGI("models", "model %s unloaded", e->mm->name);
@@ -624,6 +657,7 @@ int models_set_mesh_args(models_t *ms, model_entry_t *e, const char *args)
 
 void models_load(models_t *ms, model_entry_t *e, bool reload)
 {
+    if (e->deleted) return;
     if (reload && (e->mm->state == MM_LOADED || e->mm->state == MM_LOADING))
         mm_reload(&ms->mm, e->mm, models_now(ms));
     else
@@ -634,6 +668,19 @@ void models_load(models_t *ms, model_entry_t *e, bool reload)
 void models_unload(models_t *ms, model_entry_t *e)
 {
     if (mm_unload(&ms->mm, e->mm, models_now(ms)) == 0) models_run(ms);
+}
+
+void models_delete(models_t *ms, model_entry_t *e)
+{
+    if (e->deleted) return;
+    LOGI("models", "model %s deleted (%s)%s", e->mm->name, e->path,
+         e->mm->state == MM_UNLOADED ? "" : "; unloading it");
+    e->deleted = true;
+    preload_settled(ms, e); /* a preload it had queued is dropped: the node's start goes on */
+    mm_set_pinned(&ms->mm, e->mm, false);
+    mm_unload(&ms->mm, e->mm, models_now(ms));
+    ms->state_changed = true; /* listings, the announcement and the planner see it go */
+    models_run(ms);
 }
 
 void models_run(models_t *ms)
@@ -709,6 +756,36 @@ void models_run(models_t *ms)
 
 /* ---- registry ---- */
 
+/* What e knows of its file at path: its size, the GGUF metadata (layers, context, the KV
+ * cache's shape) and its input and output layers' bytes. gguf_info_read's rc (gi set when 0). */
+static int read_facts(model_entry_t *e, const char *path, gguf_info_t *gi)
+{
+    struct stat st;
+    e->size = stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+    int grc = gguf_info_read(path, gi);
+    e->n_layers = grc == 0 ? gi->block_count : 0;
+    e->train_ctx = grc == 0 ? gi->context_length : 0;
+    e->shape = (ledger_shape_t){0};
+    e->input_bytes = e->output_bytes = 0;
+    if (grc) return grc;
+    e->shape = (ledger_shape_t){.n_layers = gi->block_count,
+                                .n_embd = gi->embedding_length,
+                                .n_head = gi->head_count,
+                                .n_head_kv = gi->head_count_kv,
+                                .key_length = gi->key_length,
+                                .value_length = gi->value_length};
+    gguf_tensors_t tt;
+    if (gguf_tensors_read(path, &tt) == 0) {
+        /* the input and output layers' bytes: what a split host keeps (ledger_host_bytes) */
+        gguf_layer_bytes_t lb;
+        gguf_tensors_layer_bytes(&tt, &lb);
+        e->input_bytes = lb.input;
+        e->output_bytes = lb.output;
+        gguf_tensors_free(&tt);
+    }
+    return 0;
+}
+
 static int add_entry(models_t *ms, const config_model_t *cm, bool preload, char *err, size_t errlen)
 {
     if (ms->n >= MM_MAX_MODELS) {
@@ -717,9 +794,9 @@ static int add_entry(models_t *ms, const config_model_t *cm, bool preload, char 
     }
     mm_type_t type;
     gguf_info_t gi;
-    struct stat st;
-    uint64_t size = stat(cm->path, &st) == 0 ? (uint64_t)st.st_size : 0;
-    int grc = gguf_info_read(cm->path, &gi);
+    model_entry_t *e = &ms->entries[ms->n];
+    memset(e, 0, sizeof *e);
+    int grc = read_facts(e, cm->path, &gi);
     if (cm->type != MODEL_TYPE_AUTO) {
         type = cm->type == MODEL_TYPE_EMBEDDING   ? MM_EMBEDDING
                : cm->type == MODEL_TYPE_RERANKING ? MM_RERANKING
@@ -731,8 +808,6 @@ static int add_entry(models_t *ms, const config_model_t *cm, bool preload, char 
              grc == -EINVAL ? "not a valid GGUF file" : strerror(-grc));
         type = MM_LLM;
     }
-    model_entry_t *e = &ms->entries[ms->n];
-    memset(e, 0, sizeof *e);
     e->mm = mm_add(&ms->mm, cm->name, type, MM_DEV_CPU);
     if (!e->mm) {
         snprintf(err, errlen, "duplicate model name '%s'", cm->name);
@@ -741,26 +816,6 @@ static int add_entry(models_t *ms, const config_model_t *cm, bool preload, char 
     e->mm->data = e;
     e->ms = ms;
     e->path = strdup(cm->path);
-    e->size = size;
-    e->n_layers = grc == 0 ? gi.block_count : 0;
-    if (grc == 0) {
-        e->train_ctx = gi.context_length;
-        e->shape = (ledger_shape_t){.n_layers = gi.block_count,
-                                    .n_embd = gi.embedding_length,
-                                    .n_head = gi.head_count,
-                                    .n_head_kv = gi.head_count_kv,
-                                    .key_length = gi.key_length,
-                                    .value_length = gi.value_length};
-    }
-    gguf_tensors_t tt;
-    if (grc == 0 && gguf_tensors_read(cm->path, &tt) == 0) {
-        /* the input and output layers' bytes: what a split host keeps (ledger_host_bytes) */
-        gguf_layer_bytes_t lb;
-        gguf_tensors_layer_bytes(&tt, &lb);
-        e->input_bytes = lb.input;
-        e->output_bytes = lb.output;
-        gguf_tensors_free(&tt);
-    }
     e->preload = preload;
     e->ctx_size = config_ctx_of(ms->cfg, cm->name);
     const char *args = config_llamacpp_args_of(ms->cfg, cm->name);
@@ -848,16 +903,45 @@ int models_init(models_t *ms, uv_loop_t *loop, const config_t *cfg, supervisor_t
     return 0;
 }
 
+/* A deleted entry's file is back (a re-download): the same slot, mm model and child (so every
+ * pointer to them stays right), with the new file's facts; not loaded (the caller loads it). */
+static int revive(models_t *ms, model_entry_t *e, const char *path)
+{
+    if (strcmp(e->path, path) != 0) {
+        char *p = strdup(path), *cp = strdup(path);
+        if (!p || !cp) {
+            free(p);
+            free(cp);
+            return -ENOMEM;
+        }
+        free(e->path);
+        e->path = p;
+        free(e->child->path);
+        e->child->path = cp;
+    }
+    gguf_info_t gi;
+    read_facts(e, path, &gi);
+    e->bad = e->vetted = false; /* a new file: checked again before its load */
+    e->deleted = false;
+    models_update_bytes(ms, e);
+    LOGI("models", "model %s is back (%s)", e->mm->name, path);
+    ms->state_changed = true;
+    models_run(ms);
+    return 0;
+}
+
 int models_add_file(models_t *ms, const char *path, model_entry_t **out, char *err, size_t errlen)
 {
     config_model_t cm;
     int rc = config_parse_model_arg(path, &cm, err, errlen);
     if (rc) return rc;
-    model_entry_t *e = models_find(ms, cm.name);
+    model_entry_t *e = find_slot(ms, cm.name);
+    if (e && e->deleted) rc = revive(ms, e, cm.path);
     if (e) {
         free(cm.path);
+        if (rc) snprintf(err, errlen, "model %s: %s", e->mm->name, strerror(-rc));
         *out = e;
-        return 0;
+        return rc;
     }
     rc = add_entry(ms, &cm, false, err, errlen);
     free(cm.path);
@@ -869,8 +953,7 @@ int models_add_file(models_t *ms, const char *path, model_entry_t **out, char *e
 void models_preload(models_t *ms)
 {
     unsigned planned[MM_N_TYPES] = {0};
-    for (size_t i = 0; i < ms->n; i++) {
-        model_entry_t *e = &ms->entries[i];
+    for (model_entry_t *e = NULL; (e = models_next(ms, e));) {
         if (!e->preload) continue;
         if (planned[e->mm->type] >= ms->mm.max_loaded[e->mm->type]) {
             LOGI("models", "%s will load on first use (%s slots full: --max-loaded-models)",
@@ -881,8 +964,8 @@ void models_preload(models_t *ms)
         planned[e->mm->type]++;
         ms->preload_pending++;
     }
-    for (size_t i = 0; i < ms->n; i++)
-        if (ms->entries[i].preload) mm_load(&ms->mm, ms->entries[i].mm, models_now(ms));
+    for (model_entry_t *e = NULL; (e = models_next(ms, e));)
+        if (e->preload) mm_load(&ms->mm, e->mm, models_now(ms));
     models_run(ms);
     if (ms->preload_pending == 0 && ms->on_preload_done) ms->on_preload_done(ms->data);
 }
@@ -891,8 +974,7 @@ bool models_preload_all_failed(const models_t *ms, char *why, size_t len)
 {
     size_t named = 0, failed = 0, off = 0;
     why[0] = '\0';
-    for (size_t i = 0; i < ms->n; i++) {
-        const model_entry_t *e = &ms->entries[i];
+    for (const model_entry_t *e = NULL; (e = models_next(ms, e));) {
         if (!e->preload) continue;
         named++;
         if (!e->preload_done || e->mm->state != MM_UNLOADED || !e->child->last_error[0]) continue;

@@ -56,6 +56,10 @@ typedef struct {
     /* the file version found complete before a load (vetted before anything is evicted) */
     bool vetted;
     file_id_t vetted_id;
+    /* deleted (DELETE /api/delete, models_delete): gone for every listing, the announcement,
+     * routing and loading; its slot stays (pointers to it stay valid) until models_add_file of
+     * the same name brings it back */
+    bool deleted;
 } model_entry_t;
 
 typedef struct models {
@@ -122,7 +126,8 @@ bool models_fits(const models_t *ms, const model_entry_t *e);
 void models_memory_msg(const models_t *ms, const model_entry_t *e, char *buf, size_t len);
 
 /* A model file that arrived while the node runs (a download): add it to the registry (not loaded;
- * the caller loads it). An entry of that name already there is returned as is. */
+ * the caller loads it). An entry of that name already there is returned as is; a deleted one
+ * (models_delete) comes back in its slot, with this file's facts. */
 int models_add_file(models_t *ms, const char *path, model_entry_t **out, char *err, size_t errlen);
 /* Queue the preloads (models given with --model, while slots are free). */
 void models_preload(models_t *ms);
@@ -132,7 +137,22 @@ void models_preload(models_t *ms);
 bool models_preload_all_failed(const models_t *ms, char *why, size_t len);
 void models_free(models_t *ms);
 
+/* The model of that name (NULL: none, or deleted). */
 model_entry_t *models_find(models_t *ms, const char *name);
+/* The models this node has, in order, skipping deleted ones: the one way to walk them,
+ *   for (model_entry_t *e = NULL; (e = models_next(ms, e));)
+ * (NULL after the last; prev NULL: the first). */
+model_entry_t *models_next(const models_t *ms, const model_entry_t *prev);
+/* How many models models_next walks, and the only one of them (NULL unless exactly one). */
+size_t models_count(const models_t *ms);
+model_entry_t *models_only(const models_t *ms);
+/* DELETE /api/delete (its files were removed): e stops existing as far as every listing, the
+ * announcement, routing and loading go (models_find and models_next skip it; a request routed
+ * to it anyway answers 404) and it is unloaded once its requests in flight end (a queued load
+ * is dropped, its waiting requests answered 503). Its slot, its mm model and its child stay, so
+ * whatever points at them (mm, planner, admission, parked requests) stays valid; a file of the
+ * same name added again (models_add_file: a re-download) brings the entry back. */
+void models_delete(models_t *ms, model_entry_t *e);
 /* Route an inference request to model e (auto-loading it). Answers the request either way. */
 void models_route(models_t *ms, model_entry_t *e, httpd_req_t *req);
 /* /api/v1/... and /api/v0/... ; returns false if path is not a model-manager path. */

@@ -25,8 +25,7 @@ static void api_health(models_t *ms, httpd_req_t *req)
 {
     json_t *all = json_array();
     model_entry_t *recent = NULL;
-    for (size_t i = 0; i < ms->n; i++) {
-        model_entry_t *e = &ms->entries[i];
+    for (model_entry_t *e = NULL; (e = models_next(ms, e));) {
         if (e->mm->state != MM_LOADED) continue;
         if (!recent || e->mm->last_use > recent->mm->last_use) recent = e;
         char url[64];
@@ -49,8 +48,7 @@ static void api_health(models_t *ms, httpd_req_t *req)
 static void api_models(models_t *ms, httpd_req_t *req)
 {
     json_t *data = json_array();
-    for (size_t i = 0; i < ms->n; i++) {
-        model_entry_t *e = &ms->entries[i];
+    for (model_entry_t *e = NULL; (e = models_next(ms, e));) {
         json_array_append_new(
             data,
             json_pack("{s:s,s:s,s:s,s:I,s:b,s:s}", "model_name", e->mm->name, "checkpoint", e->path,
@@ -90,14 +88,14 @@ static void api_stats(models_t *ms, httpd_req_t *req)
                             n > 0 ? json_real((double)a / (double)n) : json_null());
     }
     json_t *spec = json_object();
-    for (size_t i = 0; spec && i < ms->n; i++) {
+    for (model_entry_t *e = NULL; spec && (e = models_next(ms, e));) {
         uint64_t dt, at;
-        metrics_draft_totals(meshstat_metrics(ms->stat), ms->entries[i].mm->name, &dt, &at);
-        if (!ms->entries[i].draft[0] && !dt) continue;
-        json_object_set_new(spec, ms->entries[i].mm->name,
-                            json_pack("{s:s,s:I,s:I,s:o}", "draft", ms->entries[i].draft,
-                                      "draft_tokens", (json_int_t)dt, "accepted_tokens",
-                                      (json_int_t)at, "acceptance_rate",
+        metrics_draft_totals(meshstat_metrics(ms->stat), e->mm->name, &dt, &at);
+        if (!e->draft[0] && !dt) continue;
+        json_object_set_new(spec, e->mm->name,
+                            json_pack("{s:s,s:I,s:I,s:o}", "draft", e->draft, "draft_tokens",
+                                      (json_int_t)dt, "accepted_tokens", (json_int_t)at,
+                                      "acceptance_rate",
                                       dt ? json_real((double)at / (double)dt) : json_null()));
     }
     if (o && spec) json_object_set_new(o, "speculative", spec);
@@ -243,8 +241,8 @@ static void api_unload(models_t *ms, httpd_req_t *req)
     } else {
         /* everything: answer now, the unloads proceed as models become idle */
         unsigned n = 0;
-        for (size_t i = 0; i < ms->n; i++)
-            if (mm_unload(&ms->mm, ms->entries[i].mm, models_now(ms)) == 0) n++;
+        for (model_entry_t *e = NULL; (e = models_next(ms, e));)
+            if (mm_unload(&ms->mm, e->mm, models_now(ms)) == 0) n++;
         models_run(ms);
         char body[128];
         int len = snprintf(body, sizeof body,

@@ -200,7 +200,7 @@ static int start(node_dl_t *nd, const char *ref, bool asked, bool solo, char *er
         if (!nd->jobs[i].active && strcmp(nd->jobs[i].ref, ref) == 0) idx = i;
     if (idx == nd->n) {
         for (size_t i = 0; i < nd->n && idx == nd->n; i++)
-            if (!nd->jobs[i].active && nd->jobs[i].failed) idx = i;
+            if (!nd->jobs[i].active && (nd->jobs[i].failed || nd->jobs[i].deleted)) idx = i;
         if (idx == nd->n && nd->n >= NODE_DL_MAX) {
             snprintf(err, errlen, "too many downloads (at most %d)", NODE_DL_MAX);
             return -E2BIG;
@@ -298,6 +298,12 @@ void node_dl_close(node_dl_t *nd)
     }
     dl_close(nd->d);
     nd->d = NULL;
+}
+
+void node_dl_forget(node_dl_t *nd, const char *name)
+{
+    for (size_t i = 0; i < nd->n; i++)
+        if (!nd->jobs[i].active && strcmp(nd->jobs[i].name, name) == 0) nd->jobs[i].deleted = true;
 }
 
 const node_dl_job_t *node_dl_find(node_dl_t *nd, const char *name)
@@ -447,7 +453,7 @@ void node_dl_status(node_dl_t *nd, json_t **downloads, json_t **errors)
     json_t *f = json_array();
     for (size_t i = 0; i < nd->n; i++) {
         const node_dl_job_t *j = &nd->jobs[i];
-        if (!j->failed) continue;
+        if (!j->failed || j->deleted) continue;
         /* error: the latest; errors: the earlier ones too, oldest first (bounded) */
         json_t *all = json_array();
         for (unsigned k = 0; k < j->n_errs; k++)
@@ -464,7 +470,7 @@ void node_dl_fill_view(node_dl_t *nd, view_node_t *n)
     if (!nd || !nd->d) return;
     for (size_t i = 0; i < nd->n; i++) {
         node_dl_job_t *j = &nd->jobs[i];
-        if (j->failed && !j->too_big) continue;
+        if ((j->failed && !j->too_big) || j->deleted) continue;
         uint64_t b = 0, t = 0;
         double rate;
         if (j->active) {

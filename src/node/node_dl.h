@@ -39,6 +39,7 @@ typedef struct {
     bool active, failed;
     bool asked;     /* the operator asked (--model, /api/v1/load), not the mesh: requested */
     bool too_big;   /* refused: serving it would need more than this node offers */
+    bool deleted;   /* ended, and its model deleted since (node_dl_forget): not announced */
     uint64_t size;  /* the file's size once known (catalog, the server), else 0 */
     uint64_t limit; /* refuse a file larger than this (0: none) */
     char err[512];  /* the latest error */
@@ -109,6 +110,9 @@ bool node_dl_on_disk(const node_dl_t *nd, const char *ref);
  * answers 200, else cb(data, -errno, why): unreachable (offline), or the repository missing. */
 typedef void (*node_dl_probe_fn)(void *data, int rc, const char *why);
 int node_dl_probe(node_dl_t *nd, const char *ref, node_dl_probe_fn cb, void *data);
+/* Model `name` was deleted (DELETE /api/delete): its ended jobs are no longer announced as its
+ * source nor listed as errors; a download of it again starts afresh. */
+void node_dl_forget(node_dl_t *nd, const char *name);
 /* The active job downloading model `name` (its model name or its ref), or NULL. */
 const node_dl_job_t *node_dl_find(node_dl_t *nd, const char *name);
 /* Progress of a job summed over its parts: bytes, total (0 unknown), rate. */

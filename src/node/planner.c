@@ -168,12 +168,13 @@ static void allocate(planner_t *pl, const peers_t *P)
         promote(pl, P);
         return;
     }
+    size_t n_disk = 0;
     catalog_avail_t *disk = calloc(pl->ms->n + 1, sizeof *disk);
     if (!disk) return;
-    for (size_t i = 0; i < pl->ms->n; i++) {
-        disk[i].name = pl->ms->entries[i].mm->name;
-        disk[i].size_bytes = pl->ms->entries[i].size;
-        disk[i].type = pl->ms->entries[i].mm->type;
+    for (model_entry_t *e = NULL; (e = models_next(pl->ms, e)); n_disk++) {
+        disk[n_disk].name = e->mm->name;
+        disk[n_disk].size_bytes = e->size;
+        disk[n_disk].type = e->mm->type;
     }
     const char *rq[CONFIG_MAX_MODELS];
     for (size_t i = 0; i < pl->cfg->n_requested; i++)
@@ -184,7 +185,7 @@ static void allocate(planner_t *pl, const peers_t *P)
     pp_alloc_input_t in = {.id = pl->id,
                            .free_bytes = ledger_free(&pl->ms->ledger),
                            .disk = disk,
-                           .n_disk = pl->ms->n,
+                           .n_disk = n_disk,
                            .requested = rq,
                            .n_requested = pl->cfg->n_requested,
                            .peers = P->v,
@@ -546,10 +547,39 @@ static void plan_models(planner_t *pl, const peers_t *P)
 
 /* ---- the loop ---- */
 
+/* Models deleted on this node (models_delete, which unloaded them) are no longer planned: what
+ * the plan held for them (forwards to workers, the mesh's arguments, worker shards) goes, and the
+ * models after them move up. One still filling its rpc cache (seed_done holds its pmodel), or
+ * followed by one, waits for the re-plan seed_done makes. A node left with no model is given one
+ * by the mesh again (allocation), as after a demotion. */
+static void drop_deleted(planner_t *pl)
+{
+    for (size_t i = 0; i < pl->n;) {
+        pmodel_t *pm = &pl->models[i];
+        if (!pm->e || !pm->e->deleted) {
+            i++;
+            continue;
+        }
+        for (size_t k = i; k < pl->n; k++)
+            if (pl->models[k].seeding) return;
+        LOGI("planner", "model %s: deleted on this node; no longer planned here", pm->name);
+        close_fwds(pm, false);
+        if (pm->e->mesh_args) models_set_mesh_args(pl->ms, pm->e, NULL);
+        models_set_host_share(pl->ms, pm->e, 0);
+        ledger_clear(&pl->ms->ledger, pm->name, LEDGER_WORKER);
+        memmove(pm, pm + 1, (pl->n - i - 1) * sizeof *pm);
+        pl->n--;
+        memset(&pl->models[pl->n], 0, sizeof pl->models[pl->n]);
+        pl->models[pl->n].pl = pl;
+        if (pl->n == 0) pl->serving_since_ms = 0;
+    }
+}
+
 static void replan(planner_t *pl)
 {
     planner_peers_changed(pl);
     if (pl->stopping) return;
+    drop_deleted(pl);
     peers_t P;
     if (peers_get(pl, &P) != 0) return;
     allocate(pl, &P);
@@ -709,8 +739,7 @@ int planner_init(planner_t *pl, uv_loop_t *loop, const config_t *cfg, models_t *
     pl->wait_ms = cfg->tun.plan_wait_ms;
     pd_init(pl);
     pl->allocating = cfg->n_joins > 0 && !cfg->client;
-    for (size_t i = 0; i < ms->n && pl->n < PLAN_MAX_MODELS; i++) {
-        model_entry_t *e = &ms->entries[i];
+    for (model_entry_t *e = NULL; pl->n < PLAN_MAX_MODELS && (e = models_next(ms, e));) {
         if (!e->preload) continue; /* --model: this node serves it */
         explicit_model(pl, e);
     }

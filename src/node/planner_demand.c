@@ -74,8 +74,7 @@ static bool promote_with(planner_t *pl, const promo_model_t *models, size_t n_mo
 {
     promo_disk_t disk[MM_MAX_MODELS];
     size_t nd = 0;
-    for (size_t i = 0; i < pl->ms->n && nd < MM_MAX_MODELS; i++) {
-        model_entry_t *e = &pl->ms->entries[i];
+    for (model_entry_t *e = NULL; nd < MM_MAX_MODELS && (e = models_next(pl->ms, e));) {
         if (e->bad) continue;
         disk[nd++] =
             (promo_disk_t){.name = e->mm->name, .need_bytes = models_need_bytes(pl->ms, e)};
@@ -135,8 +134,7 @@ static bool memory_wanted(planner_t *pl, const pmodel_t *pm, const demand_sum_t 
 {
     uint64_t free_b = ledger_free(&pl->ms->ledger);
     uint64_t held = ledger_held_for(&pl->ms->ledger, pm->name);
-    for (size_t i = 0; i < pl->ms->n; i++) {
-        model_entry_t *e = &pl->ms->entries[i];
+    for (model_entry_t *e = NULL; (e = models_next(pl->ms, e));) {
         if (e == pm->e || e->bad) continue;
         const demand_sum_t *m = demand_sum_find(s, ns, e->mm->name);
         if (!m || m->n_hosts > 0 || !(m->requested || m->rate > 0)) continue;

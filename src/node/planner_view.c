@@ -128,8 +128,8 @@ const char *self_role(planner_t *pl)
     if (pl->cfg->client) return "client";
     for (size_t i = 0; i < pl->n; i++)
         if (pm_is_host(&pl->models[i])) return "host";
-    for (size_t i = 0; i < pl->ms->n; i++)
-        if (models_state(&pl->ms->entries[i]) != MODEL_UNLOADED) return "host";
+    for (model_entry_t *e = NULL; (e = models_next(pl->ms, e));)
+        if (models_state(e) != MODEL_UNLOADED) return "host";
     return "worker";
 }
 
@@ -166,6 +166,7 @@ static int self_serving(planner_t *pl, view_node_t *n)
 {
     for (size_t i = 0; i < pl->n; i++) {
         pmodel_t *pm = &pl->models[i];
+        if (pm->e && pm->e->deleted) continue; /* gone now; the next re-plan drops it */
         model_state_t st = pm->e ? models_state(pm->e) : MODEL_UNLOADED;
         bool host = pm_is_host(pm);
         view_serving_t *s = view_add_serving(n, pm->name);
@@ -197,8 +198,7 @@ static int self_serving(planner_t *pl, view_node_t *n)
         if (worker_ready(pl, pm))
             snprintf(s->plan_ready, sizeof s->plan_ready, "%s", pm->st.follow_plan);
     }
-    for (size_t i = 0; i < pl->ms->n; i++) {
-        model_entry_t *e = &pl->ms->entries[i];
+    for (model_entry_t *e = NULL; (e = models_next(pl->ms, e));) {
         model_state_t st = models_state(e);
         if (pm_find(pl, e->mm->name) || st == MODEL_UNLOADED) continue;
         view_serving_t *s = view_add_serving(n, e->mm->name);
@@ -217,8 +217,7 @@ static int self_serving(planner_t *pl, view_node_t *n)
  * so any node can fetch the same file (rule 4). */
 static void catalog_sources(planner_t *pl, view_node_t *n)
 {
-    for (size_t i = 0; i < pl->ms->n; i++) {
-        const model_entry_t *e = &pl->ms->entries[i];
+    for (const model_entry_t *e = NULL; (e = models_next(pl->ms, e));) {
         const known_model_t *k = known_model_find(e->mm->name);
         if (!k || view_source(n, e->mm->name)) continue;
         const char *file = model_ref_basename(k->file);
@@ -241,8 +240,7 @@ int self_view(planner_t *pl, view_node_t *n)
     n->free_bytes = ledger_free(&pl->ms->ledger);
     n->has_free = true;
     n->speed_mflops = pl->speed.mflops;
-    for (size_t i = 0; i < pl->ms->n; i++) {
-        model_entry_t *e = &pl->ms->entries[i];
+    for (model_entry_t *e = NULL; (e = models_next(pl->ms, e));) {
         view_avail_t *a = view_add_available(n, e->mm->name);
         if (!a) continue; /* beyond the list cap */
         a->size_bytes = e->size;
@@ -252,9 +250,11 @@ int self_view(planner_t *pl, view_node_t *n)
         a->has_type = true;
         a->vision = e->vision;
     }
-    /* the names this node asked for: its --model files and the names it has no file for */
+    /* the names this node asked for: its --model files (not one deleted since) and the names
+     * it has no file for */
     for (size_t i = 0; i < pl->cfg->n_models; i++)
-        if (!pl->cfg->models[i].from_dir) view_add_requested(n, pl->cfg->models[i].name);
+        if (!pl->cfg->models[i].from_dir && models_find(pl->ms, pl->cfg->models[i].name))
+            view_add_requested(n, pl->cfg->models[i].name);
     for (size_t i = 0; i < pl->cfg->n_requested; i++)
         view_add_requested(n, pl->cfg->requested[i]);
     node_dl_fill_view(pl->dl, n); /* model_source, downloading, refs asked for */

@@ -91,8 +91,8 @@ int standby_join(standby_t *s, uv_loop_t *loop, planner_t *pl, mesh_t *mesh, boo
     planner_allocate(pl);
     const char *names[RT_MAX_REQ_MODELS];
     size_t nm = 0;
-    for (size_t i = 0; i < pl->ms->n && nm < RT_MAX_REQ_MODELS; i++)
-        names[nm++] = pl->ms->entries[i].mm->name;
+    for (model_entry_t *e = NULL; nm < RT_MAX_REQ_MODELS && (e = models_next(pl->ms, e));)
+        names[nm++] = e->mm->name;
     passive_opts_t po = *o;
     po.models = names;
     po.n_models = nm;

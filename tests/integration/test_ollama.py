@@ -274,6 +274,108 @@ def test_official_ollama_client_pull(start_node, hub, tmp_path):
     assert b.status == 400 and isinstance(b.json()["error"], str), b
 
 
+def pull_http(node, ref):
+    r = node.request("POST", "/api/pull", {"model": ref, "stream": False}, timeout=300)
+    assert r.status == 200 and r.json() == {"status": "success"}, r
+
+
+def listed(node):
+    tags = {m["name"] for m in node.request("GET", "/api/tags").json()["models"]}
+    v1 = {m["id"] for m in node.request("GET", "/v1/models").json()["data"]}
+    return tags, v1
+
+
+def test_delete_a_pulled_model(start_node, hub, tmp_path):
+    """DELETE /api/delete removes a model the node downloaded: its files leave the models
+    directory, it is unloaded and gone from /api/tags, /v1/models and the status at once, a chat
+    for it is a 404, a second delete a 404 in Ollama's words; a --model file outside the models
+    directory is refused (403) and left intact; a pull brings the deleted model back."""
+    models = tmp_path / "models"
+    models.mkdir()
+    own = tmp_path / "own"
+    own.mkdir()
+    shutil.copy(model_path(EMB), own / "mine.gguf")
+    env = dict(ENV, HF_ENDPOINT=hub.url, MESH_LLM_DL_BACKOFF_MS="50")
+    n = start_node("--port", "0", "--model", str(own / "mine.gguf") + ":embedding",
+                   "--models-dir", str(models), env=env)
+    ref = "hf://org/tiny-GGUF/stories260K.gguf"
+    pull_http(n, ref)
+    assert (models / "stories260K.gguf").exists() and (models / "stories260K.gguf.source").exists()
+    g = n.request("POST", "/api/generate", {"model": LLM, "prompt": "Once", "stream": False,
+                                            "options": GREEDY})
+    assert g.status == 200 and g.json()["done"] is True, g
+    assert n.child_for(LLM) is not None and state_of(n, LLM) == "ready"
+
+    r = n.request("DELETE", "/api/delete", {"model": LLM})
+    assert r.status == 200 and r.body == b"", r
+    assert sorted(os.listdir(models)) == [], os.listdir(models)
+    tags, v1 = listed(n)
+    assert LLM not in tags and LLM not in v1 and "mine" in tags, (tags, v1)
+    assert state_of(n, LLM) is None
+    c = n.request("POST", "/api/chat", {"model": LLM, "stream": False,
+                                        "messages": [{"role": "user", "content": "hi"}]})
+    assert c.status == 404 and f"model '{LLM}' not found" in c.json()["error"], c
+    wait_for(lambda: n.child_for(LLM) is None, timeout=30, what="the model's server to stop")
+    r = n.request("DELETE", "/api/delete", {"name": LLM})  # the older field
+    assert r.status == 404 and r.json() == {"error": f"model '{LLM}' not found"}, r
+    assert n.request("DELETE", "/api/delete", {}).status == 400
+    assert n.request("POST", "/api/delete", {"model": LLM}).status == 405
+
+    # the user's own file, given with --model: refused, kept, still served
+    r = n.request("DELETE", "/api/delete", {"model": "mine"})
+    assert r.status == 403 and "outside this node's models directory" in r.json()["error"], r
+    assert (own / "mine.gguf").stat().st_size == os.path.getsize(model_path(EMB))
+    assert "mine" in listed(n)[0]
+
+    # a download again brings it back, served
+    pull_http(n, ref)
+    tags, v1 = listed(n)
+    assert LLM in tags and LLM in v1, (tags, v1)
+    g = n.request("POST", "/api/generate", {"model": LLM, "prompt": "Once", "stream": False,
+                                            "options": GREEDY})
+    assert g.status == 200 and g.json()["done"] is True, g
+    # and by the reference it was pulled by
+    r = n.request("DELETE", "/api/delete", {"model": ref})
+    assert r.status == 200 and not (models / "stories260K.gguf").exists(), r
+    assert LLM not in listed(n)[0]
+
+
+@needs_client
+def test_official_ollama_client_delete(start_node, hub, tmp_path):
+    """The official client's ollama.delete: success, the model gone from ollama.list, and a
+    second delete an error with status 404."""
+    models = tmp_path / "models"
+    models.mkdir()
+    env = dict(ENV, HF_ENDPOINT=hub.url, MESH_LLM_DL_BACKOFF_MS="50")
+    n = start_node("--port", "0", "--model", model_path(EMB) + ":embedding", "--models-dir",
+                   str(models), env=env)
+    pull_http(n, "hf://org/tiny-GGUF/stories260K.gguf")
+    r = subprocess.run(["node", os.path.join(JS, "ollama.mjs"), f"http://127.0.0.1:{n.api_port}",
+                        "delete", LLM], capture_output=True, text=True, timeout=300, cwd=JS)
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["first"] == {"status": "success"}, out
+    assert LLM not in out["tags"] and EMB in out["tags"], out
+    assert out["again"]["status"] == 404 and "not found" in out["again"]["message"], out
+    assert not (models / "stories260K.gguf").exists()
+
+
+def test_delete_refused_from_the_network(start_node, netns, tmp_path):
+    """DELETE /api/delete is local management: a client on the network without the node's API
+    key is refused (403) and the model stays; the same call from this machine deletes it."""
+    ns, addr = netns
+    models = tmp_path / "models"
+    models.mkdir()
+    shutil.copy(model_path(LLM), models / "copy.gguf")
+    n = start_node("--port", "0", "--listen-all", "--models-dir", str(models), env=ENV)
+    assert "copy" in listed(n)[0]
+    r = http(n.api_port, "DELETE", "/api/delete", {"model": "copy"}, host=addr, ns=ns)
+    assert r.status == 403 and "local management" in r.json()["error"], r
+    assert (models / "copy.gguf").exists() and "copy" in listed(n)[0]
+    r = n.request("DELETE", "/api/delete", {"model": "copy"})
+    assert r.status == 200 and not (models / "copy.gguf").exists(), r
+
+
 def test_broken_stream_ends_with_an_error_line(start_node):
     """The model server dies in the middle of a streamed chat: the client's NDJSON stream ends
     with an {"error": …} line (and its last chunk), never a silent cut."""

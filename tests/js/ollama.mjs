@@ -1,6 +1,7 @@
 // The official `ollama` client against a mesh-llm node: node ollama.mjs HOST LLM EMB
 // Runs every case and prints one JSON line: {case: what it observed | {error: ...}}.
 // node ollama.mjs HOST pull REF: pulls REF (streamed, then again not) and prints what it saw.
+// node ollama.mjs HOST delete NAME: deletes NAME, then again, and prints what it saw.
 import { Ollama } from "ollama";
 
 const [host, llm, emb] = process.argv.slice(2);
@@ -79,6 +80,14 @@ if (llm === "pull") {
   const again = await ollama.pull({ model: emb, stream: false });
   const tags = (await ollama.list()).models.map((m) => m.name);
   console.log(JSON.stringify({ parts, again, tags }));
+  process.exit(0);
+}
+
+if (llm === "delete") {
+  const first = await ollama.delete({ model: emb });
+  const tags = (await ollama.list()).models.map((m) => m.name);
+  const again = await errorOf(ollama.delete({ model: emb }));
+  console.log(JSON.stringify({ first, tags, again }));
   process.exit(0);
 }
 

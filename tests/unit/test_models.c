@@ -241,12 +241,57 @@ static void test_request_parks_until_ready(void **state)
     assert_string_equal(events, want);
 }
 
+/* DELETE /api/delete's registry part (models_delete): the model is gone from models_find,
+ * models_next and models_count at once and is unloaded (the stop is reported for its slot); a
+ * request routed to it anyway answers 404; its file added again (a re-download) brings it back
+ * in the same slot, and it loads again. */
+static void test_delete_then_add_again(void **state)
+{
+    (void)state;
+    load_ready(0, 1000);
+    model_entry_t *e = E(0);
+    char name[MM_NAME_MAX], path[1024], err[256];
+    snprintf(name, sizeof name, "%s", e->mm->name);
+    snprintf(path, sizeof path, "%s", e->path);
+    assert_int_equal(models_count(&fx.ms), 3);
+    assert_null(models_only(&fx.ms));
+    clock_ms = 2000;
+    models_delete(&fx.ms, e);
+    assert_null(models_find(&fx.ms, name));
+    assert_int_equal(models_count(&fx.ms), 2);
+    for (model_entry_t *x = NULL; (x = models_next(&fx.ms, x));)
+        assert_ptr_not_equal(x, e);
+    turn(10);
+    char want[512];
+    snprintf(want, sizeof want, "start %s;stop %s;", name, name);
+    assert_string_equal(events, want);
+    stopped(0);
+    assert_int_equal(e->mm->state, MM_UNLOADED);
+    models_load(&fx.ms, e, false); /* a stale pointer (the planner's) loads nothing */
+    turn(10);
+    assert_string_equal(events, want);
+    const char *out = answer_of(client_open(0));
+    assert_non_null(strstr(out, "HTTP/1.1 404"));
+    assert_non_null(strstr(out, "not found"));
+    models_delete(&fx.ms, E(1));
+    assert_ptr_equal(models_only(&fx.ms), E(2));
+    model_entry_t *back = NULL;
+    assert_int_equal(models_add_file(&fx.ms, path, &back, err, sizeof err), 0);
+    assert_ptr_equal(back, e);
+    assert_false(e->deleted);
+    assert_ptr_equal(models_find(&fx.ms, name), e);
+    assert_int_equal(models_count(&fx.ms), 2);
+    assert_int_equal(fx.ms.n, 3); /* no new slot */
+    load_ready(0, 3000);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_load_evicts_lru, setup, teardown),
         cmocka_unit_test_setup_teardown(test_request_refreshes_lru, setup, teardown),
         cmocka_unit_test_setup_teardown(test_request_parks_until_ready, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_delete_then_add_again, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

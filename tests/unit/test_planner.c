@@ -459,6 +459,35 @@ static void test_replan_split_self_hosts(void **state)
     assert_string_equal(st->workers[0].id, LOW);
 }
 
+/* This node's --model deleted (DELETE /api/delete): gone from its announcement at once (not
+ * available, not served), no longer planned after the re-plan; its file back (a re-download)
+ * plans it again. */
+static void test_replan_drops_a_deleted_model(void **state)
+{
+    (void)state;
+    plan_with(need / 2);
+    model_entry_t *e = &fx.ms.entries[0];
+    char path[1024], err[256];
+    snprintf(path, sizeof path, "%s", e->path);
+    models_delete(&fx.ms, e);
+    view_node_t self;
+    assert_int_equal(self_view(&pl, &self), 0);
+    assert_null(view_serving(&self, M(0)));
+    assert_null(view_available(&self, M(0)));
+    assert_false(view_requested(&self, M(0))); /* the --model file is not asked of the mesh */
+    view_node_free(&self);
+    planner_kick(&pl);
+    for (int k = 0; k < 100 && pl.n; k++)
+        uv_run(&fx.loop, UV_RUN_ONCE);
+    assert_int_equal(pl.n, 0);
+    model_entry_t *back;
+    assert_int_equal(models_add_file(&fx.ms, path, &back, err, sizeof err), 0);
+    assert_ptr_equal(back, e);
+    planner_add_model(&pl, back);
+    assert_int_equal(pl.n, 1);
+    assert_ptr_equal(pl.models[0].e, e);
+}
+
 /* standby_join (the node policy enter_mesh calls): only a node that joins a mesh (a token)
  * without --model, and is not a client, is allocated and stands by; any other is left as it
  * was: not allocating, no standby driver. */
@@ -502,6 +531,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_replan_split_peer_hosts, setup_replan,
                                         teardown_replan),
         cmocka_unit_test_setup_teardown(test_replan_split_self_hosts, setup_replan,
+                                        teardown_replan),
+        cmocka_unit_test_setup_teardown(test_replan_drops_a_deleted_model, setup_replan,
                                         teardown_replan),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
