@@ -41,10 +41,12 @@ static void load_only(api_t *api, httpd_req_t *req, const ollama_req_t *rq)
     }
     const char *reason = "load";
     model_entry_t *e = models_find(api->ms, rq->model);
-    if (rq->keep_alive_zero && e && mgmt_allowed(api, req)) {
-        LOGI("ollama", "keep_alive 0: unloading %s", e->mm->name);
-        models_unload(api->ms, e);
-        reason = "unload";
+    if (rq->keep_alive_set && e && mgmt_allowed(api, req)) {
+        if (rq->keep_alive_zero) {
+            LOGI("ollama", "keep_alive 0: unloading %s", e->mm->name);
+            reason = "unload";
+        }
+        models_keep_alive(api->ms, e, rq->keep_alive_ms);
     }
     char at[48];
     api_ollama_time(at, sizeof at);
@@ -76,8 +78,18 @@ static const char *inference(api_t *api, httpd_req_t *req, ollama_ep_t ep)
     }
     /* keep_alive 0 unloads the model here once the answer is out (local management only; a
      * model served elsewhere keeps its host's idle unload) */
-    model_entry_t *unload = NULL;
-    if (rq.keep_alive_zero && mgmt_allowed(api, req)) unload = models_find(api->ms, rq.model);
+    model_entry_t *unload = NULL, *here = models_find(api->ms, rq.model);
+    if (rq.keep_alive_zero && mgmt_allowed(api, req)) unload = here;
+    /* another keep_alive: this node's copy stays loaded that long idle after the request (a
+     * model served elsewhere keeps its host's policy) */
+    if (rq.keep_alive_set && !rq.keep_alive_zero && here && mgmt_allowed(api, req)) {
+        if (rq.keep_alive_ms < 0)
+            LOGI("ollama", "keep_alive: %s stays loaded until evicted", here->mm->name);
+        else
+            LOGI("ollama", "keep_alive: %s is unloaded after %.1f s idle", here->mm->name,
+                 (double)rq.keep_alive_ms / 1000);
+        models_keep_alive(api->ms, here, rq.keep_alive_ms);
+    }
     const char *path = rq.path;
     if (api_ollama_filter(req, &rq, api->ms, unload) < 0) {
         httpd_respond_error(req, 500, "server_error", "no_memory", "out of memory");

@@ -80,6 +80,24 @@ static void from_row(ol_model_t *m, const ml_row_t *r)
     m->ready = r->status == ML_READY;
 }
 
+/* /api/ps's expires_at: when e's keep-alive runs out; without one (it stays until evicted),
+ * what Ollama shows for keep_alive -1: the farthest time it can write (now + 2^63 ns). */
+static void expires_at(api_t *api, const model_entry_t *e, char *out, size_t len)
+{
+    uint64_t ms = e ? models_expires_unix_ms(api->ms, e) : 0;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    time_t sec = ms ? (time_t)(ms / 1000) : ts.tv_sec + (time_t)(INT64_MAX / 1000000000);
+    struct tm tm;
+    if (!gmtime_r(&sec, &tm)) {
+        snprintf(out, len, "%s", "9999-12-31T23:59:59Z");
+        return;
+    }
+    char day[40];
+    strftime(day, sizeof day, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(out, len, "%s.%03uZ", day, ms ? (unsigned)(ms % 1000) : 0u);
+}
+
 /* Every model the mesh serves or can serve: this node's, then the others (once each). */
 static json_t *listing(api_t *api, bool loaded_only)
 {
@@ -96,7 +114,9 @@ static json_t *listing(api_t *api, bool loaded_only)
             continue; /* this node's own state, not its last announcement */
         json_t *o = model_json(&m, modified);
         if (loaded_only) {
-            json_object_set_new(o, "expires_at", json_string(modified));
+            char at[48];
+            expires_at(api, e, at, sizeof at);
+            json_object_set_new(o, "expires_at", json_string(at));
             json_object_set_new(o, "size_vram", json_integer(0));
         }
         json_array_append_new(models, o);
@@ -109,7 +129,9 @@ static json_t *listing(api_t *api, bool loaded_only)
         if (loaded_only && !m.ready) continue;
         json_t *o = model_json(&m, modified);
         if (loaded_only) {
-            json_object_set_new(o, "expires_at", json_string(modified));
+            char at[48]; /* another node's policy: not known here */
+            expires_at(api, NULL, at, sizeof at);
+            json_object_set_new(o, "expires_at", json_string(at));
             json_object_set_new(o, "size_vram", json_integer(0));
         }
         json_array_append_new(models, o);

@@ -168,6 +168,7 @@ static void start_unload(mm_t *mm, mm_model_t *m)
 {
     m->state = MM_UNLOADING;
     m->unload_pending = false;
+    m->keep_alive = 0; /* it lasts for this load */
     push(mm, MM_ACT_UNLOAD, m, 0, 0);
 }
 
@@ -275,6 +276,7 @@ static void step(mm_t *mm, uint64_t now)
     for (;;) {
         for (size_t i = 0; i < mm->n_models; i++) {
             mm_model_t *x = &mm->models[i];
+            if (x->state == MM_LOADED && mm_expiry(x) <= now) x->unload_pending = true;
             if (x->unload_pending && x->state == MM_LOADED && x->in_flight == 0)
                 start_unload(mm, x);
         }
@@ -345,11 +347,31 @@ bool mm_hold(const mm_t *mm, const mm_model_t *m, uint64_t now)
            m->state == MM_LOADED && mm->fair_ms && now >= c->wait_since + mm->fair_ms;
 }
 
+uint64_t mm_expiry(const mm_model_t *m)
+{
+    if (!m->keep_alive || m->state != MM_LOADED || m->unload_pending || m->in_flight ||
+        m->waiters || m->pending)
+        return UINT64_MAX;
+    return m->last_use > UINT64_MAX - m->keep_alive ? UINT64_MAX - 1 : m->last_use + m->keep_alive;
+}
+
+void mm_set_keep_alive(mm_t *mm, mm_model_t *m, uint64_t ms, uint64_t now)
+{
+    m->keep_alive = ms;
+    if (ms && m->state == MM_LOADED) m->last_use = now; /* an access: its clock starts now */
+    step(mm, now);
+}
+
 uint64_t mm_deadline(const mm_t *mm)
 {
+    uint64_t due = UINT64_MAX;
+    for (size_t i = 0; i < mm->n_models; i++) {
+        uint64_t e = mm_expiry(&mm->models[i]);
+        if (e < due) due = e;
+    }
     const mm_model_t *c = mm->current;
-    if (!c || mm->current_started || !mm->fair_ms) return UINT64_MAX;
-    return c->wait_since + mm->fair_ms;
+    if (!c || mm->current_started || !mm->fair_ms) return due;
+    return c->wait_since + mm->fair_ms < due ? c->wait_since + mm->fair_ms : due;
 }
 
 void mm_tick(mm_t *mm, uint64_t now)

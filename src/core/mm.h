@@ -41,6 +41,12 @@
  *  - a pinned model (mm_set_pinned, --pin) is never evicted to make room (explicit unloads
  *    still apply); a load whose type's slots are all held by pinned models fails with 503
  *    (reason MM_FAIL_PINNED) instead of waiting forever.
+ *  - keep-alive (Ollama's keep_alive, mm_set_keep_alive): a loaded model with one set is
+ *    unloaded once it has been idle (no request in flight, waiting or queued outside mm) for
+ *    that long after its last use (setting it counts as one); mm_deadline says when the next one is
+ * due, mm_tick unloads it. Without one (the default) a model stays loaded until evicted or
+ * unloaded. Its unload clears it: a keep-alive lasts for the load it was set on (or the next, set
+ * before it).
  */
 #ifndef MESH_MM_H
 #define MESH_MM_H
@@ -82,6 +88,7 @@ typedef struct {
     unsigned pending;    /* requests queued for it outside mm (admission), see anti-thrash */
     bool pinned;         /* never evicted to make room */
     uint64_t wait_since; /* when its load was queued (fairness) */
+    uint64_t keep_alive; /* unloaded after this long idle (ms; 0: no expiry) */
     void *data;          /* the driver's */
 } mm_model_t;
 
@@ -168,6 +175,10 @@ void mm_set_pending(mm_t *mm, mm_model_t *m, unsigned pending, uint64_t now);
 void mm_set_pinned(mm_t *mm, mm_model_t *m, bool pinned);
 /* Whether new requests for the loaded model m should wait (a switch is overdue). */
 bool mm_hold(const mm_t *mm, const mm_model_t *m, uint64_t now);
+/* m is unloaded after ms of idleness past its last use (0: no expiry); setting one is a use. */
+void mm_set_keep_alive(mm_t *mm, mm_model_t *m, uint64_t ms, uint64_t now);
+/* When m's keep-alive runs out (UINT64_MAX: it has none, or it is not idle and loaded). */
+uint64_t mm_expiry(const mm_model_t *m);
 /* When the waiting load's fairness bound runs out (UINT64_MAX: none); call mm_tick then. */
 uint64_t mm_deadline(const mm_t *mm);
 void mm_tick(mm_t *mm, uint64_t now);

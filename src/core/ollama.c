@@ -60,17 +60,60 @@ static json_t *parse(const char *p, size_t n)
         goto done;                                                                                 \
     } while (0)
 
-/* keep_alive: a number of seconds, or a duration string ("5m", "0", "0s", "-1"). Zero: true. */
-static bool keep_alive_zero(const json_t *k)
+/* a Go duration's unit (time.ParseDuration): its length in ns, 0 when none matches */
+static double unit_ns(const char **p)
 {
-    if (json_is_number(k)) return json_number_value(k) == 0;
-    if (!json_is_string(k)) return false;
-    const char *s = json_string_value(k);
+    static const struct {
+        const char *name;
+        double ns;
+    } U[] = {{"ns", 1},   {"us", 1e3}, {"\xc2\xb5s", 1e3}, {"\xce\xbcs", 1e3},
+             {"ms", 1e6}, {"s", 1e9},  {"m", 60e9},        {"h", 3600e9}};
+    for (size_t i = 0; i < sizeof U / sizeof U[0]; i++) {
+        size_t n = strlen(U[i].name);
+        /* "m" is not the start of "ms" */
+        if (strncmp(*p, U[i].name, n) == 0 && !(n == 1 && **p == 'm' && (*p)[1] == 's')) {
+            *p += n;
+            return U[i].ns;
+        }
+    }
+    return 0;
+}
+
+static int seconds_ms(double v, int64_t *ms)
+{
+    if (v != v) return -EINVAL; /* NaN */
+    if (v < 0 || v * 1000 > (double)OLLAMA_KEEP_ALIVE_MAX_MS)
+        *ms = -1;
+    else
+        *ms = (int64_t)(v * 1000 + 0.5);
+    return 0;
+}
+
+int ollama_keep_alive(const json_t *v, int64_t *ms)
+{
+    if (json_is_number(v)) return seconds_ms(json_number_value(v), ms);
+    if (!json_is_string(v)) return -EINVAL;
+    const char *s = json_string_value(v), *p = s;
+    if (json_string_length(v) == 0 || json_string_length(v) > 64) return -EINVAL;
     char *end;
-    double v = strtod(s, &end);
-    return end != s && v == 0 &&
-           (!*end || strcmp(end, "s") == 0 || strcmp(end, "m") == 0 || strcmp(end, "h") == 0 ||
-            strcmp(end, "ms") == 0);
+    double whole = strtod(s, &end);
+    if (end != s && !*end) return seconds_ms(whole, ms); /* "300", "-1": seconds */
+    bool neg = *p == '-';
+    if (*p == '-' || *p == '+') p++;
+    double ns = 0;
+    int terms = 0;
+    while (*p) {
+        if (!((*p >= '0' && *p <= '9') || *p == '.')) return -EINVAL;
+        double x = strtod(p, &end);
+        if (end == p) return -EINVAL;
+        p = end;
+        double u = unit_ns(&p);
+        if (u == 0) return -EINVAL; /* Go wants a unit after every number but a lone 0 */
+        ns += x * u;
+        terms++;
+    }
+    if (!terms) return -EINVAL;
+    return seconds_ms(neg ? -ns / 1e9 : ns / 1e9, ms);
 }
 
 static const char *image_mime(const char *b64)
@@ -270,7 +313,14 @@ int ollama_request(ollama_req_t *out, ollama_ep_t ep, const char *body, size_t l
         if (!json_is_boolean(st)) FAIL("stream must be a boolean");
         out->stream = json_is_true(st);
     }
-    out->keep_alive_zero = keep_alive_zero(json_object_get(in, "keep_alive"));
+    json_t *ka = json_object_get(in, "keep_alive");
+    if (ka && !json_is_null(ka)) {
+        if (ollama_keep_alive(ka, &out->keep_alive_ms) != 0)
+            FAIL("keep_alive: not a duration (seconds, or a string like \"5m\", \"1h30m\", "
+                 "\"-1\")");
+        out->keep_alive_set = true;
+        out->keep_alive_zero = out->keep_alive_ms == 0;
+    }
     o = json_pack("{s:s}", "model", model);
     if (!o) {
         rc = -ENOMEM;

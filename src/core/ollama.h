@@ -22,6 +22,7 @@
 #ifndef MESH_OLLAMA_H
 #define MESH_OLLAMA_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -64,16 +65,24 @@ bool ollama_is_inference(ollama_ep_t ep);
 typedef struct {
     ollama_ep_t ep;
     char model[CATALOG_NAME_MAX];
-    bool stream;          /* the client wants NDJSON lines (Ollama's default) */
-    bool raw;             /* generate with raw: true (a /v1/completions prompt) */
-    bool load_only;       /* generate or chat with nothing to answer: Ollama's "load" call */
-    bool keep_alive_zero; /* keep_alive 0: unload the model after the request */
+    bool stream;           /* the client wants NDJSON lines (Ollama's default) */
+    bool raw;              /* generate with raw: true (a /v1/completions prompt) */
+    bool load_only;        /* generate or chat with nothing to answer: Ollama's "load" call */
+    bool keep_alive_zero;  /* keep_alive 0: unload the model after the request */
+    bool keep_alive_set;   /* keep_alive given: */
+    int64_t keep_alive_ms; /* how long the model stays loaded idle after it (< 0: no limit) */
     bool images;
     const char *path; /* the OpenAI path the body goes to (a static string) */
     char *body;       /* the OpenAI body (malloc'd) */
     size_t body_len;
     char err[OLLAMA_ERR_MAX];
 } ollama_req_t;
+
+/* Ollama's keep_alive: seconds as a JSON number, or a Go duration string ("5m", "1h30m",
+ * "250ms", "1.5h", "0"; a bare number string is seconds), into *ms: 0 (unload now), > 0, or -1
+ * for a negative value (no limit) and one beyond OLLAMA_KEEP_ALIVE_MAX_MS. 0 or -EINVAL. */
+#define OLLAMA_KEEP_ALIVE_MAX_MS (100ULL * 365 * 24 * 3600 * 1000) /* past this: no limit */
+int ollama_keep_alive(const json_t *v, int64_t *ms);
 
 /* Translate an Ollama inference body (len bytes) for ep. Returns 0, -EINVAL (err says why: a
  * 400), -ENOMEM. out is fully written; free with ollama_req_free. */

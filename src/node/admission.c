@@ -484,6 +484,12 @@ bool admission_enter(admission_t *ad, httpd_req_t *req, int needs)
 
 /* ---- setup ---- */
 
+/* mm's deadline moved outside a request (a keep-alive set): look again now */
+static void on_mm_deadline(void *data)
+{
+    kick(data);
+}
+
 int admission_init(admission_t *ad, uv_loop_t *loop, const config_t *cfg, models_t *ms,
                    meshstat_t *stat, const admission_deps_t *dep, char *err, size_t errlen)
 {
@@ -547,6 +553,8 @@ int admission_init(admission_t *ad, uv_loop_t *loop, const config_t *cfg, models
     }
     ms->on_flight_tail = on_flight_tail;
     ms->tail_data = ad;
+    ms->on_deadline = on_mm_deadline;
+    ms->deadline_data = ad;
     uv_timer_init(loop, &ad->timer);
     ad->timer.data = ad;
     ad->timer_init = true;

@@ -670,6 +670,29 @@ void models_unload(models_t *ms, model_entry_t *e)
     if (mm_unload(&ms->mm, e->mm, models_now(ms)) == 0) models_run(ms);
 }
 
+void models_keep_alive(models_t *ms, model_entry_t *e, int64_t ms_idle)
+{
+    if (ms_idle == 0) {
+        models_unload(ms, e);
+        return;
+    }
+    mm_set_keep_alive(&ms->mm, e->mm, ms_idle > 0 ? (uint64_t)ms_idle : 0, models_now(ms));
+    models_run(ms);
+    if (ms->on_deadline) ms->on_deadline(ms->deadline_data);
+}
+
+uint64_t models_expires_unix_ms(models_t *ms, const model_entry_t *e)
+{
+    if (!e->mm->keep_alive || e->mm->state != MM_LOADED) return 0;
+    uint64_t now = models_now(ms);
+    /* idle or not: from its last use (a busy model's timer starts again when it ends) */
+    uint64_t at = e->mm->last_use + e->mm->keep_alive;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t wall = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+    return at > now ? wall + (at - now) : wall;
+}
+
 void models_delete(models_t *ms, model_entry_t *e)
 {
     if (e->deleted) return;

@@ -98,6 +98,10 @@ typedef struct models {
     void (*child_stop)(sv_child_t *c, uint64_t grace_ms);
     uint64_t (*clock)(void *data);
     void *clock_data;
+    /* the mm policy's deadline (mm_deadline) may have moved outside a request: whoever drives
+     * mm_tick re-arms its timer (admission.c) */
+    void (*on_deadline)(void *data);
+    void *deadline_data;
 } models_t;
 
 int models_init(models_t *ms, uv_loop_t *loop, const config_t *cfg, supervisor_t *sv,
@@ -164,6 +168,11 @@ int models_set_mesh_args(models_t *ms, model_entry_t *e, const char *args);
 void models_load(models_t *ms, model_entry_t *e, bool reload);
 /* Unload e if it is loaded or loading. */
 void models_unload(models_t *ms, model_entry_t *e);
+/* Ollama's keep_alive for e: unloaded once idle that long after its last request (ms > 0), or
+ * kept until evicted (ms < 0: the default); 0 unloads it now (models_unload). */
+void models_keep_alive(models_t *ms, model_entry_t *e, int64_t ms_idle);
+/* When e's keep-alive runs out, on the clock of the Unix epoch (ms; 0: it has none). */
+uint64_t models_expires_unix_ms(models_t *ms, const model_entry_t *e);
 
 /* A model's state on this node: what the planner, the announcement and the listings (/v1/models,
  * /health, /api/status, /api/v1/models) go by. Loading covers a load that is queued or has

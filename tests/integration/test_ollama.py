@@ -127,6 +127,52 @@ def test_keep_alive_zero_unloads(start_node):
     wait_for(lambda: state_of(n, LLM) == "unloaded", timeout=60, what="the model to unload")
 
 
+def ps_expiry(node, model):
+    """/api/ps's expires_at of model, as seconds from now (None: not listed)."""
+    import datetime
+    for m in node.request("GET", "/api/ps").json()["models"]:
+        if m["name"] == model:
+            at = datetime.datetime.fromisoformat(m["expires_at"].replace("Z", "+00:00"))
+            return (at - datetime.datetime.now(datetime.timezone.utc)).total_seconds()
+    return None
+
+
+def test_keep_alive_duration_unloads_when_idle(start_node):
+    """keep_alive DURATION (local management): the model stays loaded that long idle after the
+    request, then is unloaded (/api/ps says when); -1 keeps it until evicted (the default);
+    a value that is no duration is a 400."""
+    n = start_node(*host_args(), env=ENV)
+    wait_for(lambda: state_of(n, LLM) == "ready", timeout=60, what="the model to load")
+    assert ps_expiry(n, LLM) > 100 * 365 * 86400  # no keep_alive yet: "forever", as Ollama's -1
+    r = n.request("POST", "/api/chat", {"model": LLM, "stream": False, "options": GREEDY,
+                                        "keep_alive": "10m",
+                                        "messages": [{"role": "user", "content": "x"}]})
+    assert r.status == 200, r
+    left = ps_expiry(n, LLM)
+    assert 9 * 60 < left <= 10 * 60 + 5, left
+    assert "keep_alive: stories260K is unloaded after 600.0 s idle" in n.stderr()
+    # a load call (no prompt) with keep_alive -1: back to no limit
+    r = n.request("POST", "/api/generate", {"model": LLM, "keep_alive": -1})
+    assert r.status == 200 and r.json()["done_reason"] == "load", r
+    assert ps_expiry(n, LLM) > 100 * 365 * 86400
+    # a short one: unloaded once idle that long
+    r = n.request("POST", "/api/generate", {"model": LLM, "prompt": "Once", "stream": False,
+                                            "keep_alive": "1s", "options": GREEDY})
+    assert r.status == 200 and r.json()["done"] is True, r
+    wait_for(lambda: state_of(n, LLM) == "unloaded", timeout=30,
+             what="the model to unload once idle 1 s")
+    assert "model stories260K unloaded" in n.stderr()
+    assert state_of(n, EMB) == "ready"  # the other model had none
+    # the unload ended it: the next request loads the model again, with no limit
+    r = n.request("POST", "/api/generate", {"model": LLM, "prompt": "Once", "stream": False,
+                                            "options": GREEDY})
+    assert r.status == 200, r
+    assert ps_expiry(n, LLM) > 100 * 365 * 86400
+    r = n.request("POST", "/api/chat", {"model": LLM, "keep_alive": "soon",
+                                        "messages": [{"role": "user", "content": "x"}]})
+    assert r.status == 400 and "keep_alive" in r.json()["error"], r
+
+
 def test_ollama_paths_refused_through_the_tunnel(start_node, tmp_path):
     """A mesh member reaches only the inference API: Ollama's paths (pull and delete among
     them: local management) answer 403, in Ollama's shape, on every pipelined request of a

@@ -404,7 +404,7 @@ static void test_lru_load_end_counts_as_access(void **state)
     preload(mm, a, 1);
     mm_load(mm, b, 2); /* load start 2 */
     EXPECT(mm, "LOAD B");
-    touch(mm, a, 5);                             /* A touched at 5 */
+    touch(mm, a, 5);                                 /* A touched at 5 */
     mm_load_done(mm, b, true, MM_LOAD_ERR_RETRY, 9); /* B's load ends at 9 */
     EXPECT(mm, "");
     assert_int_equal(mm_request_begin(mm, c, 10), MM_WAIT);
@@ -1008,6 +1008,60 @@ static void test_unload_idle_immediately(void **state)
     assert_int_equal(a->state, MM_UNLOADED);
     assert_int_equal(mm_count_loaded(mm, MM_LLM), 0);
     assert_int_equal(mm->qlen, 0);
+}
+
+/* keep-alive (Ollama's keep_alive): idle that long after the last use, the model is unloaded */
+static void test_keep_alive_expires_idle(void **state)
+{
+    (void)state;
+    mm_t *mm = fresh(2, 1, 1);
+    mm_model_t *a = add(mm, "A", MM_LLM, MM_DEV_GPU);
+    mm_model_t *b = add(mm, "B", MM_LLM, MM_DEV_GPU);
+    preload(mm, a, 1);
+    preload(mm, b, 3);
+    assert_int_equal(mm_deadline(mm), UINT64_MAX); /* none set: no expiry */
+    mm_set_keep_alive(mm, a, 100, 10);
+    EXPECT(mm, "");
+    assert_int_equal(mm_deadline(mm), 10 + 100); /* setting it is a use */
+    /* a request in flight holds it; its end restarts the clock */
+    assert_int_equal(mm_request_begin(mm, a, 50), MM_SERVE_NOW);
+    assert_int_equal(mm_deadline(mm), UINT64_MAX);
+    mm_tick(mm, 500);
+    EXPECT(mm, "");
+    mm_request_end(mm, a, 600);
+    assert_int_equal(mm_deadline(mm), 700);
+    /* requests queued outside mm hold it too */
+    mm_set_pending(mm, a, 1, 650);
+    assert_int_equal(mm_deadline(mm), UINT64_MAX);
+    mm_set_pending(mm, a, 0, 660);
+    mm_tick(mm, 699);
+    EXPECT(mm, "");
+    mm_tick(mm, 700);
+    EXPECT(mm, "UNLOAD A");
+    mm_unload_done(mm, a, 701);
+    EXPECT(mm, "");
+    assert_int_equal(b->state, MM_LOADED); /* the other one has none */
+    /* the unload cleared it: loaded again, A stays */
+    assert_int_equal(a->keep_alive, 0);
+    assert_int_equal(mm_request_begin(mm, a, 800), MM_WAIT);
+    EXPECT(mm, "LOAD A");
+    mm_load_done(mm, a, true, MM_LOAD_ERR_RETRY, 801);
+    EXPECT(mm, "SERVE A 1");
+    mm_request_end(mm, a, 802);
+    assert_int_equal(mm_deadline(mm), UINT64_MAX);
+    mm_tick(mm, 100000);
+    EXPECT(mm, "");
+    /* set, then cleared (keep_alive -1): no expiry */
+    mm_set_keep_alive(mm, b, 5, 900);
+    mm_set_keep_alive(mm, b, 0, 901);
+    mm_tick(mm, 100000);
+    EXPECT(mm, "");
+    /* long idle, then set: its clock starts when it is set */
+    mm_set_keep_alive(mm, b, 5, 100001);
+    EXPECT(mm, "");
+    assert_int_equal(mm_deadline(mm), 100006);
+    mm_tick(mm, 100006);
+    EXPECT(mm, "UNLOAD B");
 }
 
 static void test_unload_busy_waits_for_in_flight(void **state)
@@ -1827,6 +1881,7 @@ int main(void)
         cmocka_unit_test(test_non_npu_load_ignores_npu_holder),
         cmocka_unit_test(test_npu_busy_holder_same_type_no_extra_eviction),
         cmocka_unit_test(test_unload_idle_immediately),
+        cmocka_unit_test(test_keep_alive_expires_idle),
         cmocka_unit_test(test_unload_busy_waits_for_in_flight),
         cmocka_unit_test(test_unload_not_loaded_enoent),
         cmocka_unit_test(test_unload_while_loading),

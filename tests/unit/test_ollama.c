@@ -344,6 +344,67 @@ static void test_whole(void **state)
     buf_free(&out);
 }
 
+/* keep_alive: seconds, Go durations, negatives (no limit); what is not one is refused */
+static void test_keep_alive(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *json;
+        int rc;
+        int64_t ms;
+    } rows[] = {
+        {"0", 0, 0},
+        {"300", 0, 300000},
+        {"1.5", 0, 1500},
+        {"-1", 0, -1},
+        {"\"0\"", 0, 0},
+        {"\"0s\"", 0, 0},
+        {"\"5m\"", 0, 300000},
+        {"\"1h30m\"", 0, 5400000},
+        {"\"250ms\"", 0, 250},
+        {"\"1.5h\"", 0, 5400000},
+        {"\"2m30s\"", 0, 150000},
+        {"\"1500us\"", 0, 2},
+        {"\"-1m\"", 0, -1},
+        {"\"-1\"", 0, -1},
+        {"\"300\"", 0, 300000},
+        {"\"1000000h\"", 0, -1}, /* beyond the cap: no limit */
+        {"\"5\"", 0, 5000},
+        {"\"5x\"", -EINVAL, 0},
+        {"\"m\"", -EINVAL, 0},
+        {"\"\"", -EINVAL, 0},
+        {"\"5m junk\"", -EINVAL, 0},
+        {"\"1h-5m\"", -EINVAL, 0},
+        {"true", -EINVAL, 0},
+        {"[1]", -EINVAL, 0},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        json_t *v = json_loads(rows[i].json, JSON_DECODE_ANY, NULL);
+        assert_non_null(v);
+        int64_t ms = 12345;
+        int rc = ollama_keep_alive(v, &ms);
+        if (rc != rows[i].rc || (rc == 0 && ms != rows[i].ms))
+            fail_msg("keep_alive %s: rc %d ms %lld, want rc %d ms %lld", rows[i].json, rc,
+                     (long long)ms, rows[i].rc, (long long)rows[i].ms);
+        json_decref(v);
+    }
+    /* in a request: set, zero, refused */
+    ollama_req_t rq;
+    const char *b = "{\"model\":\"m\",\"prompt\":\"hi\",\"keep_alive\":\"10m\"}";
+    assert_int_equal(ollama_request(&rq, OL_GENERATE, b, strlen(b)), 0);
+    assert_true(rq.keep_alive_set && !rq.keep_alive_zero);
+    assert_int_equal(rq.keep_alive_ms, 600000);
+    ollama_req_free(&rq);
+    b = "{\"model\":\"m\",\"prompt\":\"hi\"}";
+    assert_int_equal(ollama_request(&rq, OL_GENERATE, b, strlen(b)), 0);
+    assert_false(rq.keep_alive_set || rq.keep_alive_zero);
+    ollama_req_free(&rq);
+    b = "{\"model\":\"m\",\"prompt\":\"hi\",\"keep_alive\":\"soon\"}";
+    assert_int_equal(ollama_request(&rq, OL_GENERATE, b, strlen(b)), -EINVAL);
+    assert_non_null(strstr(rq.err, "keep_alive"));
+    ollama_req_free(&rq);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -353,6 +414,7 @@ int main(void)
         cmocka_unit_test(test_bad_requests),
         cmocka_unit_test(test_stream),
         cmocka_unit_test(test_whole),
+        cmocka_unit_test(test_keep_alive),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
