@@ -436,7 +436,13 @@ static void list_catalog(planner_t *pl, model_list_t *list, bool downloads)
         }
         if (!r) continue;
         entry_status_t status = entry_status(pl, &P, &cat, e);
-        r->status = status.waiting ? ML_WAITING : ml_status_of_catalog(status.status);
+        ml_status_t mesh = status.waiting ? ML_WAITING : ml_status_of_catalog(status.status);
+        /* this node's own copy, unloaded here (keep_alive, an LRU eviction, an unload call)
+         * while it alone hosts it: the catalog's "loading" only says it is the elected host; the
+         * model loads on its next request */
+        bool self_only = e->n_hosts == 1 && strcmp(e->hosts[0], cn.self.id) == 0;
+        if (!(r->own && r->status == ML_UNLOADED && mesh == ML_LOADING && self_only))
+            r->status = mesh;
         uint64_t short_b = entry_short(status, e);
         if (short_b) r->short_bytes = short_b;
         const char *who;

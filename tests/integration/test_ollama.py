@@ -116,6 +116,9 @@ def test_keep_alive_zero_unloads(start_node):
     assert r.status == 200 and r.json()["done"] is True, r
     wait_for(lambda: state_of(n, LLM) == "unloaded", timeout=60, what="the model to unload")
     assert "keep_alive 0: unloading stories260K after the request" in n.stderr()
+    # /v1/models agrees with the node's state (it loads on the next request; not "loading")
+    rows = {m["id"]: m["status"] for m in n.request("GET", "/v1/models").json()["data"]}
+    assert rows[LLM] == "unloaded", rows
     ps = [m["name"] for m in n.request("GET", "/api/ps").json()["models"]]
     assert ps == [EMB], ps
     # the next request loads it again; an explicit unload call (no prompt) unloads it at once
