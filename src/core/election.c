@@ -37,6 +37,8 @@ typedef struct {
     const election_node_t *n;
     size_t idx;
     int32_t rtt; /* to the host, -1 unknown */
+    int32_t key; /* the worker order's RTT: rtt, less the hysteresis for a kept worker */
+    bool kept;   /* a worker of the running split */
 } cand_t;
 
 static int cmp_id(const void *a, const void *b)
@@ -74,14 +76,58 @@ static int cmp_replica_order(const void *a, const void *b)
     return better_replica(x, y) ? -1 : better_replica(y, x) ? 1 : 0;
 }
 
-/* RTT ascending, unknown last; then the replica order. */
+/* RTT ascending (the key: with the hysteresis of kept workers), unknown last; then the
+ * replica order. */
 static int cmp_worker_order(const void *a, const void *b)
 {
     const cand_t *x = a, *y = b;
-    bool xu = x->rtt < 0, yu = y->rtt < 0;
+    bool xu = x->key < 0, yu = y->key < 0;
     if (xu != yu) return xu ? 1 : -1;
-    if (!xu && x->rtt != y->rtt) return x->rtt < y->rtt ? -1 : 1;
+    if (!xu && x->key != y->key) return x->key < y->key ? -1 : 1;
     return cmp_replica_order(a, b);
+}
+
+static int32_t worker_key(int32_t rtt, bool kept)
+{
+    return rtt < 0 || !kept ? rtt : rtt - rtt / 2;
+}
+
+static bool is_kept(const election_input_t *in, const char *id)
+{
+    for (size_t i = 0; in->keep && i < in->n_keep; i++)
+        if (in->keep[i] && strcmp(in->keep[i], id) == 0) return true;
+    return false;
+}
+
+/* The largest RTT (matrix) from candidate x to the workers w[0..taken), unknown counted as
+ * ELECTION_MAX_RTT_MS. */
+static int32_t spread_to(const election_input_t *in, const cand_t *x, const cand_t *w, size_t taken)
+{
+    int32_t worst = 0;
+    for (size_t k = 0; k < taken; k++) {
+        int32_t r = in->rtt[x->idx * in->n_nodes + w[k].idx];
+        if (r < 0) r = in->rtt[w[k].idx * in->n_nodes + x->idx];
+        if (r < 0) r = ELECTION_MAX_RTT_MS;
+        if (r > worst) worst = r;
+    }
+    return worst;
+}
+
+/* Among the candidates w[taken..nw) with the same key as w[taken] (contiguous: sorted), move the
+ * one closest to the workers already taken to w[taken] (matrix only). */
+static void pick_tight(const election_input_t *in, cand_t *w, size_t taken, size_t nw)
+{
+    if (!in->rtt || taken == 0) return;
+    size_t best = taken;
+    int32_t best_s = spread_to(in, &w[taken], w, taken);
+    for (size_t i = taken + 1; i < nw && w[i].key == w[taken].key; i++) {
+        int32_t s = spread_to(in, &w[i], w, taken);
+        if (s < best_s) best = i, best_s = s;
+    }
+    if (best == taken) return;
+    cand_t x = w[best];
+    memmove(&w[taken + 1], &w[taken], (best - taken) * sizeof *w);
+    w[taken] = x;
 }
 
 static int32_t rtt_to_host(const election_input_t *in, size_t host, size_t j)
@@ -211,6 +257,8 @@ static int run_split(const election_input_t *in, cand_t *c, size_t n, size_t hos
         cand_t x = c[i];
         x.rtt = rtt_to_host(in, c[host].idx, c[i].idx);
         if (x.rtt >= ELECTION_MAX_RTT_MS) continue;
+        x.kept = is_kept(in, x.n->id);
+        x.key = worker_key(x.rtt, x.kept);
         w[nw++] = x;
     }
     if (forced && nw == 0) {
@@ -220,8 +268,10 @@ static int run_split(const election_input_t *in, cand_t *c, size_t n, size_t hos
     qsort(w, nw, sizeof *w, cmp_worker_order);
     uint64_t acc = c[host].n->vram_bytes;
     size_t taken = 0;
-    while (taken < nw && (acc < need || (forced && taken == 0)))
+    while (taken < nw && (acc < need || (forced && taken == 0))) {
+        pick_tight(in, w, taken, nw);
         acc = sat_add(acc, w[taken++].n->vram_bytes);
+    }
 
     /* the host's memory must hold its host bytes too (the host order puts a node whose memory
      * does so first; when none does, no split works) */

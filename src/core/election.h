@@ -66,6 +66,19 @@
  * file, one whose memory holds its H; when the host's memory does not (no node's does), the
  * plan is IMPOSSIBLE. A replica holds the whole need (its own draft included).
  *
+ * RTT matrix (rtt.h). With election_input_t.rtt (every node builds the same symmetric matrix
+ * from the announced rtt_ms of every node, so every node computes the host's view, not its own)
+ * the worker order above becomes: RTT to the host ascending (unknown last) — llama.cpp's RPC
+ * traffic is a star around the host (a tensor moves between two RPC servers through the host),
+ * so the host links carry the tokens — and, among candidates at the same RTT to the host, the
+ * one whose largest RTT to the workers taken so far is the smallest (a tight group: unknown
+ * counts as ELECTION_MAX_RTT_MS), then the replica order. Memory still decides how many are
+ * taken. No flapping: a worker of the running split (election_input_t.keep) sorts as if its
+ * RTT were half of what it is (rounded up), so jitter, or a newcomer that is only a little
+ * closer, never re-plans a running split (a restart of llama-server); one at least twice as
+ * close does (the 80 ms bound applies to the real RTT; unknown RTTs get no hysteresis). The
+ * announced values are rtt.h steps of the connections' least RTT, stable by themselves.
+ *
  * Determinism: nodes are sorted by id internally, so any input order gives the same plan.
  */
 #ifndef MESH_ELECTION_H
@@ -105,6 +118,10 @@ typedef struct {
      * view) when known, else rtt[j][h], else unknown. NULL: use nodes[j].rtt_ms. */
     const int32_t *rtt;
     uint64_t need_bytes; /* memory to run it (KV cache included); 0: election_need_bytes */
+    /* The workers of the split running now (the host's current plan), or none: see "RTT
+     * matrix" for the hysteresis they get. */
+    const char *const *keep;
+    size_t n_keep;
 } election_input_t;
 
 typedef enum {

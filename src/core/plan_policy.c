@@ -157,10 +157,42 @@ static void hold_share(const pp_input_t *in, const pp_model_t *m, pp_state_t *st
     }
 }
 
+/* The group's RTT matrix (rtt.h) for the election: this node's row from its own measurements
+ * (in->rtt_ms), every peer's from its announced rtt_ms. NULL (the election then reads
+ * nodes[].rtt_ms) for a group larger than PP_RTT_MATRIX_MAX or without memory. */
+static int32_t *group_matrix(const pp_input_t *in, const election_node_t *nodes, size_t n,
+                             const size_t *pidx)
+{
+    if (n < 2 || n > PP_RTT_MATRIX_MAX) return NULL;
+    const char *ids[PP_RTT_MATRIX_MAX];
+    const rtt_entry_t *rows[PP_RTT_MATRIX_MAX];
+    size_t n_rows[PP_RTT_MATRIX_MAX];
+    rtt_entry_t mine[PP_RTT_MATRIX_MAX];
+    size_t n_mine = 0;
+    for (size_t k = 0; k < n; k++) {
+        ids[k] = nodes[k].id;
+        const view_node_t *v = k ? &in->peers[pidx[k]] : NULL;
+        rows[k] = v ? v->rtt : mine;
+        n_rows[k] = v ? v->n_rtt : 0;
+        if (k && nodes[k].rtt_ms >= 0) {
+            memcpy(mine[n_mine].id, nodes[k].id, sizeof mine[n_mine].id);
+            mine[n_mine++].ms = nodes[k].rtt_ms;
+        }
+    }
+    n_rows[0] = n_mine;
+    int32_t *mx = malloc(n * n * sizeof *mx);
+    if (mx && rtt_matrix(ids, n, rows, n_rows, mx) != 0) {
+        free(mx);
+        mx = NULL;
+    }
+    return mx;
+}
+
 void pp_decide_model(const pp_input_t *in, const pp_model_t *m, pp_state_t *st, size_t mi,
                      pp_actions_t *out)
 {
     election_node_t nodes[ELECTION_MAX_NODES];
+    size_t pidx[ELECTION_MAX_NODES]; /* nodes[k] (k > 0) is in->peers[pidx[k]] */
     size_t n = 0;
     uint64_t size = m->size_bytes, need = m->need_bytes;
     bool loaded = m->loaded, mesh_args = m->mesh_args;
@@ -188,6 +220,7 @@ void pp_decide_model(const pp_input_t *in, const pp_model_t *m, pp_state_t *st, 
         }
         const view_serving_t *s = view_serving(v, m->name);
         if (!s || !s->member) continue;
+        pidx[n] = i;
         nodes[n++] = (election_node_t){
             .id = v->id,
             .vram_bytes = view_offer_for(v, m->name),
@@ -202,12 +235,23 @@ void pp_decide_model(const pp_input_t *in, const pp_model_t *m, pp_state_t *st, 
     st->waiting = false;
     st->host[0] = '\0';
     election_plan_t plan;
+    /* the running split's workers keep their places against small RTT changes (election.h) */
+    const char *keep[PP_MAX_WORKERS];
+    size_t n_keep = 0;
+    for (size_t k = 0; st->plan_sig[0] && k < st->n_workers && k < PP_MAX_WORKERS; k++)
+        keep[n_keep++] = st->workers[k].id;
+    int32_t *mx = group_matrix(in, nodes, n, pidx);
     election_input_t ein = {.model_bytes = size,
                             .need_bytes = need,
                             .n_layers = m->has_file ? m->n_layers : 0,
                             .nodes = nodes,
-                            .n_nodes = n};
-    if (size == 0 || election_run(&ein, &plan) != 0) {
+                            .n_nodes = n,
+                            .rtt = mx,
+                            .keep = keep,
+                            .n_keep = n_keep};
+    int erc = size == 0 ? -EINVAL : election_run(&ein, &plan);
+    free(mx);
+    if (erc != 0) {
         st->mode = ELECTION_EMPTY;
         st->role = ELECTION_IDLE;
         st->waiting = true;

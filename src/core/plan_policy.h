@@ -55,6 +55,7 @@
 
 #define PP_MAX_MODELS 16
 #define PP_MAX_WORKERS 16
+#define PP_RTT_MATRIX_MAX 128 /* larger groups: no RTT matrix (election.h), host RTTs only */
 #define PP_PLAN_ID_MAX VIEW_PLAN_ID_MAX
 #define PP_SIG_MAX 1024
 #define PP_ALLOC_SETTLE_MS 1500
@@ -115,7 +116,9 @@ typedef struct {
     bool split_private; /* --split-private: a split this node hosts keeps its output layer */
     uint64_t now_s;     /* wall clock, seconds (plan ids) */
     const view_node_t *peers;
-    const int32_t *rtt_ms; /* per peer, < 0 unknown; NULL: all unknown */
+    const int32_t *rtt_ms; /* per peer: this node's RTT to it (rtt_round), < 0 unknown; NULL:
+                            * all unknown. With the peers' announced rtt_ms it makes the
+                            * group's RTT matrix (election.h "RTT matrix") */
     size_t n_peers;
     bool rpc_running;      /* this node's rpc-server child exists and is not stopped */
     uint32_t speed_mflops; /* this node's calibrated compute speed, 0 unknown (election.h) */

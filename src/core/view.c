@@ -46,6 +46,7 @@ void view_node_free(view_node_t *n)
     free(n->demand);
     free(n->sources);
     free(n->downloads);
+    free(n->rtt);
     view_node_init(n);
 }
 
@@ -419,6 +420,36 @@ static void decode_addrs(view_node_t *n, const json_t *ann)
     }
 }
 
+/* rtt_ms: {"<node id>": ms}, at most RTT_MAX_ENTRIES kept (rtt.h); anything else counts as
+ * rejected. */
+static int decode_rtt(view_node_t *n, const json_t *ann)
+{
+    json_t *o = json_object_get(ann, "rtt_ms"), *v;
+    const char *k;
+    if (!o) return 0;
+    if (!json_is_object(o)) {
+        n->rejected++;
+        return 0;
+    }
+    size_t want = json_object_size(o);
+    if (want == 0) return 0;
+    if (want > RTT_MAX_ENTRIES) want = RTT_MAX_ENTRIES;
+    if (!(n->rtt = malloc(want * sizeof *n->rtt))) return -ENOMEM;
+    json_object_foreach((json_t *)o, k, v)
+    {
+        double ms = json_is_number(v) ? json_number_value(v) : -1;
+        if (n->n_rtt >= RTT_MAX_ENTRIES || !catalog_id_valid(k) || strcmp(k, n->id) == 0 ||
+            !(ms >= 0)) {
+            n->rejected++;
+            continue;
+        }
+        rtt_entry_t *e = &n->rtt[n->n_rtt++];
+        memcpy(e->id, k, sizeof e->id);
+        e->ms = ms >= RTT_MAX_MS ? RTT_MAX_MS : (int32_t)(ms + 0.5);
+    }
+    return 0;
+}
+
 int view_decode(const json_t *ann, const char *id, view_node_t *out)
 {
     view_node_init(out);
@@ -468,6 +499,7 @@ int view_decode(const json_t *ann, const char *id, view_node_t *out)
         decode_demand(out, ann, "last_request") != 0)
         goto nomem;
     if (decode_sources(out, ann) != 0 || decode_downloads(out, ann) != 0) goto nomem;
+    if (decode_rtt(out, ann) != 0) goto nomem;
     return 0;
 nomem:
     view_node_free(out);
@@ -598,6 +630,15 @@ int view_encode(const view_node_t *n, json_t *ann)
         if (!addrs || json_object_set_new(ann, "addrs", addrs) != 0) return -ENOMEM;
     }
     if (n->nostr_published) json_object_set_new(ann, "nostr_published", json_true());
+    if (n->n_rtt) {
+        json_t *r = json_object();
+        for (size_t i = 0; r && i < n->n_rtt; i++)
+            if (json_object_set_new(r, n->rtt[i].id, json_integer(n->rtt[i].ms)) != 0) {
+                json_decref(r);
+                r = NULL;
+            }
+        if (!r || json_object_set_new(ann, "rtt_ms", r) != 0) return -ENOMEM;
+    }
     return 0;
 nomem:
     json_decref(av);
@@ -699,7 +740,7 @@ bool view_node_equal(const view_node_t *a, const view_node_t *b)
         a->n_requested != b->n_requested || a->n_demand != b->n_demand ||
         a->n_sources != b->n_sources || a->n_downloads != b->n_downloads ||
         a->n_addrs != b->n_addrs || a->nostr_published != b->nostr_published ||
-        !view_serving_equal(a, b))
+        !view_serving_equal(a, b) || !rtt_equal(a->rtt, a->n_rtt, b->rtt, b->n_rtt))
         return false;
     for (size_t i = 0; i < a->n_addrs; i++)
         if (strcmp(a->addrs[i], b->addrs[i]) != 0) return false;

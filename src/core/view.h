@@ -24,7 +24,10 @@
  *   catalog name, hf://…, ORG/REPO:QUANT or an https:// URL — model_ref.h; size_bytes 0 or
  *   absent: unknown), downloading [{model, bytes, total}] (downloads in progress on the node;
  *   total 0: unknown), addrs ["host:port"] (where to dial it; at most VIEW_MAX_ADDRS, each
- *   1..VIEW_ADDR_MAX-1 bytes without control characters), nostr_published (boolean).
+ *   1..VIEW_ADDR_MAX-1 bytes without control characters), nostr_published (boolean),
+ *   rtt_ms {"<node id>": ms} (the RTT of the node's QUIC connections, rtt.h: at most
+ *   RTT_MAX_ENTRIES kept, ids that are not node ids or the node's own skipped, a value that is
+ *   not a non-negative number skipped, a larger one than RTT_MAX_MS clamped, a fraction rounded).
  *
  * Decoding never trusts the sender:
  *  - the node id is the mesh's (authenticated) id, 64 lowercase hex; the announcement is an
@@ -50,6 +53,7 @@
 
 #include "catalog.h"
 #include "mm.h"
+#include "rtt.h"
 
 #define VIEW_MAX_LIST CATALOG_MAX_NODE_MODELS /* entries per list per node */
 #define VIEW_MAX_PLANS 16                     /* serving entries with a plan, per node */
@@ -158,7 +162,9 @@ typedef struct {
                                                   fields: view_encode writes them only when set) */
     size_t n_addrs;
     bool nostr_published; /* it publishes the mesh's listing on Nostr (nostr_app.h) */
-    size_t rejected;      /* skipped entries and ignored fields while decoding */
+    rtt_entry_t *rtt;     /* rtt_ms: what it measured to its peers, at most RTT_MAX_ENTRIES */
+    size_t n_rtt;
+    size_t rejected; /* skipped entries and ignored fields while decoding */
     size_t cap_av_, cap_sv_, cap_rq_, cap_dm_, cap_src_, cap_dl_;
 } view_node_t;
 
@@ -187,7 +193,8 @@ int view_decode(const json_t *ann, const char *id, view_node_t *out);
  * known), available_models,
  * requested_models, serving, request_rates, last_request, model_source, downloading) from n;
  * model_source / downloading are left out when empty; addrs and nostr_published are written
- * only when n has them (this node's own are the mesh's and nostr_app's). 0, -ENOMEM. */
+ * only when n has them (this node's own are the mesh's and nostr_app's), rtt_ms likewise (the
+ * mesh's, mesh_self.c). 0, -ENOMEM. */
 int view_encode(const view_node_t *n, json_t *ann);
 
 /* The first serving entry / available model with this name, or NULL. */

@@ -443,6 +443,15 @@ static void gossip_trust_stats(json_t *o, const gossip_stats_t *gs)
     json_object_set_new(o, "gossip_future", json_integer((json_int_t)gs->future));
 }
 
+/* rtt_ms entries as {"<id>": ms} (view.h). */
+static json_t *rtt_json(const rtt_entry_t *e, size_t n)
+{
+    json_t *o = json_object();
+    for (size_t i = 0; o && i < n; i++)
+        json_object_set_new(o, e[i].id, json_integer(e[i].ms));
+    return o;
+}
+
 json_t *mesh_status(mesh_t *m)
 {
     json_t *peers = json_array();
@@ -466,6 +475,8 @@ json_t *mesh_status(mesh_t *m)
         if (o) { /* where its models come from, what it downloads (view.h decodes them) */
             json_object_set_new(o, "model_source", ann_get(p, "model_source", json_object()));
             json_object_set_new(o, "downloading", ann_get(p, "downloading", json_array()));
+            const view_node_t *v = view_set_find(&m->views, p->id); /* its rtt_ms, decoded */
+            json_object_set_new(o, "peer_rtt_ms", v ? rtt_json(v->rtt, v->n_rtt) : json_object());
         }
         if (o) json_array_append_new(peers, o);
     }
@@ -486,6 +497,8 @@ json_t *mesh_status(mesh_t *m)
         "quic_bad_tokens", (json_int_t)ts->bad_tokens, "gossip_dropped",
         (json_int_t)m->msgs_dropped);
     json_object_set_new(json_object_get(out, "node"), "passive", json_boolean(m->passive));
+    json_object_set_new(json_object_get(out, "node"), "peer_rtt_ms",
+                        rtt_json(m->rtt_ann, m->n_rtt_ann)); /* as last announced */
     size_t entries = 0; /* per-peer state held (gossip members, dial targets, open passives) */
     for (mpeer_t *p = m->peers; p; p = p->next)
         entries++;

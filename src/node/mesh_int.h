@@ -93,6 +93,9 @@ struct mesh {
     uint64_t msgs_dropped; /* outgoing gossip refused by the transport's back-pressure */
     uint64_t leave_deadline;
     view_set_t views; /* the live peers' announcements, decoded once per change (mesh_peers) */
+    rtt_entry_t rtt_ann[RTT_MAX_ENTRIES]; /* the rtt_ms of its last announcement (mesh_self.c) */
+    size_t n_rtt_ann;
+    uint64_t rtt_ann_at; /* when it was made (loop ms) */
 };
 
 /* mesh_peers.c */
@@ -119,6 +122,9 @@ json_t *mesh_announcement(mesh_t *m);
 int mesh_token_encode(mesh_t *m);
 /* The current mesh changed (a merge): endpoint secret, token and announcement follow. */
 void mesh_set_cred(mesh_t *m, const mesh_cred_t *cred);
+/* From the gossip timer: announce again when the RTTs it would announce (rtt.h steps) differ
+ * from the last announcement's, at most once per RTT_ANNOUNCE_MS(heartbeat). */
+void mesh_rtt_check(mesh_t *m);
 
 /* mesh.c */
 /* A gossip state machine for this node at `incarnation`, with its current announcement. */

@@ -38,6 +38,42 @@ void mesh_addrs_init(mesh_t *m)
     snprintf(m->addrs[m->n_addrs++], TOKEN_ADDR_MAX, "127.0.0.1:%d", port);
 }
 
+/* What rtt_ms says now: the least RTT of the connection to every live gossip peer (the least,
+ * not the smoothed one: a busy event loop or loss recovery inflates the smoothed RTT, and the
+ * planner reads the least too), in rtt_round's steps, the nearest RTT_MAX_ENTRIES. */
+static size_t rtt_now(mesh_t *m, rtt_entry_t *out)
+{
+    static rtt_entry_t all[GOSSIP_MAX_PEERS];
+    size_t n = 0;
+    for (size_t i = 0; m->g && i < gossip_peer_count(m->g) && n < GOSSIP_MAX_PEERS; i++) {
+        const gossip_peer_t *p = gossip_peer_at(m->g, i);
+        tp_conn_t *c = p->state == GOSSIP_ALIVE ? tp_find(m->ep, p->id) : NULL;
+        int32_t ms = c ? rtt_round(tp_conn_min_rtt_ms(c)) : -1;
+        if (ms < 0 || strlen(p->id) != CATALOG_ID_LEN) continue;
+        memcpy(all[n].id, p->id, CATALOG_ID_LEN + 1);
+        all[n++].ms = ms;
+    }
+    n = rtt_pick(all, n, RTT_MAX_ENTRIES);
+    memcpy(out, all, n * sizeof *out);
+    return n;
+}
+
+/* At most one re-announcement for RTTs per half heartbeat (0.5..30 s). */
+static uint64_t rtt_announce_ms(const mesh_t *m)
+{
+    uint64_t hb = m->o.heartbeat_ms ? m->o.heartbeat_ms : 60000;
+    return hb / 2 < 500 ? 500 : hb / 2 > 30000 ? 30000 : hb / 2;
+}
+
+void mesh_rtt_check(mesh_t *m)
+{
+    rtt_entry_t now[RTT_MAX_ENTRIES];
+    if (!m->g || m->stopping || m->passive) return;
+    if (mesh_now(m) - m->rtt_ann_at < rtt_announce_ms(m)) return;
+    size_t n = rtt_now(m, now);
+    if (!rtt_equal(now, n, m->rtt_ann, m->n_rtt_ann)) mesh_announce_changed(m);
+}
+
 json_t *mesh_announcement(mesh_t *m)
 {
     json_t *addrs = json_array();
@@ -50,6 +86,13 @@ json_t *mesh_announcement(mesh_t *m)
         "requested_models", "request_rates", "last_request", "rtt_ms", "api_port", m->o.api_port,
         "console_port", m->o.console_port, "quic_port", tp_endpoint_port(m->ep));
     if (a && m->o.fill_announcement) m->o.fill_announcement(m->o.data, a);
+    json_t *rtt = a ? json_object_get(a, "rtt_ms") : NULL;
+    if (rtt) {
+        m->n_rtt_ann = rtt_now(m, m->rtt_ann);
+        m->rtt_ann_at = mesh_now(m);
+        for (size_t i = 0; i < m->n_rtt_ann; i++)
+            json_object_set_new(rtt, m->rtt_ann[i].id, json_integer(m->rtt_ann[i].ms));
+    }
     return a;
 }
 

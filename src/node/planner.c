@@ -514,7 +514,7 @@ static void plan_models(planner_t *pl, const peers_t *P)
     for (size_t i = 0; i < np; i++) {
         tp_conn_t *c = mesh_conn(pl->mesh, P->v[i].id);
         double ms = c ? tp_conn_min_rtt_ms(c) : -1;
-        rtt[i] = ms < 0 ? -1 : (int32_t)(ms + 0.5);
+        rtt[i] = rtt_round(ms); /* the steps it announces (rtt.h) */
     }
     pp_input_t in = {.id = pl->id,
                      .force_split = pl->cfg->split,

@@ -109,6 +109,10 @@ def test_console_mesh_chat_and_death(start_node, browser, tmp_path):
              "`#catalog tr[data-model=\"${m}\"] .status`); return r && r.textContent; };"
              f" return st({json.dumps(A_MODEL)}) === 'ready' && st({json.dumps(B_MODEL)}) === 'ready'; }})()")
     browser.wait(ready, timeout=60, what="both models ready in the catalog")
+    # the RTT matrix: every pair of the 3 nodes has a measured, announced RTT
+    browser.wait("[...document.querySelectorAll('#rtt-matrix td.rtt')]"
+                 ".filter(td => /^[0-9]+$/.test(td.textContent)).length === 6",
+                 timeout=60, what="the 3 x 3 RTT matrix")
     assert browser.do("eval", js="document.getElementById('conn').dataset.mode") == "live"
     assert browser.do("eval", js="document.getElementById('self-id').textContent") == a.id
     assert browser.do("eval", js="document.getElementById('self-token').textContent") == a.token

@@ -330,3 +330,32 @@ def test_partition_one_of_five_then_heal(impaired, start_node, tmp_path):
     assert took <= 3 * ENV_HB_S + 2.0, f"re-converged {took:.1f} s after the heal"
     for n in nodes:
         assert n.complete(SMALL).status == 200
+
+
+def test_announced_rtt_measures_the_links(impaired, start_node):
+    """Links of 10, 30 and 60 ms: each node announces the RTT of each (rtt_ms, in rtt.h's steps of
+    the connections' least RTT), and every node's /api/status holds the whole matrix."""
+    net = impaired(3)
+    want = {(1, 2): 10, (2, 3): 30, (1, 3): 60}
+    for (a, b), ms in want.items():
+        net.link(a, b, rtt_ms=ms)
+    a = start_node("--port", "0", "--own-mesh", env=ENV, ns=net.ns(1))
+    b = start_node("--port", "0", "--join", a.token, env=ENV, ns=net.ns(2))
+    c = start_node("--port", "0", "--join", b.token, env=ENV, ns=net.ns(3))
+    nodes = [a, b, c]
+    wait_converged(nodes, timeout=60)
+    idx = {n.id: i + 1 for i, n in enumerate(nodes)}
+
+    def rows_of(n):
+        st = n.status()
+        rows = {st["node"]["id"]: st["node"]["peer_rtt_ms"]}
+        rows.update({p["id"]: p["peer_rtt_ms"] for p in st["peers"]})
+        return rows if all(len(rows.get(i, {})) == 2 for i in idx) else None
+
+    for n in nodes:
+        rows = wait_for(lambda: rows_of(n), timeout=60, what=f"the RTT matrix on {n.id[:8]}")
+        for src, row in rows.items():
+            for dst, ms in row.items():
+                link = tuple(sorted((idx[src], idx[dst])))
+                # never faster than the delay set; the least RTT stays near it on a busy machine
+                assert want[link] - 1 <= ms <= want[link] + 40, (link, ms, rows)

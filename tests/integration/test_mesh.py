@@ -261,3 +261,26 @@ def test_key_readable_by_others_refused(tmp_path):
     r = subprocess.run(args, env=env, capture_output=True, timeout=30)
     assert r.returncode == 1
     assert b"chmod 600" in r.stderr
+
+
+def test_announced_rtt(start_node):
+    """Every node announces the RTT of its connections (rtt_ms {peer id: ms}); each node's
+    /api/status shows its own (node.peer_rtt_ms) and what every peer announced (peers[].peer_rtt_ms,
+    decoded from the gossip): the mesh's latency matrix."""
+    nodes = chain(start_node, 3)
+    wait_converged(nodes)
+    ids = {n.id for n in nodes}
+
+    def matrix_complete(n):
+        st = n.status()
+        rows = {st["node"]["id"]: st["node"]["peer_rtt_ms"]}
+        rows.update({p["id"]: p["peer_rtt_ms"] for p in st["peers"]})
+        return rows if set(rows) == ids and all(set(r) == ids - {i} for i, r in rows.items()) \
+            else None
+
+    for n in nodes:
+        rows = wait_for(lambda: matrix_complete(n), timeout=30,
+                        what=f"every node's rtt_ms on {n.id[:8]}")
+        for row in rows.values():
+            for ms in row.values():
+                assert isinstance(ms, int) and 0 <= ms < 1000, rows

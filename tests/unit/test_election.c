@@ -43,7 +43,7 @@ static int run_nodes(const tn_t *tn, size_t n, uint64_t size, uint32_t layers, c
     for (size_t i = 0; i < n; i++)
         nodes[i] = (election_node_t){tag_id(tn[i].tag), tn[i].vram,  tn[i].rtt, tn[i].split,
                                      tn[i].no_file,     tn[i].speed, tn[i].host};
-    election_input_t in = {size, layers, nodes, n, rtt, 0};
+    election_input_t in = {size, layers, nodes, n, rtt, 0, NULL, 0};
     return election_run(&in, plan);
 }
 
@@ -378,7 +378,7 @@ static void test_invalid(void **state)
     election_plan_t p;
     election_node_t nodes[2] = {{tag_id('a'), G, 1, false, false, 0, 0},
                                 {tag_id('b'), G, 1, false, false, 0, 0}};
-    election_input_t in = {10 * G, 0, nodes, 2, NULL, 0};
+    election_input_t in = {10 * G, 0, nodes, 2, NULL, 0, NULL, 0};
     assert_int_equal(election_run(NULL, &p), -EINVAL);
     assert_int_equal(election_run(&in, NULL), -EINVAL);
     in.model_bytes = 0;
@@ -614,6 +614,8 @@ static void test_random_properties(void **state)
                                nodes,
                                n,
                                rnd_below(2) ? matrix : NULL,
+                               0,
+                               NULL,
                                0};
         election_plan_t p, q;
         assert_int_equal(election_run(&in, &p), 0);
@@ -800,7 +802,7 @@ static void test_host_bytes(void **state)
         for (size_t k = 0; k < n; k++)
             nodes[k] = (election_node_t){tag_id(tn[k].tag), tn[k].vram,  tn[k].rtt, tn[k].split,
                                          tn[k].no_file,     tn[k].speed, tn[k].host};
-        election_input_t in = {10 * G, 32, nodes, n, NULL, c->need};
+        election_input_t in = {10 * G, 32, nodes, n, NULL, c->need, NULL, 0};
         election_plan_t p;
         assert_int_equal(election_run(&in, &p), 0);
         if (p.mode != c->mode)
@@ -836,7 +838,7 @@ static void test_host_bytes_extreme(void **state)
     (void)state;
     election_node_t nodes[2] = {{tag_id('a'), UINT64_MAX, 0, true, false, 0, UINT64_MAX / 3},
                                 {tag_id('b'), UINT64_MAX, 5, false, true, 0, 0}};
-    election_input_t in = {UINT64_MAX / 2, 32, nodes, 2, NULL, 0};
+    election_input_t in = {UINT64_MAX / 2, 32, nodes, 2, NULL, 0, NULL, 0};
     election_plan_t p;
     assert_int_equal(election_run(&in, &p), 0);
     assert_int_equal(p.mode, ELECTION_SPLIT);
@@ -858,7 +860,7 @@ static void test_draft_overcommit(void **state)
     election_plan_t p;
     election_node_t nodes[2] = {{tag_id('a'), vram, 0, false, false, 0, 0},
                                 {tag_id('b'), vram, 10, false, true, 0, 0}};
-    election_input_t in = {10 * G, 32, nodes, 2, NULL, need};
+    election_input_t in = {10 * G, 32, nodes, 2, NULL, need, NULL, 0};
     for (int with = 0; with < 2; with++) {
         nodes[0].host_bytes = with ? draft : 0;
         assert_int_equal(election_run(&in, &p), 0);
@@ -900,6 +902,76 @@ static void test_rerun_after_death(void **state)
     election_plan_free(&p);
 }
 
+/* The RTT matrix: among workers at the same RTT to the host, the one closest to the workers
+ * already taken; memory still decides how many. */
+static void test_rtt_matrix_tight_group(void **state)
+{
+    (void)state;
+    tn_t tn[4];
+    size_t n = parse_nodes("a4@10 b4@10 c4@10 f4", tn);
+    election_plan_t p;
+    assert_int_equal(run_nodes(tn, n, 10 * G, 0, NULL, &p), 0);
+    check_members(&p, "cbf", "no matrix: equal RTT, larger id first");
+    election_plan_free(&p);
+    /* a b c f; f (the host) is 10 ms from each; c is 2 ms from a, 50 from b */
+    static const int32_t mx[16] = {
+        0,  30, 2,  10, /* a */
+        30, 0,  50, 10, /* b */
+        2,  50, 0,  10, /* c */
+        10, 10, 10, 0,  /* f */
+    };
+    assert_int_equal(run_nodes(tn, n, 10 * G, 0, mx, &p), 0);
+    check_members(&p, "caf", "matrix: the pair closest together");
+    election_plan_free(&p);
+    /* the host's RTT still comes first: a 5 ms worker (b) beats the tight pair */
+    static const int32_t mx2[16] = {
+        0, 30, 2, 10, 30, 0, 50, 5, 2, 50, 0, 10, 10, 5, 10, 0,
+    };
+    assert_int_equal(run_nodes(tn, n, 10 * G, 0, mx2, &p), 0);
+    check_members(&p, "baf", "matrix: host RTT first, then the one nearer b");
+    election_plan_free(&p);
+    /* unknown pairwise RTT counts as the bound: a known near one is preferred */
+    static const int32_t mx3[16] = {
+        0, -1, -1, 10, -1, 0, 60, 10, -1, 60, 0, 10, 10, 10, 10, 0,
+    };
+    assert_int_equal(run_nodes(tn, n, 10 * G, 0, mx3, &p), 0);
+    check_members(&p, "cbf", "matrix: 60 ms known < unknown (80)");
+    election_plan_free(&p);
+}
+
+/* A running split's workers keep their places unless a newcomer is at least twice as close. */
+static void test_rtt_hysteresis(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *nodes;
+        const char *keep; /* tag or "" */
+        const char *members;
+    } rows[] = {
+        {"a4@20 b4@15 f8", "", "bf"},   /* fresh: the closest */
+        {"a4@20 b4@15 f8", "a", "af"},  /* a runs: 15 is not enough better than 20 */
+        {"a4@20 b4@11 f8", "a", "af"},  /* nor 11 */
+        {"a4@20 b4@9 f8", "a", "bf"},   /* 9 < 20 / 2: re-planned */
+        {"a4@90 b4@30 f8", "a", "bf"},  /* the 80 ms bound is on the real RTT */
+        {"a4 b4@30 f8", "a", "bf"},     /* unknown RTT gets no hysteresis */
+        {"a2@20 b4@15 f8", "a", "abf"}, /* memory still first: a alone does not fit */
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        tn_t tn[8];
+        size_t n = parse_nodes(rows[i].nodes, tn);
+        election_node_t nodes[8];
+        for (size_t k = 0; k < n; k++)
+            nodes[k] =
+                (election_node_t){tag_id(tn[k].tag), tn[k].vram, tn[k].rtt, false, false, 0, 0};
+        const char *keep[1] = {rows[i].keep[0] ? tag_id(rows[i].keep[0]) : NULL};
+        election_input_t in = {10 * G, 0, nodes, n, NULL, 0, keep, rows[i].keep[0] ? 1 : 0};
+        election_plan_t p;
+        assert_int_equal(election_run(&in, &p), 0);
+        check_members(&p, rows[i].members, rows[i].nodes);
+        election_plan_free(&p);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -916,6 +988,8 @@ int main(void)
         cmocka_unit_test(test_host_bytes),
         cmocka_unit_test(test_draft_overcommit),
         cmocka_unit_test(test_host_bytes_extreme),
+        cmocka_unit_test(test_rtt_matrix_tight_group),
+        cmocka_unit_test(test_rtt_hysteresis),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -410,6 +410,16 @@ static void build_node(view_node_t *n, bool with_free)
 }
 
 /* speed_mflops: optional; absurd claims are clamped, wrong types ignored; round-trips. */
+/* out (n encoded, consumed) decodes to a node equal to n. */
+static void decodes_back(const view_node_t *n, json_t *out)
+{
+    view_node_t back;
+    assert_int_equal(view_decode(out, ID_A, &back), 0);
+    assert_true(view_node_equal(n, &back));
+    view_node_free(&back);
+    json_decref(out);
+}
+
 static void test_speed(void **state)
 {
     (void)state;
@@ -440,14 +450,74 @@ static void test_speed(void **state)
             assert_int_equal(json_integer_value(v), cases[i].want);
         else
             assert_null(v);
-        view_node_t back;
-        assert_int_equal(view_decode(out, ID_A, &back), 0);
-        assert_true(view_node_equal(&n, &back));
-        view_node_free(&back);
-        json_decref(out);
+        decodes_back(&n, out);
         view_node_free(&n);
         json_decref(j);
     }
+}
+
+/* rtt_ms: {"<node id>": ms}, bounded and validated; absent or {} (an old node) is no entry. */
+static void test_rtt(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *json;
+        size_t n;
+        int32_t first;
+        size_t rejected;
+    } cases[] = {
+        {"{}", 0, 0, 0},
+        {"{\"rtt_ms\":{}}", 0, 0, 0},
+        {"{\"rtt_ms\":[]}", 0, 0, 1},
+        {"{\"rtt_ms\":{\"" ID_B "\":12}}", 1, 12, 0},
+        {"{\"rtt_ms\":{\"" ID_B "\":12.6}}", 1, 13, 0},
+        {"{\"rtt_ms\":{\"" ID_B "\":99999999}}", 1, RTT_MAX_MS, 0},
+        {"{\"rtt_ms\":{\"" ID_B "\":-1}}", 0, 0, 1},
+        {"{\"rtt_ms\":{\"" ID_B "\":\"near\"}}", 0, 0, 1},
+        {"{\"rtt_ms\":{\"" ID_B "\":null,\"" ID_C "\":3}}", 1, 3, 1},
+        {"{\"rtt_ms\":{\"bbbb\":1,\"" ID_A "\":1}}", 0, 0, 2}, /* not an id; its own */
+        {"{\"rtt_ms\":{\"BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB\":1}}", 0,
+         0, 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        json_t *j = parse(cases[i].json);
+        view_node_t n;
+        assert_int_equal(view_decode(j, ID_A, &n), 0);
+        if (n.n_rtt != cases[i].n || n.rejected != cases[i].rejected ||
+            (n.n_rtt && n.rtt[0].ms != cases[i].first))
+            fail_msg("%s: %zu entries (%d), %zu rejected", cases[i].json, n.n_rtt,
+                     n.n_rtt ? n.rtt[0].ms : -1, n.rejected);
+        json_t *out = json_object();
+        assert_int_equal(view_encode(&n, out), 0);
+        assert_true(cases[i].n ? json_is_object(json_object_get(out, "rtt_ms"))
+                               : json_object_get(out, "rtt_ms") == NULL);
+        decodes_back(&n, out);
+        view_node_free(&n);
+        json_decref(j);
+    }
+    /* at most RTT_MAX_ENTRIES kept, the rest rejected; a changed value is a changed view */
+    json_t *ann = json_object(), *r = json_object();
+    char id[CATALOG_ID_LEN + 1];
+    for (int i = 0; i < 40; i++) {
+        snprintf(id, sizeof id, "%064x", i + 1);
+        json_object_set_new(r, id, json_integer(i));
+    }
+    json_object_set_new(ann, "rtt_ms", r);
+    view_node_t a, b;
+    assert_int_equal(view_decode(ann, ID_A, &a), 0);
+    assert_int_equal(a.n_rtt, RTT_MAX_ENTRIES);
+    assert_int_equal(a.rejected, 40 - RTT_MAX_ENTRIES);
+    json_object_set_new(r, id, json_integer(7)); /* the 40th: dropped either way */
+    assert_int_equal(view_decode(ann, ID_A, &b), 0);
+    assert_true(view_node_equal(&a, &b));
+    view_node_free(&b);
+    snprintf(id, sizeof id, "%064x", 1);
+    json_object_set_new(r, id, json_integer(5));
+    assert_int_equal(view_decode(ann, ID_A, &b), 0);
+    assert_false(view_node_equal(&a, &b));
+    view_node_free(&b);
+    view_node_free(&a);
+    json_decref(ann);
 }
 
 static void test_round_trip(void **state)
@@ -676,6 +746,7 @@ int main(void)
         cmocka_unit_test(test_plan_bounds),
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_speed),
+        cmocka_unit_test(test_rtt),
         cmocka_unit_test(test_offer),
         cmocka_unit_test(test_sources_and_downloads),
         cmocka_unit_test(test_addrs_and_published),

@@ -168,6 +168,7 @@
     }
     renderSummary(st);
     renderTopology(st, now);
+    renderRttMatrix(st);
     renderCatalog(st);
     renderSelf(st);
     renderRequests(st);
@@ -259,6 +260,41 @@
       groups.append(g);
     });
     svg.append(links, groups);
+  }
+
+  /* The node-to-node RTT matrix from the announced rtt_ms (node.peer_rtt_ms, peers[].peer_rtt_ms):
+   * a cell is the larger of the two directions when both are known (as the planner reads it). */
+  function renderRttMatrix(st) {
+    const table = $('rtt-matrix');
+    const rows = new Map();
+    if (st.node && st.node.id) rows.set(st.node.id, st.node.peer_rtt_ms || {});
+    for (const p of st.peers || []) {
+      if (p.state === 'alive' || p.state === 'standby') rows.set(p.id, p.peer_rtt_ms || {});
+    }
+    const ids = [...rows.keys()];
+    const show = ids.length > 1 && ids.some((i) => Object.keys(rows.get(i)).length > 0);
+    table.hidden = !show;
+    $('rtt-hint').hidden = !show;
+    if (!show) return;
+    const ms = (a, b) => {
+      const x = rows.get(a)[b], y = rows.get(b)[a];
+      const k = [x, y].filter((v) => typeof v === 'number');
+      return k.length ? Math.max(...k) : null;
+    };
+    const head = el('tr', {}, el('th', {}));
+    for (const j of ids) head.append(el('th', { text: short(j), title: j }));
+    const body = ids.map((i) => {
+      const tr = el('tr', {}, el('th', { text: short(i), title: i }));
+      for (const j of ids) {
+        const v = i === j ? null : ms(i, j);
+        tr.append(el('td', {
+          class: i === j ? 'self' : v === null ? 'unknown' : 'rtt',
+          'data-from': i, 'data-to': j, text: i === j ? '·' : v === null ? '–' : String(v),
+        }));
+      }
+      return tr;
+    });
+    table.replaceChildren(head, ...body);
   }
 
   /* The split layout of a model from this node's plan (host with workers, or worker layers) and
