@@ -296,6 +296,7 @@ int mesh_start(mesh_t **out, uv_loop_t *loop, const mesh_opts_t *opts, char *err
     if (!m) return -ENOMEM;
     m->loop = loop;
     m->o = *opts;
+    m->after_tick = mesh_rtt_check;
     int rc;
     snprintf(m->home, sizeof m->home, "%s", opts->home);
     uv_update_time(loop);

@@ -96,6 +96,9 @@ struct mesh {
     rtt_entry_t rtt_ann[RTT_MAX_ENTRIES]; /* the rtt_ms of its last announcement (mesh_self.c) */
     size_t n_rtt_ann;
     uint64_t rtt_ann_at; /* when it was made (loop ms) */
+    /* after each gossip tick (mesh_peers.c): mesh_rtt_check, set by mesh.c (a hook, not a call
+     * up from the peers' timer into the announcement) */
+    void (*after_tick)(struct mesh *m);
 };
 
 /* mesh_peers.c */

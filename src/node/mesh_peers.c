@@ -124,6 +124,6 @@ static void gossip_timer_cb(uv_timer_t *t)
     mesh_t *m = t->data;
     if (!m->g || m->stopping) return;
     gossip_tick(m->g, mesh_now(m));
-    mesh_rtt_check(m);
+    if (m->after_tick) m->after_tick(m);
     gossip_arm_after(m, 1);
 }
