@@ -563,16 +563,25 @@ static void drop_deleted(planner_t *pl)
         for (size_t k = i; k < pl->n; k++)
             if (pl->models[k].seeding) return;
         LOGI("planner", "model %s: deleted on this node; no longer planned here", pm->name);
-        close_fwds(pm, false);
+        pm_release(pl, i, false);
+    }
+}
+
+void pm_release(planner_t *pl, size_t i, bool unload)
+{
+    pmodel_t *pm = &pl->models[i];
+    close_fwds(pm, false);
+    if (pm->e) {
         if (pm->e->mesh_args) models_set_mesh_args(pl->ms, pm->e, NULL);
         models_set_host_share(pl->ms, pm->e, 0);
-        ledger_clear(&pl->ms->ledger, pm->name, LEDGER_WORKER);
-        memmove(pm, pm + 1, (pl->n - i - 1) * sizeof *pm);
-        pl->n--;
-        memset(&pl->models[pl->n], 0, sizeof pl->models[pl->n]);
-        pl->models[pl->n].pl = pl;
-        if (pl->n == 0) pl->serving_since_ms = 0;
+        if (unload) models_unload(pl->ms, pm->e);
     }
+    ledger_clear(&pl->ms->ledger, pm->name, LEDGER_WORKER);
+    memmove(pm, pm + 1, (pl->n - i - 1) * sizeof *pm);
+    pl->n--;
+    memset(&pl->models[pl->n], 0, sizeof pl->models[pl->n]);
+    pl->models[pl->n].pl = pl;
+    if (pl->n == 0) pl->serving_since_ms = 0;
 }
 
 static void replan(planner_t *pl)
@@ -708,11 +717,13 @@ void planner_add_model(planner_t *pl, model_entry_t *e)
         if (strcmp(pl->models[i].name, e->mm->name) == 0) {
             pl->models[i].e = e; /* the mesh gave it (rule 4): its file is here now */
             if (models_fits(pl->ms, e)) models_load(pl->ms, e, false);
+            pa_arrived(pl, e->mm->name);
             planner_kick(pl);
             return;
         }
     if (pl->n >= PLAN_MAX_MODELS) return;
     if (explicit_model(pl, e)) models_load(pl->ms, e, false);
+    pa_arrived(pl, e->mm->name);
     if (pl->mesh) planner_kick(pl);
 }
 

@@ -21,7 +21,6 @@
 #include "log.h"
 #include "options.h"
 #include "promote.h"
-#include "tunnel_rpc.h"
 #include "util.h"
 
 #define DEMOTE_CHECK_MS 1000
@@ -149,21 +148,8 @@ static void demote(planner_t *pl, pmodel_t *pm, promo_demote_t why)
     LOGI("planner", "model %s: %s; unloading it and standing by", pm->name,
          why == DEMOTE_MEMORY ? "idle, and its memory is wanted by a model without a host"
                               : "idle, and another host keeps serving it");
-    for (size_t i = 0; i < PLAN_MAX_WORKERS; i++)
-        if (pm->fwd[i]) tunnel_rpc_close(pm->fwd[i]);
-    for (size_t i = 0; i < pm->n_retired; i++)
-        tunnel_rpc_close(pm->retired[i]);
-    if (pm->e) {
-        if (pm->e->mesh_args) models_set_mesh_args(pl->ms, pm->e, NULL);
-        models_set_host_share(pl->ms, pm->e, 0);
-        models_unload(pl->ms, pm->e);
-    }
-    ledger_clear(&pl->ms->ledger, pm->name, LEDGER_WORKER);
-    memset(pm, 0, sizeof *pm);
-    pm->pl = pl;
-    pl->n = 0;
+    pm_release(pl, 0, true); /* the only one (pd_demote_due) */
     pl->standby = true;
-    pl->serving_since_ms = 0;
     pl->demotions++;
     snprintf(pl->alloc.rule, sizeof pl->alloc.rule, "standby");
 }
@@ -195,7 +181,7 @@ bool pd_check_demote(planner_t *pl, const peers_t *P, const view_node_t *self)
     const demand_sum_t *m = demand_sum_find(sums, ns, pm->name);
     promo_demote_input_t in = {
         .id = pl->id,
-        .pinned = strcmp(pm->rule, "explicit") == 0,
+        .pinned = pm_pinned(pm),
         .replica = pm->st.role == ELECTION_REPLICA && pm->st.mode == ELECTION_SOLO,
         .busy = e->mm->in_flight > 0 || e->waiting != NULL || models_state(e) == MODEL_LOADING,
         .now_ms = now_ms(pl),

@@ -24,6 +24,14 @@ pmodel_t *pm_find(planner_t *pl, const char *name);
 const char *pm_role_name(const pmodel_t *pm);
 bool pm_is_host(const pmodel_t *pm);
 bool worker_ready(planner_t *pl, const pmodel_t *pm);
+/* --model or assigned: the mesh's rules never take it away (announced as pinned). */
+bool pm_pinned(const pmodel_t *pm);
+/* Model i is no longer planned here (planner.c): its forwards, the mesh's arguments, its host
+ * share and worker shard go (unload: its llama-server too); the models after it move up. Never
+ * for one whose rpc cache is being filled (seed_done holds it). */
+void pm_release(planner_t *pl, size_t i, bool unload);
+/* planner_assign.c: a model file arrived (planner_add_model): assigned if it was pending. */
+void pa_arrived(planner_t *pl, const char *model);
 
 /* This node's own state in the mesh's terms (what it announces), without JSON. 0, -ENOMEM;
  * view_node_free(out) either way. */
