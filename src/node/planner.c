@@ -631,6 +631,34 @@ static bool waits_for_nodes(planner_t *pl)
     return true;
 }
 
+/* Whether a split the mesh waits for (its catalog row's short_bytes) needs the memory of this
+ * node's one model more than that model is wanted (promo_split_wanted). */
+static bool split_wants_memory(planner_t *pl)
+{
+    enum { MAX_SHORT = 64 };
+    const pmodel_t *pm = &pl->models[0];
+    model_list_t list;
+    ml_init(&list);
+    planner_list_catalog(pl, &list);
+    promo_model_t m[MAX_SHORT];
+    size_t n = 0;
+    uint64_t mine = 0;
+    for (size_t i = 0; i < list.n; i++) {
+        const ml_row_t *r = &list.rows[i];
+        if (strcmp(r->id, pm->name) == 0) mine = r->request_rate;
+        if (r->short_bytes && n < MAX_SHORT)
+            m[n++] = (promo_model_t){.name = r->id,
+                                     .n_hosts = r->n_hosts,
+                                     .rate = r->request_rate,
+                                     .requested = r->requested,
+                                     .short_bytes = r->short_bytes};
+    }
+    bool want = promo_split_wanted(m, n, pm->name, mine, ledger_free(&pl->ms->ledger),
+                                   ledger_held_for(&pl->ms->ledger, pm->name));
+    ml_free(&list);
+    return want;
+}
+
 /* Demand windows, then (once a second) whether to demote: either re-plans. */
 static void tick_demand(planner_t *pl)
 {
@@ -640,7 +668,7 @@ static void tick_demand(planner_t *pl)
         view_node_t self;
         peers_get(pl, &P);
         bool ok = self_view(pl, &self) == 0;
-        kick |= pd_check_demote(pl, &P, ok ? &self : NULL);
+        kick |= pd_check_demote(pl, &P, ok ? &self : NULL, split_wants_memory(pl));
         view_node_free(&self);
         peers_free(&P);
     }

@@ -145,9 +145,11 @@ static bool memory_wanted(planner_t *pl, const pmodel_t *pm, const demand_sum_t 
 
 static void demote(planner_t *pl, pmodel_t *pm, promo_demote_t why)
 {
-    LOGI("planner", "model %s: %s; unloading it and standing by", pm->name,
-         why == DEMOTE_MEMORY ? "idle, and its memory is wanted by a model without a host"
-                              : "idle, and another host keeps serving it");
+    LOGI("planner", "model %s: %s (%s); unloading it and standing by", pm->name,
+         why == DEMOTE_MEMORY  ? "idle, and its memory is wanted by a model without a host"
+         : why == DEMOTE_SPLIT ? "idle, and a split the mesh waits for needs its memory"
+                               : "idle, and another host keeps serving it",
+         promo_demote_name(why));
     pm_release(pl, 0, true); /* the only one (pd_demote_due) */
     pl->standby = true;
     pl->demotions++;
@@ -164,7 +166,7 @@ bool pd_demote_due(planner_t *pl)
     return pm->e && !pm->seeding;
 }
 
-bool pd_check_demote(planner_t *pl, const peers_t *P, const view_node_t *self)
+bool pd_check_demote(planner_t *pl, const peers_t *P, const view_node_t *self, bool split_wanted)
 {
     pmodel_t *pm = &pl->models[0];
     model_entry_t *e = pm->e;
@@ -193,6 +195,7 @@ bool pd_check_demote(planner_t *pl, const peers_t *P, const view_node_t *self)
         .n_others = no,
         .mesh_rate = m ? m->rate : 0,
         .memory_wanted = memory_wanted(pl, pm, sums, ns),
+        .split_wanted = split_wanted,
     };
     promo_demote_t why = promo_demote(&in);
     if (why == DEMOTE_KEEP) return false;

@@ -59,8 +59,9 @@ void pd_init(planner_t *pl);
 bool pd_tick(planner_t *pl);
 /* A demotion check is due (once a second, for a node serving one model the mesh gave it). */
 bool pd_demote_due(planner_t *pl);
-/* promo_demote over the peers; true when it demoted the model: re-plan. */
-bool pd_check_demote(planner_t *pl, const peers_t *P, const view_node_t *self);
+/* promo_demote over the peers (split_wanted: promo_split_wanted over the catalog, planner.c);
+ * true when it demoted the model: re-plan. */
+bool pd_check_demote(planner_t *pl, const peers_t *P, const view_node_t *self, bool split_wanted);
 bool pd_promote(planner_t *pl, const peers_t *P, const view_node_t *self); /* took a model */
 void pd_fill_self(planner_t *pl, view_node_t *n);
 json_t *pd_status(planner_t *pl); /* node.demand */
