@@ -43,6 +43,7 @@ static void handle(httpd_req_t *req)
         return;
     }
     if (mgmt_join_routes(g, req)) return;
+    if (mgmt_assign_routes(g, req)) return;
     if (api_metrics_handle(g, req)) return;
     if (g->events && api_events_handle(g->events, req)) return;
     if (console_handle(req)) return;

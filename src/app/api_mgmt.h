@@ -1,6 +1,7 @@
 /* api_mgmt — the management API on 127.0.0.1:--console (default 3131): GET /api/status (the
  * document is status_doc.h's), GET /api/events (api_events.h), GET /metrics (api_metrics.h),
- * POST /api/join, POST /api/chat, GET /api/discover (api_mgmt_join.c). */
+ * POST /api/join, POST /api/chat, GET /api/discover (api_mgmt_join.c), POST /api/assign,
+ * POST /api/unassign (api_mgmt_assign.c). */
 #ifndef MESH_API_MGMT_H
 #define MESH_API_MGMT_H
 
@@ -35,6 +36,9 @@ typedef struct {
     void (*discover)(void *data, httpd_req_t *req);
     /* POST /api/chat: answered as POST /v1/chat/completions by the inference API. */
     void (*chat)(void *data, httpd_req_t *req);
+    /* POST /api/assign {"model"} (unassign false) and POST /api/unassign {"model"}: returns
+     * the HTTP status (planner.h planner_assign) and says in msg what happened. */
+    int (*assign)(void *data, const char *model, bool unassign, char *msg, size_t msglen);
     /* When set, replaces the --api-key check on /api/ (--api-keys: any configured key). */
     bool (*key_known)(void *data, const httpd_req_t *req);
     void *key_data;
@@ -63,5 +67,10 @@ void mgmt_set_mesh(mgmt_t *g, mesh_t *mesh);
 void mgmt_stop(mgmt_t *g);
 /* api_mgmt_join.c: POST /api/join, POST /api/chat, GET /api/discover (false: another path). */
 bool mgmt_join_routes(mgmt_t *g, httpd_req_t *req);
+/* Whether req may change this node (join, assign): a loopback client naming it by a loopback
+ * name, or any client once the node has an API key (checked before, on every /api/ path). */
+bool mgmt_may_change(const mgmt_t *g, const httpd_req_t *req);
+/* api_mgmt_assign.c: POST /api/assign, POST /api/unassign (false: another path). */
+bool mgmt_assign_routes(mgmt_t *g, httpd_req_t *req);
 
 #endif

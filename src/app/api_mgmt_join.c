@@ -9,10 +9,11 @@
 #include "httpd_guard.h"
 #include "join_policy.h"
 
-/* Joining moves this node into another mesh (its memory and models serve strangers): only a
- * client on this machine that names it by a loopback name (no DNS rebinding), or a client that
- * holds the API key (checked before this, for every /api/ path), may ask. */
-static bool may_join(const mgmt_t *g, const httpd_req_t *req)
+/* Joining moves this node into another mesh (its memory and models serve strangers), an
+ * assignment moves its models: only a client on this machine that names it by a loopback name
+ * (no DNS rebinding), or a client that holds the API key (checked before this, for every /api/
+ * path), may ask. */
+bool mgmt_may_change(const mgmt_t *g, const httpd_req_t *req)
 {
     if (g->cfg->api_key) return true;
     return req->peer == HTTPD_PEER_LOOPBACK &&
@@ -63,7 +64,7 @@ static void handle_join(mgmt_t *g, httpd_req_t *req)
         httpd_respond_405(req, "POST");
         return;
     }
-    if (!may_join(g, req)) {
+    if (!mgmt_may_change(g, req)) {
         httpd_respond_error(req, 403, "invalid_request_error", "forbidden",
                             "joining a mesh moves this node: only a client on this machine "
                             "(naming it 127.0.0.1 or localhost) may ask, or one with the API "

@@ -22,7 +22,8 @@
 
 bool cli_is_command(const char *arg)
 {
-    return strcmp(arg, "status") == 0 || strcmp(arg, "join") == 0;
+    return strcmp(arg, "status") == 0 || strcmp(arg, "join") == 0 || strcmp(arg, "assign") == 0 ||
+           strcmp(arg, "unassign") == 0;
 }
 
 void cli_request(cli_http_t *h, const char *method, const char *path, const char *body)
@@ -177,8 +178,13 @@ static void print_status(json_t *st)
                (long long)json_integer_value(json_object_get(route, "active_nodes")),
                (long long)json_integer_value(json_object_get(route, "checkins")));
     json_t *asg = json_object_get(node, "assignment");
-    if (json_is_object(asg) && str(asg, "model", "")[0])
+    if (json_is_object(asg) && str(asg, "model", "")[0] &&
+        strcmp(str(asg, "rule", ""), "assigned") != 0)
         printf("  given by the mesh: %s (rule %s)\n", str(asg, "model", ""), str(asg, "rule", ""));
+    size_t ai;
+    json_t *av;
+    json_array_foreach(json_object_get(st, "assignments"), ai, av)
+        printf("  assigned here: %s (%s)\n", str(av, "model", "?"), str(av, "state", "?"));
 
     size_t i, k;
     json_t *v, *w;
@@ -333,6 +339,8 @@ static int usage(void)
 
 int cli_main(int argc, char **argv)
 {
+    if (strcmp(argv[1], "assign") == 0 || strcmp(argv[1], "unassign") == 0)
+        return cli_assign_main(argc, argv);
     cli_http_t h = {.port = 3131};
     const char *token = NULL;
     uint64_t timeout_s = 60, v;

@@ -452,6 +452,31 @@ static void on_discover(void *data, httpd_req_t *req)
 }
 
 /* POST /api/join (api_mgmt_join.c): the decision is join_policy's, the flow enter_mesh's. */
+/* POST /api/assign, /api/unassign (api_mgmt_assign.c): a model on disk is assigned at once; a
+ * reference whose file is not here is downloaded (for the operator, like --model REF) and
+ * assigned when it arrives. */
+static int on_assign(void *data, const char *model, bool unassign, char *msg, size_t len)
+{
+    node_t *n = data;
+    if (unassign) return planner_unassign(&n->plan, model, msg, len);
+    char name[MODEL_NAME_MAX];
+    if (models_find(&n->ms, model) || node_dl_ref_name(&n->ndl, model, name, sizeof name) != 0)
+        return planner_assign(&n->plan, model, msg, len); /* on disk, or a 404 saying so */
+    if (models_find(&n->ms, name)) return planner_assign(&n->plan, name, msg, len);
+    if (!n->ndl.d) {
+        snprintf(msg, len, "model '%s' is not on this node and it cannot download models", model);
+        return 404;
+    }
+    char err[600];
+    int rc = node_dl_start(&n->ndl, model, err, sizeof err);
+    if (rc) {
+        snprintf(msg, len, "cannot download %s: %s", model, err);
+        return rc == -E2BIG || rc == -ENOMEM ? 503 : rc == -EFBIG ? 409 : 400;
+    }
+    const node_dl_job_t *j = node_dl_job(&n->ndl, model);
+    return planner_assign_pending(&n->plan, j ? j->name : name, msg, len);
+}
+
 static int on_join(void *data, const token_t *t, char *msg, size_t msglen)
 {
     node_t *n = data;
@@ -704,6 +729,7 @@ int main(int argc, char **argv)
                           .data = n,
                           .idle_id = n->idle ? n->idle_id : NULL, /* filled in below */
                           .join = on_join,
+                          .assign = on_assign,
                           .chat = on_chat,
                           .discover = on_discover,
                           .key_known = keys ? key_known : NULL,

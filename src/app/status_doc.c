@@ -85,6 +85,7 @@ void status_doc_place(json_t *st, status_parts_t *p)
     json_object_set_new(st, "rpc_tunnel", pl->rpc_tunnel);
     json_object_set_new(node, "role", pl->role);
     json_object_set_new(node, "assignment", pl->assignment);
+    json_object_set_new(st, "assignments", pl->assignments);
     json_object_set_new(node, "demand", pl->demand);
     json_object_set_new(node, "speed", pl->speed);
     place_peers(json_object_get(st, "peers"), p);

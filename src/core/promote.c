@@ -177,6 +177,7 @@ promo_demote_t promo_demote(const promo_demote_input_t *in)
         in->last_request_ms > in->serving_since_ms ? in->last_request_ms : in->serving_since_ms;
     if (in->now_ms - since < in->idle_ms) return DEMOTE_KEEP;
     if (in->memory_wanted) return DEMOTE_MEMORY;
+    if (in->split_wanted) return DEMOTE_SPLIT;
     bool kept = false;
     for (size_t i = 0; i < in->n_others && !kept; i++)
         kept = in->others[i].pinned || strcmp(in->others[i].id, in->id) > 0;
@@ -188,6 +189,18 @@ promo_demote_t promo_demote(const promo_demote_input_t *in)
 
 const char *promo_demote_name(promo_demote_t d)
 {
-    static const char *const names[] = {"keep", "idle", "memory_wanted"};
+    static const char *const names[] = {"keep", "idle", "memory_wanted", "split_needs_memory"};
     return (size_t)d < sizeof names / sizeof names[0] ? names[d] : "?";
+}
+
+bool promo_split_wanted(const promo_model_t *models, size_t n, const char *mine, uint64_t my_rate,
+                        uint64_t free_bytes, uint64_t held_bytes)
+{
+    for (size_t i = 0; i < n; i++) {
+        const promo_model_t *m = &models[i];
+        if (!m->short_bytes || m->n_hosts || strcmp(m->name, mine) == 0) continue;
+        if (m->short_bytes > free_bytes + held_bytes) continue;
+        if (m->rate > my_rate || (m->requested && my_rate == 0)) return true;
+    }
+    return false;
 }

@@ -27,6 +27,10 @@
  * without a request (MESH_LLM_IDLE_UNLOAD_MS, 30 min). Then:
  *   MEMORY     its memory is wanted (a model on its disk that is requested, has no host and does
  *              not fit beside it): unloaded even as the last replica;
+ *   SPLIT      a split the mesh waits for ("needs_capacity", short_bytes) needs the memory this
+ *              node would free, and is wanted more than its model (promo_split_wanted): unloaded
+ *              even as the last replica; standing by, the node then joins that split
+ *              (SPLIT_SHORT);
  *   IDLE       another ready host keeps serving it — a pinned one or one with a larger id (two
  *              idle replicas never both leave) — and the mesh's demand spread over the hosts
  *              that remain stays below half the HOT threshold (the gap that keeps a demoted node
@@ -132,13 +136,23 @@ typedef struct {
     size_t n_others;
     uint64_t mesh_rate; /* the model's requests per minute over the mesh */
     bool memory_wanted; /* see above */
+    bool split_wanted;  /* promo_split_wanted */
 } promo_demote_input_t;
 
 typedef enum {
     DEMOTE_KEEP = 0,
     DEMOTE_IDLE,
     DEMOTE_MEMORY,
+    DEMOTE_SPLIT,
 } promo_demote_t;
+
+/* Whether a split needs this node's memory more than its model (DEMOTE_SPLIT): a model of the
+ * mesh other than mine, without a ready host, whose split group lacks short_bytes > 0 that this
+ * node's free memory plus what it holds for mine (held_bytes) covers, and that is wanted more
+ * than mine: more requests per minute over the mesh than my_rate, or asked for (requested)
+ * while mine has none. */
+bool promo_split_wanted(const promo_model_t *models, size_t n, const char *mine, uint64_t my_rate,
+                        uint64_t free_bytes, uint64_t held_bytes);
 
 promo_demote_t promo_demote(const promo_demote_input_t *in);
 const char *promo_demote_name(promo_demote_t d);

@@ -341,6 +341,21 @@ static const mesh_command_t COMMANDS[] = {
      "make the node running here join a mesh",
      "For an idle node (started with no --model, --join or --models-dir): the same as the "
      "console's join button or POST /api/join."},
+    {"assign", "MODEL [--node ID] [--console PORT] [--timeout SECONDS] [--no-wait]",
+     "make the node running here serve MODEL, whatever the mesh's rules",
+     "MODEL: a model on this node's disk (one the mesh serves, if the file is here), or a "
+     "catalog name / hf:// reference, downloaded first. What must go is unloaded: the model the "
+     "mesh gave the node, and --model ones whose slot or memory MODEL needs (back when no "
+     "assignment remains). An assigned model is never demoted or idle-unloaded by the mesh, "
+     "and the mesh gives the node nothing else in its place. Waits until it serves (--timeout, "
+     "default 600; --no-wait returns at once). Only the node's own operator assigns (POST "
+     "/api/assign on its console, from this machine or with $MESH_LLM_API_KEY): a peer never "
+     "can, so --node ID of another node prints the command to run on that node's machine. "
+     "Shown in mesh-llm status and GET /api/status (\"assignments\")."},
+    {"unassign", "MODEL [--console PORT]", "give an assigned model back to the mesh's rules",
+     "POST /api/unassign: the model stays loaded, but the mesh's rules (idle unload, demotion, "
+     "the model manager's LRU) apply to it again; --model models the assignment pushed out are "
+     "planned again."},
     {"models", "list|installed|search TEXT|rm NAME [--models-dir DIR] [--max-vram GB]",
      "the model catalog and the models on disk",
      "list: the catalog, with what fits the memory this node offers; installed: the GGUF files "

@@ -563,16 +563,25 @@ static void drop_deleted(planner_t *pl)
         for (size_t k = i; k < pl->n; k++)
             if (pl->models[k].seeding) return;
         LOGI("planner", "model %s: deleted on this node; no longer planned here", pm->name);
-        close_fwds(pm, false);
+        pm_release(pl, i, false);
+    }
+}
+
+void pm_release(planner_t *pl, size_t i, bool unload)
+{
+    pmodel_t *pm = &pl->models[i];
+    close_fwds(pm, false);
+    if (pm->e) {
         if (pm->e->mesh_args) models_set_mesh_args(pl->ms, pm->e, NULL);
         models_set_host_share(pl->ms, pm->e, 0);
-        ledger_clear(&pl->ms->ledger, pm->name, LEDGER_WORKER);
-        memmove(pm, pm + 1, (pl->n - i - 1) * sizeof *pm);
-        pl->n--;
-        memset(&pl->models[pl->n], 0, sizeof pl->models[pl->n]);
-        pl->models[pl->n].pl = pl;
-        if (pl->n == 0) pl->serving_since_ms = 0;
+        if (unload) models_unload(pl->ms, pm->e);
     }
+    ledger_clear(&pl->ms->ledger, pm->name, LEDGER_WORKER);
+    memmove(pm, pm + 1, (pl->n - i - 1) * sizeof *pm);
+    pl->n--;
+    memset(&pl->models[pl->n], 0, sizeof pl->models[pl->n]);
+    pl->models[pl->n].pl = pl;
+    if (pl->n == 0) pl->serving_since_ms = 0;
 }
 
 static void replan(planner_t *pl)
@@ -622,6 +631,34 @@ static bool waits_for_nodes(planner_t *pl)
     return true;
 }
 
+/* Whether a split the mesh waits for (its catalog row's short_bytes) needs the memory of this
+ * node's one model more than that model is wanted (promo_split_wanted). */
+static bool split_wants_memory(planner_t *pl)
+{
+    enum { MAX_SHORT = 64 };
+    const pmodel_t *pm = &pl->models[0];
+    model_list_t list;
+    ml_init(&list);
+    planner_list_catalog(pl, &list);
+    promo_model_t m[MAX_SHORT];
+    size_t n = 0;
+    uint64_t mine = 0;
+    for (size_t i = 0; i < list.n; i++) {
+        const ml_row_t *r = &list.rows[i];
+        if (strcmp(r->id, pm->name) == 0) mine = r->request_rate;
+        if (r->short_bytes && n < MAX_SHORT)
+            m[n++] = (promo_model_t){.name = r->id,
+                                     .n_hosts = r->n_hosts,
+                                     .rate = r->request_rate,
+                                     .requested = r->requested,
+                                     .short_bytes = r->short_bytes};
+    }
+    bool want = promo_split_wanted(m, n, pm->name, mine, ledger_free(&pl->ms->ledger),
+                                   ledger_held_for(&pl->ms->ledger, pm->name));
+    ml_free(&list);
+    return want;
+}
+
 /* Demand windows, then (once a second) whether to demote: either re-plans. */
 static void tick_demand(planner_t *pl)
 {
@@ -631,7 +668,7 @@ static void tick_demand(planner_t *pl)
         view_node_t self;
         peers_get(pl, &P);
         bool ok = self_view(pl, &self) == 0;
-        kick |= pd_check_demote(pl, &P, ok ? &self : NULL);
+        kick |= pd_check_demote(pl, &P, ok ? &self : NULL, split_wants_memory(pl));
         view_node_free(&self);
         peers_free(&P);
     }
@@ -708,11 +745,13 @@ void planner_add_model(planner_t *pl, model_entry_t *e)
         if (strcmp(pl->models[i].name, e->mm->name) == 0) {
             pl->models[i].e = e; /* the mesh gave it (rule 4): its file is here now */
             if (models_fits(pl->ms, e)) models_load(pl->ms, e, false);
+            pa_arrived(pl, e->mm->name);
             planner_kick(pl);
             return;
         }
     if (pl->n >= PLAN_MAX_MODELS) return;
     if (explicit_model(pl, e)) models_load(pl->ms, e, false);
+    pa_arrived(pl, e->mm->name);
     if (pl->mesh) planner_kick(pl);
 }
 

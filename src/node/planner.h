@@ -55,9 +55,12 @@ typedef struct planner planner_t;
 typedef struct {
     planner_t *pl;
     char name[MODEL_NAME_MAX];
-    model_entry_t *e; /* this node's copy, NULL when it has no file (split worker only) */
-    char rule[32];    /* why it serves it: explicit or an allocation rule */
-    bool dl;          /* rule 4: being downloaded (dl_ref) for the mesh */
+    model_entry_t *e;  /* this node's copy, NULL when it has no file (split worker only) */
+    char rule[32];     /* why it serves it: explicit, assigned or an allocation rule */
+    bool assigned;     /* an operator's assignment (planner_assign): never demoted or replaced */
+    bool was_explicit; /* assigned, and --model before: explicit again when unassigned */
+    uint64_t assigned_unix; /* when it was assigned */
+    bool dl;                /* rule 4: being downloaded (dl_ref) for the mesh */
     char dl_ref[NODE_DL_REF_MAX];
     pp_state_t st;
     /* host */
@@ -114,6 +117,12 @@ struct planner {
     uint64_t last_wait_replan_ms; /* a model waits for more nodes: its last re-plan */
     uint64_t idle_ms, min_serve_ms;
     uint64_t promotions, demotions;
+    /* assignments (planner_assign.c): ones whose file is being downloaded (assigned when it
+     * arrives), and the --model ones an assignment pushed out (back when none remains) */
+    char assign_pending[PLAN_MAX_MODELS][MODEL_NAME_MAX];
+    size_t n_assign_pending;
+    char displaced[PLAN_MAX_MODELS][MODEL_NAME_MAX];
+    size_t n_displaced;
     /* compute speed (speed.h): announced as speed_mflops; the models are not planned while it
      * is being measured (a plan made without it would be re-made a moment later) */
     node_speed_t speed;
@@ -170,17 +179,32 @@ void planner_peers_changed(planner_t *pl);
 bool planner_wants_passive(planner_t *pl);
 bool planner_promote_from_table(planner_t *pl, const rt_table_t *t);
 
+/* Assignments (planner_assign.c, decisions: core/assign.h) — made by this node's operator
+ * through its own management API (POST /api/assign, /api/unassign; mesh-llm assign), never by a
+ * peer. planner_assign: model (a file on this node's disk) becomes this node's to serve; what
+ * must go is unloaded (the model the mesh gave it; --model ones whose slot or memory it needs).
+ * Returns an HTTP status (200 assigned or already, 404 not on disk, 409 refused) and says in
+ * msg what happened. planner_assign_pending: its file is being downloaded: assigned when it
+ * arrives (planner_add_model). planner_unassign: back to the mesh's rules (200, 404 not
+ * assigned). planner_assignments: [{model, state, role, since, pending}]. */
+int planner_assign(planner_t *pl, const char *model, char *msg, size_t len);
+int planner_assign_pending(planner_t *pl, const char *model, char *msg, size_t len);
+int planner_unassign(planner_t *pl, const char *model, char *msg, size_t len);
+json_t *planner_assignments(planner_t *pl);
+
 /* A peer's speed as this node decoded (and clamped) it from the announcement (0: none said). */
 typedef struct {
     catalog_id_t id;
     uint64_t mflops;
 } planner_speed_t;
 /* The planner's parts of the status document, each a new value the caller owns (NULL: absent);
- * app/status_doc.c places them: node.{memory, role, assignment, demand, speed}, "catalog" (the
+ * app/status_doc.c places them: node.{memory, role, assignment, demand, speed}, "assignments",
+ * "catalog" (the
  * mesh's models, status, node ids; NULL when the catalog could not be built), "plan",
  * "rpc_tunnel", and each peer's speed_mflops (speeds, n_speeds; free()). */
 typedef struct {
     json_t *memory, *role, *assignment, *demand, *speed;
+    json_t *assignments; /* planner_assignments: the top-level "assignments" */
     json_t *catalog, *plan, *rpc_tunnel;
     planner_speed_t *speeds;
     size_t n_speeds;

@@ -21,7 +21,6 @@
 #include "log.h"
 #include "options.h"
 #include "promote.h"
-#include "tunnel_rpc.h"
 #include "util.h"
 
 #define DEMOTE_CHECK_MS 1000
@@ -146,24 +145,13 @@ static bool memory_wanted(planner_t *pl, const pmodel_t *pm, const demand_sum_t 
 
 static void demote(planner_t *pl, pmodel_t *pm, promo_demote_t why)
 {
-    LOGI("planner", "model %s: %s; unloading it and standing by", pm->name,
-         why == DEMOTE_MEMORY ? "idle, and its memory is wanted by a model without a host"
-                              : "idle, and another host keeps serving it");
-    for (size_t i = 0; i < PLAN_MAX_WORKERS; i++)
-        if (pm->fwd[i]) tunnel_rpc_close(pm->fwd[i]);
-    for (size_t i = 0; i < pm->n_retired; i++)
-        tunnel_rpc_close(pm->retired[i]);
-    if (pm->e) {
-        if (pm->e->mesh_args) models_set_mesh_args(pl->ms, pm->e, NULL);
-        models_set_host_share(pl->ms, pm->e, 0);
-        models_unload(pl->ms, pm->e);
-    }
-    ledger_clear(&pl->ms->ledger, pm->name, LEDGER_WORKER);
-    memset(pm, 0, sizeof *pm);
-    pm->pl = pl;
-    pl->n = 0;
+    LOGI("planner", "model %s: %s (%s); unloading it and standing by", pm->name,
+         why == DEMOTE_MEMORY  ? "idle, and its memory is wanted by a model without a host"
+         : why == DEMOTE_SPLIT ? "idle, and a split the mesh waits for needs its memory"
+                               : "idle, and another host keeps serving it",
+         promo_demote_name(why));
+    pm_release(pl, 0, true); /* the only one (pd_demote_due) */
     pl->standby = true;
-    pl->serving_since_ms = 0;
     pl->demotions++;
     snprintf(pl->alloc.rule, sizeof pl->alloc.rule, "standby");
 }
@@ -178,7 +166,7 @@ bool pd_demote_due(planner_t *pl)
     return pm->e && !pm->seeding;
 }
 
-bool pd_check_demote(planner_t *pl, const peers_t *P, const view_node_t *self)
+bool pd_check_demote(planner_t *pl, const peers_t *P, const view_node_t *self, bool split_wanted)
 {
     pmodel_t *pm = &pl->models[0];
     model_entry_t *e = pm->e;
@@ -195,7 +183,7 @@ bool pd_check_demote(planner_t *pl, const peers_t *P, const view_node_t *self)
     const demand_sum_t *m = demand_sum_find(sums, ns, pm->name);
     promo_demote_input_t in = {
         .id = pl->id,
-        .pinned = strcmp(pm->rule, "explicit") == 0,
+        .pinned = pm_pinned(pm),
         .replica = pm->st.role == ELECTION_REPLICA && pm->st.mode == ELECTION_SOLO,
         .busy = e->mm->in_flight > 0 || e->waiting != NULL || models_state(e) == MODEL_LOADING,
         .now_ms = now_ms(pl),
@@ -207,6 +195,7 @@ bool pd_check_demote(planner_t *pl, const peers_t *P, const view_node_t *self)
         .n_others = no,
         .mesh_rate = m ? m->rate : 0,
         .memory_wanted = memory_wanted(pl, pm, sums, ns),
+        .split_wanted = split_wanted,
     };
     promo_demote_t why = promo_demote(&in);
     if (why == DEMOTE_KEEP) return false;

@@ -24,6 +24,14 @@ pmodel_t *pm_find(planner_t *pl, const char *name);
 const char *pm_role_name(const pmodel_t *pm);
 bool pm_is_host(const pmodel_t *pm);
 bool worker_ready(planner_t *pl, const pmodel_t *pm);
+/* --model or assigned: the mesh's rules never take it away (announced as pinned). */
+bool pm_pinned(const pmodel_t *pm);
+/* Model i is no longer planned here (planner.c): its forwards, the mesh's arguments, its host
+ * share and worker shard go (unload: its llama-server too); the models after it move up. Never
+ * for one whose rpc cache is being filled (seed_done holds it). */
+void pm_release(planner_t *pl, size_t i, bool unload);
+/* planner_assign.c: a model file arrived (planner_add_model): assigned if it was pending. */
+void pa_arrived(planner_t *pl, const char *model);
 
 /* This node's own state in the mesh's terms (what it announces), without JSON. 0, -ENOMEM;
  * view_node_free(out) either way. */
@@ -51,8 +59,9 @@ void pd_init(planner_t *pl);
 bool pd_tick(planner_t *pl);
 /* A demotion check is due (once a second, for a node serving one model the mesh gave it). */
 bool pd_demote_due(planner_t *pl);
-/* promo_demote over the peers; true when it demoted the model: re-plan. */
-bool pd_check_demote(planner_t *pl, const peers_t *P, const view_node_t *self);
+/* promo_demote over the peers (split_wanted: promo_split_wanted over the catalog, planner.c);
+ * true when it demoted the model: re-plan. */
+bool pd_check_demote(planner_t *pl, const peers_t *P, const view_node_t *self, bool split_wanted);
 bool pd_promote(planner_t *pl, const peers_t *P, const view_node_t *self); /* took a model */
 void pd_fill_self(planner_t *pl, view_node_t *n);
 json_t *pd_status(planner_t *pl); /* node.demand */

@@ -49,6 +49,11 @@ const char *pm_role_name(const pmodel_t *pm)
     return pm->st.waiting ? "waiting" : election_role_name(pm->st.role);
 }
 
+bool pm_pinned(const pmodel_t *pm)
+{
+    return pm->assigned || strcmp(pm->rule, "explicit") == 0;
+}
+
 bool pm_is_host(const pmodel_t *pm)
 {
     return pm->e &&
@@ -177,7 +182,7 @@ static int self_serving(planner_t *pl, view_node_t *n)
         s->http_ready = host && st == MODEL_READY;
         s->is_host = host;
         s->split = pl->cfg->split;
-        s->pinned = strcmp(pm->rule, "explicit") == 0;
+        s->pinned = pm_pinned(pm);
         s->bytes = ledger_held_for(&pl->ms->ledger, pm->name);
         if (host && pm->e)
             s->slots = admission_parallel_of(pm->e->llamacpp_args, ADMISSION_DEFAULT_PARALLEL);
@@ -586,10 +591,13 @@ void planner_status(planner_t *pl, planner_status_t *out)
                   "bursts", (json_int_t)ts->bursts, "hold_expired", (json_int_t)ts->hold_expired,
                   "suspects", (json_int_t)ts->suspects);
     out->role = json_string(self_role(pl));
-    out->assignment = pl->allocating ? json_pack("{s:s,s:s}", "rule", pl->alloc.rule, "model",
-                                                 pl->n ? pl->models[0].name : "")
-                                     : json_null();
+    bool assigned = pl->n && pl->models[0].assigned;
+    out->assignment = pl->allocating
+                          ? json_pack("{s:s,s:s}", "rule", assigned ? "assigned" : pl->alloc.rule,
+                                      "model", pl->n ? pl->models[0].name : "")
+                          : json_null();
     out->demand = pd_status(pl);
+    out->assignments = planner_assignments(pl);
     out->speed =
         json_pack("{s:I,s:s,s:i}", "mflops", (json_int_t)pl->speed.mflops, "source",
                   pl->speed.source ? pl->speed.source : "off", "threads", (int)pl->speed.threads);

@@ -9,7 +9,7 @@ import subprocess
 from harness.node import MESH_BIN, ROOT, cmdline, model_path, wait_for
 
 DOCS = os.path.join(ROOT, "docs")
-COMMANDS = ["status", "join", "models", "download", "discover", "config", "claude", "codex",
+COMMANDS = ["status", "join", "assign", "unassign", "models", "download", "discover", "config", "claude", "codex",
             "opencode", "pi", "help"]
 
 

@@ -426,6 +426,65 @@ static promo_demote_input_t idle_replica(void)
                                   .min_serve_ms = 5 * MIN};
 }
 
+/* Whether a split needs this node's memory more than its model: a table. */
+static void test_split_wanted(void **state)
+{
+    (void)state;
+    const uint64_t G = 1000000000ull;
+    static const struct {
+        const char *what;
+        promo_model_t m;
+        uint64_t my_rate, free_b, held;
+        bool want;
+    } rows[] = {
+        {"short, covered, more demand",
+         {.name = "big", .short_bytes = 3 * G, .rate = 5},
+         1,
+         G,
+         2 * G,
+         true},
+        {"covered by free memory alone",
+         {.name = "big", .short_bytes = G, .rate = 5},
+         1,
+         2 * G,
+         0,
+         true},
+        {"more than it would free",
+         {.name = "big", .short_bytes = 4 * G, .rate = 5},
+         1,
+         G,
+         2 * G,
+         false},
+        {"less wanted than mine", {.name = "big", .short_bytes = G, .rate = 1}, 5, G, G, false},
+        {"as wanted as mine", {.name = "big", .short_bytes = G, .rate = 5}, 5, G, G, false},
+        {"requested, mine idle",
+         {.name = "big", .short_bytes = G, .requested = true},
+         0,
+         G,
+         G,
+         true},
+        {"requested, mine has demand",
+         {.name = "big", .short_bytes = G, .requested = true},
+         2,
+         G,
+         G,
+         false},
+        {"not short", {.name = "big", .rate = 5}, 0, G, G, false},
+        {"has a host already",
+         {.name = "big", .short_bytes = G, .rate = 5, .n_hosts = 1},
+         0,
+         G,
+         G,
+         false},
+        {"my own model", {.name = "mine", .short_bytes = G, .rate = 5}, 0, G, G, false},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        if (promo_split_wanted(&rows[i].m, 1, "mine", rows[i].my_rate, rows[i].free_b,
+                               rows[i].held) != rows[i].want)
+            fail_msg("%s: want %d", rows[i].what, rows[i].want);
+    assert_false(promo_split_wanted(NULL, 0, "mine", 0, G, G));
+}
+
 static void test_demotion_rules(void **state)
 {
     (void)state;
@@ -437,6 +496,16 @@ static void test_demotion_rules(void **state)
     in.memory_wanted = true;
     assert_int_equal(promo_demote(&in), DEMOTE_MEMORY);
     in.memory_wanted = false;
+    /* ... or a split needs it (and memory wins the name when both hold) */
+    in.split_wanted = true;
+    assert_int_equal(promo_demote(&in), DEMOTE_SPLIT);
+    assert_string_equal(promo_demote_name(DEMOTE_SPLIT), "split_needs_memory");
+    in.busy = true; /* never mid-request */
+    assert_int_equal(promo_demote(&in), DEMOTE_KEEP);
+    in.busy = false;
+    in.memory_wanted = true;
+    assert_int_equal(promo_demote(&in), DEMOTE_MEMORY);
+    in.memory_wanted = in.split_wanted = false;
     /* another ready host (pinned) keeps it: idle → standby */
     in.others = pinned_b;
     in.n_others = 1;
@@ -525,6 +594,7 @@ int main(void)
         cmocka_unit_test(test_promotion_remembers_active),
         cmocka_unit_test(test_promotion_from_table),
         cmocka_unit_test(test_go_passive),
+        cmocka_unit_test(test_split_wanted),
         cmocka_unit_test(test_demotion_rules),
         cmocka_unit_test(test_no_flap),
     };

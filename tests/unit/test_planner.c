@@ -209,7 +209,7 @@ static void test_demote_idle_other_host(void **state)
     serving_idle(0);
     serves(peer(HIGH), M(0), false);
     peers_t p = P();
-    assert_true(pd_check_demote(&pl, &p, NULL));
+    assert_true(pd_check_demote(&pl, &p, NULL, false));
     assert_int_equal(pl.n, 0);
     assert_true(pl.standby);
     assert_int_equal(pl.demotions, 1);
@@ -225,10 +225,10 @@ static void test_demote_keeps_last_of_two(void **state)
     view_node_t *b = peer(LOW);
     serves(b, M(0), false);
     peers_t p = P();
-    assert_false(pd_check_demote(&pl, &p, NULL));
+    assert_false(pd_check_demote(&pl, &p, NULL, false));
     assert_int_equal(pl.n, 1);
     b->serving[0].pinned = true;
-    assert_true(pd_check_demote(&pl, &p, NULL));
+    assert_true(pd_check_demote(&pl, &p, NULL, false));
     assert_int_equal(pl.n, 0);
 }
 
@@ -239,17 +239,34 @@ static void test_demote_never_the_last(void **state)
     (void)state;
     serving_idle(0);
     peers_t none = {0};
-    assert_false(pd_check_demote(&pl, &none, NULL));
+    assert_false(pd_check_demote(&pl, &none, NULL, false));
     view_node_t *b = peer(HIGH);
     serves(b, M(0), false);
     b->serving[0].http_ready = false;
     peers_t p = P();
-    assert_false(pd_check_demote(&pl, &p, NULL));
+    assert_false(pd_check_demote(&pl, &p, NULL, false));
     b->serving[0].http_ready = true;
     rate(b, M(0), 10 * PROMO_HOT_PER_MIN); /* the mesh still wants two hosts */
-    assert_false(pd_check_demote(&pl, &p, NULL));
+    assert_false(pd_check_demote(&pl, &p, NULL, false));
     assert_int_equal(pl.n, 1);
     assert_int_equal(pl.demotions, 0);
+}
+
+/* A split that needs this node's memory more (split_needs_memory) takes even the last replica;
+ * an assigned model is never demoted, whatever the mesh needs. */
+static void test_demote_for_a_split(void **state)
+{
+    (void)state;
+    serving_idle(0);
+    peers_t none = {0};
+    pl.models[0].assigned = true;
+    assert_false(pd_check_demote(&pl, &none, NULL, true));
+    assert_int_equal(pl.n, 1);
+    pl.models[0].assigned = false;
+    assert_true(pd_check_demote(&pl, &none, NULL, true));
+    assert_int_equal(pl.n, 0);
+    assert_true(pl.standby);
+    assert_int_equal(pl.demotions, 1);
 }
 
 /* request_rate / last_request of a listing entry: the peers' and this node's demand summed. */
@@ -520,6 +537,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_promote_all_gone, setup, teardown),
         cmocka_unit_test_setup_teardown(test_demote_idle_other_host, setup, teardown),
         cmocka_unit_test_setup_teardown(test_demote_keeps_last_of_two, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_demote_for_a_split, setup, teardown),
         cmocka_unit_test_setup_teardown(test_demote_never_the_last, setup, teardown),
         cmocka_unit_test_setup_teardown(test_annotate_sums_peers_and_self, setup, teardown),
         cmocka_unit_test_setup_teardown(test_standby_join_only_joiners_without_model, setup,
