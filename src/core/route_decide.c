@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "catalog.h"
+#include "election.h"
 #include "mm.h"
 #include "route_table.h"
 #include "vision.h"
@@ -352,6 +353,18 @@ void route_decide(const rd_input_t *in, rd_decision_t *out)
              "model '%s' is hosted by another node of the mesh, which is not ready yet; retry "
              "shortly",
              in->model);
+}
+
+int rd_local_gate(const rd_gate_t *g)
+{
+    bool bootstrap = !g->local_ready && g->ready_elsewhere; /* a ready peer answers meanwhile */
+    if (!g->planned) return bootstrap ? RD_PLAN_REMOTE : RD_PLAN_SERVE; /* served on demand */
+    if (!g->have_file) return RD_PLAN_REMOTE;
+    if (!g->first_plan_done) /* as a node alone would: a replica if it fits alone */
+        return !g->fits_alone ? RD_PLAN_WAIT : bootstrap ? RD_PLAN_REMOTE : RD_PLAN_SERVE;
+    if (g->role == ELECTION_REPLICA) return bootstrap ? RD_PLAN_REMOTE : RD_PLAN_SERVE;
+    if (g->role == ELECTION_HOST) return g->launched ? RD_PLAN_SERVE : RD_PLAN_WAIT;
+    return RD_PLAN_REMOTE;
 }
 
 bool route_has_host(const rd_input_t *in)

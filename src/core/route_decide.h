@@ -23,9 +23,10 @@
  *     with one (not for a hop), else 400 model_not_multimodal;
  *  2. a model this node has, on a passive node whose table lists hosts for it: the table's
  *     hosts (not for a hop);
- *  3. a model this node has: the planner's gate — serve (after the type check, 400
- *     model_type_mismatch), park, or (its host is elsewhere) forward by the active rule, else
- *     503 "not ready yet";
+ *  3. a model this node has: the planner's gate (rd_local_gate) — serve (after the type
+ *     check, 400 model_type_mismatch), park, or (its host is elsewhere, or its copy here is not
+ *     ready yet and a peer's is: the bootstrap rule) forward by the active rule, else 503 "not
+ *     ready yet";
  *  4. a model this node does not have: 404 for a hop; a download of it here: 503
  *     model_downloading; a passive node: its table (no table yet: wait, then 503 no_route; not
  *     in it: unknown; another type: 400; no hosts: 503 with the table's status; tried
@@ -155,6 +156,28 @@ typedef struct {
 
 /* Decide. in->hosts may be NULL when n_hosts is 0. */
 void route_decide(const rd_input_t *in, rd_decision_t *out);
+
+/* The planner's gate for a model this node has (planner_route gathers the facts; rd_input_t's
+ * local_plan). THE BOOTSTRAP RULE (seed 001's bootstrap proxy): while this node's own copy is
+ * not ready — loading, or not loaded — and a live peer's server for the model answers, the
+ * peer answers (RD_PLAN_REMOTE: route_decide forwards by the stickiness rule over the ready
+ * peers); once this node's copy is ready it serves it (RD_PLAN_SERVE). It applies to a solo
+ * replica, to a model before its first plan that fits this node alone (it will be a replica),
+ * and to a model the planner does not plan here (served on demand). Otherwise: a split host
+ * serves once its llama-server is launched and parks requests until then (RD_PLAN_WAIT), as
+ * does a model before its first plan that does not fit alone; a planned model without its file
+ * here, or one this node only works for (split worker, idle), is served elsewhere. */
+typedef struct {
+    bool planned;         /* the planner plans the model here (a --model file, one given) */
+    bool have_file;       /* ... with its file on this node */
+    bool first_plan_done; /* the plan ran at least once */
+    bool fits_alone;      /* it fits this node's memory alone and --split is not set */
+    int role;             /* election_role_t of this node for the model */
+    bool launched;        /* a split host: llama-server started with the current plan */
+    bool local_ready;     /* this node's server for the model answers */
+    bool ready_elsewhere; /* a live peer's server for the model answers */
+} rd_gate_t;
+int rd_local_gate(const rd_gate_t *g);
 
 /* Whether requests queued for a model this node has will be served (admission's has_host):
  * served or starting here, a passive table's hosts, a candidate peer, a peer loading it, or a

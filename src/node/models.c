@@ -667,7 +667,11 @@ void models_load(models_t *ms, model_entry_t *e, bool reload)
 
 void models_unload(models_t *ms, model_entry_t *e)
 {
-    if (mm_unload(&ms->mm, e->mm, models_now(ms)) == 0) models_run(ms);
+    if (mm_unload(&ms->mm, e->mm, models_now(ms)) != 0) return;
+    /* a queued load dropped before it started (the planner stopped a --model that waits for
+     * memory): its preload is settled, so the node's start goes on */
+    if (e->mm->state == MM_UNLOADED) preload_settled(ms, e);
+    models_run(ms);
 }
 
 void models_keep_alive(models_t *ms, model_entry_t *e, int64_t ms_idle)

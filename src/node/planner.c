@@ -131,16 +131,23 @@ plan_route_t planner_route(planner_t *pl, const char *model)
 {
     pmodel_t *pm = pm_find(pl, model);
     model_entry_t *e = models_find(pl->ms, model);
-    model_state_t st = e ? models_state(e) : MODEL_UNLOADED;
-    if (!pm) /* not planned here: served on demand, unless a ready host elsewhere has it */
-        return st == MODEL_UNLOADED && ready_elsewhere(pl, model) ? PLAN_REMOTE : PLAN_SERVE;
-    if (!pm->e) return PLAN_REMOTE;
-    if (!pm->st.planned) /* before the first plan: as a node alone would, if it fits alone */
-        return models_fits(pl->ms, pm->e) && !pl->cfg->split ? PLAN_SERVE : PLAN_WAIT;
-    if (pm->st.role == ELECTION_REPLICA) /* bootstrap: while it loads here, a ready peer answers */
-        return st != MODEL_READY && ready_elsewhere(pl, model) ? PLAN_REMOTE : PLAN_SERVE;
-    if (pm->st.role == ELECTION_HOST) return pm->st.launched ? PLAN_SERVE : PLAN_WAIT;
-    return PLAN_REMOTE;
+    bool ready_here = e && models_state(e) == MODEL_READY;
+    rd_gate_t g = {.planned = pm != NULL,
+                   .have_file = pm && pm->e,
+                   .first_plan_done = pm && pm->st.planned,
+                   .fits_alone = pm && pm->e && models_fits(pl->ms, pm->e) && !pl->cfg->split,
+                   .role = pm ? (int)pm->st.role : ELECTION_IDLE,
+                   .launched = pm && pm->st.launched,
+                   .local_ready = ready_here,
+                   .ready_elsewhere = !ready_here && ready_elsewhere(pl, model)};
+    switch (rd_local_gate(&g)) { /* the pure rule, with the bootstrap (route_decide.h) */
+    case RD_PLAN_SERVE:
+        return PLAN_SERVE;
+    case RD_PLAN_WAIT:
+        return PLAN_WAIT;
+    default:
+        return PLAN_REMOTE;
+    }
 }
 
 bool planner_rpc_allowed(planner_t *pl, const char *peer_id, const char *model)

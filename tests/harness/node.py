@@ -49,6 +49,14 @@ def wait_for(cond, timeout=20.0, interval=0.05, what="condition"):
         time.sleep(interval)
 
 
+def free_port():
+    """A TCP port free on 127.0.0.1 now (for a node whose ports a test must know before its
+    ready line)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def pid_alive(pid):
     try:
         with open(f"/proc/{pid}/stat") as f:

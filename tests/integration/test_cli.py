@@ -3,10 +3,9 @@ what the binary does, `mesh-llm help [COMMAND]`, "did you mean", `mesh-llm confi
 configured from a file, and the CLI reference generated from the option table."""
 import os
 import re
-import socket
 import subprocess
 
-from harness.node import MESH_BIN, ROOT, cmdline, model_path, wait_for
+from harness.node import MESH_BIN, ROOT, cmdline, free_port, model_path, wait_for
 
 DOCS = os.path.join(ROOT, "docs")
 COMMANDS = ["status", "join", "assign", "unassign", "models", "download", "discover", "config", "claude", "codex",
@@ -180,14 +179,6 @@ def test_every_environment_variable_is_in_the_table():
     assert len(rows) > 10
     for value, name in rows:
         assert table[name] == value, f"docs/timings.md: {name} {value}, the table: {table[name]}"
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def test_node_reads_its_home_config(start_node, tmp_path):

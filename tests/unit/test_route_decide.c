@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "affinity.h"
+#include "election.h"
 #include "mm.h"
 #include "route_decide.h"
 #include "route_table.h"
@@ -436,6 +437,22 @@ static const row_t VERDICTS[] = {
      .plan = RD_PLAN_REMOTE,
      .hosts = S("a:R"),
      .want = "FORWARD a"},
+    {.what = "bootstrap: its copy here loads, a peer's is ready (rd_local_gate)",
+     .local = true,
+     .plan = RD_PLAN_REMOTE,
+     .hosts = S("a:RF", "b:SF"),
+     .want = "FORWARD a"},
+    {.what = "bootstrap: a key pins over the ready peers, as from any entry node",
+     .local = true,
+     .plan = RD_PLAN_REMOTE,
+     .body = "{\"user\":\"alice\"}",
+     .hosts = S("a:R", "b:R", "c:R"),
+     .want = "FORWARD =table"},
+    {.what = "bootstrap: no key, the home host over the ready peers",
+     .local = true,
+     .plan = RD_PLAN_REMOTE,
+     .hosts = S("a:R", "b:R", "c:R"),
+     .want = "FORWARD =table"},
     {.what = "its host is elsewhere, not known yet",
      .local = true,
      .plan = RD_PLAN_REMOTE,
@@ -905,6 +922,54 @@ static void test_has_host(void **state)
     }
 }
 
+/* ---- the planner's gate and its bootstrap rule (rd_local_gate) ---- */
+
+static void test_local_gate(void **state)
+{
+    (void)state;
+    enum { SERVE = RD_PLAN_SERVE, REMOTE = RD_PLAN_REMOTE, WAIT = RD_PLAN_WAIT };
+    enum { IDLE = ELECTION_IDLE, REPL = ELECTION_REPLICA, HOST = ELECTION_HOST };
+    enum { WORK = ELECTION_WORKER };
+    const struct {
+        const char *what;
+        bool planned, file, first, fits;
+        int role;
+        bool launched, ready_here, ready_there;
+        int want;
+    } rows[] = {
+        /* what, planned, have_file, first_plan_done, fits_alone, role, launched, local_ready,
+         * ready_elsewhere: want */
+        {"replica, ready here", 1, 1, 1, 1, REPL, 0, 1, 1, SERVE},
+        {"replica loading, a peer ready: the peer", 1, 1, 1, 1, REPL, 0, 0, 1, REMOTE},
+        {"replica loading, no peer ready: waits here", 1, 1, 1, 1, REPL, 0, 0, 0, SERVE},
+        {"before the first plan, fits: served here", 1, 1, 0, 1, IDLE, 0, 0, 0, SERVE},
+        {"before the first plan, fits, a peer ready", 1, 1, 0, 1, IDLE, 0, 0, 1, REMOTE},
+        {"before the first plan, ready here", 1, 1, 0, 1, IDLE, 0, 1, 1, SERVE},
+        {"before the first plan, too big: parks", 1, 1, 0, 0, IDLE, 0, 0, 1, WAIT},
+        {"split host launched", 1, 1, 1, 0, HOST, 1, 0, 0, SERVE},
+        {"split host starting: parks", 1, 1, 1, 0, HOST, 0, 0, 1, WAIT},
+        {"split worker: the host serves", 1, 1, 1, 0, WORK, 0, 0, 0, REMOTE},
+        {"idle here: elsewhere", 1, 1, 1, 1, IDLE, 0, 0, 0, REMOTE},
+        {"planned without its file here", 1, 0, 1, 0, REPL, 0, 0, 0, REMOTE},
+        {"on demand, unloaded or loading here, a peer ready: the peer", 0, 1, 0, 1, IDLE, 0, 0, 1,
+         REMOTE},
+        {"on demand, no peer ready: loads here", 0, 1, 0, 1, IDLE, 0, 0, 0, SERVE},
+        {"on demand, ready here", 0, 1, 0, 1, IDLE, 0, 1, 1, SERVE},
+    };
+    for (size_t i = 0; i < N(rows); i++) {
+        rd_gate_t g = {.planned = rows[i].planned,
+                       .have_file = rows[i].file,
+                       .first_plan_done = rows[i].first,
+                       .fits_alone = rows[i].fits,
+                       .role = rows[i].role,
+                       .launched = rows[i].launched,
+                       .local_ready = rows[i].ready_here,
+                       .ready_elsewhere = rows[i].ready_there};
+        int got = rd_local_gate(&g);
+        if (got != rows[i].want) fail_msg("%s: got %d, want %d", rows[i].what, got, rows[i].want);
+    }
+}
+
 /* a request with no body facts: no images, no key, the home host */
 static void test_no_request(void **state)
 {
@@ -961,6 +1026,7 @@ int main(void)
         cmocka_unit_test(test_spill),
         cmocka_unit_test(test_candidate_cap),
         cmocka_unit_test(test_has_host),
+        cmocka_unit_test(test_local_gate),
         cmocka_unit_test(test_no_request),
         cmocka_unit_test(test_table_hosts),
     };
