@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli_agents.h"
+#include "cli_assign.h"
 #include "cli_discover.h"
 #include "cli_models.h"
 #include "cli_service.h"
@@ -63,6 +64,8 @@ int cli_dispatch(int argc, char **argv)
     tunables_load(&tun, NULL, NULL, 0);
     if (strcmp(cmd, "service") == 0) return cli_service_main(argc, argv, &tun);
     if (cli_is_command(cmd)) return cli_main(argc, argv);
+    if (strcmp(cmd, "assign") == 0 || strcmp(cmd, "unassign") == 0)
+        return cli_assign_main(argc, argv);
     if (cli_agents_is_command(cmd)) return cli_agents_main(argc, argv, &tun);
     if (cli_discover_is_command(cmd)) return cli_discover_main(argc, argv, &tun);
     int rc = cli_models_main(argc, argv, &tun);

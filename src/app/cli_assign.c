@@ -2,6 +2,8 @@
  * POST /api/assign or /api/unassign to the node running here, then (assign) follow its status
  * until the model serves (or --timeout SECONDS passes; default 600). A peer never orders another
  * node: for --node ID of another node the command says to run it there. */
+#include "cli_assign.h"
+
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -22,8 +22,7 @@
 
 bool cli_is_command(const char *arg)
 {
-    return strcmp(arg, "status") == 0 || strcmp(arg, "join") == 0 || strcmp(arg, "assign") == 0 ||
-           strcmp(arg, "unassign") == 0;
+    return strcmp(arg, "status") == 0 || strcmp(arg, "join") == 0;
 }
 
 void cli_request(cli_http_t *h, const char *method, const char *path, const char *body)
@@ -339,8 +338,6 @@ static int usage(void)
 
 int cli_main(int argc, char **argv)
 {
-    if (strcmp(argv[1], "assign") == 0 || strcmp(argv[1], "unassign") == 0)
-        return cli_assign_main(argc, argv);
     cli_http_t h = {.port = 3131};
     const char *token = NULL;
     uint64_t timeout_s = 60, v;

@@ -28,8 +28,5 @@ void cli_request(cli_http_t *h, const char *method, const char *path, const char
 
 bool cli_is_command(const char *arg);
 int cli_main(int argc, char **argv);
-/* cli_assign.c: mesh-llm assign MODEL [--node ID] [--console PORT] [--timeout SECONDS]
- * [--no-wait], mesh-llm unassign MODEL [--console PORT]. */
-int cli_assign_main(int argc, char **argv);
 
 #endif

@@ -20,6 +20,7 @@ node/models_api.c 3 the management API body (/api/v1/models, not inference); sto
 node/model_fetch.c 1 the model hub API answer
 node/admission_keys.c 1 the API keys file
 app/api_mgmt_join.c 1 the management API body (POST /api/join, not inference)
+app/api_mgmt_assign.c 1 the management API body (POST /api/assign, /api/unassign; not inference)
 app/cli_status.c 1 the /api/status answer read by the CLI
 base/identity.c 1 the identity file
 '
