@@ -79,6 +79,14 @@ static void handle_health(api_t *api, httpd_req_t *req)
     httpd_respond_json(req, 200, json_pack("{s:s,s:o}", "status", "ok", "models", models));
 }
 
+/* GET / and HEAD /: Ollama's answer, which its clients (and Claude Code, with HEAD) take as
+ * "the server is up"; like /health it needs no key and says nothing else. */
+static void handle_root(httpd_req_t *req)
+{
+    static const char running[] = "Ollama is running";
+    httpd_respond(req, 200, "text/plain; charset=utf-8", running, sizeof running - 1, NULL);
+}
+
 static const char *endpoint_for(mm_type_t t)
 {
     return t == MM_EMBEDDING ? "/v1/embeddings"
@@ -261,13 +269,15 @@ static void dispatch(api_t *api, httpd_req_t *req)
                             path);
         return;
     }
-    if (strcmp(path, "/health") == 0) {
+    if (strcmp(path, "/health") == 0 || strcmp(path, "/") == 0) {
         if (!is_get) {
             httpd_respond_405(req, "GET");
             return;
         }
-        return handle_health(api, req);
+        return path[1] ? handle_health(api, req) : handle_root(req);
     }
+    /* an Ollama inference request counts under its own label and path (api_ollama.h) */
+    const char *label = NULL, *called = NULL;
     ollama_ep_t oep = ollama_endpoint(path);
     if (oep != OL_NONE) {
         if (!key_ok(api, req)) {
@@ -277,6 +287,8 @@ static void dispatch(api_t *api, httpd_req_t *req)
         }
         const char *as = api_ollama(api, req, oep);
         if (!as) return;
+        label = ollama_label(oep);
+        called = ollama_path(oep);
         req->url = req->path = path = as; /* an OpenAI request from here on (api_ollama.h) */
     }
     if (strncmp(path, "/api/v1/", 8) == 0 || strncmp(path, "/api/v0/", 8) == 0) {
@@ -318,7 +330,8 @@ static void dispatch(api_t *api, httpd_req_t *req)
         httpd_respond_405(req, "POST");
         return;
     }
-    req->mesh.endpoint = route->label;
+    req->mesh.endpoint = label ? label : route->label;
+    req->mesh.path = called ? called : route->path;
     handle_inference(api, req, route);
 }
 

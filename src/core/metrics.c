@@ -7,8 +7,11 @@
 #include <string.h>
 
 static const char *const ENDPOINTS[METRICS_N_ENDPOINTS] = {
-    "chat",     "completions", "responses",  "input_tokens",   "messages", "count_tokens", "infill",
-    "tokenize", "detokenize",  "embeddings", "apply_template", "rerank",   "other"};
+    "chat",        "completions",     "responses",      "input_tokens",
+    "messages",    "count_tokens",    "infill",         "tokenize",
+    "detokenize",  "embeddings",      "apply_template", "rerank",
+    "ollama_chat", "ollama_generate", "ollama_embed",   "ollama_embeddings",
+    "other"};
 static const int CODES[METRICS_N_CODES - 1] = {200, 400, 401, 403, 404, 405, 408, 413,
                                                415, 429, 431, 499, 500, 502, 503, 504};
 static const char *const ROUTES[2] = {"local", "tunnel"};

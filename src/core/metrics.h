@@ -2,14 +2,14 @@
  *
  * Typed families with fixed label sets and bounded cardinality: at most METRICS_MAX_MODELS
  * distinct model labels (later ones are counted under model="_other"), METRICS_MAX_PEERS peers,
- * a fixed list of endpoint labels (api_routes.h) and status codes. Drivers report events
- * (a request finished, a load began or ended, queue changes, tunnel bytes) and metrics_render
- * writes the text exposition format (version 0.0.4) with mesh_llm_ names, base units
- * (_seconds, _bytes) and _total counters.
+ * a fixed list of endpoint labels (api_routes.h's, and ollama.h's for Ollama's API) and status
+ * codes. Drivers report events (a request finished, a load began or ended, queue changes,
+ * tunnel bytes) and metrics_render writes the text exposition format (version 0.0.4) with
+ * mesh_llm_ names, base units (_seconds, _bytes) and _total counters.
  *
  * A request's facts travel with it (metrics_req_t, embedded in the HTTP request): the API sets
- * the model and endpoint, the proxy or tunnel the route, timings and token counts, and the HTTP
- * server reports it once when the response ends. */
+ * the model, endpoint and path, the proxy or tunnel the route, timings and token counts, and the
+ * HTTP server reports it once when the response ends. */
 #ifndef MESH_METRICS_H
 #define MESH_METRICS_H
 
@@ -23,7 +23,7 @@
 #define METRICS_MAX_PEERS 64
 #define METRICS_MODEL_LEN 128
 #define METRICS_PEER_LEN 65
-#define METRICS_N_ENDPOINTS 13 /* api_routes.h labels + "other" */
+#define METRICS_N_ENDPOINTS 17 /* api_routes.h labels, ollama.h's, "other" */
 #define METRICS_N_CODES 17     /* the usual statuses + "other" */
 #define METRICS_HIST_MAX 16
 
@@ -46,7 +46,8 @@ typedef enum {
 /* One request, as it is handled (all times are monotonic ns, 0 = did not happen). */
 typedef struct {
     char model[METRICS_MODEL_LEN]; /* "" = not a model request: not counted */
-    const char *endpoint;          /* api_routes.h label, NULL = "other" */
+    const char *endpoint;          /* api_routes.h or ollama.h label, NULL = "other" */
+    const char *path;              /* the path the client called (a static string), NULL unknown */
     metrics_route_t route;
     char peer[METRICS_PEER_LEN];     /* tunnel: the node it went to */
     int status;                      /* HTTP status sent to the client, 0 none (cut off) */

@@ -13,12 +13,18 @@ static const struct {
     const char *path;
     ollama_ep_t ep;
     const char *method;
+    const char *label; /* inference: the metrics label */
 } EPS[] = {
-    {"/api/version", OL_VERSION, "GET"}, {"/api/tags", OL_TAGS, "GET"},
-    {"/api/ps", OL_PS, "GET"},           {"/api/show", OL_SHOW, "POST"},
-    {"/api/chat", OL_CHAT, "POST"},      {"/api/generate", OL_GENERATE, "POST"},
-    {"/api/embed", OL_EMBED, "POST"},    {"/api/embeddings", OL_EMBEDDINGS, "POST"},
-    {"/api/pull", OL_PULL, "POST"},      {"/api/delete", OL_DELETE, "DELETE"},
+    {"/api/version", OL_VERSION, "GET", NULL},
+    {"/api/tags", OL_TAGS, "GET", NULL},
+    {"/api/ps", OL_PS, "GET", NULL},
+    {"/api/show", OL_SHOW, "POST", NULL},
+    {"/api/chat", OL_CHAT, "POST", "ollama_chat"},
+    {"/api/generate", OL_GENERATE, "POST", "ollama_generate"},
+    {"/api/embed", OL_EMBED, "POST", "ollama_embed"},
+    {"/api/embeddings", OL_EMBEDDINGS, "POST", "ollama_embeddings"},
+    {"/api/pull", OL_PULL, "POST", NULL},
+    {"/api/delete", OL_DELETE, "DELETE", NULL},
 };
 #define N_EPS (sizeof EPS / sizeof EPS[0])
 
@@ -31,11 +37,29 @@ ollama_ep_t ollama_endpoint(const char *path)
     return OL_UNKNOWN;
 }
 
-const char *ollama_method(ollama_ep_t ep)
+static int ep_row(ollama_ep_t ep)
 {
     for (size_t i = 0; i < N_EPS; i++)
-        if (EPS[i].ep == ep) return EPS[i].method;
-    return NULL;
+        if (EPS[i].ep == ep) return (int)i;
+    return -1;
+}
+
+const char *ollama_method(ollama_ep_t ep)
+{
+    int i = ep_row(ep);
+    return i < 0 ? NULL : EPS[i].method;
+}
+
+const char *ollama_path(ollama_ep_t ep)
+{
+    int i = ep_row(ep);
+    return i < 0 ? NULL : EPS[i].path;
+}
+
+const char *ollama_label(ollama_ep_t ep)
+{
+    int i = ep_row(ep);
+    return i < 0 ? NULL : EPS[i].label;
 }
 
 bool ollama_is_inference(ollama_ep_t ep)
@@ -274,21 +298,25 @@ done:
     return rc;
 }
 
-static int format_openai(const json_t *fmt, json_t *dst, ollama_req_t *out)
+/* format: "json" or a JSON schema, as the chat API's response_format; a raw generate goes to
+ * /v1/completions, which ignores response_format: there llama.cpp's json_schema field ("json":
+ * any object). */
+static int format_openai(json_t *fmt, bool raw, json_t *dst, ollama_req_t *out)
 {
     int rc = 0;
     if (!fmt || json_is_null(fmt) || (json_is_string(fmt) && !json_string_length(fmt))) return 0;
-    if (json_is_string(fmt)) {
-        if (strcmp(json_string_value(fmt), "json") != 0)
-            FAIL("format must be \"json\" or a JSON schema object");
+    bool json = json_is_string(fmt) && strcmp(json_string_value(fmt), "json") == 0;
+    if (!json && !json_is_object(fmt)) FAIL("format must be \"json\" or a JSON schema object");
+    if (raw && json)
+        json_object_set_new(dst, "json_schema", json_pack("{s:s}", "type", "object"));
+    else if (raw)
+        json_object_set(dst, "json_schema", fmt);
+    else if (json)
         json_object_set_new(dst, "response_format", json_pack("{s:s}", "type", "json_object"));
-    } else if (json_is_object(fmt)) {
+    else
         json_object_set_new(dst, "response_format",
                             json_pack("{s:s,s:{s:s,s:O}}", "type", "json_schema", "json_schema",
                                       "name", "format", "schema", fmt));
-    } else {
-        FAIL("format must be \"json\" or a JSON schema object");
-    }
 done:
     return rc;
 }
@@ -345,16 +373,15 @@ int ollama_request(ollama_req_t *out, ollama_ep_t ep, const char *body, size_t l
         json_t *dims = json_object_get(in, "dimensions");
         if (json_is_integer(dims)) json_object_set(o, "dimensions", dims);
     } else {
+        out->raw = ep == OL_GENERATE && json_is_true(json_object_get(in, "raw"));
         rc = options_openai(json_object_get(in, "options"), o, out);
-        if (rc == 0) rc = format_openai(json_object_get(in, "format"), o, out);
+        if (rc == 0) rc = format_openai(json_object_get(in, "format"), out->raw, o, out);
         if (rc) goto done;
         json_t *tools = json_object_get(in, "tools");
         if (tools && !json_is_null(tools)) {
             if (!json_is_array(tools)) FAIL("tools must be an array");
             if (json_array_size(tools)) json_object_set(o, "tools", tools);
         }
-        json_t *raw = json_object_get(in, "raw");
-        out->raw = ep == OL_GENERATE && json_is_true(raw);
         if (ep == OL_CHAT) {
             json_t *msgs = json_object_get(in, "messages");
             if (!msgs || json_is_null(msgs) || (json_is_array(msgs) && !json_array_size(msgs))) {

@@ -10,7 +10,8 @@
  * num_predict as max_tokens, stop, repeat_penalty, repeat_last_n, presence_penalty,
  * frequency_penalty, mirostat*); the loader's options (num_ctx, num_gpu, num_thread, …) are
  * ignored, as a running llama-server cannot change them. "format": "json" becomes
- * response_format json_object, a schema object response_format json_schema; "tools" pass as
+ * response_format json_object, a schema object response_format json_schema (a raw generate's:
+ * llama.cpp's json_schema field, {"type":"object"} for "json"); "tools" pass as
  * they are (Ollama's are OpenAI's), a message's "images" (base64) become image_url parts and
  * its tool calls OpenAI's (arguments as a JSON string). Bad input is a 400 with a clear text.
  *
@@ -59,6 +60,11 @@ typedef enum {
 ollama_ep_t ollama_endpoint(const char *path);
 /* The method an endpoint takes ("GET", "POST", "DELETE"; NULL for OL_NONE, OL_UNKNOWN). */
 const char *ollama_method(ollama_ep_t ep);
+/* The path of an endpoint ("/api/chat": a static string) and, for inference, its metrics label
+ * ("ollama_chat", "ollama_generate", "ollama_embed", "ollama_embeddings"); NULL for OL_NONE and
+ * OL_UNKNOWN (and the label of the others). */
+const char *ollama_path(ollama_ep_t ep);
+const char *ollama_label(ollama_ep_t ep);
 /* Whether the endpoint is inference (translated and routed like an OpenAI request). */
 bool ollama_is_inference(ollama_ep_t ep);
 

@@ -36,6 +36,7 @@ int reqlog_entry_from(reqlog_entry_t *out, const metrics_req_t *r, const char *s
     memset(out, 0, sizeof *out);
     out->wall_ms = wall_ms;
     snprintf(out->model, sizeof out->model, "%s", r->model);
+    snprintf(out->path, sizeof out->path, "%s", r->path ? r->path : "");
     out->route = r->route;
     snprintf(out->node, sizeof out->node, "%s",
              r->route == METRICS_ROUTE_TUNNEL ? r->peer : (self_id ? self_id : ""));
@@ -64,13 +65,13 @@ json_t *reqlog_json(const reqlog_t *l)
     json_t *a = json_array();
     for (size_t i = 0; a && i < l->n; i++) {
         const reqlog_entry_t *e = reqlog_get(l, i);
-        json_t *o = json_pack("{s:I,s:s,s:s,s:s,s:i,s:o,s:o,s:o,s:o}", "time_ms",
-                              (json_int_t)e->wall_ms, "model", e->model, "node", e->node, "route",
-                              e->route == METRICS_ROUTE_TUNNEL ? "tunnel" : "local", "status",
-                              e->status, "ttft_ms", num_or_null(e->ttft_ms), "duration_ms",
-                              num_or_null(e->duration_ms), "tokens",
-                              e->tokens_out < 0 ? json_null() : json_integer(e->tokens_out),
-                              "tokens_per_s", num_or_null(e->tokens_per_s));
+        json_t *o = json_pack(
+            "{s:I,s:s,s:o,s:s,s:s,s:i,s:o,s:o,s:o,s:o}", "time_ms", (json_int_t)e->wall_ms, "model",
+            e->model, "path", e->path[0] ? json_string(e->path) : json_null(), "node", e->node,
+            "route", e->route == METRICS_ROUTE_TUNNEL ? "tunnel" : "local", "status", e->status,
+            "ttft_ms", num_or_null(e->ttft_ms), "duration_ms", num_or_null(e->duration_ms),
+            "tokens", e->tokens_out < 0 ? json_null() : json_integer(e->tokens_out), "tokens_per_s",
+            num_or_null(e->tokens_per_s));
         if (o && json_array_append_new(a, o) != 0) {
             json_decref(a);
             return NULL;

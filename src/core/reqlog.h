@@ -1,7 +1,8 @@
 /* reqlog — the last REQLOG_MAX model requests through this node (pure: a fixed ring, no I/O,
- * times passed in). Each entry says when the request ended, which model it named, which node
- * served it, the HTTP status, the route (served here, or forwarded through a tunnel), the time to
- * the first byte of the answer and, when the answer said so or it can be measured, tokens/s.
+ * times passed in). Each entry says when the request ended, which model it named, the path the
+ * client called (Ollama's for Ollama's API, not the OpenAI one it became), which node served it,
+ * the HTTP status, the route (served here, or forwarded through a tunnel), the time to the first
+ * byte of the answer and, when the answer said so or it can be measured, tokens/s.
  * Shown in /api/status ("requests", newest first) and thus in the console. */
 #ifndef MESH_REQLOG_H
 #define MESH_REQLOG_H
@@ -13,10 +14,12 @@
 #include "metrics.h"
 
 #define REQLOG_MAX 200
+#define REQLOG_PATH_LEN 48 /* the longest routed path is 33 bytes */
 
 typedef struct {
     uint64_t wall_ms; /* unix time (ms) when the request ended */
     char model[METRICS_MODEL_LEN];
+    char path[REQLOG_PATH_LEN];  /* the path the client called ("" unknown) */
     char node[METRICS_PEER_LEN]; /* the node that served it ("" unknown) */
     metrics_route_t route;
     int status;          /* HTTP status sent; 499 when the client went away before any */
@@ -45,8 +48,9 @@ const reqlog_entry_t *reqlog_get(const reqlog_t *l, size_t i);
 int reqlog_entry_from(reqlog_entry_t *out, const metrics_req_t *r, const char *self_id,
                       uint64_t now_ns, uint64_t wall_ms);
 
-/* [{"time_ms","model","node","route","status","ttft_ms","duration_ms","tokens","tokens_per_s"}]
- * newest first; unknown numbers are null. NULL on allocation failure. */
+/* [{"time_ms","model","path","node","route","status","ttft_ms","duration_ms","tokens",
+ * "tokens_per_s"}] newest first; unknown numbers (and path) are null. NULL on allocation failure.
+ */
 json_t *reqlog_json(const reqlog_t *l);
 
 #endif

@@ -362,10 +362,8 @@ def test_real_agent_through_the_mesh(agent, start_node, tmp_path, netns, agent_m
     assert st.status == 200, st
     reqs = st.json()["requests"]
     assert reqs and all(q["status"] == 200 for q in reqs), reqs
-    # Claude Code probes the base URL with HEAD / first (a reachability check: any answer will
-    # do, the 404 included); everything else it asks for must exist
-    missing = [m for m in re.findall(r"no endpoint at (\S+ \S+)", node.stderr())
-               if m != "HEAD /"]
+    # everything it asks for must exist (Claude Code's first HEAD / too: Ollama's 200)
+    missing = re.findall(r"no endpoint at (\S+ \S+)", node.stderr())
     assert not missing, f"{agent} asked for what the node lacks: {missing}"
     assert (home / ".mesh-llm" / "agents" / agent).is_dir()
     assert snapshot(real_home) == before, "an agent wrote into the real user's settings"

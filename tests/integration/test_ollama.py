@@ -1,10 +1,15 @@
 """Ollama's API on the inference port (src/app/api_ollama*.c, src/core/ollama.c): the official
 `ollama` JavaScript client (tests/js/ollama.mjs) against a solo node and through a --client node
-for models served elsewhere — list, show, chat and generate (streamed and not), embed, ps — and
-the protocol at the byte level: NDJSON framing, the done line's counts, Ollama-shaped errors, and
-that a mesh member's tunnel cannot reach Ollama's paths."""
+for models served elsewhere — list, show, chat and generate (streamed and not), format "json" and
+a JSON schema (llama-server's grammar holds even the tiny model to them), tools (a synthesized
+model whose fixed reply is a tool call in its template's format: llama-server parses it only when
+the tools reached it), embed, ps — and the protocol at the byte level: NDJSON framing, the done
+line's counts, Ollama-shaped errors, GET and HEAD /, Ollama's own metrics labels and request-log
+paths, and that a mesh member's tunnel cannot reach Ollama's paths."""
+import http.client as http_client
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -13,6 +18,7 @@ import subprocess
 import pytest
 
 from harness.node import MESH_BIN, ROOT, http, model_path, wait_for
+from harness.split import SYNTH_BIN
 
 LLM = "stories260K"
 EMB = "TinyStories-656K-Q8_0"
@@ -20,6 +26,11 @@ JS = os.path.join(ROOT, "tests", "js")
 ENV = {"MESH_LLM_ROUTE_REFRESH_MS": "200"}
 TEST_PEER = os.path.join(os.path.dirname(MESH_BIN), "mesh-test-peer")
 GREEDY = {"temperature": 0, "top_k": 1, "seed": 1, "num_predict": 8}
+# room for the grammar's whitespace: a constrained answer ends itself well before
+CONSTRAINED = dict(GREEDY, num_predict=200)
+MOOD = {"type": "object", "properties": {"mood": {"type": "string", "enum": ["happy", "sad"]}},
+        "required": ["mood"]}
+CACHE = os.environ.get("MESH_LLM_CACHE") or os.path.expanduser("~/.cache/mesh-llm")
 
 
 def host_args():
@@ -40,10 +51,46 @@ def openai_text(node, prompt):
     return r.json()["choices"][0]["message"]["content"]
 
 
+def follows(schema, v):
+    """v holds to MOOD-like schema: an object with its required keys, each value in its enum."""
+    props = schema["properties"]
+    return (isinstance(v, dict) and set(schema["required"]) <= set(v) <= set(props) and
+            all(v[k] in props[k]["enum"] for k in v))
+
+
+def not_json(text):
+    try:
+        json.loads(text)
+        return False
+    except ValueError:
+        return True
+
+
+def check_root(port):
+    """GET / and HEAD /: Ollama's "Ollama is running" (its clients and Claude Code probe it)."""
+    r = http(port, "GET", "/")
+    assert r.status == 200 and r.body == b"Ollama is running", r
+    assert r.headers["content-type"].startswith("text/plain"), r.headers
+    c = http_client.HTTPConnection("127.0.0.1", port, timeout=30)  # a HEAD has no body
+    try:
+        c.request("HEAD", "/")
+        h = c.getresponse()
+        assert h.status == 200 and h.read() == b"", h.status
+        assert h.getheader("content-length") == str(len("Ollama is running")), h.getheaders()
+    finally:
+        c.close()
+    r = http(port, "POST", "/", {})
+    assert r.status == 405 and r.headers["allow"].startswith("GET"), r
+
+
 def check_protocol(node):
     """NDJSON framing, the done line, whole answers and errors, at the byte level."""
     v = node.request("GET", "/api/version")
     assert v.status == 200 and isinstance(v.json()["version"], str)
+    check_root(node.api_port)
+    # the console's / is its own listener: the web console, as before
+    c = http(node.console_port, "GET", "/")
+    assert c.status == 200 and c.headers["content-type"].startswith("text/html"), c
 
     want = openai_text(node, "Once upon a time")
     body = {"model": LLM, "messages": [{"role": "user", "content": "Once upon a time"}],
@@ -91,10 +138,45 @@ def check_protocol(node):
     r = node.request("POST", "/api/chat", raw_body=b"{not json")
     assert r.status == 400 and isinstance(r.json()["error"], str), r
 
+    # format: the grammar makes even the tiny model's answer JSON (its greedy text is not)
+    plain = node.request("POST", "/api/chat", dict(body, stream=False, options=CONSTRAINED))
+    assert plain.status == 200 and not_json(plain.json()["message"]["content"]), plain
+    r = node.request("POST", "/api/chat", dict(body, stream=False, options=CONSTRAINED,
+                                               format="json"))
+    assert r.status == 200 and r.json()["done_reason"] == "stop", r
+    assert isinstance(json.loads(r.json()["message"]["content"]), dict), r
+    # a raw generate (/v1/completions, which has no response_format): the same, by json_schema
+    for fmt, ok in (("json", lambda v: isinstance(v, dict)), (MOOD, lambda v: follows(MOOD, v))):
+        g = node.request("POST", "/api/generate", {
+            "model": LLM, "prompt": "Once upon a time", "raw": True, "stream": False,
+            "format": fmt, "options": CONSTRAINED})
+        assert g.status == 200 and g.json()["done_reason"] == "stop", g
+        assert ok(json.loads(g.json()["response"])), g
+
+
+def requests_by_label(node):
+    """{(endpoint, code, route): count} of mesh_llm_requests_total."""
+    r = http(node.console_port, "GET", "/metrics")
+    assert r.status == 200, r
+    return {(m[0], m[1], m[2]): float(m[3]) for m in re.findall(
+        r'^mesh_llm_requests_total\{model="[^"]*",endpoint="([^"]+)",code="(\d+)",'
+        r'route="([^"]+)"\} (\S+)$', r.body.decode(), re.M)}
+
 
 def test_ollama_protocol_solo(start_node):
     n = start_node(*host_args(), env=ENV)
     check_protocol(n)
+    # Ollama's requests count under their own labels, not the OpenAI ones they became; the
+    # request log shows the path the client called
+    want = {("ollama_chat", "200", "local"): 4, ("ollama_generate", "200", "local"): 3,
+            ("ollama_chat", "404", "local"): 1, ("chat", "200", "local"): 1}
+    wait_for(lambda: all(requests_by_label(n).get(k, 0) == v for k, v in want.items()),
+             timeout=30, what=f"the metrics {want}")
+    assert not any(e.startswith("ollama_") and e not in ("ollama_chat", "ollama_generate")
+                   for e, _, _ in requests_by_label(n)), requests_by_label(n)
+    paths = [q["path"] for q in n.status()["requests"]]
+    assert paths.count("/api/chat") == 5 and paths.count("/api/generate") == 3, paths
+    assert paths.count("/v1/chat/completions") == 1, paths
     tags = n.request("GET", "/api/tags").json()["models"]
     by = {m["name"]: m for m in tags}
     assert set(by) >= {LLM, EMB}
@@ -177,14 +259,15 @@ def test_keep_alive_duration_unloads_when_idle(start_node):
 
 
 def test_ollama_paths_refused_through_the_tunnel(start_node, tmp_path):
-    """A mesh member reaches only the inference API: Ollama's paths (pull and delete among
-    them: local management) answer 403, in Ollama's shape, on every pipelined request of a
-    tunnel; the entry node translates, so hosts only ever see OpenAI requests."""
+    """A mesh member reaches only the inference API: / and Ollama's paths (pull and delete among
+    them: local management) answer 403 (Ollama's in Ollama's shape), on every pipelined request
+    of a tunnel; the entry node translates, so hosts only ever see OpenAI requests."""
     a = start_node("--port", "0", "--model", model_path(LLM))
     pull = json.dumps({"model": "x/y:Q4_0"}).encode()
     chat = json.dumps({"model": LLM, "messages": [{"role": "user", "content": "hi"}]}).encode()
     # (the first request of a tunnel must be an inference one: its line is checked first)
     req = (b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
+           b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"
            b"POST /api/pull HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
            b"Content-Length: %d\r\n\r\n" % len(pull) + pull +
            b"POST /api/chat HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
@@ -198,11 +281,13 @@ def test_ollama_paths_refused_through_the_tunnel(start_node, tmp_path):
     assert r.returncode == 0, r.stderr.decode()
     out = r.stdout
     assert out.startswith(b"HTTP/1.1 200 OK\r\n"), out[:300]
-    assert out.count(b"HTTP/1.1 403 Forbidden\r\n") == 3, out[:1200]
+    assert out.count(b"HTTP/1.1 403 Forbidden\r\n") == 4, out[:1200]
     bodies = [json.loads(part.split(b"\r\n\r\n", 1)[1].split(b"HTTP/1.1 ")[0])
               for part in out.split(b"HTTP/1.1 403")[1:]]
-    assert all(isinstance(b["error"], str) for b in bodies), bodies
-    assert "/api/pull" in bodies[0]["error"]
+    # / (the API port's "Ollama is running") is not part of what a member may reach either
+    assert isinstance(bodies[0]["error"]["message"], str), bodies
+    assert all(isinstance(b["error"], str) for b in bodies[1:]), bodies
+    assert "/api/pull" in bodies[1]["error"]
     assert "refused a tunnelled POST /api/pull" in a.stderr()
 
 
@@ -231,6 +316,10 @@ def check_client(out, want):
     assert not any(s["dones"][:-1]) and s["eval_count"] == 8
     assert out["generate"]["text"] == want and out["generate"]["done"] is True
     assert out["generate_stream"]["text"] == want and out["generate_stream"]["done"] is True
+    j = out["chat_json"]
+    assert j["done_reason"] == "stop" and isinstance(json.loads(j["text"]), dict), j
+    g = out["generate_schema_stream"]
+    assert g["done"] is True and follows(g["schema"], json.loads(g["text"])), g
     e = out["embed"]
     assert e["n"] == 2 and e["dim"] == 128 and e["prompt_eval_count"] > 0  # TinyStories-656K
     assert out["embeddings"]["dim"] == 128
@@ -251,6 +340,42 @@ def test_official_ollama_client_solo(start_node):
     n = start_node(*host_args(), env=ENV)
     want = openai_text(n, "Once upon a time")
     check_client(run_client(n.api_port), want)
+
+
+@pytest.fixture(scope="module")
+def tool_model():
+    """The coding agents' synthesized model (a chat template that takes tools) whose fixed reply
+    is a tool call in its template's format (scripts/agent-model.sh tool-call)."""
+    r = subprocess.run(["sh", os.path.join(ROOT, "scripts", "agent-model.sh"), SYNTH_BIN,
+                        os.path.join(CACHE, "agents"), "tool-call"],
+                       check=True, timeout=300, capture_output=True, text=True)
+    return r.stdout.strip()
+
+
+@needs_client
+def test_official_ollama_client_tools(start_node, tool_model):
+    """tools reach llama-server and its tool call comes back in Ollama's shape, arguments an
+    object: whole, streamed (in one line before the last), and the call with its result sent
+    back; without tools the same reply is plain text (llama-server parses it only for tools)."""
+    n = start_node("--port", "0", "--model", tool_model, env=ENV)
+    name = os.path.basename(tool_model)[:-len(".gguf")]
+    r = subprocess.run(["node", os.path.join(JS, "ollama.mjs"), f"http://127.0.0.1:{n.api_port}",
+                        "tools", name], capture_output=True, text=True, timeout=300, cwd=JS)
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    call = [{"function": {"name": "weather", "arguments": {"city": "Paris"}}}]
+    w = out["whole"]
+    assert w["tool_calls"] == call and w["content"] == "" and w["done_reason"] == "stop", w
+    s = out["stream"]
+    assert s["tool_calls"] == call and s["dones"][-1] is True and not any(s["dones"][:-1]), s
+    a = out["after"]  # the assistant's call and the tool's result went into the prompt
+    assert a["tool_calls"] == call and a["prompt_eval_count"] > w["prompt_eval_count"], (a, w)
+    p = out["plain"]
+    assert p["tool_calls"] is None and p["content"] == (
+        '<tool_call>{"name":"weather","arguments":{"city":"Paris"}}</tool_call>'), p
+    want = {("ollama_chat", "200", "local"): 4}
+    wait_for(lambda: all(requests_by_label(n).get(k, 0) == v for k, v in want.items()),
+             timeout=30, what=f"the metrics {want}")
 
 
 @needs_client
@@ -275,6 +400,14 @@ def test_official_ollama_client_through_client_node(start_node):
     assert r.status == 200 and "".join(l["response"] for l in ndjson(r.body)) == want, r
     assert r.headers["x-mesh-node"] == h.id, r.headers
     assert r.headers["x-mesh-route"].startswith("tunnel:"), r.headers
+    # the entry node counts its Ollama requests as such; the host saw OpenAI's
+    wait_for(lambda: requests_by_label(c).get(("ollama_generate", "200", "tunnel"), 0) >= 3,
+             timeout=30, what="the client node's ollama_generate count")
+    assert requests_by_label(c).get(("ollama_embed", "200", "tunnel"), 0) >= 1
+    assert not any(e.startswith("ollama_") for e, _, _ in requests_by_label(h)), \
+        requests_by_label(h)
+    assert requests_by_label(h).get(("chat", "200", "local"), 0) >= 3
+    assert "/api/generate" in [q["path"] for q in c.status()["requests"]]
 
 
 def test_ollama_port(start_node):
@@ -289,6 +422,7 @@ def test_ollama_port(start_node):
                                          "messages": [{"role": "user", "content": "Once"}]})
     assert r.status == 200 and r.json()["done"] is True, r
     assert http(port, "GET", "/v1/models").status == 200
+    check_root(port)
     assert "ollama=" not in " ".join(start_node("--port", "0", "--model", model_path(LLM))
                                      .stdout_lines)
     assert "also on 127.0.0.1:%d (--ollama-port)" % port in n.stderr()

@@ -13,6 +13,7 @@
 
 #include "api_routes.h"
 #include "metrics.h"
+#include "ollama.h"
 
 static void test_route_table(void **state)
 {
@@ -152,6 +153,31 @@ static void test_requests_and_histograms(void **state)
     assert_non_null(strstr(s, "mesh_llm_time_to_first_token_seconds_count{model=\"a\"} 2\n"));
     assert_non_null(strstr(s, "mesh_llm_node_info{id=\"abc\",version=\"1.0\"} 1\n"));
     assert_non_null(strstr(s, "# TYPE mesh_llm_requests_total counter\n"));
+    free(s);
+}
+
+/* Every label the API sets (api_routes.h's, Ollama's) is one of the registry's, not "other". */
+static void test_endpoint_labels_are_known(void **state)
+{
+    (void)state;
+    static metrics_t m;
+    metrics_init(&m);
+    const char *labels[METRICS_N_ENDPOINTS * 2];
+    size_t n = 0;
+    for (size_t i = 0; i < api_route_count(); i++)
+        labels[n++] = api_route_at(i)->label;
+    const ollama_ep_t ol[] = {OL_CHAT, OL_GENERATE, OL_EMBED, OL_EMBEDDINGS};
+    for (size_t i = 0; i < sizeof ol / sizeof ol[0]; i++)
+        labels[n++] = ollama_label(ol[i]);
+    for (size_t i = 0; i < n; i++)
+        done(&m, "a", labels[i], 200, METRICS_ROUTE_LOCAL);
+    char *s = render(&m);
+    for (size_t i = 0; i < n; i++) {
+        char want[160];
+        snprintf(want, sizeof want, "{model=\"a\",endpoint=\"%s\",code=\"200\"", labels[i]);
+        if (!strstr(s, want)) fail_msg("label %s is not the registry's", labels[i]);
+    }
+    assert_null(strstr(s, "endpoint=\"other\""));
     free(s);
 }
 
@@ -347,6 +373,7 @@ int main(void)
         cmocka_unit_test(test_tunnel_allowlist),
         cmocka_unit_test(test_anthropic_types),
         cmocka_unit_test(test_requests_and_histograms),
+        cmocka_unit_test(test_endpoint_labels_are_known),
         cmocka_unit_test(test_model_labels_are_bounded),
         cmocka_unit_test(test_loads_queue_peers_tunnel),
         cmocka_unit_test(test_relay_and_key_rejections),

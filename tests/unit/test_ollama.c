@@ -30,6 +30,16 @@ static void test_endpoints(void **state)
     assert_string_equal(ollama_method(OL_DELETE), "DELETE");
     assert_string_equal(ollama_method(OL_TAGS), "GET");
     assert_null(ollama_method(OL_UNKNOWN));
+    /* the path the request log shows and the metrics label of each inference endpoint */
+    assert_string_equal(ollama_path(OL_CHAT), "/api/chat");
+    assert_string_equal(ollama_path(OL_EMBEDDINGS), "/api/embeddings");
+    assert_null(ollama_path(OL_UNKNOWN));
+    assert_string_equal(ollama_label(OL_CHAT), "ollama_chat");
+    assert_string_equal(ollama_label(OL_GENERATE), "ollama_generate");
+    assert_string_equal(ollama_label(OL_EMBED), "ollama_embed");
+    assert_string_equal(ollama_label(OL_EMBEDDINGS), "ollama_embeddings");
+    assert_null(ollama_label(OL_TAGS));
+    assert_null(ollama_label(OL_NONE));
     assert_true(ollama_is_inference(OL_EMBED));
     assert_false(ollama_is_inference(OL_SHOW));
     assert_string_equal(ollama_quant_name(7), "Q8_0");
@@ -129,6 +139,23 @@ static void test_generate_embed_request(void **state)
     assert_string_equal(rq.path, "/v1/completions");
     assert_true(rq.raw);
     assert_string_equal(json_string_value(json_object_get(o, "prompt")), "p");
+    json_decref(o);
+    ollama_req_free(&rq);
+
+    /* a raw generate's format: llama.cpp's json_schema (/v1/completions ignores
+     * response_format) */
+    o = xlate(OL_GENERATE, "{\"model\":\"m\",\"prompt\":\"p\",\"raw\":true,\"format\":\"json\"}",
+              &rq);
+    assert_null(json_object_get(o, "response_format"));
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(o, "json_schema"), "type")), "object");
+    json_decref(o);
+    ollama_req_free(&rq);
+    o = xlate(OL_GENERATE,
+              "{\"model\":\"m\",\"prompt\":\"p\",\"raw\":true,\"format\":{\"enum\":[\"a\"]}}", &rq);
+    assert_null(json_object_get(o, "response_format"));
+    assert_int_equal(json_array_size(json_object_get(json_object_get(o, "json_schema"), "enum")),
+                     1);
     json_decref(o);
     ollama_req_free(&rq);
 

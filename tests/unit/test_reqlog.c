@@ -72,9 +72,11 @@ static void test_entry_local_with_timings(void **state)
     r.first_body_ns = 1025 * MS;
     r.tokens_out = 40;
     r.per_token_s = 0.004; /* llama-server's timings: 250 tokens/s */
+    r.path = "/api/chat";  /* what the client called (an Ollama request, served as OpenAI's) */
     reqlog_entry_t e;
     assert_int_equal(reqlog_entry_from(&e, &r, "selfid", 1200 * MS, 1700000000123ull), 0);
     assert_string_equal(e.model, "stories");
+    assert_string_equal(e.path, "/api/chat");
     assert_string_equal(e.node, "selfid");
     assert_int_equal(e.route, METRICS_ROUTE_LOCAL);
     assert_int_equal(e.status, 200);
@@ -132,6 +134,7 @@ static void test_json_newest_first_nulls_for_unknown(void **state)
     e.ttft_ms = 12.345;
     e.tokens_per_s = 99.96;
     e.tokens_out = 7;
+    snprintf(e.path, sizeof e.path, "/v1/messages");
     reqlog_add(&l, &e);
     a = reqlog_json(&l);
     assert_int_equal(json_array_size(a), 2);
@@ -143,7 +146,9 @@ static void test_json_newest_first_nulls_for_unknown(void **state)
     assert_true(json_real_value(json_object_get(n, "ttft_ms")) > 12.29 &&
                 json_real_value(json_object_get(n, "ttft_ms")) < 12.41);
     assert_int_equal(json_integer_value(json_object_get(n, "tokens")), 7);
+    assert_string_equal(json_string_value(json_object_get(n, "path")), "/v1/messages");
     json_t *o = json_array_get(a, 1);
+    assert_true(json_is_null(json_object_get(o, "path")));
     assert_string_equal(json_string_value(json_object_get(o, "route")), "local");
     assert_true(json_is_null(json_object_get(o, "ttft_ms")));
     assert_true(json_is_null(json_object_get(o, "tokens_per_s")));
