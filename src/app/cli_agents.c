@@ -20,6 +20,7 @@
 #include "cli_status.h"
 #include "config.h"
 #include "identity.h"
+#include "platform.h"
 #include "tunables.h"
 #include "util.h"
 
@@ -325,12 +326,11 @@ static int start_node(launch_t *l, cli_http_t *status, const struct tunables *tu
 {
     char self[PATH_MAX], home[PATH_MAX], conf[PATH_MAX + 16], dir[PATH_MAX + 16],
         log[PATH_MAX + 32];
-    ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (k <= 0) {
-        fprintf(stderr, "mesh-llm %s: cannot find its own binary: %s\n", l->name, strerror(errno));
+    int erc = plat_self_exe(self, sizeof self);
+    if (erc) {
+        fprintf(stderr, "mesh-llm %s: cannot find its own binary: %s\n", l->name, strerror(-erc));
         return NODE_ERR;
     }
-    self[k] = '\0';
     if (agent_home(l, tun, home, sizeof home, NULL)) return NODE_ERR;
     snprintf(conf, sizeof conf, "%s/config", home);
     snprintf(dir, sizeof dir, "%s/agents", home);

@@ -1,12 +1,12 @@
 /* cli_agents_node — see cli_agents_node.h. */
 #include "cli_agents_node.h"
+#include "platform.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -58,7 +58,7 @@ int agent_node_start(agent_node_t *n, const char *const *argv, const char *join,
         /* the child: async-signal-safe calls only until the exec */
         setsid();
         if (tied) {
-            prctl(PR_SET_PDEATHSIG, SIGTERM);
+            plat_die_with_parent(SIGTERM);
             if (getppid() != parent) _exit(1); /* the launcher is already gone */
         }
         if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(out, 2) < 0) _exit(126);

@@ -13,6 +13,7 @@
 
 #include "home_lock.h"
 #include "identity.h"
+#include "platform.h"
 #include "tunables.h"
 #include "util.h"
 
@@ -98,9 +99,8 @@ static int write_file(const char *path, const char *text, mode_t mode)
 /* This binary's path, and whether its prefix has the man page (an installed copy). */
 static int self_exe(char *exe, size_t len, bool *man)
 {
-    ssize_t n = readlink("/proc/self/exe", exe, len - 1);
-    if (n <= 0) return -errno;
-    exe[n] = '\0';
+    int rc = plat_self_exe(exe, len);
+    if (rc) return rc;
     char page[PATH_MAX + 32];
     snprintf(page, sizeof page, "%s/../../share/man/man1/mesh-llm.1", exe);
     *man = access(page, R_OK) == 0;
@@ -118,7 +118,8 @@ static int service_install(void)
     char exe[PATH_MAX], dir[PATH_MAX], unit[PATH_MAX + 32], conf[PATH_MAX + 32];
     char text[PATH_MAX + 2048];
     bool man;
-    if (self_exe(exe, sizeof exe, &man) != 0) return fail("read", "/proc/self/exe", -errno);
+    int erc = self_exe(exe, sizeof exe, &man);
+    if (erc) return fail("find", "this binary's path", erc);
     int rc = config_dir(dir, sizeof dir, "mesh-llm");
     if (rc == 0 && (rc = mkdir_p(dir, 0755)) != 0) return fail("create", dir, rc);
     if (rc) return fail("find", "the configuration directory (set HOME)", rc);
@@ -197,8 +198,8 @@ int cli_service_main(int argc, char **argv, const tunables_t *tun)
     if (strcmp(cmd, "unit") == 0 && (argc == 3 || (argc == 5 && !strcmp(argv[3], "--exec")))) {
         char exe[PATH_MAX], text[PATH_MAX + 2048];
         bool man = true; /* --exec: make install, which installs the man page */
-        if (argc == 3 && self_exe(exe, sizeof exe, &man) != 0)
-            return fail("read", "/proc/self/exe", -errno);
+        int erc = argc == 3 ? self_exe(exe, sizeof exe, &man) : 0;
+        if (erc) return fail("find", "this binary's path", erc);
         const char *path = argc == 5 ? argv[4] : exe;
         int rc = unit_text(text, sizeof text, path, man);
         if (rc) return fail("write a unit for", path, rc);

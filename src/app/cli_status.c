@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "platform.h"
 #include "util.h"
 
 #define CLI_MAX_RESPONSE (8u << 20)
@@ -32,9 +33,9 @@ void cli_request(cli_http_t *h, const char *method, const char *path, const char
     json_decref(h->body);
     h->body = NULL;
     h->err[0] = '\0';
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int fd = plat_socket(AF_INET, SOCK_STREAM, false);
     if (fd < 0) {
-        snprintf(h->err, sizeof h->err, "socket: %s", strerror(errno));
+        snprintf(h->err, sizeof h->err, "socket: %s", strerror(-fd));
         return;
     }
     struct timeval tv = {.tv_sec = 10};

@@ -1,9 +1,9 @@
 /* calib — see calib.h. */
 #include "calib.h"
+#include "platform.h"
 
 #include <errno.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,9 +47,7 @@ unsigned calib_threads(void)
         long v = strtol(e, &end, 10);
         if (*end == '\0' && v >= 1 && v <= CALIB_MAX_THREADS) return (unsigned)v;
     }
-    cpu_set_t set;
-    int n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 2;
-    n /= 2;
+    int n = (int)plat_cpus() / 2;
     return n < 1 ? 1 : n > CALIB_MAX_THREADS ? CALIB_MAX_THREADS : (unsigned)n;
 }
 

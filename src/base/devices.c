@@ -1,5 +1,6 @@
 /* devices — see devices.h. */
 #include "devices.h"
+#include "platform.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -56,7 +57,8 @@ int devices_detect(const char *llama_server, unsigned timeout_ms, uint64_t *free
                    unsigned *n_devices)
 {
     int fds[2];
-    if (pipe2(fds, O_CLOEXEC) != 0) return -errno;
+    int prc = plat_pipe(fds);
+    if (prc) return prc;
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, fds[1], STDOUT_FILENO);

@@ -8,8 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <linux/sockios.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -18,6 +16,7 @@
 #include "httpd_int.h"
 #include "log.h"
 #include "meshstat.h"
+#include "platform.h"
 #include "util.h"
 
 #define LINGER_MS 2000
@@ -149,10 +148,7 @@ static uint64_t watch_period(const httpd_conn_t *c)
 static size_t kernel_unsent(httpd_conn_t *c)
 {
     uv_os_fd_t fd;
-    int n = 0;
-    if (uv_fileno((uv_handle_t *)&c->tcp, &fd) != 0 || ioctl(fd, SIOCOUTQ, &n) != 0 || n < 0)
-        return 0;
-    return (size_t)n;
+    return uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0 ? plat_sock_unsent(fd) : 0;
 }
 
 static void write_watch(httpd_conn_t *c)

@@ -1,5 +1,4 @@
 /* Accepting connections for httpd. */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -11,6 +10,7 @@
 
 #include "httpd_int.h"
 #include "log.h"
+#include "platform.h"
 
 #define ACCEPTS_PER_WAKEUP 64
 #define EMFILE_LOG_EVERY_MS 60000
@@ -33,18 +33,6 @@ static bool addr_is_loopback(const struct sockaddr_storage *ss)
         return IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127;
     }
     return false;
-}
-
-static long count_open_fds(void)
-{
-    DIR *d = opendir("/proc/self/fd");
-    if (!d) return -1;
-    long n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL)
-        if (e->d_name[0] != '.') n++;
-    closedir(d);
-    return n - 1; /* the directory's own descriptor */
 }
 
 #define BUSY_BODY                                                                                  \
@@ -72,13 +60,12 @@ static void out_of_fds(httpd_t *s, int err)
         close(s->reserve_fd);
         s->reserve_fd = -1;
     }
-    long open_fds = log ? count_open_fds() : -1;
+    long open_fds = log ? plat_open_fds() : -1;
     unsigned refused = 0;
     for (; refused < 1024; refused++) {
-        int fd = accept4(s->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int fd = plat_accept(s->lfd, NULL, NULL);
         if (fd < 0) break;
-        if (send(fd, resp, (size_t)rn, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) { /* best effort */
-        }
+        plat_send_nowait(fd, resp, (size_t)rn); /* best effort */
         close(fd);
     }
     s->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -115,13 +102,14 @@ static void on_listen(uv_poll_t *h, int status, int events)
     for (int i = 0; i < ACCEPTS_PER_WAKEUP && !s->closing; i++) {
         struct sockaddr_storage ss;
         socklen_t sl = sizeof ss;
-        int fd = accept4(s->lfd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int fd = plat_accept(s->lfd, (struct sockaddr *)&ss, &sl);
         if (fd < 0) {
-            if (errno == EINTR || errno == ECONNABORTED) continue;
-            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
-                out_of_fds(s, errno);
-            else if (errno != EAGAIN && errno != EWOULDBLOCK)
-                LOGW("httpd", "port %d: accept: %s", s->port, strerror(errno));
+            int e = -fd;
+            if (e == EINTR || e == ECONNABORTED) continue;
+            if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM)
+                out_of_fds(s, e);
+            else if (e != EAGAIN && e != EWOULDBLOCK)
+                LOGW("httpd", "port %d: accept: %s", s->port, strerror(e));
             return;
         }
         httpd_serve_fd(s, fd, addr_is_loopback(&ss) ? HTTPD_PEER_LOOPBACK : HTTPD_PEER_NETWORK);
@@ -135,8 +123,8 @@ static int listen_socket(const char *host, int port, int *out_fd, int *out_port)
     int rc = uv_ip4_addr(host, port, (struct sockaddr_in *)&ss);
     if (rc) rc = uv_ip6_addr(host, port, (struct sockaddr_in6 *)&ss);
     if (rc) return rc;
-    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) return -errno;
+    int fd = plat_socket(ss.ss_family, SOCK_STREAM, true);
+    if (fd < 0) return fd;
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     socklen_t sl =

@@ -1,17 +1,18 @@
-/* transport, endpoint side: the UDP socket (recvmmsg + GRO in, GSO batches out), the
+/* transport, endpoint side: the UDP socket (batches in and out: platform.h), the
  * connection-id table that routes datagrams to connections, and the endpoint's lifecycle.
  *
- * The socket is ours, watched by a uv_poll handle: one readiness event, one recvmmsg (libuv's
- * UDP reader calls again until EAGAIN: one wasted syscall per wake-up, and it has no GRO). */
+ * The socket is ours, watched by a uv_poll handle: one readiness event, one batch receive
+ * (libuv's UDP reader calls again until EAGAIN: one wasted syscall per wake-up, and it has no
+ * GRO). */
 #include <errno.h>
 #include <netinet/in.h>
-#include <netinet/udp.h>
 #include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "log.h"
+#include "platform.h"
 #include "tlsid.h"
 #include "transport_int.h"
 
@@ -113,14 +114,9 @@ void tpi_send_batch(tp_endpoint_t *ep, tp_conn_t *c, size_t n)
     if (n == 0) return;
     int fd = ep->fd;
     if (fd < 0) return;
-    struct mmsghdr msgs[BATCH];
+    plat_udp_out_t msgs[BATCH];
     struct iovec iov[BATCH];
-    union {
-        char buf[CMSG_SPACE(sizeof(uint16_t))];
-        struct cmsghdr align;
-    } ctl[BATCH];
     size_t nm = 0, counts[BATCH];
-    memset(msgs, 0, sizeof msgs);
     for (size_t i = 0; i < n;) {
         size_t j = i + 1;
         if (!ep->no_gso) {
@@ -128,35 +124,23 @@ void tpi_send_batch(tp_endpoint_t *ep, tp_conn_t *c, size_t n)
                 j++;
             if (j < n && ep->slen[j] < ep->slen[i]) j++;
         }
-        struct msghdr *h = &msgs[nm].msg_hdr;
         for (size_t k = i; k < j; k++) {
             iov[k].iov_base = ep->sbuf[k];
             iov[k].iov_len = ep->slen[k];
         }
-        h->msg_name = &c->remote;
-        h->msg_namelen = c->remote_len;
-        h->msg_iov = &iov[i];
-        h->msg_iovlen = j - i;
-        if (j - i > 1) {
-            memset(&ctl[nm], 0, sizeof ctl[nm]);
-            h->msg_control = ctl[nm].buf;
-            h->msg_controllen = sizeof ctl[nm].buf;
-            struct cmsghdr *cm = CMSG_FIRSTHDR(h);
-            cm->cmsg_level = SOL_UDP;
-            cm->cmsg_type = UDP_SEGMENT;
-            cm->cmsg_len = CMSG_LEN(sizeof(uint16_t));
-            uint16_t seg = (uint16_t)ep->slen[i];
-            memcpy(CMSG_DATA(cm), &seg, sizeof seg);
-        }
+        msgs[nm] = (plat_udp_out_t){.to = (const struct sockaddr *)&c->remote,
+                                    .to_len = c->remote_len,
+                                    .iov = &iov[i],
+                                    .n_iov = j - i,
+                                    .seg = j - i > 1 ? (uint16_t)ep->slen[i] : 0};
         counts[nm++] = j - i;
         i = j;
     }
     size_t done = 0;
     while (done < nm) {
-        int r = sendmmsg(fd, msgs + done, (unsigned)(nm - done), 0);
+        int r = plat_udp_send(fd, msgs + done, nm - done);
         if (r < 0) {
-            if (errno == EINTR) continue;
-            if ((errno == EIO || errno == EINVAL || errno == ENOPROTOOPT) && !ep->no_gso) {
+            if ((r == -EIO || r == -EINVAL || r == -ENOPROTOOPT) && !ep->no_gso) {
                 ep->no_gso = true; /* no UDP GSO here: resend one datagram per message */
                 size_t skip = 0;
                 for (size_t k = 0; k < done; k++)
@@ -339,48 +323,22 @@ static void on_readable(uv_poll_t *h, int status, int events)
 {
     tp_endpoint_t *ep = h->data;
     if (status < 0 || ep->closing || !(events & UV_READABLE)) return;
-    struct mmsghdr msgs[RBUF_SLOTS];
-    struct iovec iov[RBUF_SLOTS];
-    struct sockaddr_storage from[RBUF_SLOTS];
-    union {
-        char buf[CMSG_SPACE(sizeof(int))];
-        struct cmsghdr align;
-    } ctl[RBUF_SLOTS];
-    memset(msgs, 0, sizeof msgs);
-    for (size_t i = 0; i < RBUF_SLOTS; i++) {
-        iov[i].iov_base = ep->rbuf + i * RBUF_SLOT;
-        iov[i].iov_len = RBUF_SLOT;
-        msgs[i].msg_hdr.msg_name = &from[i];
-        msgs[i].msg_hdr.msg_namelen = sizeof from[i];
-        msgs[i].msg_hdr.msg_iov = &iov[i];
-        msgs[i].msg_hdr.msg_iovlen = 1;
-        msgs[i].msg_hdr.msg_control = ctl[i].buf;
-        msgs[i].msg_hdr.msg_controllen = sizeof ctl[i].buf;
-    }
-    int n;
-    for (int tries = 0; tries < 4; tries++) {
-        n = recvmmsg(ep->fd, msgs, RBUF_SLOTS, MSG_DONTWAIT, NULL);
-        if (n >= 0 || errno != EINTR) break;
-    }
-    /* n < 0: EAGAIN (nothing after all) or an error the next event retries */
+    plat_udp_in_t msgs[RBUF_SLOTS];
+    for (size_t i = 0; i < RBUF_SLOTS; i++)
+        msgs[i] = (plat_udp_in_t){.buf = ep->rbuf + i * RBUF_SLOT, .cap = RBUF_SLOT};
+    int n = plat_udp_recv(ep->fd, msgs, RBUF_SLOTS);
+    /* n < 0: an error the next event retries */
     for (int k = 0; k < n && !ep->closing; k++) {
-        struct msghdr *mh = &msgs[k].msg_hdr;
-        if (mh->msg_flags & MSG_TRUNC) {
+        if (msgs[k].truncated) {
             ep->stats.datagrams_in++;
             ep->stats.dropped++;
             continue;
         }
-        size_t len = msgs[k].msg_len, seg = len;
-        for (struct cmsghdr *cm = CMSG_FIRSTHDR(mh); cm; cm = CMSG_NXTHDR(mh, cm))
-            if (cm->cmsg_level == SOL_UDP && cm->cmsg_type == UDP_GRO) {
-                int g;
-                memcpy(&g, CMSG_DATA(cm), sizeof g);
-                if (g > 0 && (size_t)g < len) seg = (size_t)g;
-            }
+        size_t len = msgs[k].len, seg = msgs[k].seg;
         const uint8_t *p = ep->rbuf + (size_t)k * RBUF_SLOT;
         for (size_t off = 0; off < len && !ep->closing; off += seg) {
             ep->stats.datagrams_in++;
-            ep_datagram(ep, (const struct sockaddr *)&from[k], p + off,
+            ep_datagram(ep, (const struct sockaddr *)&msgs[k].from, p + off,
                         len - off < seg ? len - off : seg);
         }
     }
@@ -422,16 +380,12 @@ int tp_endpoint_new(tp_endpoint_t **out, uv_loop_t *loop, const identity_t *id,
     }
     socklen_t sslen =
         ss.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
-    ep->fd = socket(ss.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    ep->fd = plat_udp_socket(ss.ss_family);
     if (ep->fd < 0) {
-        rc = -errno;
+        rc = ep->fd;
+        ep->fd = -1;
         goto fail;
     }
-    int sz = 4 << 20;
-    setsockopt(ep->fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof sz);
-    setsockopt(ep->fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
-    int one = 1; /* receive GRO batches (kernels without it: one datagram at a time) */
-    setsockopt(ep->fd, SOL_UDP, UDP_GRO, &one, sizeof one);
     ep->local_len = sizeof ep->local;
     if (bind(ep->fd, (struct sockaddr *)&ss, sslen) != 0 ||
         getsockname(ep->fd, (struct sockaddr *)&ep->local, &ep->local_len) != 0) {

@@ -10,6 +10,7 @@
 #include "api_routes.h"
 #include "log.h"
 #include "meshstat.h"
+#include "platform.h"
 #include "util.h"
 #include "wire.h"
 
@@ -248,8 +249,9 @@ void tunnel_http_serve(uv_loop_t *loop, tp_stream_t *s, json_t *frame, const uin
 {
     (void)frame; /* tunnelled requests are admitted as HTTPD_PEER_TUNNEL, not by an API key */
     int sv[2];
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) != 0) {
-        LOGW("tunnel", "cannot serve a tunnelled request: socketpair: %s", strerror(errno));
+    int prc = plat_socketpair(AF_UNIX, SOCK_STREAM, sv);
+    if (prc != 0) {
+        LOGW("tunnel", "cannot serve a tunnelled request: socketpair: %s", strerror(-prc));
         refuse(s);
         return;
     }

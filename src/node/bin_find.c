@@ -1,5 +1,6 @@
 /* bin_find — see bin_find.h. */
 #include "bin_find.h"
+#include "platform.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -44,9 +45,7 @@ void bin_dirs(bin_dirs_t *d, const bin_env_t *e)
     add(d, "$MESH_LLM_BIN_DIR", e->env_dir, "", "");
     /* the installed copy: <prefix>/bin/mesh-llm → <prefix>/libexec/mesh-llm/<flavour> */
     char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0) {
-        exe[n] = '\0';
+    if (plat_self_exe(exe, sizeof exe) == 0) {
         for (int up = 0; up < 2; up++) { /* <prefix>/bin/mesh-llm → <prefix> */
             char *slash = strrchr(exe, '/');
             if (slash) *slash = '\0';

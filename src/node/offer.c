@@ -9,6 +9,7 @@
 #include "devices.h"
 #include "ledger.h"
 #include "log.h"
+#include "platform.h"
 
 /* Memory this node offers: --max-vram; else the free memory of the accelerators the installed
  * llama-server reports (--list-devices); else (a CPU-only build) half of the available RAM. */
@@ -33,21 +34,7 @@ uint64_t offer_compute(uint64_t max_vram, const char *llama_server, unsigned *n_
                  strerror(-rc));
     else
         snprintf(how, len, "half of the available RAM: no accelerator; --max-vram GB sets it");
-    uint64_t avail = 0;
-    FILE *f = fopen("/proc/meminfo", "r");
-    if (f) {
-        char line[256];
-        while (fgets(line, sizeof line, f)) {
-            unsigned long long kb;
-            if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) {
-                avail = (uint64_t)kb * 1024;
-                break;
-            }
-        }
-        fclose(f);
-    }
-    if (!avail) avail = uv_get_free_memory();
-    return avail / 2;
+    return plat_mem_available() / 2;
 }
 
 uint64_t offer_detect(const config_t *cfg, const char *llama_server, unsigned *n_accel)

@@ -8,13 +8,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "child_log.h"
 #include "log.h"
+#include "platform.h"
 #include "tunables.h"
 #include "options.h"
 #include "supervisor_int.h"
@@ -58,9 +58,9 @@ int sv_init(supervisor_t *sv, uv_loop_t *loop, const char *llama_server, bool ve
     sv->verbose = verbose;
     sv->llama_server = strdup(llama_server);
     char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0 || !sv->llama_server) return -errno;
-    exe[n] = '\0';
+    int erc = plat_self_exe(exe, sizeof exe);
+    if (erc) return erc;
+    if (!sv->llama_server) return -ENOMEM;
     sv->self_exe = strdup(exe);
     tunables_t defaults;
     if (!tun) {
@@ -124,8 +124,8 @@ sv_child_t *sv_find(supervisor_t *sv, const char *name)
 
 static int free_port(void)
 {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return -errno;
+    int fd = plat_socket(AF_INET, SOCK_STREAM, false);
+    if (fd < 0) return fd;
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t len = sizeof sa;
     int port = -EADDRNOTAVAIL;
@@ -692,7 +692,7 @@ int sv_exec_child_main(int argc, char **argv)
         _exit(127);
     }
     long ppid = strtol(argv[2], NULL, 10);
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != (pid_t)ppid)
+    if (plat_die_with_parent(SIGKILL) != 0 || getppid() != (pid_t)ppid)
         _exit(1); /* the node is already gone */
     execv(argv[3], argv + 3);
     fprintf(stderr, "mesh-llm: cannot run %s: %s\n", argv[3], strerror(errno));

@@ -15,7 +15,7 @@ const char *sv_prog_name(const sv_child_t *c);
 /* How long a start of c may take (MESH_LLM_LOAD_TIMEOUT_MS, else c's, else the default). */
 uint64_t svw_load_limit(const sv_child_t *c);
 /* A finished /health check of a starting child: answered (200, or an rpc-server accepted the
- * connection) and port_held (procfs_port_held_by: 1, 0 another process holds the port, -errno
+ * connection) and port_held (plat_port_held_by: 1, 0 another process holds the port, -errno
  * unknown: trusted) → SVW_READY, SVW_PORT_TAKEN or SVW_WAIT (not answered). */
 svw_verdict_t svw_probe_verdict(bool answered, int port_held);
 /* One liveness tick of a ready child. */

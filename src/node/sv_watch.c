@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "log.h"
-#include "procfs.h"
+#include "platform.h"
 #include "supervisor_int.h"
 
 #define HEALTH_POLL_MS 100
@@ -82,7 +82,7 @@ static void probe_finish(sv_probe_t *h, bool ok)
     /* a check that ends after the process exited must not re-arm c->timer: it now holds the
      * post-mortem, which reports the failed load */
     if (c->state != CHILD_STARTING) return;
-    svw_verdict_t v = svw_probe_verdict(ok, ok ? procfs_port_held_by(c->pid, c->port) : 1);
+    svw_verdict_t v = svw_probe_verdict(ok, ok ? plat_port_held_by(c->pid, c->port) : 1);
     if (v == SVW_PORT_TAKEN) {
         if (!c->port_warned)
             LOGW("supervisor",
@@ -222,7 +222,8 @@ static void on_watch_tick(uv_timer_t *t)
                     .progress_ms = c->progress_ms,
                     .hang_ms = sv->hang_ms,
                     .busy = c->in_flight > 0};
-    k.cpu_advanced = k.busy && procfs_cpu_ticks(c->pid, &ticks, NULL) == 0 && ticks != c->cpu_ticks;
+    k.cpu_advanced =
+        k.busy && plat_proc_cpu_ticks(c->pid, &ticks, NULL) == 0 && ticks != c->cpu_ticks;
     if (k.cpu_advanced) c->cpu_ticks = ticks;
     svw_verdict_t v = svw_tick(&k);
     c->progress_ms = k.progress_ms;
@@ -242,7 +243,7 @@ void svw_ready(sv_child_t *c)
     }
     uint64_t now = uv_now(c->sv->loop);
     c->last_alive_ms = c->progress_ms = now;
-    if (procfs_cpu_ticks(c->pid, &c->cpu_ticks, NULL) != 0) c->cpu_ticks = 0;
+    if (plat_proc_cpu_ticks(c->pid, &c->cpu_ticks, NULL) != 0) c->cpu_ticks = 0;
     uv_timer_start(&c->watch, on_watch_tick, c->sv->health_interval_ms, c->sv->health_interval_ms);
 }
 

@@ -21,6 +21,7 @@
 
 #include "child_log.h"
 #include "model_file.h"
+#include "platform.h"
 #include "procfs.h"
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
@@ -125,9 +126,9 @@ static void test_parse_stat(void **state)
     assert_int_equal(procfs_parse_stat("garbage", &ticks, &st), -EINVAL);
     assert_int_equal(procfs_parse_stat("1 (x) R 1", &ticks, &st), -EINVAL);
     /* ourselves: running, some CPU time */
-    assert_int_equal(procfs_cpu_ticks(getpid(), &ticks, &st), 0);
+    assert_int_equal(plat_proc_cpu_ticks(getpid(), &ticks, &st), 0);
     assert_true(st == 'R' || st == 'S');
-    assert_int_equal(procfs_cpu_ticks(-5, &ticks, &st), -ENOENT);
+    assert_int_equal(plat_proc_cpu_ticks(-5, &ticks, &st), -ENOENT);
 }
 
 static const char NET_TCP[] =
@@ -165,12 +166,12 @@ static void test_port_held_by(void **state)
     assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
     uint16_t port = ntohs(sa.sin_port);
     /* bound, not listening: nobody holds it */
-    assert_int_equal(procfs_port_held_by(getpid(), port), 0);
+    assert_int_equal(plat_port_held_by(getpid(), port), 0);
     assert_int_equal(listen(fd, 1), 0);
-    assert_int_equal(procfs_port_held_by(getpid(), port), 1);
-    assert_int_equal(procfs_port_held_by(1, port), 0); /* not init's */
+    assert_int_equal(plat_port_held_by(getpid(), port), 1);
+    assert_int_equal(plat_port_held_by(1, port), 0); /* not init's */
     close(fd);
-    assert_int_equal(procfs_port_held_by(getpid(), port), 0);
+    assert_int_equal(plat_port_held_by(getpid(), port), 0);
 }
 
 /* ---- model files ---- */

@@ -21,7 +21,7 @@ static void test_probe_verdict(void **state)
     (void)state;
     static const struct {
         bool answered;
-        int port_held; /* procfs_port_held_by */
+        int port_held; /* plat_port_held_by */
         svw_verdict_t want;
     } rows[] = {
         {false, 1, SVW_WAIT},
