@@ -20,14 +20,15 @@ ARGS     ?=
 PYTEST_ARGS ?=
 GEN      := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 
-.PHONY: all install uninstall deps deps-test llama build build-asan build-fuzz run test unit integration soak-smoke asan fuzz-smoke fuzz soak soak-smoke bench bench-model bench-replicas bench-tunnel-impaired bench-sse bench-split-speed bench-split-latency format clean
+.PHONY: all install uninstall deps deps-test llama llama-vulkan build build-asan build-fuzz run test unit integration soak-smoke asan fuzz-smoke fuzz soak soak-smoke bench bench-model bench-replicas bench-tunnel-impaired bench-sse bench-split-speed bench-split-latency format clean
 
 all: build llama
 
-# make install / uninstall (docs/install.md); FLAVOUR: the llama.cpp build (cpu; src/node/bin_find.c)
+# make install / uninstall (docs/install.md); FLAVOUR: the llama.cpp build's flavour (cpu, vulkan,
+# cuda, rocm: scripts/llama.sh --flavour, recorded by CMake; src/node/bin_find.c)
 PREFIX   ?= /usr/local
 DESTDIR  ?=
-FLAVOUR  := cpu
+FLAVOUR  = $(shell cat $(BUILD)/llama-flavour 2>/dev/null || echo cpu)
 LLAMA_BINS := llama-server ggml-rpc-server
 I_BIN    = $(DESTDIR)$(PREFIX)/bin
 I_LIBEXEC = $(DESTDIR)$(PREFIX)/libexec/mesh-llm
@@ -42,6 +43,8 @@ install: build
 	install -d "$(I_BIN)" "$(I_LIBEXEC)/$(FLAVOUR)" "$(I_MAN)" "$(I_UNIT)"; \
 	install -m 755 $(BUILD)/mesh-llm "$(I_BIN)/mesh-llm"; \
 	for b in $(LLAMA_BINS); do install -m 755 "$$llama/$$b" "$(I_LIBEXEC)/$(FLAVOUR)/$$b"; done; \
+	for so in "$$llama"/*.so*; do [ ! -e "$$so" ] || cp -P "$$so" "$(I_LIBEXEC)/$(FLAVOUR)/"; done; \
+	[ ! -f "$$llama/FLAVOUR" ] || install -m 644 "$$llama/FLAVOUR" "$(I_LIBEXEC)/$(FLAVOUR)/FLAVOUR"; \
 	install -m 644 $(BUILD)/mesh-llm.1 "$(I_MAN)/mesh-llm.1"; \
 	$(BUILD)/mesh-llm service unit --exec "$(PREFIX)/bin/mesh-llm" >"$(I_UNIT)/mesh-llm.service"; \
 	chmod 644 "$(I_UNIT)/mesh-llm.service"; \
@@ -59,6 +62,10 @@ deps-test:
 
 llama: deps
 	@scripts/llama.sh >/dev/null
+
+# the Vulkan flavour too, for the GPU path's tests on Mesa's lavapipe (tests/integration/test_gpu_vulkan.py)
+llama-vulkan: deps-test
+	@MESH_LLM_FLAVOR=vulkan scripts/llama.sh >/dev/null
 
 build: deps
 	@[ -f $(BUILD)/CMakeCache.txt ] || cmake -S . -B $(BUILD) $(GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMESH_TESTS=ON >/dev/null
@@ -78,7 +85,7 @@ run: build
 # the stages, then tests/tools/summary.py: one line per stage (passed, failed, skipped with the
 # skipped tests' names and reasons) from ctest's logs and the junit files the pytest runs write to
 # $(BUILD)/junit/; printed when a stage fails too, whose exit status make test keeps
-test: deps-test llama
+test: deps-test llama llama-vulkan
 	@[ -f $(BUILD)/CMakeCache.txt ] && grep -q 'CMOCKA_FOUND:INTERNAL=1' $(BUILD)/CMakeCache.txt || cmake -S . -B $(BUILD) $(GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMESH_TESTS=ON >/dev/null
 	@$(MAKE) --no-print-directory build build-asan
 	@mkdir -p $(BUILD)/junit && touch $(BUILD)/junit/.start
@@ -93,6 +100,7 @@ unit:
 integration:
 	@echo "== integration tests (real llama-server children, shared models)"
 	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" MESH_LLM_BIN=$(CURDIR)/$(BUILD)/mesh-llm \
+	  MESH_LLM_VULKAN_BIN_DIR="$$(MESH_LLM_FLAVOR=vulkan scripts/llama.sh --cache-dir)" \
 	  $(PYTHON) -m pytest -q -rs -p no:cacheprovider --junitxml=$(BUILD)/junit/integration.xml \
 	  tests/integration $(PYTEST_ARGS)
 
@@ -101,6 +109,7 @@ asan:
 	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir $(ASAN) --output-on-failure
 	@echo "== integration tests under ASan+UBSan"
 	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" MESH_LLM_BIN=$(CURDIR)/$(ASAN)/mesh-llm \
+	  MESH_LLM_VULKAN_BIN_DIR="$$(MESH_LLM_FLAVOR=vulkan scripts/llama.sh --cache-dir)" \
 	  $(PYTHON) -m pytest -q -rs -p no:cacheprovider --junitxml=$(BUILD)/junit/integration-asan.xml \
 	  tests/integration $(PYTEST_ARGS)
 

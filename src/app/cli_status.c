@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "ledger.h"
 #include "platform.h"
 #include "util.h"
 
@@ -177,6 +178,24 @@ static void print_status(json_t *st)
                str(route, "role", "?"), str(route, "checkin", "-"),
                (long long)json_integer_value(json_object_get(route, "active_nodes")),
                (long long)json_integer_value(json_object_get(route, "checkins")));
+    /* the llama.cpp flavour and the devices it can use */
+    const char *flavour = str(node, "llama_flavour", "");
+    json_t *devs = json_object_get(node, "devices");
+    if (flavour[0] || json_array_size(devs)) {
+        printf("  llama.cpp %s:", flavour[0] ? flavour : "(flavour unknown)");
+        size_t di;
+        json_t *dv;
+        char tb[32], fb[32];
+        if (!json_array_size(devs)) printf(" no accelerator (CPU and RAM)");
+        json_array_foreach(devs, di, dv)
+            printf("%s %s %s (%s, %s free)", di ? "," : "", str(dv, "name", "?"),
+                   str(dv, "description", ""),
+                   ledger_fmt((uint64_t)json_integer_value(json_object_get(dv, "total_bytes")), tb,
+                              sizeof tb),
+                   ledger_fmt((uint64_t)json_integer_value(json_object_get(dv, "free_bytes")), fb,
+                              sizeof fb));
+        printf("\n");
+    }
     json_t *asg = json_object_get(node, "assignment");
     if (json_is_object(asg) && str(asg, "model", "")[0] &&
         strcmp(str(asg, "rule", ""), "assigned") != 0)

@@ -64,8 +64,7 @@ typedef struct {
     int exit_code;
     char home[4096];
     uint64_t vram;
-    unsigned n_accel; /* accelerators offered (offer_detect) */
-    bool idle;        /* no mesh yet: waiting for POST /api/join */
+    bool idle; /* no mesh yet: waiting for POST /api/join */
     bool joined_at_runtime;
     char idle_id[ID_HEX_LEN + 1];
     char idle_msg[160]; /* the inference API's 503 while idle */
@@ -220,6 +219,7 @@ static void status_parts(void *data, status_parts_t *p)
     p->admission = admission_status(&n->adm);
     node_dl_status(&n->ndl, &p->downloads, &p->download_errors);
     p->nostr = nostr_app_status(&n->nostr);
+    p->devices = offer_devices_json(&n->ctx.devices, n->sv.llama_server);
 }
 
 static bool admit(void *data, httpd_req_t *req, int needs)
@@ -430,7 +430,7 @@ static uint32_t auto_speed(void *data, bool *pending)
     node_t *n = data;
     *pending = n->plan.speed.running;
     /* the calibration measures the CPU: an accelerator's speed is not estimated (no limit) */
-    return n->n_accel ? AUTO_SPEED_UNLIMITED : n->plan.speed.mflops;
+    return n->ctx.devices.n ? AUTO_SPEED_UNLIMITED : n->plan.speed.mflops;
 }
 
 static bool auto_on_disk(void *data, const char *ref)
@@ -685,10 +685,11 @@ int main(int argc, char **argv)
          models_count(&n->ms), n->ctx.cfg.max_loaded[0], n->ctx.cfg.max_loaded[1],
          n->ctx.cfg.max_loaded[2]);
     uint64_t vram =
-        n->ctx.cfg.client ? 0 : offer_detect(&n->ctx.cfg, n->sv.llama_server, &n->n_accel);
+        n->ctx.cfg.client ? 0 : offer_detect(&n->ctx.cfg, n->sv.llama_server, &n->ctx.devices);
     n->vram = vram;
     models_set_offer(&n->ms, vram);
     planner_init(&n->plan, n->loop, &n->ctx.cfg, &n->ms, &n->sv, vram, &n->ctx.rpc_stats);
+    n->plan.devices = &n->ctx.devices;
     route_init(&n->route, &(route_deps_t){.plan = &n->plan,
                                           .relay = &n->ctx.relay,
                                           .ndl = &n->ndl,

@@ -102,6 +102,9 @@ void status_doc_place(json_t *st, status_parts_t *p)
     json_object_set_new(st, "downloads", p->downloads);
     json_object_set_new(st, "download_errors", p->download_errors);
     json_object_set_new(st, "nostr", p->nostr);
+    json_object_set_new(node, "llama_flavour", json_incref(json_object_get(p->devices, "flavour")));
+    json_object_set_new(node, "devices", json_incref(json_object_get(p->devices, "devices")));
+    json_decref(p->devices);
     free(p->plan.speeds);
     free(p->rs.ids);
     *p = (status_parts_t){0};

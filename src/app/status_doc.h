@@ -30,6 +30,7 @@ typedef struct status_parts {
     json_t *admission;       /* admission */
     json_t *downloads, *download_errors; /* node_dl.h */
     json_t *nostr;                       /* nostr */
+    json_t *devices;                     /* node.devices, node.llama_flavour (offer.h) */
 } status_parts_t;
 
 /* The status document, "events" last (taken over; NULL: no "events"); NULL when out of memory.

@@ -2,6 +2,7 @@
 #include "devices.h"
 #include "platform.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -19,10 +20,23 @@ extern char **environ;
 #define MAX_LINES 64
 #define OUT_CAP 16384
 
-int devices_parse(const char *text, size_t len, uint64_t *free_bytes, unsigned *n_devices)
+/* Name "NAME" of "  NAME: DESC (...)": [A-Za-z0-9_-], at most DEVICE_NAME_MAX-1 bytes. */
+static bool device_name(const char *line, const char *colon, char *name)
 {
-    *free_bytes = 0;
-    *n_devices = 0;
+    while (*line == ' ' || *line == '\t')
+        line++;
+    size_t n = (size_t)(colon - line);
+    if (n == 0 || n >= DEVICE_NAME_MAX) return false;
+    for (size_t i = 0; i < n; i++)
+        if (!isalnum((unsigned char)line[i]) && line[i] != '_' && line[i] != '-') return false;
+    memcpy(name, line, n);
+    name[n] = '\0';
+    return true;
+}
+
+int devices_parse(const char *text, size_t len, devices_t *out)
+{
+    memset(out, 0, sizeof *out);
     const char *p = text, *end = text + len;
     const char *hdr = memmem(text, len, "Available devices:", 18);
     if (!hdr) return -EINVAL;
@@ -37,13 +51,43 @@ int devices_parse(const char *text, size_t len, uint64_t *free_bytes, unsigned *
         p = nl ? nl + 1 : end;
         /* "  CUDA0: NVIDIA … (24576 MiB, 23000 MiB free)": the last parenthesis */
         char *open = strrchr(line, '(');
+        char *colon = strchr(line, ':');
         unsigned long long total, fr;
-        if (!open || sscanf(open, "(%llu MiB, %llu MiB free)", &total, &fr) != 2) continue;
-        if (fr > (1ULL << 40)) continue; /* > 1 EiB: not a real reading */
-        *free_bytes += fr * 1024 * 1024;
-        (*n_devices)++;
+        if (!open || !colon || colon > open ||
+            sscanf(open, "(%llu MiB, %llu MiB free)", &total, &fr) != 2)
+            continue;
+        if (fr > (1ULL << 40) || total > (1ULL << 40)) continue; /* > 1 EiB: not a real reading */
+        if (out->n >= DEVICES_MAX) continue;
+        device_t *d = &out->dev[out->n];
+        if (!device_name(line, colon, d->name)) continue;
+        size_t b = strcspn(d->name, "0123456789");
+        if (b >= DEVICE_BACKEND_MAX) b = DEVICE_BACKEND_MAX - 1;
+        memcpy(d->backend, d->name, b);
+        d->backend[b] = '\0';
+        const char *ds = colon + 1;
+        while (*ds == ' ')
+            ds++;
+        const char *de = open;
+        while (de > ds && de[-1] == ' ')
+            de--;
+        size_t dn =
+            (size_t)(de - ds) < DEVICE_DESC_MAX - 1 ? (size_t)(de - ds) : DEVICE_DESC_MAX - 1;
+        for (size_t i = 0; i < dn; i++) /* printable only: it reaches status and gossip */
+            d->desc[i] = (unsigned char)ds[i] < 0x20 || ds[i] == 0x7f ? '?' : ds[i];
+        d->desc[dn] = '\0';
+        d->total_bytes = total * 1024 * 1024;
+        d->free_bytes = fr * 1024 * 1024;
+        out->n++;
     }
     return 0;
+}
+
+uint64_t devices_free(const devices_t *d)
+{
+    uint64_t sum = 0;
+    for (unsigned i = 0; d && i < d->n; i++)
+        sum += d->dev[i].free_bytes;
+    return sum;
 }
 
 static uint64_t mono_ms(void)
@@ -53,9 +97,9 @@ static uint64_t mono_ms(void)
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-int devices_detect(const char *llama_server, unsigned timeout_ms, uint64_t *free_bytes,
-                   unsigned *n_devices)
+int devices_detect(const char *llama_server, unsigned timeout_ms, devices_t *devs)
 {
+    memset(devs, 0, sizeof *devs);
     int fds[2];
     int prc = plat_pipe(fds);
     if (prc) return prc;
@@ -97,5 +141,5 @@ int devices_detect(const char *llama_server, unsigned timeout_ms, uint64_t *free
     }
     if (!eof) return -ETIMEDOUT;
     out[len] = '\0';
-    return devices_parse(out, len, free_bytes, n_devices);
+    return devices_parse(out, len, devs);
 }

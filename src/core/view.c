@@ -1,6 +1,7 @@
 /* view — see view.h. */
 #include "view.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -420,6 +421,49 @@ static void decode_addrs(view_node_t *n, const json_t *ann)
     }
 }
 
+/* A device name or backend: [A-Za-z0-9_-]+, shorter than max. */
+static bool device_word(const char *s, size_t max)
+{
+    size_t n = s ? strlen(s) : 0;
+    if (n == 0 || n >= max) return false;
+    for (size_t i = 0; i < n; i++)
+        if (!isalnum((unsigned char)s[i]) && s[i] != '_' && s[i] != '-') return false;
+    return true;
+}
+
+/* devices: [{name, backend, description, total_bytes, free_bytes}], at most VIEW_MAX_DEVICES; a
+ * bad or surplus one counts as rejected. */
+static void decode_devices(view_node_t *n, const json_t *ann)
+{
+    json_t *arr;
+    size_t cnt = get_list(ann, "devices", &arr, &n->rejected);
+    for (size_t i = 0; i < cnt; i++) {
+        const json_t *o = json_array_get(arr, i);
+        const char *name = json_string_value(json_object_get(o, "name"));
+        const char *backend = json_string_value(json_object_get(o, "backend"));
+        const json_t *dj = json_object_get(o, "description");
+        const char *desc =
+            json_is_string(dj) && json_string_length(dj) == 0 ? "" : json_name(dj, DEVICE_DESC_MAX);
+        size_t bad = 0;
+        uint64_t total = 0, fr = 0;
+        get_uint(o, "total_bytes", UINT64_MAX, &total, &bad);
+        get_uint(o, "free_bytes", UINT64_MAX, &fr, &bad);
+        if (!json_is_object(o) || !device_word(name, DEVICE_NAME_MAX) ||
+            !device_word(backend, DEVICE_BACKEND_MAX) || !desc || bad || fr > total ||
+            n->n_devices >= VIEW_MAX_DEVICES) {
+            n->rejected++;
+            continue;
+        }
+        device_t *d = &n->devices[n->n_devices++];
+        memset(d, 0, sizeof *d);
+        memcpy(d->name, name, strlen(name) + 1);
+        memcpy(d->backend, backend, strlen(backend) + 1);
+        memcpy(d->desc, desc, strlen(desc) + 1);
+        d->total_bytes = total;
+        d->free_bytes = fr;
+    }
+}
+
 /* rtt_ms: {"<node id>": ms}, at most RTT_MAX_ENTRIES kept (rtt.h); anything else counts as
  * rejected. */
 static int decode_rtt(view_node_t *n, const json_t *ann)
@@ -465,6 +509,7 @@ int view_decode(const json_t *ann, const char *id, view_node_t *out)
     get_uint(ann, "speed_mflops", UINT64_MAX, &speed, rej);
     out->speed_mflops = (uint32_t)(speed > VIEW_SPEED_MAX ? VIEW_SPEED_MAX : speed);
     decode_addrs(out, ann);
+    decode_devices(out, ann);
     out->nostr_published = get_bool(ann, "nostr_published", rej);
 
     json_t *arr;
@@ -574,6 +619,22 @@ nomem:
     return -ENOMEM;
 }
 
+json_t *view_devices_json(const device_t *devs, size_t n)
+{
+    json_t *list = json_array();
+    for (size_t i = 0; list && i < n; i++) {
+        const device_t *d = &devs[i];
+        if (json_array_append_new(list, json_pack("{s:s,s:s,s:s,s:I,s:I}", "name", d->name,
+                                                  "backend", d->backend, "description", d->desc,
+                                                  "total_bytes", (json_int_t)d->total_bytes,
+                                                  "free_bytes", (json_int_t)d->free_bytes)) != 0) {
+            json_decref(list);
+            list = NULL;
+        }
+    }
+    return list;
+}
+
 int view_encode(const view_node_t *n, json_t *ann)
 {
     static const char *const node_roles[] = {"worker", "host", "client"};
@@ -620,6 +681,10 @@ int view_encode(const view_node_t *n, json_t *ann)
         json_object_set_new(ann, "speed_mflops", json_integer((json_int_t)n->speed_mflops));
     else
         json_object_del(ann, "speed_mflops");
+    if (n->n_devices) {
+        json_t *devs = view_devices_json(n->devices, n->n_devices);
+        if (!devs || json_object_set_new(ann, "devices", devs) != 0) return -ENOMEM;
+    }
     if (n->n_addrs) {
         json_t *addrs = json_array();
         for (size_t i = 0; addrs && i < n->n_addrs; i++)
@@ -740,10 +805,13 @@ bool view_node_equal(const view_node_t *a, const view_node_t *b)
         a->n_requested != b->n_requested || a->n_demand != b->n_demand ||
         a->n_sources != b->n_sources || a->n_downloads != b->n_downloads ||
         a->n_addrs != b->n_addrs || a->nostr_published != b->nostr_published ||
-        !view_serving_equal(a, b) || !rtt_equal(a->rtt, a->n_rtt, b->rtt, b->n_rtt))
+        a->n_devices != b->n_devices || !view_serving_equal(a, b) ||
+        !rtt_equal(a->rtt, a->n_rtt, b->rtt, b->n_rtt))
         return false;
     for (size_t i = 0; i < a->n_addrs; i++)
         if (strcmp(a->addrs[i], b->addrs[i]) != 0) return false;
+    for (size_t i = 0; i < a->n_devices; i++)
+        if (memcmp(&a->devices[i], &b->devices[i], sizeof a->devices[i]) != 0) return false;
     for (size_t i = 0; i < a->n_sources; i++) {
         const view_source_t *x = &a->sources[i], *y = &b->sources[i];
         if (strcmp(x->model, y->model) != 0 || strcmp(x->ref, y->ref) != 0 ||

@@ -27,7 +27,11 @@
  *   1..VIEW_ADDR_MAX-1 bytes without control characters), nostr_published (boolean),
  *   rtt_ms {"<node id>": ms} (the RTT of the node's QUIC connections, rtt.h: at most
  *   RTT_MAX_ENTRIES kept, ids that are not node ids or the node's own skipped, a value that is
- *   not a non-negative number skipped, a larger one than RTT_MAX_MS clamped, a fraction rounded).
+ *   not a non-negative number skipped, a larger one than RTT_MAX_MS clamped, a fraction rounded),
+ *   devices [{name, backend, description, total_bytes, free_bytes}] (the accelerators its
+ *   llama.cpp build lists, devices.h; at most VIEW_MAX_DEVICES, name and backend
+ *   [A-Za-z0-9_-]+ of at most DEVICE_NAME_MAX-1 / DEVICE_BACKEND_MAX-1 bytes, description at
+ *   most DEVICE_DESC_MAX-1 bytes without control characters, free <= total; others skipped).
  *
  * Decoding never trusts the sender:
  *  - the node id is the mesh's (authenticated) id, 64 lowercase hex; the announcement is an
@@ -52,6 +56,7 @@
 #include <stdint.h>
 
 #include "catalog.h"
+#include "devices.h"
 #include "mm.h"
 #include "rtt.h"
 
@@ -63,6 +68,7 @@
 #define VIEW_SPEED_MAX 100000000 /* speed_mflops clamp (100 TFLOP/s; = LS_SPEED_MAX) */
 #define VIEW_MAX_ADDRS 16        /* addrs kept per node */
 #define VIEW_ADDR_MAX 64         /* one "host:port", bytes including the NUL (= TOKEN_ADDR_MAX) */
+#define VIEW_MAX_DEVICES 8       /* devices kept per node */
 
 typedef enum {
     VIEW_SERVE_NONE = 0, /* absent or unknown */
@@ -164,6 +170,8 @@ typedef struct {
     bool nostr_published; /* it publishes the mesh's listing on Nostr (nostr_app.h) */
     rtt_entry_t *rtt;     /* rtt_ms: what it measured to its peers, at most RTT_MAX_ENTRIES */
     size_t n_rtt;
+    device_t devices[VIEW_MAX_DEVICES]; /* devices: its accelerators (none: CPU and RAM) */
+    size_t n_devices;
     size_t rejected; /* skipped entries and ignored fields while decoding */
     size_t cap_av_, cap_sv_, cap_rq_, cap_dm_, cap_src_, cap_dl_;
 } view_node_t;
@@ -196,6 +204,10 @@ int view_decode(const json_t *ann, const char *id, view_node_t *out);
  * only when n has them (this node's own are the mesh's and nostr_app's), rtt_ms likewise (the
  * mesh's, mesh_self.c). 0, -ENOMEM. */
 int view_encode(const view_node_t *n, json_t *ann);
+
+/* devs[0..n) as the announcement's and the status's devices list; NULL when out of memory (or
+ * a description that is not UTF-8). */
+json_t *view_devices_json(const device_t *devs, size_t n);
 
 /* The first serving entry / available model with this name, or NULL. */
 const view_serving_t *view_serving(const view_node_t *n, const char *model);

@@ -53,11 +53,18 @@ void bin_dirs(bin_dirs_t *d, const bin_env_t *e)
         add(d, "the installed copy", exe, "/" MESH_LIBEXEC_DIR "/", MESH_FLAVOUR);
     }
     add(d, "the build's llama.cpp", MESH_BUILD_BIN_DIR, "", "");
+    bool cpu_too = strcmp(MESH_BUILD_BIN_DIR, MESH_BUILD_CPU_BIN_DIR) != 0;
+    if (cpu_too) /* the flavour's setup fell back to the CPU build */
+        add(d, "the build's llama.cpp (CPU)", MESH_BUILD_CPU_BIN_DIR, "", "");
     const char *cache = e->cache, *home = getenv("HOME");
-    if (cache && *cache)
+    if (cache && *cache) {
         add(d, "the cache", cache, "/", MESH_CACHE_BIN_SUBDIR);
-    else
+        if (cpu_too) add(d, "the cache (CPU)", cache, "/", MESH_CACHE_CPU_BIN_SUBDIR);
+    } else {
         add(d, "the cache", home, "/.cache/mesh-llm/", MESH_CACHE_BIN_SUBDIR);
+        if (cpu_too)
+            add(d, "the cache (CPU)", home, "/.cache/mesh-llm/", MESH_CACHE_CPU_BIN_SUBDIR);
+    }
 }
 
 char *sv_find_binary(const char *bin_dir, const char *name, const bin_env_t *e)

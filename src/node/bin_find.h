@@ -4,12 +4,14 @@
 
 #include <stddef.h>
 
-#define BIN_DIRS_MAX 4
+#define BIN_DIRS_MAX 6
 
 /* The directories searched before PATH, in order: $MESH_LLM_BIN_DIR; the installed copy,
  * PREFIX/libexec/mesh-llm/<flavour> next to this binary's PREFIX/bin (so a relocated prefix
- * works); the directory the build used (recorded by CMake from scripts/llama.sh); the cache
- * ($MESH_LLM_CACHE, default ~/.cache/mesh-llm) under the same pinned name. */
+ * works); the directory the build used for this machine's flavour (recorded by CMake from
+ * scripts/llama.sh) and then, for a GPU flavour, the CPU flavour's (the setup falls back to it
+ * when the GPU one cannot be built); the cache ($MESH_LLM_CACHE, default ~/.cache/mesh-llm)
+ * under the same pinned names. */
 /* The environment's say, read at start (config_t.bin_dir_env, tunables_t.cache): NULL or ""
  * for unset. */
 typedef struct {

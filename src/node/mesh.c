@@ -478,6 +478,9 @@ json_t *mesh_status(mesh_t *m)
             json_object_set_new(o, "downloading", ann_get(p, "downloading", json_array()));
             const view_node_t *v = view_set_find(&m->views, p->id); /* its rtt_ms, decoded */
             json_object_set_new(o, "peer_rtt_ms", v ? rtt_json(v->rtt, v->n_rtt) : json_object());
+            /* its accelerators, as decoded (bounded, checked) */
+            json_object_set_new(o, "devices",
+                                v ? view_devices_json(v->devices, v->n_devices) : json_array());
         }
         if (o) json_array_append_new(peers, o);
     }

@@ -12,6 +12,7 @@
 #include "bin_find.h"
 #include "changes.h"
 #include "config.h"
+#include "devices.h"
 #include "httpd.h"
 #include "meshstat.h"
 #include "node_dl.h"
@@ -27,6 +28,7 @@ typedef struct {
     relay_ctx_t relay;            /* what the node's relays share: counters, prefix affinity */
     tunnel_rpc_stats_t rpc_stats; /* the RPC tunnels' counters, both sides (tunnel_rpc.h) */
     bin_env_t bins;               /* where llama.cpp's binaries are looked for (bin_find.h) */
+    devices_t devices;            /* the accelerators llama-server lists (offer_detect) */
 } node_ctx_t;
 
 /* Parse argc/argv (with the config file and the MESH_LLM_* environment, config_file.h) into a

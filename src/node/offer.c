@@ -8,25 +8,32 @@
 
 #include "devices.h"
 #include "ledger.h"
+#include "view.h"
 #include "log.h"
 #include "platform.h"
 
 /* Memory this node offers: --max-vram; else the free memory of the accelerators the installed
  * llama-server reports (--list-devices); else (a CPU-only build) half of the available RAM. */
-uint64_t offer_compute(uint64_t max_vram, const char *llama_server, unsigned *n_accel, char *how,
+uint64_t offer_compute(uint64_t max_vram, const char *llama_server, devices_t *devs, char *how,
                        size_t len)
 {
-    if (n_accel) *n_accel = 0;
+    devices_t none;
+    if (!devs) devs = &none;
+    memset(devs, 0, sizeof *devs);
+    /* the devices are listed even under --max-vram: they are shown and announced */
+    int rc = llama_server ? devices_detect(llama_server, 15000, devs) : -ENOENT;
+    if (rc != 0) memset(devs, 0, sizeof *devs);
     if (max_vram) {
         snprintf(how, len, "--max-vram");
         return max_vram;
     }
-    uint64_t dev = 0;
-    unsigned n_dev = 0;
-    int rc = llama_server ? devices_detect(llama_server, 15000, &dev, &n_dev) : -ENOENT;
-    if (rc == 0 && n_dev > 0 && dev > 0) {
-        if (n_accel) *n_accel = n_dev;
-        snprintf(how, len, "free on %u device(s) llama-server reports", n_dev);
+    uint64_t dev = devices_free(devs);
+    if (rc == 0 && devs->n > 0 && dev > 0) {
+        size_t off =
+            (size_t)snprintf(how, len, "free on %u device(s) llama-server reports:", devs->n);
+        for (unsigned i = 0; i < devs->n && off < len; i++)
+            off += (size_t)snprintf(how + off, len - off, "%s %s (%s)", i ? "," : "",
+                                    devs->dev[i].name, devs->dev[i].desc);
         return dev;
     }
     if (rc != 0 && llama_server)
@@ -37,10 +44,28 @@ uint64_t offer_compute(uint64_t max_vram, const char *llama_server, unsigned *n_
     return plat_mem_available() / 2;
 }
 
-uint64_t offer_detect(const config_t *cfg, const char *llama_server, unsigned *n_accel)
+json_t *offer_devices_json(const devices_t *devs, const char *llama_server)
 {
-    char b[32], how[256];
-    uint64_t offer = offer_compute(cfg->max_vram_bytes, llama_server, n_accel, how, sizeof how);
+    json_t *list = view_devices_json(devs ? devs->dev : NULL, devs ? devs->n : 0);
+    char path[4096], flavour[32] = "";
+    const char *slash = llama_server ? strrchr(llama_server, '/') : NULL;
+    if (slash && (size_t)(slash - llama_server) < sizeof path - 16) {
+        snprintf(path, sizeof path, "%.*s/FLAVOUR", (int)(slash - llama_server), llama_server);
+        FILE *f = fopen(path, "re");
+        if (f) {
+            if (!fgets(flavour, sizeof flavour, f)) flavour[0] = '\0';
+            fclose(f);
+            flavour[strcspn(flavour, "\r\n")] = '\0';
+        }
+    }
+    json_t *fl = flavour[0] ? json_string(flavour) : NULL; /* NULL: not UTF-8 either */
+    return json_pack("{s:o,s:o}", "flavour", fl ? fl : json_null(), "devices", list);
+}
+
+uint64_t offer_detect(const config_t *cfg, const char *llama_server, devices_t *devs)
+{
+    char b[32], how[1024];
+    uint64_t offer = offer_compute(cfg->max_vram_bytes, llama_server, devs, how, sizeof how);
     if (strstr(how, "failed"))
         LOGW("node", "offering %s of memory: %s", ledger_fmt(offer, b, sizeof b), how);
     else

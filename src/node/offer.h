@@ -1,6 +1,7 @@
 /* offer — how much memory this node offers the mesh: --max-vram; else the free memory of the
  * accelerators the installed llama-server lists (base/devices.h); else, on a CPU-only build,
- * half of the available RAM. Logs which. For startup only (it may run llama-server once). */
+ * half of the available RAM. Logs which. The devices are listed in every case (the status and
+ * the announcement show them). For startup only (it runs llama-server --list-devices once). */
 #ifndef MESH_OFFER_H
 #define MESH_OFFER_H
 
@@ -8,14 +9,21 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "devices.h"
 
-/* *n_accel (may be NULL): the accelerators whose memory is offered (0: the CPU's RAM, or
- * --max-vram, which runs no detection). */
-uint64_t offer_detect(const config_t *cfg, const char *llama_server, unsigned *n_accel);
+#include <jansson.h>
+
+/* *devs (may be NULL): the accelerators llama-server lists (none: a CPU-only build). */
+uint64_t offer_detect(const config_t *cfg, const char *llama_server, devices_t *devs);
 /* The same without logging (mesh-llm models list): max_vram when set (bytes, 0 unset); else
  * the devices llama_server lists (NULL: none looked for); else half of the available RAM. how
  * receives which, for the user. */
-uint64_t offer_compute(uint64_t max_vram, const char *llama_server, unsigned *n_accel, char *how,
+uint64_t offer_compute(uint64_t max_vram, const char *llama_server, devices_t *devs, char *how,
                        size_t len);
+
+/* For the status: {"flavour": the llama.cpp flavour of llama_server's directory (the FLAVOUR
+ * file scripts/llama.sh writes; null when absent), "devices": [{name, backend, description,
+ * total_bytes, free_bytes}]} (free as detected at start). */
+json_t *offer_devices_json(const devices_t *devs, const char *llama_server);
 
 #endif

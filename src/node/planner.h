@@ -126,6 +126,9 @@ struct planner {
     /* compute speed (speed.h): announced as speed_mflops; the models are not planned while it
      * is being measured (a plan made without it would be re-made a moment later) */
     node_speed_t speed;
+    /* the accelerators llama-server lists (offer_detect; NULL or none: CPU and RAM), announced
+     * as devices; the composition root sets it before the first announcement */
+    const devices_t *devices;
 };
 
 /* rpc_stats: the node's RPC tunnel counters (host side); NULL: none */

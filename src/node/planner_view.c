@@ -245,6 +245,8 @@ int self_view(planner_t *pl, view_node_t *n)
     n->free_bytes = ledger_free(&pl->ms->ledger);
     n->has_free = true;
     n->speed_mflops = pl->speed.mflops;
+    for (unsigned i = 0; pl->devices && i < pl->devices->n && i < VIEW_MAX_DEVICES; i++)
+        n->devices[n->n_devices++] = pl->devices->dev[i];
     for (model_entry_t *e = NULL; (e = models_next(pl->ms, e));) {
         view_avail_t *a = view_add_available(n, e->mm->name);
         if (!a) continue; /* beyond the list cap */

@@ -5,13 +5,16 @@
  * Oracles besides the sanitizers: argv_split round-trips (re-quoting its output and splitting
  * again gives the same argv); an accepted llamacpp_args string's normalized form is accepted
  * again and normalizes to itself; parse_u64 agrees with a plain reference implementation;
- * model_name_from_path never overruns a small output buffer and ends it with a NUL. */
+ * model_name_from_path never overruns a small output buffer and ends it with a NUL;
+ * devices_parse keeps at most DEVICES_MAX devices, each with a word for a name and backend, a
+ * description without control characters, and free <= 1 EiB. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "config.h"
+#include "devices.h"
 #include "llama_args.h"
 #include "util.h"
 
@@ -19,6 +22,25 @@
     do {                                                                                           \
         if (!(c)) abort();                                                                         \
     } while (0)
+
+static void check_devices(const uint8_t *data, size_t size)
+{
+    devices_t d;
+    if (devices_parse((const char *)data, size, &d) != 0) {
+        CHECK(d.n == 0);
+        return;
+    }
+    CHECK(d.n <= DEVICES_MAX);
+    for (unsigned i = 0; i < d.n; i++) {
+        CHECK(d.dev[i].name[0] && strlen(d.dev[i].name) < DEVICE_NAME_MAX);
+        CHECK(strlen(d.dev[i].backend) < DEVICE_BACKEND_MAX);
+        size_t n = strlen(d.dev[i].desc);
+        CHECK(n < DEVICE_DESC_MAX);
+        for (size_t k = 0; k < n; k++)
+            CHECK((unsigned char)d.dev[i].desc[k] >= 0x20 && d.dev[i].desc[k] != 0x7f);
+        CHECK(d.dev[i].free_bytes <= (1ULL << 40) * 1024 * 1024);
+    }
+}
 
 static int ref_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
 {
@@ -114,6 +136,7 @@ static void check_llama_args(const char *s)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    check_devices(data, size); /* the raw bytes: NULs and all */
     char *s = malloc(size + 1);
     if (!s) return 0;
     memcpy(s, data, size);

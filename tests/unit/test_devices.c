@@ -19,11 +19,22 @@
 
 static void parse(const char *text, int want_rc, uint64_t want_free, unsigned want_n)
 {
-    uint64_t fr = 99;
-    unsigned n = 99;
-    assert_int_equal(devices_parse(text, strlen(text), &fr, &n), want_rc);
-    assert_int_equal(fr, want_free);
-    assert_int_equal(n, want_n);
+    devices_t d;
+    d.n = 99;
+    assert_int_equal(devices_parse(text, strlen(text), &d), want_rc);
+    assert_int_equal(devices_free(&d), want_free);
+    assert_int_equal(d.n, want_n);
+}
+
+static void dev_is(const devices_t *d, unsigned i, const char *name, const char *backend,
+                   const char *desc, uint64_t total_mib, uint64_t free_mib)
+{
+    assert_true(i < d->n);
+    assert_string_equal(d->dev[i].name, name);
+    assert_string_equal(d->dev[i].backend, backend);
+    assert_string_equal(d->dev[i].desc, desc);
+    assert_int_equal(d->dev[i].total_bytes, total_mib * MIB);
+    assert_int_equal(d->dev[i].free_bytes, free_mib * MIB);
 }
 
 static void test_parse(void **state)
@@ -36,12 +47,55 @@ static void test_parse(void **state)
           0, (23570 + 1000) * MIB, 2);
     parse("Available devices:\n  Metal: Apple M2 Max (98304 MiB, 98303 MiB free)", 0, 98303 * MIB,
           1);
-    /* malformed lines are skipped; absurd figures ignored */
+    /* malformed lines are skipped; absurd figures ignored; a name must be a word */
     parse("Available devices:\n  X: (lots MiB, some MiB free)\n  Y: y (1 MiB, 99999999999999 MiB "
-          "free)\n  Z: z (10 MiB, 5 MiB free)\n",
+          "free)\n  Z: z (10 MiB, 5 MiB free)\n  bad name: w (10 MiB, 5 MiB free)\n"
+          "  no colon (10 MiB, 5 MiB free)\n",
           0, 5 * MIB, 1);
     parse("error: unknown argument: --list-devices\n", -EINVAL, 0, 0);
     parse("", -EINVAL, 0, 0);
+}
+
+/* What each device is: name, backend, description and memory, from recorded listings */
+static void test_parse_fields(void **state)
+{
+    (void)state;
+    devices_t d;
+    /* the pinned llama-server with the Vulkan flavour on Mesa's lavapipe
+     * (GGML_VK_VISIBLE_DEVICES=0), as recorded on this project's test machine */
+    const char *lavapipe =
+        "ggml_vulkan: Found 1 Vulkan devices:\n"
+        "ggml_vulkan: 0 = llvmpipe (LLVM 15.0.6, 256 bits) (llvmpipe) | uma: 0 | fp16: 1 | bf16: 0 "
+        "| warp size: 8 | shared memory: 32768 | int dot: 0 | matrix cores: none\n"
+        "Available devices:\n  Vulkan0: llvmpipe (LLVM 15.0.6, 256 bits) (2048 MiB, 2048 MiB "
+        "free)\n";
+    assert_int_equal(devices_parse(lavapipe, strlen(lavapipe), &d), 0);
+    assert_int_equal(d.n, 1);
+    dev_is(&d, 0, "Vulkan0", "Vulkan", "llvmpipe (LLVM 15.0.6, 256 bits)", 2048, 2048);
+    const char *cuda = "Available devices:\n"
+                       "  CUDA0: NVIDIA H200 (143156 MiB, 142500 MiB free)\n"
+                       "  CUDA1: NVIDIA GeForce RTX 3090 (Ti) (24268 MiB, 1000 MiB free)\n"
+                       "  ROCm0: AMD Radeon RX 7900 XTX (24560 MiB, 24000 MiB free)\n"
+                       "  Metal: Apple M2 Max (98304 MiB, 98303 MiB free)\n";
+    assert_int_equal(devices_parse(cuda, strlen(cuda), &d), 0);
+    assert_int_equal(d.n, 4);
+    dev_is(&d, 0, "CUDA0", "CUDA", "NVIDIA H200", 143156, 142500);
+    dev_is(&d, 1, "CUDA1", "CUDA", "NVIDIA GeForce RTX 3090 (Ti)", 24268, 1000);
+    dev_is(&d, 2, "ROCm0", "ROCm", "AMD Radeon RX 7900 XTX", 24560, 24000);
+    dev_is(&d, 3, "Metal", "Metal", "Apple M2 Max", 98304, 98303);
+    /* bounded: more than DEVICES_MAX devices keep the first; a long description is cut, control
+     * characters in it replaced */
+    char big[8192];
+    size_t off = (size_t)snprintf(big, sizeof big, "Available devices:\n");
+    for (unsigned i = 0; i < DEVICES_MAX + 4; i++)
+        off += (size_t)snprintf(big + off, sizeof big - off,
+                                "  CUDA%u: G\x01%0120u (100 MiB, %u MiB free)\n", i, i, i + 1);
+    assert_int_equal(devices_parse(big, off, &d), 0);
+    assert_int_equal(d.n, DEVICES_MAX);
+    assert_int_equal(strlen(d.dev[0].desc), DEVICE_DESC_MAX - 1);
+    assert_int_equal(d.dev[0].desc[1], '?');
+    assert_string_equal(d.dev[DEVICES_MAX - 1].name, "CUDA15");
+    assert_int_equal(d.dev[DEVICES_MAX - 1].free_bytes, DEVICES_MAX * MIB);
 }
 
 static char dir[] = "/tmp/mesh-devices-XXXXXX";
@@ -62,18 +116,17 @@ static void test_detect(void **state)
 {
     (void)state;
     assert_non_null(mkdtemp(dir));
-    uint64_t fr;
-    unsigned n;
+    devices_t d;
     const char *ok = script("ok", "[ \"$1\" = --list-devices ] || exit 3\n"
                                   "echo noise >&2\necho 'Available devices:'\n"
                                   "echo '  Vulkan0: AMD (16368 MiB, 16000 MiB free)'");
-    assert_int_equal(devices_detect(ok, 5000, &fr, &n), 0);
-    assert_int_equal(n, 1);
-    assert_int_equal(fr, 16000 * MIB);
+    assert_int_equal(devices_detect(ok, 5000, &d), 0);
+    assert_int_equal(d.n, 1);
+    dev_is(&d, 0, "Vulkan0", "Vulkan", "AMD", 16368, 16000);
     /* a llama-server that hangs is killed at the timeout */
     const char *hang = script("hang", "exec sleep 30");
-    assert_int_equal(devices_detect(hang, 200, &fr, &n), -ETIMEDOUT);
-    assert_int_equal(devices_detect("/nonexistent/llama-server", 1000, &fr, &n), -ENOENT);
+    assert_int_equal(devices_detect(hang, 200, &d), -ETIMEDOUT);
+    assert_int_equal(devices_detect("/nonexistent/llama-server", 1000, &d), -ENOENT);
     unlink(ok);
     unlink(hang);
     rmdir(dir);
@@ -83,6 +136,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse),
+        cmocka_unit_test(test_parse_fields),
         cmocka_unit_test(test_detect),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -665,6 +665,103 @@ static void test_offer(void **state)
     view_node_free(&n);
 }
 
+/* devices (issue 28): the accelerators a node announces, bounded and checked like every other
+ * field from a peer, and carried through the round trip. Table: one entry per case, whether it
+ * is kept. */
+static void test_devices(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *json;
+        bool kept;
+    } cases[] = {
+        {"{\"name\":\"Vulkan0\",\"backend\":\"Vulkan\",\"description\":\"llvmpipe (LLVM 15.0.6, "
+         "256 bits)\",\"total_bytes\":2147483648,\"free_bytes\":2147483648}",
+         true},
+        {"{\"name\":\"CUDA1\",\"backend\":\"CUDA\",\"description\":\"\",\"total_bytes\":10,"
+         "\"free_bytes\":0}",
+         true},
+        {"{\"name\":\"Metal\",\"backend\":\"Metal\",\"description\":\"Apple M2\"}", true},
+        {"{\"name\":\"bad name\",\"backend\":\"CUDA\",\"description\":\"x\"}", false},
+        {"{\"name\":\"\",\"backend\":\"CUDA\",\"description\":\"x\"}", false},
+        {"{\"name\":\"CUDA0\",\"description\":\"x\"}", false},
+        {"{\"name\":\"CUDA0\",\"backend\":\"CU/DA\",\"description\":\"x\"}", false},
+        {"{\"name\":\"CUDA0\",\"backend\":\"CUDA\",\"description\":\"a\\u0001b\"}", false},
+        {"{\"name\":\"CUDA0\",\"backend\":\"CUDA\",\"description\":5}", false},
+        {"{\"name\":\"CUDA0\",\"backend\":\"CUDA\",\"description\":\"x\",\"total_bytes\":-1}",
+         false},
+        {"{\"name\":\"CUDA0\",\"backend\":\"CUDA\",\"description\":\"x\",\"total_bytes\":1,"
+         "\"free_bytes\":2}",
+         false},
+        {"\"CUDA0\"", false},
+        {"{\"name\":\"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA\",\"backend\":\"A\",\"description\":"
+         "\"\"}",
+         false},
+    };
+    size_t want_kept = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char buf[512];
+        snprintf(buf, sizeof buf, "{\"devices\":[%s]}", cases[i].json);
+        json_t *j = parse(buf);
+        view_node_t n;
+        assert_int_equal(view_decode(j, ID_A, &n), 0);
+        if (n.n_devices != (cases[i].kept ? 1u : 0u)) fail_msg("case %zu: %s", i, cases[i].json);
+        assert_int_equal(n.rejected, cases[i].kept ? 0 : 1);
+        want_kept += cases[i].kept;
+        view_node_free(&n);
+        json_decref(j);
+    }
+    assert_int_equal(want_kept, 3);
+
+    /* the first entry decoded, every field */
+    json_t *j = parse("{\"devices\":[{\"name\":\"Vulkan0\",\"backend\":\"Vulkan\","
+                      "\"description\":\"llvmpipe\",\"total_bytes\":200,\"free_bytes\":100}]}");
+    view_node_t n, back;
+    assert_int_equal(view_decode(j, ID_A, &n), 0);
+    assert_string_equal(n.devices[0].name, "Vulkan0");
+    assert_string_equal(n.devices[0].backend, "Vulkan");
+    assert_string_equal(n.devices[0].desc, "llvmpipe");
+    assert_int_equal(n.devices[0].total_bytes, 200);
+    assert_int_equal(n.devices[0].free_bytes, 100);
+    view_node_free(&n);
+    json_decref(j);
+
+    /* 12 devices: VIEW_MAX_DEVICES kept, the rest rejected; encoded back and decoded equal */
+    json_t *list = json_array();
+    for (int i = 0; i < 12; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "CUDA%d", i);
+        json_array_append_new(list, json_pack("{s:s,s:s,s:s,s:i,s:i}", "name", name, "backend",
+                                              "CUDA", "description", "G", "total_bytes", 10 + i,
+                                              "free_bytes", i));
+    }
+    j = json_pack("{s:o}", "devices", list);
+    assert_int_equal(view_decode(j, ID_A, &n), 0);
+    assert_int_equal(n.n_devices, VIEW_MAX_DEVICES);
+    assert_int_equal(n.rejected, 12 - VIEW_MAX_DEVICES);
+    assert_string_equal(n.devices[VIEW_MAX_DEVICES - 1].name, "CUDA7");
+    json_t *out = json_object();
+    assert_int_equal(view_encode(&n, out), 0);
+    assert_int_equal(json_array_size(json_object_get(out, "devices")), VIEW_MAX_DEVICES);
+    assert_int_equal(view_decode(out, ID_A, &back), 0);
+    assert_true(view_node_equal(&n, &back));
+    back.devices[3].free_bytes++;
+    assert_false(view_node_equal(&n, &back));
+    view_node_free(&back);
+    json_decref(out);
+    view_node_free(&n);
+    json_decref(j);
+
+    /* a node without devices (CPU and RAM) announces none: the field is left out */
+    view_node_init(&n);
+    memcpy(n.id, ID_A, sizeof n.id);
+    out = json_object();
+    assert_int_equal(view_encode(&n, out), 0);
+    assert_null(json_object_get(out, "devices"));
+    json_decref(out);
+    view_node_free(&n);
+}
+
 /* addrs and nostr_published (the mesh's own fields, decoded with the rest since S13): bounded,
  * checked, and carried through the round trip. */
 static void test_addrs_and_published(void **state)
@@ -750,6 +847,7 @@ int main(void)
         cmocka_unit_test(test_offer),
         cmocka_unit_test(test_sources_and_downloads),
         cmocka_unit_test(test_addrs_and_published),
+        cmocka_unit_test(test_devices),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -368,6 +368,10 @@
     const mem = n.memory || {};
     $('self-mem').textContent = mem.offered_bytes !== undefined
       ? `${bytes(mem.offered_bytes)} offered, ${bytes(mem.free_bytes)} free` : bytes(n.vram_bytes);
+    const devs = Array.isArray(n.devices) ? n.devices : [];
+    $('self-devices').textContent = (n.llama_flavour ? `llama.cpp ${n.llama_flavour}: ` : '') +
+      (devs.length ? devs.map((d) => `${d.name} ${d.description} (${bytes(d.total_bytes)}, ` +
+        `${bytes(d.free_bytes)} free)`).join(', ') : 'no accelerator (CPU and RAM)');
     $('self-version').textContent = n.version || '–';
     const tok = $('self-token');
     if (typeof n.token === 'string' && n.token) {
