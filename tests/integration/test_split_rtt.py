@@ -80,7 +80,10 @@ def test_split_moves_to_the_low_rtt_worker(impaired, start_node, tmp_path):
 
     # the RTTs the host decided on are the links' (rtt.h steps of the least RTT; never below the
     # delay set, near it on a busy machine)
-    rtt = host.status()["node"]["peer_rtt_ms"]
+    def announced_rtt():
+        r = host.status()["node"]["peer_rtt_ms"]
+        return r if far.id in r and near.id in r else None
+    rtt = wait_for(announced_rtt, timeout=30, what="the host's announced RTT to both workers")
     assert rtt[far.id] >= FAR_MS - 1 and rtt[near.id] < FAR_MS / 2, rtt
 
     # seen from every node's /api/status: the near one holds layers, the far one none
