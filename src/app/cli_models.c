@@ -212,7 +212,9 @@ static int list_installed(const char *dir)
         snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
         if (stat(p, &st) != 0) continue;
         printf("%-50s %9.1f MB%s\n", de->d_name, st.st_size / 1e6,
-               part ? "  (partial download: 'mesh-llm download' resumes it)" : "");
+               part ? "  (partial download: 'mesh-llm download' resumes it)"
+               : model_ref_is_mmproj(de->d_name) ? "  (vision projector of the model it names)"
+                                                 : "");
         n++;
     }
     closedir(dp);
@@ -267,7 +269,8 @@ static int usage(void)
                     "       mesh-llm models list|installed [--models-dir DIR]\n"
                     "       mesh-llm models search TEXT\n"
                     "       mesh-llm models rm NAME [--models-dir DIR]\n"
-                    "REF: a catalog name (mesh-llm models list), hf://ORG/REPO/FILE.gguf[@REV], "
+                    "REF: a catalog name (mesh-llm models list), "
+                    "hf://ORG/REPO/FILE.gguf[@REV][?mmproj=PROJECTOR.gguf], "
                     "ORG/REPO:QUANT, or an https:// URL of a GGUF\n");
     return 2;
 }

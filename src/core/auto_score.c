@@ -79,7 +79,7 @@ auto_pick_t auto_pick_model(uint64_t mem, uint32_t mflops,
     bool best_disk = false;
     for (size_t i = 0; i < known_models_n; i++) {
         const known_model_t *m = &known_models[i];
-        if (m->type != KNOWN_LLM || m->min_memory > mem) continue;
+        if (m->type != KNOWN_LLM || m->mmproj || m->min_memory > mem) continue;
         if (mflops == 0) { /* unknown speed: the default, else the smallest that fits */
             p.why = AUTO_PICK_UNKNOWN_SPEED;
             if (m == known_model_default() || (!p.model && (!p.best || m->size < p.best->size)))

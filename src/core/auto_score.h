@@ -69,7 +69,8 @@ typedef struct {
 /* mem: bytes this node offers; mflops: its measured speed (0 unknown); on_disk (may be NULL):
  * whether a catalog model's file is on disk already. Among the chat models that fit mem
  * (min_memory) and run at >= AUTO_MIN_TPS, the ones on disk come first (no download), then the
- * one needing the most memory (ties: the larger file). */
+ * one needing the most memory (ties: the larger file). Vision models (a catalog entry with a
+ * projector) are never picked: a new mesh's model is a text chat model. */
 auto_pick_t auto_pick_model(uint64_t mem, uint32_t mflops,
                             bool (*on_disk)(void *data, const known_model_t *m), void *data);
 

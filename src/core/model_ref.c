@@ -113,7 +113,7 @@ int model_ref_pick_quant(const char *const *files, size_t n, const char *quant)
         const char *f = files[i];
         if (!ends_with_ci(f, ".gguf")) continue;
         const char *base = model_ref_basename(f);
-        if (strncasecmp(base, "mmproj", 6) == 0) continue;
+        if (model_ref_is_mmproj(base)) continue;
         if (!strcasestr(base, quant)) continue;
         /* The quant must stand as a word: "Q4_K" does not pick "Q4_K_M" over "Q4_K_S" blindly,
          * but "Q4_K_M" in "model-Q4_K_M.gguf" or "model.Q4_K_M.gguf" does. */
@@ -127,12 +127,81 @@ int model_ref_pick_quant(const char *const *files, size_t n, const char *quant)
     return best;
 }
 
+bool model_ref_is_mmproj(const char *file)
+{
+    const char *base = model_ref_basename(file);
+    return strncasecmp(base, "mmproj", 6) == 0 && ends_with_ci(base, ".gguf");
+}
+
+/* quant stands as a word in name (see model_ref_pick_quant) */
+static bool names_quant(const char *name, const char *quant)
+{
+    if (!quant || !*quant) return false;
+    for (const char *at = strcasestr(name, quant); at; at = strcasestr(at + 1, quant)) {
+        char before = at == name ? '-' : at[-1], after = at[strlen(quant)];
+        if (!isalnum((unsigned char)before) && !isalnum((unsigned char)after) && after != '_')
+            return true;
+    }
+    return false;
+}
+
+/* A projector's rank: lower is better (model_ref_pick_mmproj's order). */
+static int mmproj_rank(const char *base, const char *quant)
+{
+    static const char *const pref[] = {"F16", "BF16", "F32", "Q8_0"};
+    if (names_quant(base, quant)) return 0;
+    for (int i = 0; i < 4; i++)
+        if (names_quant(base, pref[i])) return 1 + i;
+    return 5;
+}
+
+int model_ref_pick_mmproj(const char *const *files, size_t n, const char *model, const char *quant)
+{
+    size_t dir = (size_t)(model_ref_basename(model) - model);
+    int best = -1, best_rank = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *f = files[i];
+        size_t fdir = (size_t)(model_ref_basename(f) - f);
+        if (!model_ref_is_mmproj(f) || fdir != dir || strncmp(f, model, dir) != 0 ||
+            !valid_repo_file(f))
+            continue;
+        int rank = mmproj_rank(model_ref_basename(f), quant);
+        size_t fl = strlen(f), bl = best < 0 ? 0 : strlen(files[best]);
+        if (best < 0 || rank < best_rank ||
+            (rank == best_rank && (fl < bl || (fl == bl && strcmp(f, files[best]) < 0)))) {
+            best = (int)i;
+            best_rank = rank;
+        }
+    }
+    return best;
+}
+
+int model_ref_mmproj_local(const char *model, char *out, size_t len)
+{
+    const char *base = model_ref_basename(model);
+    size_t stem;
+    if (!ends_with_ci(base, ".gguf") || model_ref_is_mmproj(base)) return -EINVAL;
+    if (!model_ref_split(base, NULL, NULL, &stem)) stem = strlen(base) - 5;
+    if (stem == 0) return -EINVAL;
+    int w = snprintf(out, len, "mmproj-%.*s.gguf", (int)stem, base);
+    return w < 0 || (size_t)w >= len ? -ENAMETOOLONG : 0;
+}
+
 static int parse_hf_file(const char *s, model_ref_t *out, char *err, size_t errlen)
 {
-    /* ORG/REPO/FILE[@REV] */
-    char buf[MODEL_REF_REPO_MAX + MODEL_REF_FILE_MAX + 80];
+    /* ORG/REPO/FILE[@REV][?mmproj=FILE] */
+    char buf[MODEL_REF_REPO_MAX + 2 * MODEL_REF_FILE_MAX + 80];
     if (strlen(s) >= sizeof buf) goto bad;
     strcpy(buf, s);
+    char *q = strchr(buf, '?');
+    if (q) {
+        *q = 0;
+        const char *proj = q + 1;
+        if (strncmp(proj, "mmproj=", 7) != 0) goto bad;
+        proj += 7;
+        if (!valid_repo_file(proj) || !ends_with_ci(proj, ".gguf")) goto bad;
+        snprintf(out->mmproj, sizeof out->mmproj, "%s", proj);
+    }
     char *at = strrchr(buf, '@');
     if (at) {
         *at = 0;
@@ -152,12 +221,17 @@ static int parse_hf_file(const char *s, model_ref_t *out, char *err, size_t errl
     if (!valid_repo_file(s2 + 1) || !ends_with_ci(s2 + 1, ".gguf")) goto bad;
     snprintf(out->repo, sizeof out->repo, "%.*s", (int)(s2 - buf), buf);
     snprintf(out->file, sizeof out->file, "%s", s2 + 1);
+    if (out->mmproj[0] && (strcmp(out->mmproj, out->file) == 0 || model_ref_is_mmproj(out->file) ||
+                           model_ref_mmproj_local(out->file, buf, sizeof buf) != 0))
+        goto bad;
     out->kind = MODEL_REF_HF_FILE;
     return 0;
 bad:
+    out->mmproj[0] = 0;
     snprintf(err, errlen,
-             "model reference 'hf://%.200s': expected hf://ORG/REPO/FILE.gguf or "
-             "hf://ORG/REPO/FILE.gguf@REVISION",
+             "model reference 'hf://%.200s': expected hf://ORG/REPO/FILE.gguf, "
+             "hf://ORG/REPO/FILE.gguf@REVISION or, with its vision projector, "
+             "hf://ORG/REPO/FILE.gguf?mmproj=PROJECTOR.gguf",
              s);
     return -EINVAL;
 }
@@ -211,6 +285,7 @@ int model_ref_parse(const char *s, model_ref_t *out, char *err, size_t errlen)
         out->known = k;
         snprintf(out->repo, sizeof out->repo, "%s", k->repo);
         snprintf(out->file, sizeof out->file, "%s", k->file);
+        if (k->mmproj) snprintf(out->mmproj, sizeof out->mmproj, "%s", k->mmproj);
         return 0;
     }
     const char *slash = strchr(s, '/');

@@ -1,7 +1,14 @@
 /* model_ref — what a user may name as a model, parsed without touching the disk or the network:
- * a file path, a catalog name (known_models.c), hf://ORG/REPO/FILE.gguf[@REV],
+ * a file path, a catalog name (known_models.c), hf://ORG/REPO/FILE.gguf[@REV][?mmproj=FILE.gguf],
  * ORG/REPO[:QUANT], or an http(s):// URL of a GGUF. Split GGUFs (NAME-00001-of-0000N.gguf) are
- * recognised so the downloader can fetch every part. */
+ * recognised so the downloader can fetch every part.
+ *
+ * Vision projectors (issue 34 item 5): a reference may bring the model's projector (mmproj)
+ * with it, a file of the same repo and revision — named by a catalog entry, by hf://…?mmproj=
+ * FILE.gguf, or, for ORG/REPO:QUANT, picked from the repo's listing as llama.cpp's -hf does
+ * (model_ref_pick_mmproj). On disk it lies beside the model as mmproj-<model stem>.gguf
+ * (model_ref_mmproj_local), which is how a node finds the projector of a model it serves, and
+ * a models directory never lists such a file as a model (model_ref_is_mmproj). */
 #ifndef MESH_MODEL_REF_H
 #define MESH_MODEL_REF_H
 
@@ -31,6 +38,7 @@ typedef struct {
     const char *draft;   /* catalog name of a natural draft model, or NULL */
     uint64_t min_memory; /* bytes needed to serve it with a modest context */
     const char *description;
+    const char *mmproj; /* vision projector in the same repo (downloaded with it), or NULL */
 } known_model_t;
 
 extern const known_model_t known_models[];
@@ -48,12 +56,13 @@ const char *known_type_name(known_type_t t);
 
 typedef struct {
     model_ref_kind_t kind;
-    char repo[MODEL_REF_REPO_MAX]; /* ORG/REPO (hf kinds and catalog) */
-    char file[MODEL_REF_FILE_MAX]; /* file in the repo; for URL: the last path segment */
-    char rev[64];                  /* revision (default "main") */
-    char quant[32];                /* HF_QUANT: e.g. "Q4_K_M" */
-    char url[MODEL_REF_URL_MAX];   /* URL kind */
-    const known_model_t *known;    /* CATALOG kind */
+    char repo[MODEL_REF_REPO_MAX];   /* ORG/REPO (hf kinds and catalog) */
+    char file[MODEL_REF_FILE_MAX];   /* file in the repo; for URL: the last path segment */
+    char rev[64];                    /* revision (default "main") */
+    char quant[32];                  /* HF_QUANT: e.g. "Q4_K_M" */
+    char url[MODEL_REF_URL_MAX];     /* URL kind */
+    const known_model_t *known;      /* CATALOG kind */
+    char mmproj[MODEL_REF_FILE_MAX]; /* the projector's file in the repo, "" none (hf, catalog) */
 } model_ref_t;
 
 /* Parse s. Returns 0 or -EINVAL with a message in err. */
@@ -75,6 +84,16 @@ int model_ref_hf_url(const char *endpoint, const char *repo, const char *rev, co
 /* Choose, among a repo's files, the GGUF of quantization quant (case-insensitive match in the
  * name, not an mmproj file; the first part of a split one). Returns its index or -1. */
 int model_ref_pick_quant(const char *const *files, size_t n, const char *quant);
+/* Choose, among a repo's files, the vision projector of the model file `model` (quant: its
+ * quantization, or NULL): a .gguf whose name starts with "mmproj" (any case) in the model's
+ * folder; the one naming quant first, then F16, BF16, F32, Q8_0, then any; ties to the shorter
+ * then the smaller name. Returns its index or -1 (the model has none). */
+int model_ref_pick_mmproj(const char *const *files, size_t n, const char *model, const char *quant);
+/* Whether a file name (a path's last segment counts) is a vision projector's: "mmproj*.gguf". */
+bool model_ref_is_mmproj(const char *file);
+/* The name the projector of model file `model` has on disk beside it: "mmproj-" + the model's
+ * base name without .gguf and without a split suffix + ".gguf". 0 or -ENAMETOOLONG/-EINVAL. */
+int model_ref_mmproj_local(const char *model, char *out, size_t len);
 /* Whether s looks like a sha256 in hex (64 hex digits). */
 bool model_ref_is_sha256(const char *s);
 /* Where a reference's file comes from, independent of the hub's address: "hf://ORG/REPO/FILE"

@@ -231,7 +231,8 @@ static int add_models_dir(config_t *cfg, const char *dir, bool lenient, char *er
     int rc = 0;
     while ((e = readdir(d)) != NULL) {
         size_t len = strlen(e->d_name);
-        if (len <= 5 || strcasecmp(e->d_name + len - 5, ".gguf") != 0 || e->d_name[0] == '.')
+        if (len <= 5 || strcasecmp(e->d_name + len - 5, ".gguf") != 0 || e->d_name[0] == '.' ||
+            model_ref_is_mmproj(e->d_name)) /* a model's vision projector, not a model */
             continue;
         char *path = malloc(strlen(dir) + len + 2);
         if (!path) {

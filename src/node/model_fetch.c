@@ -97,8 +97,17 @@ bool mf_on_disk(const model_ref_t *r, const char *dir, char *path, size_t len)
 {
     struct stat st;
     char have[MODEL_REF_URL_MAX + 100];
-    return mf_local_path(r, dir, path, len) == 0 && stat(path, &st) == 0 && S_ISREG(st.st_mode) &&
-           source_matches(r, NULL, path, have, sizeof have);
+    if (mf_local_path(r, dir, path, len) != 0 || stat(path, &st) != 0 || !S_ISREG(st.st_mode) ||
+        !source_matches(r, NULL, path, have, sizeof have))
+        return false;
+    if (!r->mmproj[0]) return true;
+    /* a reference that names a projector is on disk with it (else fetched: the model's parts
+     * are there and taken as they are, the projector is downloaded) */
+    char local[MODEL_REF_FILE_MAX], proj[2048];
+    return model_ref_mmproj_local(r->file, local, sizeof local) == 0 &&
+           snprintf(proj, sizeof proj, "%s/%s", dir, local) < (int)sizeof proj &&
+           stat(proj, &st) == 0 && S_ISREG(st.st_mode) &&
+           source_matches(r, r->mmproj, proj, have, sizeof have);
 }
 
 static void end(mf_t *m, int rc, const char *err)
@@ -120,17 +129,37 @@ static void part_done(void *data, int rc, const char *err, const char *path)
     next_part(m);
 }
 
+/* Step m->part: part 1..nparts of the model, or, at nparts + 1, its vision projector (model_ref.h:
+ * from the same repo and revision, saved beside the model as mmproj-<stem>.gguf). file: the file
+ * in the repo (or the URL's); dest: where it goes. Returns 0, 1 (no such step) or -EINVAL. */
+static int step_paths(mf_t *m, char *file, size_t fl, char *dest, size_t dl)
+{
+    char local[MODEL_REF_FILE_MAX];
+    if (m->part > m->nparts) {
+        if (m->part > m->nparts + 1 || !m->r.mmproj[0]) return 1;
+        if (model_ref_mmproj_local(m->r.file, local, sizeof local) != 0) return -EINVAL;
+        snprintf(file, fl, "%s", m->r.mmproj);
+        snprintf(dest, dl, "%s/%s", m->dir, local);
+        return 0;
+    }
+    snprintf(file, fl, "%s", m->r.file);
+    if (m->nparts > 1 && model_ref_split_part(m->r.file, m->part, file, fl) != 0) return -EINVAL;
+    snprintf(dest, dl, "%s/%s", m->dir, model_ref_basename(file));
+    return 0;
+}
+
 static void next_part(mf_t *m)
 {
     char err[1024];
-    while (m->part <= m->nparts) {
+    for (;;) {
         char file[MODEL_REF_FILE_MAX], dest[2048], url[MODEL_REF_URL_MAX], label[700];
-        snprintf(file, sizeof file, "%s", m->r.file);
-        if (m->nparts > 1 && model_ref_split_part(m->r.file, m->part, file, sizeof file) != 0) {
+        int rc = step_paths(m, file, sizeof file, dest, sizeof dest);
+        if (rc == 1) break;
+        if (rc) {
             end(m, -EINVAL, "bad split file name");
             return;
         }
-        snprintf(dest, sizeof dest, "%s/%s", m->dir, model_ref_basename(file));
+        bool proj = m->part > m->nparts;
         if (m->part == 1) snprintf(m->first, sizeof m->first, "%s", dest);
         struct stat st;
         char have[MODEL_REF_URL_MAX + 100];
@@ -138,9 +167,9 @@ static void next_part(mf_t *m)
             if (!source_matches(&m->r, file, dest, have, sizeof have)) {
                 snprintf(err, sizeof err,
                          "%.200s: %.300s in the models directory came from %.300s, another "
-                         "model with the same file name: remove it (mesh-llm models rm) or use "
+                         "%s with the same file name: remove it (mesh-llm models rm) or use "
                          "another --models-dir",
-                         m->ref, dest, have);
+                         m->ref, dest, have, proj ? "projector" : "model");
                 end(m, -EEXIST, err);
                 return;
             }
@@ -149,7 +178,6 @@ static void next_part(mf_t *m)
         }
         snprintf(m->cur, sizeof m->cur, "%s", dest);
         model_ref_source(&m->r, file, m->cur_src, sizeof m->cur_src);
-        int rc;
         if (m->r.kind == MODEL_REF_URL)
             rc = m->nparts > 1 ? (snprintf(url, sizeof url, "%s%s", m->url_base,
                                            model_ref_basename(file)) >= (int)sizeof url
@@ -162,7 +190,9 @@ static void next_part(mf_t *m)
             end(m, rc, "URL too long");
             return;
         }
-        if (m->nparts > 1)
+        if (proj)
+            snprintf(label, sizeof label, "%.400s (vision projector %.200s)", m->ref, file);
+        else if (m->nparts > 1)
             snprintf(label, sizeof label, "%s (part %u of %u)", m->ref, m->part, m->nparts);
         else
             snprintf(label, sizeof label, "%s", m->ref);
@@ -170,8 +200,8 @@ static void next_part(mf_t *m)
                         .dest = dest,
                         .label = label,
                         .max_bytes = m->o.max_bytes,
-                        .size_out = m->o.size_out};
-        if (m->r.known && m->nparts <= 1) req.sha256 = m->r.known->sha256;
+                        .size_out = proj ? NULL : m->o.size_out};
+        if (m->r.known && m->nparts <= 1 && !proj) req.sha256 = m->r.known->sha256;
         rc = dl_start(m->d, &req, part_done, m);
         if (rc) {
             snprintf(err, sizeof err, "%.300s: cannot download into %.400s: %s", m->ref, dest,
@@ -228,6 +258,9 @@ static void listing_done(void *data, int rc, const char *err, long status, const
     }
     int pick = files ? model_ref_pick_quant(files, n, m->r.quant) : -1;
     if (pick >= 0) snprintf(m->r.file, sizeof m->r.file, "%s", files[pick]);
+    /* the repo's vision projector comes with the model, as with llama.cpp's -hf */
+    int proj = pick >= 0 ? model_ref_pick_mmproj(files, n, m->r.file, m->r.quant) : -1;
+    if (proj >= 0) snprintf(m->r.mmproj, sizeof m->r.mmproj, "%s", files[proj]);
     free(files);
     bool listed = json_is_array(sib);
     json_decref(root);
@@ -242,7 +275,8 @@ static void listing_done(void *data, int rc, const char *err, long status, const
         end(m, -ENOENT, msg);
         return;
     }
-    LOGI("download", "%s: %s", m->ref, m->r.file);
+    LOGI("download", "%s: %s%s%s", m->ref, m->r.file, m->r.mmproj[0] ? " with its projector " : "",
+         m->r.mmproj);
     have_file(m);
 }
 
@@ -341,9 +375,21 @@ int mf_remove(const char *dir, const char *file, void (*removed)(void *data, con
             return -EBUSY;
         }
     }
+    char local[MODEL_REF_FILE_MAX];
+    bool proj = model_ref_mmproj_local(file, local, sizeof local) == 0;
+    if (proj) {
+        snprintf(pp, sizeof pp, "%s/%s.part", dir, local);
+        if (part_in_use(pp)) {
+            snprintf(why, whylen, "%s", pp);
+            return -EBUSY;
+        }
+    }
     int count = 0, err = 0;
-    for (unsigned i = 1; i <= n; i++) {
-        part_path(dir, file, split, i, p, sizeof p);
+    for (unsigned i = 1; i <= n + (proj ? 1 : 0); i++) {
+        if (i > n) /* its vision projector (model_ref.h) */
+            snprintf(p, sizeof p, "%s/%s", dir, local);
+        else
+            part_path(dir, file, split, i, p, sizeof p);
         for (int k = 0; k < 3; k++) {
             static const char *const ext[] = {"", ".part", ".source"};
             snprintf(pp, sizeof pp, "%s%s", p, ext[k]);

@@ -37,6 +37,16 @@ static bool catalog_draft_on_disk(const models_t *ms, const model_entry_t *e, ch
     return regular_file(out);
 }
 
+/* The vision projector downloaded with e's file (model_ref.h: mmproj-<stem>.gguf beside it). */
+static bool projector_beside(const model_entry_t *e, char *out, size_t len)
+{
+    char local[MODEL_REF_FILE_MAX];
+    if (model_ref_mmproj_local(e->path, local, sizeof local) != 0) return false;
+    const char *slash = strrchr(e->path, '/');
+    int w = snprintf(out, len, "%.*s%s", slash ? (int)(slash - e->path + 1) : 0, e->path, local);
+    return w > 0 && (size_t)w < len && regular_file(out);
+}
+
 int models_serve_setup(const models_t *ms, model_entry_t *e)
 {
     const config_t *cfg = ms->cfg;
@@ -48,9 +58,11 @@ int models_serve_setup(const models_t *ms, model_entry_t *e)
     if (cfg->draft && e->mm->type == MM_LLM && !draft)
         LOGW("models", "model %s: --draft names the model itself; no speculative decoding",
              e->mm->name);
-    serve_opts_t o = {.jinja = e->mm->type == MM_LLM,
-                      .draft = draft,
-                      .mmproj = config_mmproj_of(cfg, e->mm->name)};
+    char beside[4096];
+    const char *mmproj = config_mmproj_of(cfg, e->mm->name);
+    if (!mmproj && e->mm->type == MM_LLM && projector_beside(e, beside, sizeof beside))
+        mmproj = beside;
+    serve_opts_t o = {.jinja = e->mm->type == MM_LLM, .draft = draft, .mmproj = mmproj};
     buf_t b;
     buf_init(&b, 1 << 14);
     int rc = serve_opts_args(&o, &b);

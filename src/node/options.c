@@ -27,8 +27,10 @@ static const mesh_option_t OPTIONS[] = {
     {OPT_MODEL, "model", 0, OPTV_STRING, "MODEL[:TYPE]", G_MODELS, "models.model", NULL, NULL,
      OPTF_REPEAT | OPTF_MODEL,
      "serve a model (repeatable): a GGUF file path, a catalog name (mesh-llm models list), "
-     "hf://ORG/REPO/FILE.gguf or an https:// URL; a model not on disk is downloaded into the "
-     "models directory while the node starts. Its name is the file name without .gguf; its type "
+     "hf://ORG/REPO/FILE.gguf, ORG/REPO:QUANT or an https:// URL; a model not on disk is "
+     "downloaded into the models directory while the node starts, with its vision projector "
+     "when the reference brings one (a vision catalog model, hf://…?mmproj=PROJECTOR.gguf, the "
+     "repo's mmproj file for ORG/REPO:QUANT). Its name is the file name without .gguf; its type "
      "(llm, embedding, reranking) is read from the file, a :TYPE suffix overrides it. With "
      "--join, a name that is neither a file nor a catalog model is asked of the mesh (listed as "
      "requested)."},

@@ -138,6 +138,18 @@ def setup(root, work, mesh_bin, models):
     os.makedirs(repo)
     shutil.copy(os.path.join(models, "stories260K.gguf"),
                 os.path.join(repo, "qwen2.5-0.5b-instruct-q4_k_m.gguf"))
+    # the catalog's vision model (docs/guide.md "Vision models"): the same small model and the
+    # vision tests' projector for it (scripts/vision-model.sh, made once into the cache)
+    cache = os.environ.get("MESH_LLM_CACHE") or os.path.expanduser("~/.cache/mesh-llm")
+    synth = os.path.join(os.path.dirname(os.path.abspath(mesh_bin)), "mesh-gguf-synth")
+    proj = subprocess.run(["sh", os.path.join(root, "scripts", "vision-model.sh"), synth,
+                           os.path.join(cache, "vision")], capture_output=True, text=True)
+    if proj.returncode == 0:
+        vis = os.path.join(work, "hub", "ggml-org", "SmolVLM-256M-Instruct-GGUF")
+        os.makedirs(vis)
+        shutil.copy(os.path.join(models, "stories260K.gguf"),
+                    os.path.join(vis, "SmolVLM-256M-Instruct-Q8_0.gguf"))
+        shutil.copy(proj.stdout.strip(), os.path.join(vis, "mmproj-SmolVLM-256M-Instruct-Q8_0.gguf"))
     helpers = []
     hub = Helper([sys.executable, os.path.join(root, "tests", "tools", "hub_server.py"),
                   "--root", os.path.join(work, "hub")], root, os.path.join(work, "hub.log"))
@@ -153,8 +165,6 @@ def setup(root, work, mesh_bin, models):
     path = bindir + os.pathsep + env.get("PATH", "/usr/bin:/bin")
     if os.path.isdir(agents_bin):
         path += os.pathsep + agents_bin
-    cache = env.get("MESH_LLM_CACHE") or os.path.expanduser("~/.cache/mesh-llm")
-    synth = os.path.join(os.path.dirname(os.path.abspath(mesh_bin)), "mesh-gguf-synth")
     made = subprocess.run(["sh", os.path.join(root, "scripts", "agent-model.sh"), synth,
                            os.path.join(cache, "agents")], capture_output=True, text=True,
                           env=dict(env, MESH_LLM_TEST_MODELS=models))

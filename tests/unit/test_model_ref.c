@@ -141,6 +141,118 @@ static void test_urls_and_quant_pick(void **state)
     assert_int_equal(model_ref_pick_quant(files + 3, 2, "Q4_K_M"), 1);
 }
 
+static void test_hf_file_with_projector(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *ref, *file, *rev, *mmproj;
+    } ok[] = {
+        {"hf://o/r/m-Q8_0.gguf?mmproj=mmproj-m-f16.gguf", "m-Q8_0.gguf", "main",
+         "mmproj-m-f16.gguf"},
+        {"hf://o/r/m.gguf", "m.gguf", "main", ""},
+        {"hf://o/r/sub/m.gguf@v2?mmproj=sub/mmproj-F16.gguf", "sub/m.gguf", "v2",
+         "sub/mmproj-F16.gguf"},
+    };
+    model_ref_t r;
+    for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
+        r = parse_ok(ok[i].ref);
+        assert_int_equal(r.kind, MODEL_REF_HF_FILE);
+        assert_string_equal(r.file, ok[i].file);
+        assert_string_equal(r.rev, ok[i].rev);
+        assert_string_equal(r.mmproj, ok[i].mmproj);
+    }
+    /* table: what a projector may not be */
+    static const char *const bad[] = {
+        "hf://o/r/m.gguf?mmproj=",
+        "hf://o/r/m.gguf?mmproj=p.bin",
+        "hf://o/r/m.gguf?mmproj=../p.gguf",
+        "hf://o/r/m.gguf?mmproj=/p.gguf",
+        "hf://o/r/m.gguf?proj=p.gguf",
+        "hf://o/r/m.gguf?mmproj=m.gguf",
+        "hf://o/r/m.gguf?mmproj=a?b.gguf",
+        "hf://o/r/mmproj-x.gguf?mmproj=p.gguf",
+        "hf://o/r/m.gguf?mmproj=p%2e.gguf",
+        "hf://o/r/m.gguf?mmproj=a//p.gguf",
+        "hf://o/r/m.gguf?mmproj=p.gguf@main",
+        "hf://o/r/m.gguf?mmproj=p gguf.gguf",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        parse_bad(bad[i], "?mmproj=PROJECTOR.gguf");
+    char out[600];
+    assert_int_equal(model_ref_source(&r, r.mmproj, out, sizeof out), 0);
+    assert_string_equal(out, "hf://o/r/sub/mmproj-F16.gguf@v2");
+    /* the catalog's vision model brings its projector */
+    const known_model_t *k = known_model_find("SmolVLM-256M-Instruct-Q8_0");
+    assert_non_null(k);
+    r = parse_ok("SmolVLM-256M-Instruct-Q8_0");
+    assert_string_equal(r.mmproj, k->mmproj);
+    assert_true(known_model_matches(k, "vision"));
+    assert_false(known_model_matches(known_model_default(), "vision"));
+    assert_string_equal(parse_ok(known_model_default()->name).mmproj, "");
+}
+
+static void test_mmproj_pick_and_names(void **state)
+{
+    (void)state;
+    static const char *const files[] = {
+        "README.md",                   /* 0 */
+        "m-Q4_K_M.gguf",               /* 1 */
+        "m-Q8_0.gguf",                 /* 2 */
+        "mmproj-m-F32.gguf",           /* 3 */
+        "mmproj-m-f16.gguf",           /* 4 */
+        "mmproj-m-Q8_0.gguf",          /* 5 */
+        "sub/mmproj-m-Q4_K_M.gguf",    /* 6: another folder */
+        "MMPROJ-m-bf16.gguf",          /* 7 */
+        "mmproj-m-Q4_K_M.gguf.sha256", /* 8: not a gguf */
+        "big/m-00001-of-00002.gguf",   /* 9 */
+        "big/mmproj-big.gguf",         /* 10 */
+    };
+    const size_t n = sizeof files / sizeof *files;
+    struct {
+        const char *model, *quant;
+        int want;
+    } t[] = {
+        {"m-Q8_0.gguf", "Q8_0", 5},     /* the model's own quantization */
+        {"m-Q4_K_M.gguf", "Q4_K_M", 4}, /* none of that quant here: F16 */
+        {"m-Q4_K_M.gguf", NULL, 4},
+        {"sub/m-Q4_K_M.gguf", "Q4_K_M", 6},
+        {"big/m-00001-of-00002.gguf", "Q2_K", 10},
+        {"other/m.gguf", "Q8_0", -1},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof *t; i++)
+        assert_int_equal(model_ref_pick_mmproj(files, n, t[i].model, t[i].quant), t[i].want);
+    static const char *const pref[] = {"mmproj-x.gguf", "mmproj-Q8_0.gguf", "mmproj-F32.gguf",
+                                       "mmproj-BF16.gguf"};
+    assert_int_equal(model_ref_pick_mmproj(pref, 4, "x-Q4_0.gguf", "Q4_0"), 3);
+    assert_int_equal(model_ref_pick_mmproj(pref, 3, "x-Q4_0.gguf", "Q4_0"), 2);
+    assert_int_equal(model_ref_pick_mmproj(pref, 2, "x-Q4_0.gguf", "Q4_0"), 1);
+    assert_int_equal(model_ref_pick_mmproj(pref, 1, "x-Q4_0.gguf", "Q4_0"), 0);
+    /* the model pick never takes a projector */
+    assert_int_equal(model_ref_pick_quant(files, n, "Q8_0"), 2);
+
+    assert_true(model_ref_is_mmproj("mmproj-F16.gguf"));
+    assert_true(model_ref_is_mmproj("dir/MMPROJ.GGUF"));
+    assert_false(model_ref_is_mmproj("m-mmproj.gguf"));
+    assert_false(model_ref_is_mmproj("mmproj-F16.bin"));
+    char out[64];
+    struct {
+        const char *model, *want;
+        int rc;
+    } l[] = {
+        {"SmolVLM-Q8_0.gguf", "mmproj-SmolVLM-Q8_0.gguf", 0},
+        {"/x/y/stories260K.gguf", "mmproj-stories260K.gguf", 0},
+        {"big/q-00001-of-00003.gguf", "mmproj-q.gguf", 0},
+        {"mmproj-a.gguf", NULL, -EINVAL},
+        {".gguf", NULL, -EINVAL},
+        {"a.bin", NULL, -EINVAL},
+        {"a-very-long-name-that-does-not-fit-in-the-buffer-given.gguf", NULL, -ENAMETOOLONG},
+    };
+    for (size_t i = 0; i < sizeof l / sizeof *l; i++) {
+        assert_int_equal(model_ref_mmproj_local(l[i].model, out, sizeof out), l[i].rc);
+        if (l[i].want) assert_string_equal(out, l[i].want);
+    }
+}
+
 static void test_catalog_is_sane(void **state)
 {
     (void)state;
@@ -155,6 +267,10 @@ static void test_catalog_is_sane(void **state)
         assert_true(m->min_memory > m->size);
         assert_true(m->sha256[0] == 0 || model_ref_is_sha256(m->sha256));
         if (m->draft) assert_non_null(known_model_find(m->draft));
+        if (m->mmproj) {
+            assert_true(model_ref_is_mmproj(m->mmproj) && strcmp(m->mmproj, m->file) != 0);
+            assert_int_equal(model_ref_mmproj_local(m->file, r.mmproj, sizeof r.mmproj), 0);
+        }
         assert_true(strchr(m->repo, '/') != NULL);
     }
     assert_true(known_model_matches(known_model_find("bge-reranker-v2-m3-Q4_K_M"), "RERANKER"));
@@ -191,6 +307,8 @@ int main(void)
         cmocka_unit_test(test_url),
         cmocka_unit_test(test_split_names),
         cmocka_unit_test(test_urls_and_quant_pick),
+        cmocka_unit_test(test_hf_file_with_projector),
+        cmocka_unit_test(test_mmproj_pick_and_names),
         cmocka_unit_test(test_catalog_is_sane),
         cmocka_unit_test(test_source),
     };

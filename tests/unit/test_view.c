@@ -618,6 +618,11 @@ static void test_sources_and_downloads(void **state)
     /* building refuses a local path */
     assert_null(view_add_source(&empty, "m", "./m.gguf"));
     assert_non_null(view_add_source(&empty, "m", "org/repo:Q4_K_M"));
+    /* a reference that brings a vision projector is a source like any (model_ref.h); a
+     * projector that escapes the repo is not */
+    assert_non_null(view_add_source(&empty, "v", "hf://o/r/v.gguf?mmproj=mmproj-v-F16.gguf"));
+    assert_string_equal(view_source(&empty, "v")->ref, "hf://o/r/v.gguf?mmproj=mmproj-v-F16.gguf");
+    assert_null(view_add_source(&empty, "w", "hf://o/r/w.gguf?mmproj=../x/mmproj.gguf"));
     /* the catalog learns a requested model's size from its source */
     assert_true(view_add_requested(&empty, "m"));
     view_add_source(&empty, "m", "org/repo:Q4_K_M")->size_bytes = 77;
