@@ -198,7 +198,12 @@ if [ "${1:-}" = --build-one ]; then
   sh "$0" --build-raw "$2" || { echo "the $2 build failed: see the setup's output" >"$(dirname "$bin")/.failed"; exit 1; }
   exit 0
 fi
-ensure() { [ -f "$(bin_of "$1")/.complete" ] || sh "$0" --build-one "$1"; }
+ensure() {
+  b=$(bin_of "$1")
+  [ -f "$b/.complete" ] || sh "$0" --build-one "$1" || return 1
+  # a build from before flavours had names: it is the CPU one (its key says so)
+  [ -f "$b/FLAVOUR" ] || echo "$1" >"$b/FLAVOUR" 2>/dev/null || true
+}
 
 has_bins() { [ -x "$1/llama-server" ] && { [ -x "$1/ggml-rpc-server" ] || [ -x "$1/rpc-server" ]; }; }
 

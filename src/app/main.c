@@ -684,10 +684,12 @@ int main(int argc, char **argv)
     LOGI("node", "%zu known model(s); slots: %u llm, %u embedding, %u reranking",
          models_count(&n->ms), n->ctx.cfg.max_loaded[0], n->ctx.cfg.max_loaded[1],
          n->ctx.cfg.max_loaded[2]);
-    uint64_t vram =
-        n->ctx.cfg.client ? 0 : offer_detect(&n->ctx.cfg, n->sv.llama_server, &n->ctx.devices);
+    uint64_t on_devices = 0;
+    uint64_t vram = n->ctx.cfg.client ? 0
+                                      : offer_detect(&n->ctx.cfg, n->sv.llama_server,
+                                                     &n->ctx.devices, &on_devices);
     n->vram = vram;
-    models_set_offer(&n->ms, vram);
+    models_set_offer(&n->ms, vram, on_devices);
     planner_init(&n->plan, n->loop, &n->ctx.cfg, &n->ms, &n->sv, vram, &n->ctx.rpc_stats);
     n->plan.devices = &n->ctx.devices;
     route_init(&n->route, &(route_deps_t){.plan = &n->plan,

@@ -121,6 +121,15 @@ uint64_t ledger_compute_bytes(const ledger_shape_t *s, uint32_t n_ctx, uint32_t 
     return sat_mul(sat_mul(sat_mul(ubatch - LEDGER_UBATCH_DEFAULT, n_ctx), s->n_head), 4);
 }
 
+int ledger_gpu_layers(uint64_t need, uint32_t n_layers, uint64_t on_device)
+{
+    if (need <= on_device) return -1;
+    if (n_layers == 0 || need == 0) return 0;
+    /* n_layers x on_device / need, on_device < need: below n_layers, without overflow */
+    uint64_t k = (uint64_t)((double)n_layers * ((double)on_device / (double)need));
+    return k >= n_layers ? (int)n_layers - 1 : (int)k;
+}
+
 uint64_t ledger_need(uint64_t file_bytes, uint64_t kv_bytes)
 {
     /* ceil(11 × s / 10) = s + ceil(s / 10) */

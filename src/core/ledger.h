@@ -81,6 +81,14 @@ uint64_t ledger_compute_bytes(const ledger_shape_t *s, uint32_t n_ctx, uint32_t 
 /* What a whole model needs: max(ceil(1.1 × file), file + kv), saturating. */
 uint64_t ledger_need(uint64_t file_bytes, uint64_t kv_bytes);
 
+/* Partial offload (--offload-ram): how many of a model's n_layers repeating layers go on the
+ * accelerators when the model needs `need` bytes and `on_device` of the devices' memory is free
+ * for it. -1 when the whole model fits there (llama.cpp's own placement: every layer); else the
+ * layers that fit, in proportion (floor(n_layers x on_device / need): the layers are the bulk
+ * of a model, the rest goes with them), 0..n_layers-1; the others run on the CPU from RAM.
+ * n_layers 0 (unknown): -1 when it fits, else 0. */
+int ledger_gpu_layers(uint64_t need, uint32_t n_layers, uint64_t on_device);
+
 /* What a node holds only as a model's split host (election.h "Host bytes"): the files it serves
  * with the model (its draft and projector: the host runs them on its own CPU), the model's
  * input layer (llama.cpp keeps it on the CPU of the node running llama-server) and, with

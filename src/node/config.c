@@ -492,6 +492,20 @@ static int parse(config_t *cfg, int argc, char **argv, const config_src_t *src, 
             if (cfg->max_vram_bytes == 0) cfg->max_vram_bytes = 1;
             break;
         }
+        case OPT_OFFLOAD_RAM: {
+            char *end = NULL;
+            errno = 0;
+            double gb = strtod(optarg, &end);
+            if (errno || end == optarg || *end || !(gb >= 0) || gb > 1e6) {
+                snprintf(err, errlen,
+                         "--offload-ram needs a size in GB (0 or more), like 16 or 0.5, got '%s'",
+                         optarg);
+                rc = -EINVAL;
+                break;
+            }
+            cfg->offload_ram_bytes = (uint64_t)(gb * 1e9);
+            break;
+        }
         case OPT_SPLIT:
             cfg->split = true;
             break;

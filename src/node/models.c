@@ -415,8 +415,9 @@ void models_set_loader(models_t *ms,
     ms->load_ref_data = data;
 }
 
-void models_set_offer(models_t *ms, uint64_t offered)
+void models_set_offer(models_t *ms, uint64_t offered, uint64_t device_bytes)
 {
+    ms->device_bytes = device_bytes;
     ledger_init(&ms->ledger, offered);
     mm_set_ledger(&ms->mm, &ms->ledger);
 }
@@ -517,7 +518,7 @@ static void load_result(models_t *ms, model_entry_t *e, bool ok, mm_load_err_t w
  *    and load_result tells mm how retryable the failure is. */
 
 static void load_spawn(models_t *ms, model_entry_t *e);
-static int set_child_options(model_entry_t *e);
+static int set_child_options(models_t *ms, model_entry_t *e);
 
 static void on_file_checked(void *data, int rc, const file_id_t *id, const char *why)
 {
@@ -563,7 +564,7 @@ static void load_begin(models_t *ms, model_entry_t *e)
 static void load_spawn(models_t *ms, model_entry_t *e)
 {
     e->child->load_timeout_ms = sv_default_load_timeout_ms(e->size);
-    if (set_child_options(e) != 0 ||
+    if (set_child_options(ms, e) != 0 ||
         (ms->child_start ? ms->child_start : sv_start)(e->child) != 0) {
         if (!e->child->last_error[0])
             snprintf(e->child->last_error, sizeof e->child->last_error,
@@ -629,15 +630,37 @@ static void on_child_stopped(supervisor_t *sv, sv_child_t *c)
     models_run(ms);
 }
 
-static int set_child_options(model_entry_t *e)
+/* A solo model on a node with devices and --offload-ram that does not fit on the devices'
+ * memory left for it: "-ngl K" (ledger_gpu_layers), logged; "" otherwise (llama.cpp's own
+ * placement: every layer on the devices). A split host's layers come from its plan. */
+static void offload_args(models_t *ms, model_entry_t *e, char *out, size_t len)
 {
-    if (!e->mesh_args && !e->serve_args)
+    out[0] = '\0';
+    if (e->mesh_args || !ms->device_bytes || ms->ledger.offered <= ms->device_bytes) return;
+    uint64_t others = ledger_held(&ms->ledger) - ledger_held_for(&ms->ledger, e->mm->name);
+    uint64_t on_device = others >= ms->device_bytes ? 0 : ms->device_bytes - others;
+    int k = ledger_gpu_layers(e->mm->bytes, e->n_layers, on_device);
+    if (k < 0) return;
+    char need[32], dev[32];
+    LOGI("models",
+         "model %s: %d of its %u layers on the devices, the rest on the CPU from RAM "
+         "(partial offload: it needs %s, the devices have %s for it)",
+         e->mm->name, k, e->n_layers, ledger_fmt(e->mm->bytes, need, sizeof need),
+         ledger_fmt(on_device, dev, sizeof dev));
+    snprintf(out, len, "-ngl %d", k);
+}
+
+static int set_child_options(models_t *ms, model_entry_t *e)
+{
+    char ngl[32];
+    offload_args(ms, e, ngl, sizeof ngl);
+    if (!e->mesh_args && !e->serve_args && !ngl[0])
         return sv_set_options(e->child, e->ctx_size, e->llamacpp_args);
     buf_t b;
     buf_init(&b, 1 << 17);
     /* the operator's and the API's arguments come after the node's defaults: they win; a split
      * host's (--rpc ...) and its draft's placement on the host come last */
-    buf_printf(&b, "%s %s %s %s", e->serve_args ? e->serve_args : "",
+    buf_printf(&b, "%s %s %s %s %s", e->serve_args ? e->serve_args : "", ngl,
                e->llamacpp_args ? e->llamacpp_args : "", e->mesh_args ? e->mesh_args : "",
                serve_draft_placement(e->draft[0] != '\0', e->mesh_args != NULL));
     int rc = b.data ? sv_set_options(e->child, e->ctx_size, b.data) : -ENOMEM;

@@ -68,8 +68,9 @@ typedef struct models {
     supervisor_t *sv;
     meshstat_t *stat; /* the node's metrics (loads, in flight, drafts); NULL: not counted */
     mm_t mm;
-    ledger_t ledger; /* this node's memory: what it offers, what each model and shard holds */
-    demand_t demand; /* requests per model this node served (models_route counts them) */
+    ledger_t ledger;       /* this node's memory: what it offers, what each model and shard holds */
+    uint64_t device_bytes; /* the part of the offer on accelerators (the rest: --offload-ram) */
+    demand_t demand;       /* requests per model this node served (models_route counts them) */
     model_entry_t entries[MM_MAX_MODELS];
     size_t n;
     bool running_actions;
@@ -106,8 +107,10 @@ typedef struct models {
 
 int models_init(models_t *ms, uv_loop_t *loop, const config_t *cfg, supervisor_t *sv,
                 meshstat_t *stat, char *err, size_t errlen);
-/* The memory this node offers (before models_preload); every load is checked against it. */
-void models_set_offer(models_t *ms, uint64_t offered);
+/* The memory this node offers (before models_preload); every load is checked against it:
+ * device_bytes of it on its accelerators (0: none, or all of it RAM; less than offered:
+ * --offload-ram, models beyond the devices load with partial offload). */
+void models_set_offer(models_t *ms, uint64_t offered, uint64_t device_bytes);
 /* The node's callbacks; data is the one both are called with (the last one given). done: the
  * preload (models_preload) finished. on_change: a model started or finished loading or
  * unloading (the node sets it when it joins a mesh). */

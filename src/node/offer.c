@@ -62,13 +62,28 @@ json_t *offer_devices_json(const devices_t *devs, const char *llama_server)
     return json_pack("{s:o,s:o}", "flavour", fl ? fl : json_null(), "devices", list);
 }
 
-uint64_t offer_detect(const config_t *cfg, const char *llama_server, devices_t *devs)
+uint64_t offer_detect(const config_t *cfg, const char *llama_server, devices_t *devs,
+                      uint64_t *device_bytes)
 {
-    char b[32], how[1024];
+    char b[32], r[32], how[1024];
+    devices_t mine;
+    if (!devs) devs = &mine;
     uint64_t offer = offer_compute(cfg->max_vram_bytes, llama_server, devs, how, sizeof how);
+    if (device_bytes) *device_bytes = devs->n ? offer : 0;
     if (strstr(how, "failed"))
         LOGW("node", "offering %s of memory: %s", ledger_fmt(offer, b, sizeof b), how);
     else
         LOGI("node", "offering %s of memory: %s", ledger_fmt(offer, b, sizeof b), how);
+    if (cfg->offload_ram_bytes && !devs->n) {
+        LOGW("node", "--offload-ram is ignored: llama-server lists no accelerator, so the models "
+                     "run from RAM already (the offer above)");
+    } else if (cfg->offload_ram_bytes) {
+        offer =
+            offer + cfg->offload_ram_bytes < offer ? UINT64_MAX : offer + cfg->offload_ram_bytes;
+        LOGI("node",
+             "and %s of RAM for the layers that do not fit on the devices "
+             "(--offload-ram): %s in all",
+             ledger_fmt(cfg->offload_ram_bytes, r, sizeof r), ledger_fmt(offer, b, sizeof b));
+    }
     return offer;
 }

@@ -13,8 +13,12 @@
 
 #include <jansson.h>
 
-/* *devs (may be NULL): the accelerators llama-server lists (none: a CPU-only build). */
-uint64_t offer_detect(const config_t *cfg, const char *llama_server, devices_t *devs);
+/* *devs (may be NULL): the accelerators llama-server lists (none: a CPU-only build). With
+ * devices, --offload-ram adds RAM for the layers that do not fit on them (partial offload):
+ * *device_bytes (may be NULL) receives the part of the offer that is the devices' memory (0:
+ * no device; the offer is RAM). */
+uint64_t offer_detect(const config_t *cfg, const char *llama_server, devices_t *devs,
+                      uint64_t *device_bytes);
 /* The same without logging (mesh-llm models list): max_vram when set (bytes, 0 unset); else
  * the devices llama_server lists (NULL: none looked for); else half of the available RAM. how
  * receives which, for the user. */

@@ -80,6 +80,9 @@ static const mesh_option_t OPTIONS[] = {
      "UDP port for QUIC between nodes"},
     {OPT_MAX_VRAM, "max-vram", 0, OPTV_NUMBER, "GB", G_MESH, "mesh.max_vram", NULL, "detected", 0,
      "memory this node offers to the mesh (on a CPU-only node half of the available RAM)"},
+    {OPT_OFFLOAD_RAM, "offload-ram", 0, OPTV_NUMBER, "GB", G_MESH, "mesh.offload_ram", NULL, "0", 0,
+     "RAM this node lends beside its accelerators' memory for the layers of a model that do not "
+     "fit on them (partial offload: such a model runs slower, but here); needs an accelerator"},
     {OPT_SPLIT, "split", 0, OPTV_SWITCH, NULL, G_MESH, "mesh.split", NULL, NULL, 0,
      "serve this node's models as a split over several nodes (llama.cpp RPC) even when one node "
      "could hold them"},
@@ -143,7 +146,8 @@ static const mesh_option_t OPTIONS[] = {
     {OPT_LOG_FORMAT, "log-format", 0, OPTV_STRING, "pretty|json", G_OUTPUT, "log.format", NULL,
      "pretty", 0, "log style on stderr"},
     {OPT_VERBOSE, "verbose", 'v', OPTV_SWITCH, NULL, G_OUTPUT, "log.verbose", NULL, NULL, 0,
-     "debug logs, including llama-server's own output"},
+     "debug logs, including llama-server's own output at its info level (devices, layers "
+     "offloaded)"},
     {OPT_HELP, "help", 'h', OPTV_SWITCH, NULL, G_OUTPUT, NULL, NULL, NULL, 0,
      "this help (mesh-llm help COMMAND: a command's)"},
     {OPT_VERSION, "version", 0, OPTV_SWITCH, NULL, G_OUTPUT, NULL, NULL, NULL, 0,

@@ -185,6 +185,10 @@ char **sv_build_argv(const sv_child_t *c)
         v[i++] = strdup("--ctx-size");
         v[i++] = strdup(ctx);
     }
+    if (c->sv->verbose) { /* --verbose: llama.cpp's own info lines too (devices, offload) */
+        v[i++] = strdup("-lv");
+        v[i++] = strdup("4");
+    }
     if (c->type == MODEL_TYPE_EMBEDDING) {
         v[i++] = strdup("--embeddings");
         v[i++] = strdup("--pooling");

@@ -57,7 +57,7 @@ static int models_fixture_init(models_fixture_t *f, unsigned pinned, int (*start
         fprintf(stderr, "models_init: %s\n", err);
         return -1;
     }
-    models_set_offer(&f->ms, 8ull << 30);
+    models_set_offer(&f->ms, 8ull << 30, 0);
     f->ms.child_start = start;
     f->ms.child_stop = stop;
     return 0;

@@ -284,6 +284,35 @@ static void test_failed_load_releases(void **state)
     assert_null(ledger_get(&g_l, "u", LEDGER_MODEL));
 }
 
+/* Partial offload (--offload-ram): the layers that go on the devices. Table: need, layers, free
+ * device memory → -1 (all: llama.cpp's own placement) or the count on the devices. */
+static void test_gpu_layers(void **state)
+{
+    (void)state;
+    static const struct {
+        uint64_t need;
+        uint32_t layers;
+        uint64_t on_device;
+        int want;
+    } rows[] = {
+        {1000, 32, 1000, -1},                 /* fits exactly */
+        {1000, 32, 5000, -1},                 /* fits */
+        {1000, 32, 500, 16},                  /* half the memory: half the layers */
+        {1000, 32, 999, 31},                  /* nearly: never all (that would not fit) */
+        {1000, 32, 0, 0},                     /* no device memory left: all on the CPU */
+        {1000, 5, 600, 3},                    /* floor(5 x 0.6) */
+        {1320000, 5, 790000, 2},              /* floor(5 x 0.598...) */
+        {1000, 0, 500, 0},                    /* unknown layer count: none on the devices */
+        {1000, 0, 2000, -1},                  /* ... unless it all fits */
+        {UINT64_MAX, 80, UINT64_MAX / 4, 20}, /* no overflow */
+        {0, 10, 0, -1},                       /* nothing needed fits */
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        int got = ledger_gpu_layers(rows[i].need, rows[i].layers, rows[i].on_device);
+        if (got != rows[i].want) fail_msg("row %zu: got %d, want %d", i, got, rows[i].want);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -295,6 +324,7 @@ int main(void)
         cmocka_unit_test(test_busy_models_are_waited_for),
         cmocka_unit_test(test_worker_shards_count),
         cmocka_unit_test(test_failed_load_releases),
+        cmocka_unit_test(test_gpu_layers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

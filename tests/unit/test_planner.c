@@ -374,7 +374,7 @@ static view_node_t *holder(const char *id, uint64_t vram, view_serve_role_t role
  * the mesh like gossip's); the planner starts and makes its plan. */
 static const pp_state_t *plan_with(uint64_t offer)
 {
-    models_set_offer(&fx.ms, offer);
+    models_set_offer(&fx.ms, offer, 0);
     assert_int_equal(planner_init(&pl, &fx.loop, &fx.cfg, &fx.ms, &fx.sv, offer, NULL), 0);
     view_set_in_t in[4];
     json_t *anns[4];
