@@ -16,7 +16,7 @@ import subprocess
 import pytest
 
 from harness.mesh import wait_converged
-from harness.node import model_path, wait_for
+from harness.node import cmdline, model_path, wait_for
 from harness.split import SMALL, SMALL_CTX, SMALL_SIZE, env_for, gb, models_dir, models_status, \
     plan_of, text
 
@@ -163,3 +163,32 @@ def test_partial_offload_from_the_plan_and_the_ledger_refusal(vk_dir, start_node
     assert r.status == 503 and r.json()["error"]["code"] == "insufficient_memory", r
     assert big.llama_children() == {}
     assert big.request("GET", "/health").status == 200
+
+
+def test_a_vulkan_worker_computes_its_layers_on_its_device(vk_dir, start_node, tmp_path):
+    """A CPU host (more memory: the election's host) and a Vulkan worker: the worker's
+    rpc-server serves its layers from the Vulkan device (its own device list says so) and the
+    split answers the solo text."""
+    solo = start_node("--port", "0", "--model", model_path(SMALL), *SMALL_CTX)
+    wait_for(lambda: models_status(solo).get(SMALL) == "ready", timeout=120, what="solo")
+    want = greedy_text(solo, 40)
+    solo.stop()
+
+    a = start_node("--port", "0", "--model", model_path(SMALL), *SMALL_CTX, "--max-vram",
+                   gb(0.65 * SMALL_SIZE), env=env_for(tmp_path, "a"))
+    b = start_node("--port", "0", "--models-dir", models_dir(tmp_path, "b", SMALL), *SMALL_CTX,
+                   "--max-vram", gb(0.6 * SMALL_SIZE), "--join", a.token, "--verbose",
+                   "--bin-dir", vk_dir, env=dict(env_for(tmp_path, "b"), **LAVAPIPE))
+    wait_converged([a, b])
+    for n in (a, b):
+        wait_for(lambda n=n: models_status(n).get(SMALL) == "ready", timeout=300,
+                 what=f"the split model ready on {n.id[:8]}")
+    assert plan_of(a, SMALL)["role"] == "host" and plan_of(b, SMALL)["role"] == "worker"
+    assert text(a.complete(SMALL, prompt=PROMPT, max_tokens=40, seed=42)) == want
+    # the worker's rpc-server: the Vulkan flavour's, serving from Vulkan0
+    rpc = [p for p in b.status()["processes"] if p["kind"] == "rpc-server"]
+    assert rpc, b.status()["processes"]
+    exe = cmdline(rpc[0]["pid"])[0]
+    assert os.path.dirname(os.path.realpath(exe)) == os.path.realpath(vk_dir), exe
+    wait_for(lambda: "Vulkan0: llvmpipe" in b.stderr(), timeout=30,
+             what="the worker's rpc-server listing its Vulkan device")
