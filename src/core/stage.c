@@ -1,0 +1,49 @@
+/* stage — see stage.h. */
+#include "stage.h"
+
+#include <stddef.h>
+
+#include "layer_split.h"
+
+void stage_set_slots(stage_ema_t *e, uint32_t slots)
+{
+    if (!e || e->slots == slots) return;
+    e->slots = slots;
+    e->samples = 0;
+    e->ema_ms = 0;
+}
+
+bool stage_note(stage_ema_t *e, double sample_ms, double rtt_ms)
+{
+    if (!e || e->slots == 0 || !(sample_ms >= 0) || sample_ms > STAGE_SAMPLE_MAX_MS) return false;
+    double x = sample_ms;
+    if (rtt_ms > 0) x = x > rtt_ms ? x - rtt_ms : 0;
+    if (e->samples >= STAGE_WARM) {
+        double hi = e->ema_ms * STAGE_OUTLIER, lo = e->ema_ms / STAGE_OUTLIER;
+        x = x > hi ? hi : x < lo ? lo : x;
+    }
+    e->ema_ms = e->samples == 0 ? x : STAGE_ALPHA * x + (1 - STAGE_ALPHA) * e->ema_ms;
+    if (e->samples < UINT32_MAX) e->samples++;
+    if (e->total < UINT64_MAX) e->total++;
+    if (e->base_layer_ms <= 0 && e->samples >= STAGE_BASE_SAMPLES)
+        e->base_layer_ms = stage_layer_ms(e);
+    return true;
+}
+
+double stage_layer_ms(const stage_ema_t *e)
+{
+    if (!e || e->samples == 0 || e->slots == 0) return 0;
+    return e->ema_ms / (double)e->slots;
+}
+
+uint32_t stage_speed(const stage_ema_t *e, uint32_t calibrated_mflops)
+{
+    if (calibrated_mflops == 0 || !e || e->base_layer_ms <= 0 || e->samples < STAGE_MIN_SAMPLES)
+        return calibrated_mflops;
+    double now = stage_layer_ms(e);
+    /* an EMA of 0 (every sample within the RTT) is as fast as anything measured */
+    double s = now > 0 ? (double)calibrated_mflops * e->base_layer_ms / now : (double)LS_SPEED_MAX;
+    if (s < 1) return 1;
+    if (s > LS_SPEED_MAX) return LS_SPEED_MAX;
+    return (uint32_t)(s + 0.5);
+}

@@ -1,0 +1,59 @@
+/* stage — the observed per-token stage time of a split's workers (pure: no I/O, no clock).
+ *
+ * Seed 004's Parallax scheduler places layers by "observed per-layer latencies (EMA over recent
+ * forwards)". Here the forwards are the llama.cpp RPC turns a split host's relay sees
+ * (tunnel_rpc.h): a worker's stage time is the time from the GRAPH_COMPUTE command that starts
+ * its part of a token to the first byte of the reply that follows it (its output tensor), less
+ * the connection's least RTT (the network's part, rtt.h). Each sample goes into an EMA:
+ *
+ *   - the first sample sets it; later ones move it by STAGE_ALPHA;
+ *   - outlier bound: once STAGE_WARM samples are in, a sample is clamped to
+ *     [ema / STAGE_OUTLIER, ema × STAGE_OUTLIER] (a prompt's prefill, a scheduling hiccup move it
+ *     a bounded step, and a real slowdown still arrives within a few samples);
+ *   - samples beyond STAGE_SAMPLE_MAX_MS (a reply that waited for anything else) are dropped;
+ *   - per-layer time = EMA / the layer slots the worker holds (stage_set_slots: a new layout
+ *     restarts the EMA, its baseline stays).
+ *
+ * Baseline and speed. The host's own stage runs inside llama-server, where no relay sees it, and
+ * the start-up calibration (speed_mflops, calib.c) is the one scale every member has; the
+ * observed time corrects it. The per-layer time once STAGE_BASE_SAMPLES samples came in for the
+ * worker's first layout is its baseline: the worker's effective speed is its calibrated speed
+ * × baseline / its current per-layer time (clamped to 1 .. LS_SPEED_MAX), and the calibrated
+ * speed itself while the EMA has fewer than STAGE_MIN_SAMPLES samples for the layout it holds.
+ * A worker that slows down after the split formed (a competing load, a throttle) thus counts as
+ * slower in the layer split (layer_split.h) by exactly the factor its stage time grew. */
+#ifndef MESH_STAGE_H
+#define MESH_STAGE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define STAGE_ALPHA 0.2
+#define STAGE_OUTLIER 4.0
+#define STAGE_WARM 4
+#define STAGE_MIN_SAMPLES 8
+#define STAGE_BASE_SAMPLES 16
+#define STAGE_SAMPLE_MAX_MS 60000.0
+
+typedef struct {
+    double ema_ms;        /* stage time, ms (valid when samples > 0) */
+    uint32_t samples;     /* since the layout it holds began (saturating) */
+    uint64_t total;       /* every sample taken (saturating) */
+    uint32_t slots;       /* layer slots it holds (0 unknown: no sample is taken) */
+    double base_layer_ms; /* baseline per-layer time, 0 before it is known */
+} stage_ema_t;
+
+/* The worker now holds `slots` layer slots; a change restarts the EMA (its baseline stays). */
+void stage_set_slots(stage_ema_t *e, uint32_t slots);
+
+/* One observed turn: sample_ms from GRAPH_COMPUTE to the reply, rtt_ms the connection's least
+ * RTT (< 0 unknown: nothing subtracted). Returns whether the sample was taken. */
+bool stage_note(stage_ema_t *e, double sample_ms, double rtt_ms);
+
+/* EMA / slots, or 0 when there is no sample or no slot. */
+double stage_layer_ms(const stage_ema_t *e);
+
+/* The effective speed (see above) from the calibrated one; 0 stays 0 (unknown). */
+uint32_t stage_speed(const stage_ema_t *e, uint32_t calibrated_mflops);
+
+#endif
