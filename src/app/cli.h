@@ -1,6 +1,6 @@
 /* cli — the subcommands' dispatch (mesh-llm COMMAND ...): help, config check, and the
- * commands of cli_status.c, cli_discover.c, cli_models.c, cli_agents.c. Their names and help live
- * in the option table (node/options.h). */
+ * commands of cli_status.c, cli_discover.c, cli_models.c, cli_agents.c. Their names and help live in the
+ * option table (node/options.h). */
 #ifndef MESH_CLI_H
 #define MESH_CLI_H
 

@@ -30,7 +30,8 @@ bool log_enabled(log_level_t level)
 
 void log_msg(log_level_t level, const char *module, const char *fmt, ...)
 {
-    if (level < g_min) return;
+    if (level < g_min)
+        return;
     char msg[2048];
     va_list ap;
     va_start(ap, fmt);

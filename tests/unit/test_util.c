@@ -354,12 +354,14 @@ static void check_split(const char *s, const char *const *expected)
     int want = 0;
     while (expected[want])
         want++;
-    if (n != want) fail_msg("argv_split(\"%s\") returned %d, expected %d", s, n, want);
+    if (n != want)
+        fail_msg("argv_split(\"%s\") returned %d, expected %d", s, n, want);
     assert_non_null(av);
     for (int i = 0; i < want; i++) {
         assert_non_null(av[i]);
         if (strcmp(av[i], expected[i]) != 0)
-            fail_msg("argv_split(\"%s\")[%d] = \"%s\", expected \"%s\"", s, i, av[i], expected[i]);
+            fail_msg("argv_split(\"%s\")[%d] = \"%s\", expected \"%s\"", s, i, av[i],
+                     expected[i]);
     }
     assert_null(av[want]);
     argv_free(av);
@@ -409,8 +411,7 @@ static void test_argv_split_double_quotes(void **state)
 {
     (void)state;
     check_split("\"a b\" c", (const char *const[]){"a b", "c", NULL});
-    check_split("--chat-template \"{{ x }}\"",
-                (const char *const[]){"--chat-template", "{{ x }}", NULL});
+    check_split("--chat-template \"{{ x }}\"", (const char *const[]){"--chat-template", "{{ x }}", NULL});
     check_split("\"\"", (const char *const[]){"", NULL}); /* an explicit empty argument */
     check_split("a \"\" b", (const char *const[]){"a", "", "b", NULL});
     check_split("pre\"mid dle\"post", (const char *const[]){"premid dlepost", NULL});
@@ -428,7 +429,7 @@ static void test_argv_split_single_quotes(void **state)
     check_split("'a\\b'", (const char *const[]){"a\\b", NULL});
     check_split("'a\\'", (const char *const[]){"a\\", NULL});
     check_split("'a\\\\b'", (const char *const[]){"a\\\\b", NULL}); /* 'a\\b' keeps both */
-    check_split("'a\\\"b'", (const char *const[]){"a\\\"b", NULL}); /* 'a\"b' keeps both */
+    check_split("'a\\\"b'", (const char *const[]){"a\\\"b", NULL});  /* 'a\"b' keeps both */
     check_split("x'y'z", (const char *const[]){"xyz", NULL});
 }
 
@@ -455,13 +456,15 @@ static void test_argv_split_unbalanced(void **state)
 {
     (void)state;
     const char *bad[] = {
-        "\"",     "'",         "\"abc",   "abc'",     "a \"b c",
-        "a 'b c", "\"a\" \"b", "\"a\\\"", "x \"'\"'", "ok 'fine' \"broken",
+        "\"",        "'",           "\"abc",        "abc'",       "a \"b c",
+        "a 'b c",    "\"a\" \"b",   "\"a\\\"",    "x \"'\"'",
+        "ok 'fine' \"broken",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char **av = (char **)(uintptr_t)0x1; /* sentinel: must not be written on failure */
         int n = argv_split(bad[i], &av);
-        if (n != -EINVAL) fail_msg("argv_split(\"%s\") returned %d, expected -EINVAL", bad[i], n);
+        if (n != -EINVAL)
+            fail_msg("argv_split(\"%s\") returned %d, expected -EINVAL", bad[i], n);
         assert_ptr_equal(av, (char **)(uintptr_t)0x1);
     }
 }
@@ -499,10 +502,10 @@ static void test_backoff_caps(void **state)
     (void)state;
     assert_int_equal(backoff_ms(9, 100, 30000), 30000); /* 51200 capped */
     assert_int_equal(backoff_ms(10, 100, 30000), 30000);
-    assert_int_equal(backoff_ms(0, 500, 300), 300); /* base above cap */
-    assert_int_equal(backoff_ms(3, 100, 800), 800); /* exactly the cap */
-    assert_int_equal(backoff_ms(5, 0, 1000), 0);    /* zero base stays zero */
-    assert_int_equal(backoff_ms(5, 100, 0), 0);     /* zero cap */
+    assert_int_equal(backoff_ms(0, 500, 300), 300);   /* base above cap */
+    assert_int_equal(backoff_ms(3, 100, 800), 800);   /* exactly the cap */
+    assert_int_equal(backoff_ms(5, 0, 1000), 0);      /* zero base stays zero */
+    assert_int_equal(backoff_ms(5, 100, 0), 0);       /* zero cap */
 }
 
 static void test_backoff_large_attempts_do_not_overflow(void **state)
@@ -549,7 +552,8 @@ static void check_name(const char *path, const char *want)
     char out[128];
     memset(out, 'Z', sizeof out);
     int rc = model_name_from_path(path, out, sizeof out);
-    if (rc != 0) fail_msg("model_name_from_path(\"%s\") returned %d", path, rc);
+    if (rc != 0)
+        fail_msg("model_name_from_path(\"%s\") returned %d", path, rc);
     assert_string_equal(out, want);
 }
 
@@ -712,8 +716,8 @@ static void test_parse_u64_garbage(void **state)
 {
     (void)state;
     uint64_t v = 777;
-    const char *bad[] = {"",    "abc", "12abc",    "1 ",   "1.5", "0x10",
-                         "1e3", "--1", "\xd9\xa1", "12\n", "9 9"};
+    const char *bad[] = {"", "abc", "12abc", "1 ", "1.5", "0x10", "1e3", "--1", "\xd9\xa1", "12\n",
+                         "9 9"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         if (parse_u64(bad[i], 0, UINT64_MAX, &v) != -EINVAL)
             fail_msg("parse_u64(\"%s\") accepted", bad[i]);
@@ -745,7 +749,8 @@ static void test_parse_u64_leading_whitespace_and_hidden_sign(void **state)
     (void)state;
     uint64_t v = 777;
     int rc = parse_u64(" -1", 0, UINT64_MAX, &v);
-    if (rc == 0) fail_msg("parse_u64(\" -1\") accepted and returned %llu", (unsigned long long)v);
+    if (rc == 0)
+        fail_msg("parse_u64(\" -1\") accepted and returned %llu", (unsigned long long)v);
     assert_int_equal(parse_u64(" +1", 0, UINT64_MAX, &v), -EINVAL);
     assert_int_equal(parse_u64(" 5", 0, 10, &v), -EINVAL);
     assert_int_equal(parse_u64("\t5", 0, 10, &v), -EINVAL);
@@ -773,14 +778,13 @@ static void test_env_ms(void **state)
     setenv(ENV_NAME, "604800000", 1); /* 7 days: the maximum */
     assert_int_equal(env_ms(ENV_NAME, 1234), 604800000ULL);
 
-    const char *bad[] = {
-        "", "0", "604800001", "-5", "+5", "abc", "5ms", "1.5", "99999999999999999999999"};
+    const char *bad[] = {"", "0", "604800001", "-5", "+5", "abc", "5ms", "1.5", "99999999999999999999999"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         setenv(ENV_NAME, bad[i], 1);
         uint64_t got = env_ms(ENV_NAME, 1234);
         if (got != 1234)
-            fail_msg("env_ms with %s=\"%s\" returned %llu, expected the default", ENV_NAME, bad[i],
-                     (unsigned long long)got);
+            fail_msg("env_ms with %s=\"%s\" returned %llu, expected the default", ENV_NAME,
+                     bad[i], (unsigned long long)got);
     }
     unsetenv(ENV_NAME);
     assert_int_equal(env_ms(ENV_NAME, 0), 0);
