@@ -135,7 +135,7 @@ typedef struct {
     uint32_t n_layers;
     uint64_t offer_bytes;     /* what it offers this model's group */
     bool loaded;              /* its llama-server is not unloaded */
-    bool ready;               /* its llama-server is ready */
+    bool ready;               /* its llama-server is ready, not draining for a restart */
     bool mesh_args;           /* it has --rpc arguments */
     bool retired_tunnels;     /* an old plan's tunnels are still open */
     bool seeding;             /* a cache seed runs */

@@ -9,8 +9,8 @@ void stage_set_slots(stage_ema_t *e, uint32_t slots)
 {
     if (!e || e->slots == slots) return;
     e->slots = slots;
-    e->samples = 0;
-    e->ema_ms = 0;
+    e->samples = e->windows = e->win_n = 0;
+    e->ema_ms = e->win_sum = 0;
 }
 
 bool stage_note(stage_ema_t *e, double sample_ms, double rtt_ms)
@@ -18,21 +18,27 @@ bool stage_note(stage_ema_t *e, double sample_ms, double rtt_ms)
     if (!e || e->slots == 0 || !(sample_ms >= 0) || sample_ms > STAGE_SAMPLE_MAX_MS) return false;
     double x = sample_ms;
     if (rtt_ms > 0) x = x > rtt_ms ? x - rtt_ms : 0;
-    if (e->samples >= STAGE_WARM) {
+    if (e->samples < UINT32_MAX) e->samples++;
+    if (e->total < UINT64_MAX) e->total++;
+    e->win_sum += x;
+    if (++e->win_n < STAGE_WINDOW) return true;
+    x = e->win_sum / e->win_n;
+    e->win_sum = 0;
+    e->win_n = 0;
+    if (e->windows >= STAGE_WARM) {
         double hi = e->ema_ms * STAGE_OUTLIER, lo = e->ema_ms / STAGE_OUTLIER;
         x = x > hi ? hi : x < lo ? lo : x;
     }
-    e->ema_ms = e->samples == 0 ? x : STAGE_ALPHA * x + (1 - STAGE_ALPHA) * e->ema_ms;
-    if (e->samples < UINT32_MAX) e->samples++;
-    if (e->total < UINT64_MAX) e->total++;
-    if (e->base_layer_ms <= 0 && e->samples >= STAGE_BASE_SAMPLES)
+    e->ema_ms = e->windows == 0 ? x : STAGE_ALPHA * x + (1 - STAGE_ALPHA) * e->ema_ms;
+    if (e->windows < UINT32_MAX) e->windows++;
+    if (e->base_layer_ms <= 0 && e->samples >= STAGE_BASE_SAMPLES && e->windows)
         e->base_layer_ms = stage_layer_ms(e);
     return true;
 }
 
 double stage_layer_ms(const stage_ema_t *e)
 {
-    if (!e || e->samples == 0 || e->slots == 0) return 0;
+    if (!e || e->windows == 0 || e->slots == 0) return 0;
     return e->ema_ms / (double)e->slots;
 }
 

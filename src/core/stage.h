@@ -4,12 +4,17 @@
  * forwards)". Here the forwards are the llama.cpp RPC turns a split host's relay sees
  * (tunnel_rpc.h): a worker's stage time is the time from the GRAPH_COMPUTE command that starts
  * its part of a token to the first byte of the reply that follows it (its output tensor), less
- * the connection's least RTT (the network's part, rtt.h). Each sample goes into an EMA:
+ * the connection's least RTT (the network's part, rtt.h). The samples are averaged over windows
+ * of STAGE_WINDOW, and each window's mean goes into an EMA:
  *
- *   - the first sample sets it; later ones move it by STAGE_ALPHA;
- *   - outlier bound: once STAGE_WARM samples are in, a sample is clamped to
+ *   - windows, not single samples: a throttled or time-shared worker (a CPU quota, a competing
+ *     job) answers most tokens at full speed and stalls on a few (its period's quota is spent);
+ *     the mean over a window carries those stalls, an EMA of clamped single samples would cut
+ *     them off;
+ *   - the first window sets the EMA; later ones move it by STAGE_ALPHA;
+ *   - outlier bound: once STAGE_WARM windows are in, a window's mean is clamped to
  *     [ema / STAGE_OUTLIER, ema × STAGE_OUTLIER] (a prompt's prefill, a scheduling hiccup move it
- *     a bounded step, and a real slowdown still arrives within a few samples);
+ *     a bounded step, and a real slowdown still arrives within a few windows);
  *   - samples beyond STAGE_SAMPLE_MAX_MS (a reply that waited for anything else) are dropped;
  *   - per-layer time = EMA / the layer slots the worker holds (stage_set_slots: a new layout
  *     restarts the EMA, its baseline stays).
@@ -28,16 +33,20 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#define STAGE_WINDOW 8 /* samples per window */
 #define STAGE_ALPHA 0.2
 #define STAGE_OUTLIER 4.0
-#define STAGE_WARM 4
-#define STAGE_MIN_SAMPLES 8
-#define STAGE_BASE_SAMPLES 16
+#define STAGE_WARM 2          /* windows */
+#define STAGE_MIN_SAMPLES 16  /* 2 windows */
+#define STAGE_BASE_SAMPLES 32 /* 4 windows */
 #define STAGE_SAMPLE_MAX_MS 60000.0
 
 typedef struct {
-    double ema_ms;        /* stage time, ms (valid when samples > 0) */
-    uint32_t samples;     /* since the layout it holds began (saturating) */
+    double ema_ms;    /* stage time, ms (valid when windows > 0) */
+    uint32_t samples; /* since the layout it holds began (saturating) */
+    uint32_t windows; /* windows that went into the EMA since then */
+    double win_sum;   /* the current window's samples so far */
+    uint32_t win_n;
     uint64_t total;       /* every sample taken (saturating) */
     uint32_t slots;       /* layer slots it holds (0 unknown: no sample is taken) */
     double base_layer_ms; /* baseline per-layer time, 0 before it is known */
@@ -50,7 +59,7 @@ void stage_set_slots(stage_ema_t *e, uint32_t slots);
  * RTT (< 0 unknown: nothing subtracted). Returns whether the sample was taken. */
 bool stage_note(stage_ema_t *e, double sample_ms, double rtt_ms);
 
-/* EMA / slots, or 0 when there is no sample or no slot. */
+/* EMA / slots, or 0 when no window is complete or there is no slot. */
 double stage_layer_ms(const stage_ema_t *e);
 
 /* The effective speed (see above) from the calibrated one; 0 stays 0 (unknown). */

@@ -548,7 +548,10 @@ static pp_model_t model_facts(planner_t *pl, const pmodel_t *pm)
                         .n_layers = e ? e->n_layers : 0,
                         .offer_bytes = ledger_offer_for(&pl->ms->ledger, pm->name),
                         .loaded = s != MODEL_UNLOADED,
-                        .ready = s == MODEL_READY,
+                        /* ready on the plan it was last (re)started with: a llama-server
+                         * draining for a restart (mm_reload: unload pending) still serves its
+                         * requests in flight on the old plan, whose tunnels must stay open */
+                        .ready = s == MODEL_READY && !(e && e->mm->unload_pending),
                         .mesh_args = e && e->mesh_args,
                         .retired_tunnels = pm->n_retired > 0,
                         .seeding = pm->seeding,

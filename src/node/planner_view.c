@@ -535,7 +535,7 @@ static void stage_status(planner_t *pl, const pmodel_t *pm, json_t *o)
         const stage_ema_t *e = &sg->ema;
         json_object_set_new(
             x, "stage",
-            json_pack("{s:f,s:I,s:I,s:i,s:f,s:f,s:I,s:I}", "ema_ms", e->samples ? e->ema_ms : 0.0,
+            json_pack("{s:f,s:I,s:I,s:i,s:f,s:f,s:I,s:I}", "ema_ms", e->windows ? e->ema_ms : 0.0,
                       "samples", (json_int_t)e->samples, "total", (json_int_t)e->total, "slots",
                       (int)e->slots, "layer_ms", stage_layer_ms(e), "base_layer_ms",
                       e->base_layer_ms, "speed_mflops", (json_int_t)stage_speed(e, announced),

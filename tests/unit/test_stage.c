@@ -19,7 +19,7 @@ typedef struct {
     const char *what;
     uint32_t slots;
     size_t n;
-    double samples[24];
+    double windows[8]; /* each fed as STAGE_WINDOW equal samples */
     double rtt;
     int taken;    /* samples taken */
     double ema;   /* expected EMA after them */
@@ -28,17 +28,17 @@ typedef struct {
 
 /* clang-format off */
 static const scase_t cases[] = {
-    {"first sample sets the EMA", 2, 1, {10}, -1, 1, 10, 5},
-    {"RTT subtracted", 2, 1, {10}, 4, 1, 6, 3},
-    {"RTT above the sample: 0", 2, 1, {3}, 4, 1, 0, 0},
-    {"EMA by alpha 0.2", 1, 2, {10, 20}, -1, 2, 12, 12},
+    {"first window sets the EMA", 2, 1, {10}, -1, 8, 10, 5},
+    {"RTT subtracted", 2, 1, {10}, 4, 8, 6, 3},
+    {"RTT above the sample: 0", 2, 1, {3}, 4, 8, 0, 0},
+    {"EMA by alpha 0.2", 1, 2, {10, 20}, -1, 16, 12, 12},
     {"no slot: nothing taken", 0, 2, {10, 20}, -1, 0, 0, 0},
-    {"negative, NaN-free and too large samples dropped", 1, 3, {-1, 60001, 5}, -1, 1, 5, 5},
-    /* 4 warm samples of 10, then 1000 is clamped to 40: 0.2 * 40 + 0.8 * 10 = 16 */
-    {"outlier bound above, once warm", 1, 5, {10, 10, 10, 10, 1000}, -1, 5, 16, 16},
+    {"negative and too large samples dropped", 1, 3, {-1, 60001, 5}, -1, 8, 5, 5},
+    /* 2 warm windows of 10, then 1000 is clamped to 40: 0.2 * 40 + 0.8 * 10 = 16 */
+    {"outlier bound above, once warm", 1, 3, {10, 10, 1000}, -1, 24, 16, 16},
     /* then 0 is clamped to 10/4 = 2.5: 0.2 * 2.5 + 0.8 * 10 = 8.5 */
-    {"outlier bound below, once warm", 1, 5, {10, 10, 10, 10, 0}, -1, 5, 8.5, 8.5},
-    {"not warm: no bound", 1, 2, {10, 1000}, -1, 2, 208, 208},
+    {"outlier bound below, once warm", 1, 3, {10, 10, 0}, -1, 24, 8.5, 8.5},
+    {"not warm: no bound", 1, 2, {10, 1000}, -1, 16, 208, 208},
 };
 /* clang-format on */
 
@@ -51,7 +51,8 @@ static void test_ema_table(void **state)
         stage_set_slots(&e, c->slots);
         int taken = 0;
         for (size_t k = 0; k < c->n; k++)
-            taken += stage_note(&e, c->samples[k], c->rtt);
+            for (int j = 0; j < STAGE_WINDOW; j++)
+                taken += stage_note(&e, c->windows[k], c->rtt);
         if (taken != c->taken) fail_msg("%s: %d taken, expected %d", c->what, taken, c->taken);
         if (c->taken && !NEAR(e.ema_ms, c->ema))
             fail_msg("%s: EMA %g, expected %g", c->what, e.ema_ms, c->ema);
@@ -66,6 +67,28 @@ static void feed(stage_ema_t *e, double ms, int n)
         assert_true(stage_note(e, ms, -1));
 }
 
+/* A window's mean, not single samples: a partial window changes nothing yet; a worker that
+ * stalls on one token in four (a spent CPU quota) shows its mean, which single clamped samples
+ * would cut off at 4x. */
+static void test_windows(void **state)
+{
+    (void)state;
+    stage_ema_t e = {0};
+    stage_set_slots(&e, 1);
+    feed(&e, 2, STAGE_WINDOW - 1);
+    assert_int_equal(e.windows, 0);
+    assert_true(stage_layer_ms(&e) == 0);
+    assert_true(stage_note(&e, 10, -1)); /* (7 x 2 + 10) / 8 = 3 */
+    assert_int_equal(e.windows, 1);
+    assert_true(NEAR(e.ema_ms, 3));
+    stage_ema_t t = {0};
+    stage_set_slots(&t, 1);
+    feed(&t, 2, 4 * STAGE_WINDOW); /* at full speed: 2 ms */
+    for (int i = 0; i < 40 * STAGE_WINDOW; i++)
+        assert_true(stage_note(&t, i % 4 == 3 ? 98 : 2, -1)); /* mean 26 ms */
+    assert_true(fabs(t.ema_ms - 26) < 0.5);
+    assert_int_equal(stage_speed(&t, 1000), 77); /* 1000 x 2 / 26 */
+}
 static void test_baseline_and_speed(void **state)
 {
     (void)state;
@@ -74,6 +97,7 @@ static void test_baseline_and_speed(void **state)
     assert_int_equal(stage_speed(&e, 1000), 1000); /* nothing seen: calibrated */
     feed(&e, 4, STAGE_BASE_SAMPLES - 1);
     assert_true(e.base_layer_ms == 0);
+    assert_int_equal(e.total, STAGE_BASE_SAMPLES - 1);
     assert_int_equal(stage_speed(&e, 1000), 1000);
     feed(&e, 4, 1);
     assert_true(NEAR(e.base_layer_ms, 2)); /* 4 ms over 2 slots */
@@ -90,7 +114,8 @@ static void test_baseline_and_speed(void **state)
     assert_int_equal(e.samples, STAGE_MIN_SAMPLES);
     assert_int_equal(stage_speed(&e, 0), 0); /* unknown stays unknown */
     /* much slower: never below 1 */
-    stage_ema_t s = {.slots = 1, .samples = STAGE_MIN_SAMPLES, .ema_ms = 1e6, .base_layer_ms = 1};
+    stage_ema_t s = {
+        .slots = 1, .samples = STAGE_MIN_SAMPLES, .windows = 2, .ema_ms = 1e6, .base_layer_ms = 1};
     assert_int_equal(stage_speed(&s, 100), 1);
     /* an EMA of 0: as fast as anything measured */
     s.ema_ms = 0;
@@ -113,8 +138,8 @@ static void test_split_from_speeds(void **state)
     ls_node_t n[3] = {{2, stage_speed(&w1, 1000)}, {2, stage_speed(&w2, 1000)}, {3, 1000}};
     uint32_t counts[3] = {0};
     assert_int_equal(layer_split_speed(n, 3, 6, 1, counts), 0);
-    /* worker 2 slows down: the bounded EMA climbs to 10 ms within a few dozen samples */
-    feed(&w2, 10, 40);
+    /* worker 2 slows down: the bounded EMA climbs to 10 ms within a few dozen windows */
+    feed(&w2, 10, 40 * STAGE_WINDOW);
     assert_true(fabs(w2.ema_ms - 10) < 0.01);
     n[1].speed_mflops = stage_speed(&w2, 1000);
     assert_int_equal(n[1].speed_mflops, 200);
@@ -131,6 +156,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ema_table),
+        cmocka_unit_test(test_windows),
         cmocka_unit_test(test_baseline_and_speed),
         cmocka_unit_test(test_split_from_speeds),
     };
