@@ -31,8 +31,13 @@ bool stage_note(stage_ema_t *e, double sample_ms, double rtt_ms)
     }
     e->ema_ms = e->windows == 0 ? x : STAGE_ALPHA * x + (1 - STAGE_ALPHA) * e->ema_ms;
     if (e->windows < UINT32_MAX) e->windows++;
-    if (e->base_layer_ms <= 0 && e->samples >= STAGE_BASE_SAMPLES && e->windows)
-        e->base_layer_ms = stage_layer_ms(e);
+    /* the baseline: the first per-layer time, then the lowest one seen once a layout has its
+     * samples (the worker at its best: a baseline taken while it was busy would make it look
+     * faster than its calibration later) */
+    double now = stage_layer_ms(e);
+    if (e->base_layer_ms <= 0 ? e->samples >= STAGE_BASE_SAMPLES
+                              : e->samples >= STAGE_MIN_SAMPLES && now < e->base_layer_ms)
+        e->base_layer_ms = now;
     return true;
 }
 

@@ -21,11 +21,13 @@
  *
  * Baseline and speed. The host's own stage runs inside llama-server, where no relay sees it, and
  * the start-up calibration (speed_mflops, calib.c) is the one scale every member has; the
- * observed time corrects it. The per-layer time once STAGE_BASE_SAMPLES samples came in for the
- * worker's first layout is its baseline: the worker's effective speed is its calibrated speed
+ * observed time corrects it. A worker's baseline is its per-layer time once STAGE_BASE_SAMPLES
+ * samples came in, then the lowest per-layer time it showed in any layout with at least
+ * STAGE_MIN_SAMPLES samples (the worker at its best: a baseline taken while it was busy would
+ * make it look faster than its calibration later). Its effective speed is its calibrated speed
  * × baseline / its current per-layer time (clamped to 1 .. LS_SPEED_MAX), and the calibrated
- * speed itself while the EMA has fewer than STAGE_MIN_SAMPLES samples for the layout it holds.
- * A worker that slows down after the split formed (a competing load, a throttle) thus counts as
+ * speed itself while the EMA has fewer than STAGE_MIN_SAMPLES samples for the layout it holds:
+ * a worker that slows down after the split formed (a competing load, a throttle) counts as
  * slower in the layer split (layer_split.h) by exactly the factor its stage time grew. */
 #ifndef MESH_STAGE_H
 #define MESH_STAGE_H

@@ -504,9 +504,14 @@ static void execute(planner_t *pl, const pp_action_t *a)
 }
 
 /* What the decisions changed, for the log. */
-static void log_changes(const pmodel_t *pm, const pp_state_t *was)
+static void log_changes(pmodel_t *pm, const pp_state_t *was)
 {
     const pp_state_t *st = &pm->st;
+    if (st->rebalanced) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        pm->rebalanced_unix_ms = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+    }
     if (st->rebalanced)
         LOGI("planner",
              "model %s: rebalancing the split from its workers' observed stage times: the "

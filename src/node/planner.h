@@ -68,6 +68,7 @@ typedef struct {
     rpc_fwd_t *retired[PLAN_MAX_WORKERS * 2];
     size_t n_retired;
     pp_stage_t stages[PLAN_MAX_WORKERS]; /* its workers' observed stage times (stage.h) */
+    uint64_t rebalanced_unix_ms; /* when the last rebalance was applied (wall clock), 0 never */
     size_t n_stages;
     /* worker */
     char seeded_plan[PLAN_ID_MAX];

@@ -555,6 +555,7 @@ static void stage_status(planner_t *pl, const pmodel_t *pm, json_t *o)
                   st->rb.gain, "cost", st->cost_now, "candidate_cost", st->cost_cand, "candidate",
                   st->cand_sig, "applied_mflops", applied));
     json_object_set_new(o, "rebalances", json_integer((json_int_t)st->rb.applied));
+    json_object_set_new(o, "rebalanced_unix_ms", json_integer((json_int_t)pm->rebalanced_unix_ms));
 }
 
 void planner_status(planner_t *pl, planner_status_t *out)

@@ -124,6 +124,28 @@ static void test_baseline_and_speed(void **state)
     assert_false(stage_note(NULL, 1, 1));
 }
 
+/* The baseline follows the worker at its best: a start taken while it was busy is lowered once
+ * it runs faster, a slower time never raises it. */
+static void test_baseline_is_the_best(void **state)
+{
+    (void)state;
+    stage_ema_t e = {0};
+    stage_set_slots(&e, 1);
+    feed(&e, 8, STAGE_BASE_SAMPLES); /* busy at first: 8 ms */
+    assert_true(NEAR(e.base_layer_ms, 8));
+    feed(&e, 2, 40 * STAGE_WINDOW); /* then at its best */
+    assert_true(e.base_layer_ms < 2.01);
+    assert_int_equal(stage_speed(&e, 1000), 1000);
+    double best = e.base_layer_ms;
+    feed(&e, 6, 40 * STAGE_WINDOW); /* slowed down: the baseline stays, the speed falls */
+    assert_true(e.base_layer_ms == best);
+    assert_true(stage_speed(&e, 1000) < 340);
+    /* a new layout's first samples do not move it */
+    stage_set_slots(&e, 2);
+    feed(&e, 1, STAGE_MIN_SAMPLES - 1);
+    assert_true(e.base_layer_ms == best);
+}
+
 /* The split from observed speeds: three members offer 3, 2 and 2 slots of 6; with the
  * calibrated speeds equal the rule keeps the memory-proportional split (0); once worker 2's stage
  * time is 5x its baseline it is 5x slower and keeps one slot, the host takes its third. */
@@ -157,6 +179,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ema_table),
         cmocka_unit_test(test_windows),
+        cmocka_unit_test(test_baseline_is_the_best),
         cmocka_unit_test(test_baseline_and_speed),
         cmocka_unit_test(test_split_from_speeds),
     };
