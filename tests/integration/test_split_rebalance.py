@@ -11,9 +11,11 @@ from a batch of two) — and the test asserts, from A's /api/status:
 
   - every worker's observed stage time (EMA, samples, per-layer time, baseline) is shown;
   - after the stability ticks, the host moves layers away from C (its slots fall, the plan id
-    changes, `rebalances` counts it, the log line names it);
-  - every streamed answer, among them those running while the layout was cut over, ends
-    properly with the text a solo node gives, and none is refused;
+    changes, `rebalances` counts it, the log line names it, `mesh-llm status` shows the
+    workers' stage times);
+  - every streamed answer ends properly with the text a solo node gives, none is refused, and
+    one of them had its first token before the host applied the new layout and ended after
+    it (the old llama-server finished it before it was restarted);
   - once C's speed is restored the layout stays as it is for several more ticks (the gain of
     going back is below the threshold: no flapping), still answering with the solo text.
 No timing is asserted; every wait is a bounded poll."""
