@@ -187,6 +187,7 @@ def test_slow_worker_loses_layers_without_flapping(start_node, tmp_path):
         assert pid, "C runs no rpc-server"
         with open(os.path.join(quota.path, "cgroup.procs"), "w") as f:
             f.write(str(pid))
+        t_throttle = time.time()
 
         last_print = [0]
 
@@ -227,6 +228,7 @@ def test_slow_worker_loses_layers_without_flapping(start_node, tmp_path):
         # C's speed comes back: the layout stays (the gain of going back is under the threshold)
         with open(os.path.join(quota.path, "cpu.cfs_quota_us"), "w") as f:
             f.write("-1")
+        t_restore = time.time()
         ticks0 = plan_of(a, MODEL)["rebalance"]["ticks"]
         wait_for(lambda: plan_of(a, MODEL)["rebalance"]["ticks"] >= ticks0 + 8, timeout=120,
                  what="eight more rebalance ticks")
@@ -246,6 +248,14 @@ def test_slow_worker_loses_layers_without_flapping(start_node, tmp_path):
         t_apply = p2["rebalanced_unix_ms"] / 1000.0
         across = [r for r in traffic.results if r[3] is not None and r[3] < t_apply < r[4]]
         assert across, "no streamed answer ran across the cut-over"
+        # for the record only (timing is bench/'s): mean time of a streamed answer per phase
+        phases = {"before the throttle": (0, t_throttle), "throttled, old layout":
+                  (t_throttle, t_apply), "throttled, new layout": (t_apply, t_restore),
+                  "restored": (t_restore, 1e18)}
+        for name, (lo, hi) in phases.items():
+            d = [r[4] - r[3] for r in traffic.results if r[3] and lo <= r[3] and r[4] < hi]
+            if d:
+                print(f"{name}: {len(d)} answers, {sum(d) / len(d) * 1000 / TOKENS:.1f} ms/token")
         print(f"{len(traffic.results)} streamed answers, all equal to the solo text; "
               f"{len(across)} ran across the cut-over")
     finally:
