@@ -234,8 +234,28 @@ static void print_status(json_t *st)
     json_t *plan = json_object_get(st, "plan");
     printf("plans (%zu):\n", json_array_size(plan));
     json_array_foreach(plan, i, v)
+    {
         printf("  %-28s role %-8s mode %-6s host %.12s  (%s)\n", str(v, "model", "?"),
                str(v, "role", "?"), str(v, "mode", "?"), str(v, "host", "-"), str(v, "rule", "?"));
+        size_t wi;
+        json_t *wk;
+        /* a split host's workers: their layers and observed stage times (architecture.md) */
+        json_array_foreach(json_object_get(v, "workers"), wi, wk)
+        {
+            json_t *sg = json_object_get(wk, "stage");
+            printf("    worker %.12s  layers %lld-%lld%s", str(wk, "id", "?"),
+                   (long long)json_integer_value(json_object_get(wk, "first")),
+                   (long long)json_integer_value(json_object_get(wk, "end")),
+                   json_is_true(json_object_get(wk, "output")) ? " + output" : "");
+            if (json_is_object(sg))
+                printf("  stage %.2f ms (%lld samples), %.3f ms a layer, %lld MFLOP/s effective",
+                       json_real_value(json_object_get(sg, "ema_ms")),
+                       (long long)json_integer_value(json_object_get(sg, "samples")),
+                       json_real_value(json_object_get(sg, "layer_ms")),
+                       (long long)json_integer_value(json_object_get(sg, "speed_mflops")));
+            printf("\n");
+        }
+    }
     json_t *procs = json_object_get(st, "processes");
     printf("processes (%zu):\n", json_array_size(procs));
     json_array_foreach(procs, i, v)

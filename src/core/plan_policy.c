@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "layer_split.h"
 #include "model_ref.h"
 
 static void emit(pp_actions_t *out, pp_action_kind_t k, size_t model, ledger_kind_t lk,
@@ -22,6 +23,8 @@ static void leave_host(pp_state_t *st, bool *mesh_args, size_t mi, pp_actions_t 
 {
     if (st->plan_id[0] || st->n_workers || st->launched || *mesh_args) EMIT(PP_STOP_HOST);
     st->n_workers = 0;
+    st->n_applied = 0;
+    rb_reset(&st->rb);
     st->plan_sig[0] = st->plan_id[0] = '\0';
     st->launched = false;
     *mesh_args = false;
@@ -58,21 +61,29 @@ void pp_private_layout(election_range_t *workers, size_t n_workers)
         workers[k].output = false;
 }
 
+/* A split's layout (its ranges, -ngl) and signature. false: it cannot be laid out. */
+static bool layout_of(const pp_input_t *in, const election_plan_t *plan, election_range_t *ranges,
+                      uint32_t *ngl, char *sig)
+{
+    *ngl = 0;
+    if (plan->n_members > PP_MAX_WORKERS + 1 || election_cpu_layout(plan, ranges, ngl) != 0)
+        return false;
+    if (in->split_private) pp_private_layout(ranges, plan->n_members - 1);
+    size_t off = (size_t)snprintf(sig, PP_SIG_MAX, "ngl=%u%s", *ngl, in->split_private ? "+p" : "");
+    for (size_t k = 0; k + 1 < plan->n_members && off < PP_SIG_MAX; k++)
+        off += (size_t)snprintf(sig + off, PP_SIG_MAX - off, ";%.16s:%u-%u%s", plan->members[k].id,
+                                ranges[k].first, ranges[k].end, ranges[k].output ? "+o" : "");
+    return true;
+}
+
 /* Returns false when the split cannot be laid out (the caller takes the model down). */
 static bool host_apply(const pp_input_t *in, const pp_model_t *m, pp_state_t *st,
                        const election_plan_t *plan, size_t mi, pp_actions_t *out)
 {
     election_range_t ranges[PP_MAX_WORKERS + 1];
     uint32_t ngl = 0;
-    if (!m->has_file || plan->n_members > PP_MAX_WORKERS + 1 ||
-        election_cpu_layout(plan, ranges, &ngl) != 0)
-        return false;
-    if (in->split_private) pp_private_layout(ranges, plan->n_members - 1);
     char sig[PP_SIG_MAX];
-    size_t off = (size_t)snprintf(sig, sizeof sig, "ngl=%u%s", ngl, in->split_private ? "+p" : "");
-    for (size_t k = 0; k + 1 < plan->n_members && off < sizeof sig; k++)
-        off += (size_t)snprintf(sig + off, sizeof sig - off, ";%.16s:%u-%u%s", plan->members[k].id,
-                                ranges[k].first, ranges[k].end, ranges[k].output ? "+o" : "");
+    if (!m->has_file || !layout_of(in, plan, ranges, &ngl, sig)) return false;
     if (strcmp(sig, st->plan_sig) != 0) {
         snprintf(st->plan_sig, sizeof st->plan_sig, "%s", sig);
         st->n_workers = plan->n_members - 1;
@@ -188,11 +199,109 @@ static int32_t *group_matrix(const pp_input_t *in, const election_node_t *nodes,
     return mx;
 }
 
+static const pp_stage_t *stage_of(const pp_model_t *m, const char *id)
+{
+    for (size_t i = 0; m->stages && i < m->n_stages; i++)
+        if (strcmp(m->stages[i].id, id) == 0) return &m->stages[i];
+    return NULL;
+}
+
+static uint32_t applied_speed(const pp_state_t *st, const char *id, uint32_t announced)
+{
+    for (size_t i = 0; i < st->n_applied; i++)
+        if (strcmp(st->applied[i].id, id) == 0) return st->applied[i].mflops;
+    return announced;
+}
+
+/* The predicted compute time per token of a layout (its slots) at the members' speeds (by id
+ * from nodes); 0 when a speed is unknown. */
+static double layout_cost(const election_plan_t *plan, const election_range_t *ranges,
+                          const election_node_t *nodes, size_t n)
+{
+    ls_node_t ls[PP_MAX_WORKERS + 1];
+    uint32_t slots[PP_MAX_WORKERS + 1];
+    for (size_t j = 0; j < plan->n_members; j++) {
+        ls[j] = (ls_node_t){0};
+        for (size_t k = 0; k < n; k++)
+            if (strcmp(nodes[k].id, plan->members[j].id) == 0)
+                ls[j].speed_mflops = nodes[k].speed_mflops;
+        slots[j] = ranges[j].weight;
+    }
+    return layer_split_cost(ls, plan->n_members, slots);
+}
+
+/* Rebalancing (plan_policy.h): on a tick, the layout the observed speeds give against the running
+ * one; on APPLY *plan becomes the candidate. nodes carry the speeds the plan was made with. */
+static void rebalance(const pp_input_t *in, const pp_model_t *m, pp_state_t *st,
+                      const election_node_t *nodes, const uint32_t *announced, size_t n,
+                      const election_input_t *ein, election_plan_t *plan)
+{
+    election_range_t ranges[PP_MAX_WORKERS + 1], cranges[PP_MAX_WORKERS + 1];
+    uint32_t ngl;
+    char sig[PP_SIG_MAX], csig[PP_SIG_MAX];
+    if (!layout_of(in, plan, ranges, &ngl, sig)) return;
+    if (!st->plan_sig[0] || strcmp(sig, st->plan_sig) != 0) {
+        /* membership or memory changed the layout: that re-plans at once, the counter restarts;
+         * speeds applied for workers that left the plan go */
+        rb_reset(&st->rb);
+        size_t keep = 0;
+        for (size_t i = 0; i < st->n_applied; i++)
+            for (size_t j = 0; j + 1 < plan->n_members; j++)
+                if (strcmp(st->applied[i].id, plan->members[j].id) == 0)
+                    st->applied[keep++] = st->applied[i];
+        st->n_applied = keep;
+        return;
+    }
+    if (!st->launched || !m->ready || !m->n_stages) return;
+    election_node_t obs[PP_MAX_WORKERS + 1];
+    if (n > PP_MAX_WORKERS + 1) return;
+    bool differs = false;
+    for (size_t k = 0; k < n; k++) {
+        obs[k] = nodes[k];
+        const pp_stage_t *sg = k ? stage_of(m, nodes[k].id) : NULL;
+        if (sg) obs[k].speed_mflops = stage_speed(&sg->ema, announced[k]);
+        differs |= obs[k].speed_mflops != nodes[k].speed_mflops;
+    }
+    election_input_t cin = *ein;
+    cin.nodes = obs;
+    election_plan_t cand;
+    st->cand_sig[0] = '\0';
+    double cur = layout_cost(plan, ranges, obs, n), cost = 0;
+    bool have = differs && election_run(&cin, &cand) == 0;
+    if (have && (cand.mode != ELECTION_SPLIT || cand.n_members != plan->n_members ||
+                 !layout_of(in, &cand, cranges, &ngl, csig))) {
+        election_plan_free(&cand);
+        have = false;
+    }
+    if (have) {
+        cost = layout_cost(&cand, cranges, obs, n);
+        snprintf(st->cand_sig, sizeof st->cand_sig, "%s", csig);
+    }
+    st->cost_now = cur;
+    st->cost_cand = have ? cost : 0;
+    rb_verdict_t v =
+        rb_tick(&st->rb, &in->rebalance, in->now_ms, st->plan_sig, have ? csig : NULL, cur, cost);
+    if (v != RB_APPLY) {
+        if (have) election_plan_free(&cand);
+        return;
+    }
+    st->n_applied = 0;
+    for (size_t k = 1; k < n && st->n_applied < PP_MAX_WORKERS; k++) {
+        pp_speed_t *a = &st->applied[st->n_applied++];
+        snprintf(a->id, sizeof a->id, "%s", obs[k].id);
+        a->mflops = obs[k].speed_mflops;
+    }
+    election_plan_free(plan);
+    *plan = cand;
+    st->rebalanced = true;
+}
+
 void pp_decide_model(const pp_input_t *in, const pp_model_t *m, pp_state_t *st, size_t mi,
                      pp_actions_t *out)
 {
     election_node_t nodes[ELECTION_MAX_NODES];
-    size_t pidx[ELECTION_MAX_NODES]; /* nodes[k] (k > 0) is in->peers[pidx[k]] */
+    size_t pidx[ELECTION_MAX_NODES];        /* nodes[k] (k > 0) is in->peers[pidx[k]] */
+    uint32_t announced[ELECTION_MAX_NODES]; /* nodes[k]'s announced speed */
     size_t n = 0;
     uint64_t size = m->size_bytes, need = m->need_bytes;
     bool loaded = m->loaded, mesh_args = m->mesh_args;
@@ -206,6 +315,8 @@ void pp_decide_model(const pp_input_t *in, const pp_model_t *m, pp_state_t *st, 
                                    .no_file = !m->has_file,
                                    .speed_mflops = in->speed_mflops,
                                    .host_bytes = m->host_bytes};
+    announced[0] = in->speed_mflops;
+    st->rebalanced = false;
     for (size_t i = 0; i < in->n_peers && n < ELECTION_MAX_NODES; i++) {
         const view_node_t *v = &in->peers[i];
         bool file = false;
@@ -227,9 +338,10 @@ void pp_decide_model(const pp_input_t *in, const pp_model_t *m, pp_state_t *st, 
             .rtt_ms = in->rtt_ms ? in->rtt_ms[i] : -1,
             .force_split = s->split,
             .no_file = !file,
-            .speed_mflops = v->speed_mflops,
+            .speed_mflops = applied_speed(st, v->id, v->speed_mflops),
             .host_bytes = host_bytes,
         };
+        announced[n - 1] = v->speed_mflops;
     }
     st->planned = true;
     st->waiting = false;
@@ -250,8 +362,8 @@ void pp_decide_model(const pp_input_t *in, const pp_model_t *m, pp_state_t *st, 
                             .keep = keep,
                             .n_keep = n_keep};
     int erc = size == 0 ? -EINVAL : election_run(&ein, &plan);
-    free(mx);
     if (erc != 0) {
+        free(mx);
         st->mode = ELECTION_EMPTY;
         st->role = ELECTION_IDLE;
         st->waiting = true;
@@ -264,6 +376,7 @@ void pp_decide_model(const pp_input_t *in, const pp_model_t *m, pp_state_t *st, 
          * (a llama-server restart) a moment later */
         *st = before;
         election_plan_free(&plan);
+        free(mx);
         return;
     }
     st->mode = plan.mode;
@@ -281,6 +394,9 @@ void pp_decide_model(const pp_input_t *in, const pp_model_t *m, pp_state_t *st, 
         st->role = ELECTION_IDLE;
         st->waiting = true;
     }
+    if (st->role == ELECTION_HOST && plan.mode == ELECTION_SPLIT && m->has_file)
+        rebalance(in, m, st, nodes, announced, n, &ein, &plan);
+    free(mx);
     hold_share(in, m, st, &plan, mi, out);
     if (st->role != ELECTION_HOST) leave_host(st, &mesh_args, mi, out);
     if (st->role == ELECTION_HOST) {

@@ -31,6 +31,16 @@
  *    range) unless seeding or seeded for that plan;
  *  - replica: START_REPLICA when it should load (first time, or after it was taken down);
  *  - idle, worker, waiting: STOP_MODEL when its llama-server runs.
+ *  - rebalancing (host of a launched, ready split whose membership and memory give the running
+ *    layout): every rebalance tick the layout is proposed again with each worker's observed
+ *    speed (stage_speed over pp_model_t.stages: the calibrated speed scaled by how its
+ *    per-layer stage time grew since its baseline); the candidate's and the running layout's
+ *    predicted cost per token (layer_split_cost over those speeds and the layouts' slots) go to
+ *    rb_tick, and when it says APPLY the speeds are kept in pp_state_t.applied (the election
+ *    uses them for those workers from then on, so the layout stays) and the candidate is the
+ *    plan: a new layout signature, NEW_PLAN, the usual cut-over. A layout that changes for any
+ *    other reason (membership, memory) resets the counter (rb_reset) and forgets the applied
+ *    speeds when the worker set changes;
  * After every model: STOP_RPC_SERVER when the rpc-server runs, no model is a worker and no
  * peer's announced plan names this node (a host still running an old plan keeps it).
  *
@@ -51,6 +61,8 @@
 #include "catalog.h"
 #include "election.h"
 #include "ledger.h"
+#include "rebalance.h"
+#include "stage.h"
 #include "view.h"
 
 #define PP_MAX_MODELS 16
@@ -65,6 +77,19 @@ typedef struct {
     char id[ELECTION_ID_LEN + 1];
     election_range_t range;
 } pp_worker_t;
+
+/* A split worker's observed stage time (stage.h), kept by the host's driver per worker id. */
+typedef struct {
+    char id[ELECTION_ID_LEN + 1];
+    stage_ema_t ema;
+} pp_stage_t;
+
+/* A speed the running layout was made with (a rebalance applied it): used for that member
+ * instead of its announced one until membership changes. */
+typedef struct {
+    char id[ELECTION_ID_LEN + 1];
+    uint32_t mflops;
+} pp_speed_t;
 
 /* What the policy remembers per model (zero-initialise it). */
 typedef struct {
@@ -87,6 +112,13 @@ typedef struct {
     size_t n_workers;
     bool launched;    /* llama-server started with the current plan */
     bool speed_aware; /* the plan's layer counts follow the members' speeds (election.h) */
+    /* rebalancing while membership is stable (rebalance.h, "Rebalancing" below) */
+    rb_state_t rb;
+    pp_speed_t applied[PP_MAX_WORKERS];
+    size_t n_applied;
+    double cost_now, cost_cand; /* the last tick's predicted cost of the layout and candidate */
+    char cand_sig[PP_SIG_MAX];  /* the last tick's candidate ("" none) */
+    bool rebalanced;            /* this decision applied a rebalance (for the driver's log) */
     /* worker */
     char follow_plan[PP_PLAN_ID_MAX]; /* the host's plan that includes this node */
     election_range_t my_range;
@@ -101,13 +133,15 @@ typedef struct {
     uint64_t size_bytes, need_bytes; /* this node's file (0 without one) */
     uint64_t host_bytes;             /* held only as its split host (election.h "Host bytes") */
     uint32_t n_layers;
-    uint64_t offer_bytes;    /* what it offers this model's group */
-    bool loaded;             /* its llama-server is not unloaded */
-    bool ready;              /* its llama-server is ready */
-    bool mesh_args;          /* it has --rpc arguments */
-    bool retired_tunnels;    /* an old plan's tunnels are still open */
-    bool seeding;            /* a cache seed runs */
-    const char *seeded_plan; /* the plan the cache was last seeded for ("" none) */
+    uint64_t offer_bytes;     /* what it offers this model's group */
+    bool loaded;              /* its llama-server is not unloaded */
+    bool ready;               /* its llama-server is ready, not draining for a restart */
+    bool mesh_args;           /* it has --rpc arguments */
+    bool retired_tunnels;     /* an old plan's tunnels are still open */
+    bool seeding;             /* a cache seed runs */
+    const char *seeded_plan;  /* the plan the cache was last seeded for ("" none) */
+    const pp_stage_t *stages; /* host: its workers' observed stage times (NULL: none) */
+    size_t n_stages;
 } pp_model_t;
 
 typedef struct {
@@ -124,6 +158,8 @@ typedef struct {
     uint32_t speed_mflops; /* this node's calibrated compute speed, 0 unknown (election.h) */
     bool speed_pending;    /* its calibration still runs: a split waits for it (a replica does
                             * not: solo decisions do not depend on speed) */
+    uint64_t now_ms;       /* monotonic clock, ms (rebalance ticks) */
+    rb_opts_t rebalance;   /* MESH_LLM_REBALANCE_* (zero: the defaults) */
 } pp_input_t;
 
 typedef enum {

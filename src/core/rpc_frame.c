@@ -31,6 +31,11 @@ bool rpc_frame_cmd_replies(uint8_t cmd)
     }
 }
 
+bool rpc_frame_cmd_computes(uint8_t cmd)
+{
+    return cmd == CMD_GRAPH_COMPUTE || cmd == CMD_GRAPH_RECOMPUTE;
+}
+
 void rpc_frame_init(rpc_frame_t *f, rpc_frame_kind_t kind)
 {
     memset(f, 0, sizeof *f);
@@ -70,6 +75,7 @@ size_t rpc_frame_feed(rpc_frame_t *f, const uint8_t *p, size_t n)
         f->left -= take;
         if (f->left) break;
         /* a message ends here */
+        if (f->kind == RPC_FRAME_REQUESTS && rpc_frame_cmd_computes(f->hdr[0])) f->computes++;
         f->in_payload = false;
         f->hdr_len = 0;
         if (f->reply || f->size > RPC_FRAME_HOLD_MAX) release = held0 + i; /* big ones streamed */

@@ -32,13 +32,15 @@ typedef enum { RPC_FRAME_REQUESTS = 0, RPC_FRAME_RESPONSES = 1 } rpc_frame_kind_
 
 typedef struct {
     rpc_frame_kind_t kind;
-    uint8_t hdr[9];  /* the current message's header bytes read so far */
-    uint8_t hdr_len; /* of hdr; the header is 9 bytes (requests) or 8 (responses) */
-    uint64_t left;   /* payload bytes of the current message still to come */
-    bool in_payload; /* the header is complete */
-    bool reply;      /* the current request needs a reply (or is unknown) */
-    uint64_t size;   /* the current message's payload size */
-    size_t held;     /* bytes fed and not yet released */
+    uint8_t hdr[9];    /* the current message's header bytes read so far */
+    uint8_t hdr_len;   /* of hdr; the header is 9 bytes (requests) or 8 (responses) */
+    uint64_t left;     /* payload bytes of the current message still to come */
+    bool in_payload;   /* the header is complete */
+    bool reply;        /* the current request needs a reply (or is unknown) */
+    uint64_t size;     /* the current message's payload size */
+    size_t held;       /* bytes fed and not yet released */
+    uint64_t computes; /* requests: GRAPH_COMPUTE / GRAPH_RECOMPUTE commands that ended (a
+                        * worker's stage of a token starts there: stage.h) */
 } rpc_frame_t;
 
 void rpc_frame_init(rpc_frame_t *f, rpc_frame_kind_t kind);
@@ -49,6 +51,9 @@ size_t rpc_frame_feed(rpc_frame_t *f, const uint8_t *p, size_t n);
 
 /* The hold time passed (or the stream ends): every held byte goes; returns how many. */
 size_t rpc_frame_release_all(rpc_frame_t *f);
+
+/* Whether a request command starts a graph computation (GRAPH_COMPUTE, GRAPH_RECOMPUTE). */
+bool rpc_frame_cmd_computes(uint8_t cmd);
 
 /* Whether a request command needs a reply in the pinned llama.cpp RPC protocol (unknown
  * commands count as needing one). */

@@ -28,6 +28,8 @@ struct rpc_fwd {
     void *data;
     tunnel_rpc_opts_t opts;
     tunnel_rpc_suspect_cb suspect;
+    tunnel_rpc_stage_cb stage; /* tunnel_rpc_on_stage; NULL: no samples */
+    void *stage_data;
     uint64_t quiet_ms; /* a reply overdue this long makes the worker suspected */
     relay_t *links;
     size_t n_links;
@@ -60,9 +62,11 @@ struct relay {
     buf_t inflight;   /* the bytes of the uv_write under way */
     size_t stage_ack; /* of stage: bytes to acknowledge once written (`rest` is not) */
     size_t inflight_ack;
-    size_t inflight_off; /* of inflight: bytes the socket took before the uv_write */
-    uint64_t deadline;   /* host: give up on get_conn (loop time) */
-    rpc_turns_t turns;   /* host: request/response turns of this stream */
+    size_t inflight_off;    /* of inflight: bytes the socket took before the uv_write */
+    uint64_t deadline;      /* host: give up on get_conn (loop time) */
+    rpc_turns_t turns;      /* host: request/response turns of this stream */
+    uint64_t computes_seen; /* host: frame.computes as last looked at */
+    uint64_t compute_t0;    /* host: uv_hrtime when a GRAPH_COMPUTE was read, 0 none pending */
     /* TCP -> stream coalescing (rpc_frame.h): bytes read and not yet written to the stream
      * wait for the rest of their burst, at most TUNNEL_RPC_HOLD_MS after the last read */
     bool coalesce, hold_open;
@@ -286,7 +290,16 @@ static void relay_schedule(relay_t *r)
 static void st_data(tp_stream_t *s, const uint8_t *p, size_t n)
 {
     relay_t *r = tp_stream_data(s);
-    if (r->host && rpc_turns_note(&r->turns, RPC_DIR_TO_HOST, n)) r->st->host_turns++;
+    if (r->host && rpc_turns_note(&r->turns, RPC_DIR_TO_HOST, n)) {
+        r->st->host_turns++;
+        /* the first reply after a graph computation: the worker's stage of the token is done */
+        if (r->compute_t0 && r->fwd && r->fwd->stage) {
+            double ms = (double)(uv_hrtime() - r->compute_t0) / 1e6;
+            r->compute_t0 = 0;
+            r->fwd->stage(r->fwd->stage_data, r->fwd, ms);
+        }
+        r->compute_t0 = 0;
+    }
     if (r->quiet_open && n) uv_timer_stop(&r->quiet);
     if (r->failed || r->tcp_closing) {
         tp_stream_consumed(s, n);
@@ -432,6 +445,10 @@ static void tcp_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b)
     }
     if (r->host) {
         r->st->host_tx += (uint64_t)n;
+        if (r->frame.computes != r->computes_seen) {
+            r->computes_seen = r->frame.computes;
+            if (!r->compute_t0) r->compute_t0 = uv_hrtime();
+        }
         rpc_turns_note(&r->turns, RPC_DIR_TO_WORKER, (size_t)n);
         if (r->quiet_open && r->fwd && !uv_is_active((uv_handle_t *)&r->quiet))
             uv_timer_start(&r->quiet, on_quiet, r->fwd->quiet_ms, r->fwd->quiet_ms);
@@ -635,6 +652,13 @@ int tunnel_rpc_listen(uv_loop_t *loop, const char *peer_id, const char *model,
     }
     *out = f;
     return 0;
+}
+
+void tunnel_rpc_on_stage(rpc_fwd_t *f, tunnel_rpc_stage_cb cb, void *data)
+{
+    if (!f) return;
+    f->stage = cb;
+    f->stage_data = data;
 }
 
 void tunnel_rpc_on_suspect(rpc_fwd_t *f, tunnel_rpc_suspect_cb cb)

@@ -82,6 +82,14 @@ int tunnel_rpc_port(const rpc_fwd_t *f);
 #define TUNNEL_RPC_QUIET_MS 2000
 typedef void (*tunnel_rpc_suspect_cb)(void *data, const char *peer_id, const char *why);
 void tunnel_rpc_on_suspect(rpc_fwd_t *f, tunnel_rpc_suspect_cb cb);
+/* Host side: cb(data, f, ms) (data: this call's) for every observed stage of the
+ * worker: ms from the end of a GRAPH_COMPUTE / GRAPH_RECOMPUTE command read from llama-server
+ * (rpc_frame.h computes) to the first byte of the worker's next reply (its output tensor: the
+ * worker computed its layers meanwhile, rpc-server runs commands in order), network time
+ * included (stage.h subtracts the RTT). Only with coalescing (the framing sees the commands).
+ * Called from the relay's stream callback: cb must not close the listener. */
+typedef void (*tunnel_rpc_stage_cb)(void *data, rpc_fwd_t *f, double ms);
+void tunnel_rpc_on_stage(rpc_fwd_t *f, tunnel_rpc_stage_cb cb, void *data);
 /* Close the listener and every relay it started (deferred frees, safe from callbacks). */
 void tunnel_rpc_close(rpc_fwd_t *f);
 

@@ -11,6 +11,7 @@
 #include "demand.h"
 #include "httpd.h"
 #include "promote.h"
+#include "rebalance.h"
 #include "route_table.h"
 #include "suggest.h"
 #include "tunables.h"
@@ -279,6 +280,16 @@ static const mesh_env_t ENV_VARS[] = {
      "inbound QUIC connections not yet admitted before a new one must pass a Retry (0: always; at "
      "most 64)",
      T_U64(quic_retry_after, 0, 64)},
+    {"MESH_LLM_REBALANCE_GAIN_PCT", RB_GAIN_PCT, NULL, "%", 0,
+     "a running split moves to a layout its workers' observed stage times favour only when it "
+     "predicts at least this much less compute time per token",
+     T_U64(rebalance_gain_pct, 0, 1000)},
+    {"MESH_LLM_REBALANCE_TICKS", RB_TICKS, NULL, "count", 0,
+     "ticks in a row a better layout must stay the best before the split moves to it (0: 3)",
+     T_U64(rebalance_ticks, 0, 1000)},
+    {"MESH_LLM_REBALANCE_TICK_MS", RB_TICK_MS, NULL, "ms", 0,
+     "how often a split host re-plans its layout from the workers' observed stage times",
+     T_MS(rebalance_tick_ms)},
     {"MESH_LLM_RETRY_DIAL_MS", 5000, NULL, "ms", 0,
      "a retried request waits this long for a dial to another host", T_MS(retry_dial_ms)},
     {"MESH_LLM_ROUTE_REFRESH_MS", RT_REFRESH_MS, NULL, "ms", 0,

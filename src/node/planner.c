@@ -304,6 +304,45 @@ static void on_rpc_suspect(void *data, const char *peer_id, const char *why)
     if (pl->mesh && !pl->stopping) mesh_suspect(pl->mesh, peer_id);
 }
 
+/* A worker's stage of a token, observed by its tunnel (tunnel_rpc_on_stage): into its EMA, as
+ * the slots it holds in the running plan, less the connection's least RTT. Retired tunnels (the
+ * old layout, still draining) are not the plan's: not counted. */
+static void on_rpc_stage(void *data, rpc_fwd_t *f, double ms)
+{
+    planner_t *pl = data;
+    pmodel_t *pm = NULL; /* by the tunnel: models move up in pl->models when one goes */
+    size_t k = 0;
+    for (size_t i = 0; i < pl->n && !pm; i++)
+        for (k = 0; k < pl->models[i].st.n_workers; k++)
+            if (pl->models[i].fwd[k] == f) {
+                pm = &pl->models[i];
+                break;
+            }
+    if (!pm || !pm->st.launched) return;
+    const pp_worker_t *w = &pm->st.workers[k];
+    pp_stage_t *sg = NULL;
+    for (size_t i = 0; i < pm->n_stages && !sg; i++)
+        if (strcmp(pm->stages[i].id, w->id) == 0) sg = &pm->stages[i];
+    if (!sg) {
+        /* a new worker: a free entry, else the one no longer in the plan */
+        size_t slot = pm->n_stages;
+        for (size_t i = 0; i < pm->n_stages && slot == pm->n_stages; i++) {
+            bool in_plan = false;
+            for (size_t j = 0; j < pm->st.n_workers; j++)
+                in_plan |= strcmp(pm->stages[i].id, pm->st.workers[j].id) == 0;
+            if (!in_plan) slot = i;
+        }
+        if (slot == PLAN_MAX_WORKERS) return;
+        if (slot == pm->n_stages) pm->n_stages++;
+        sg = &pm->stages[slot];
+        *sg = (pp_stage_t){0};
+        memcpy(sg->id, w->id, sizeof sg->id);
+    }
+    tp_conn_t *c = pl->mesh ? mesh_conn(pl->mesh, w->id) : NULL;
+    stage_set_slots(&sg->ema, w->range.weight);
+    stage_note(&sg->ema, ms, c ? tp_conn_min_rtt_ms(c) : -1);
+}
+
 /* Every worker of the plan is ready: tunnels, then llama-server with the plan. */
 static void start_host(planner_t *pl, pmodel_t *pm)
 {
@@ -316,6 +355,7 @@ static void start_host(planner_t *pl, pmodel_t *pm)
         rc = tunnel_rpc_listen(pl->loop, pm->st.workers[k].id, pm->name, get_conn, pl, &ro,
                                &pm->fwd[k]);
         if (rc == 0) tunnel_rpc_on_suspect(pm->fwd[k], on_rpc_suspect);
+        if (rc == 0) tunnel_rpc_on_stage(pm->fwd[k], on_rpc_stage, pl);
         if (rc == 0) tunnel_rpc_set_stats(pm->fwd[k], pl->rpc_stats);
         if (rc == 0) buf_printf(&rpc, "%s127.0.0.1:%d", k ? "," : "", tunnel_rpc_port(pm->fwd[k]));
     }
@@ -464,9 +504,22 @@ static void execute(planner_t *pl, const pp_action_t *a)
 }
 
 /* What the decisions changed, for the log. */
-static void log_changes(const pmodel_t *pm, const pp_state_t *was)
+static void log_changes(pmodel_t *pm, const pp_state_t *was)
 {
     const pp_state_t *st = &pm->st;
+    if (st->rebalanced) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        pm->rebalanced_unix_ms = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+    }
+    if (st->rebalanced)
+        LOGI("planner",
+             "model %s: rebalancing the split from its workers' observed stage times: the "
+             "new layout predicts %.0f%% less compute per token (best for %llu tick(s) in a "
+             "row); it loads when the workers are ready and the requests in flight on the old "
+             "layout have ended (new ones wait; both layouts do not fit the workers' memory at "
+             "once)",
+             pm->name, st->rb.gain * 100, (unsigned long long)pm->pl->cfg->tun.rebalance_ticks);
     if (st->waiting && !was->waiting && st->role == ELECTION_HOST) {
         LOGW("planner", "model %s: cannot lay out the split (%s)", pm->name,
              !pm->e ? "this node has no copy of the file" : "unknown layer count");
@@ -500,11 +553,16 @@ static pp_model_t model_facts(planner_t *pl, const pmodel_t *pm)
                         .n_layers = e ? e->n_layers : 0,
                         .offer_bytes = ledger_offer_for(&pl->ms->ledger, pm->name),
                         .loaded = s != MODEL_UNLOADED,
-                        .ready = s == MODEL_READY,
+                        /* ready on the plan it was last (re)started with: a llama-server
+                         * draining for a restart (mm_reload: unload pending) still serves its
+                         * requests in flight on the old plan, whose tunnels must stay open */
+                        .ready = s == MODEL_READY && !(e && e->mm->unload_pending),
                         .mesh_args = e && e->mesh_args,
                         .retired_tunnels = pm->n_retired > 0,
                         .seeding = pm->seeding,
-                        .seeded_plan = pm->seeded_plan};
+                        .seeded_plan = pm->seeded_plan,
+                        .stages = pm->stages,
+                        .n_stages = pm->n_stages};
 }
 
 /* Gather the inputs, decide model by model (each sees the ledger as the previous one left it),
@@ -531,7 +589,11 @@ static void plan_models(planner_t *pl, const peers_t *P)
                      .rtt_ms = rtt,
                      .n_peers = np,
                      .speed_mflops = pl->speed.mflops,
-                     .speed_pending = pl->speed.running};
+                     .speed_pending = pl->speed.running,
+                     .now_ms = now_ms(pl),
+                     .rebalance = {.tick_ms = pl->cfg->tun.rebalance_tick_ms,
+                                   .ticks = (uint32_t)pl->cfg->tun.rebalance_ticks,
+                                   .gain_pct = (uint32_t)pl->cfg->tun.rebalance_gain_pct}};
     for (size_t i = 0; i < pl->n; i++) {
         pmodel_t *pm = &pl->models[i];
         pp_model_t m = model_facts(pl, pm);
@@ -682,6 +744,18 @@ static void tick_demand(planner_t *pl)
     if (kick) planner_kick(pl);
 }
 
+/* A split this node hosts runs: its layout is re-planned every rebalance tick (plan_policy.h). */
+static bool rebalance_due(planner_t *pl)
+{
+    bool hosts = false;
+    for (size_t i = 0; i < pl->n && !hosts; i++)
+        hosts = pl->models[i].st.role == ELECTION_HOST && pl->models[i].st.launched;
+    uint64_t now = now_ms(pl);
+    if (!hosts || now - pl->last_rebalance_ms < pl->cfg->tun.rebalance_tick_ms) return false;
+    pl->last_rebalance_ms = now;
+    return true;
+}
+
 static size_t ready_peers(const peers_t *P)
 {
     size_t n = 0;
@@ -716,7 +790,7 @@ static void on_tick(uv_timer_t *t)
      * on this tick only while allocation waits for the mesh to settle; a passive standby
      * decides on its routing tables (standby.h) */
     if (pl->waiting || (pl->allocating && pl->n == 0 && !pl->passive && pl->alloc_settling) ||
-        waits_for_nodes(pl))
+        waits_for_nodes(pl) || rebalance_due(pl))
         replan(pl);
 }
 

@@ -67,6 +67,9 @@ typedef struct {
     rpc_fwd_t *fwd[PLAN_MAX_WORKERS]; /* local port → each worker's rpc-server */
     rpc_fwd_t *retired[PLAN_MAX_WORKERS * 2];
     size_t n_retired;
+    pp_stage_t stages[PLAN_MAX_WORKERS]; /* its workers' observed stage times (stage.h) */
+    uint64_t rebalanced_unix_ms; /* when the last rebalance was applied (wall clock), 0 never */
+    size_t n_stages;
     /* worker */
     char seeded_plan[PLAN_ID_MAX];
     bool seeding;
@@ -115,6 +118,7 @@ struct planner {
     void *hook_data;
     uint64_t serving_since_ms, last_demote_check_ms;
     uint64_t last_wait_replan_ms; /* a model waits for more nodes: its last re-plan */
+    uint64_t last_rebalance_ms;   /* a split host's last rebalance tick (plan_policy.h) */
     uint64_t idle_ms, min_serve_ms;
     uint64_t promotions, demotions;
     /* assignments (planner_assign.c): ones whose file is being downloaded (assigned when it

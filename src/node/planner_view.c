@@ -516,6 +516,49 @@ static void speed_status(planner_t *pl, planner_status_t *out)
     out->n_speeds = out->speeds ? P.n : 0;
     peers_free(&P);
 }
+/* A split host's observed stage times (stage.h) and rebalancing state (rebalance.h), into o:
+ * stage per worker in the plan's order, rebalance for the plan. */
+static void stage_status(planner_t *pl, const pmodel_t *pm, json_t *o)
+{
+    const peers_t *P = peers_cached(pl);
+    json_t *w = json_object_get(o, "workers");
+    for (size_t k = 0; k < pm->st.n_workers && w; k++) {
+        const pp_stage_t *sg = NULL;
+        for (size_t i = 0; i < pm->n_stages && !sg; i++)
+            if (strcmp(pm->stages[i].id, pm->st.workers[k].id) == 0) sg = &pm->stages[i];
+        json_t *x = json_array_get(w, k);
+        if (!x) continue;
+        if (!sg) {
+            json_object_set_new(x, "stage", json_null());
+            continue;
+        }
+        const view_node_t *v = P ? peers_find(P, sg->id) : NULL;
+        uint32_t announced = v ? v->speed_mflops : 0;
+        const stage_ema_t *e = &sg->ema;
+        json_object_set_new(
+            x, "stage",
+            json_pack("{s:f,s:I,s:I,s:i,s:f,s:f,s:I,s:I}", "ema_ms", e->windows ? e->ema_ms : 0.0,
+                      "samples", (json_int_t)e->samples, "total", (json_int_t)e->total, "slots",
+                      (int)e->slots, "layer_ms", stage_layer_ms(e), "base_layer_ms",
+                      e->base_layer_ms, "speed_mflops", (json_int_t)stage_speed(e, announced),
+                      "announced_mflops", (json_int_t)announced));
+    }
+    const pp_state_t *st = &pm->st;
+    const tunables_t *t = &pl->cfg->tun;
+    json_t *applied = json_object();
+    for (size_t i = 0; i < st->n_applied; i++)
+        json_object_set_new(applied, st->applied[i].id, json_integer(st->applied[i].mflops));
+    json_object_set_new(
+        o, "rebalance",
+        json_pack("{s:I,s:I,s:I,s:I,s:I,s:f,s:f,s:f,s:s,s:o}", "tick_ms",
+                  (json_int_t)t->rebalance_tick_ms, "ticks_needed", (json_int_t)t->rebalance_ticks,
+                  "gain_pct", (json_int_t)t->rebalance_gain_pct, "ticks",
+                  (json_int_t)st->rb.n_ticks, "streak", (json_int_t)st->rb.streak, "gain",
+                  st->rb.gain, "cost", st->cost_now, "candidate_cost", st->cost_cand, "candidate",
+                  st->cand_sig, "applied_mflops", applied));
+    json_object_set_new(o, "rebalances", json_integer((json_int_t)st->rb.applied));
+    json_object_set_new(o, "rebalanced_unix_ms", json_integer((json_int_t)pm->rebalanced_unix_ms));
+}
 
 void planner_status(planner_t *pl, planner_status_t *out)
 {
@@ -570,6 +613,7 @@ void planner_status(planner_t *pl, planner_status_t *out)
             json_object_set_new(o, "host_layers",
                                 json_pack("{s:i,s:i}", "first", 0, "end", (int)pm->st.host_end));
             json_object_set_new(o, "speed_aware", json_boolean(pm->st.speed_aware));
+            stage_status(pl, pm, o);
         } else if (pm->st.role == ELECTION_WORKER) {
             json_object_set_new(o, "plan_id", json_string(pm->st.follow_plan));
             json_object_set_new(o, "layers",

@@ -64,10 +64,13 @@ typedef struct tunables {
     bool dl_follow_urls;    /* MESH_LLM_DL_FOLLOW_URLS */
     uint64_t progress_ms;   /* MESH_LLM_PROGRESS_MS (cli_models: 250 on a terminal unless given) */
     /* planner (node/planner*.c, node/models.c) */
-    uint64_t plan_wait_ms;     /* MESH_LLM_PLAN_WAIT_MS */
-    uint64_t idle_unload_ms;   /* MESH_LLM_IDLE_UNLOAD_MS */
-    uint64_t min_serve_ms;     /* MESH_LLM_MIN_SERVE_MS */
-    uint64_t demand_window_ms; /* MESH_LLM_DEMAND_WINDOW_MS */
+    uint64_t plan_wait_ms;       /* MESH_LLM_PLAN_WAIT_MS */
+    uint64_t idle_unload_ms;     /* MESH_LLM_IDLE_UNLOAD_MS */
+    uint64_t min_serve_ms;       /* MESH_LLM_MIN_SERVE_MS */
+    uint64_t demand_window_ms;   /* MESH_LLM_DEMAND_WINDOW_MS */
+    uint64_t rebalance_tick_ms;  /* MESH_LLM_REBALANCE_TICK_MS */
+    uint64_t rebalance_ticks;    /* MESH_LLM_REBALANCE_TICKS (0 .. 1000; 0: RB_TICKS) */
+    uint64_t rebalance_gain_pct; /* MESH_LLM_REBALANCE_GAIN_PCT (0 .. 1000) */
     /* children (node/supervisor.c, node/speed.c) */
     uint64_t health_interval_ms; /* MESH_LLM_HEALTH_INTERVAL_MS */
     uint64_t health_timeout_ms;  /* MESH_LLM_HEALTH_TIMEOUT_MS */

@@ -36,6 +36,8 @@ typedef struct {
     pp_state_t st;
     uint32_t speed;     /* this node's calibrated speed, 0 unknown */
     bool speed_pending; /* its calibration still runs */
+    uint64_t now_ms;    /* the rebalance ticks' clock */
+    pp_stage_t stages[2];
 } world_t;
 
 static world_t g_w; /* a few KiB: keep it off the stack */
@@ -163,7 +165,8 @@ static const char *step(world_t *w)
                      .n_peers = w->n_peers,
                      .rpc_running = w->rpc_running,
                      .speed_mflops = w->speed,
-                     .speed_pending = w->speed_pending};
+                     .speed_pending = w->speed_pending,
+                     .now_ms = w->now_ms};
     acts.n = 0;
     pp_decide(&in, &w->m, &w->st, 1, &acts);
     size_t len = 0;
@@ -282,6 +285,67 @@ static void test_split_follows_speed(void **state)
         EXPECT(w, cases[i].start);
         assert_int_equal(w->st.speed_aware, cases[i].aware);
     }
+}
+
+/* Worker B's observed stage (stage.h): its baseline per-layer time 1 ms, now `now_ms` a layer. */
+static void observe(world_t *w, double now_ms, uint32_t slots)
+{
+    pp_stage_t *sg = &w->stages[0];
+    snprintf(sg->id, sizeof sg->id, "%s", B);
+    sg->ema = (stage_ema_t){.ema_ms = now_ms * slots,
+                            .samples = STAGE_MIN_SAMPLES,
+                            .windows = 2,
+                            .total = 1000,
+                            .slots = slots,
+                            .base_layer_ms = 1};
+    w->m.stages = w->stages;
+    w->m.n_stages = 1;
+}
+
+/* Rebalancing (plan_policy.h, rebalance.h): a running split whose worker's stage time grew 4x
+ * moves layers to the host after 3 ticks in a row (the defaults: 10 s, 3 ticks, 20 %), calls
+ * between ticks change nothing, and once the worker is fast again the layout stays (with equal
+ * speeds every layout costs the same: no gain, no flapping). */
+static void test_rebalance_moves_layers(void **state)
+{
+    (void)state;
+    world_t *w = world(800, false);
+    w->speed = 1000;
+    peer(w, B, 500)->speed_mflops = 1000;
+    EXPECT(w, "SET_LEDGER M model 677; NEW_PLAN M aaaaaaaa-64-1");
+    ready_for(w, B, "aaaaaaaa-64-1");
+    EXPECT(w, "START_HOST M aaaaaaaa-64-1 [--tensor-split 10 -ngl 10 --fit off] b:15-24+o");
+    w->m.loaded = w->m.ready = true;
+    observe(w, 4, 10); /* B: 4 ms a layer against its 1 ms baseline */
+    w->now_ms = 1000;
+    EXPECT(w, ""); /* tick 1 */
+    assert_int_equal(w->st.rb.streak, 1);
+    assert_true(w->st.cost_cand > 0 && w->st.cost_cand < w->st.cost_now);
+    w->now_ms = 5000;
+    EXPECT(w, ""); /* no tick */
+    assert_int_equal(w->st.rb.streak, 1);
+    w->now_ms = 11000;
+    EXPECT(w, ""); /* tick 2 */
+    w->now_ms = 21000;
+    EXPECT(w, "SET_LEDGER M model 792; NEW_PLAN M aaaaaaaa-64-2"); /* tick 3: applied */
+    assert_true(w->st.rebalanced);
+    assert_int_equal(w->st.rb.applied, 1);
+    assert_int_equal(w->st.n_applied, 1);
+    assert_int_equal(w->st.applied[0].mflops, 250);
+    assert_true(w->st.speed_aware);
+    ready_for(w, B, w->st.plan_id);
+    EXPECT(w, "START_HOST M aaaaaaaa-64-2 [--tensor-split 7 -ngl 7 --fit off] b:18-24+o");
+    /* B is fast again (its EMA restarted for its new slots): the layout stays */
+    observe(w, 1, w->st.workers[0].range.weight);
+    for (int t = 0; t < 6; t++) {
+        w->now_ms += 10000;
+        EXPECT(w, "");
+    }
+    assert_int_equal(w->st.rb.applied, 1);
+    /* a membership change re-plans at once and forgets B's applied speed when B goes */
+    drop_peer(w, B);
+    step(w);
+    assert_int_equal(w->st.n_applied, 0);
 }
 
 /* While this node's calibration runs a replica starts (speed does not matter solo) but a split
@@ -651,6 +715,7 @@ int main(void)
         cmocka_unit_test(test_allocation_download),
         cmocka_unit_test_teardown(test_split_forms_dies_returns, teardown),
         cmocka_unit_test_teardown(test_split_follows_speed, teardown),
+        cmocka_unit_test_teardown(test_rebalance_moves_layers, teardown),
         cmocka_unit_test_teardown(test_split_waits_for_calibration, teardown),
         cmocka_unit_test_teardown(test_private_split, teardown),
         cmocka_unit_test_teardown(test_host_bytes_in_ledger, teardown),

@@ -84,6 +84,35 @@ static void test_decode_step_is_one_burst(void **state)
         assert_int_equal(out[k], 0); /* nothing the peer could use */
     assert_int_equal(out[11], d);    /* all of it, once it waits */
     assert_int_equal(f.held, 0);
+    assert_int_equal(f.computes, 1); /* the one GRAPH_RECOMPUTE, counted once it ended */
+}
+
+/* computes counts the graph computations that ended, split anywhere, and nothing else. */
+static void test_computes_counted(void **state)
+{
+    (void)state;
+    stream_len = 0;
+    put_req(GRAPH_COMPUTE, 40);
+    size_t half = stream_len - 20;
+    put_req(GET_TENSOR, 8);
+    put_req(SET_TENSOR, 100);
+    put_req(GRAPH_RECOMPUTE, 0);
+    put_req(COPY_TENSOR, 16);
+    rpc_frame_t f;
+    rpc_frame_init(&f, RPC_FRAME_REQUESTS);
+    rpc_frame_feed(&f, stream, half);
+    assert_int_equal(f.computes, 0); /* its payload is not all there */
+    rpc_frame_feed(&f, stream + half, stream_len - half);
+    assert_int_equal(f.computes, 2);
+    assert_true(rpc_frame_cmd_computes(GRAPH_COMPUTE) && rpc_frame_cmd_computes(GRAPH_RECOMPUTE));
+    assert_false(rpc_frame_cmd_computes(GET_TENSOR));
+    /* responses never count */
+    stream_len = 0;
+    put_rsp(10);
+    stream[0] = GRAPH_COMPUTE;
+    rpc_frame_init(&f, RPC_FRAME_RESPONSES);
+    rpc_frame_feed(&f, stream, stream_len);
+    assert_int_equal(f.computes, 0);
 }
 
 static void test_every_reply_command_releases(void **state)
@@ -232,6 +261,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_decode_step_is_one_burst),
+        cmocka_unit_test(test_computes_counted),
         cmocka_unit_test(test_every_reply_command_releases),
         cmocka_unit_test(test_bytes_after_the_reply_command_wait),
         cmocka_unit_test(test_large_messages_stream),
