@@ -151,12 +151,13 @@ static uint64_t memory_offered(int argc, char **argv, const tunables_t *tun, cha
     const char *bin_dir = NULL;
     for (int i = 1; i + 1 < argc; i++) {
         if (strcmp(argv[i], "--max-vram") == 0)
-            return offer_compute((uint64_t)(atof(argv[i + 1]) * 1e9), NULL, NULL, how, len);
+            return offer_compute((uint64_t)(atof(argv[i + 1]) * 1e9), NULL, NULL, NULL, how, len,
+                                 NULL);
         if (strcmp(argv[i], "--bin-dir") == 0) bin_dir = argv[i + 1];
     }
     bin_env_t e = {.env_dir = config_env_bin_dir(), .cache = tun->cache};
     char *llama_server = sv_find_binary(bin_dir, "llama-server", &e);
-    uint64_t offer = offer_compute(0, llama_server, NULL, how, len);
+    uint64_t offer = offer_compute(0, NULL, llama_server, NULL, how, len, NULL);
     free(llama_server);
     return offer;
 }

@@ -684,10 +684,16 @@ int main(int argc, char **argv)
     LOGI("node", "%zu known model(s); slots: %u llm, %u embedding, %u reranking",
          models_count(&n->ms), n->ctx.cfg.max_loaded[0], n->ctx.cfg.max_loaded[1],
          n->ctx.cfg.max_loaded[2]);
-    uint64_t on_devices = 0;
-    uint64_t vram = n->ctx.cfg.client ? 0
-                                      : offer_detect(&n->ctx.cfg, n->sv.llama_server,
-                                                     &n->ctx.devices, &on_devices);
+    uint64_t on_devices = 0, vram = 0;
+    if (!n->ctx.cfg.client) {
+        rc = offer_detect(&n->ctx.cfg, n->sv.llama_server, &n->ctx.devices, &vram, &on_devices, err,
+                          sizeof err);
+        if (rc) {
+            LOGE("node", "%s", err);
+            return 1;
+        }
+    }
+    n->sv.device = n->ctx.cfg.device; /* --device: the children get only those */
     n->vram = vram;
     models_set_offer(&n->ms, vram, on_devices);
     planner_init(&n->plan, n->loop, &n->ctx.cfg, &n->ms, &n->sv, vram, &n->ctx.rpc_stats);

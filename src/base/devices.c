@@ -82,6 +82,71 @@ int devices_parse(const char *text, size_t len, devices_t *out)
     return 0;
 }
 
+/* The n-th name of a list ("a,b,c") into name; false past the end. */
+static bool list_item(const char *list, unsigned n, char *name)
+{
+    const char *p = list;
+    for (unsigned i = 0; i < n && p; i++) {
+        p = strchr(p, ',');
+        if (p) p++;
+    }
+    if (!p || !*p) return false;
+    size_t len = strcspn(p, ",");
+    if (len == 0 || len >= DEVICE_NAME_MAX) return false;
+    memcpy(name, p, len);
+    name[len] = '\0';
+    return true;
+}
+
+int devices_list_valid(const char *list)
+{
+    if (!list || !*list || strlen(list) > 511) return -EINVAL;
+    if (strcmp(list, "none") == 0) return 0;
+    unsigned n = 0;
+    for (const char *p = list;; p++) {
+        size_t len = 0;
+        while (isalnum((unsigned char)p[len]) || p[len] == '_' || p[len] == '-')
+            len++;
+        if (len == 0 || len >= DEVICE_NAME_MAX || ++n > DEVICES_MAX) return -EINVAL;
+        p += len;
+        if (*p == '\0') return 0;
+        if (*p != ',') return -EINVAL;
+    }
+}
+
+int devices_select(devices_t *d, const char *list, char *err, size_t errlen)
+{
+    if (devices_list_valid(list) != 0) {
+        snprintf(err, errlen, "'%s' is not a device list", list ? list : "");
+        return -EINVAL;
+    }
+    bool none = strcmp(list, "none") == 0;
+    char name[DEVICE_NAME_MAX];
+    for (unsigned i = 0; !none && list_item(list, i, name); i++) {
+        bool found = false;
+        for (unsigned k = 0; k < d->n && !found; k++)
+            found = strcmp(d->dev[k].name, name) == 0;
+        if (!found) {
+            size_t off =
+                (size_t)snprintf(err, errlen, "llama-server lists no device %s; it lists ", name);
+            for (unsigned k = 0; k < d->n && off < errlen; k++)
+                off += (size_t)snprintf(err + off, errlen - off, "%s%s (%s)", k ? ", " : "",
+                                        d->dev[k].name, d->dev[k].desc);
+            if (d->n == 0 && off < errlen) snprintf(err + off, errlen - off, "none");
+            return -ENOENT;
+        }
+    }
+    unsigned kept = 0;
+    for (unsigned k = 0; k < d->n; k++) {
+        bool named = false;
+        for (unsigned i = 0; !none && !named && list_item(list, i, name); i++)
+            named = strcmp(d->dev[k].name, name) == 0;
+        if (named) d->dev[kept++] = d->dev[k];
+    }
+    d->n = kept;
+    return 0;
+}
+
 uint64_t devices_free(const devices_t *d)
 {
     uint64_t sum = 0;

@@ -31,6 +31,14 @@ typedef struct {
  * 0, or -EINVAL when the text is not such a listing. */
 int devices_parse(const char *text, size_t len, devices_t *out);
 
+/* A --device list: "none", or 1..DEVICES_MAX names of [A-Za-z0-9_-]+ (< DEVICE_NAME_MAX bytes)
+ * separated by commas, at most 511 bytes. 0 or -EINVAL. */
+int devices_list_valid(const char *list);
+
+/* Keep only the devices `list` names (devices_list_valid; "none": none), in d's order. 0, or
+ * -ENOENT for a name d does not list, with err saying which and what d lists. */
+int devices_select(devices_t *d, const char *list, char *err, size_t errlen);
+
 /* The free memory of every device together. */
 uint64_t devices_free(const devices_t *d);
 

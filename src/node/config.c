@@ -13,6 +13,7 @@
 
 #include "httpd_guard.h"
 #include "config_file.h"
+#include "devices.h"
 #include "llama_args.h"
 #include "model_fetch.h"
 #include "options.h"
@@ -472,6 +473,7 @@ static int parse(config_t *cfg, int argc, char **argv, const config_src_t *src, 
                 break;
             }
             free(cfg->mesh_name);
+            free(cfg->device);
             cfg->mesh_name = strdup(optarg);
             break;
         case OPT_BIND_PORT:
@@ -506,6 +508,18 @@ static int parse(config_t *cfg, int argc, char **argv, const config_src_t *src, 
             cfg->offload_ram_bytes = (uint64_t)(gb * 1e9);
             break;
         }
+        case OPT_DEVICE:
+            if (devices_list_valid(optarg) != 0) {
+                snprintf(err, errlen,
+                         "--device needs device names as llama-server --list-devices gives them "
+                         "(like Vulkan0 or CUDA0,CUDA1), or none, got '%s'",
+                         optarg);
+                rc = -EINVAL;
+                break;
+            }
+            free(cfg->device);
+            cfg->device = strdup(optarg);
+            break;
         case OPT_SPLIT:
             cfg->split = true;
             break;

@@ -70,10 +70,11 @@ typedef struct {
     int bind_port;              /* QUIC UDP port, 0 = any free */
     uint64_t max_vram_bytes;    /* --max-vram, 0 = detect */
     uint64_t offload_ram_bytes; /* --offload-ram: RAM for layers beyond the devices, 0 = none */
-    bool split;                 /* --split: force split groups for this node's models */
-    bool split_private;         /* --split-private: a split it hosts keeps input and output here */
-    bool client;                /* --client: route only, serve nothing, lend nothing */
-    bool own_mesh;              /* --own-mesh: form its own mesh even without a model (not idle) */
+    char *device;       /* --device LIST (devices_select): the accelerators used; NULL: every one */
+    bool split;         /* --split: force split groups for this node's models */
+    bool split_private; /* --split-private: a split it hosts keeps input and output here */
+    bool client;        /* --client: route only, serve nothing, lend nothing */
+    bool own_mesh;      /* --own-mesh: form its own mesh even without a model (not idle) */
     /* --allow-origin ORIGIN (repeatable): web pages of these origins may call the APIs. */
     char *allow_origins[CONFIG_MAX_ORIGINS];
     size_t n_allow_origins;

@@ -14,15 +14,24 @@
 
 /* Memory this node offers: --max-vram; else the free memory of the accelerators the installed
  * llama-server reports (--list-devices); else (a CPU-only build) half of the available RAM. */
-uint64_t offer_compute(uint64_t max_vram, const char *llama_server, devices_t *devs, char *how,
-                       size_t len)
+uint64_t offer_compute(uint64_t max_vram, const char *device, const char *llama_server,
+                       devices_t *devs, char *how, size_t len, int *select_rc)
 {
     devices_t none;
     if (!devs) devs = &none;
     memset(devs, 0, sizeof *devs);
+    if (select_rc) *select_rc = 0;
     /* the devices are listed even under --max-vram: they are shown and announced */
     int rc = llama_server ? devices_detect(llama_server, 15000, devs) : -ENOENT;
     if (rc != 0) memset(devs, 0, sizeof *devs);
+    if (device && rc == 0) { /* --device: those alone */
+        int src = devices_select(devs, device, how, len);
+        if (src) {
+            if (select_rc) *select_rc = src;
+            memset(devs, 0, sizeof *devs);
+            return 0;
+        }
+    }
     if (max_vram) {
         snprintf(how, len, "--max-vram");
         return max_vram;
@@ -62,13 +71,19 @@ json_t *offer_devices_json(const devices_t *devs, const char *llama_server)
     return json_pack("{s:o,s:o}", "flavour", fl ? fl : json_null(), "devices", list);
 }
 
-uint64_t offer_detect(const config_t *cfg, const char *llama_server, devices_t *devs,
-                      uint64_t *device_bytes)
+int offer_detect(const config_t *cfg, const char *llama_server, devices_t *devs, uint64_t *out,
+                 uint64_t *device_bytes, char *err, size_t errlen)
 {
     char b[32], r[32], how[1024];
     devices_t mine;
     if (!devs) devs = &mine;
-    uint64_t offer = offer_compute(cfg->max_vram_bytes, llama_server, devs, how, sizeof how);
+    int src = 0;
+    uint64_t offer =
+        offer_compute(cfg->max_vram_bytes, cfg->device, llama_server, devs, how, sizeof how, &src);
+    if (src) {
+        snprintf(err, errlen, "--device %s: %s", cfg->device, how);
+        return src;
+    }
     if (device_bytes) *device_bytes = devs->n ? offer : 0;
     if (strstr(how, "failed"))
         LOGW("node", "offering %s of memory: %s", ledger_fmt(offer, b, sizeof b), how);
@@ -85,5 +100,6 @@ uint64_t offer_detect(const config_t *cfg, const char *llama_server, devices_t *
              "(--offload-ram): %s in all",
              ledger_fmt(cfg->offload_ram_bytes, r, sizeof r), ledger_fmt(offer, b, sizeof b));
     }
-    return offer;
+    *out = offer;
+    return 0;
 }

@@ -17,13 +17,13 @@
  * devices, --offload-ram adds RAM for the layers that do not fit on them (partial offload):
  * *device_bytes (may be NULL) receives the part of the offer that is the devices' memory (0:
  * no device; the offer is RAM). */
-uint64_t offer_detect(const config_t *cfg, const char *llama_server, devices_t *devs,
-                      uint64_t *device_bytes);
+int offer_detect(const config_t *cfg, const char *llama_server, devices_t *devs, uint64_t *offer,
+                 uint64_t *device_bytes, char *err, size_t errlen);
 /* The same without logging (mesh-llm models list): max_vram when set (bytes, 0 unset); else
  * the devices llama_server lists (NULL: none looked for); else half of the available RAM. how
  * receives which, for the user. */
-uint64_t offer_compute(uint64_t max_vram, const char *llama_server, devices_t *devs, char *how,
-                       size_t len);
+uint64_t offer_compute(uint64_t max_vram, const char *device, const char *llama_server,
+                       devices_t *devs, char *how, size_t len, int *select_rc);
 
 /* For the status: {"flavour": the llama.cpp flavour of llama_server's directory (the FLAVOUR
  * file scripts/llama.sh writes; null when absent), "devices": [{name, backend, description,

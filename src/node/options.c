@@ -84,6 +84,10 @@ static const mesh_option_t OPTIONS[] = {
     {OPT_OFFLOAD_RAM, "offload-ram", 0, OPTV_NUMBER, "GB", G_MESH, "mesh.offload_ram", NULL, "0", 0,
      "RAM this node lends beside its accelerators' memory for the layers of a model that do not "
      "fit on them (partial offload: such a model runs slower, but here); needs an accelerator"},
+    {OPT_DEVICE, "device", 0, OPTV_STRING, "LIST", G_MESH, "mesh.device", NULL, "all listed", 0,
+     "the accelerators this node uses, by the names llama-server --list-devices gives (Vulkan0, "
+     "CUDA1, ...; comma-separated), or none for the CPU only: they alone are offered, and the "
+     "node's llama-server and rpc-server children get only them"},
     {OPT_SPLIT, "split", 0, OPTV_SWITCH, NULL, G_MESH, "mesh.split", NULL, NULL, 0,
      "serve this node's models as a split over several nodes (llama.cpp RPC) even when one node "
      "could hold them"},

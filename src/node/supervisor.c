@@ -169,6 +169,10 @@ char **sv_build_argv(const sv_child_t *c)
         v[i++] = strdup("-p");
         v[i++] = strdup(port);
         v[i++] = strdup("-c");
+        if (c->sv->device) { /* rpc-server names the CPU "CPU"; llama-server says "none" */
+            v[i++] = strdup("-d");
+            v[i++] = strdup(strcmp(c->sv->device, "none") == 0 ? "CPU" : c->sv->device);
+        }
         goto extra;
     }
     v[i++] = strdup(c->sv->llama_server);
@@ -184,6 +188,10 @@ char **sv_build_argv(const sv_child_t *c)
         snprintf(ctx, sizeof ctx, "%u", c->ctx_size);
         v[i++] = strdup("--ctx-size");
         v[i++] = strdup(ctx);
+    }
+    if (c->sv->device) {
+        v[i++] = strdup("--device");
+        v[i++] = strdup(c->sv->device);
     }
     if (c->sv->verbose) { /* --verbose: llama.cpp's own info lines too (devices, offload) */
         v[i++] = strdup("-lv");

@@ -99,6 +99,7 @@ struct supervisor {
     char *rpc_server;   /* ggml-rpc-server (absolute path), NULL when not found */
     char *self_exe;     /* for the parent-death wrapper */
     bool verbose;
+    const char *device; /* --device LIST (the node's config owns it): children get only those */
     sv_child_t *children;
     size_t n_children;
     bool stopping;

@@ -192,3 +192,43 @@ def test_a_vulkan_worker_computes_its_layers_on_its_device(vk_dir, start_node, t
     assert os.path.dirname(os.path.realpath(exe)) == os.path.realpath(vk_dir), exe
     wait_for(lambda: "Vulkan0: llvmpipe" in b.stderr(), timeout=30,
              what="the worker's rpc-server listing its Vulkan device")
+
+
+def test_device_chooses_what_the_node_uses(vk_dir, start_node, tmp_path):
+    """--device: the node offers, shows and gives its children only the devices named; none is
+    the CPU only (half the RAM offered, llama-server told --device none) with the CPU's text; a
+    name llama-server does not list stops the start with the names it does list."""
+    cpu = start_node("--port", "0", "--model", model_path(SMALL), *SMALL_CTX)
+    wait_for(lambda: models_status(cpu).get(SMALL) == "ready", timeout=120, what="the CPU model")
+    want = greedy_text(cpu)
+    cpu.stop()
+
+    on = start_node("--port", "0", "--model", model_path(SMALL), *SMALL_CTX, "--device",
+                    "Vulkan0", "--verbose", "--bin-dir", vk_dir, env=LAVAPIPE, ready_timeout=180)
+    wait_for(lambda: models_status(on).get(SMALL) == "ready", timeout=300, what="on Vulkan0")
+    wait_for(lambda: "Vulkan0 KV buffer size" in on.stderr(), timeout=30,
+             what="the KV cache on Vulkan0")
+    assert [d["name"] for d in on.status()["node"]["devices"]] == ["Vulkan0"]
+    _, _, argv = on.child_for(SMALL)
+    assert argv[argv.index("--device") + 1] == "Vulkan0", argv
+    on.stop()
+
+    off = start_node("--port", "0", "--model", model_path(SMALL), *SMALL_CTX, "--device", "none",
+                     "--verbose", "--bin-dir", vk_dir, env=LAVAPIPE, ready_timeout=180)
+    wait_for(lambda: models_status(off).get(SMALL) == "ready", timeout=300, what="CPU only")
+    node = off.status()["node"]
+    assert node["devices"] == [] and node["llama_flavour"] == "vulkan", node
+    assert "half of the available RAM" in off.stderr()
+    _, _, argv = off.child_for(SMALL)
+    assert argv[argv.index("--device") + 1] == "none", argv
+    # llama.cpp's own placement: weights and KV cache in CPU buffers, none on Vulkan0
+    wait_for(lambda: "CPU KV buffer size" in off.stderr(), timeout=30, what="the KV cache line")
+    assert "Vulkan0 model buffer" not in off.stderr() and "Vulkan0 KV" not in off.stderr()
+    assert greedy_text(off) == want
+    off.stop()
+
+    bad = start_node("--port", "0", "--model", model_path(SMALL), "--device", "CUDA3",
+                     "--bin-dir", vk_dir, env=LAVAPIPE, wait_ready=False)
+    assert bad.proc.wait(timeout=60) == 1
+    err = bad.stderr()
+    assert "--device CUDA3: llama-server lists no device CUDA3; it lists Vulkan0 (llvmpipe" in err, err

@@ -94,6 +94,78 @@ static void test_parse_fields(void **state)
     assert_int_equal(d.dev[DEVICES_MAX - 1].free_bytes, DEVICES_MAX * MIB);
 }
 
+/* --device: which lists are valid, and what selecting keeps (table) */
+static void test_select(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *list;
+        int valid;
+    } lists[] = {
+        {"none", 0},
+        {"Vulkan0", 0},
+        {"CUDA0,CUDA1", 0},
+        {"Metal", 0},
+        {"a_b-c", 0},
+        {"", -EINVAL},
+        {",", -EINVAL},
+        {"CUDA0,", -EINVAL},
+        {",CUDA0", -EINVAL},
+        {"CUDA0,,CUDA1", -EINVAL},
+        {"CUDA 0", -EINVAL},
+        {"CUDA0;rm", -EINVAL},
+        {"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", -EINVAL}, /* a name of 33 bytes */
+    };
+    for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++)
+        if (devices_list_valid(lists[i].list) != lists[i].valid)
+            fail_msg("list %zu '%s'", i, lists[i].list);
+    char many[256] = "";
+    for (int i = 0; i <= DEVICES_MAX; i++) /* DEVICES_MAX + 1 names */
+        snprintf(many + strlen(many), sizeof many - strlen(many), "%sD%d", i ? "," : "", i);
+    assert_int_equal(devices_list_valid(many), -EINVAL);
+
+    const char *listing = "Available devices:\n"
+                          "  CUDA0: A (100 MiB, 90 MiB free)\n"
+                          "  CUDA1: B (200 MiB, 190 MiB free)\n"
+                          "  Vulkan0: C (300 MiB, 290 MiB free)\n";
+    static const struct {
+        const char *list;
+        int rc;
+        const char *kept; /* names, comma-separated, in the listing's order */
+    } rows[] = {
+        {"CUDA1", 0, "CUDA1"},
+        {"Vulkan0,CUDA0", 0, "CUDA0,Vulkan0"},
+        {"none", 0, ""},
+        {"CUDA0,CUDA1,Vulkan0", 0, "CUDA0,CUDA1,Vulkan0"},
+        {"CUDA2", -ENOENT, NULL},
+        {"CUDA0,ROCm0", -ENOENT, NULL},
+        {"bad list", -EINVAL, NULL},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        devices_t d;
+        char err[512] = "";
+        assert_int_equal(devices_parse(listing, strlen(listing), &d), 0);
+        int rc = devices_select(&d, rows[i].list, err, sizeof err);
+        if (rc != rows[i].rc) fail_msg("row %zu: rc %d", i, rc);
+        if (rc) {
+            assert_true(err[0] != '\0');
+            continue;
+        }
+        char got[256] = "";
+        for (unsigned k = 0; k < d.n; k++)
+            snprintf(got + strlen(got), sizeof got - strlen(got), "%s%s", k ? "," : "",
+                     d.dev[k].name);
+        if (strcmp(got, rows[i].kept) != 0) fail_msg("row %zu: kept '%s'", i, got);
+    }
+    /* the error names the missing device and what is there */
+    devices_t d;
+    char err[512];
+    assert_int_equal(devices_parse(listing, strlen(listing), &d), 0);
+    assert_int_equal(devices_select(&d, "CUDA7", err, sizeof err), -ENOENT);
+    assert_non_null(strstr(err, "CUDA7"));
+    assert_non_null(strstr(err, "Vulkan0 (C)"));
+}
+
 static char dir[] = "/tmp/mesh-devices-XXXXXX";
 
 static const char *script(const char *name, const char *body)
@@ -133,6 +205,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse),
         cmocka_unit_test(test_parse_fields),
+        cmocka_unit_test(test_select),
         cmocka_unit_test(test_detect),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
