@@ -696,6 +696,7 @@ int main(int argc, char **argv)
     n->sv.device = n->ctx.cfg.device; /* --device: the children get only those */
     n->vram = vram;
     models_set_offer(&n->ms, vram, on_devices);
+    models_set_devices(&n->ms, &n->ctx.devices);
     planner_init(&n->plan, n->loop, &n->ctx.cfg, &n->ms, &n->sv, vram, &n->ctx.rpc_stats);
     n->plan.devices = &n->ctx.devices;
     route_init(&n->route, &(route_deps_t){.plan = &n->plan,

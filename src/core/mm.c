@@ -3,6 +3,29 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
+
+unsigned mm_device_class(const char *backend)
+{
+    static const char *const npu[] = {"CANN", "HTP", "ZDNN"};
+    if (!backend || !*backend || strcasecmp(backend, "CPU") == 0) return MM_DEV_CPU;
+    if (strncasecmp(backend, "NPU", 3) == 0) return MM_DEV_NPU;
+    for (size_t i = 0; i < sizeof npu / sizeof npu[0]; i++)
+        if (strcasecmp(backend, npu[i]) == 0) return MM_DEV_NPU;
+    return MM_DEV_GPU;
+}
+
+const char *mm_device_name(unsigned bits, char *buf, size_t len)
+{
+    static const char *const names[] = {"cpu", "gpu", "npu"};
+    size_t off = 0;
+    if (len) buf[0] = '\0';
+    for (unsigned i = 0; i < 3; i++)
+        if (bits & (1u << i) && off < len)
+            off += (size_t)snprintf(buf + off, len - off, "%s%s", off ? "|" : "", names[i]);
+    if (!off && len) snprintf(buf, len, "cpu");
+    return buf;
+}
 
 const char *mm_type_name(mm_type_t t)
 {

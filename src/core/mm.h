@@ -185,6 +185,14 @@ void mm_tick(mm_t *mm, uint64_t now);
 
 unsigned mm_count_loaded(const mm_t *mm, mm_type_t type); /* LOADED + LOADING + UNLOADING */
 const char *mm_type_name(mm_type_t t);
+
+/* Seed 003's device classes on llama.cpp's backends (a device's name without its index, as
+ * --list-devices gives it): the NPU-type backends (CANN: Ascend; HTP: Hexagon; ZDNN; any name
+ * starting "NPU") hold one model at a time, MM_DEV_NPU; "CPU" or "" is MM_DEV_CPU; every other
+ * backend (CUDA, ROCm, Vulkan, Metal, SYCL, ...) a GPU, MM_DEV_GPU. Case-insensitive. */
+unsigned mm_device_class(const char *backend);
+/* bits as "cpu", "gpu", "npu" or "gpu|npu" (the order cpu, gpu, npu; 0: "cpu") into buf. */
+const char *mm_device_name(unsigned bits, char *buf, size_t len);
 const char *mm_state_name(mm_state_t s);
 
 #endif

@@ -415,6 +415,16 @@ void models_set_loader(models_t *ms,
     ms->load_ref_data = data;
 }
 
+void models_set_devices(models_t *ms, const devices_t *devs)
+{
+    unsigned bits = 0;
+    for (unsigned i = 0; devs && i < devs->n; i++)
+        bits |= mm_device_class(devs->dev[i].backend);
+    ms->device_class = bits ? bits : MM_DEV_CPU;
+    for (model_entry_t *e = NULL; (e = models_next(ms, e));)
+        e->mm->device = ms->device_class;
+}
+
 void models_set_offer(models_t *ms, uint64_t offered, uint64_t device_bytes)
 {
     ms->device_bytes = device_bytes;
@@ -858,7 +868,7 @@ static int add_entry(models_t *ms, const config_model_t *cm, bool preload, char 
              grc == -EINVAL ? "not a valid GGUF file" : strerror(-grc));
         type = MM_LLM;
     }
-    e->mm = mm_add(&ms->mm, cm->name, type, MM_DEV_CPU);
+    e->mm = mm_add(&ms->mm, cm->name, type, ms->device_class ? ms->device_class : MM_DEV_CPU);
     if (!e->mm) {
         snprintf(err, errlen, "duplicate model name '%s'", cm->name);
         return -EEXIST;

@@ -70,6 +70,7 @@ typedef struct models {
     mm_t mm;
     ledger_t ledger;       /* this node's memory: what it offers, what each model and shard holds */
     uint64_t device_bytes; /* the part of the offer on accelerators (the rest: --offload-ram) */
+    unsigned device_class; /* MM_DEV_* of the devices the models run on (models_set_devices) */
     demand_t demand;       /* requests per model this node served (models_route counts them) */
     model_entry_t entries[MM_MAX_MODELS];
     size_t n;
@@ -111,6 +112,9 @@ int models_init(models_t *ms, uv_loop_t *loop, const config_t *cfg, supervisor_t
  * device_bytes of it on its accelerators (0: none, or all of it RAM; less than offered:
  * --offload-ram, models beyond the devices load with partial offload). */
 void models_set_offer(models_t *ms, uint64_t offered, uint64_t device_bytes);
+/* The devices every model runs on (offer_detect's): their classes (mm_device_class; none: the
+ * CPU) set each model's mm device, so an NPU-type device holds one model at a time (mm.h). */
+void models_set_devices(models_t *ms, const devices_t *devs);
 /* The node's callbacks; data is the one both are called with (the last one given). done: the
  * preload (models_preload) finished. on_change: a model started or finished loading or
  * unloading (the node sets it when it joins a mesh). */

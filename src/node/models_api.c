@@ -28,13 +28,14 @@ static void api_health(models_t *ms, httpd_req_t *req)
     for (model_entry_t *e = NULL; (e = models_next(ms, e));) {
         if (e->mm->state != MM_LOADED) continue;
         if (!recent || e->mm->last_use > recent->mm->last_use) recent = e;
-        char url[64];
+        char url[64], dev[32];
         snprintf(url, sizeof url, "http://127.0.0.1:%u", e->child->port);
         json_array_append_new(
             all, json_pack("{s:s,s:s,s:I,s:s,s:s,s:s,s:s}", "model_name", e->mm->name, "checkpoint",
                            e->path, "last_use", unix_of(ms, e->mm->last_use), "type",
-                           mm_type_name(e->mm->type), "device", "cpu", "backend_url", url, "status",
-                           model_state_name(models_state(e))));
+                           mm_type_name(e->mm->type), "device",
+                           mm_device_name(e->mm->device, dev, sizeof dev), "backend_url", url,
+                           "status", model_state_name(models_state(e))));
     }
     json_t *o = json_pack("{s:s,s:o,s:o,s:o,s:{s:I,s:I,s:I}}", "status", "ok", "model_loaded",
                           recent ? json_string(recent->mm->name) : json_null(), "checkpoint_loaded",

@@ -88,6 +88,9 @@ def test_node_on_vulkan_offers_the_device_and_answers_like_the_cpu(vk_dir, start
     assert "Vulkan0" in vk.stderr()
     got = greedy_text(vk)
     assert got == want, f"Vulkan: {got!r}\nCPU:    {want!r}"
+    # seed 003's health: the model's device is the GPU class
+    loaded = vk.request("GET", "/api/v1/health").json()["all_models_loaded"]
+    assert [m["device"] for m in loaded] == ["gpu"], loaded
     # mesh-llm status shows the flavour and the device
     r = subprocess.run([vk.args[0], "status", "--console", str(vk.console_port)],
                        capture_output=True, text=True, timeout=30)
@@ -225,6 +228,8 @@ def test_device_chooses_what_the_node_uses(vk_dir, start_node, tmp_path):
     wait_for(lambda: "CPU KV buffer size" in off.stderr(), timeout=30, what="the KV cache line")
     assert "Vulkan0 model buffer" not in off.stderr() and "Vulkan0 KV" not in off.stderr()
     assert greedy_text(off) == want
+    loaded = off.request("GET", "/api/v1/health").json()["all_models_loaded"]
+    assert [m["device"] for m in loaded] == ["cpu"], loaded
     off.stop()
 
     bad = start_node("--port", "0", "--model", model_path(SMALL), "--device", "CUDA3",

@@ -1843,6 +1843,32 @@ static void test_random_no_spontaneous_loads(void **state)
         run_random(s * 0x2545F4914F6CDD1Dull, 2000, m211, true);
 }
 
+/* Seed 003's device classes on llama.cpp's backends (table), and their names */
+static void test_device_classes(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *backend;
+        unsigned want;
+    } rows[] = {
+        {"CUDA", MM_DEV_GPU}, {"ROCm", MM_DEV_GPU}, {"Vulkan", MM_DEV_GPU}, {"Metal", MM_DEV_GPU},
+        {"SYCL", MM_DEV_GPU}, {"CPU", MM_DEV_CPU},  {"cpu", MM_DEV_CPU},    {"", MM_DEV_CPU},
+        {NULL, MM_DEV_CPU},   {"CANN", MM_DEV_NPU}, {"HTP", MM_DEV_NPU},    {"zdnn", MM_DEV_NPU},
+        {"NPU", MM_DEV_NPU},  {"NPUx", MM_DEV_NPU},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        if (mm_device_class(rows[i].backend) != rows[i].want)
+            fail_msg("row %zu: %s", i, rows[i].backend ? rows[i].backend : "NULL");
+    char b[32];
+    assert_string_equal(mm_device_name(MM_DEV_CPU, b, sizeof b), "cpu");
+    assert_string_equal(mm_device_name(MM_DEV_GPU, b, sizeof b), "gpu");
+    assert_string_equal(mm_device_name(MM_DEV_GPU | MM_DEV_NPU, b, sizeof b), "gpu|npu");
+    assert_string_equal(mm_device_name(0, b, sizeof b), "cpu");
+    char tiny[4];
+    mm_device_name(MM_DEV_GPU | MM_DEV_NPU, tiny, sizeof tiny); /* cut, never overrun */
+    assert_int_equal(strlen(tiny), 3);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1907,6 +1933,7 @@ int main(void)
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_random_property),
         cmocka_unit_test(test_random_no_spontaneous_loads),
+        cmocka_unit_test(test_device_classes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
