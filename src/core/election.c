@@ -428,6 +428,43 @@ const char *election_role_name(election_role_t role)
     }
 }
 
+int election_device_layout(const election_plan_t *plan, election_range_t *ranges, uint32_t *ngl)
+{
+    if (!plan || !ranges || !ngl || plan->mode != ELECTION_SPLIT || plan->n_layers == 0 ||
+        plan->n_members < 2 || plan->host_index != plan->n_members - 1)
+        return -EINVAL;
+    uint32_t slots = plan->n_layers + 1; /* the output layer is slot n_layers */
+    uint32_t s = 0;
+    for (size_t k = 0; k < plan->n_members; k++) {
+        uint32_t w = plan->members[k].weight;
+        if (w > slots - s || k == plan->n_members - 1) w = slots - s; /* the host: the rest */
+        election_range_t *r = &ranges[k];
+        r->first = s;
+        r->output = w > 0 && s + w == slots;
+        r->end = r->output ? slots - 1 : s + w;
+        r->weight = w;
+        s += w;
+    }
+    *ngl = slots;
+    return 0;
+}
+
+void election_spread(uint32_t slots, const uint64_t *device_bytes, size_t n, uint32_t *out)
+{
+    if (n == 0) return;
+    long double total = 0;
+    for (size_t i = 0; i < n; i++)
+        total += (long double)device_bytes[i];
+    uint32_t given = 0;
+    for (size_t i = 0; i < n; i++) {
+        out[i] = total > 0 ? (uint32_t)((long double)slots * device_bytes[i] / total)
+                           : slots / (uint32_t)n;
+        given += out[i];
+    }
+    for (size_t i = 0; given < slots; i = (i + 1) % n, given++)
+        out[i]++;
+}
+
 int election_cpu_layout(const election_plan_t *plan, election_range_t *ranges, uint32_t *ngl)
 {
     if (!plan || !ranges || !ngl || plan->mode != ELECTION_SPLIT || plan->n_layers == 0 ||

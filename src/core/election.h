@@ -196,6 +196,18 @@ typedef struct {
 } election_range_t;
 int election_cpu_layout(const election_plan_t *plan, election_range_t *ranges, uint32_t *ngl);
 
+/* Layout of a split whose host has devices of its own (a GPU: issue 28). Every layer slot is
+ * offloaded (-ngl = L + 1) to the devices in llama.cpp's order: the RPC devices first, in --rpc
+ * order, then the host's. So the members take consecutive ranges in plan order (workers…, then
+ * the host, last), each as many slots as its weight, the host the rest and the output layer;
+ * --tensor-split lists every member's slots (the host's spread over its devices:
+ * election_spread). Returns 0, -EINVAL (not a split, no layers). */
+int election_device_layout(const election_plan_t *plan, election_range_t *ranges, uint32_t *ngl);
+
+/* Spread `slots` over n devices in proportion to their free memory (integer, the remainder to
+ * the first ones; all memory 0: evenly): out[0..n). */
+void election_spread(uint32_t slots, const uint64_t *device_bytes, size_t n, uint32_t *out);
+
 const char *election_mode_name(election_mode_t mode); /* empty|solo|split|impossible */
 const char *election_role_name(election_role_t role); /* idle|replica|host|worker */
 

@@ -66,10 +66,13 @@ static bool layout_of(const pp_input_t *in, const election_plan_t *plan, electio
                       uint32_t *ngl, char *sig)
 {
     *ngl = 0;
-    if (plan->n_members > PP_MAX_WORKERS + 1 || election_cpu_layout(plan, ranges, ngl) != 0)
+    bool dev = in->n_devices > 0;
+    if (plan->n_members > PP_MAX_WORKERS + 1 || (dev ? election_device_layout(plan, ranges, ngl)
+                                                     : election_cpu_layout(plan, ranges, ngl)) != 0)
         return false;
     if (in->split_private) pp_private_layout(ranges, plan->n_members - 1);
-    size_t off = (size_t)snprintf(sig, PP_SIG_MAX, "ngl=%u%s", *ngl, in->split_private ? "+p" : "");
+    size_t off = (size_t)snprintf(sig, PP_SIG_MAX, "ngl=%u%s%s", *ngl, dev ? "+d" : "",
+                                  in->split_private ? "+p" : "");
     for (size_t k = 0; k + 1 < plan->n_members && off < PP_SIG_MAX; k++)
         off += (size_t)snprintf(sig + off, PP_SIG_MAX - off, ";%.16s:%u-%u%s", plan->members[k].id,
                                 ranges[k].first, ranges[k].end, ranges[k].output ? "+o" : "");
@@ -93,7 +96,11 @@ static bool host_apply(const pp_input_t *in, const pp_model_t *m, pp_state_t *st
         }
         st->ngl = ngl;
         st->split_private = in->split_private;
+        st->host_first = ranges[plan->host_index].first;
         st->host_end = ranges[plan->host_index].end;
+        st->n_host_weights = in->n_devices < PP_MAX_DEVICES ? in->n_devices : PP_MAX_DEVICES;
+        election_spread(ranges[plan->host_index].weight, in->device_bytes, st->n_host_weights,
+                        st->host_weights);
         st->speed_aware = plan->speed_aware;
         snprintf(st->plan_id, sizeof st->plan_id, "%.8s-%llx-%u", in->id,
                  (unsigned long long)in->now_s, ++st->plan_seq);
@@ -460,6 +467,11 @@ int pp_host_args(const pp_state_t *st, char *buf, size_t len)
     off = (size_t)w;
     for (size_t k = 0; k < st->n_workers; k++) {
         w = snprintf(buf + off, len - off, "%s%u", k ? "," : "", st->workers[k].range.weight);
+        if (w < 0 || (size_t)w >= len - off) return -ENOSPC;
+        off += (size_t)w;
+    }
+    for (size_t k = 0; k < st->n_host_weights; k++) { /* a host's own devices, last */
+        w = snprintf(buf + off, len - off, ",%u", st->host_weights[k]);
         if (w < 0 || (size_t)w >= len - off) return -ENOSPC;
         off += (size_t)w;
     }

@@ -72,6 +72,7 @@
 #define PP_SIG_MAX 1024
 #define PP_ALLOC_SETTLE_MS 1500
 #define PP_MAX_ACTIONS (PP_MAX_MODELS * 8 + 2)
+#define PP_MAX_DEVICES 8 /* a host's own devices in --tensor-split */
 
 typedef struct {
     char id[ELECTION_ID_LEN + 1];
@@ -107,7 +108,9 @@ typedef struct {
     unsigned plan_seq;
     uint32_t ngl;
     bool split_private; /* --split-private: the output layer stays here (PP_PRIVATE_OT) */
-    uint32_t host_end;  /* this node holds layers [0, host_end) */
+    uint32_t host_first, host_end;         /* this node holds layers [host_first, host_end) */
+    uint32_t host_weights[PP_MAX_DEVICES]; /* its slots per own device (device layout) */
+    size_t n_host_weights;                 /* 0: a CPU host (election_cpu_layout) */
     pp_worker_t workers[PP_MAX_WORKERS];
     size_t n_workers;
     bool launched;    /* llama-server started with the current plan */
@@ -160,6 +163,10 @@ typedef struct {
                             * not: solo decisions do not depend on speed) */
     uint64_t now_ms;       /* monotonic clock, ms (rebalance ticks) */
     rb_opts_t rebalance;   /* MESH_LLM_REBALANCE_* (zero: the defaults) */
+    /* this node's own devices (issue 28; none: a CPU host): a split it hosts then offloads
+     * every layer, its own on them (election_device_layout) */
+    uint64_t device_bytes[PP_MAX_DEVICES];
+    size_t n_devices;
 } pp_input_t;
 
 typedef enum {

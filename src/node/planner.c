@@ -471,8 +471,10 @@ static void execute(planner_t *pl, const pp_action_t *a)
         break;
     case PP_NEW_PLAN: {
         retire_fwds(pm);
-        char layers[32] = "no repeating layer";
-        if (pm->st.host_end) snprintf(layers, sizeof layers, "layers 0-%u", pm->st.host_end - 1);
+        char layers[64] = "no repeating layer";
+        if (pm->st.host_end > pm->st.host_first)
+            snprintf(layers, sizeof layers, "layers %u-%u%s", pm->st.host_first,
+                     pm->st.host_end - 1, pm->st.n_host_weights ? " on its devices" : "");
         LOGI("planner",
              "model %s: split over %zu node(s) (plan %s): this node hosts %s%s, %zu "
              "worker(s) hold the rest; waiting for them",
@@ -581,19 +583,24 @@ static void plan_models(planner_t *pl, const peers_t *P)
         double ms = c ? tp_conn_min_rtt_ms(c) : -1;
         rtt[i] = rtt_round(ms); /* the steps it announces (rtt.h) */
     }
-    pp_input_t in = {.id = pl->id,
-                     .force_split = pl->cfg->split,
-                     .split_private = pl->cfg->split_private,
-                     .now_s = (uint64_t)time(NULL),
-                     .peers = P->v,
-                     .rtt_ms = rtt,
-                     .n_peers = np,
-                     .speed_mflops = pl->speed.mflops,
-                     .speed_pending = pl->speed.running,
-                     .now_ms = now_ms(pl),
-                     .rebalance = {.tick_ms = pl->cfg->tun.rebalance_tick_ms,
-                                   .ticks = (uint32_t)pl->cfg->tun.rebalance_ticks,
-                                   .gain_pct = (uint32_t)pl->cfg->tun.rebalance_gain_pct}};
+    pp_input_t in = {
+        .id = pl->id,
+        .force_split = pl->cfg->split,
+        .split_private = pl->cfg->split_private,
+        .n_devices =
+            pl->devices ? (pl->devices->n < PP_MAX_DEVICES ? pl->devices->n : PP_MAX_DEVICES) : 0,
+        .now_s = (uint64_t)time(NULL),
+        .peers = P->v,
+        .rtt_ms = rtt,
+        .n_peers = np,
+        .speed_mflops = pl->speed.mflops,
+        .speed_pending = pl->speed.running,
+        .now_ms = now_ms(pl),
+        .rebalance = {.tick_ms = pl->cfg->tun.rebalance_tick_ms,
+                      .ticks = (uint32_t)pl->cfg->tun.rebalance_ticks,
+                      .gain_pct = (uint32_t)pl->cfg->tun.rebalance_gain_pct}};
+    for (size_t i = 0; i < in.n_devices; i++)
+        in.device_bytes[i] = pl->devices->dev[i].free_bytes;
     for (size_t i = 0; i < pl->n; i++) {
         pmodel_t *pm = &pl->models[i];
         pp_model_t m = model_facts(pl, pm);

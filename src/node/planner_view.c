@@ -611,7 +611,8 @@ void planner_status(planner_t *pl, planner_status_t *out)
             json_object_set_new(o, "workers", w);
             json_object_set_new(o, "launched", json_boolean(pm->st.launched));
             json_object_set_new(o, "host_layers",
-                                json_pack("{s:i,s:i}", "first", 0, "end", (int)pm->st.host_end));
+                                json_pack("{s:i,s:i}", "first", (int)pm->st.host_first, "end",
+                                          (int)pm->st.host_end));
             json_object_set_new(o, "speed_aware", json_boolean(pm->st.speed_aware));
             stage_status(pl, pm, o);
         } else if (pm->st.role == ELECTION_WORKER) {

@@ -101,7 +101,8 @@ def test_node_on_vulkan_offers_the_device_and_answers_like_the_cpu(vk_dir, start
 def test_peers_see_the_device_and_a_vulkan_host_splits_with_a_cpu_worker(vk_dir, start_node,
                                                                          tmp_path):
     """A Vulkan host and a CPU worker: the worker learns the host's device from gossip, and a
-    model neither can hold alone is split between them and answers the solo text."""
+    model neither can hold alone is split between them and answers the solo text — with every
+    layer offloaded, the host's own on its Vulkan device (election_device_layout)."""
     solo = start_node("--port", "0", "--model", model_path(SMALL), *SMALL_CTX)
     wait_for(lambda: models_status(solo).get(SMALL) == "ready", timeout=120, what="solo")
     want = greedy_text(solo, 40)
@@ -109,18 +110,27 @@ def test_peers_see_the_device_and_a_vulkan_host_splits_with_a_cpu_worker(vk_dir,
 
     vram = gb(0.6 * SMALL_SIZE)  # neither fits alone (1.1 x size), together they do
     env_a = dict(env_for(tmp_path, "a"), **LAVAPIPE)
-    a = start_node("--port", "0", "--model", model_path(SMALL), *SMALL_CTX, "--max-vram", vram,
-                   "--bin-dir", vk_dir, env=env_a, ready_timeout=180)
+    a = start_node("--port", "0", "--model", model_path(SMALL), *SMALL_CTX, "--max-vram",
+                   gb(0.65 * SMALL_SIZE), "--verbose", "--bin-dir", vk_dir, env=env_a,
+                   ready_timeout=180)  # more memory than b: the election's host
     b = start_node("--port", "0", "--models-dir", models_dir(tmp_path, "b", SMALL), *SMALL_CTX,
                    "--max-vram", vram, "--join", a.token, env=env_for(tmp_path, "b"))
     wait_converged([a, b])
     for n in (a, b):
         wait_for(lambda n=n: models_status(n).get(SMALL) == "ready", timeout=300,
                  what=f"the split model ready on {n.id[:8]}")
-    p = plan_of(a, SMALL) or plan_of(b, SMALL)
-    assert p and p["mode"] == "split", p
-    host = a if plan_of(a, SMALL)["role"] == "host" else b
-    assert text(host.complete(SMALL, prompt=PROMPT, max_tokens=40, seed=42)) == want
+    p = plan_of(a, SMALL)
+    assert p["mode"] == "split" and p["role"] == "host", p
+    assert text(a.complete(SMALL, prompt=PROMPT, max_tokens=40, seed=42)) == want
+    # a host with a device offloads every layer: the worker (first in llama.cpp's device order)
+    # the first ones, the host the last ones and the output layer on Vulkan0
+    _, _, argv = a.child_for(SMALL)
+    assert argv[argv.index("-ngl") + 1] == str(N_LAYERS + 1), argv
+    weights = argv[argv.index("--tensor-split") + 1].split(",")
+    assert len(weights) == 2 and all(int(x) > 0 for x in weights), argv
+    assert p["workers"][0]["first"] == 0, p
+    wait_for(lambda: "Vulkan0 model buffer size" in a.stderr(), timeout=30,
+             what="the host's layers on Vulkan0")
     # the worker sees the Vulkan node's device in its peer list (gossip, decoded and checked):
     # listed under --max-vram too, which sets only the offer
     mine = a.status()["node"]

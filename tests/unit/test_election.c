@@ -691,6 +691,103 @@ static void check_cpu_layout(const election_plan_t *p)
     assert_int_equal(total, L + 1);
 }
 
+/* llama.cpp with every layer offloaded (-ngl L + 1) to the devices [RPC0..RPCn-1, the host's]:
+ * layer il goes to the first device whose normalised cumulative split exceeds il / (L + 1). The
+ * device layout must reproduce the ranges it announces. */
+static void check_device_layout(const election_plan_t *p)
+{
+    election_range_t r[16];
+    uint32_t ngl = 0;
+    assert_int_equal(election_device_layout(p, r, &ngl), 0);
+    uint32_t L = p->n_layers, n = (uint32_t)p->n_members;
+    assert_int_equal(ngl, L + 1);
+    float splits[16], sum = 0.0f;
+    for (uint32_t k = 0; k < n; k++)
+        splits[k] = (sum += (float)r[k].weight);
+    for (uint32_t k = 0; k < n; k++)
+        splits[k] /= sum;
+    assert_int_equal(r[0].first, 0);
+    assert_true(r[n - 1].output); /* the host, last, holds the output layer */
+    for (uint32_t il = 0; il <= L; il++) {
+        float x = (float)il / (float)(L + 1);
+        size_t dev = 0;
+        while (dev < n && !(splits[dev] > x))
+            dev++;
+        assert_true(dev < n);
+        if (il == L)
+            assert_true(r[dev].output);
+        else
+            assert_true(il >= r[dev].first && il < r[dev].end);
+    }
+}
+
+static void test_device_layout(void **state)
+{
+    (void)state;
+    election_plan_t p;
+    /* two equal nodes, 5 layers: the worker (RPC0) takes 0-2, the host 3-4 + output, all
+     * offloaded */
+    assert_int_equal(run_spec("a1 b1", 1500000000ULL, 5, NULL, &p), 0);
+    assert_int_equal(p.mode, ELECTION_SPLIT);
+    election_range_t r[2];
+    uint32_t ngl;
+    assert_int_equal(election_device_layout(&p, r, &ngl), 0);
+    assert_int_equal(ngl, 6);
+    assert_int_equal(r[0].first, 0);
+    assert_int_equal(r[0].end, 3);
+    assert_false(r[0].output);
+    assert_int_equal(r[1].first, 3);
+    assert_int_equal(r[1].end, 5);
+    assert_true(r[1].output);
+    check_device_layout(&p);
+    election_plan_free(&p);
+    assert_int_equal(run_spec("a4", 1 * G, 5, NULL, &p), 0);
+    assert_int_equal(election_device_layout(&p, r, &ngl), -EINVAL);
+    election_plan_free(&p);
+    /* random splits: llama.cpp's placement matches the ranges */
+    size_t checked = 0;
+    for (unsigned seed = 1; seed <= 400; seed++) {
+        char spec[128];
+        unsigned nn = 2 + seed % 5, L = 1 + (seed * 7) % 40;
+        size_t off = 0;
+        for (unsigned k = 0; k < nn; k++)
+            off += (size_t)snprintf(spec + off, sizeof spec - off, "%s%c%u", k ? " " : "",
+                                    (char)('a' + k), 1 + (seed * (k + 3)) % 4);
+        if (run_spec(spec, (uint64_t)nn * G, L, NULL, &p) == 0 && p.mode == ELECTION_SPLIT) {
+            check_device_layout(&p);
+            checked++;
+        }
+        election_plan_free(&p);
+    }
+    assert_true(checked > 100);
+}
+
+/* A host's slots over its own devices, by free memory (table) */
+static void test_spread(void **state)
+{
+    (void)state;
+    static const struct {
+        uint32_t slots;
+        uint64_t bytes[3];
+        size_t n;
+        uint32_t want[3];
+    } rows[] = {
+        {6, {100}, 1, {6}},
+        {6, {100, 100}, 2, {3, 3}},
+        {7, {100, 100}, 2, {4, 3}}, /* the remainder to the first */
+        {6, {300, 100, 200}, 3, {3, 1, 2}},
+        {5, {0, 0}, 2, {3, 2}}, /* no memory known: evenly */
+        {0, {5, 5}, 2, {0, 0}},
+        {10, {UINT64_MAX, UINT64_MAX}, 2, {5, 5}},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        uint32_t out[3] = {99, 99, 99};
+        election_spread(rows[i].slots, rows[i].bytes, rows[i].n, out);
+        for (size_t k = 0; k < rows[i].n; k++)
+            if (out[k] != rows[i].want[k]) fail_msg("row %zu device %zu: %u", i, k, out[k]);
+    }
+}
+
 static void test_cpu_layout(void **state)
 {
     (void)state;
@@ -985,6 +1082,8 @@ int main(void)
         cmocka_unit_test(test_random_properties),
         cmocka_unit_test(test_rerun_after_death),
         cmocka_unit_test(test_cpu_layout),
+        cmocka_unit_test(test_device_layout),
+        cmocka_unit_test(test_spread),
         cmocka_unit_test(test_host_bytes),
         cmocka_unit_test(test_draft_overcommit),
         cmocka_unit_test(test_host_bytes_extreme),

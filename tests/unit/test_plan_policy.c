@@ -38,6 +38,8 @@ typedef struct {
     bool speed_pending; /* its calibration still runs */
     uint64_t now_ms;    /* the rebalance ticks' clock */
     pp_stage_t stages[2];
+    uint64_t device_bytes[2]; /* this node's own devices (issue 28) */
+    size_t n_devices;
 } world_t;
 
 static world_t g_w; /* a few KiB: keep it off the stack */
@@ -166,7 +168,10 @@ static const char *step(world_t *w)
                      .rpc_running = w->rpc_running,
                      .speed_mflops = w->speed,
                      .speed_pending = w->speed_pending,
-                     .now_ms = w->now_ms};
+                     .now_ms = w->now_ms,
+                     .n_devices = w->n_devices};
+    for (size_t i = 0; i < w->n_devices; i++)
+        in.device_bytes[i] = w->device_bytes[i];
     acts.n = 0;
     pp_decide(&in, &w->m, &w->st, 1, &acts);
     size_t len = 0;
@@ -252,6 +257,28 @@ static void test_split_forms_dies_returns(void **state)
     /* the driver could not start it: decided again next time */
     pp_host_failed(&w->st);
     EXPECT(w, "START_HOST M aaaaaaaa-65-2 [--tensor-split 10 -ngl 10 --fit off] b:15-24+o");
+}
+
+/* A host with devices of its own (a GPU, issue 28) offloads every layer: the worker (RPC0,
+ * first in llama.cpp's device order) takes the first layers, the host the last ones and the
+ * output layer on its devices — its share spread over two devices by their memory. */
+static void test_split_on_a_gpu_host(void **state)
+{
+    (void)state;
+    world_t *w = world(800, false);
+    w->n_devices = 2;
+    w->device_bytes[0] = 300;
+    w->device_bytes[1] = 100;
+    EXPECT(w, "");
+    peer(w, B, 500);
+    EXPECT(w, "SET_LEDGER M model 677; NEW_PLAN M aaaaaaaa-64-1");
+    ready_for(w, B, "aaaaaaaa-64-1");
+    /* 25 slots: the worker layers 0-9 (its 10), the host 15 slots, 12 and 3 over its devices
+     * (11.25 and 3.75, the remainder to the first) */
+    EXPECT(w, "START_HOST M aaaaaaaa-64-1 [--tensor-split 10,12,3 -ngl 25 --fit off] b:0-10");
+    assert_int_equal(w->st.host_first, 10);
+    assert_int_equal(w->st.host_end, 24);
+    assert_int_equal(w->st.n_host_weights, 2);
 }
 
 /* Speeds announced by the peers and this node's own reach the election: the faster member
@@ -714,6 +741,7 @@ int main(void)
         cmocka_unit_test_teardown(test_join_solo, teardown),
         cmocka_unit_test(test_allocation_download),
         cmocka_unit_test_teardown(test_split_forms_dies_returns, teardown),
+        cmocka_unit_test_teardown(test_split_on_a_gpu_host, teardown),
         cmocka_unit_test_teardown(test_split_follows_speed, teardown),
         cmocka_unit_test_teardown(test_rebalance_moves_layers, teardown),
         cmocka_unit_test_teardown(test_split_waits_for_calibration, teardown),
