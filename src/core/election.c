@@ -428,22 +428,33 @@ const char *election_role_name(election_role_t role)
     }
 }
 
+/* A layout's preconditions: a split with layers, the host last. */
+static bool layout_ok(const election_plan_t *plan, const election_range_t *ranges,
+                      const uint32_t *ngl)
+{
+    return plan && ranges && ngl && plan->mode == ELECTION_SPLIT && plan->n_layers > 0 &&
+           plan->n_members >= 2 && plan->host_index == plan->n_members - 1;
+}
+
+/* Slots [*s, *s + w) of `slots` (the last one the output layer) into r; *s moves past them. */
+static void take_slots(election_range_t *r, uint32_t *s, uint32_t w, uint32_t slots)
+{
+    r->first = *s;
+    r->output = w > 0 && *s + w == slots;
+    r->end = r->output ? slots - 1 : *s + w;
+    r->weight = w;
+    *s += w;
+}
+
 int election_device_layout(const election_plan_t *plan, election_range_t *ranges, uint32_t *ngl)
 {
-    if (!plan || !ranges || !ngl || plan->mode != ELECTION_SPLIT || plan->n_layers == 0 ||
-        plan->n_members < 2 || plan->host_index != plan->n_members - 1)
-        return -EINVAL;
+    if (!layout_ok(plan, ranges, ngl)) return -EINVAL;
     uint32_t slots = plan->n_layers + 1; /* the output layer is slot n_layers */
     uint32_t s = 0;
     for (size_t k = 0; k < plan->n_members; k++) {
         uint32_t w = plan->members[k].weight;
         if (w > slots - s || k == plan->n_members - 1) w = slots - s; /* the host: the rest */
-        election_range_t *r = &ranges[k];
-        r->first = s;
-        r->output = w > 0 && s + w == slots;
-        r->end = r->output ? slots - 1 : s + w;
-        r->weight = w;
-        s += w;
+        take_slots(&ranges[k], &s, w, slots);
     }
     *ngl = slots;
     return 0;
@@ -467,9 +478,7 @@ void election_spread(uint32_t slots, const uint64_t *device_bytes, size_t n, uin
 
 int election_cpu_layout(const election_plan_t *plan, election_range_t *ranges, uint32_t *ngl)
 {
-    if (!plan || !ranges || !ngl || plan->mode != ELECTION_SPLIT || plan->n_layers == 0 ||
-        plan->n_members < 2 || plan->host_index != plan->n_members - 1)
-        return -EINVAL;
+    if (!layout_ok(plan, ranges, ngl)) return -EINVAL;
     uint32_t slots = plan->n_layers + 1; /* the output layer is slot n_layers */
     size_t nw = plan->n_members - 1;     /* workers 0..nw-1, then the host */
     uint32_t h = plan->members[nw].weight > slots ? slots : plan->members[nw].weight;
@@ -478,12 +487,7 @@ int election_cpu_layout(const election_plan_t *plan, election_range_t *ranges, u
         size_t k = i == 0 ? nw : i - 1; /* the host first, then the workers in --rpc order */
         uint32_t w = k == nw ? h : plan->members[k].weight;
         if (w > slots - s || (k == nw - 1 && i > 0)) w = slots - s; /* the last takes the rest */
-        election_range_t *r = &ranges[k];
-        r->first = s;
-        r->output = w > 0 && s + w == slots;
-        r->end = r->output ? slots - 1 : s + w;
-        r->weight = w;
-        s += w;
+        take_slots(&ranges[k], &s, w, slots);
     }
     *ngl = slots - h;
     return 0;

@@ -691,6 +691,13 @@ static void check_cpu_layout(const election_plan_t *p)
     assert_int_equal(total, L + 1);
 }
 
+static void range_is(const election_range_t *r, uint32_t first, uint32_t end, bool output)
+{
+    assert_int_equal(r->first, first);
+    assert_int_equal(r->end, end);
+    assert_int_equal(r->output, output);
+}
+
 /* llama.cpp with every layer offloaded (-ngl L + 1) to the devices [RPC0..RPCn-1, the host's]:
  * layer il goes to the first device whose normalised cumulative split exceeds il / (L + 1). The
  * device layout must reproduce the ranges it announces. */
@@ -733,12 +740,8 @@ static void test_device_layout(void **state)
     uint32_t ngl;
     assert_int_equal(election_device_layout(&p, r, &ngl), 0);
     assert_int_equal(ngl, 6);
-    assert_int_equal(r[0].first, 0);
-    assert_int_equal(r[0].end, 3);
-    assert_false(r[0].output);
-    assert_int_equal(r[1].first, 3);
-    assert_int_equal(r[1].end, 5);
-    assert_true(r[1].output);
+    range_is(&r[0], 0, 3, false);
+    range_is(&r[1], 3, 5, true);
     check_device_layout(&p);
     election_plan_free(&p);
     assert_int_equal(run_spec("a4", 1 * G, 5, NULL, &p), 0);
@@ -799,12 +802,8 @@ static void test_cpu_layout(void **state)
     uint32_t ngl;
     assert_int_equal(election_cpu_layout(&p, r, &ngl), 0);
     assert_int_equal(ngl, 3);
-    assert_int_equal(r[1].first, 0);
-    assert_int_equal(r[1].end, 3);
-    assert_false(r[1].output);
-    assert_int_equal(r[0].first, 3);
-    assert_int_equal(r[0].end, 5);
-    assert_true(r[0].output);
+    range_is(&r[1], 0, 3, false);
+    range_is(&r[0], 3, 5, true);
     check_cpu_layout(&p);
     election_plan_free(&p);
     /* not a split, or no layer count: refused */
