@@ -153,6 +153,7 @@ bench: build llama bench-model
 	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/route --mesh-llm $(BUILD)/mesh-llm --model $(BENCH_MODEL) --rounds 20 --tokens 64 --concurrency 8
 	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/split --mesh-llm $(BUILD)/mesh-llm
 	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/split-heal --mesh-llm $(BUILD)/mesh-llm
+	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/rpc-clients --model $(BENCH_MODEL)
 	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/switch
 	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/prefix --mesh-llm $(BUILD)/mesh-llm
 	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/sse --mesh-llm $(BUILD)/mesh-llm

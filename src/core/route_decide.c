@@ -3,6 +3,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "catalog.h"
 #include "election.h"
@@ -300,7 +301,7 @@ static const char *endpoint_for(int t)
                                  "/v1/responses";
 }
 
-void route_decide(const rd_input_t *in, rd_decision_t *out)
+static void decide(const rd_input_t *in, rd_decision_t *out)
 {
     memset(out, 0, sizeof *out);
     if (!in->local) {
@@ -355,6 +356,36 @@ void route_decide(const rd_input_t *in, rd_decision_t *out)
              in->model);
 }
 
+/* THE PRIVATE RULE (route_decide.h): a forward of a model some candidate runs as a private split
+ * is refused unless the request allows the serving node to read it. */
+static void private_guard(const rd_input_t *in, rd_decision_t *out)
+{
+    if (out->verdict != RD_FORWARD || in->hop || in->allow_host) return;
+    const rd_host_t *host = NULL;
+    for (size_t i = 0; i < in->n_hosts && !host; i++)
+        if (in->hosts[i].priv) host = &in->hosts[i];
+    if (!host) return;
+    memset(out, 0, sizeof *out);
+    refuse(out, 403, "permission_error", "private_split");
+    snprintf(out->msg, sizeof out->msg,
+             "model '%.64s' runs as a private split (--split-private) on node %.12s: the node "
+             "that serves a request reads its text, and this one would go there; send it to "
+             "that node's own API, or send the header '" RD_ALLOW_HOST_HEADER ": " RD_ALLOW_HOST
+             "' to accept that",
+             in->model, host->id);
+}
+
+bool rd_allows_host(const char *v)
+{
+    return v && strcasecmp(v, RD_ALLOW_HOST) == 0;
+}
+
+void route_decide(const rd_input_t *in, rd_decision_t *out)
+{
+    decide(in, out);
+    private_guard(in, out);
+}
+
 int rd_local_gate(const rd_gate_t *g)
 {
     bool bootstrap = !g->local_ready && g->ready_elsewhere; /* a ready peer answers meanwhile */
@@ -389,7 +420,8 @@ size_t rd_table_hosts(const rt_table_t *t, const rt_model_t *m, rd_host_t *hosts
                                .ready = true,
                                .type = -1,
                                .slots = rt_host_slots(m, node),
-                               .vision = m->hosts[i].vision};
+                               .vision = m->hosts[i].vision,
+                               .priv = m->hosts[i].priv};
         if (node_of) node_of[n] = node;
         n++;
     }

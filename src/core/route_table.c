@@ -192,14 +192,25 @@ bool rt_model_set_slots(rt_model_t *m, size_t node, uint32_t slots)
     return false;
 }
 
-bool rt_model_set_vision(rt_model_t *m, size_t node, bool vision)
+static rt_host_t *host_of(rt_model_t *m, size_t node)
 {
     for (size_t i = 0; i < m->n_hosts; i++)
-        if (m->hosts[i].node == node) {
-            m->hosts[i].vision = vision;
-            return true;
-        }
-    return false;
+        if (m->hosts[i].node == node) return &m->hosts[i];
+    return NULL;
+}
+
+bool rt_model_set_vision(rt_model_t *m, size_t node, bool vision)
+{
+    rt_host_t *h = host_of(m, node);
+    if (h) h->vision = vision;
+    return h != NULL;
+}
+
+bool rt_model_set_private(rt_model_t *m, size_t node, bool priv)
+{
+    rt_host_t *h = host_of(m, node);
+    if (h) h->priv = priv;
+    return h != NULL;
 }
 
 uint32_t rt_host_slots(const rt_model_t *m, size_t node)
@@ -235,6 +246,7 @@ json_t *rt_table_encode(const rt_table_t *t)
                 if (h && m->hosts[k].slots)
                     json_object_set_new(h, "slots", json_integer(m->hosts[k].slots));
                 if (h && m->hosts[k].vision) json_object_set_new(h, "vision", json_true());
+                if (h && m->hosts[k].priv) json_object_set_new(h, "private", json_true());
                 json_array_append_new(hosts, h);
             }
         json_t *o = json_pack("{s:s,s:s,s:o*}", "name", m->name, "status", STATUS[m->status],
@@ -326,6 +338,9 @@ static void decode_models(const json_t *arr, rt_table_t *t)
             json_t *vis = json_object_get(h, "vision");
             if (vis && !json_is_boolean(vis)) t->rejected++;
             rt_model_set_vision(m, (size_t)k, json_is_true(vis));
+            json_t *priv = json_object_get(h, "private");
+            if (priv && !json_is_boolean(priv)) t->rejected++;
+            rt_model_set_private(m, (size_t)k, json_is_true(priv));
         }
     }
 }
@@ -408,6 +423,7 @@ void rt_table_from_list(rt_table_t *t, const model_list_t *l, const view_node_t 
                 rt_model_set_slots(m, k, s->slots);
                 const view_avail_t *a = view_available(views[k], r->id);
                 rt_model_set_vision(m, k, a && a->vision);
+                rt_model_set_private(m, k, s->plan && s->plan->private_split);
             }
         }
     }

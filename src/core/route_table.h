@@ -17,14 +17,17 @@
  *             "models":[{"name":NAME,"status":"ready"|"loading"|"unloaded"|"needs_capacity",
  *                        "type":"llm"|"embedding"|"reranking","requested":true,
  *                        "short_bytes":N,                        (optional, additive)
- *                        "hosts":[{"id":ID,"load":N,"slots":N,"vision":true}…]}…]}
+ *                        "hosts":[{"id":ID,"load":N,"slots":N,"vision":true,
+ *                                  "private":true}…]}…]}
  *
  * `nodes` are the active nodes to check in with (and to dial: hosts are listed there too);
  * `models` is the mesh catalog with each model's status; a model's `hosts` are the nodes whose
  * llama-server for it answers, with their load (requests per minute they announce) and their
  * server's parallel slots (optional), and `vision` (optional, additive: true when the host
  * serves the model with a vision projector, --mmproj; absent = false: a passive node sends
- * images to the marked hosts). `short_bytes` (optional, a model that needs capacity): the
+ * images to the marked hosts), and `private` (optional, additive: true when the host runs the
+ * model as a private split, its plan's "private"; absent = false: a passive node applies THE
+ * PRIVATE RULE of route_decide.h to it). `short_bytes` (optional, a model that needs capacity): the
  * memory its split group lacks (need − the memory of the nodes serving or waiting for it) — a
  * standby that has it free is promoted into the group.
  *
@@ -91,6 +94,7 @@ typedef struct {
     uint16_t slots; /* its server's parallel slots (0 unknown: RT_DEFAULT_SLOTS) */
     uint32_t load;  /* requests per minute it announces (0 unknown) */
     bool vision;    /* serves the model with a vision projector */
+    bool priv;      /* runs it as a private split (route_decide.h: THE PRIVATE RULE) */
 } rt_host_t;
 
 typedef struct {
@@ -138,11 +142,13 @@ bool rt_model_add_host(rt_model_t *m, size_t node, uint32_t load);
 bool rt_model_set_slots(rt_model_t *m, size_t node, uint32_t slots);
 /* Host `node` of m (after add_host) serves it with a vision projector; false when not a host. */
 bool rt_model_set_vision(rt_model_t *m, size_t node, bool vision);
+/* Host `node` of m runs it as a private split (its plan's "private"); false when not a host. */
+bool rt_model_set_private(rt_model_t *m, size_t node, bool priv);
 /* The models of an active node's listing (planner_list_catalog's rows) into t, whose nodes are
  * added: each row whose status a table carries (ml_status_catalog) becomes a model (type,
  * requested, short_bytes), hosted by every node k whose view (views[k], t->n_nodes of them)
  * serves it with its HTTP server ready, with load(data, k, name), the view's slots and its
- * available_models[].vision. Rows
+ * available_models[].vision and its plan's private flag. Rows
  * rt_table_add_model refuses are skipped. */
 typedef uint32_t (*rt_load_fn)(void *data, size_t node, const char *model);
 void rt_table_from_list(rt_table_t *t, const model_list_t *l, const view_node_t *const *views,

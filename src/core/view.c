@@ -253,6 +253,7 @@ static void decode_plan(view_node_t *n, view_serving_t *s, const json_t *o)
         return;
     }
     p->ngl = get_u32(o, "ngl", rej);
+    p->private_split = get_bool(o, "private", rej);
     size_t i;
     json_t *w;
     json_array_foreach(ws, i, w)
@@ -562,7 +563,9 @@ static json_t *encode_plan(const view_plan_t *p)
                                            (json_int_t)vw->first, "end", (json_int_t)vw->end,
                                            "output", vw->output, "weight", (json_int_t)vw->weight));
     }
-    return json_pack("{s:s,s:I,s:o}", "id", p->id, "ngl", (json_int_t)p->ngl, "workers", w);
+    json_t *o = json_pack("{s:s,s:I,s:o}", "id", p->id, "ngl", (json_int_t)p->ngl, "workers", w);
+    if (o && p->private_split) json_object_set_new(o, "private", json_true());
+    return o;
 }
 
 static json_t *encode_serving(const view_serving_t *s)
@@ -772,7 +775,9 @@ uint64_t view_offer_for(const view_node_t *n, const char *model)
 static bool plan_equal(const view_plan_t *a, const view_plan_t *b)
 {
     if (!a || !b) return a == b;
-    if (strcmp(a->id, b->id) != 0 || a->ngl != b->ngl || a->n_workers != b->n_workers) return false;
+    if (strcmp(a->id, b->id) != 0 || a->ngl != b->ngl || a->private_split != b->private_split ||
+        a->n_workers != b->n_workers)
+        return false;
     for (size_t i = 0; i < a->n_workers; i++) {
         const view_worker_t *x = &a->workers[i], *y = &b->workers[i];
         if (strcmp(x->id, y->id) != 0 || x->first != y->first || x->end != y->end ||

@@ -15,7 +15,9 @@
  *   host_bytes: what the node would hold only as the model's split host — its draft and
  *   projector, the input layer, with --split-private the output layer; absent = 0),
  *   serving [{model, member, role, state, http_ready, is_host, split, bytes,
- *             plan {id, ngl, workers [{id, first, end, output, weight}]}, plan_ready}],
+ *             plan {id, ngl, private, workers [{id, first, end, output, weight}]},
+ *             plan_ready}] (plan.private: true when the host runs the split with
+ *   --split-private — its workers see hidden states only; absent = false),
  *   requested_models [name],
  *   request_rates {model: requests per minute}, last_request {model: unix s} (demand.h; one
  *   list of view_demand_t per node, keyed by model; a serving entry may say pinned: true when
@@ -107,6 +109,8 @@ typedef struct {
 typedef struct {
     char id[VIEW_PLAN_ID_MAX];
     uint32_t ngl;
+    bool private_split; /* "private": true — the host runs it with --split-private (absent =
+                         * false; an older host never says it) */
     view_worker_t workers[VIEW_MAX_PLAN_WORKERS];
     size_t n_workers;
 } view_plan_t;

@@ -203,6 +203,7 @@ static bool step(passive_t *p, pv_req_t *r)
         .self_id = p->io.self_id(p->io.data),
         .table_expired = now >= r->deadline,
         .tries = r->tries,
+        .allow_host = rd_allows_host(httpd_header(r->req, RD_ALLOW_HOST_HEADER)),
     };
     passive_facts(p, r->model, &in, hosts, node_of, RD_MAX_HOSTS);
     relay_affinity_input(p->relay, &in);

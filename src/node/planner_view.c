@@ -92,6 +92,7 @@ size_t planner_route_facts(planner_t *pl, const char *model, rd_host_t *out, siz
             const view_serving_t *s = &v->serving[k];
             if (strcmp(s->model, model) != 0) continue;
             if (s->slots) f.slots = s->slots;
+            if (s->plan && s->plan->private_split) f.priv = true;
             if (s->http_ready)
                 f.ready = true;
             else if (s->is_host)
@@ -190,6 +191,7 @@ static int self_serving(planner_t *pl, view_node_t *n)
             view_plan_t *p = view_add_plan(n, s, pm->st.plan_id);
             if (!p) return -ENOMEM;
             p->ngl = pm->st.ngl;
+            p->private_split = pm->st.split_private;
             for (size_t k = 0; k < pm->st.n_workers && k < VIEW_MAX_PLAN_WORKERS; k++) {
                 const election_range_t *r = &pm->st.workers[k].range;
                 view_worker_t *w = &p->workers[p->n_workers++];

@@ -236,6 +236,7 @@ route_outcome_t route_inference(route_t *rt, const char *model, const route_loca
     rd_input_t in;
     gather(rt, model, local, needs, hop, rq, &in);
     in.path = req->path;
+    in.allow_host = rd_allows_host(httpd_header(req, RD_ALLOW_HOST_HEADER));
     rd_decision_t dec;
     route_decide(&in, &dec);
     switch (dec.verdict) {

@@ -38,7 +38,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             CHECK(n == t.models[i].n_hosts);
             rd_decision_t d;
             route_decide(&in, &d);
-            CHECK(n == 0 ? d.verdict == RD_REFUSE : d.verdict == RD_FORWARD && d.n == n);
+            bool priv = false; /* THE PRIVATE RULE: a private host refuses the relay */
+            for (size_t k = 0; k < n; k++)
+                priv |= hosts[k].priv;
+            CHECK(n == 0 || priv ? d.verdict == RD_REFUSE
+                                 : d.verdict == RD_FORWARD && d.n == n);
+            CHECK(!priv || (d.status == 403 && strcmp(d.code, "private_split") == 0));
             for (size_t k = 0; k < d.n; k++)
                 CHECK(d.order[k] < n && node_of[d.order[k]] < t.n_nodes);
         }
@@ -51,6 +56,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         CHECK(enc);
         CHECK(rt_table_decode(enc, &back) == 0);
         CHECK(back.rejected == 0 && back.n_nodes == t.n_nodes && back.n_models == t.n_models);
+        for (size_t i = 0; i < t.n_models; i++)
+            for (size_t k = 0; k < t.models[i].n_hosts && k < back.models[i].n_hosts; k++)
+                CHECK(back.models[i].hosts[k].priv == t.models[i].hosts[k].priv &&
+                      back.models[i].hosts[k].vision == t.models[i].hosts[k].vision);
         t.rejected = 0;
         CHECK(memcmp(t.mesh_id, back.mesh_id, sizeof t.mesh_id) == 0);
         json_decref(enc);

@@ -13,10 +13,11 @@ import os
 import struct
 import subprocess
 
-from harness.node import model_path, wait_for
+from harness.node import http, model_path, wait_for
 from harness.split import SYNTH_BIN, THRESHOLD, env_for, gb, models_status, plan_of, text
 
 PROMPT = "Once upon a time"
+ALLOW = {"X-Mesh-Private": "allow-host"}  # THE PRIVATE RULE's consent (route_decide.h)
 GGUF_ALIGN = 32
 # GGUF metadata value types -> fixed sizes (8 = string, 9 = array are handled apart)
 GGUF_SIZES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
@@ -96,7 +97,7 @@ def cache_holds(cache_dir, data):
     return False
 
 
-def split_once(start_node, tmp_path, model, label, private, worker_has_file):
+def split_once(start_node, tmp_path, model, label, private, worker_has_file, extra_env=None):
     """A hosts (more memory), B is its worker; returns (A, B, B's LLAMA_CACHE) once ready."""
     size = os.path.getsize(model)
     mdir = tmp_path / f"models-{label}"
@@ -104,6 +105,8 @@ def split_once(start_node, tmp_path, model, label, private, worker_has_file):
     if worker_has_file:
         os.symlink(model, mdir / "priv.gguf")
     env_a, env_b = env_for(tmp_path, f"a-{label}"), env_for(tmp_path, f"b-{label}")
+    env_a.update(extra_env or {})
+    env_b.update(extra_env or {})
     # A keeps the input layer (token_embd, 46 % of this model) and with --split-private the
     # output layer too (another 46 %): the split counts them in its share alone, so it offers
     # the model's size (less than the 1.1 x need: still a split) and B a bit over half
@@ -145,7 +148,12 @@ def test_split_private_worker_holds_no_output(start_node, tmp_path):
     llama = [p for p in a.status()["processes"] if p["kind"] == "llama-server"]
     assert len(llama) == 1 and "-ot" in llama[0]["args"], llama
     assert text(a.complete("priv", prompt=PROMPT, max_tokens=16, seed=42)) == want
-    assert text(b.complete("priv", prompt=PROMPT, max_tokens=16, seed=42)) == want
+    # entering at the worker, the request is read by the host: only with the client's consent
+    # (THE PRIVATE RULE; test_private_entry_elsewhere shows who reads what)
+    assert b.complete("priv", prompt=PROMPT, max_tokens=16, seed=42).status == 403
+    assert text(b.request("POST", "/v1/completions", {"model": "priv", "prompt": PROMPT,
+                                                      "max_tokens": 16, "temperature": 0,
+                                                      "seed": 42}, headers=ALLOW)) == want
     assert not cache_holds(cache, out)
     assert wp["seeded_bytes_written"] + wp["seeded_bytes_present"] == 0, wp
     assert b.status()["rpc_tunnel"]["worker_rx"] < len(out)
@@ -157,3 +165,81 @@ def test_split_private_worker_holds_no_output(start_node, tmp_path):
     assert 2 * len(out) <= held_a[("priv", "model")] <= mem_a["offered_bytes"], mem_a
     assert held_b[("priv", "worker")] <= mem_b["offered_bytes"], mem_b
     assert held_a[("priv", "model")] + held_b[("priv", "worker")] < 1.2 * os.path.getsize(model)
+
+
+# llama-server's GET /slots shows each slot's last prompt and generated text (detokenized) with
+# this set in its environment (which a node's children inherit)
+SLOTS_DEBUG = {"LLAMA_SERVER_SLOTS_DEBUG": "1"}
+
+
+def slots_text(node, model):
+    """What node's llama-server for model holds of its requests, from its own GET /slots (each
+    slot's last prompt and generated text), or None when the node runs no llama-server for
+    it."""
+    c = node.child_for(model)
+    if c is None:
+        return None
+    r = http(c[1], "GET", "/slots")
+    assert r.status == 200, r
+    return "\n".join(f"{sl.get('prompt', '')}\n{sl.get('generated', '')}" for sl in r.json())
+
+
+def test_private_entry_elsewhere(start_node, tmp_path):
+    """A request that enters at another node than the private split's host: at the worker, at
+    a third node and at a --client it is refused (403 private_split, naming the host) and its marker reaches no
+    llama-server anywhere; with the client's consent (X-Mesh-Private: allow-host) it is served,
+    and the only llama-server that ever held its text is the host's. The workers run none (their
+    rpc-server holds repeating layers only: no token_embd, no output, fewer bytes than either
+    received); the host's --split-private request of its own still answers."""
+    model = private_model(tmp_path)
+    out = f32_tensor_bytes(model, "output.weight")
+    a, b, cache = split_once(start_node, tmp_path, model, "entry", True, True, SLOTS_DEBUG)
+    c = start_node("--port", "0", "--max-vram", "0.001", "--join", a.token,
+                   env=dict(env_for(tmp_path, "c-entry"), **SLOTS_DEBUG))
+    # a passive client: its route table (from A) marks A's host entry "private"
+    d = start_node("--client", "--join", a.token, "--port", "0",
+                   env=dict(env_for(tmp_path, "d-entry"), **SLOTS_DEBUG))
+
+    def listed(node):
+        return next((bool(m.get("hosts", True)) for m in
+                     node.request("GET", "/v1/models").json()["data"] if m["id"] == "priv"),
+                    False)
+
+    # C routes the model once A's announcement (with its plan, "private": true) reached it; D
+    # once its table lists A as the model's host
+    wait_for(lambda: listed(c) and listed(d), timeout=60, what="C and D know the model")
+
+    refused_marker, allowed_marker = "Zorblax", "Quixmop"
+    for entry in (b, c, d):
+        r = entry.complete("priv", prompt=f"{PROMPT} {refused_marker}", max_tokens=4)
+        assert r.status == 403, (r.status, r.body)
+        err = r.json()["error"]
+        assert err["code"] == "private_split" and a.id[:12] in err["message"], err
+    # the marker reached no llama-server: the host's holds no task with it, B and C run none
+    assert all(slots_text(n, "priv") is None for n in (b, c, d))
+    assert refused_marker not in (slots_text(a, "priv") or "")
+    # a request of the host's own is served there (a control: the check below can see text)
+    r = a.complete("priv", prompt=f"{PROMPT} Hostword", max_tokens=4)
+    assert r.status == 200, r.body
+    assert "Hostword" in slots_text(a, "priv")
+
+    # with consent, from the third node and from the worker: served by the host, whose
+    # llama-server is the only one that holds the text (the prompt and what it generated)
+    for entry in (c, b, d):
+        rx_before = b.status()["rpc_tunnel"]["worker_rx"]
+        r = entry.request("POST", "/v1/completions", {"model": "priv", "max_tokens": 4,
+                                                      "temperature": 0,
+                                                      "prompt": f"{PROMPT} {allowed_marker}"},
+                          headers=ALLOW)
+        assert r.status == 200, (r.status, r.body)
+        held = slots_text(a, "priv")
+        assert allowed_marker in held and text(r) in held, (held, text(r))
+        assert all(slots_text(n, "priv") is None for n in (b, c, d))
+        # the worker computed the request's layers on hidden states: it received less than one
+        # token_embd / output matrix's worth for the whole request (it holds neither)
+        assert 0 < b.status()["rpc_tunnel"]["worker_rx"] - rx_before < len(out)
+    assert refused_marker not in slots_text(a, "priv")
+    assert not cache_holds(cache, out)
+    assert not cache_holds(cache, f32_tensor_bytes(model, "token_embd.weight"))
+    wp = plan_of(b, "priv")
+    assert not wp["layers"]["output"], wp

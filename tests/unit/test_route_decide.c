@@ -36,8 +36,8 @@
 
 /* ---- hosts written as "a:flags[:type[:slots[:inflight]]]" ----
  * flags: R ready, S starting, M member, F has the file, Q requested, V vision, B bad (just
- * failed). Host "a" has the id "…0a0" (64 hex digits: route_table's ids), so ids sort as the
- * letters do. */
+ * failed), P private (hosts it as a private split: THE PRIVATE RULE). Host "a" has the id "…0a0"
+ * (64 hex digits: route_table's ids), so ids sort as the letters do. */
 
 typedef struct {
     rd_host_t h[48];
@@ -73,6 +73,7 @@ static void parse_hosts(const char *const *specs, hosts_t *hs)
         h->requested = strchr(flags, 'Q');
         h->vision = strchr(flags, 'V');
         h->bad = strchr(flags, 'B');
+        h->priv = strchr(flags, 'P');
         h->type = -1;
         for (int t = 0; t < MM_N_TYPES; t++)
             if (strcmp(type, mm_type_name((mm_type_t)t)) == 0) h->type = t;
@@ -107,6 +108,7 @@ typedef struct {
     unsigned tries;
     char affinity; /* the host remembered for the prefix, 0: none */
     bool no_affinity;
+    bool allow;       /* X-Mesh-Private: allow-host */
     const char *self; /* NULL: SELF */
     const char *want; /* see render(); "=table" in place of an order: the reference's */
     const char *msg;  /* a part of the message, NULL: not checked */
@@ -309,7 +311,8 @@ static void input_of(const row_t *r, const hosts_t *hs, const request_t *rq, rd_
                        .tries = r->tries,
                        .hosts = hs->h,
                        .n_hosts = hs->n,
-                       .no_affinity = r->no_affinity};
+                       .no_affinity = r->no_affinity,
+                       .allow_host = r->allow};
     for (size_t i = 0; r->affinity && i < hs->n; i++)
         if (hs->alias[i] == r->affinity) in->affinity_host = hs->ids[i];
 }
@@ -726,6 +729,82 @@ static void run_rows(const row_t *rows, size_t n)
     }
 }
 
+/* THE PRIVATE RULE: a relay of a model some candidate runs as a private split is refused unless
+ * the request allows the serving node to read it; what is served here, and hops, unchanged. */
+static const row_t PRIVATE[] = {
+    {.what = "a third node: the private host would read it",
+     .hosts = S("a:RP"),
+     .want = "REFUSE 403 private_split",
+     .msg = "send the header 'X-Mesh-Private: allow-host'"},
+    {.what = "a third node, allowed: the private host",
+     .hosts = S("a:RP"),
+     .allow = true,
+     .want = "FORWARD a"},
+    {.what = "a private host still starting counts",
+     .hosts = S("a:SP", "b:F"),
+     .want = "REFUSE 403 private_split"},
+    {.what = "a private host and a plain replica: the model is private",
+     .hosts = S("a:RP", "b:R"),
+     .want = "REFUSE 403 private_split"},
+    {.what = "a private host and a plain replica, allowed: the usual order",
+     .hosts = S("a:RP", "b:R"),
+     .allow = true,
+     .want = "FORWARD =table"},
+    {.what = "a worker of the split (its host is elsewhere)",
+     .hosts = S("a:RP"),
+     .local = true,
+     .plan = RD_PLAN_REMOTE,
+     .want = "REFUSE 403 private_split",
+     .msg = "private split (--split-private) on node 00000000000"},
+    {.what = "a worker of the split, allowed",
+     .hosts = S("a:RP"),
+     .local = true,
+     .plan = RD_PLAN_REMOTE,
+     .allow = true,
+     .want = "FORWARD a"},
+    {.what = "its own copy serves it",
+     .hosts = S("a:RP"),
+     .local = true,
+     .plan = RD_PLAN_SERVE,
+     .want = "LOCAL"},
+    {.what = "the host parks it while its split gets ready",
+     .hosts = S("a:M"),
+     .local = true,
+     .plan = RD_PLAN_WAIT,
+     .want = "PARK"},
+    {.what = "a hop to the host is served there",
+     .hosts = S("a:MP"),
+     .local = true,
+     .hop = true,
+     .plan = RD_PLAN_SERVE,
+     .want = "LOCAL"},
+    {.what = "a hop is never forwarded, private or not",
+     .hosts = S("a:RP"),
+     .hop = true,
+     .want = "UNKNOWN"},
+    {.what = "nothing to forward to: the usual answer",
+     .hosts = S("a:MP"),
+     .want = "REFUSE 503 model_unavailable"},
+    {.what = "no private host: forwarded as before",
+     .hosts = S("a:R", "b:R"),
+     .want = "FORWARD =table"},
+    {.what = "a passive node's table marks the host private",
+     .hosts = S("a:RP"),
+     .passive = true,
+     .want = "REFUSE 403 private_split"},
+    {.what = "a passive node, allowed",
+     .hosts = S("a:RP"),
+     .passive = true,
+     .allow = true,
+     .want = "FORWARD a"},
+};
+
+static void test_private(void **state)
+{
+    (void)state;
+    run_rows(PRIVATE, N(PRIVATE));
+}
+
 static void test_verdicts(void **state)
 {
     (void)state;
@@ -1019,15 +1098,11 @@ static void test_table_hosts(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_verdicts),
-        cmocka_unit_test(test_sticky),
-        cmocka_unit_test(test_key_pins_everywhere),
-        cmocka_unit_test(test_home_spread),
-        cmocka_unit_test(test_spill),
-        cmocka_unit_test(test_candidate_cap),
-        cmocka_unit_test(test_has_host),
-        cmocka_unit_test(test_local_gate),
-        cmocka_unit_test(test_no_request),
+        cmocka_unit_test(test_verdicts),      cmocka_unit_test(test_private),
+        cmocka_unit_test(test_sticky),        cmocka_unit_test(test_key_pins_everywhere),
+        cmocka_unit_test(test_home_spread),   cmocka_unit_test(test_spill),
+        cmocka_unit_test(test_candidate_cap), cmocka_unit_test(test_has_host),
+        cmocka_unit_test(test_local_gate),    cmocka_unit_test(test_no_request),
         cmocka_unit_test(test_table_hosts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

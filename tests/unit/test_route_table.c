@@ -279,6 +279,36 @@ static void test_vision(void **state)
     free(t);
 }
 
+/* A host's private mark (it runs the model as a private split) travels the same way: only when
+ * true, absent is false, a non-boolean is rejected and not taken. */
+static void test_private_mark(void **state)
+{
+    (void)state;
+    rt_table_t *t = new_table();
+    rt_model_t *m = hosted(t, "big", 2, 600);
+    assert_false(rt_model_set_private(m, 77, true)); /* not a host */
+    assert_true(rt_model_set_private(m, m->hosts[0].node, true));
+    json_t *f = rt_table_encode(t);
+    json_t *hosts = json_object_get(json_array_get(json_object_get(f, "models"), 0), "hosts");
+    assert_true(json_is_true(json_object_get(json_array_get(hosts, 0), "private")));
+    assert_null(json_object_get(json_array_get(hosts, 1), "private"));
+    rt_table_t *d = new_table();
+    assert_int_equal(rt_table_decode(f, d), 0);
+    assert_int_equal(d->rejected, 0);
+    const rt_model_t *dm = rt_table_find_model(d, "big");
+    assert_true(dm->hosts[0].priv);
+    assert_false(dm->hosts[1].priv);
+    json_object_set_new(json_array_get(hosts, 0), "private", json_integer(1));
+    assert_int_equal(rt_table_decode(f, d), 0);
+    assert_int_equal(d->rejected, 1);
+    dm = rt_table_find_model(d, "big");
+    assert_int_equal(dm->n_hosts, 2); /* the host is kept, without the mark */
+    assert_false(dm->hosts[0].priv);
+    json_decref(f);
+    free(d);
+    free(t);
+}
+
 /* Check-in order: rendezvous hashing. Removing a node moves only the passive nodes that
  * checked in with it. */
 static void test_checkin_order(void **state)
@@ -352,6 +382,7 @@ static void test_table_from_list(void **state)
     view_add_serving(&views[1], "ready_m");                  /* its server does not answer yet */
     s = view_add_serving(&views[1], "wait_m");
     s->http_ready = true;
+    view_add_plan(&views[1], s, "p-1")->private_split = true; /* a --split-private host */
     model_list_t l;
     ml_init(&l);
     ml_row_t *r = ml_add(&l, "ready_m");
@@ -380,6 +411,7 @@ static void test_table_from_list(void **state)
     assert_int_equal(m->hosts[0].load, 1);
     assert_int_equal(m->hosts[0].slots, 4);
     assert_true(m->hosts[0].vision);
+    assert_false(m->hosts[0].priv);
     m = rt_table_find_model(t, "wait_m");
     assert_non_null(m);
     assert_int_equal(m->status, CATALOG_LOADING);
@@ -388,6 +420,7 @@ static void test_table_from_list(void **state)
     assert_int_equal(m->hosts[0].node, 1);
     assert_int_equal(m->hosts[0].load, 11);
     assert_false(m->hosts[0].vision);
+    assert_true(m->hosts[0].priv);
     assert_null(rt_table_find_model(t, "dl_m"));
     m = rt_table_find_model(t, "ncap");
     assert_non_null(m);
@@ -422,6 +455,7 @@ int main(void)
         cmocka_unit_test(test_table_caps_and_validation),
         cmocka_unit_test(test_slots),
         cmocka_unit_test(test_vision),
+        cmocka_unit_test(test_private_mark),
         cmocka_unit_test(test_checkin_order),
         cmocka_unit_test(test_table_from_list),
     };

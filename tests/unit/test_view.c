@@ -358,6 +358,55 @@ static void test_plan_bounds(void **state)
     json_decref(ann);
 }
 
+/* plan.private (--split-private on the host): additive; absent is false, a non-boolean is
+ * ignored and counted; encoded only when set; round-trips. */
+static void test_plan_private(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *field; /* inside the plan object, after the id */
+        bool want;
+        size_t rejected;
+    } cases[] = {
+        {"", false, 0},
+        {",\"private\":true", true, 0},
+        {",\"private\":false", false, 0},
+        {",\"private\":\"yes\"", false, 1},
+        {",\"private\":1", false, 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char text[256];
+        snprintf(text, sizeof text,
+                 "{\"serving\":[{\"model\":\"m\",\"plan\":{\"id\":\"p-1\"%s,"
+                 "\"workers\":[]}}]}",
+                 cases[i].field);
+        json_t *ann = parse(text);
+        view_node_t n;
+        assert_int_equal(view_decode(ann, ID_A, &n), 0);
+        const view_plan_t *p = view_serving(&n, "m")->plan;
+        assert_non_null(p);
+        assert_int_equal(p->private_split, cases[i].want);
+        assert_int_equal(n.rejected, cases[i].rejected);
+        /* encoded back: "private" only when set; decoded equal */
+        json_t *out = json_object();
+        assert_int_equal(view_encode(&n, out), 0);
+        json_t *plan = json_object_get(json_array_get(json_object_get(out, "serving"), 0), "plan");
+        assert_non_null(plan);
+        assert_int_equal(json_object_get(plan, "private") != NULL, cases[i].want);
+        view_node_t back;
+        assert_int_equal(view_decode(out, ID_A, &back), 0);
+        assert_true(view_serving_equal(&n, &back));
+        /* a plan that differs only in the flag is not equal */
+        assert_int_equal(back.n_plans, 1);
+        back.plans[0].private_split = !back.plans[0].private_split;
+        assert_false(view_serving_equal(&n, &back));
+        view_node_free(&back);
+        json_decref(out);
+        view_node_free(&n);
+        json_decref(ann);
+    }
+}
+
 /* ---- encode → decode ---- */
 
 static void build_node(view_node_t *n, bool with_free)
@@ -847,6 +896,7 @@ int main(void)
         cmocka_unit_test(test_oversized_lists),
         cmocka_unit_test(test_plan_bounds),
         cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_plan_private),
         cmocka_unit_test(test_speed),
         cmocka_unit_test(test_rtt),
         cmocka_unit_test(test_offer),
