@@ -66,7 +66,10 @@ static bool layout_of(const pp_input_t *in, const election_plan_t *plan, electio
                       uint32_t *ngl, char *sig)
 {
     *ngl = 0;
-    bool dev = in->n_devices > 0;
+    /* a host with devices offloads every layer, the workers first (election_device_layout) —
+     * but a private split keeps its first layers on the host (election_cpu_layout), so its
+     * workers compute on hidden states, never on the input embeddings */
+    bool dev = in->n_devices > 0 && !in->split_private;
     if (plan->n_members > PP_MAX_WORKERS + 1 || (dev ? election_device_layout(plan, ranges, ngl)
                                                      : election_cpu_layout(plan, ranges, ngl)) != 0)
         return false;
@@ -98,7 +101,9 @@ static bool host_apply(const pp_input_t *in, const pp_model_t *m, pp_state_t *st
         st->split_private = in->split_private;
         st->host_first = ranges[plan->host_index].first;
         st->host_end = ranges[plan->host_index].end;
-        st->n_host_weights = in->n_devices < PP_MAX_DEVICES ? in->n_devices : PP_MAX_DEVICES;
+        st->n_host_weights = in->split_private                ? 0
+                             : in->n_devices < PP_MAX_DEVICES ? in->n_devices
+                                                              : PP_MAX_DEVICES;
         election_spread(ranges[plan->host_index].weight, in->device_bytes, st->n_host_weights,
                         st->host_weights);
         st->speed_aware = plan->speed_aware;

@@ -356,7 +356,7 @@ static void decide(const rd_input_t *in, rd_decision_t *out)
              in->model);
 }
 
-/* THE PRIVATE RULE (route_decide.h): a forward of a model some candidate runs as a private split
+/* the private rule (route_decide.h): a forward of a model some candidate runs as a private split
  * is refused unless the request allows the serving node to read it. */
 static void private_guard(const rd_input_t *in, rd_decision_t *out)
 {
@@ -365,6 +365,19 @@ static void private_guard(const rd_input_t *in, rd_decision_t *out)
     for (size_t i = 0; i < in->n_hosts && !host; i++)
         if (in->hosts[i].priv) host = &in->hosts[i];
     if (!host) return;
+    /* servable elsewhere: a plain replica of the model takes it, the private hosts drop out */
+    size_t kept = 0, good = 0, first = out->n ? out->order[0] : 0;
+    for (size_t i = 0; i < out->n; i++) {
+        if (in->hosts[out->order[i]].priv) continue;
+        if (i < out->n_good) good++;
+        out->order[kept++] = out->order[i];
+    }
+    if (kept) {
+        out->n = kept;
+        out->n_good = good;
+        if (out->order[0] != first) out->affinity_hit = false;
+        return;
+    }
     memset(out, 0, sizeof *out);
     refuse(out, 403, "permission_error", "private_split");
     snprintf(out->msg, sizeof out->msg,

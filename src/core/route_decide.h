@@ -97,7 +97,7 @@ typedef struct {
     uint32_t slots;    /* its server's parallel slots, 0 unknown (RT_DEFAULT_SLOTS) */
     uint32_t inflight; /* this node's requests in flight there */
     bool bad;          /* failed just now: tried last */
-    bool priv;         /* runs it as a private split (its plan's "private": THE PRIVATE RULE) */
+    bool priv;         /* runs it as a private split (its plan's "private": the private rule) */
 } rd_host_t;
 
 typedef enum {
@@ -138,7 +138,7 @@ typedef struct {
     size_t n_hosts;
     const char *affinity_host; /* where rq->prefix went last (affinity_get), NULL */
     bool no_affinity;          /* MESH_LLM_PREFIX_AFFINITY=0 */
-    bool allow_host;           /* RD_ALLOW_HOST_HEADER: RD_ALLOW_HOST (THE PRIVATE RULE) */
+    bool allow_host;           /* RD_ALLOW_HOST_HEADER: RD_ALLOW_HOST (the private rule) */
 } rd_input_t;
 
 typedef struct {
@@ -156,15 +156,16 @@ typedef struct {
     bool remember;     /* remember order[0] for rq->prefix (affinity_put) */
 } rd_decision_t;
 
-/* THE PRIVATE RULE (seed 004's "encrypted pipeline": no remote node sees the plaintext). A
+/* the private rule (seed 004's "encrypted pipeline": no remote node sees the plaintext). A
  * --split-private host keeps its split's input and output layers, so its workers never see
  * token ids or logits — but the node that runs a request's llama-server reads its text, and
  * stock llama.cpp RPC cannot give an entry node its own first and last segment over the same
  * workers (an rpc-server serves one client at a time, its tensors that client's alone: a
  * second host would need a second rpc-server and copy of the layers on every worker;
  * bench/rpc-clients). So a request that would be relayed (RD_FORWARD, not a hop) for a model
- * that some candidate host runs as a private split (rd_host_t.priv) is refused, 403
- * permission_error private_split naming that host, unless the request allows it with the
+ * that some candidate host runs as a private split (rd_host_t.priv) goes only to the hosts
+ * that do not (a plain replica), and with none is refused, 403 permission_error
+ * private_split naming that host, unless the request allows it with the
  * header RD_ALLOW_HOST_HEADER: RD_ALLOW_HOST (allow_host: the client accepts that the node
  * serving it reads it). Served here (the host itself, a copy of this node's) and hops are
  * unchanged: they reach no node the entry does not choose. */

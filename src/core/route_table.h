@@ -94,7 +94,7 @@ typedef struct {
     uint16_t slots; /* its server's parallel slots (0 unknown: RT_DEFAULT_SLOTS) */
     uint32_t load;  /* requests per minute it announces (0 unknown) */
     bool vision;    /* serves the model with a vision projector */
-    bool priv;      /* runs it as a private split (route_decide.h: THE PRIVATE RULE) */
+    bool priv;      /* runs it as a private split (route_decide.h: the private rule) */
 } rt_host_t;
 
 typedef struct {

@@ -94,9 +94,9 @@ static const mesh_option_t OPTIONS[] = {
     {OPT_SPLIT_PRIVATE, "split-private", 0, OPTV_SWITCH, NULL, G_MESH, "mesh.split_private", NULL,
      NULL, 0,
      "when this node hosts a split, keep the token embedding and the output layer on it: its "
-     "workers see hidden states only, never token ids or logits. Other nodes then refuse to "
-     "relay its requests (403 private_split: this node would read them) unless a request "
-     "sends X-Mesh-Private: allow-host"},
+     "workers see hidden states only, never token ids or logits. Other nodes then relay its "
+     "requests only to a plain replica, else refuse them (403 private_split: this node would "
+     "read them) unless a request sends X-Mesh-Private: allow-host"},
     {OPT_CLIENT, "client", 0, OPTV_SWITCH, NULL, G_MESH, "mesh.client", NULL, NULL, 0,
      "route requests through the mesh only: serve no model and lend no memory"},
 

@@ -38,14 +38,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             CHECK(n == t.models[i].n_hosts);
             rd_decision_t d;
             route_decide(&in, &d);
-            bool priv = false; /* THE PRIVATE RULE: a private host refuses the relay */
+            /* the private rule: the relay goes to the plain hosts only; none: refused */
+            size_t n_priv = 0;
             for (size_t k = 0; k < n; k++)
-                priv |= hosts[k].priv;
-            CHECK(n == 0 || priv ? d.verdict == RD_REFUSE
-                                 : d.verdict == RD_FORWARD && d.n == n);
-            CHECK(!priv || (d.status == 403 && strcmp(d.code, "private_split") == 0));
+                n_priv += hosts[k].priv;
+            bool refused = n == 0 || n_priv == n;
+            CHECK(refused ? d.verdict == RD_REFUSE : d.verdict == RD_FORWARD && d.n == n - n_priv);
+            CHECK(!(n && n_priv == n) || (d.status == 403 && strcmp(d.code, "private_split") == 0));
             for (size_t k = 0; k < d.n; k++)
-                CHECK(d.order[k] < n && node_of[d.order[k]] < t.n_nodes);
+                CHECK(d.order[k] < n && node_of[d.order[k]] < t.n_nodes && !hosts[d.order[k]].priv);
         }
         for (size_t i = 0; i < t.n_nodes; i++)
             CHECK(t.nodes[i].n_addrs <= RT_MAX_ADDRS);

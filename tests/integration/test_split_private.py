@@ -17,7 +17,7 @@ from harness.node import http, model_path, wait_for
 from harness.split import SYNTH_BIN, THRESHOLD, env_for, gb, models_status, plan_of, text
 
 PROMPT = "Once upon a time"
-ALLOW = {"X-Mesh-Private": "allow-host"}  # THE PRIVATE RULE's consent (route_decide.h)
+ALLOW = {"X-Mesh-Private": "allow-host"}  # the private rule's consent (route_decide.h)
 GGUF_ALIGN = 32
 # GGUF metadata value types -> fixed sizes (8 = string, 9 = array are handled apart)
 GGUF_SIZES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
@@ -149,7 +149,7 @@ def test_split_private_worker_holds_no_output(start_node, tmp_path):
     assert len(llama) == 1 and "-ot" in llama[0]["args"], llama
     assert text(a.complete("priv", prompt=PROMPT, max_tokens=16, seed=42)) == want
     # entering at the worker, the request is read by the host: only with the client's consent
-    # (THE PRIVATE RULE; test_private_entry_elsewhere shows who reads what)
+    # (the private rule; test_private_entry_elsewhere shows who reads what)
     assert b.complete("priv", prompt=PROMPT, max_tokens=16, seed=42).status == 403
     assert text(b.request("POST", "/v1/completions", {"model": "priv", "prompt": PROMPT,
                                                       "max_tokens": 16, "temperature": 0,

@@ -279,6 +279,18 @@ static void test_split_on_a_gpu_host(void **state)
     assert_int_equal(w->st.host_first, 10);
     assert_int_equal(w->st.host_end, 24);
     assert_int_equal(w->st.n_host_weights, 2);
+
+    /* a private split keeps its first layers on the host's CPU: the CPU layout */
+    world_t *p = world(800, false);
+    p->n_devices = 1;
+    p->device_bytes[0] = 300;
+    p->split_private = true;
+    EXPECT(p, "");
+    peer(p, B, 500);
+    EXPECT(p, "SET_LEDGER M model 677; NEW_PLAN M aaaaaaaa-64-1");
+    ready_for(p, B, "aaaaaaaa-64-1");
+    assert_int_equal(p->st.host_first, 0);
+    assert_int_equal(p->st.n_host_weights, 0);
 }
 
 /* Speeds announced by the peers and this node's own reach the election: the faster member

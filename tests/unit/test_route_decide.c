@@ -36,7 +36,7 @@
 
 /* ---- hosts written as "a:flags[:type[:slots[:inflight]]]" ----
  * flags: R ready, S starting, M member, F has the file, Q requested, V vision, B bad (just
- * failed), P private (hosts it as a private split: THE PRIVATE RULE). Host "a" has the id "…0a0"
+ * failed), P private (hosts it as a private split: the private rule). Host "a" has the id "…0a0"
  * (64 hex digits: route_table's ids), so ids sort as the letters do. */
 
 typedef struct {
@@ -729,7 +729,7 @@ static void run_rows(const row_t *rows, size_t n)
     }
 }
 
-/* THE PRIVATE RULE: a relay of a model some candidate runs as a private split is refused unless
+/* the private rule: a relay of a model some candidate runs as a private split is refused unless
  * the request allows the serving node to read it; what is served here, and hops, unchanged. */
 static const row_t PRIVATE[] = {
     {.what = "a third node: the private host would read it",
@@ -741,11 +741,17 @@ static const row_t PRIVATE[] = {
      .allow = true,
      .want = "FORWARD a"},
     {.what = "a private host still starting counts",
+     .hosts = S("a:SP"),
+     .want = "REFUSE 403 private_split"},
+    {.what = "a private host still starting, a node with the file: that node loads its own",
      .hosts = S("a:SP", "b:F"),
-     .want = "REFUSE 403 private_split"},
-    {.what = "a private host and a plain replica: the model is private",
+     .want = "FORWARD b"},
+    {.what = "a private host and a plain replica: the replica takes it",
      .hosts = S("a:RP", "b:R"),
-     .want = "REFUSE 403 private_split"},
+     .want = "FORWARD b"},
+    {.what = "a plain replica and a private host: the replica takes it",
+     .hosts = S("a:R", "b:RP"),
+     .want = "FORWARD a"},
     {.what = "a private host and a plain replica, allowed: the usual order",
      .hosts = S("a:RP", "b:R"),
      .allow = true,
