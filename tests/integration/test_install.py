@@ -107,8 +107,9 @@ def test_make_install_serves_from_a_moved_prefix_and_uninstall_leaves_nothing(st
     make("install", PREFIX=prefix)
     files = installed_files(prefix)
     assert files == ["bin/mesh-llm", "lib/systemd/user/mesh-llm.service",
-                     "libexec/mesh-llm/cpu/ggml-rpc-server", "libexec/mesh-llm/cpu/llama-server",
-                     "share/man/man1/mesh-llm.1"], files
+                     "libexec/mesh-llm/cpu/FLAVOUR", "libexec/mesh-llm/cpu/ggml-rpc-server",
+                     "libexec/mesh-llm/cpu/llama-server", "share/man/man1/mesh-llm.1"], files
+    assert (prefix / "libexec/mesh-llm/cpu/FLAVOUR").read_text().strip() == "cpu"
     unit = (prefix / "lib/systemd/user/mesh-llm.service").read_text()
     assert f"ExecStart={prefix}/bin/mesh-llm " in unit, unit
     assert "Documentation=man:mesh-llm(1)" in unit, unit
