@@ -79,7 +79,14 @@ static uint64_t model_budget(const mm_t *mm)
 
 bool mm_can_fit(const mm_t *mm, const mm_model_t *m)
 {
-    return !mm->ledger || !m->bytes || m->bytes <= model_budget(mm);
+    return mm_fits_beside(mm, m, 0);
+}
+
+bool mm_fits_beside(const mm_t *mm, const mm_model_t *m, uint64_t beside)
+{
+    if (!mm->ledger || !m->bytes) return true;
+    uint64_t budget = model_budget(mm);
+    return m->bytes <= budget && beside <= budget - m->bytes;
 }
 
 static void hold(mm_t *mm, mm_model_t *m, bool loading)

@@ -135,6 +135,8 @@ void mm_set_ledger(mm_t *mm, ledger_t *l);
 void mm_set_bytes(mm_model_t *m, uint64_t bytes);
 /* Whether m could ever load here: its bytes fit in what the node offers minus worker shards. */
 bool mm_can_fit(const mm_t *mm, const mm_model_t *m);
+/* Whether m fits beside `beside` bytes of other models (what the loads queued before it hold). */
+bool mm_fits_beside(const mm_t *mm, const mm_model_t *m, uint64_t beside);
 /* Register a known model; returns it or NULL when full / duplicate name. */
 mm_model_t *mm_add(mm_t *mm, const char *name, mm_type_t type, unsigned device);
 mm_model_t *mm_find(mm_t *mm, const char *name);

@@ -1013,6 +1013,7 @@ int models_add_file(models_t *ms, const char *path, model_entry_t **out, char *e
 void models_preload(models_t *ms)
 {
     unsigned planned[MM_N_TYPES] = {0};
+    uint64_t planned_bytes = 0;
     for (model_entry_t *e = NULL; (e = models_next(ms, e));) {
         if (!e->preload) continue;
         if (planned[e->mm->type] >= ms->mm.max_loaded[e->mm->type]) {
@@ -1021,6 +1022,20 @@ void models_preload(models_t *ms)
             e->preload = 0;
             continue;
         }
+        /* in the order given: one that does not fit beside the ones before it is not queued
+         * (queued, it would evict them as soon as they loaded) */
+        if (!mm_fits_beside(&ms->mm, e->mm, planned_bytes)) {
+            char need[32], held[32];
+            LOGI("models",
+                 "%s needs %s, which does not fit beside the %s of the models given before it: "
+                 "it waits in the mesh catalog for a node with room (or for memory here)",
+                 e->mm->name, ledger_fmt(e->mm->bytes, need, sizeof need),
+                 ledger_fmt(planned_bytes, held, sizeof held));
+            e->preload = 0;
+            e->waits_memory = 1;
+            continue;
+        }
+        planned_bytes += e->mm->bytes;
         planned[e->mm->type]++;
         ms->preload_pending++;
     }

@@ -31,6 +31,9 @@ typedef struct {
     uint64_t host_share;  /* split host: the bytes of its layers (0: a whole model) */
     unsigned preload : 1; /* given with --model: loaded at startup when a slot is free */
     unsigned preload_done : 1;
+    /* a --model that did not fit beside the ones given before it (models_preload): the planner
+     * loads it when its memory frees (planner.c: it takes the flag) */
+    unsigned waits_memory : 1;
     /* options of the running (or next) load */
     uint32_t ctx_size;
     char *llamacpp_args;

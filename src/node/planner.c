@@ -603,6 +603,10 @@ static void plan_models(planner_t *pl, const peers_t *P)
         in.device_bytes[i] = pl->devices->dev[i].free_bytes;
     for (size_t i = 0; i < pl->n; i++) {
         pmodel_t *pm = &pl->models[i];
+        if (pm->e && pm->e->waits_memory) { /* not preloaded for memory: loads once it fits */
+            pm->e->waits_memory = 0;
+            pm->st.load_when_replica = true;
+        }
         pp_model_t m = model_facts(pl, pm);
         pp_state_t was = pm->st;
         in.rpc_running = rpc_running(pl);

@@ -26,6 +26,10 @@ def test_models_beyond_the_seeders_memory_wait_in_the_catalog(start_node, tmp_pa
     assert local == {BIG: "ready", SMALL: "unloaded"}, local
     held = [h["model"] for h in a.status()["node"]["memory"]["held"]]
     assert held == [BIG], held
+    # decided from the order, not by a race with the planner: SMALL was never started (queued,
+    # it would have evicted BIG as soon as BIG loaded)
+    assert f"{SMALL} needs" in a.stderr() and "does not fit beside" in a.stderr(), a.stderr()
+    assert f"loading {SMALL}" not in a.stderr(), a.stderr()
     # SMALL is in the mesh catalog, waiting for capacity: no host; a holds its file
     cat = catalog(a)
     assert cat[BIG]["status"] == "ready" and cat[BIG]["hosts"] == [a.id], cat[BIG]
@@ -49,3 +53,17 @@ def test_models_beyond_the_seeders_memory_wait_in_the_catalog(start_node, tmp_pa
     # the seeder still serves BIG itself
     r = a.complete(BIG)
     assert r.status == 200 and r.headers.get("x-mesh-node") == a.id, r.headers
+
+
+def test_a_waiting_model_loads_when_memory_frees(start_node):
+    # the same seeder alone: once BIG is unloaded (keep_alive 0), SMALL fits and loads by itself
+    a = start_node("--port", "0", "--max-vram", "0.003", "--max-loaded-models", "2",
+                   "--model", model_path(BIG), "--model", model_path(SMALL), env=ENV)
+    local = {m["name"]: m["status"] for m in a.status()["models"]}
+    assert local == {BIG: "ready", SMALL: "unloaded"}, local
+    r = a.request("POST", "/api/generate", {"model": BIG, "keep_alive": 0})
+    assert r.status == 200, r
+    wait_for(lambda: {m["name"]: m["status"] for m in a.status()["models"]}
+             == {BIG: "unloaded", SMALL: "ready"}, timeout=60, what=f"{SMALL} loaded in BIG's place")
+    r = a.complete(SMALL)
+    assert r.status == 200 and r.headers.get("x-mesh-node") == a.id, r

@@ -182,6 +182,33 @@ static void loaded(mm_model_t *m, uint64_t t)
     assert_false(ledger_get(&g_l, m->name, LEDGER_MODEL)->loading);
 }
 
+/* models_preload's rule: a model fits beside what the ones queued before it hold, in bytes,
+ * within the offer minus worker shards. */
+static void test_fits_beside(void **state)
+{
+    (void)state;
+    setup_mm(3 * MB, 2);
+    mm_model_t *m = model("m", MM_LLM, 1 * MB);
+    const struct {
+        uint64_t beside;
+        bool fits;
+    } rows[] = {
+        {0, true}, {2 * MB, true}, {2 * MB + 1, false}, {3 * MB, false}, {UINT64_MAX, false}};
+    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++)
+        assert_int_equal(mm_fits_beside(&g_mm, m, rows[i].beside), rows[i].fits);
+    /* worker shards take from the budget */
+    ledger_set(&g_l, "shard", LEDGER_WORKER, 1 * MB, false);
+    assert_true(mm_fits_beside(&g_mm, m, 1 * MB));
+    assert_false(mm_fits_beside(&g_mm, m, 1 * MB + 1));
+    /* beyond the budget alone: never, whatever beside it */
+    mm_model_t *big = model("big", MM_LLM, 2 * MB + 1);
+    assert_false(mm_fits_beside(&g_mm, big, 0));
+    assert_false(mm_can_fit(&g_mm, big));
+    /* a model of unknown size (0 bytes) is not held back */
+    mm_model_t *unk = model("unk", MM_LLM, 0);
+    assert_true(mm_fits_beside(&g_mm, unk, UINT64_MAX));
+}
+
 static void test_too_big_fails_at_once(void **state)
 {
     (void)state;
@@ -325,6 +352,7 @@ int main(void)
         cmocka_unit_test(test_worker_shards_count),
         cmocka_unit_test(test_failed_load_releases),
         cmocka_unit_test(test_gpu_layers),
+        cmocka_unit_test(test_fits_beside),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
