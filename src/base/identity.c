@@ -10,6 +10,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 
 #include "util.h"
 
@@ -358,6 +360,24 @@ void identity_save_last_mesh(uv_loop_t *loop, const char *dir, const char *mesh_
         snprintf(j->line, sizeof j->line, "%s\n", mesh_id) >= (int)sizeof j->line ||
         uv_queue_work(loop, &j->work, save_work, save_done) != 0)
         free(j);
+}
+
+int addr_format(const struct sockaddr *sa, char *out, size_t len)
+{
+    char ip[INET6_ADDRSTRLEN];
+    int n;
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *a = (const void *)sa;
+        if (!inet_ntop(AF_INET, &a->sin_addr, ip, sizeof ip)) return -EINVAL;
+        n = snprintf(out, len, "%s:%u", ip, ntohs(a->sin_port));
+    } else if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const void *)sa;
+        if (!inet_ntop(AF_INET6, &a->sin6_addr, ip, sizeof ip)) return -EINVAL;
+        n = snprintf(out, len, "[%s]:%u", ip, ntohs(a->sin6_port));
+    } else {
+        return -EINVAL;
+    }
+    return n > 0 && (size_t)n < len ? 0 : -ENOSPC;
 }
 
 int addr_split(const char *s, char *host, size_t hostlen, int *port)

@@ -21,6 +21,8 @@ const char *wire_type_name(int type)
         return "PEER_DOWN";
     case WIRE_PEER_LEAVING:
         return "PEER_LEAVING";
+    case WIRE_NAT:
+        return "NAT";
     default:
         return "unknown";
     }
@@ -44,7 +46,7 @@ ssize_t wire_read(wire_reader_t *r, const uint8_t *p, size_t n, json_t **frame)
     *frame = NULL;
     if (r->type < 0) {
         if (n == 0) return 0;
-        if (p[0] < WIRE_GOSSIP || p[0] > WIRE_PEER_LEAVING) return -EPROTO;
+        if (p[0] < WIRE_GOSSIP || p[0] > WIRE_NAT) return -EPROTO;
         r->type = p[0];
         used = 1;
     }

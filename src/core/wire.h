@@ -26,6 +26,7 @@ typedef enum {
     WIRE_ROUTE_REQUEST = 0x05,
     WIRE_PEER_DOWN = 0x06,
     WIRE_PEER_LEAVING = 0x07,
+    WIRE_NAT = 0x08, /* punch and relay coordination (node/mesh_nat.c); older nodes reset it */
 } wire_type_t;
 
 const char *wire_type_name(int type);

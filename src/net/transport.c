@@ -94,6 +94,9 @@ void tp_conn_close(tp_conn_t *c, int app_error, const char *why)
  * node id; between two dialled by the same side, the one ready first. */
 static bool conn_better(const tp_conn_t *a, const tp_conn_t *b)
 {
+    bool a_direct = !tp_addr_virtual((const struct sockaddr *)&a->remote),
+         b_direct = !tp_addr_virtual((const struct sockaddr *)&b->remote);
+    if (a_direct != b_direct) return a_direct; /* a direct path beats a relayed one */
     const char *self = a->ep->id->id;
     bool peer_larger = strcmp(a->peer_id, self) > 0;
     bool a_by_larger = a->outbound != peer_larger, b_by_larger = b->outbound != peer_larger;
@@ -162,6 +165,11 @@ static int admission_send(tp_conn_t *c, tp_stream_t *s, bool with_type)
     hex_encode(mac, sizeof mac, hex);
     json_t *f = json_pack("{s:i,s:s,s:s}", "v", 1, "type", "admit", "proof", hex);
     if (f && c->ep->mesh_id[0]) json_object_set_new(f, "mesh", json_string(c->ep->mesh_id));
+    /* the peer's address as we see it (additive): behind a NAT, its public one */
+    char seen[64];
+    if (f && !tp_addr_virtual((const struct sockaddr *)&c->remote) &&
+        addr_format((const struct sockaddr *)&c->remote, seen, sizeof seen) == 0)
+        json_object_set_new(f, "seen", json_string(seen));
     buf_t b;
     buf_init(&b, 4096);
     int rc = f ? wire_write(&b, with_type ? WIRE_GOSSIP : -1, f) : -ENOMEM;
@@ -188,6 +196,15 @@ static bool admission_check(tp_conn_t *c, json_t *f)
     for (size_t i = 0; hex && i < ml; i++)
         hex = (mesh[i] >= '0' && mesh[i] <= '9') || (mesh[i] >= 'a' && mesh[i] <= 'f');
     snprintf(c->peer_mesh, sizeof c->peer_mesh, "%s", hex ? mesh : "");
+    /* "seen": kept only as a well-formed IPv4 ip:port, re-formatted */
+    const char *seen = json_string_value(json_object_get(f, "seen"));
+    char host[48];
+    int port;
+    struct sockaddr_in sa;
+    c->seen[0] = '\0';
+    if (seen && strlen(seen) < sizeof c->seen && addr_split(seen, host, sizeof host, &port) == 0 &&
+        port > 0 && uv_ip4_addr(host, port, &sa) == 0)
+        addr_format((const struct sockaddr *)&sa, c->seen, sizeof c->seen);
     return true;
 }
 
@@ -670,6 +687,16 @@ void tpi_conn_read(tp_conn_t *c, const struct sockaddr *from, const uint8_t *dat
 const char *tp_conn_peer_id(const tp_conn_t *c)
 {
     return c->peer_id;
+}
+
+void tp_conn_remote(const tp_conn_t *c, struct sockaddr_storage *out)
+{
+    *out = c->remote;
+}
+
+const char *tp_conn_seen(const tp_conn_t *c)
+{
+    return c->seen;
 }
 
 const char *tp_conn_peer_mesh(const tp_conn_t *c)

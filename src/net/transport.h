@@ -179,8 +179,49 @@ typedef struct {
     uint64_t datagrams_in, datagrams_out, dropped, conns_accepted, conns_refused;
     uint64_t retries_sent, bad_tokens; /* Retry packets; Initials with an invalid token */
     uint64_t writes_refused;           /* tp_stream_write/open back-pressure errors */
+    uint64_t punches_in, punches_out;  /* punch datagrams (tp_punch) */
+    uint64_t relayed_in, relayed_out;  /* this node's packets over relayed paths */
+    uint64_t relay_forwarded, relay_dropped; /* frames relayed for others; refused ones */
 } tp_stats_t;
 const tp_stats_t *tp_stats(const tp_endpoint_t *ep);
+
+/* ---- Punching and relays (transport_relay.c) ----
+ * The socket also carries two kinds of datagrams that are not QUIC (their first byte has both
+ * high bits clear, which no QUIC packet has). A punch (tp_punch) is a small datagram sent to a
+ * peer's candidate address to open this side's NAT for the peer's packets; it is dropped on
+ * arrival. A relay frame is [0x3a][side][session id][QUIC packet]:
+ *  - a relay (tp_relay_session_add) forwards the frames of a session between its two members'
+ *    addresses (those of their own connections to the relay), only from those addresses, within
+ *    rate_bytes_s (token bucket; 0: no cap); it cannot read them (end-to-end QUIC);
+ *  - a member (tp_route_add) gets a virtual address for the session: tp_dial to it, or a peer's
+ *    Initial arriving through the relay, makes a QUIC connection over the relayed path; packets
+ *    to the virtual address go to the relay wrapped, the relay's frames arrive unwrapped.
+ * A direct connection is preferred over a relayed one to the same peer (tp_find). */
+#define TP_SID_LEN 16
+int tp_punch(tp_endpoint_t *ep, const struct sockaddr *to);
+/* The route for session sid, side 0 or 1, through the relay at `relay`: its virtual address in
+ * *virt. Again for the same sid: updated. -ENOSPC: 64 routes in use. */
+int tp_route_add(tp_endpoint_t *ep, const uint8_t sid[TP_SID_LEN], int side,
+                 const struct sockaddr *relay, struct sockaddr_storage *virt);
+void tp_route_del(tp_endpoint_t *ep, const uint8_t sid[TP_SID_LEN]);
+/* The relay's address behind a virtual address (-ENOENT: none). */
+int tp_route_relay(tp_endpoint_t *ep, const struct sockaddr *virt, struct sockaddr_storage *relay);
+/* Whether an address is a relayed path's virtual address (0.0.0.0/8). */
+bool tp_addr_virtual(const struct sockaddr *a);
+/* Relay for session sid between a (side 0) and b (side 1). -ENOSPC: 256 sessions in use. */
+int tp_relay_session_add(tp_endpoint_t *ep, const uint8_t sid[TP_SID_LEN], const struct sockaddr *a,
+                         const struct sockaddr *b, uint64_t rate_bytes_s);
+void tp_relay_session_del(tp_endpoint_t *ep, const uint8_t sid[TP_SID_LEN]);
+typedef struct {
+    uint64_t packets, bytes, dropped, last_ms; /* last_ms: loop time of the last frame */
+} tp_relay_info_t;
+int tp_relay_session_info(tp_endpoint_t *ep, const uint8_t sid[TP_SID_LEN], tp_relay_info_t *out);
+size_t tp_relay_session_count(const tp_endpoint_t *ep);
+/* The peer's address as this node sees it (a virtual one for a relayed path). */
+void tp_conn_remote(const tp_conn_t *c, struct sockaddr_storage *out);
+/* This node's address as the peer says it sees it (its admission frame's "seen"; "" when it
+ * sent none or the path is relayed). */
+const char *tp_conn_seen(const tp_conn_t *c);
 size_t tp_conn_count(const tp_endpoint_t *ep);
 
 #endif

@@ -114,6 +114,11 @@ void tpi_send_batch(tp_endpoint_t *ep, tp_conn_t *c, size_t n)
     if (n == 0) return;
     int fd = ep->fd;
     if (fd < 0) return;
+    if (tp_addr_virtual((const struct sockaddr *)&c->remote)) { /* a relayed path */
+        for (size_t i = 0; i < n; i++)
+            tpi_relay_wrap(ep, (const struct sockaddr *)&c->remote, ep->sbuf[i], ep->slen[i]);
+        return;
+    }
     plat_udp_out_t msgs[BATCH];
     struct iovec iov[BATCH];
     size_t nm = 0, counts[BATCH];
@@ -184,6 +189,7 @@ static void send_stateless_reset(tp_endpoint_t *ep, const struct sockaddr *addr,
                                  const ngtcp2_version_cid *vc, size_t n)
 {
     uint64_t now = uv_now(ep->loop);
+    if (tp_addr_virtual(addr)) return; /* not over a relay: the relayed peer has its own path */
     if (vc->dcidlen != SCID_LEN ||
         n < 1 + NGTCP2_MIN_STATELESS_RESET_RANDLEN + NGTCP2_STATELESS_RESET_TOKENLEN + 1)
         return;
@@ -235,6 +241,7 @@ static bool initial_admissible(tp_endpoint_t *ep, const struct sockaddr *addr,
 {
     *retried = false;
     if (hd->type != NGTCP2_PKT_INITIAL) return true;
+    if (tp_addr_virtual(addr)) return true; /* through a relay: its session checked the member */
     if (hd->token.len > 0) {
         /* we hand out no NEW_TOKEN tokens: any token must be one of our Retry tokens */
         if (hd->token.base[0] != NGTCP2_CRYPTO_TOKEN_MAGIC_RETRY ||
@@ -284,6 +291,18 @@ static void unknown_short_packet(tp_endpoint_t *ep, const struct sockaddr *addr,
 
 static void ep_datagram(tp_endpoint_t *ep, const struct sockaddr *addr, const uint8_t *data,
                         size_t n)
+{
+    /* Both high bits clear: a punch or a relay frame, unless it is a short-header packet of one
+     * of our connections whose peer greased the fixed bit (RFC 9287; ngtcp2 always allows it) */
+    if (n > 0 && (data[0] & 0xc0) == 0 && !(n > SCID_LEN && tpi_cid_find(ep, data + 1, SCID_LEN))) {
+        tpi_special_datagram(ep, addr, data, n);
+        return;
+    }
+    tpi_quic_datagram(ep, addr, data, n);
+}
+
+void tpi_quic_datagram(tp_endpoint_t *ep, const struct sockaddr *addr, const uint8_t *data,
+                       size_t n)
 {
     ngtcp2_version_cid vc;
     if (ngtcp2_pkt_decode_version_cid(&vc, data, n, SCID_LEN) != 0) {
@@ -416,6 +435,7 @@ fail:
     if (ep->fd >= 0) close(ep->fd);
     if (ep->cred) gnutls_certificate_free_credentials(ep->cred);
     free(ep->rbuf);
+    free(ep->sessions);
     free(ep);
     return rc;
 }
@@ -454,6 +474,7 @@ void tpi_ep_release(tp_endpoint_t *ep)
         }
     if (ep->cred) gnutls_certificate_free_credentials(ep->cred);
     free(ep->rbuf);
+    free(ep->sessions);
     free(ep);
     if (cb) cb(d);
 }

@@ -38,6 +38,27 @@
 #define APP_ERR_ADMISSION 0x101
 #define APP_ERR_DUPLICATE 0x102
 #define APP_ERR_SHUTDOWN 0x103
+/* transport_relay.c: datagrams that are not QUIC (both high bits of the first byte clear) */
+#define TPI_RELAY_TYPE 0x3a
+#define TPI_PUNCH_TYPE 0x3b
+#define TPI_RELAY_HDR (2 + TP_SID_LEN) /* type, side, session id */
+#define TP_MAX_ROUTES 64     /* relayed paths of this node (virtual addresses 0.0.0.1…) */
+#define TP_MAX_SESSIONS 256  /* sessions this node relays for others */
+
+typedef struct {
+    bool used;
+    uint8_t sid[TP_SID_LEN];
+    uint8_t side; /* this node's side of the session (0: it asked) */
+    struct sockaddr_storage relay;
+} tp_route_t;
+
+typedef struct {
+    bool used;
+    uint8_t sid[TP_SID_LEN];
+    struct sockaddr_storage addr[2]; /* the members' addresses, from their connections to us */
+    uint64_t rate, tokens, refill_ms, last_ms;
+    uint64_t packets, bytes, dropped;
+} tp_rsession_t;
 
 struct tp_stream {
     tp_conn_t *conn;
@@ -81,6 +102,7 @@ struct tp_conn {
     bool busy; /* a stream is open: short keep-alive, silence closes */
     char peer_id[ID_HEX_LEN + 1];
     char peer_mesh[MESH_ID_MAX + 1]; /* from its admission frame, "" if none */
+    char seen[64];                   /* our address as the peer sees it ("seen"), "" if none */
     uint8_t peer_pk[32];
     tp_stream_t *streams;
     tp_stream_t *sendq_head, *sendq_tail;
@@ -128,6 +150,8 @@ struct tp_endpoint {
     uint8_t sbuf[BATCH][MAX_PKT];
     size_t slen[BATCH];
     bool closing, no_gso;
+    tp_route_t routes[TP_MAX_ROUTES]; /* relayed paths (transport_relay.c) */
+    tp_rsession_t *sessions;          /* relayed for others: TP_MAX_SESSIONS once the first */
     int pending_closes;
     void (*close_cb)(void *data);
     void *close_data;
@@ -162,6 +186,16 @@ void tpi_ep_release(tp_endpoint_t *ep); /* a pending handle close finished */
 /* The stateless reset token of one of our connection ids: a function of the node key and the
  * id, so that this node restarted (same key) can still end its peers' stale connections. */
 void tpi_reset_token(const tp_endpoint_t *ep, const ngtcp2_cid *cid, uint8_t *token);
+
+/* transport_ep.c: a QUIC datagram from `from` (a real or a relayed path's virtual address) */
+void tpi_quic_datagram(tp_endpoint_t *ep, const struct sockaddr *from, const uint8_t *data, size_t n);
+
+/* transport_relay.c */
+/* A datagram whose first byte is not QUIC's: a punch or a relay frame. */
+void tpi_special_datagram(tp_endpoint_t *ep, const struct sockaddr *from, const uint8_t *d, size_t n);
+/* `to` is a relayed path's virtual address: p sent through its relay (true), or dropped when the
+ * route is gone (true too). false: a real address, for the caller to send to. */
+bool tpi_relay_wrap(tp_endpoint_t *ep, const struct sockaddr *to, const uint8_t *p, size_t n);
 
 /* transport_stream.c */
 tp_stream_t *tpi_stream_new(tp_conn_t *c, int64_t id);

@@ -218,6 +218,9 @@ static void in_data(tp_stream_t *s, const uint8_t *p, size_t n)
                 LOGD("mesh", "invalid gossip message from %.12s ignored", x->from);
             }
             mesh_gossip_arm(m);
+        } else if (type == WIRE_NAT) {
+            m->msgs_in++;
+            if (!m->stopping) mesh_nat_receive(m, tp_stream_conn(s), x->from, f);
         } else if (!m->stopping && m->o.on_stream &&
                    m->o.on_stream(m->o.stream_data, s, type, x->from, f, p, n)) {
             if (tp_stream_data(s) != x) { /* taken over: the handler's callbacks from now on */
@@ -276,6 +279,13 @@ gossip_t *mesh_gossip_new(mesh_t *m, uint64_t incarnation)
     return ann ? gossip_new(m->id.id, incarnation, ann, &gcfg, &io, mesh_now(m)) : NULL;
 }
 
+/* After each gossip tick: re-announce for RTTs, try relayed peers for a direct path. */
+static void after_tick(mesh_t *m)
+{
+    mesh_rtt_check(m);
+    mesh_nat_tick(m);
+}
+
 /* The mesh this joiner created in an earlier run (or names with --mesh-name): the merge rule's
  * candidate when its join target turns out to be in another mesh. Never creates one. */
 static bool load_own_mesh(mesh_t *m, const char *mesh_name)
@@ -296,7 +306,7 @@ int mesh_start(mesh_t **out, uv_loop_t *loop, const mesh_opts_t *opts, char *err
     if (!m) return -ENOMEM;
     m->loop = loop;
     m->o = *opts;
-    m->after_tick = mesh_rtt_check;
+    m->after_tick = after_tick;
     int rc;
     snprintf(m->home, sizeof m->home, "%s", opts->home);
     uv_update_time(loop);
@@ -348,7 +358,7 @@ int mesh_start(mesh_t **out, uv_loop_t *loop, const mesh_opts_t *opts, char *err
         goto fail;
     }
     tp_endpoint_set_mesh_id(m->ep, m->cred.mesh_id);
-    mesh_addrs_init(m);
+    mesh_nat_addrs(m);
     rc = mesh_token_encode(m);
     if (rc) {
         snprintf(err, errlen, "cannot encode the invite token");
@@ -481,6 +491,10 @@ json_t *mesh_status(mesh_t *m)
             /* its accelerators, as decoded (bounded, checked) */
             json_object_set_new(o, "devices",
                                 v ? view_devices_json(v->devices, v->n_devices) : json_array());
+            /* how it is reached: direct, mapped, punched, relayed (via) */
+            json_t *path = mesh_nat_peer_json(m, p->id);
+            if (path) json_object_update(o, path);
+            json_decref(path);
         }
         if (o) json_array_append_new(peers, o);
     }
@@ -501,6 +515,7 @@ json_t *mesh_status(mesh_t *m)
         "quic_bad_tokens", (json_int_t)ts->bad_tokens, "gossip_dropped",
         (json_int_t)m->msgs_dropped);
     json_object_set_new(json_object_get(out, "node"), "passive", json_boolean(m->passive));
+    json_object_set_new(json_object_get(out, "node"), "nat", mesh_nat_status(m));
     json_object_set_new(json_object_get(out, "node"), "peer_rtt_ms",
                         rtt_json(m->rtt_ann, m->n_rtt_ann)); /* as last announced */
     size_t entries = 0; /* per-peer state held (gossip members, dial targets, open passives) */

@@ -58,6 +58,10 @@ typedef struct {
     bool (*on_stream)(void *stream_data, tp_stream_t *s, int type, const char *from, json_t *frame,
                       const uint8_t *rest, size_t n);
     void *stream_data;
+    /* --relay: forward the packets of two members that cannot reach each other (at most
+     * relay_rate bytes a second per pair; 0: no cap) */
+    bool relay;
+    uint64_t relay_rate;
 } mesh_opts_t;
 
 /* Load the identity, bind the endpoint, start gossiping and joining. err says what failed. */
@@ -98,6 +102,9 @@ bool mesh_is_passive(const mesh_t *m);
 /* Addresses to dial `peer_id` at (a passive node learns them from routing tables); at most
  * 16, replacing the ones set before. Ignored for a peer gossip knows (its announcement's win). */
 void mesh_set_peer_addrs(mesh_t *m, const char *peer_id, const char *const *addrs, size_t n);
+/* The router's port mapping of this node's QUIC port ("ip:port"; NULL: none any more): a
+ * candidate address, announced and put in the invite token. */
+void mesh_set_mapped_addr(mesh_t *m, const char *addr);
 /* The ready connection to a peer, or NULL (no dial). */
 tp_conn_t *mesh_find_conn(mesh_t *m, const char *peer_id);
 /* This node's own announcement (borrowed; NULL when passive) and addresses. */

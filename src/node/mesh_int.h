@@ -3,6 +3,7 @@
  *   mesh_passive.c  passive mode (going active or passive)
  *   mesh.c          gossip I/O (incoming message streams, gossip's callbacks), status, life cycle
  *   mesh_join.c     dialling, joining through invite tokens, the merge rule, the retry policy
+ *   mesh_nat.c      candidate addresses beyond the interfaces, hole punching, relays
  *   mesh_self.c     this node's addresses, announcement, invite token and mesh credentials
  *   mesh_peers.c    the peer table and message queues, sending, the gossip timer, clock, random
  * The transport's callbacks for connections land in mesh_join.c, those for streams in mesh.c.
@@ -55,7 +56,34 @@ typedef struct mpeer {
     size_t n_addrs;
     char last_err[160];
     uint64_t heard_inc; /* highest incarnation it spoke with (the "inc" of its messages) */
+    /* mesh_nat.c: how its connection was made, and the escalation when it cannot be dialled */
+    char path[12];          /* direct | mapped | punched | relayed ("" before one) */
+    uint8_t nat_stage;      /* MESH_NAT_* */
+    uint64_t nat_at;        /* when the stage began (loop ms) */
+    uint64_t punched_until; /* a connection ready before then came from a hole punch */
+    bool has_route;         /* a relayed path to it (session sid through relay_id) */
+    uint8_t sid[TP_SID_LEN];
+    char relay_id[ID_HEX_LEN + 1];
 } mpeer_t;
+
+enum { MESH_NAT_NONE, MESH_NAT_PUNCH, MESH_NAT_RELAY, MESH_NAT_RELAYED };
+enum { MESH_CAND_LOCAL, MESH_CAND_REFLEXIVE, MESH_CAND_MAPPED };
+#define MESH_MAX_EXTRA 6   /* reflexive and mapped candidates */
+#define MESH_MAX_RSESS 256 /* sessions this node relays (as many as the transport holds) */
+
+typedef struct {
+    uint8_t sid[TP_SID_LEN];
+    char a[ID_HEX_LEN + 1], b[ID_HEX_LEN + 1];
+    uint64_t at;
+} mesh_rsess_t;
+
+typedef struct {
+    uint64_t coord_window, coord_count; /* punch coordinations in this second */
+    uint64_t punch_asked, punches, punched_conns, relay_asked, relayed_conns, coordinated;
+    uint64_t relayed, upgrades;
+    mesh_rsess_t sessions[MESH_MAX_RSESS];
+    size_t n_sessions;
+} mesh_nat_t;
 
 struct mesh {
     uv_loop_t *loop;
@@ -75,6 +103,13 @@ struct mesh {
     char role[16];
     char addrs[MAX_ADDRS][TOKEN_ADDR_MAX];
     size_t n_addrs;
+    struct {
+        char addr[TOKEN_ADDR_MAX];
+        int kind; /* MESH_CAND_* */
+        uint64_t at;
+    } extra[MESH_MAX_EXTRA]; /* candidates beyond the interfaces (mesh_nat.c) */
+    size_t n_extra;
+    mesh_nat_t nat;
     token_t joins[MESH_MAX_JOIN]; /* a merge replaces a token's mesh with the winning one */
     size_t n_joins, join_idx;
     unsigned join_rounds;
@@ -117,6 +152,10 @@ void mesh_flush_queue(mesh_t *m, mpeer_t *p);
 void mesh_gossip_arm(mesh_t *m);
 
 /* mesh_self.c */
+/* "local" | "reflexive" | "mapped" (MESH_CAND_*). */
+const char *mesh_cand_kind_name(int kind);
+/* a is one of this node's addresses (m->addrs). */
+bool mesh_own_addr(const mesh_t *m, const char *a);
 /* This node's addresses: the bind address, or every IPv4 interface and 127.0.0.1. */
 void mesh_addrs_init(mesh_t *m);
 /* This node's announcement (new reference; NULL: out of memory). */
@@ -128,6 +167,20 @@ void mesh_set_cred(mesh_t *m, const mesh_cred_t *cred);
 /* From the gossip timer: announce again when the RTTs it would announce (rtt.h steps) differ
  * from the last announcement's, at most once per RTT_ANNOUNCE_MS(heartbeat). */
 void mesh_rtt_check(mesh_t *m);
+
+/* mesh_nat.c */
+/* This node's addresses: mesh_addrs_init's, then the reflexive and mapped candidates. */
+void mesh_nat_addrs(mesh_t *m);
+/* A WIRE_NAT message from `from` on c. */
+void mesh_nat_receive(mesh_t *m, tp_conn_t *c, const char *from, json_t *f);
+/* Dialling p failed: punch, then relay (see the file's comment). */
+void mesh_nat_unreachable(mesh_t *m, mpeer_t *p);
+void mesh_nat_conn_ready(mesh_t *m, tp_conn_t *c, mpeer_t *p);
+void mesh_nat_conn_closed(mesh_t *m, tp_conn_t *c, mpeer_t *p);
+void mesh_nat_tick(mesh_t *m);
+/* A peer's {"path", "via", "addr"} for the status; the node's "nat" object. */
+json_t *mesh_nat_peer_json(mesh_t *m, const char *id);
+json_t *mesh_nat_status(mesh_t *m);
 
 /* mesh.c */
 /* A gossip state machine for this node at `incarnation`, with its current announcement. */

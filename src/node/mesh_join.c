@@ -121,6 +121,7 @@ static void dial_failed(mesh_t *m, mpeer_t *p, int err, const char *why)
     LOGD("mesh", "cannot reach %.12s: %s (retry in %llu ms)", p->id, why,
          (unsigned long long)(p->next_dial - now));
     if (m->g) gossip_unreachable(m->g, p->id, now);
+    mesh_nat_unreachable(m, p); /* behind a NAT: a hole punch, then a relay */
     if (is_join_target(m, p->id) && !m->stopping) {
         /* decided in the join timer: we may be inside gossip's send callback here */
         m->join_refused = err == TP_ERR_ADMISSION;
@@ -406,6 +407,7 @@ void mesh_on_conn_ready(tp_endpoint_t *ep, tp_conn_t *c)
     if (!p) return;
     if (tp_conn_outbound(c) && p->dials > 0) p->dials--; /* this dial is over */
     if (mesh_id_forged(m, c, p)) return;
+    mesh_nat_conn_ready(m, c, p);
     p->fails = 0;
     p->next_dial = 0;
     mesh_flush_queue(m, p);
@@ -429,6 +431,7 @@ void mesh_on_conn_closed(tp_endpoint_t *ep, tp_conn_t *c, bool was_ready, int er
         return;
     }
     mpeer_t *p = mesh_peer_get(m, id, false);
+    mesh_nat_conn_closed(m, c, p);
     if (!was_ready && tp_conn_outbound(c) && p) {
         if (p->dials > 0) p->dials--;
         if (err == -EACCES || err == TP_ERR_ADMISSION)

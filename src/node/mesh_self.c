@@ -74,6 +74,33 @@ void mesh_rtt_check(mesh_t *m)
     if (!rtt_equal(now, n, m->rtt_ann, m->n_rtt_ann)) mesh_announce_changed(m);
 }
 
+const char *mesh_cand_kind_name(int kind)
+{
+    static const char *const KIND[] = {"local", "reflexive", "mapped"};
+    return kind >= 0 && kind <= MESH_CAND_MAPPED ? KIND[kind] : "local";
+}
+
+bool mesh_own_addr(const mesh_t *m, const char *a)
+{
+    for (size_t i = 0; i < m->n_addrs; i++)
+        if (strcmp(m->addrs[i], a) == 0) return true;
+    return false;
+}
+
+/* "addr_kinds" (the candidates that are not the interfaces' addresses), "nat" (this node takes
+ * punch and relay messages) and "relay" (--relay): additive fields. */
+static void announce_nat(mesh_t *m, json_t *ann)
+{
+    json_t *kinds = json_object();
+    for (size_t i = 0; kinds && i < m->n_extra; i++)
+        if (mesh_own_addr(m, m->extra[i].addr))
+            json_object_set_new(kinds, m->extra[i].addr,
+                                json_string(mesh_cand_kind_name(m->extra[i].kind)));
+    if (kinds) json_object_set_new(ann, "addr_kinds", kinds);
+    json_object_set_new(ann, "nat", json_integer(1));
+    if (m->o.relay) json_object_set_new(ann, "relay", json_true());
+}
+
 json_t *mesh_announcement(mesh_t *m)
 {
     json_t *addrs = json_array();
@@ -85,6 +112,7 @@ json_t *mesh_announcement(mesh_t *m)
         "vram_bytes", (json_int_t)m->o.vram_bytes, "available_models", "serving",
         "requested_models", "request_rates", "last_request", "rtt_ms", "api_port", m->o.api_port,
         "console_port", m->o.console_port, "quic_port", tp_endpoint_port(m->ep));
+    if (a) announce_nat(m, a);
     if (a && m->o.fill_announcement) m->o.fill_announcement(m->o.data, a);
     json_t *rtt = a ? json_object_get(a, "rtt_ms") : NULL;
     if (rtt) {

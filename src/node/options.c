@@ -99,6 +99,10 @@ static const mesh_option_t OPTIONS[] = {
      "read them) unless a request sends X-Mesh-Private: allow-host"},
     {OPT_CLIENT, "client", 0, OPTV_SWITCH, NULL, G_MESH, "mesh.client", NULL, NULL, 0,
      "route requests through the mesh only: serve no model and lend no memory"},
+    {OPT_RELAY, "relay", 0, OPTV_SWITCH, NULL, G_MESH, "mesh.relay", NULL, NULL, 0,
+     "offer this node as a relay for members that cannot reach each other (behind NATs that "
+     "defeat hole punching); it forwards their encrypted QUIC packets and cannot read them. For a "
+     "node with a public address"},
 
     {OPT_PUBLISH, "publish", 0, OPTV_SWITCH, NULL, G_DISCOVERY, "discovery.publish", NULL, NULL, 0,
      "list this node's mesh on Nostr relays (name from --mesh-name, region from --region) so "
@@ -296,6 +300,9 @@ static const mesh_env_t ENV_VARS[] = {
     {"MESH_LLM_REBALANCE_TICK_MS", RB_TICK_MS, NULL, "ms", 0,
      "how often a split host re-plans its layout from the workers' observed stage times",
      T_MS(rebalance_tick_ms)},
+    {"MESH_LLM_RELAY_RATE", 16777216, NULL, "bytes/s", 0,
+     "--relay: the most a relayed pair may send through this node a second (0: no cap)",
+     T_U64(relay_rate, 0, TUN_MS_MAX)},
     {"MESH_LLM_RETRY_DIAL_MS", 5000, NULL, "ms", 0,
      "a retried request waits this long for a dial to another host", T_MS(retry_dial_ms)},
     {"MESH_LLM_ROUTE_REFRESH_MS", RT_REFRESH_MS, NULL, "ms", 0,

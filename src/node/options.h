@@ -32,6 +32,7 @@ enum {
     OPT_SPLIT,
     OPT_SPLIT_PRIVATE,
     OPT_CLIENT,
+    OPT_RELAY,
     OPT_PUBLISH,
     OPT_AUTO,
     OPT_REGION,

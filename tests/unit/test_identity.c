@@ -343,7 +343,7 @@ static void test_wire_incremental_and_caps(void **state)
         int err;
     } bad[] = {
         {{0x00, 0, 0, 0, 2, '{', '}'}, 7, -EPROTO},
-        {{0x08, 0, 0, 0, 2, '{', '}'}, 7, -EPROTO},
+        {{0x09, 0, 0, 0, 2, '{', '}'}, 7, -EPROTO}, /* past WIRE_NAT */
         {{0x01, 0xff, 0xff, 0xff, 0xff}, 5, -EMSGSIZE},
         {{0x01, 0x00, 0x10, 0x00, 0x01}, 5, -EMSGSIZE}, /* 1 MiB + 1 */
         {{0x01, 0, 0, 0, 0}, 5, -EMSGSIZE},

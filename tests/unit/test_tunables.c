@@ -110,6 +110,7 @@ static const want_t WANT[] = {
     {"MESH_LLM_REBALANCE_GAIN_PCT", TUN_U64, 0, 1000, R_COUNT0, 20, F(rebalance_gain_pct)},
     {"MESH_LLM_REBALANCE_TICKS", TUN_U64, 0, 1000, R_COUNT0, 3, F(rebalance_ticks)},
     {"MESH_LLM_REBALANCE_TICK_MS", TUN_MS, 1, MS7D, R_ENV_MS, TABLE, F(rebalance_tick_ms)},
+    {"MESH_LLM_RELAY_RATE", TUN_U64, 0, MS7D, R_COUNT0, 16777216, F(relay_rate)},
     {"MESH_LLM_RETRY_DIAL_MS", TUN_MS, 1, MS7D, R_ENV_MS, TABLE, F(retry_dial_ms)},
     {"MESH_LLM_ROUTE_REFRESH_MS", TUN_MS, 1, MS7D, R_ENV_MS, TABLE, F(route_refresh_ms)},
     {"MESH_LLM_RPC_COALESCE", TUN_BOOL, 0, MS7D, R_SWITCH, 1, F(rpc_coalesce)},
