@@ -1,81 +1,107 @@
 """A small internet of network namespaces with real Linux NATs (nftables) for NAT-traversal tests:
 public hosts, private sites behind home / symmetric / UPnP routers, double NAT behind a carrier-
-grade NAT, and a TURN server (coturn) on a public host.
+grade NAT, and a STUN/TURN server (Debian's coturn) on a public host.
 
-    with NatNet() as net:
-        seed = net.public_host("seed")          # 203.0.113.10, on the public segment
-        a = net.site("a", kind="home")          # router a: WAN 203.0.113.11, LAN 192.168.1.0/24
+    with NatNet() as net:                       # in a test: net = natnet() (harness/fixtures.py)
+        seed = net.public_host("seed")          # 11.0.0.10 on the public segment
+        a = net.site("a", kind="home")          # router: WAN 11.0.0.11, LAN 192.168.1.0/24
         a1 = a.host("a1")                       # 192.168.1.10, default route via 192.168.1.1
-        carrier = net.cgnat("isp")              # WAN 203.0.113.12, inside 100.64.0.0/10
-        b = net.site("b", kind="home", behind=carrier)   # WAN 100.64.0.10, LAN 192.168.2.0/24
-        s = net.udp(a1)                         # a UDP socket inside a1's namespace, 0.0.0.0:0
-        net.run(a1, ["ping", "-c1", seed.addr]) # subprocess.run inside a1's namespace
-        turn = net.coturn(seed, "user", "secret", "mesh.test")  # turnserver on seed.addr:3478
+        isp = net.cgnat("isp")                  # WAN 11.0.0.12, inside 100.64.0.1/10
+        b = net.site("b", kind="home", behind=isp)   # WAN 100.64.0.10, LAN 192.168.2.0/24
+        b1 = b.host("b1")                       # 192.168.2.10; seen from 11.0.0.12 outside
+        s = net.udp(a1)                         # a UDP socket made inside a1's namespace
+        net.run(a1, ["natpmpc"])                # subprocess.run inside a1's namespace
+        turn = net.coturn(seed, "user", "secret", "mesh.test")  # turnserver on 11.0.0.10:3478
+
+Addresses on a segment are handed out in creation order from .10 (public hosts and routers share
+the public segment); read them from the objects (h.addr, site.wan_addr), do not hard-code them.
 
 The topology:
-  * the public segment: a bridge in namespace PREFIX-pub (203.0.113.0/24, the "internet core" at
-    203.0.113.1, which forwards nothing). Public hosts and the routers' WAN sides are on it; every
-    namespace's default route points at its gateway, so nothing has a route to a private LAN and
-    nothing leaves to the real network (no interface of this machine's namespace is used: every
-    veth is created with both ends inside namespaces of the net).
+  * the public segment: a bridge in namespace PREFIX-pub, 11.0.0.0/24 (its gateway 11.0.0.1 is
+    that namespace: the "internet core", which forwards nothing). Public hosts and the routers' WAN
+    sides are on it. Every namespace's default route points at its gateway; public hosts have no
+    route to any private LAN, and nothing leaves to the real network: every veth is created with
+    both ends inside this net's namespaces, none in this machine's own.
+    Why not 203.0.113.0/24: miniupnpd refuses to map ports when its WAN address is private or
+    reserved (the RFC 5737 documentation ranges included), and address-discovery code may
+    rightly treat documentation addresses as non-global. NatNet(public_net="203.0.113") works
+    for everything but UPnP.
   * a site: a router namespace (interface "wan" on the public segment, or on a carrier's inside
-    segment; a bridge "lan0" = 192.168.K.1/24) and hosts on the LAN (interface eth0,
-    192.168.K.10, .11, ...). Router kinds (nftables in the router's namespace):
+    segment; a bridge "lan0" = 192.168.K.1/24, K = 1, 2, ... per site) and hosts on the LAN
+    (interface eth0, 192.168.K.10, .11, ...). Router kinds (nftables, table inet "mesh" in the
+    router's namespace):
       home      `masquerade` on wan: endpoint-independent mapping (Linux keeps the source port when
-                it is free, the same external port whatever the destination) and address-and-port-
-                dependent filtering (conntrack lets back only replies from the exact remote
-                ip:port the host sent to): a "port-restricted cone" NAT. The forward chain drops
-                what comes in on wan unless it is established/related.
-      symmetric `masquerade fully-random`: every new flow (each destination ip:port) gets a random
-                external port: address-and-port-dependent mapping.
-      upnp      home plus miniupnpd (UPnP IGD + NAT-PMP on lan0, its own config, lease and pid
-                file in a temp dir, foreground, stopped by pid); its nft chains are in the router's
-                table inet "mesh": forward jumps to "miniupnpd", nat prerouting/postrouting jump to
-                "prerouting_miniupnpd" / "postrouting_miniupnpd" (what miniupnpd 2.3's nftables
-                backend expects; it adds dnat + accept rules there, removes them on delete).
-  * a carrier (net.cgnat): a router namespace with wan on the public segment and a bridge "cgn0"
-    = 100.64.0.1/10 inside; home/symmetric/upnp sites created with behind=carrier get WAN
-    addresses 100.64.0.10, .11, ... on it. The carrier masquerades like a home router.
+                it is free: the same external ip:port whatever the destination) with address-and-
+                port-dependent filtering (conntrack lets back only replies from the exact remote
+                ip:port the host sent to): a "port-restricted cone" NAT.
+      symmetric `masquerade fully-random`: every new flow (each destination ip:port) gets a
+                random external port: address-and-port-dependent mapping.
+      upnp      home plus miniupnpd 2.3 (UPnP IGD + NAT-PMP on lan0, HTTP port 5555, secure mode,
+                its config, lease and log in a temp dir, foreground (-d), stopped by pid). Its
+                chains are in the router's table inet "mesh": forward jumps to "miniupnpd", nat
+                prerouting/postrouting jump to "prerouting_miniupnpd"/"postrouting_miniupnpd"
+                (the names miniupnpd's nftables backend expects; it adds dnat + accept rules there
+                and removes them when a mapping is deleted or it stops).
+    On every router the forward chain drops what comes in on wan unless it is established/related
+    (or accepted by miniupnpd's chain), and the input chain drops new TCP/UDP flows arriving on wan
+    for the router itself: a dropped packet's conntrack entry is never confirmed, so an early hole
+    punch from a peer leaves nothing that would clash with (and move) the host's own mapping.
+  * a carrier (net.cgnat): a router namespace with wan on the public segment and a bridge "cgn0",
+    100.64.0.1/10, inside; sites created with behind=carrier get WAN addresses 100.64.0.10, .11,
+    ... on it; carrier.host(name) puts a host directly on it (one NAT, like a phone on a mobile
+    carrier). The carrier NATs like a home router.
 
-Measured here (tests/integration/test_nat_harness.py, kernel 6.18, nftables 1.0.6):
-  * home: one socket sending to two public hosts is seen from the same ip:port (the router's WAN
-    address and the socket's own port); only the exact ip:port it sent to gets through,
-    a different port of the same public host and another public host are dropped.
-  * symmetric: the same socket is seen from a different external port per destination.
-  * double NAT: a host behind home-behind-carrier is seen from the carrier's public address.
-  * hairpinning: two hosts behind the SAME carrier cannot reach each other's carrier-external
-    ip:port, even with both sending at once (a hole punch): the carrier delivers a packet to its
-    own public address locally (no conntrack entry matches, no DNAT rule), so it is dropped. They
-    can reach each other through their home routers' 100.64 WAN addresses when both send
-    (a hole punch inside the carrier's network).
-  * coturn answers a STUN binding request from a NATed host with the host's router's public
-    ip:port (XOR-MAPPED-ADDRESS), and TURN Allocate with long-term credentials (401, then a relayed
-    address on the TURN host's public address).
+Measured (tests/integration/test_nat_harness.py; kernel 6.18, nftables 1.0.6, miniupnpd 2.3.1,
+coturn 4.6.1):
+  * home: one socket sending to two public hosts is seen from one ip:port, the router's WAN
+    address and the socket's own port. Only the exact remote ip:ports it sent to get back in; the
+    same public host from another port, and a host never sent to, are dropped.
+  * symmetric: the same socket is seen from a different external port per destination (and the
+    same one again for the same destination).
+  * double NAT: a host behind home-behind-carrier is seen from the carrier's public address, with
+    its own port kept through both NATs; replies come back.
+  * hairpinning: NO. Two hosts behind the same carrier cannot reach each other's carrier-external
+    ip:port, even with both sending at once (a hole punch): the carrier takes packets for its own
+    address as local (no conntrack entry matches, no DNAT rule) and nothing listens. Sending to
+    each other's home-router WAN address (100.64.0.x and the kept port) at once does get through.
+  * a upnp router behind a carrier refuses every mapping (its WAN address is in 100.64.0.0/10):
+    NAT-PMP answers "network failure", miniupnpd logs "Reserved / private IP address".
+  * coturn answers a STUN binding request from a NATed host with the router's public ip:port
+    (XOR-MAPPED-ADDRESS), and a TURN Allocate with long-term credentials: 401 with the realm and a
+    nonce first, then a relayed address on the TURN host's address; a wrong password gets 401.
 
 API:
-  NatNet(prefix=None)                 context manager; close() removes everything (idempotent)
-  net.public_host(name) -> Host       a host with a public address
-  net.cgnat(name) -> Carrier          a carrier-grade NAT (carrier.wan_addr, carrier.inside_addr)
-  net.site(name, kind="home", behind=None) -> Site   kind: home | symmetric | upnp
+  NatNet(prefix=None, public_net="11.0.0")   context manager; close() stops every process it
+                                      started (by pid) and deletes its namespaces; idempotent
+  net.public_host(name) -> Host       a host with a public address (also the "no NAT" case)
+  net.cgnat(name) -> Carrier          .wan_addr, .public_addr, .inside_addr, .router_ns, .host()
+  net.site(name, kind="home", behind=None) -> Site   kind: "home" | "symmetric" | "upnp"
   site.host(name) -> Host             a host on the site's LAN
-  site.wan_addr                       the router's WAN address (public, or 100.64.x behind a carrier)
-  site.public_addr                    the address the public internet sees (the carrier's if behind)
-  site.lan_gw, site.router_ns, site.kind, site.hosts, site.upnp_http_port
-  host.ns, host.addr, host.name, host.site (None for public hosts), host.gw
-  net.run(h, argv, **kw)              subprocess.run inside h's namespace (text, capture_output)
-  net.popen(h, argv, **kw)            subprocess.Popen inside h's namespace; stopped by pid on close
+  site.wan_addr                       the router's WAN address (public; 100.64.x behind a carrier)
+  site.public_addr                    what the internet sees (the carrier's address when behind one)
+  site.lan_gw, .router_ns, .kind, .hosts, .behind; upnp: .upnp (Popen), .upnp_http_port,
+                                      .upnp_output() (miniupnpd's log so far)
+  host.name, host.ns, host.addr, host.gw, host.site (None for public hosts)
+  net.run(h, argv, **kw)              subprocess.run inside h's namespace (text, output captured,
+                                      timeout 60 s unless given)
+  net.popen(h, argv, **kw)            subprocess.Popen inside h's namespace (ip netns exec execs
+                                      argv: the pid is the program's); stopped on close
   net.wrap(h, argv)                   ["ip", "netns", "exec", h.ns, *argv]
-  net.socket(h, type=SOCK_DGRAM)      an unbound socket made inside h's namespace
-  net.udp(h, port=0, addr="0.0.0.0")  a bound UDP socket inside h's namespace
-  net.connect(h, (ip, port))          a connected TCP socket from inside h's namespace
-  net.coturn(h, user, password, realm, port=3478) -> Turn   (turn.addr, turn.port, turn.pid,
-                                      turn.log_path); ready once it answers a STUN binding request
-  net.nft(h_or_site_or_carrier)       `nft list ruleset` of that namespace (for diagnostics)
-  stun_binding(sock, (ip, port))      (ip, port) XOR-MAPPED-ADDRESS, or None on timeout
+  net.socket(h, type=SOCK_DGRAM)      an unbound IPv4 socket made inside h's namespace
+  net.udp(h, port=0, addr="0.0.0.0", timeout=5.0)   a bound UDP socket inside h's namespace
+  net.connect(h, (ip, port), timeout=30.0)          a TCP socket connected from inside h
+  net.coturn(h, user, password, realm, port=3478, extra=()) -> Turn
+                                      turnserver on h.addr (long-term credentials, UDP+TCP, no
+                                      TLS/DTLS, no CLI, relay ports 49152-49999, config/pid/log
+                                      in a temp dir, foreground); returns once it answers STUN.
+                                      Turn: .addr, .port, .pid, .proc, .conf_path, .log()
+  net.nft(site_or_carrier_or_host)    `nft list ruleset` of its namespace (diagnostics)
+  stun_binding(sock, (ip, port))      XOR-MAPPED-ADDRESS (ip, port), or None without an answer
+  turn_allocate(sock, (ip, port), user, password)   a TURN Allocate with long-term credentials
   available()                         why NAT networks cannot run here, or None
 
-Needs root (ip netns, veth, bridge, nftables). Names are PREFIX-role with a per-process prefix,
-so parallel runs do not collide.
+Needs root (ip netns, veth, bridges, nftables). Names are PREFIX-role with a per-process
+prefix (nat<pid>x<n>), so parallel runs do not collide.
 """
 import ctypes
 import hashlib
@@ -155,7 +181,8 @@ class _Segment:
     """A bridge in namespace ns with the gateway address gw/plen; members get .first, .first+1..."""
 
     def __init__(self, net, ns, bridge, base, gw, plen, first):
-        self.net, self.ns, self.bridge, self.base, self.gw, self.plen = net, ns, bridge, base, gw, plen
+        self.net, self.ns, self.bridge = net, ns, bridge
+        self.base, self.gw, self.plen = base, gw, plen
         self.next = first
         self.ports = 0
         _ip("-n", ns, "link", "add", bridge, "type", "bridge", "forward_delay", "0")
@@ -265,6 +292,7 @@ class Site(_Router):
         self.hosts = []
         self.upnp = None
         self.upnp_http_port = None
+        self.upnp_log = None
         self._router_setup(net, self.router_ns)
         up = behind.segment if behind is not None else net._public
         self.wan_addr = up.attach(self.router_ns, "wan")
@@ -283,6 +311,14 @@ class Site(_Router):
         h = Host(name, ns, addr, self.lan_gw, site=self)
         self.hosts.append(h)
         return h
+
+    def upnp_output(self):
+        """What miniupnpd has logged so far (-d: its log goes to stderr, into a file)."""
+        try:
+            with open(self.upnp_log, errors="replace") as f:
+                return f.read()
+        except (OSError, TypeError):
+            return ""
 
     def _start_miniupnpd(self):
         d = self.net._tmpdir(f"upnp-{self.name}")

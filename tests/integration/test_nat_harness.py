@@ -210,3 +210,19 @@ def test_coturn_reports_the_routers_public_address(natnet):
     s2 = net.udp(a1, timeout=1.0)
     bad = turn_allocate(s2, (turn.addr, turn.port), "mesh", "wrong")
     assert bad["first"] == 401 and bad["relayed"] is None and bad["error"] == 401, bad
+
+
+def test_upnp_router_behind_a_carrier_refuses_mappings(natnet):
+    # miniupnpd will not map ports when its WAN address is private/reserved (100.64.0.0/10 here),
+    # like a real UPnP router behind CGNAT: a client must fall back to another way in
+    net = natnet()
+    u = net.site("u", kind="upnp", behind=net.cgnat("isp"))
+    h = u.host("u1")
+    r = net.run(h, ["natpmpc", "-a", "41000", "40000", "udp", "120"])
+    # the public address request is answered 3 "network failure" (libnatpmp's -52): the router
+    # has no public address to give
+    assert r.returncode != 0 and "readnatpmpresponseorretry returned -52 (FAILED)" in r.stdout \
+        and "Mapped public port" not in r.stdout, r.stdout + r.stderr
+    assert "dnat" not in net.nft(u)
+    why = f"Reserved / private IP address {u.wan_addr} on ext interface wan"
+    assert why in u.upnp_output()
