@@ -8,6 +8,7 @@ libgnutls28-dev nettle-dev libsodium-dev libcurl4-openssl-dev libsecp256k1-dev l
 if [ "${1:-build}" = test ]; then
   PKGS="$PKGS libcmocka-dev python3 python3-pytest curl procps iproute2 clang libclang-rt-14-dev \
 chromium prometheus systemd man-db \
+nftables miniupnpd-nftables natpmpc miniupnpc coturn \
 mesa-vulkan-drivers libvulkan1"
   # mesa-vulkan-drivers: lavapipe, the software Vulkan device the GPU path is tested on
 fi

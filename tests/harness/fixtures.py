@@ -8,6 +8,8 @@ import subprocess
 import pytest
 
 from harness.hub import Hub
+from harness.nat import NatNet
+from harness.nat import available as nat_available
 from harness.netimp import ImpairedNet
 from harness.node import MESH_BIN, Node, sh
 
@@ -82,6 +84,25 @@ def impaired(tmp_path):
 
     def _make(n, seed=1):
         net = ImpairedNet(n, NETIMP, seed=seed)
+        nets.append(net)
+        return net
+
+    yield _make
+    for net in nets:
+        net.close()
+
+
+# NAT networks (harness/nat.py): test_nat_harness.py and the NAT-traversal tests
+@pytest.fixture
+def natnet():
+    """natnet() -> a NatNet, closed (daemons stopped by pid, namespaces deleted) after the test."""
+    why = nat_available()
+    if why is not None:
+        pytest.skip(f"NAT networks: {why}")
+    nets = []
+
+    def _make(**kw):
+        net = NatNet(**kw)
         nets.append(net)
         return net
 
