@@ -23,7 +23,8 @@
 
 #define TAG "portmap"
 #define NATPMP_WAIT_MS 1500      /* one NAT-PMP request's answer, libnatpmp's resends included */
-#define DISCOVER_DEFAULT_MS 1500 /* UPnP SSDP wait */
+#define DISCOVER_DEFAULT_MS 2000 /* UPnP SSDP discovery, all search types */
+#define DISCOVER_MIN_MS 1000     /* one search type's wait (libminiupnpc's minimum) */
 #define STOP_BOUND_MS 2000       /* portmap_stop calls done by then at the latest */
 #define UPNP_CONFLICT 718        /* ConflictInMappingEntry */
 #define UPNP_ONLY_PERMANENT 725  /* OnlyPermanentLeasesSupported */
@@ -150,9 +151,17 @@ static void upnp_forget(portmap_t *pm)
 static bool upnp_find(portmap_t *pm, job_t *j)
 {
     if (pm->have_igd) return true;
+    /* the IGD's device type, then its WAN connection service (some answer only that one),
+     * each waited for in turn until one is answered; the library waits whole seconds (at least
+     * 1 s a type), so the bound is split between them */
+    static const char *const types[] = {"urn:schemas-upnp-org:device:InternetGatewayDevice:1",
+                                        "urn:schemas-upnp-org:service:WANIPConnection:1", NULL};
+    int ntypes = (int)(sizeof types / sizeof types[0]) - 1;
     int err = 0;
-    int delay = (int)(pm->o.discover_ms ? pm->o.discover_ms : DISCOVER_DEFAULT_MS);
-    struct UPNPDev *devs = upnpDiscover(delay, NULL, NULL, UPNP_LOCAL_PORT_ANY, 0, 2, &err);
+    int delay = (int)(pm->o.discover_ms ? pm->o.discover_ms : DISCOVER_DEFAULT_MS) / ntypes;
+    if (delay < DISCOVER_MIN_MS) delay = DISCOVER_MIN_MS;
+    struct UPNPDev *devs =
+        upnpDiscoverDevices(types, delay, NULL, NULL, UPNP_LOCAL_PORT_ANY, 0, 2, &err, 0);
     if (!devs) {
         snprintf(j->err, sizeof j->err, "no UPnP device answered (%d)", err);
         return false;
@@ -295,12 +304,13 @@ static void after_job(uv_work_t *w, int status)
     pm->busy = false;
     if (status != 0) j->ok = false; /* cancelled */
     if (j->kind == JOB_DELETE) {
+        const char *how = j->method == PMS_UPNP ? "UPnP" : "NAT-PMP";
         if (j->ok)
             LOGI(TAG, "port mapping: deleted UDP %s:%u via %s", pm->ext_ip, (unsigned)j->want_ext,
-                 pms_method_name(j->method));
+                 how);
         else
             LOGI(TAG, "port mapping: deleting UDP %s:%u via %s failed (%s)", pm->ext_ip,
-                 (unsigned)j->want_ext, pms_method_name(j->method), j->err);
+                 (unsigned)j->want_ext, how, j->err);
         finish(pm);
         return;
     }

@@ -28,7 +28,7 @@ typedef void (*portmap_change_cb)(void *data, const char *external, const char *
 typedef struct {
     uint16_t port;          /* the local UDP port to map (required) */
     uint32_t lease_s;       /* asked for; 0: 3600 */
-    uint32_t discover_ms;   /* UPnP SSDP wait; 0: 1500 */
+    uint32_t discover_ms;   /* UPnP SSDP discovery, at most; 0: 2000 */
     uint32_t retry_base_ms; /* after a round with no answer, doubling; 0: 30 s (cap 15 min) */
     uint32_t max_rounds;    /* rounds with no answer in a row before giving up; 0: 8 */
     portmap_change_cb on_change;

@@ -128,7 +128,8 @@ class Proc:
         return list(self.lines)
 
     def stderr(self):
-        self.stderr_file.flush()
+        if not self.stderr_file.closed:
+            self.stderr_file.flush()
         with open(self.stderr_path) as f:
             return f.read()
 

@@ -190,10 +190,11 @@ def test_no_router(router):
 
 
 def test_stop_while_mapping(router):
-    # SIGTERM while the UPnP attempt is in the threadpool (NAT-PMP off: its attempt failed,
-    # discovery takes 1.5 s): the mapping it makes is deleted at once, never reported
+    # SIGTERM while the UPnP attempt is in the threadpool (NAT-PMP off: its attempt failed; the
+    # SSDP search waits 2 s, a wide window): the mapping it makes is deleted at once, never
+    # reported
     router.start_miniupnpd(natpmp=False, upnp=True)
-    p = probe(router, "--debug")
+    p = probe(router, "--debug", "--discover-ms", "8000")
     end = time.monotonic() + 15
     while time.monotonic() < end and "natpmp attempt failed" not in p.stderr():
         time.sleep(0.05)

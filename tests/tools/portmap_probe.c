@@ -1,5 +1,6 @@
 /* mesh-portmap-probe: net/portmap.c on its own, for tests/integration/test_portmap.py.
- * Usage: mesh-portmap-probe PORT [--echo] [--lease S] [--retry-ms MS] [--rounds N] [--debug]
+ * Usage: mesh-portmap-probe PORT [--echo] [--lease S] [--retry-ms MS] [--rounds N]
+ *        [--discover-ms MS] [--debug]
  * Runs portmap_start on UDP PORT and prints each change as one line on stdout:
  *   "mapped IP:PORT via natpmp|upnp [private]", "lost via natpmp|upnp", "none" (no router);
  * on SIGTERM or SIGINT calls portmap_stop and prints "deleted" once it is done, then exits 0.
@@ -85,7 +86,7 @@ static void on_recv(uv_udp_t *u, ssize_t n, const uv_buf_t *b, const struct sock
 static int usage(void)
 {
     fprintf(stderr, "usage: mesh-portmap-probe PORT [--echo] [--lease S] [--retry-ms MS] "
-                    "[--rounds N] [--debug]\n");
+                    "[--rounds N] [--discover-ms MS] [--debug]\n");
     return 2;
 }
 
@@ -107,6 +108,8 @@ int main(int argc, char **argv)
             o.lease_s = (uint32_t)strtoul(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--retry-ms") && i + 1 < argc)
             o.retry_base_ms = (uint32_t)strtoul(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--discover-ms") && i + 1 < argc)
+            o.discover_ms = (uint32_t)strtoul(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
             o.max_rounds = (uint32_t)strtoul(argv[++i], NULL, 10);
         else
