@@ -62,6 +62,13 @@ def router(tmp_path):
     r = UpnpRouter(tmp_path)
     yield r
     r.close()
+    # a sanitizer build's probe reports memory errors and leaks on stderr: they fail the test
+    for path in sorted(tmp_path.glob("probe*.stderr")):
+        err = path.read_text()
+        for marker in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:"):
+            if marker in err:
+                i = err.index(marker)
+                pytest.fail(f"sanitizer report from {path.name}:\n{err[max(0, i - 200):i + 3000]}")
 
 
 def probe(router, *args):
@@ -203,3 +210,38 @@ def test_stop_while_mapping(router):
     assert lines == [f"started {PORT}", "deleted"] and rc == 0, (lines, p.stderr())
     assert "deleted UDP" in p.stderr(), p.stderr()
     assert upnp_list(router) == []
+
+
+def test_router_gone_mapping_lost(router):
+    # the router stops answering (miniupnpd stopped) while a 6 s lease is held: the renewals
+    # fail until the lease would run out, the mapping is reported lost, and the next round
+    # finds no router
+    router.start_miniupnpd(natpmp=True, upnp=True, min_lifetime=2)
+    p = probe(router, "--lease", "6", "--debug")
+    ip, ext, via, _ = wait_mapped(router, p)
+    assert (ip, ext, via) == (WAN_IP, PORT, "natpmp")
+    router.stop_miniupnpd()
+    assert p.wait_line(lambda l: l == "none", 30), (p.lines, p.stderr())
+    assert p.lines == [f"started {PORT}", f"mapped {WAN_IP}:{PORT} via natpmp", "lost via natpmp",
+                       "none"], p.lines
+    assert f"port mapping: UDP {WAN_IP}:{PORT} via NAT-PMP lost" in p.stderr()
+    lines, rc = stop_probe(p)
+    assert lines[-1] == "deleted" and rc == 0
+
+
+def test_external_address_change(router):
+    # the router's WAN address changes while mapped: the next renewal reports the new one,
+    # and it carries traffic
+    new_ip = WAN_IP.rsplit(".", 1)[0] + ".5"
+    router.start_miniupnpd(natpmp=True, upnp=True, min_lifetime=2)
+    start_echo(router)
+    p = probe(router, "--lease", "6")
+    assert wait_mapped(router, p)[:3] == (WAN_IP, PORT, "natpmp")
+    for verb, addr in (("del", WAN_IP), ("add", new_ip)):
+        r = router.run(router.router, ["ip", "addr", verb, f"{addr}/24", "dev", "wan0"])
+        assert r.returncode == 0, r.stderr
+    line = p.wait_line(lambda l: l.startswith(f"mapped {new_ip}:"), 20)
+    assert line == f"mapped {new_ip}:{PORT} via natpmp", (p.lines, p.stderr())
+    assert ping(router, new_ip, PORT) == f"echo {new_ip} {PORT}"
+    lines, rc = stop_probe(p)
+    assert lines[-1] == "deleted" and rc == 0
