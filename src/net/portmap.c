@@ -60,6 +60,7 @@ struct portmap {
     /* the mapping held */
     bool mapped;
     pms_method_t via;
+    bool said_none; /* on_change(NULL, NULL) was called */
     char ext_ip[INET_ADDRSTRLEN];
     uint16_t ext_port;
     /* stopping */
@@ -364,11 +365,15 @@ static void after_job(uv_work_t *w, int status)
     case PMS_EV_NO_ROUTER:
         LOGI(TAG, "port mapping: no router answered NAT-PMP or UPnP; retrying in %llu s",
              (unsigned long long)(pms_backoff_ms(&pm->sched.cfg, 1) / 1000));
+        pm->said_none = true;
         pm->o.on_change(pm->o.data, NULL, NULL, false);
         break;
     case PMS_EV_GAVE_UP:
         LOGI(TAG, "port mapping: no router answered in %u rounds; giving up",
              (unsigned)pm->sched.cfg.max_rounds);
+        /* max_rounds 1: the first round gives up before PMS_EV_NO_ROUTER; say it all the same */
+        if (!pm->said_none) pm->o.on_change(pm->o.data, NULL, NULL, false);
+        pm->said_none = true;
         break;
     case PMS_EV_NONE:
         break;

@@ -20,7 +20,8 @@ typedef struct portmap portmap_t;
  *    from the internet;
  *  - external NULL, via "natpmp" | "upnp": the mapping made by that method was lost (its
  *    renewals failed until the lease ran out); a new round follows;
- *  - external NULL, via NULL: no router answered (once, after the first round; retries go on).
+ *  - external NULL, via NULL: no router answered (once, after the first round in which none
+ *    did; retries go on unless that round was the last of max_rounds).
  * Never after portmap_stop. */
 typedef void (*portmap_change_cb)(void *data, const char *external, const char *via,
                                   bool private_ext);

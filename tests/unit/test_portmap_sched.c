@@ -94,6 +94,19 @@ static void test_no_router_backoff_give_up(void **state)
     RUN(&cfg, steps);
 }
 
+static void test_one_round(void **state)
+{
+    (void)state;
+    /* max_rounds 1: the first failed round gives up (no NO_ROUTER before it) */
+    pms_cfg_t cfg = {.max_rounds = 1};
+    static const step_t steps[] = {
+        {0, TRY, N, 0, 0, 0, NONE},
+        {0, TRY, U, 0, 0, 0, GAVEUP},
+        {1, IDLE, 0, 0, 0, 0, 0},
+    };
+    RUN(&cfg, steps);
+}
+
 static void test_router_comes_late(void **state)
 {
     (void)state;
@@ -214,6 +227,7 @@ int main(void)
         cmocka_unit_test(test_natpmp_first_then_renew),
         cmocka_unit_test(test_upnp_after_natpmp_fails),
         cmocka_unit_test(test_no_router_backoff_give_up),
+        cmocka_unit_test(test_one_round),
         cmocka_unit_test(test_router_comes_late),
         cmocka_unit_test(test_renew_fails_then_lost),
         cmocka_unit_test(test_renew_recovers),
