@@ -197,8 +197,9 @@ class UpnpRouter:
     def run(self, ns, argv, timeout=30):
         return subprocess.run(self.wrap(ns, argv), capture_output=True, text=True, timeout=timeout)
 
-    def start_miniupnpd(self, natpmp=True, upnp=True, min_lifetime=120):
+    def start_miniupnpd(self, natpmp=True, upnp=True, min_lifetime=120, secure=True):
         """miniupnpd in the router namespace, in the foreground (-d), with a config of its own.
+        secure=False lets a LAN host map ports for another one (a port taken by "another host").
         Returns once it listens (its log says so), or raises."""
         assert self.miniupnpd is None
         d = os.path.join(self.tmp, "miniupnpd")
@@ -210,7 +211,7 @@ listening_ip=lan0
 http_port=0
 enable_natpmp={'yes' if natpmp else 'no'}
 enable_upnp={'yes' if upnp else 'no'}
-secure_mode=yes
+secure_mode={'yes' if secure else 'no'}
 system_uptime=no
 notify_interval=60
 clean_ruleset_interval=600

@@ -17,6 +17,7 @@ pytestmark = pytest.mark.skipif(WHY_NOT is not None, reason=f"port mapping: {WHY
 
 PROBE = os.path.join(os.path.dirname(MESH_BIN), "mesh-portmap-probe")
 PORT = 9999
+OTHER_HOST = "192.168.77.3"  # another LAN host (only its mapping exists)
 MAPPED = re.compile(r"^mapped (\d+\.\d+\.\d+\.\d+):(\d+) via (natpmp|upnp)( private)?$")
 
 # a UDP echo on the LAN host, apart from the probe: it outlives the probe, so a mapping left
@@ -148,20 +149,22 @@ def test_upnp_when_natpmp_is_off(router):
     assert f"dport {PORT}" not in router.redirects()
 
 
-def test_taken_port_gets_another(router):
-    # the external port asked for is taken (mapped to another internal port): the router grants
-    # another one, which is what the probe reports and what carries traffic
-    router.start_miniupnpd(natpmp=True, upnp=True)
-    r = router.run(router.lan, ["upnpc", "-a", LAN_HOST, str(PORT + 1), str(PORT), "UDP"])
-    assert ("UDP", PORT, LAN_HOST, PORT + 1) in [x[:4] for x in upnp_list(router)], r.stdout
+@pytest.mark.parametrize("method", ["natpmp", "upnp"])
+def test_taken_port_gets_another(router, method):
+    # the external port asked for is taken by another LAN host: the router grants another one
+    # (NAT-PMP: by itself; UPnP: ConflictInMappingEntry, then AddAnyPortMapping), which is what
+    # the probe reports and what carries traffic
+    router.start_miniupnpd(natpmp=method == "natpmp", upnp=True, secure=False)
+    r = router.run(router.lan, ["upnpc", "-a", OTHER_HOST, str(PORT), str(PORT), "UDP"])
+    assert upnp_list(router) == [("UDP", PORT, OTHER_HOST, PORT, "libminiupnpc")], r.stdout
     start_echo(router)
     p = probe(router)
     ip, ext, via, _ = wait_mapped(router, p)
-    assert ip == WAN_IP and via == "natpmp" and ext != PORT
+    assert ip == WAN_IP and via == method and ext != PORT
     assert ping(router, ip, ext) == f"echo {WAN_IP} {ext}"
     lines, rc = stop_probe(p)
     assert lines[-1] == "deleted" and rc == 0
-    assert [x[:4] for x in upnp_list(router)] == [("UDP", PORT, LAN_HOST, PORT + 1)]
+    assert upnp_list(router) == [("UDP", PORT, OTHER_HOST, PORT, "libminiupnpc")]
 
 
 def test_renewal(router):
