@@ -284,7 +284,8 @@ static void finish(portmap_t *pm)
 static void on_stop_bound(uv_timer_t *t)
 {
     portmap_t *pm = t->data;
-    LOGI(TAG, "port mapping: deletion not answered within %d ms, going on", STOP_BOUND_MS);
+    LOGI(TAG, "port mapping: stop not done within %d ms: not waiting (the deletion goes on)",
+         STOP_BOUND_MS);
     call_done(pm);
 }
 
