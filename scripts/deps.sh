@@ -4,11 +4,12 @@
 set -eu
 PKGS="build-essential cmake ninja-build pkg-config git ca-certificates \
 libuv1-dev libjansson-dev libngtcp2-dev libngtcp2-crypto-gnutls-dev \
-libgnutls28-dev nettle-dev libsodium-dev libcurl4-openssl-dev libsecp256k1-dev libwslay-dev libconfig-dev"
+libgnutls28-dev nettle-dev libsodium-dev libcurl4-openssl-dev libsecp256k1-dev libwslay-dev libconfig-dev \
+libminiupnpc-dev libnatpmp-dev"
 if [ "${1:-build}" = test ]; then
   PKGS="$PKGS libcmocka-dev python3 python3-pytest curl procps iproute2 clang libclang-rt-14-dev \
 chromium prometheus systemd man-db \
-nftables miniupnpd-nftables natpmpc miniupnpc coturn \
+nftables miniupnpd miniupnpd-nftables natpmpc miniupnpc coturn \
 mesa-vulkan-drivers libvulkan1"
   # mesa-vulkan-drivers: lavapipe, the software Vulkan device the GPU path is tested on
 fi
