@@ -425,35 +425,41 @@ static void on_alloc_response(turn_client_t *c, const uint8_t *p, size_t n, cons
             closed(c);
             return;
         }
-        if (c->state == TURN_ALLOCATING) {
-            if (!(m->have & STUN_HAVE_XOR_RELAYED)) {
-                fail(c, what, "the success response has no XOR-RELAYED-ADDRESS");
-                return;
-            }
-            c->relayed = m->xor_relayed;
-            if (m->have & STUN_HAVE_XOR_MAPPED) c->mapped = m->xor_mapped;
-            c->state = TURN_ALLOCATED;
-            turn_event_t ev = {
-                .type = TURN_EV_ALLOCATED, .relayed = c->relayed, .mapped = c->mapped};
-            push_event(c, &ev);
-            for (size_t i = 0; i < TURN_MAX_PEERS; i++) {
-                turn_peer_t *pe = &c->peers[i];
-                if (!pe->used) continue;
-                if (pe->addr.family != c->relayed.family) {
-                    pe->perm = TURN_P_FAILED;
-                    peer_failed(c, pe, "permission", "not the relayed address's family");
-                    continue;
-                }
-                peer_request_permission(c, pe, now);
-            }
-        }
-        c->lifetime_s = m->have & STUN_HAVE_LIFETIME ? m->lifetime : TURN_DEFAULT_LIFETIME_S;
-        if (c->lifetime_s == 0) {
+        uint32_t lifetime = m->have & STUN_HAVE_LIFETIME ? m->lifetime : TURN_DEFAULT_LIFETIME_S;
+        if (lifetime == 0) {
             fail(c, what, "the server granted a zero lifetime");
             return;
         }
+        c->lifetime_s = lifetime;
         tx->active = false;
-        c->refresh_at = now + refresh_delay_ms(c->lifetime_s);
+        c->refresh_at = now + refresh_delay_ms(lifetime);
+        if (c->state == TURN_ALLOCATED) {
+            turn_event_t ev = {.type = TURN_EV_REFRESHED, .lifetime = lifetime};
+            push_event(c, &ev);
+            return;
+        }
+        if (!(m->have & STUN_HAVE_XOR_RELAYED)) {
+            fail(c, what, "the success response has no XOR-RELAYED-ADDRESS");
+            return;
+        }
+        c->relayed = m->xor_relayed;
+        if (m->have & STUN_HAVE_XOR_MAPPED) c->mapped = m->xor_mapped;
+        c->state = TURN_ALLOCATED;
+        turn_event_t ev = {.type = TURN_EV_ALLOCATED,
+                           .relayed = c->relayed,
+                           .mapped = c->mapped,
+                           .lifetime = lifetime};
+        push_event(c, &ev);
+        for (size_t i = 0; i < TURN_MAX_PEERS; i++) {
+            turn_peer_t *pe = &c->peers[i];
+            if (!pe->used) continue;
+            if (pe->addr.family != c->relayed.family) {
+                pe->perm = TURN_P_FAILED;
+                peer_failed(c, pe, "permission", "not the relayed address's family");
+                continue;
+            }
+            peer_request_permission(c, pe, now);
+        }
         return;
     }
     /* an error response */
@@ -464,6 +470,7 @@ static void on_alloc_response(turn_client_t *c, const uint8_t *p, size_t n, cons
     error_text(m, err, sizeof err);
     if (m->error_code == 438 && tx->stale < TURN_MAX_STALE && take_challenge(c, m, false)) {
         tx->stale++;
+        c->stale_retries++;
         tx_retry(&c->cfg, tx, now);
         return;
     }
@@ -523,6 +530,7 @@ static void on_peer_response(turn_client_t *c, turn_peer_t *p, bool chan, const 
         if ((m->error_code == 438 || m->error_code == 401) && tx->stale < TURN_MAX_STALE &&
             take_challenge(c, m, false)) {
             tx->stale++;
+            c->stale_retries++;
             tx_retry(&c->cfg, tx, now);
             return;
         }

@@ -70,12 +70,14 @@ typedef enum {
     TURN_EV_CHANNEL,       /* peer, channel: bound (data goes as ChannelData) */
     TURN_EV_PEER_FAILED,   /* peer, reason: its permission or channel was refused/timed out */
     TURN_EV_CLOSED,        /* the allocation is deleted (or the delete timed out) */
+    TURN_EV_REFRESHED,     /* lifetime: the allocation was refreshed */
 } turn_event_type_t;
 
 typedef struct {
     turn_event_type_t type;
     stun_addr_t relayed, mapped, peer;
     uint16_t channel;
+    uint32_t lifetime;  /* TURN_EV_ALLOCATED, TURN_EV_REFRESHED: seconds granted */
     const char *reason; /* valid as long as the client */
 } turn_event_t;
 
@@ -113,6 +115,7 @@ typedef struct {
     uint64_t refresh_at;
     turn_tx_t alloc_tx; /* Allocate, Refresh, and the closing Refresh(0) */
     uint8_t auth_tries;
+    uint32_t stale_retries; /* requests resent after a 438 (stale nonce), all together */
     uint16_t next_channel;
     turn_peer_t peers[TURN_MAX_PEERS];
     turn_event_t events[TURN_MAX_EVENTS];
