@@ -8,8 +8,9 @@ libgnutls28-dev nettle-dev libsodium-dev libcurl4-openssl-dev libsecp256k1-dev l
 if [ "${1:-build}" = test ]; then
   PKGS="$PKGS libcmocka-dev python3 python3-pytest curl procps iproute2 clang libclang-rt-14-dev \
 chromium prometheus systemd man-db \
-mesa-vulkan-drivers libvulkan1"
+mesa-vulkan-drivers libvulkan1 coturn"
   # mesa-vulkan-drivers: lavapipe, the software Vulkan device the GPU path is tested on
+  # coturn: the TURN/STUN server tests/integration/test_turn.py runs (not as a service)
 fi
 # npm fetches the pinned llama.cpp source; a Node.js from elsewhere (nodesource) is fine.
 command -v npm >/dev/null 2>&1 || PKGS="$PKGS nodejs npm"

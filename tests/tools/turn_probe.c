@@ -5,12 +5,13 @@
  *       prints "local IP:PORT" (its socket) and "mapped IP:PORT"; exit 0, or "failed: REASON"
  *       and exit 1
  *   mesh-turn-probe turn HOST:PORT USER PASS PEER_IP:PEER_PORT [--no-channel] [--lifetime S]
- *                   [--rto MS]
+ *                   [--rto MS] [--peer-delay MS]
  *       allocates ("relayed IP:PORT", "mapped IP:PORT"), asks a permission ("permission PEER")
  *       and a channel ("channel PEER 0xNNNN") for the peer, then echoes every datagram a peer
  *       sends to the relayed address back to it through the server ("echo N in=channel|data
- *       out=channel|send"). SIGTERM/SIGINT deallocates: "deallocated", exit 0. A failure:
- *       "failed: REASON", exit 1.
+ *       out=channel|send"). --peer-delay adds the peer that long after the allocation (a nonce
+ *       may be stale by then: "permission PEER stale_retries=N" counts the 438 retries).
+ * SIGTERM/SIGINT deallocates: "deallocated", exit 0. A failure: "failed: REASON", exit 1.
  *
  * HOST is numeric (IPv4 or [IPv6]); the socket binds the server's loopback/any address, port 0. */
 #include <errno.h>
@@ -32,6 +33,8 @@ typedef struct {
     turn_client_t turn;
     stun_bind_t bind;
     stun_addr_t peer;
+    uint64_t peer_delay_ms; /* --peer-delay: the peer is added this long after the allocation */
+    uv_timer_t peer_timer;
     int exit_code;
     bool stopping;
 } probe_t;
@@ -84,6 +87,7 @@ static void stop(probe_t *p, int code)
     p->exit_code = code;
     uv_close((uv_handle_t *)&p->udp, on_closed);
     uv_close((uv_handle_t *)&p->timer, on_closed);
+    uv_close((uv_handle_t *)&p->peer_timer, on_closed);
     uv_close((uv_handle_t *)&p->sigterm, on_closed);
     uv_close((uv_handle_t *)&p->sigint, on_closed);
 }
@@ -96,6 +100,22 @@ static void send_server(probe_t *p, const uint8_t *buf, size_t n)
 }
 
 static void on_timer(uv_timer_t *t);
+static void pump(probe_t *p);
+
+static void add_peer(probe_t *p)
+{
+    if (turn_add_peer(&p->turn, &p->peer, uv_now(p->loop)) < 0) {
+        printf("failed: cannot add the peer\n");
+        stop(p, 1);
+    }
+}
+
+static void on_peer_timer(uv_timer_t *t)
+{
+    probe_t *p = t->data;
+    add_peer(p);
+    pump(p);
+}
 
 /* sends what the client has, handles its events, rearms the timer */
 static void pump(probe_t *p)
@@ -132,15 +152,17 @@ static void pump(probe_t *p)
             printf("relayed %s\n", stun_addr_str(&ev.relayed, s1, sizeof s1));
             if (ev.mapped.family) printf("mapped %s\n", stun_addr_str(&ev.mapped, s2, sizeof s2));
             printf("lifetime %u\n", (unsigned)ev.lifetime);
-            if (turn_add_peer(&p->turn, &p->peer, now) < 0) {
-                printf("failed: cannot add the peer\n");
-                stop(p, 1);
-                return;
+            if (p->peer_delay_ms) {
+                uv_timer_start(&p->peer_timer, on_peer_timer, p->peer_delay_ms, 0);
+                break;
             }
+            add_peer(p);
+            if (p->stopping) return;
             again = true;
             break;
         case TURN_EV_PERMISSION:
-            printf("permission %s\n", stun_addr_str(&ev.peer, s1, sizeof s1));
+            printf("permission %s stale_retries=%u\n", stun_addr_str(&ev.peer, s1, sizeof s1),
+                   (unsigned)p->turn.stale_retries);
             again = true;
             break;
         case TURN_EV_CHANNEL:
@@ -242,7 +264,7 @@ static int usage(void)
 {
     fprintf(stderr, "usage: mesh-turn-probe stun HOST:PORT [--rto MS]\n"
                     "       mesh-turn-probe turn HOST:PORT USER PASS PEER_IP:PORT [--no-channel]"
-                    " [--lifetime S] [--rto MS]\n");
+                    " [--lifetime S] [--rto MS] [--peer-delay MS]\n");
     return 2;
 }
 
@@ -271,6 +293,8 @@ int main(int argc, char **argv)
             cfg.no_channels = true;
         else if (strcmp(argv[i], "--lifetime") == 0 && i + 1 < argc)
             cfg.lifetime_s = (uint32_t)strtoul(argv[++i], NULL, 10);
+        else if (strcmp(argv[i], "--peer-delay") == 0 && i + 1 < argc)
+            p.peer_delay_ms = strtoull(argv[++i], NULL, 10);
         else if (strcmp(argv[i], "--rto") == 0 && i + 1 < argc)
             cfg.rto_ms = (uint32_t)strtoul(argv[++i], NULL, 10);
         else
@@ -282,9 +306,10 @@ int main(int argc, char **argv)
 
     uv_udp_init(p.loop, &p.udp);
     uv_timer_init(p.loop, &p.timer);
+    uv_timer_init(p.loop, &p.peer_timer);
     uv_signal_init(p.loop, &p.sigterm);
     uv_signal_init(p.loop, &p.sigint);
-    p.udp.data = p.timer.data = p.sigterm.data = p.sigint.data = &p;
+    p.udp.data = p.timer.data = p.peer_timer.data = p.sigterm.data = p.sigint.data = &p;
     stun_addr_t local = srv;
     local.port = 0;
     struct sockaddr_storage ls;
