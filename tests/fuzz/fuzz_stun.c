@@ -6,6 +6,7 @@
  * ERROR-CODE, REALM, NONCE, DATA, CHANNEL-NUMBER) and decodes again to the same values; the
  * classifiers agree with the decoders; ChannelData round-trips; an allocated client fed the input
  * stays within its bounds and hands out data that lies inside the input. */
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
