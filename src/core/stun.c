@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <gnutls/crypto.h>
 #include <gnutls/gnutls.h>
+#include <netinet/in.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <string.h>
@@ -366,6 +367,59 @@ int stun_addr_parse(const char *s, stun_addr_t *a)
     }
     if (v == 0 || v > 65535) return -EINVAL;
     a->port = (uint16_t)v;
+    return 0;
+}
+
+int stun_addr_from_sockaddr(const struct sockaddr *sa, stun_addr_t *a)
+{
+    static const uint8_t v4mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    memset(a, 0, sizeof *a);
+    if (sa && sa->sa_family == AF_INET) {
+        const struct sockaddr_in *s4 = (const struct sockaddr_in *)sa;
+        a->family = 4;
+        a->port = ntohs(s4->sin_port);
+        memcpy(a->ip, &s4->sin_addr, 4);
+        return 0;
+    }
+    if (sa && sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
+        const uint8_t *ip = (const uint8_t *)&s6->sin6_addr;
+        a->port = ntohs(s6->sin6_port);
+        if (memcmp(ip, v4mapped, sizeof v4mapped) == 0) {
+            a->family = 4;
+            memcpy(a->ip, ip + 12, 4);
+        } else {
+            a->family = 6;
+            memcpy(a->ip, ip, 16);
+        }
+        return 0;
+    }
+    return -EAFNOSUPPORT;
+}
+
+int stun_addr_to_sockaddr(const stun_addr_t *a, int af, struct sockaddr_storage *ss)
+{
+    memset(ss, 0, sizeof *ss);
+    if (!a || (a->family != 4 && a->family != 6)) return -EINVAL;
+    if (af == AF_INET) {
+        if (a->family != 4) return -EAFNOSUPPORT;
+        struct sockaddr_in *s4 = (struct sockaddr_in *)ss;
+        s4->sin_family = AF_INET;
+        s4->sin_port = htons(a->port);
+        memcpy(&s4->sin_addr, a->ip, 4);
+        return 0;
+    }
+    if (af != AF_INET6) return -EAFNOSUPPORT;
+    struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
+    s6->sin6_family = AF_INET6;
+    s6->sin6_port = htons(a->port);
+    uint8_t *ip = (uint8_t *)&s6->sin6_addr;
+    if (a->family == 4) {
+        ip[10] = ip[11] = 0xff;
+        memcpy(ip + 12, a->ip, 4);
+    } else {
+        memcpy(ip, a->ip, 16);
+    }
     return 0;
 }
 

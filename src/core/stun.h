@@ -164,6 +164,15 @@ bool stun_addr_equal(const stun_addr_t *a, const stun_addr_t *b);
 const char *stun_addr_str(const stun_addr_t *a, char *out, size_t cap);
 /* parses "IP:PORT" / "[IPv6]:PORT" (numeric only); 0 or -EINVAL */
 int stun_addr_parse(const char *s, stun_addr_t *a);
+struct sockaddr;
+struct sockaddr_storage;
+/* from a struct sockaddr_in/_in6 (an IPv4-mapped IPv6 address, as a dual-stack socket reports
+ * one, becomes the IPv4 address); 0 or -EAFNOSUPPORT */
+int stun_addr_from_sockaddr(const struct sockaddr *sa, stun_addr_t *a);
+/* into a sockaddr_in/_in6 for the socket's family: af AF_INET6 maps an IPv4 address
+ * (::ffff:a.b.c.d, for a dual-stack socket), AF_INET refuses an IPv6 one; 0, -EINVAL,
+ * -EAFNOSUPPORT */
+int stun_addr_to_sockaddr(const stun_addr_t *a, int af, struct sockaddr_storage *ss);
 
 /* --- long-term credentials --- */
 /* key = MD5(username ":" realm ":" password); 0 or -EINVAL (too long) / -EIO (GnuTLS) */

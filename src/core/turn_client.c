@@ -613,7 +613,7 @@ int turn_recv(turn_client_t *c, const uint8_t *p, size_t n, uint64_t now, turn_d
 }
 
 int turn_wrap(turn_client_t *c, const stun_addr_t *peer, const uint8_t *data, size_t n,
-              uint8_t *out, size_t cap, uint64_t now)
+              uint8_t *out, size_t cap)
 {
     if (c->state != TURN_ALLOCATED) return -EPIPE;
     turn_peer_t *p = find_peer(c, peer);

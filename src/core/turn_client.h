@@ -12,7 +12,7 @@
  *   a datagram from the server:  turn_recv(&c, p, n, now, &in) == 1 -> in.peer sent in.data
  *   the timer fires:             turn_tick(&c, now)
  *   talk to a peer:              turn_add_peer(&c, &peer, now) (permission, then a channel);
- *                                turn_wrap(&c, &peer, data, n, out, cap, now) -> a datagram for
+ *                                turn_wrap(&c, &peer, data, n, out, cap) -> a datagram for
  *                                the server (ChannelData once bound, else a Send indication)
  *   leave:                       turn_close(&c, now) (Refresh LIFETIME 0), until TURN_EV_CLOSED
  *
@@ -157,7 +157,7 @@ int turn_remove_peer(turn_client_t *c, const stun_addr_t *peer);
  * -ENOBUFS cap too small (a Send indication takes 36 + n + 3 bytes for IPv4, ChannelData 4 + n
  * + 3) */
 int turn_wrap(turn_client_t *c, const stun_addr_t *peer, const uint8_t *data, size_t n,
-              uint8_t *out, size_t cap, uint64_t now);
+              uint8_t *out, size_t cap);
 /* deletes the allocation (Refresh with LIFETIME 0); TURN_EV_CLOSED follows. Not allocated yet:
  * closed at once. */
 void turn_close(turn_client_t *c, uint64_t now);

@@ -39,42 +39,6 @@ typedef struct {
     bool stopping;
 } probe_t;
 
-static void to_sockaddr(const stun_addr_t *a, struct sockaddr_storage *ss)
-{
-    memset(ss, 0, sizeof *ss);
-    if (a->family == 4) {
-        struct sockaddr_in *s4 = (struct sockaddr_in *)ss;
-        s4->sin_family = AF_INET;
-        s4->sin_port = htons(a->port);
-        memcpy(&s4->sin_addr, a->ip, 4);
-    } else {
-        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
-        s6->sin6_family = AF_INET6;
-        s6->sin6_port = htons(a->port);
-        memcpy(&s6->sin6_addr, a->ip, 16);
-    }
-}
-
-static bool from_sockaddr(const struct sockaddr *sa, stun_addr_t *a)
-{
-    memset(a, 0, sizeof *a);
-    if (sa->sa_family == AF_INET) {
-        const struct sockaddr_in *s4 = (const struct sockaddr_in *)sa;
-        a->family = 4;
-        a->port = ntohs(s4->sin_port);
-        memcpy(a->ip, &s4->sin_addr, 4);
-        return true;
-    }
-    if (sa->sa_family == AF_INET6) {
-        const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
-        a->family = 6;
-        a->port = ntohs(s6->sin6_port);
-        memcpy(a->ip, &s6->sin6_addr, 16);
-        return true;
-    }
-    return false;
-}
-
 static void on_closed(uv_handle_t *h)
 {
     (void)h;
@@ -221,8 +185,9 @@ static void on_recv(uv_udp_t *u, ssize_t nread, const uv_buf_t *b, const struct 
     probe_t *p = u->data;
     if (nread <= 0 || !from || (flags & UV_UDP_PARTIAL)) return;
     stun_addr_t src, srv;
-    from_sockaddr((const struct sockaddr *)&p->server, &srv);
-    if (!from_sockaddr(from, &src) || !stun_addr_equal(&src, &srv)) return; /* not the server */
+    stun_addr_from_sockaddr((const struct sockaddr *)&p->server, &srv);
+    if (stun_addr_from_sockaddr(from, &src) < 0 || !stun_addr_equal(&src, &srv))
+        return; /* not the server */
     const uint8_t *d = (const uint8_t *)b->base;
     uint64_t now = uv_now(p->loop);
     if (!p->turn_mode) {
@@ -236,7 +201,7 @@ static void on_recv(uv_udp_t *u, ssize_t nread, const uv_buf_t *b, const struct 
         uint8_t copy[1500];
         size_t n = in.n < sizeof copy ? in.n : sizeof copy;
         memcpy(copy, in.data, n);
-        int w = turn_wrap(&p->turn, &in.peer, copy, n, out, sizeof out, now);
+        int w = turn_wrap(&p->turn, &in.peer, copy, n, out, sizeof out);
         if (w > 0) {
             send_server(p, out, (size_t)w);
             printf("echo %zu in=%s out=%s\n", n, in.channel ? "channel" : "data",
@@ -302,7 +267,7 @@ int main(int argc, char **argv)
     }
     stun_addr_t srv;
     if (stun_addr_parse(argv[2], &srv) < 0) return usage();
-    to_sockaddr(&srv, &p.server);
+    stun_addr_to_sockaddr(&srv, srv.family == 4 ? AF_INET : AF_INET6, &p.server);
 
     uv_udp_init(p.loop, &p.udp);
     uv_timer_init(p.loop, &p.timer);
@@ -313,7 +278,7 @@ int main(int argc, char **argv)
     stun_addr_t local = srv;
     local.port = 0;
     struct sockaddr_storage ls;
-    to_sockaddr(&local, &ls);
+    stun_addr_to_sockaddr(&local, local.family == 4 ? AF_INET : AF_INET6, &ls);
     int rc = uv_udp_bind(&p.udp, (const struct sockaddr *)&ls, 0);
     if (rc < 0) {
         fprintf(stderr, "mesh-turn-probe: bind: %s\n", uv_strerror(rc));
@@ -324,7 +289,7 @@ int main(int argc, char **argv)
     uv_udp_getsockname(&p.udp, (struct sockaddr *)&name, &len);
     stun_addr_t me;
     char s[64];
-    from_sockaddr((const struct sockaddr *)&name, &me);
+    stun_addr_from_sockaddr((const struct sockaddr *)&name, &me);
     printf("local %s\n", stun_addr_str(&me, s, sizeof s));
     uv_udp_recv_start(&p.udp, on_alloc, on_recv);
     uv_signal_start(&p.sigterm, on_signal, SIGTERM);

@@ -7,7 +7,9 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <netinet/in.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "stun.h"
 
@@ -450,6 +452,33 @@ static void test_addr(void **state)
     assert_false(stun_addr_equal(&x, &y));
 }
 
+static void test_sockaddr(void **state)
+{
+    (void)state;
+    struct sockaddr_storage ss;
+    stun_addr_t a = addr("192.0.2.1:3478"), b, v6 = addr("[2001:db8::2]:5");
+    char s[64];
+    assert_int_equal(stun_addr_to_sockaddr(&a, AF_INET, &ss), 0);
+    assert_int_equal(ss.ss_family, AF_INET);
+    assert_int_equal(stun_addr_from_sockaddr((struct sockaddr *)&ss, &b), 0);
+    assert_true(stun_addr_equal(&a, &b));
+    /* a dual-stack socket: IPv4 as ::ffff:a.b.c.d both ways */
+    assert_int_equal(stun_addr_to_sockaddr(&a, AF_INET6, &ss), 0);
+    assert_int_equal(ss.ss_family, AF_INET6);
+    const uint8_t *ip = (const uint8_t *)&((struct sockaddr_in6 *)&ss)->sin6_addr;
+    assert_int_equal(ip[10], 0xff);
+    assert_int_equal(ip[12], 192);
+    assert_int_equal(stun_addr_from_sockaddr((struct sockaddr *)&ss, &b), 0);
+    assert_int_equal(b.family, 4);
+    assert_string_equal(stun_addr_str(&b, s, sizeof s), "192.0.2.1:3478");
+    assert_int_equal(stun_addr_to_sockaddr(&v6, AF_INET6, &ss), 0);
+    assert_int_equal(stun_addr_from_sockaddr((struct sockaddr *)&ss, &b), 0);
+    assert_true(stun_addr_equal(&v6, &b));
+    assert_int_equal(stun_addr_to_sockaddr(&v6, AF_INET, &ss), -EAFNOSUPPORT);
+    ss.ss_family = AF_UNIX;
+    assert_int_equal(stun_addr_from_sockaddr((struct sockaddr *)&ss, &b), -EAFNOSUPPORT);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -464,6 +493,7 @@ int main(void)
         cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_after_integrity),
         cmocka_unit_test(test_addr),
+        cmocka_unit_test(test_sockaddr),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

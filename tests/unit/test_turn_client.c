@@ -318,10 +318,10 @@ static void test_permission_channel(void **state)
     stun_addr_t peer = A("192.0.2.50:7000"), other = A("192.0.2.51:7000");
     uint8_t out[256];
     const uint8_t msg[] = "quic-packet";
-    assert_int_equal(turn_wrap(c, &peer, msg, 11, out, sizeof out, 0), -ENOENT);
+    assert_int_equal(turn_wrap(c, &peer, msg, 11, out, sizeof out), -ENOENT);
     assert_int_equal(turn_add_peer(c, &peer, 100), 0);
     assert_int_equal(turn_add_peer(c, &peer, 100), 0); /* the same peer again */
-    assert_int_equal(turn_wrap(c, &peer, msg, 11, out, sizeof out, 100), -EAGAIN);
+    assert_int_equal(turn_wrap(c, &peer, msg, 11, out, sizeof out), -EAGAIN);
     sent_t s = one(c, 100);
     assert_int_equal(s.m.method, STUN_CREATE_PERMISSION);
     assert_true(stun_addr_equal(&s.m.xor_peer, &peer));
@@ -334,7 +334,7 @@ static void test_permission_channel(void **state)
     turn_event_t ev = event(c, TURN_EV_PERMISSION);
     assert_true(stun_addr_equal(&ev.peer, &peer));
     /* data goes as a Send indication until the channel is bound */
-    int n = turn_wrap(c, &peer, msg, 11, out, sizeof out, 120);
+    int n = turn_wrap(c, &peer, msg, 11, out, sizeof out);
     stun_msg_t m;
     assert_true(n > 0);
     assert_int_equal(stun_decode(out, (size_t)n, &m), 0);
@@ -342,7 +342,7 @@ static void test_permission_channel(void **state)
     assert_int_equal(m.cls, STUN_INDICATION);
     assert_true(stun_addr_equal(&m.xor_peer, &peer));
     assert_true(m.data.n == 11 && memcmp(m.data.p, msg, 11) == 0);
-    assert_int_equal(turn_wrap(c, &peer, msg, 11, out, 30, 120), -ENOBUFS);
+    assert_int_equal(turn_wrap(c, &peer, msg, 11, out, 30), -ENOBUFS);
     /* then the channel */
     s = one(c, 120);
     assert_int_equal(s.m.method, STUN_CHANNEL_BIND);
@@ -355,7 +355,7 @@ static void test_permission_channel(void **state)
     assert_int_equal(turn_peer_state(c, &peer, &perm, &chan), 0);
     assert_int_equal(perm, TURN_P_READY);
     assert_int_equal(chan, TURN_P_READY);
-    n = turn_wrap(c, &peer, msg, 11, out, sizeof out, 130);
+    n = turn_wrap(c, &peer, msg, 11, out, sizeof out);
     assert_int_equal(n, 16);
     uint16_t ch;
     stun_bytes_t d;
@@ -400,7 +400,7 @@ static void test_permission_channel(void **state)
     assert_int_equal(turn_recv(c, b, (size_t)stun_enc_finish(&e), 700001, &in), 0);
     ev = event(c, TURN_EV_PEER_FAILED);
     assert_non_null(strstr(ev.reason, "permission: 403 Forbidden IP"));
-    assert_int_equal(turn_wrap(c, &other, msg, 11, out, sizeof out, 700001), -EAGAIN);
+    assert_int_equal(turn_wrap(c, &other, msg, 11, out, sizeof out), -EAGAIN);
     assert_int_equal(turn_state(c), TURN_ALLOCATED);
 }
 
@@ -468,7 +468,7 @@ static void test_no_channels(void **state)
     event(c, TURN_EV_PERMISSION);
     none(c, 0); /* no ChannelBind */
     uint8_t out[128];
-    int n = turn_wrap(c, &peer, (const uint8_t *)"x", 1, out, sizeof out, 0);
+    int n = turn_wrap(c, &peer, (const uint8_t *)"x", 1, out, sizeof out);
     assert_true(n > 0 && stun_is_stun(out, (size_t)n));
 }
 
