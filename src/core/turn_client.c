@@ -96,6 +96,12 @@ static void error_text(const stun_msg_t *m, char *out, size_t cap)
     snprintf(out, cap, "%u %s", (unsigned)m->error_code, k ? r : "(no reason)");
 }
 
+static void unknown_text(const stun_msg_t *m, char *out, size_t cap)
+{
+    snprintf(out, cap, "the response has an unknown comprehension-required attribute 0x%04x",
+             m->unknown[0]);
+}
+
 /* --- events --- */
 
 static void push_event(turn_client_t *c, const turn_event_t *ev)
@@ -420,6 +426,15 @@ static void on_alloc_response(turn_client_t *c, const uint8_t *p, size_t n, cons
                        : c->state == TURN_CLOSING  ? "deallocate"
                                                    : "refresh";
     char err[TURN_REASON_LEN];
+    if (m->n_unknown) { /* RFC 8489 7.3.3: the transaction failed */
+        if (c->state == TURN_CLOSING) {
+            closed(c);
+            return;
+        }
+        unknown_text(m, err, sizeof err);
+        fail(c, what, err);
+        return;
+    }
     if (m->cls == STUN_SUCCESS) {
         if (c->state == TURN_CLOSING) {
             closed(c);
@@ -498,6 +513,17 @@ static void on_peer_response(turn_client_t *c, turn_peer_t *p, bool chan, const 
 {
     turn_tx_t *tx = chan ? &p->chan_tx : &p->perm_tx;
     const char *what = chan ? "channel bind" : "permission";
+    if (m->n_unknown) {
+        char err[TURN_REASON_LEN];
+        unknown_text(m, err, sizeof err);
+        tx->active = false;
+        if (chan)
+            p->chan = TURN_P_FAILED;
+        else
+            p->perm = TURN_P_FAILED;
+        peer_failed(c, p, what, err);
+        return;
+    }
     if (m->cls == STUN_SUCCESS) {
         tx->active = false;
         if (chan) {

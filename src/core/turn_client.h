@@ -21,7 +21,8 @@
  * resends it with the new nonce (bounded). Requests are retransmitted RFC 8489 style (RTO
  * doubling, max_tx sends, then rm * rto). The allocation is refreshed before its lifetime ends,
  * permissions every 240 s, channels every 540 s. Success responses to authenticated requests
- * must carry a valid MESSAGE-INTEGRITY (others are ignored). */
+ * must carry a valid MESSAGE-INTEGRITY (others are ignored); a response with an unknown
+ * comprehension-required attribute fails its transaction (RFC 8489 7.3.3). */
 #ifndef MESH_CORE_TURN_CLIENT_H
 #define MESH_CORE_TURN_CLIENT_H
 

@@ -247,6 +247,30 @@ static void test_allocate_errors(void **state)
     }
 }
 
+static void test_unknown_required_attribute(void **state)
+{
+    (void)state;
+    /* a success carrying an attribute the client must understand and does not: failed */
+    turn_client_t *c = &cl;
+    setup_client(c, false);
+    turn_start(c, 0);
+    sent_t s = one(c, 0);
+    deliver(c, &s, STUN_ERROR, 401, "n1", false, 0, 0);
+    s = one(c, 0);
+    uint8_t b[256];
+    stun_enc_t e;
+    stun_enc_init(&e, b, sizeof b, STUN_ALLOCATE, STUN_SUCCESS, s.m.tid);
+    stun_addr_t relayed = A("198.51.100.7:50000");
+    stun_enc_addr(&e, STUN_A_XOR_RELAYED_ADDRESS, &relayed, true);
+    stun_enc_attr(&e, 0x7ffe, "?", 1);
+    stun_enc_integrity(&e, key, STUN_KEY_LEN);
+    turn_data_t in;
+    assert_int_equal(turn_recv(c, b, (size_t)stun_enc_finish(&e), 0, &in), 0);
+    turn_event_t ev = event(c, TURN_EV_FAILED);
+    assert_non_null(strstr(ev.reason, "allocate: the response has an unknown"));
+    assert_non_null(strstr(ev.reason, "0x7ffe"));
+}
+
 static void test_retransmission(void **state)
 {
     (void)state;
@@ -618,6 +642,7 @@ int main(void)
         cmocka_unit_test(test_allocate_challenge),
         cmocka_unit_test(test_wrong_password),
         cmocka_unit_test(test_allocate_errors),
+        cmocka_unit_test(test_unknown_required_attribute),
         cmocka_unit_test(test_retransmission),
         cmocka_unit_test(test_refresh),
         cmocka_unit_test(test_permission_channel),
