@@ -12,6 +12,7 @@ chromium prometheus systemd man-db \
 nftables miniupnpd miniupnpd-nftables natpmpc miniupnpc coturn \
 mesa-vulkan-drivers libvulkan1"
   # mesa-vulkan-drivers: lavapipe, the software Vulkan device the GPU path is tested on
+  # coturn: the TURN/STUN server tests/integration/test_turn.py runs (not as a service)
 fi
 # npm fetches the pinned llama.cpp source; a Node.js from elsewhere (nodesource) is fine.
 command -v npm >/dev/null 2>&1 || PKGS="$PKGS nodejs npm"
