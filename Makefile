@@ -24,6 +24,9 @@ GEN      := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 
 all: build llama
 
+# tests and benchmarks send nothing to this machine's router (no port mapping: the network rule)
+test unit integration asan soak soak-smoke fuzz-smoke bench bench-%: export MESH_LLM_PORTMAP = 0
+
 # make install / uninstall (docs/install.md); FLAVOUR: the llama.cpp build's flavour (cpu, vulkan,
 # cuda, rocm: scripts/llama.sh --flavour, recorded by CMake; src/node/bin_find.c)
 PREFIX   ?= /usr/local

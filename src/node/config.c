@@ -535,6 +535,9 @@ static int parse(config_t *cfg, int argc, char **argv, const config_src_t *src, 
         case OPT_RELAY:
             cfg->relay = true;
             break;
+        case OPT_NO_PORTMAP:
+            cfg->no_portmap = true;
+            break;
         case OPT_ALLOW_ORIGIN:
             rc = config_allow_origin(cfg, optarg, err, errlen);
             break;

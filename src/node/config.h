@@ -75,6 +75,7 @@ typedef struct {
     bool split_private; /* --split-private: a split it hosts keeps input and output here */
     bool client;        /* --client: route only, serve nothing, lend nothing */
     bool relay;         /* --relay: forward packets for members that cannot reach each other */
+    bool no_portmap;    /* --no-portmap */
     bool own_mesh;      /* --own-mesh: form its own mesh even without a model (not idle) */
     /* --allow-origin ORIGIN (repeatable): web pages of these origins may call the APIs. */
     char *allow_origins[CONFIG_MAX_ORIGINS];

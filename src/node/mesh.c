@@ -12,6 +12,7 @@
 
 #include "gossip.h"
 #include "log.h"
+#include "portmap.h"
 #include "mesh_int.h"
 #include "util.h"
 #include "tunables.h"
@@ -279,6 +280,29 @@ gossip_t *mesh_gossip_new(mesh_t *m, uint64_t incarnation)
     return ann ? gossip_new(m->id.id, incarnation, ann, &gcfg, &io, mesh_now(m)) : NULL;
 }
 
+/* The router mapped the QUIC port (or the mapping went): a candidate address. A mapping whose
+ * external address is private (the router is behind another NAT) is not announced. */
+static void portmap_changed(void *data, const char *external, const char *via, bool private_ext)
+{
+    mesh_t *m = data;
+    if (m->stopping) return;
+    if (external && private_ext)
+        LOGI("mesh",
+             "the router mapped the QUIC port to %s (%s), a private address: it is behind "
+             "another NAT, so the mapping is not announced",
+             external, via);
+    mesh_set_mapped_addr(m, external && !private_ext ? external : NULL);
+}
+
+static void handle_closed(uv_handle_t *h);
+
+static void portmap_stopped(void *data)
+{
+    mesh_t *m = data;
+    m->pm = NULL;
+    handle_closed((uv_handle_t *)&m->gtimer);
+}
+
 /* After each gossip tick: re-announce for RTTs, try relayed peers for a direct path. */
 static void after_tick(mesh_t *m)
 {
@@ -379,6 +403,11 @@ int mesh_start(mesh_t **out, uv_loop_t *loop, const mesh_opts_t *opts, char *err
     LOGI("mesh", "node %.16s… in mesh %s, QUIC on UDP %d (incarnation %llu)", m->id.id,
          m->cred.mesh_id, tp_endpoint_port(m->ep), (unsigned long long)m->id.incarnation);
     if (m->n_joins && !m->passive) mesh_join_start(m);
+    if (m->o.portmap && !m->passive) {
+        portmap_opts_t po = {
+            .port = (uint16_t)tp_endpoint_port(m->ep), .on_change = portmap_changed, .data = m};
+        if (portmap_start(&m->pm, loop, &po) != 0) m->pm = NULL;
+    }
     *out = m;
     return 0;
 fail_ep:
@@ -562,6 +591,10 @@ static void finish_stop(mesh_t *m)
     uv_timer_stop(&m->stimer);
     m->handles_open++; /* the endpoint */
     tp_endpoint_close(m->ep, ep_closed, m);
+    if (m->pm) { /* the mapping is deleted (bounded: about 2 s) */
+        m->handles_open++;
+        portmap_stop(m->pm, portmap_stopped, m);
+    }
     uv_close((uv_handle_t *)&m->gtimer, handle_closed);
     uv_close((uv_handle_t *)&m->jtimer, handle_closed);
     uv_close((uv_handle_t *)&m->stimer, handle_closed);

@@ -81,6 +81,7 @@ typedef struct {
     uint64_t coord_window, coord_count; /* punch coordinations in this second */
     uint64_t punch_asked, punches, punched_conns, relay_asked, relayed_conns, coordinated;
     uint64_t relayed, upgrades;
+    bool symmetric; /* peers see this node at one address with several ports */
     mesh_rsess_t sessions[MESH_MAX_RSESS];
     size_t n_sessions;
 } mesh_nat_t;
@@ -110,6 +111,7 @@ struct mesh {
     } extra[MESH_MAX_EXTRA]; /* candidates beyond the interfaces (mesh_nat.c) */
     size_t n_extra;
     mesh_nat_t nat;
+    struct portmap *pm; /* the router's mapping of the QUIC port (mesh.c) */
     token_t joins[MESH_MAX_JOIN]; /* a merge replaces a token's mesh with the winning one */
     size_t n_joins, join_idx;
     unsigned join_rounds;

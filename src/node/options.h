@@ -33,6 +33,7 @@ enum {
     OPT_SPLIT_PRIVATE,
     OPT_CLIENT,
     OPT_RELAY,
+    OPT_NO_PORTMAP,
     OPT_PUBLISH,
     OPT_AUTO,
     OPT_REGION,
