@@ -196,3 +196,85 @@ def test_nat_matrix(natnet, start_node, tmp_path):
     for n, node in nodes.items():
         print("NAT", n, node.status()["node"]["nat"])
     assert relay["relay_forwarded"] > 0 and relay["relay_sessions"] >= 1, relay
+
+
+def test_split_across_nats_through_the_relay(natnet, start_node, tmp_path):
+    """A split whose host is behind a home NAT and whose worker is behind a symmetric NAT: they
+    reach each other only through the seed's relay, and the split answers like a solo node."""
+    from harness.split import SMALL, SMALL_CTX, SMALL_SIZE, env_for, gb, greedy, models_dir, \
+        models_status, plan_of, text
+    net = natnet()
+    seed_h = net.public_host("seed")
+    host_h = net.site("a", kind="home").host("a1")
+    worker_h = net.site("s", kind="symmetric").host("s1")
+    vram = gb(0.6 * SMALL_SIZE)  # neither fits alone, together they do
+    seed = start_node("--port", "0", "--own-mesh", "--relay", env=dict(env_for(tmp_path, "seed")),
+                      ns=seed_h.ns)
+    a = start_node("--port", "0", "--model", model_path(SMALL), *SMALL_CTX, "--max-vram", vram,
+                   "--join", seed.token, env=env_for(tmp_path, "a"), ns=host_h.ns)
+    b = start_node("--port", "0", "--models-dir", models_dir(tmp_path, "b", SMALL), *SMALL_CTX,
+                   "--max-vram", vram, "--join", seed.token, env=env_for(tmp_path, "b"),
+                   ns=worker_h.ns)
+    for n in (a, b):
+        wait_for(lambda: models_status(n).get(SMALL) == "ready", timeout=120,
+                 what=f"the split model ready on {n.id[:8]}")
+    plans = {n.id: plan_of(n, SMALL) for n in (a, b)}
+    host, worker = (a, b) if plans[a.id]["role"] == "host" else (b, a)
+    assert plans[host.id]["mode"] == "split" and plans[worker.id]["host"] == host.id, plans
+    peer = next(p for p in host.status()["peers"] if p["id"] == worker.id)
+    assert peer["path"] == "relayed" and peer["via"] == seed.id, peer
+    solo = start_node("--port", "0", "--model", model_path(SMALL), env=env_for(tmp_path, "solo"))
+    want = text(greedy(solo, SMALL))
+    assert len(want) > 20
+    for n in (a, b, seed):
+        assert text(greedy(n, SMALL)) == want, n.id[:8]
+    assert worker.status()["rpc_tunnel"]["worker_rx"] > 0
+    assert seed.status()["node"]["nat"]["relay_forwarded"] > 0
+
+
+def test_the_relay_serves_members_only(natnet, start_node, tmp_path):
+    """A relay frame captured on the wire and sent again from another address (a stranger on the
+    public network) is dropped by the relay: sessions are bound to their members' addresses."""
+    net = natnet()
+    seed_h = net.public_host("seed")
+    stranger = net.public_host("stranger")
+    s1 = net.site("s", kind="symmetric").host("s1")
+    s2 = net.site("t", kind="symmetric").host("s2")
+    env = dict(ENV, MESH_LLM_PORTMAP="0")
+    seed = start_node("--port", "0", "--own-mesh", "--relay", env=env, ns=seed_h.ns)
+    sniff = Sniffer(seed_h.ns)
+    try:
+        n1 = start_node("--port", "0", "--join", seed.token, "--model", own_model(tmp_path, "s1"),
+                        env=env, ns=s1.ns)
+        n2 = start_node("--port", "0", "--join", seed.token, "--model", own_model(tmp_path, "s2"),
+                        env=env, ns=s2.ns)
+        wait_for(lambda: any(p["id"] == n2.id and p.get("path") == "relayed"
+                             for p in n1.status()["peers"]), timeout=90, what="s1-s2 relayed")
+        text, who = chat(n1, "m-s2", stream=True)
+        assert who == n2.id and text
+    finally:
+        wire = sniff.stop()
+    # relay frames in the capture: [eth 14][ip 20][udp 8][0x3a side sid(16) ...] to the seed
+    port = seed.status()["node"]["quic_port"]
+    frames = []
+    i = wire.find(b"\x08\x00\x45")
+    while i >= 0 and len(frames) < 5:
+        eth = i - 12
+        ip = wire[eth + 14:eth + 34]
+        if len(ip) == 20 and ip[9] == 17:
+            udp = wire[eth + 34:eth + 42]
+            dport = int.from_bytes(udp[2:4], "big")
+            ulen = int.from_bytes(udp[4:6], "big")
+            payload = wire[eth + 42:eth + 34 + ulen]
+            if dport == port and len(payload) > 18 and payload[0] == 0x3a:
+                frames.append(payload)
+        i = wire.find(b"\x08\x00\x45", i + 3)
+    assert frames, "no relay frame captured"
+    before = seed.status()["node"]["nat"]
+    s = net.udp(stranger, timeout=1.0)
+    for f in frames:
+        s.sendto(f, (seed_h.addr, port))
+    wait_for(lambda: seed.status()["node"]["nat"]["relay_dropped"] >= before["relay_dropped"] +
+             len(frames), timeout=10, what="the replayed frames dropped")
+    with pytest.raises(socket.timeout):
+        s.recvfrom(2048)  # nothing forwarded back to the stranger either
