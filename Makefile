@@ -161,6 +161,7 @@ bench: build llama bench-model
 	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/prefix --mesh-llm $(BUILD)/mesh-llm
 	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/sse --mesh-llm $(BUILD)/mesh-llm
 	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/failure-detect --mesh-llm $(BUILD)/mesh-llm
+	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/nat --mesh-llm $(BUILD)/mesh-llm
 	@$(MAKE) --no-print-directory bench-replicas
 	@$(MAKE) --no-print-directory bench-download
 	@$(BUILD)/mesh-bench-tunnel

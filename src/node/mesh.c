@@ -19,6 +19,7 @@
 #include "wire.h"
 
 #define LEAVE_WAIT_MS 1500 /* how long PEER_LEAVING may take on shutdown */
+#define EAGER_CONNS 32     /* peers dialled as soon as they are up (the rest on demand) */
 
 void mesh_suspect(mesh_t *m, const char *peer_id)
 {
@@ -115,14 +116,42 @@ static void g_event(void *data, gossip_event_t ev, const gossip_peer_t *peer)
     if (json_is_array(addrs) && json_array_size(addrs) > 0)
         addr = json_string_value(json_array_get(addrs, 0));
     switch (ev) {
-    case GOSSIP_EV_UP:
+    case GOSSIP_EV_UP: {
         LOGI("mesh", "peer %.12s is up (%s, incarnation %llu)", peer->id, addr ? addr : "",
              (unsigned long long)peer->inc);
+        /* connect now, not when gossip or a request first needs it: behind NATs a connection
+         * takes a punch or a relay (seconds), which a request should not wait for. Bounded: a
+         * large mesh connects to the rest on demand. */
+        mpeer_t *p =
+            m->n_ready < EAGER_CONNS && !m->passive && !m->stopping && !tp_find(m->ep, peer->id)
+                ? mesh_peer_get(m, peer->id, true)
+                : NULL;
+        if (p) mesh_dial(m, p);
         break;
-    case GOSSIP_EV_UPDATED:
+    }
+    case GOSSIP_EV_UPDATED: {
         LOGD("mesh", "peer %.12s updated its announcement (seq %llu)", peer->id,
              (unsigned long long)peer->seq);
+        /* new addresses (a port mapping, a reflexive address): an unreachable peer is dialled
+         * again now rather than after its backoff */
+        char *js = addrs ? json_dumps(addrs, JSON_COMPACT) : NULL;
+        uint64_t sig = 0;
+        if (js)
+            crypto_generichash((uint8_t *)&sig, sizeof sig, (const uint8_t *)js, strlen(js), NULL,
+                               0);
+        free(js);
+        mpeer_t *p = mesh_peer_get(m, peer->id, false);
+        if (p && sig != p->addrs_sig) {
+            bool first = p->addrs_sig == 0;
+            p->addrs_sig = sig;
+            if (!first && !m->passive && !m->stopping && !tp_find(m->ep, peer->id) &&
+                p->dials == 0) {
+                p->next_dial = 0;
+                mesh_dial(m, p);
+            }
+        }
         break;
+    }
     case GOSSIP_EV_DEAD: {
         LOGW("mesh", "peer %.12s is dead (no heartbeat, probe failed)", peer->id);
         tp_conn_t *c = tp_find(m->ep, peer->id);

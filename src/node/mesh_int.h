@@ -56,6 +56,7 @@ typedef struct mpeer {
     size_t n_addrs;
     char last_err[160];
     uint64_t heard_inc; /* highest incarnation it spoke with (the "inc" of its messages) */
+    uint64_t addrs_sig; /* a hash of its announced addresses (a change: dial again at once) */
     /* mesh_nat.c: how its connection was made, and the escalation when it cannot be dialled */
     char path[12];          /* direct | mapped | punched | relayed ("" before one) */
     uint8_t nat_stage;      /* MESH_NAT_* */
@@ -177,6 +178,9 @@ void mesh_nat_addrs(mesh_t *m);
 void mesh_nat_receive(mesh_t *m, tp_conn_t *c, const char *from, json_t *f);
 /* Dialling p failed: punch, then relay (see the file's comment). */
 void mesh_nat_unreachable(mesh_t *m, mpeer_t *p);
+/* A dial to p starts: when both it and this node are behind NATs, punch at once (beside the
+ * dial, as ICE tries its candidates together) instead of after the dial's timeout. */
+void mesh_nat_dialing(mesh_t *m, mpeer_t *p);
 void mesh_nat_conn_ready(mesh_t *m, tp_conn_t *c, mpeer_t *p);
 void mesh_nat_conn_closed(mesh_t *m, tp_conn_t *c, mpeer_t *p);
 void mesh_nat_tick(mesh_t *m);

@@ -175,6 +175,16 @@ static size_t pick_helpers(mesh_t *m, const char *target, bool want_relay, const
     return n;
 }
 
+void mesh_nat_dialing(mesh_t *m, mpeer_t *p)
+{
+    const gossip_peer_t *gp = m->g ? gossip_find(m->g, p->id) : NULL;
+    if (!gp || !gp->ann || !json_is_true(json_object_get(gp->ann, "behind_nat"))) return;
+    bool natted = m->nat.symmetric;
+    for (size_t i = 0; i < m->n_extra; i++)
+        natted |= m->extra[i].kind == MESH_CAND_REFLEXIVE;
+    if (natted && p->nat_stage == MESH_NAT_NONE) mesh_nat_unreachable(m, p);
+}
+
 void mesh_nat_unreachable(mesh_t *m, mpeer_t *p)
 {
     if (m->stopping || m->passive || !m->g) return;
@@ -504,6 +514,13 @@ void mesh_nat_conn_closed(mesh_t *m, tp_conn_t *c, mpeer_t *p)
     struct sockaddr_storage ss;
     tp_conn_remote(c, &ss);
     if (!p || !p->has_route || !tp_addr_virtual((struct sockaddr *)&ss)) return;
+    /* a duplicate over the same route (both ends dialled) closed: the one kept still uses it */
+    tp_conn_t *other = tp_find(m->ep, p->id);
+    struct sockaddr_storage os;
+    if (other && other != c) {
+        tp_conn_remote(other, &os);
+        if (tp_addr_virtual((struct sockaddr *)&os)) return;
+    }
     tp_route_del(m->ep, p->sid);
     p->has_route = false;
     if (p->nat_stage == MESH_NAT_RELAYED) p->nat_stage = MESH_NAT_NONE;
