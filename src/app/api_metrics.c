@@ -23,6 +23,7 @@ static void fill_peers(mgmt_t *g)
         memcpy(peers[i].id, st[i].id, sizeof peers[i].id);
         snprintf(peers[i].state, sizeof peers[i].state, "%s", st[i].state);
         peers[i].rtt_s = st[i].rtt_ms >= 0 ? st[i].rtt_ms / 1e3 : -1.0;
+        snprintf(peers[i].path, sizeof peers[i].path, "%s", st[i].path);
     }
     metrics_set_peers(meshstat_metrics(g->stat), peers, n);
 }

@@ -217,6 +217,12 @@ static void print_status(json_t *st)
             printf(" rtt %6.1f ms", json_number_value(rtt));
         else
             printf(" rtt      -   ");
+        /* how it is reached: direct, mapped, punched, relayed via X (docs/nat.md) */
+        const char *path = str(v, "path", "-");
+        if (!strcmp(path, "relayed"))
+            printf("  relayed via %.12s", str(v, "via", "?"));
+        else
+            printf("  %-7s", path);
         printf("  serving ");
         json_t *sv = json_object_get(v, "serving");
         if (!json_array_size(sv)) printf("-");

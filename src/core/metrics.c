@@ -258,6 +258,7 @@ void metrics_set_peers(metrics_t *m, const metrics_peer_t *peers, size_t n)
     for (size_t i = 0; i < n; i++) {
         m->peers[i].id[METRICS_PEER_LEN - 1] = '\0';
         m->peers[i].state[sizeof m->peers[i].state - 1] = '\0';
+        m->peers[i].path[sizeof m->peers[i].path - 1] = '\0';
     }
     m->n_peers = n;
 }
@@ -550,6 +551,18 @@ int metrics_render(const metrics_t *m, const char *node_id, const char *version,
         if (rc == 0) rc = buf_printf(out, "\",state=\"");
         if (rc == 0) rc = put_label(out, m->peers[i].state);
         if (rc == 0) rc = buf_printf(out, "\"} 1\n");
+    }
+    /* the connected peers by the kind of path they are reached on (docs/nat.md) */
+    static const char *const PATHS[] = {"direct", "mapped", "punched", "relayed"};
+    if (rc == 0)
+        rc = head(out, "mesh_llm_peers_by_path", "gauge",
+                  "Connected peers by how they are reached: direct, through a router's port "
+                  "mapping, by a hole punch, through a relay.");
+    for (size_t k = 0; rc == 0 && k < sizeof PATHS / sizeof *PATHS; k++) {
+        unsigned n = 0;
+        for (size_t i = 0; i < m->n_peers; i++)
+            n += strcmp(m->peers[i].path, PATHS[k]) == 0;
+        rc = buf_printf(out, "mesh_llm_peers_by_path{path=\"%s\"} %u\n", PATHS[k], n);
     }
     if (rc == 0)
         rc = by_direction(out, "mesh_llm_tunnel_bytes_total",

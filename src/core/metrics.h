@@ -72,6 +72,7 @@ typedef struct {
     char id[METRICS_PEER_LEN];
     char state[16]; /* bounded set of the mesh's peer states */
     double rtt_s;   /* < 0 unknown */
+    char path[12];  /* how it is reached: direct | mapped | punched | relayed ("" none) */
 } metrics_peer_t;
 
 typedef struct {

@@ -467,6 +467,10 @@ size_t mesh_peer_states(mesh_t *m, mesh_peer_state_t *out, size_t max)
         snprintf(out[n].id, sizeof out[n].id, "%s", p->id);
         out[n].state = state_name(p->state);
         out[n].rtt_ms = c ? tp_conn_rtt_ms(c) : -1.0;
+        json_t *path = c ? mesh_nat_peer_json(m, p->id) : NULL;
+        const char *ps = json_string_value(json_object_get(path, "path"));
+        snprintf(out[n].path, sizeof out[n].path, "%s", ps ? ps : "");
+        json_decref(path);
         n++;
     }
     return n;

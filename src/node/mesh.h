@@ -91,6 +91,7 @@ typedef struct {
     char id[ID_HEX_LEN + 1];
     const char *state;
     double rtt_ms;
+    char path[12]; /* direct | mapped | punched | relayed; "" when not connected */
 } mesh_peer_state_t;
 size_t mesh_peer_states(mesh_t *m, mesh_peer_state_t *out, size_t max);
 

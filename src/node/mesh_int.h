@@ -83,6 +83,7 @@ typedef struct {
     uint64_t punch_asked, punches, punched_conns, relay_asked, relayed_conns, coordinated;
     uint64_t relayed, upgrades;
     bool symmetric; /* peers see this node at one address with several ports */
+    uint64_t scan_at; /* the interfaces last read (loop ms) */
     mesh_rsess_t sessions[MESH_MAX_RSESS];
     size_t n_sessions;
 } mesh_nat_t;

@@ -32,6 +32,7 @@
 #define COORD_PER_S 50       /* punch coordinations this node does a second */
 #define RELAY_IDLE_MS 120000 /* a relay session without a frame this long is removed */
 #define RELAY_MAX_PER_PEER 8 /* sessions one member may hold through this relay */
+#define ADDR_SCAN_MS 5000    /* the interfaces' addresses read again */
 
 /* ---- candidates ---- */
 
@@ -526,10 +527,38 @@ void mesh_nat_conn_closed(mesh_t *m, tp_conn_t *c, mpeer_t *p)
     if (p->nat_stage == MESH_NAT_RELAYED) p->nat_stage = MESH_NAT_NONE;
 }
 
-/* From the gossip tick: relayed peers try for a direct path again every UPGRADE_MS. */
+/* Every ADDR_SCAN_MS: the interfaces' addresses again. A node that moved (a laptop on another
+ * network) announces its new addresses at once; its reflexive candidates belonged to the old
+ * network and go (peers report the new ones as they reconnect). */
+static void addr_scan(mesh_t *m, uint64_t now)
+{
+    if (now - m->nat.scan_at < ADDR_SCAN_MS || m->stopping) return;
+    m->nat.scan_at = now;
+    char before[MAX_ADDRS][TOKEN_ADDR_MAX];
+    size_t nb = m->n_addrs;
+    memcpy(before, m->addrs, sizeof before);
+    mesh_nat_addrs(m);
+    bool same = nb == m->n_addrs;
+    for (size_t i = 0; same && i < nb; i++)
+        same = strcmp(before[i], m->addrs[i]) == 0;
+    if (same) return;
+    LOGI("mesh", "this node's addresses changed (%s%s): announcing them", m->addrs[0],
+         m->n_addrs > 1 ? ", …" : "");
+    for (size_t i = 0; i < m->n_extra;)
+        if (m->extra[i].kind == MESH_CAND_REFLEXIVE)
+            m->extra[i] = m->extra[--m->n_extra];
+        else
+            i++;
+    m->nat.symmetric = false;
+    addrs_changed(m);
+}
+
+/* From the gossip tick: the interfaces rescanned; relayed peers try for a direct path again
+ * every UPGRADE_MS. */
 void mesh_nat_tick(mesh_t *m)
 {
     uint64_t now = mesh_now(m);
+    addr_scan(m, now);
     for (mpeer_t *p = m->peers; p; p = p->next) {
         if (p->nat_stage != MESH_NAT_RELAYED || now - p->nat_at < UPGRADE_MS) continue;
         tp_conn_t *c = tp_find(m->ep, p->id);

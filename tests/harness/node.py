@@ -347,7 +347,7 @@ class Node:
     def metric(self, series, headers=None):
         """The value of one series of GET /metrics (its name with labels exactly as the node
         writes them, e.g. 'mesh_llm_relay_retries_total{model="m"}'), or None if absent."""
-        r = http(self.console_port, "GET", "/metrics", headers=headers)
+        r = http(self.console_port, "GET", "/metrics", headers=headers, ns=self.ns)
         assert r.status == 200, r
         for line in r.body.decode().splitlines():
             if line.startswith(series + " "):

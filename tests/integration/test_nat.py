@@ -24,7 +24,7 @@ import pytest
 
 from harness.mesh import ENV
 from harness.nat import _in_ns
-from harness.node import model_path, wait_for
+from harness.node import MESH_BIN, model_path, wait_for
 
 MODEL = "stories260K"
 PROMPT = "Once upon a time"
@@ -65,7 +65,7 @@ def chat(node, model, stream):
     body = {"model": model, "messages": [{"role": "user", "content": PROMPT}], "max_tokens": 12,
             "temperature": 0, "stream": stream}
     r = node.request("POST", "/v1/chat/completions", body, timeout=120)
-    assert r.status == 200, (node.name, model, r)
+    assert r.status == 200, (getattr(node, "name", node.id[:8]), model, r)
     if not stream:
         return r.json()["choices"][0]["message"]["content"], r.headers.get("x-mesh-node")
     text, done = "", False
@@ -171,6 +171,14 @@ def test_nat_matrix(natnet, start_node, tmp_path):
                        "b1": "endpoint-independent", "s1": "symmetric", "s2": "symmetric",
                        "u1": "none seen", "c1": "endpoint-independent",
                        "c2": "endpoint-independent"}, mapping
+    # /metrics counts the paths; `mesh-llm status` shows them
+    want_a1 = {"direct": 1, "mapped": 1, "punched": 3, "relayed": 2}  # from PATHS, a1's row
+    assert {k: nodes["a1"].metric(f'mesh_llm_peers_by_path{{path="{k}"}}') for k in want_a1} \
+        == want_a1
+    out = net.run(hosts["s1"], [MESH_BIN, "status", "--console", str(nodes["s1"].console_port)])
+    assert out.returncode == 0, out.stderr
+    assert f"relayed via {ids['seed'][:12]}" in out.stdout and "punched" not in out.stdout, \
+        out.stdout
     for (x, y), want in PATHS.items():
         if want == "relayed":
             peer = next(p for p in nodes[x].status()["peers"] if p["id"] == ids[y])
@@ -278,3 +286,40 @@ def test_the_relay_serves_members_only(natnet, start_node, tmp_path):
              len(frames), timeout=10, what="the replayed frames dropped")
     with pytest.raises(socket.timeout):
         s.recvfrom(2048)  # nothing forwarded back to the stranger either
+
+
+def test_a_node_that_moves_announces_its_new_address(natnet, start_node, tmp_path):
+    """A node whose address changes (a laptop on another network: here its LAN address is
+    replaced) announces the new one, and requests through it keep being answered."""
+    net = natnet()
+    seed_h = net.public_host("seed")
+    site = net.site("a", kind="home")
+    a1 = site.host("a1")
+    env = dict(ENV, MESH_LLM_PORTMAP="0")
+    seed = start_node("--port", "0", "--own-mesh", "--model", own_model(tmp_path, "seed"),
+                      env=env, ns=seed_h.ns)
+    a = start_node("--port", "0", "--join", seed.token, env=env, ns=a1.ns)
+    wait_for(lambda: any(p["id"] == a.id and p.get("connected") for p in seed.status()["peers"]),
+             timeout=60, what="a1 connected to the seed")
+    port = a.status()["node"]["quic_port"]
+    assert f"{a1.addr}:{port}" in next(p for p in seed.status()["peers"] if p["id"] == a.id)[
+        "addrs"]
+    new = a1.addr.rsplit(".", 1)[0] + ".99"
+    for cmd in (["ip", "addr", "del", f"{a1.addr}/24", "dev", "eth0"],
+                ["ip", "addr", "add", f"{new}/24", "dev", "eth0"],
+                ["ip", "route", "replace", "default", "via", site.lan_gw]):
+        r = net.run(a1, cmd)
+        assert r.returncode == 0, (cmd, r.stderr)
+
+    def announced():
+        addrs = next(p for p in seed.status()["peers"] if p["id"] == a.id)["addrs"]
+        return f"{new}:{port}" in addrs and f"{a1.addr}:{port}" not in addrs
+    wait_for(announced, timeout=60, what="the new address announced")
+    # the first request may meet the old path's end (a 503 that says to retry); then answered
+    def answered():
+        r = a.request("POST", "/v1/chat/completions",
+                      {"model": "m-seed", "max_tokens": 4, "temperature": 0,
+                       "messages": [{"role": "user", "content": PROMPT}]}, timeout=60)
+        assert r.status in (200, 503), r
+        return r.status == 200 and r.headers.get("x-mesh-node") == seed.id
+    wait_for(answered, timeout=60, interval=0.5, what="a request through the moved node answered")

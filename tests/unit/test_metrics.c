@@ -222,7 +222,7 @@ static void test_loads_queue_peers_tunnel(void **state)
     metrics_tunnel_bytes(&m, true, 7);
     metrics_set_rpc_tunnel(&m, 4096, 512, 33);
     m.request_parses = 5; /* meshstat_parse_body counts one per inference request */
-    metrics_peer_t p[2] = {{"p1", "alive", 0.0125}, {"p2", "dead", -1}};
+    metrics_peer_t p[2] = {{"p1", "alive", 0.0125, "relayed"}, {"p2", "dead", -1, ""}};
     metrics_set_peers(&m, p, 2);
     char *s = render(&m);
     assert_non_null(strstr(s, "mesh_llm_model_loads_total{model=\"a\",result=\"ok\"} 1\n"));
@@ -245,6 +245,8 @@ static void test_loads_queue_peers_tunnel(void **state)
     assert_non_null(strstr(s, "mesh_llm_peer_rtt_seconds{peer=\"p1\"} 0.012500\n"));
     assert_null(strstr(s, "mesh_llm_peer_rtt_seconds{peer=\"p2\"}"));
     assert_non_null(strstr(s, "mesh_llm_peer_state{peer=\"p2\",state=\"dead\"} 1\n"));
+    assert_non_null(strstr(s, "mesh_llm_peers_by_path{path=\"relayed\"} 1\n"));
+    assert_non_null(strstr(s, "mesh_llm_peers_by_path{path=\"direct\"} 0\n"));
     free(s);
 }
 

@@ -215,6 +215,7 @@
           now - (deadSince.get(p.id) || now) > GONE_AFTER_MS) continue;
       nodes.push({
         id: p.id, role: p.role || 'worker', state: p.state, vram: p.vram_bytes, rtt: p.rtt_ms,
+        path: p.path === 'relayed' ? `relayed via ${short(p.via || '')}` : p.path,
         models: (p.serving || []).map((s) => (s.state && s.state !== 'ready'
           ? `${s.model} (${s.state})` : s.model)),
       });
@@ -241,8 +242,10 @@
         const live = n.state === 'alive' || n.state === 'standby';
         links.append(sv('line', { class: live ? 'link' : 'link dead', x1: cx, y1: cy, x2: x, y2: y }));
         if (live && typeof n.rtt === 'number') {
+          /* the RTT and how the peer is reached (direct, mapped, punched, relayed via X) */
           links.append(sv('text', { class: 'rtt', x: (cx + x) / 2, y: (cy + y) / 2 - 4 },
-            `${n.rtt < 10 ? n.rtt.toFixed(1) : n.rtt.toFixed(0)} ms`));
+            `${n.rtt < 10 ? n.rtt.toFixed(1) : n.rtt.toFixed(0)} ms` +
+            (n.path && n.path !== 'direct' ? ` · ${n.path}` : '')));
         }
       }
       const g = sv('g', {
