@@ -234,7 +234,9 @@ static void on_punch_req(mesh_t *m, tp_conn_t *cf, const char *from, json_t *f)
         m->nat.coord_window = now;
         m->nat.coord_count = 0;
     }
-    if (!ct || m->nat.coord_count >= COORD_PER_S || strcmp(to, from) == 0) return;
+    if (!ct || m->nat.coord_count >= COORD_PER_S || strcmp(to, from) == 0 ||
+        !peer_speaks_nat(m, to))
+        return; /* an older node would not understand the punch */
     m->nat.coord_count++;
     char a_addr[64], b_addr[64];
     remote_str(cf, a_addr, sizeof a_addr);
