@@ -115,8 +115,7 @@ void tpi_send_batch(tp_endpoint_t *ep, tp_conn_t *c, size_t n)
     int fd = ep->fd;
     if (fd < 0) return;
     if (tp_addr_virtual((const struct sockaddr *)&c->remote)) { /* a relayed path */
-        for (size_t i = 0; i < n; i++)
-            tpi_relay_wrap(ep, (const struct sockaddr *)&c->remote, ep->sbuf[i], ep->slen[i]);
+        tpi_relay_send(ep, (const struct sockaddr *)&c->remote, n);
         return;
     }
     plat_udp_out_t msgs[BATCH];

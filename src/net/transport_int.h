@@ -193,9 +193,8 @@ void tpi_quic_datagram(tp_endpoint_t *ep, const struct sockaddr *from, const uin
 /* transport_relay.c */
 /* A datagram whose first byte is not QUIC's: a punch or a relay frame. */
 void tpi_special_datagram(tp_endpoint_t *ep, const struct sockaddr *from, const uint8_t *d, size_t n);
-/* `to` is a relayed path's virtual address: p sent through its relay (true), or dropped when the
- * route is gone (true too). false: a real address, for the caller to send to. */
-bool tpi_relay_wrap(tp_endpoint_t *ep, const struct sockaddr *to, const uint8_t *p, size_t n);
+/* ep->sbuf[0..n) to the relayed path `to`, each in a relay frame, in one batch (sendmmsg). */
+void tpi_relay_send(tp_endpoint_t *ep, const struct sockaddr *to, size_t n);
 
 /* transport_stream.c */
 tp_stream_t *tpi_stream_new(tp_conn_t *c, int64_t id);

@@ -178,17 +178,34 @@ int tp_punch(tp_endpoint_t *ep, const struct sockaddr *to)
     return 0;
 }
 
-bool tpi_relay_wrap(tp_endpoint_t *ep, const struct sockaddr *to, const uint8_t *p, size_t n)
+void tpi_relay_send(tp_endpoint_t *ep, const struct sockaddr *to, size_t n)
 {
     tp_route_t *r = route_of_virt(ep, to);
-    if (!r) return tp_addr_virtual(to); /* a virtual address without a route: dropped */
+    if (!r || ep->fd < 0) return; /* the route is gone: QUIC's loss recovery, then its timeout */
     uint8_t hdr[TPI_RELAY_HDR];
     hdr[0] = TPI_RELAY_TYPE;
     hdr[1] = r->side;
     memcpy(hdr + 2, r->sid, TP_SID_LEN);
-    send_one(ep, (const struct sockaddr *)&r->relay, hdr, sizeof hdr, p, n);
-    ep->stats.relayed_out++;
-    return true;
+    plat_udp_out_t msgs[BATCH];
+    struct iovec iov[BATCH][2];
+    const struct sockaddr *relay = (const struct sockaddr *)&r->relay;
+    for (size_t i = 0; i < n && i < BATCH; i++) {
+        iov[i][0] = (struct iovec){hdr, sizeof hdr};
+        iov[i][1] = (struct iovec){ep->sbuf[i], ep->slen[i]};
+        msgs[i] = (plat_udp_out_t){
+            .to = relay, .to_len = sa_len(relay), .iov = iov[i], .n_iov = 2, .seg = 0};
+    }
+    size_t done = 0;
+    while (done < n) {
+        int k = plat_udp_send(ep->fd, msgs + done, n - done);
+        if (k <= 0) {
+            ep->stats.dropped += n - done; /* EAGAIN/ENOBUFS: QUIC recovers from the loss */
+            break;
+        }
+        ep->stats.datagrams_out += (uint64_t)k;
+        ep->stats.relayed_out += (uint64_t)k;
+        done += (size_t)k;
+    }
 }
 
 /* A relay frame from `from`: forwarded (this node is the session's relay), delivered as a QUIC
