@@ -116,7 +116,8 @@ void tpi_send_batch(tp_endpoint_t *ep, tp_conn_t *c, size_t n)
     if (fd < 0) return;
     if (tp_addr_virtual((const struct sockaddr *)&c->remote)) { /* a relayed path */
         for (size_t i = 0; i < n; i++)
-            tpi_relay_wrap(ep, (const struct sockaddr *)&c->remote, ep->sbuf[i], ep->slen[i]);
+            if (!tpi_turn_wrap(ep, (const struct sockaddr *)&c->remote, ep->sbuf[i], ep->slen[i]))
+                tpi_relay_wrap(ep, (const struct sockaddr *)&c->remote, ep->sbuf[i], ep->slen[i]);
         return;
     }
     plat_udp_out_t msgs[BATCH];
@@ -292,6 +293,8 @@ static void unknown_short_packet(tp_endpoint_t *ep, const struct sockaddr *addr,
 static void ep_datagram(tp_endpoint_t *ep, const struct sockaddr *addr, const uint8_t *data,
                         size_t n)
 {
+    /* a STUN/TURN server's answer or ChannelData (which looks like a QUIC short header) */
+    if (ep->turn && tpi_turn_datagram(ep, addr, data, n)) return;
     /* Both high bits clear: a punch or a relay frame, unless it is a short-header packet of one
      * of our connections whose peer greased the fixed bit (RFC 9287; ngtcp2 always allows it) */
     if (n > 0 && (data[0] & 0xc0) == 0 && !(n > SCID_LEN && tpi_cid_find(ep, data + 1, SCID_LEN))) {
@@ -436,6 +439,7 @@ fail:
     if (ep->cred) gnutls_certificate_free_credentials(ep->cred);
     free(ep->rbuf);
     free(ep->sessions);
+    free(ep->turn);
     free(ep);
     return rc;
 }
@@ -475,6 +479,7 @@ void tpi_ep_release(tp_endpoint_t *ep)
     if (ep->cred) gnutls_certificate_free_credentials(ep->cred);
     free(ep->rbuf);
     free(ep->sessions);
+    free(ep->turn);
     free(ep);
     if (cb) cb(d);
 }

@@ -138,6 +138,7 @@ static void g_event(void *data, gossip_event_t ev, const gossip_peer_t *peer)
         break;
     }
     }
+    if (ev == GOSSIP_EV_UP || ev == GOSSIP_EV_UPDATED) mesh_turn_permit_ann(m, peer->ann);
     mesh_views_sync(m); /* the one decode of a changed announcement */
     if (!m->stopping && m->o.on_peers_changed) m->o.on_peers_changed(m->o.data);
     if (ev == GOSSIP_EV_DEAD || ev == GOSSIP_EV_LEFT) mesh_peer_gone(m);
@@ -516,6 +517,7 @@ json_t *mesh_status(mesh_t *m)
         (json_int_t)m->msgs_dropped);
     json_object_set_new(json_object_get(out, "node"), "passive", json_boolean(m->passive));
     json_object_set_new(json_object_get(out, "node"), "nat", mesh_nat_status(m));
+    mesh_turn_status(m, json_object_get(json_object_get(out, "node"), "nat"));
     json_object_set_new(json_object_get(out, "node"), "peer_rtt_ms",
                         rtt_json(m->rtt_ann, m->n_rtt_ann)); /* as last announced */
     size_t entries = 0; /* per-peer state held (gossip members, dial targets, open passives) */
@@ -576,6 +578,7 @@ static void stop_poll_cb(uv_timer_t *t)
 void mesh_stop(mesh_t *m, void (*cb)(void *data), void *data)
 {
     if (m->stopping) return;
+    mesh_servers_stop(m); /* the TURN allocation is deleted while the socket is still open */
     m->stop_cb = cb;
     m->stop_data = data;
     gossip_leave(m->g, mesh_now(m));

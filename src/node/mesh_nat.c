@@ -75,10 +75,14 @@ static bool extra_set(mesh_t *m, const char *addr, int kind)
             return changed;
         }
     size_t slot = m->n_extra;
-    if (m->n_extra == MESH_MAX_EXTRA) { /* replace the oldest */
+    if (m->n_extra == MESH_MAX_EXTRA) { /* replace the oldest, a reflexive one if any */
         slot = 0;
-        for (size_t i = 1; i < m->n_extra; i++)
-            if (m->extra[i].at < m->extra[slot].at) slot = i;
+        for (size_t i = 1; i < m->n_extra; i++) {
+            bool refl = m->extra[i].kind == MESH_CAND_REFLEXIVE,
+                 slot_refl = m->extra[slot].kind == MESH_CAND_REFLEXIVE;
+            if ((refl && !slot_refl) || (refl == slot_refl && m->extra[i].at < m->extra[slot].at))
+                slot = i;
+        }
     } else {
         m->n_extra++;
     }
@@ -102,6 +106,46 @@ void mesh_set_mapped_addr(mesh_t *m, const char *addr)
     int port;
     if (addr && strlen(addr) < TOKEN_ADDR_MAX && addr_split(addr, host, sizeof host, &port) == 0)
         changed |= extra_set(m, addr, MESH_CAND_MAPPED);
+    if (changed) addrs_changed(m);
+}
+
+/* A STUN server's answer (--stun): a reflexive candidate, replacing the previous STUN one (not
+ * the ones peers reported). NULL: none. */
+void mesh_set_stun_addr(mesh_t *m, const char *addr)
+{
+    char host[TOKEN_ADDR_MAX];
+    int port;
+    if (addr && (strlen(addr) >= TOKEN_ADDR_MAX || addr_split(addr, host, sizeof host, &port)))
+        return;
+    if (addr && !strcmp(addr, m->nat.stun_addr)) return;
+    bool changed = false;
+    for (size_t i = 0; m->nat.stun_addr[0] && i < m->n_extra; i++)
+        if (m->extra[i].kind == MESH_CAND_REFLEXIVE &&
+            !strcmp(m->extra[i].addr, m->nat.stun_addr)) {
+            m->extra[i] = m->extra[--m->n_extra];
+            changed = true;
+            break;
+        }
+    snprintf(m->nat.stun_addr, sizeof m->nat.stun_addr, "%s", addr ? addr : "");
+    if (addr && !own_addr(m, addr)) changed |= extra_set(m, addr, MESH_CAND_REFLEXIVE);
+    if (changed) addrs_changed(m);
+}
+
+/* This node's TURN allocation's relayed address (--turn): a "relay" candidate. NULL: none. */
+void mesh_set_turn_addr(mesh_t *m, const char *addr)
+{
+    bool changed = false;
+    for (size_t i = 0; i < m->n_extra;)
+        if (m->extra[i].kind == MESH_CAND_RELAY && (!addr || strcmp(m->extra[i].addr, addr))) {
+            m->extra[i] = m->extra[--m->n_extra];
+            changed = true;
+        } else {
+            i++;
+        }
+    char host[TOKEN_ADDR_MAX];
+    int port;
+    if (addr && strlen(addr) < TOKEN_ADDR_MAX && addr_split(addr, host, sizeof host, &port) == 0)
+        changed |= extra_set(m, addr, MESH_CAND_RELAY);
     if (changed) addrs_changed(m);
 }
 
@@ -273,6 +317,7 @@ static void on_punch(mesh_t *m, const char *from, json_t *f)
         if (parse_v4(json_string_value(v), &to[n]) == 0) n++;
     }
     if (n == 0) return;
+    if (m->punch_hook) m->punch_hook(m, to, n); /* our TURN allocation lets the peer in too */
     p->punched_until = now + 10000;
     m->nat.punches++;
     LOGD("mesh", "hole punch to %.12s (coordinated by %.12s): %zu address(es)", peer, from, n);
@@ -399,9 +444,11 @@ void mesh_nat_conn_ready(mesh_t *m, tp_conn_t *c, mpeer_t *p)
     /* a reflexive candidate: the address this peer sees us at, when not one of ours */
     const char *seen = tp_conn_seen(c);
     if (seen[0] && strncmp(seen, "127.", 4) != 0 && !own_addr(m, seen)) {
-        bool mapped = false;
+        bool mapped = false; /* or our TURN relayed address, which a peer over TURN sees */
         for (size_t i = 0; i < m->n_extra; i++)
-            mapped |= m->extra[i].kind == MESH_CAND_MAPPED && !strcmp(m->extra[i].addr, seen);
+            mapped |=
+                (m->extra[i].kind == MESH_CAND_MAPPED || m->extra[i].kind == MESH_CAND_RELAY) &&
+                !strcmp(m->extra[i].addr, seen);
         if (!mapped && extra_set(m, seen, MESH_CAND_REFLEXIVE)) {
             LOGI("mesh", "peer %.12s sees this node at %s (a NAT's public address): announced",
                  tp_conn_peer_id(c), seen);
@@ -413,7 +460,10 @@ void mesh_nat_conn_ready(mesh_t *m, tp_conn_t *c, mpeer_t *p)
     char ra[64] = "";
     tp_conn_remote(c, &ss);
     uint64_t now = mesh_now(m);
-    if (tp_addr_virtual((struct sockaddr *)&ss)) {
+    if (tp_turn_peer(m->ep, (struct sockaddr *)&ss, NULL)) { /* through our TURN allocation */
+        snprintf(p->path, sizeof p->path, "turn");
+        m->nat.turn_conns++;
+    } else if (tp_addr_virtual((struct sockaddr *)&ss)) {
         snprintf(p->path, sizeof p->path, "relayed");
         m->nat.relayed_conns++;
     } else {
@@ -422,6 +472,9 @@ void mesh_nat_conn_ready(mesh_t *m, tp_conn_t *c, mpeer_t *p)
         if (p->punched_until > now) {
             snprintf(p->path, sizeof p->path, "punched");
             m->nat.punched_conns++;
+        } else if (!strcmp(kind, "relay")) { /* the peer's TURN relayed address */
+            snprintf(p->path, sizeof p->path, "turn");
+            m->nat.turn_conns++;
         } else {
             snprintf(p->path, sizeof p->path, "%s", !strcmp(kind, "mapped") ? "mapped" : "direct");
         }
@@ -472,6 +525,11 @@ json_t *mesh_nat_peer_json(mesh_t *m, const char *id)
     char ra[64] = "";
     struct sockaddr_storage ss;
     tp_conn_remote(c, &ss);
+    struct sockaddr_storage tpeer;
+    if (tp_turn_peer(m->ep, (struct sockaddr *)&ss, &tpeer)) { /* over our TURN allocation */
+        addr_format((struct sockaddr *)&tpeer, ra, sizeof ra);
+        return json_pack("{s:s,s:s,s:s}", "path", "turn", "via", "turn", "addr", ra);
+    }
     bool relayed = tp_addr_virtual((struct sockaddr *)&ss);
     if (!relayed) addr_format((struct sockaddr *)&ss, ra, sizeof ra);
     json_t *o = json_pack("{s:s}", "path", relayed ? "relayed" : p->path);
@@ -487,7 +545,7 @@ json_t *mesh_nat_status(mesh_t *m)
         json_array_append_new(cands, json_pack("{s:s,s:s}", "addr", m->extra[i].addr, "kind",
                                                mesh_cand_kind_name(m->extra[i].kind)));
     const tp_stats_t *ts = tp_stats(m->ep);
-    return json_pack(
+    json_t *o = json_pack(
         "{s:o,s:b,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "candidates", cands, "relay",
         m->o.relay, "punch_asked", (json_int_t)m->nat.punch_asked, "punched_conns",
         (json_int_t)m->nat.punched_conns, "relay_asked", (json_int_t)m->nat.relay_asked,
@@ -496,4 +554,5 @@ json_t *mesh_nat_status(mesh_t *m)
         "relay_forwarded", (json_int_t)ts->relay_forwarded, "relay_dropped",
         (json_int_t)ts->relay_dropped, "punches_in", (json_int_t)ts->punches_in, "upgrades",
         (json_int_t)m->nat.upgrades);
+    return o;
 }
