@@ -96,7 +96,7 @@ def test_wrong_turn_password_is_reported_and_the_node_keeps_running(natnet, star
 def test_two_symmetric_nats_connect_over_turn(natnet, start_node, tmp_path):
     net = natnet()
     pub = net.public_host("turn")
-    turn = net.coturn(pub, USER, PASSWORD, REALM)
+    turn = net.coturn(pub, USER, PASSWORD, REALM, extra=("verbose",))  # sessions in its log
     seed_host = net.public_host("seed")
     sa, sb = net.site("a", kind="symmetric"), net.site("b", kind="symmetric")
     a1, b1 = sa.host("a1"), sb.host("b1")
@@ -141,3 +141,12 @@ def test_two_symmetric_nats_connect_over_turn(natnet, start_node, tmp_path):
     assert re.search(r"CREATE_PERMISSION processed, success", log), log[-3000:]
     assert re.search(r"CHANNEL_BIND processed, success", log), log[-3000:]
     assert PASSWORD not in a.stderr()
+    # a's stop deletes the allocation: coturn closes the session and logs what it relayed
+    assert a.stop() == 0
+    closed = wait_for(lambda: re.search(r"session (\d+): closed", turn.log()), timeout=20,
+                      what="coturn to close a's session")
+    usage = re.search(rf"session {closed.group(1)}: peer usage: .*rp=(\d+), rb=(\d+), sp=(\d+), "
+                      rf"sb=(\d+)", turn.log())
+    assert usage, turn.log()[-3000:]
+    rp, rb, sp, sb = map(int, usage.groups())
+    assert rp > 0 and rb > 0 and sp > 0 and sb > 0, usage.group(0)  # relayed both ways
