@@ -573,7 +573,6 @@ static void node_shutdown(node_t *n)
     nostr_app_stop(&n->nostr);
     api_stop(&n->api);
     mgmt_stop(&n->mgmt);
-    if (n->mesh) mesh_servers_stop(n->mesh); /* deletes the TURN allocation */
     if (n->mesh)
         mesh_stop(n->mesh, on_mesh_stopped, n);
     else

@@ -562,8 +562,9 @@ static void ep_closed(void *data)
 static void finish_stop(mesh_t *m)
 {
     uv_timer_stop(&m->stimer);
-    m->handles_open++; /* the endpoint */
-    tp_endpoint_close(m->ep, ep_closed, m);
+    m->handles_open++;                      /* the endpoint */
+    tp_endpoint_close(m->ep, ep_closed, m); /* CONNECTION_CLOSEs go out, over TURN too */
+    mesh_servers_stop(m); /* then the TURN allocation's deletion, the socket still open */
     uv_close((uv_handle_t *)&m->gtimer, handle_closed);
     uv_close((uv_handle_t *)&m->jtimer, handle_closed);
     uv_close((uv_handle_t *)&m->stimer, handle_closed);
@@ -578,7 +579,6 @@ static void stop_poll_cb(uv_timer_t *t)
 void mesh_stop(mesh_t *m, void (*cb)(void *data), void *data)
 {
     if (m->stopping) return;
-    mesh_servers_stop(m); /* the TURN allocation is deleted while the socket is still open */
     m->stop_cb = cb;
     m->stop_data = data;
     gossip_leave(m->g, mesh_now(m));

@@ -123,7 +123,8 @@ typedef struct {
 } mesh_servers_t;
 /* 0, or -EINVAL with err (a malformed server, no user or password for turn). */
 int mesh_servers_start(mesh_t *m, const mesh_servers_t *s, char *err, size_t errlen);
-/* Deletes the TURN allocation (best effort: one Refresh 0) and stops. */
+/* Deletes the TURN allocation (best effort: one Refresh 0) and stops; mesh_stop calls it right
+ * after closing the endpoint's connections (their CONNECTION_CLOSE still goes over TURN). */
 void mesh_servers_stop(mesh_t *m);
 /* The ready connection to a peer, or NULL (no dial). */
 tp_conn_t *mesh_find_conn(mesh_t *m, const char *peer_id);

@@ -545,7 +545,7 @@ void mesh_servers_stop(mesh_t *m)
         flush_turn(mt, now);
         LOGD("mesh", "TURN server %s: allocation deleted", mt->turn.spec);
     }
-    if (mt->relayed[0]) mesh_set_turn_addr(m, NULL);
+    /* the relay candidate stays in the last announcement: the node is leaving anyway */
     tp_turn_set_sender(m->ep, NULL, NULL);
     tp_turn_routes_clear(m->ep);
     for (size_t i = 0; i < mt->n_stun; i++)

@@ -17,6 +17,7 @@ import shutil
 
 import pytest
 
+from harness.coturn import coturn_factory  # noqa: F401 (a fixture)
 from harness.mesh import ENV, wait_converged
 from harness.node import model_path, wait_for
 
@@ -71,6 +72,19 @@ def test_stun_announces_the_routers_public_address(natnet, start_node):
     assert f"sees this node at {refl[0]}" in a.stderr(), a.stderr()[-2000:]
 
 
+def test_stun_server_by_name(coturn_factory, start_node):  # noqa: F811
+    """A --stun name is resolved (uv_getaddrinfo: "localhost" from /etc/hosts, no DNS) and the
+    binding goes out of the QUIC socket: coturn on 127.0.0.1 reports the node's QUIC port. (On
+    loopback the answer is one of the node's own addresses, so it is no extra candidate.)"""
+    srv = coturn_factory()
+    a = start_node("--port", "0", "--own-mesh", "--stun", f"localhost:{srv.port}", env=ENV)
+    stun = wait_for(lambda: (lambda s: s[0]["state"] == "done" and s)(nat_status(a)["stun"]),
+                    timeout=30, what="the STUN answer")
+    assert stun[0]["server"] == f"localhost:{srv.port}"
+    assert stun[0]["mapped"] == f"127.0.0.1:{a.quic_port}", stun
+    assert candidates(a, "reflexive") == []
+
+
 def test_wrong_turn_password_is_reported_and_the_node_keeps_running(natnet, start_node, tmp_path):
     net = natnet()
     pub = net.public_host("turn")
@@ -91,6 +105,25 @@ def test_wrong_turn_password_is_reported_and_the_node_keeps_running(natnet, star
     assert candidates(a, "relay") == []
     assert a.proc.poll() is None
     assert a.status()["node"]["state"]  # the API still answers
+
+
+def test_turn_password_from_the_config_file_or_the_environment(natnet, start_node, tmp_path):
+    net = natnet()
+    pub = net.public_host("turn")
+    turn = net.coturn(pub, USER, PASSWORD, REALM)
+    h1, h2 = net.public_host("n1"), net.public_host("n2")
+    conf = tmp_path / "mesh.conf"
+    conf.write_text(f'mesh = {{ turn = "turn:{turn.addr}:{turn.port}"; turn_user = "{USER}"; '
+                    f'turn_password = "{PASSWORD}"; }};\n')
+    os.chmod(conf, 0o600)
+    n1 = start_node("--port", "0", "--own-mesh", "--config", str(conf), env=ENV, ns=h1.ns)
+    n2 = start_node("--port", "0", "--own-mesh", "--turn", f"turn:{turn.addr}:{turn.port}",
+                    "--turn-user", USER, env=dict(ENV, MESH_LLM_TURN_PASSWORD=PASSWORD),
+                    ns=h2.ns)
+    for n in (n1, n2):
+        relay = wait_for(lambda: candidates(n, "relay"), timeout=30, what="a relay candidate")
+        assert relay[0].split(":")[0] == turn.addr, relay
+        assert PASSWORD not in " ".join(n.args) and PASSWORD not in n.stderr()
 
 
 def test_two_symmetric_nats_connect_over_turn(natnet, start_node, tmp_path):
@@ -123,14 +156,15 @@ def test_two_symmetric_nats_connect_over_turn(natnet, start_node, tmp_path):
     assert pa.get("addr", "").split(":")[0] == sb.public_addr, pa  # a sees b's router
     assert nat_status(a)["turn"]["packets_in"] > 0 and nat_status(a)["turn"]["packets_out"] > 0
 
-    want = a.complete(MODEL_A, max_tokens=16)
+    prompt = "Once upon a time " * 200  # a request of several full-sized packets over TURN
+    want = a.complete(MODEL_A, prompt=prompt, max_tokens=16)
     assert want.status == 200, want
     text = want.json()["choices"][0]["text"]
     assert len(text) > 10, want
     wait_for(lambda: a.id in next((m["hosts"] for m in b.status()["catalog"]
                                    if m["name"] == MODEL_A), []),
              timeout=60, what=f"b to see a hosting {MODEL_A}")
-    r = b.complete(MODEL_A, max_tokens=16)
+    r = b.complete(MODEL_A, prompt=prompt, max_tokens=16)
     assert r.status == 200, r
     assert r.headers.get("x-mesh-node") == a.id, r.headers
     assert r.headers.get("x-mesh-route") == f"tunnel:{a.id}", r.headers
