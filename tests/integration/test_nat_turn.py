@@ -113,8 +113,9 @@ def test_turn_password_from_the_config_file_or_the_environment(natnet, start_nod
     turn = net.coturn(pub, USER, PASSWORD, REALM)
     h1, h2 = net.public_host("n1"), net.public_host("n2")
     conf = tmp_path / "mesh.conf"
+    # the STUN server is the TURN server's address too: both clients share its datagrams
     conf.write_text(f'mesh = {{ turn = "turn:{turn.addr}:{turn.port}"; turn_user = "{USER}"; '
-                    f'turn_password = "{PASSWORD}"; }};\n')
+                    f'turn_password = "{PASSWORD}"; stun = ["{turn.addr}:{turn.port}"]; }};\n')
     os.chmod(conf, 0o600)
     n1 = start_node("--port", "0", "--own-mesh", "--config", str(conf), env=ENV, ns=h1.ns)
     n2 = start_node("--port", "0", "--own-mesh", "--turn", f"turn:{turn.addr}:{turn.port}",
@@ -124,6 +125,9 @@ def test_turn_password_from_the_config_file_or_the_environment(natnet, start_nod
         relay = wait_for(lambda: candidates(n, "relay"), timeout=30, what="a relay candidate")
         assert relay[0].split(":")[0] == turn.addr, relay
         assert PASSWORD not in " ".join(n.args) and PASSWORD not in n.stderr()
+    stun = wait_for(lambda: (lambda x: x[0]["state"] == "done" and x)(nat_status(n1)["stun"]),
+                    timeout=30, what="n1's STUN answer")
+    assert stun[0]["mapped"] == f"{h1.addr}:{n1.quic_port}", stun  # a public host: itself
 
 
 def test_two_symmetric_nats_connect_over_turn(natnet, start_node, tmp_path):
