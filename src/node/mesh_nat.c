@@ -469,12 +469,12 @@ void mesh_nat_conn_ready(mesh_t *m, tp_conn_t *c, mpeer_t *p)
     } else {
         addr_format((struct sockaddr *)&ss, ra, sizeof ra);
         const char *kind = peer_addr_kind(m->g ? gossip_find(m->g, p->id) : NULL, ra);
-        if (p->punched_until > now) {
-            snprintf(p->path, sizeof p->path, "punched");
-            m->nat.punched_conns++;
-        } else if (!strcmp(kind, "relay")) { /* the peer's TURN relayed address */
+        if (!strcmp(kind, "relay")) { /* the peer's TURN relayed address (punched or not) */
             snprintf(p->path, sizeof p->path, "turn");
             m->nat.turn_conns++;
+        } else if (p->punched_until > now) {
+            snprintf(p->path, sizeof p->path, "punched");
+            m->nat.punched_conns++;
         } else {
             snprintf(p->path, sizeof p->path, "%s", !strcmp(kind, "mapped") ? "mapped" : "direct");
         }
@@ -545,7 +545,7 @@ json_t *mesh_nat_status(mesh_t *m)
         json_array_append_new(cands, json_pack("{s:s,s:s}", "addr", m->extra[i].addr, "kind",
                                                mesh_cand_kind_name(m->extra[i].kind)));
     const tp_stats_t *ts = tp_stats(m->ep);
-    json_t *o = json_pack(
+    return json_pack(
         "{s:o,s:b,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "candidates", cands, "relay",
         m->o.relay, "punch_asked", (json_int_t)m->nat.punch_asked, "punched_conns",
         (json_int_t)m->nat.punched_conns, "relay_asked", (json_int_t)m->nat.relay_asked,
@@ -554,5 +554,4 @@ json_t *mesh_nat_status(mesh_t *m)
         "relay_forwarded", (json_int_t)ts->relay_forwarded, "relay_dropped",
         (json_int_t)ts->relay_dropped, "punches_in", (json_int_t)ts->punches_in, "upgrades",
         (json_int_t)m->nat.upgrades);
-    return o;
 }
