@@ -24,6 +24,9 @@ GEN      := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 
 all: build llama
 
+# tests and benchmarks send nothing to this machine's router (no port mapping: the network rule)
+test unit integration asan soak soak-smoke fuzz-smoke bench bench-%: export MESH_LLM_PORTMAP = 0
+
 # make install / uninstall (docs/install.md); FLAVOUR: the llama.cpp build's flavour (cpu, vulkan,
 # cuda, rocm: scripts/llama.sh --flavour, recorded by CMake; src/node/bin_find.c)
 PREFIX   ?= /usr/local
@@ -158,6 +161,7 @@ bench: build llama bench-model
 	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/prefix --mesh-llm $(BUILD)/mesh-llm
 	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/sse --mesh-llm $(BUILD)/mesh-llm
 	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/failure-detect --mesh-llm $(BUILD)/mesh-llm
+	@MESH_LLM_BIN_DIR="$$(scripts/llama.sh)" $(PYTHON) bench/nat --mesh-llm $(BUILD)/mesh-llm
 	@$(MAKE) --no-print-directory bench-replicas
 	@$(MAKE) --no-print-directory bench-download
 	@$(BUILD)/mesh-bench-tunnel

@@ -336,6 +336,7 @@ static int enter_mesh(node_t *n, const token_t *joins, size_t n_joins, char *err
         .console_port = n->mgmt.started ? n->mgmt.httpd.port : 0,
         .heartbeat_ms = n->ctx.cfg.tun.heartbeat_ms,
         .relay = n->ctx.cfg.relay && !n->ctx.cfg.client,
+        .portmap = !n->ctx.cfg.no_portmap && n->ctx.cfg.tun.portmap,
         .relay_rate = n->ctx.cfg.tun.relay_rate,
         .tun = &n->ctx.cfg.tun,
         .changes = &n->ctx.changes,

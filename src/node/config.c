@@ -542,6 +542,9 @@ static int parse(config_t *cfg, int argc, char **argv, const config_src_t *src, 
         case OPT_TURN_PASSWORD:
             rc = config_nat_server(cfg, c, optarg, from_file, err, errlen);
             break;
+        case OPT_NO_PORTMAP:
+            cfg->no_portmap = true;
+            break;
         case OPT_ALLOW_ORIGIN:
             rc = config_allow_origin(cfg, optarg, err, errlen);
             break;

@@ -76,6 +76,7 @@ typedef struct {
     bool split_private; /* --split-private: a split it hosts keeps input and output here */
     bool client;        /* --client: route only, serve nothing, lend nothing */
     bool relay;         /* --relay: forward packets for members that cannot reach each other */
+    bool no_portmap;    /* --no-portmap */
     bool own_mesh;      /* --own-mesh: form its own mesh even without a model (not idle) */
     /* NAT traversal servers (mesh.h mesh_servers_start): --stun HOST:PORT (repeatable),
      * --turn turn:HOST:PORT, --turn-user NAME and the password (--turn-password-file FILE,

@@ -12,12 +12,14 @@
 
 #include "gossip.h"
 #include "log.h"
+#include "portmap.h"
 #include "mesh_int.h"
 #include "util.h"
 #include "tunables.h"
 #include "wire.h"
 
 #define LEAVE_WAIT_MS 1500 /* how long PEER_LEAVING may take on shutdown */
+#define EAGER_CONNS 32     /* peers dialled as soon as they are up (the rest on demand) */
 
 void mesh_suspect(mesh_t *m, const char *peer_id)
 {
@@ -114,14 +116,42 @@ static void g_event(void *data, gossip_event_t ev, const gossip_peer_t *peer)
     if (json_is_array(addrs) && json_array_size(addrs) > 0)
         addr = json_string_value(json_array_get(addrs, 0));
     switch (ev) {
-    case GOSSIP_EV_UP:
+    case GOSSIP_EV_UP: {
         LOGI("mesh", "peer %.12s is up (%s, incarnation %llu)", peer->id, addr ? addr : "",
              (unsigned long long)peer->inc);
+        /* connect now, not when gossip or a request first needs it: behind NATs a connection
+         * takes a punch or a relay (seconds), which a request should not wait for. Bounded: a
+         * large mesh connects to the rest on demand. */
+        mpeer_t *p =
+            m->n_ready < EAGER_CONNS && !m->passive && !m->stopping && !tp_find(m->ep, peer->id)
+                ? mesh_peer_get(m, peer->id, true)
+                : NULL;
+        if (p) mesh_dial(m, p);
         break;
-    case GOSSIP_EV_UPDATED:
+    }
+    case GOSSIP_EV_UPDATED: {
         LOGD("mesh", "peer %.12s updated its announcement (seq %llu)", peer->id,
              (unsigned long long)peer->seq);
+        /* new addresses (a port mapping, a reflexive address): an unreachable peer is dialled
+         * again now rather than after its backoff */
+        char *js = addrs ? json_dumps(addrs, JSON_COMPACT) : NULL;
+        uint64_t sig = 0;
+        if (js)
+            crypto_generichash((uint8_t *)&sig, sizeof sig, (const uint8_t *)js, strlen(js), NULL,
+                               0);
+        free(js);
+        mpeer_t *p = mesh_peer_get(m, peer->id, false);
+        if (p && sig != p->addrs_sig) {
+            bool first = p->addrs_sig == 0;
+            p->addrs_sig = sig;
+            if (!first && !m->passive && !m->stopping && !tp_find(m->ep, peer->id) &&
+                p->dials == 0) {
+                p->next_dial = 0;
+                mesh_dial(m, p);
+            }
+        }
         break;
+    }
     case GOSSIP_EV_DEAD: {
         LOGW("mesh", "peer %.12s is dead (no heartbeat, probe failed)", peer->id);
         tp_conn_t *c = tp_find(m->ep, peer->id);
@@ -280,6 +310,29 @@ gossip_t *mesh_gossip_new(mesh_t *m, uint64_t incarnation)
     return ann ? gossip_new(m->id.id, incarnation, ann, &gcfg, &io, mesh_now(m)) : NULL;
 }
 
+/* The router mapped the QUIC port (or the mapping went): a candidate address. A mapping whose
+ * external address is private (the router is behind another NAT) is not announced. */
+static void portmap_changed(void *data, const char *external, const char *via, bool private_ext)
+{
+    mesh_t *m = data;
+    if (m->stopping) return;
+    if (external && private_ext)
+        LOGI("mesh",
+             "the router mapped the QUIC port to %s (%s), a private address: it is behind "
+             "another NAT, so the mapping is not announced",
+             external, via);
+    mesh_set_mapped_addr(m, external && !private_ext ? external : NULL);
+}
+
+static void handle_closed(uv_handle_t *h);
+
+static void portmap_stopped(void *data)
+{
+    mesh_t *m = data;
+    m->pm = NULL;
+    handle_closed((uv_handle_t *)&m->gtimer);
+}
+
 /* After each gossip tick: re-announce for RTTs, try relayed peers for a direct path. */
 static void after_tick(mesh_t *m)
 {
@@ -380,6 +433,11 @@ int mesh_start(mesh_t **out, uv_loop_t *loop, const mesh_opts_t *opts, char *err
     LOGI("mesh", "node %.16s… in mesh %s, QUIC on UDP %d (incarnation %llu)", m->id.id,
          m->cred.mesh_id, tp_endpoint_port(m->ep), (unsigned long long)m->id.incarnation);
     if (m->n_joins && !m->passive) mesh_join_start(m);
+    if (m->o.portmap && !m->passive) {
+        portmap_opts_t po = {
+            .port = (uint16_t)tp_endpoint_port(m->ep), .on_change = portmap_changed, .data = m};
+        if (portmap_start(&m->pm, loop, &po) != 0) m->pm = NULL;
+    }
     *out = m;
     return 0;
 fail_ep:
@@ -565,6 +623,10 @@ static void finish_stop(mesh_t *m)
     m->handles_open++;                      /* the endpoint */
     tp_endpoint_close(m->ep, ep_closed, m); /* CONNECTION_CLOSEs go out, over TURN too */
     mesh_servers_stop(m); /* then the TURN allocation's deletion, the socket still open */
+    if (m->pm) {          /* the mapping is deleted (bounded: about 2 s) */
+        m->handles_open++;
+        portmap_stop(m->pm, portmap_stopped, m);
+    }
     uv_close((uv_handle_t *)&m->gtimer, handle_closed);
     uv_close((uv_handle_t *)&m->jtimer, handle_closed);
     uv_close((uv_handle_t *)&m->stimer, handle_closed);

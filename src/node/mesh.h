@@ -62,6 +62,8 @@ typedef struct {
      * relay_rate bytes a second per pair; 0: no cap) */
     bool relay;
     uint64_t relay_rate;
+    /* ask the router to map the QUIC port (net/portmap.h; not for a passive node) */
+    bool portmap;
 } mesh_opts_t;
 
 /* Load the identity, bind the endpoint, start gossiping and joining. err says what failed. */

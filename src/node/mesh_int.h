@@ -56,6 +56,7 @@ typedef struct mpeer {
     size_t n_addrs;
     char last_err[160];
     uint64_t heard_inc; /* highest incarnation it spoke with (the "inc" of its messages) */
+    uint64_t addrs_sig; /* a hash of its announced addresses (a change: dial again at once) */
     /* mesh_nat.c: how its connection was made, and the escalation when it cannot be dialled */
     char path[12];          /* direct | mapped | punched | relayed ("" before one) */
     uint8_t nat_stage;      /* MESH_NAT_* */
@@ -81,6 +82,7 @@ typedef struct {
     uint64_t coord_window, coord_count; /* punch coordinations in this second */
     uint64_t punch_asked, punches, punched_conns, relay_asked, relayed_conns, coordinated;
     uint64_t relayed, upgrades;
+    bool symmetric; /* peers see this node at one address with several ports */
     mesh_rsess_t sessions[MESH_MAX_RSESS];
     size_t n_sessions;
     char stun_addr[TOKEN_ADDR_MAX]; /* the STUN server's answer (mesh_set_stun_addr), "" none */
@@ -113,6 +115,7 @@ struct mesh {
     size_t n_extra;
     mesh_nat_t nat;
     struct mesh_turn *turn;       /* --stun / --turn (mesh_turn.c); NULL: none */
+    struct portmap *pm;           /* the router's mapping of the QUIC port (mesh.c) */
     token_t joins[MESH_MAX_JOIN]; /* a merge replaces a token's mesh with the winning one */
     size_t n_joins, join_idx;
     unsigned join_rounds;
@@ -181,6 +184,9 @@ void mesh_nat_addrs(mesh_t *m);
 void mesh_nat_receive(mesh_t *m, tp_conn_t *c, const char *from, json_t *f);
 /* Dialling p failed: punch, then relay (see the file's comment). */
 void mesh_nat_unreachable(mesh_t *m, mpeer_t *p);
+/* A dial to p starts: when both it and this node are behind NATs, punch at once (beside the
+ * dial, as ICE tries its candidates together) instead of after the dial's timeout. */
+void mesh_nat_dialing(mesh_t *m, mpeer_t *p);
 void mesh_nat_conn_ready(mesh_t *m, tp_conn_t *c, mpeer_t *p);
 void mesh_nat_conn_closed(mesh_t *m, tp_conn_t *c, mpeer_t *p);
 void mesh_nat_tick(mesh_t *m);

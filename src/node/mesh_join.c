@@ -163,6 +163,7 @@ void mesh_dial(mesh_t *m, mpeer_t *p)
     }
     p->dials = started;
     p->dial_deadline = now + m->tm.dial_timeout + 1000;
+    if (started) mesh_nat_dialing(m, p);
     if (started == 0)
         dial_failed(m, p, -EHOSTUNREACH, n ? "no dialable address" : "no known address");
 }

@@ -127,7 +127,9 @@ void mesh_set_stun_addr(mesh_t *m, const char *addr)
             break;
         }
     snprintf(m->nat.stun_addr, sizeof m->nat.stun_addr, "%s", addr ? addr : "");
-    if (addr && !own_addr(m, addr)) changed |= extra_set(m, addr, MESH_CAND_REFLEXIVE);
+    /* behind a symmetric NAT the STUN server's port is its own: it would lead nowhere */
+    if (addr && !own_addr(m, addr) && !m->nat.symmetric)
+        changed |= extra_set(m, addr, MESH_CAND_REFLEXIVE);
     if (changed) addrs_changed(m);
 }
 
@@ -217,6 +219,16 @@ static size_t pick_helpers(mesh_t *m, const char *target, bool want_relay, const
             if (!dup) out[n++] = gp->id;
         }
     return n;
+}
+
+void mesh_nat_dialing(mesh_t *m, mpeer_t *p)
+{
+    const gossip_peer_t *gp = m->g ? gossip_find(m->g, p->id) : NULL;
+    if (!gp || !gp->ann || !json_is_true(json_object_get(gp->ann, "behind_nat"))) return;
+    bool natted = m->nat.symmetric;
+    for (size_t i = 0; i < m->n_extra; i++)
+        natted |= m->extra[i].kind == MESH_CAND_REFLEXIVE;
+    if (natted && p->nat_stage == MESH_NAT_NONE) mesh_nat_unreachable(m, p);
 }
 
 void mesh_nat_unreachable(mesh_t *m, mpeer_t *p)
@@ -351,10 +363,22 @@ static void on_relay_req(mesh_t *m, tp_conn_t *cf, const char *from, json_t *f)
                     !tp_find(m->ep, s->a) || !tp_find(m->ep, s->b);
         bool same = (!strcmp(s->a, from) && !strcmp(s->b, to)) ||
                     (!strcmp(s->a, to) && !strcmp(s->b, from));
-        if (gone || same) {
+        if (gone) {
             tp_relay_session_del(m->ep, s->sid);
             *s = m->nat.sessions[--m->nat.n_sessions];
             continue;
+        }
+        if (same) { /* both asked (or one again): the session they may already use, unchanged */
+            char hex[2 * TP_SID_LEN + 1];
+            hex_encode(s->sid, TP_SID_LEN, hex);
+            tp_conn_t *ca = tp_find(m->ep, s->a), *cb = tp_find(m->ep, s->b);
+            nat_send(m, ca,
+                     json_pack("{s:s,s:s,s:s,s:i}", "type", "relay", "peer", s->b, "sid", hex,
+                               "side", 0));
+            nat_send(m, cb,
+                     json_pack("{s:s,s:s,s:s,s:i}", "type", "relay", "peer", s->a, "sid", hex,
+                               "side", 1));
+            return;
         }
         held += !strcmp(s->a, from) || !strcmp(s->b, from);
         i++;
@@ -402,7 +426,13 @@ static void on_relay(mesh_t *m, tp_conn_t *cf, const char *from, json_t *f)
     if (!p) return;
     struct sockaddr_storage relay, virt;
     tp_conn_remote(cf, &relay);
-    if (p->has_route) tp_route_del(m->ep, p->sid);
+    tp_conn_t *cur = tp_find(m->ep, peer);
+    struct sockaddr_storage cs;
+    if (cur) tp_conn_remote(cur, &cs);
+    if (p->has_route && memcmp(p->sid, sid, sizeof sid) != 0 && cur &&
+        tp_addr_virtual((struct sockaddr *)&cs))
+        return; /* a relayed connection is up on the route it has: keep it */
+    if (p->has_route && memcmp(p->sid, sid, sizeof sid) != 0) tp_route_del(m->ep, p->sid);
     if (tp_route_add(m->ep, sid, (int)side, (struct sockaddr *)&relay, &virt) != 0) {
         p->has_route = false;
         return;
@@ -439,6 +469,45 @@ void mesh_nat_receive(mesh_t *m, tp_conn_t *c, const char *from, json_t *f)
 
 /* ---- connections ---- */
 
+/* Whether addr is one of the peer's announced addresses of kind "local" (its interfaces). */
+static bool peer_local_addr(const gossip_peer_t *gp, const char *addr)
+{
+    json_t *arr = gp && gp->ann ? json_object_get(gp->ann, "addrs") : NULL, *v;
+    size_t i;
+    json_array_foreach(arr, i, v)
+    {
+        const char *a = json_string_value(v);
+        if (a && !strcmp(a, addr)) return !strcmp(peer_addr_kind(gp, addr), "local");
+    }
+    return false;
+}
+
+/* How a connection's path was made, the same on both ends: relayed (a virtual address), mapped
+ * (one end reached the other's router mapping: the remote address is the peer's mapped candidate,
+ * or the address the peer sees us at is ours), punched (both ends behind NATs: each reaches the
+ * other at an address that is not the other's own), else direct. */
+static const char *path_of(mesh_t *m, tp_conn_t *c, const char *id)
+{
+    struct sockaddr_storage ss;
+    char ra[64] = "";
+    tp_conn_remote(c, &ss);
+    if (tp_turn_peer(m->ep, (struct sockaddr *)&ss, NULL)) return "turn"; /* our TURN allocation */
+    if (tp_addr_virtual((struct sockaddr *)&ss)) return "relayed";
+    addr_format((struct sockaddr *)&ss, ra, sizeof ra);
+    const gossip_peer_t *gp = m->g ? gossip_find(m->g, id) : NULL;
+    const char *seen = tp_conn_seen(c);
+    if (!strcmp(peer_addr_kind(gp, ra), "relay")) return "turn"; /* the peer's TURN allocation */
+    if (!strcmp(peer_addr_kind(gp, ra), "mapped")) return "mapped";
+    bool we_natted = false;
+    for (size_t i = 0; i < m->n_extra; i++)
+        if (seen[0] && !strcmp(m->extra[i].addr, seen)) {
+            if (m->extra[i].kind == MESH_CAND_MAPPED) return "mapped";
+            we_natted = true; /* the peer sees us at a reflexive address */
+        }
+    bool peer_natted = ra[0] && !peer_local_addr(gp, ra);
+    return peer_natted && we_natted ? "punched" : "direct";
+}
+
 void mesh_nat_conn_ready(mesh_t *m, tp_conn_t *c, mpeer_t *p)
 {
     /* a reflexive candidate: the address this peer sees us at, when not one of ours */
@@ -449,40 +518,46 @@ void mesh_nat_conn_ready(mesh_t *m, tp_conn_t *c, mpeer_t *p)
             mapped |=
                 (m->extra[i].kind == MESH_CAND_MAPPED || m->extra[i].kind == MESH_CAND_RELAY) &&
                 !strcmp(m->extra[i].addr, seen);
-        if (!mapped && extra_set(m, seen, MESH_CAND_REFLEXIVE)) {
+        /* the same public address with another port: a symmetric NAT (a port per destination),
+         * whose reflexive addresses lead nowhere: none is announced */
+        char ip[TOKEN_ADDR_MAX], ip2[TOKEN_ADDR_MAX];
+        int port, port2;
+        bool symmetric = m->nat.symmetric;
+        for (size_t i = 0; !mapped && i < m->n_extra; i++)
+            if (m->extra[i].kind == MESH_CAND_REFLEXIVE &&
+                addr_split(seen, ip, sizeof ip, &port) == 0 &&
+                addr_split(m->extra[i].addr, ip2, sizeof ip2, &port2) == 0 && !strcmp(ip, ip2) &&
+                port != port2)
+                symmetric = true;
+        if (symmetric && !m->nat.symmetric) {
+            m->nat.symmetric = true;
+            LOGI("mesh",
+                 "peers see this node at %s and at other ports of that address: its NAT maps "
+                 "every destination to its own port (symmetric), so no reflexive address is "
+                 "announced; peers that cannot reach it are relayed",
+                 seen);
+            for (size_t i = 0; i < m->n_extra;)
+                if (m->extra[i].kind == MESH_CAND_REFLEXIVE)
+                    m->extra[i] = m->extra[--m->n_extra];
+                else
+                    i++;
+            addrs_changed(m);
+        }
+        if (!mapped && !m->nat.symmetric && extra_set(m, seen, MESH_CAND_REFLEXIVE)) {
             LOGI("mesh", "peer %.12s sees this node at %s (a NAT's public address): announced",
                  tp_conn_peer_id(c), seen);
             addrs_changed(m);
         }
     }
     if (!p) return;
-    struct sockaddr_storage ss;
-    char ra[64] = "";
-    tp_conn_remote(c, &ss);
-    uint64_t now = mesh_now(m);
-    if (tp_turn_peer(m->ep, (struct sockaddr *)&ss, NULL)) { /* through our TURN allocation */
-        snprintf(p->path, sizeof p->path, "turn");
-        m->nat.turn_conns++;
-    } else if (tp_addr_virtual((struct sockaddr *)&ss)) {
-        snprintf(p->path, sizeof p->path, "relayed");
-        m->nat.relayed_conns++;
-    } else {
-        addr_format((struct sockaddr *)&ss, ra, sizeof ra);
-        const char *kind = peer_addr_kind(m->g ? gossip_find(m->g, p->id) : NULL, ra);
-        if (!strcmp(kind, "relay")) { /* the peer's TURN relayed address (punched or not) */
-            snprintf(p->path, sizeof p->path, "turn");
-            m->nat.turn_conns++;
-        } else if (p->punched_until > now) {
-            snprintf(p->path, sizeof p->path, "punched");
-            m->nat.punched_conns++;
-        } else {
-            snprintf(p->path, sizeof p->path, "%s", !strcmp(kind, "mapped") ? "mapped" : "direct");
-        }
-    }
+    const char *path = path_of(m, c, p->id);
+    snprintf(p->path, sizeof p->path, "%s", path);
+    if (!strcmp(path, "relayed")) m->nat.relayed_conns++;
+    if (!strcmp(path, "punched")) m->nat.punched_conns++;
+    if (!strcmp(path, "turn")) m->nat.turn_conns++;
     if (tp_find(m->ep, p->id) == c) { /* its preferred connection now */
-        bool relayed = strcmp(p->path, "relayed") == 0;
-        p->nat_stage = relayed ? MESH_NAT_RELAYED : MESH_NAT_NONE;
-        p->nat_at = now;
+        p->nat_stage = !strcmp(path, "relayed") ? MESH_NAT_RELAYED : MESH_NAT_NONE;
+        p->nat_at = mesh_now(m);
     }
 }
 
@@ -491,6 +566,13 @@ void mesh_nat_conn_closed(mesh_t *m, tp_conn_t *c, mpeer_t *p)
     struct sockaddr_storage ss;
     tp_conn_remote(c, &ss);
     if (!p || !p->has_route || !tp_addr_virtual((struct sockaddr *)&ss)) return;
+    /* a duplicate over the same route (both ends dialled) closed: the one kept still uses it */
+    tp_conn_t *other = tp_find(m->ep, p->id);
+    struct sockaddr_storage os;
+    if (other && other != c) {
+        tp_conn_remote(other, &os);
+        if (tp_addr_virtual((struct sockaddr *)&os)) return;
+    }
     tp_route_del(m->ep, p->sid);
     p->has_route = false;
     if (p->nat_stage == MESH_NAT_RELAYED) p->nat_stage = MESH_NAT_NONE;
@@ -532,7 +614,7 @@ json_t *mesh_nat_peer_json(mesh_t *m, const char *id)
     }
     bool relayed = tp_addr_virtual((struct sockaddr *)&ss);
     if (!relayed) addr_format((struct sockaddr *)&ss, ra, sizeof ra);
-    json_t *o = json_pack("{s:s}", "path", relayed ? "relayed" : p->path);
+    json_t *o = json_pack("{s:s}", "path", path_of(m, c, id)); /* announcements may be newer */
     if (o && relayed) json_object_set_new(o, "via", json_string(p->relay_id));
     if (o && ra[0]) json_object_set_new(o, "addr", json_string(ra));
     return o;
@@ -545,7 +627,10 @@ json_t *mesh_nat_status(mesh_t *m)
         json_array_append_new(cands, json_pack("{s:s,s:s}", "addr", m->extra[i].addr, "kind",
                                                mesh_cand_kind_name(m->extra[i].kind)));
     const tp_stats_t *ts = tp_stats(m->ep);
-    return json_pack(
+    bool refl = false;
+    for (size_t i = 0; i < m->n_extra; i++)
+        refl |= m->extra[i].kind == MESH_CAND_REFLEXIVE;
+    json_t *o = json_pack(
         "{s:o,s:b,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "candidates", cands, "relay",
         m->o.relay, "punch_asked", (json_int_t)m->nat.punch_asked, "punched_conns",
         (json_int_t)m->nat.punched_conns, "relay_asked", (json_int_t)m->nat.relay_asked,
@@ -554,4 +639,12 @@ json_t *mesh_nat_status(mesh_t *m)
         "relay_forwarded", (json_int_t)ts->relay_forwarded, "relay_dropped",
         (json_int_t)ts->relay_dropped, "punches_in", (json_int_t)ts->punches_in, "upgrades",
         (json_int_t)m->nat.upgrades);
+    /* what peers' views say of this node's NAT: none seen, one public ip:port for all
+     * (endpoint-independent), or a port per destination (symmetric) */
+    if (o)
+        json_object_set_new(o, "mapping",
+                            json_string(m->nat.symmetric ? "symmetric"
+                                        : refl           ? "endpoint-independent"
+                                                         : "none seen"));
+    return o;
 }

@@ -97,6 +97,11 @@ static void announce_nat(mesh_t *m, json_t *ann)
             json_object_set_new(kinds, m->extra[i].addr,
                                 json_string(mesh_cand_kind_name(m->extra[i].kind)));
     if (kinds) json_object_set_new(ann, "addr_kinds", kinds);
+    /* peers see it at an address not its own: a dialler behind a NAT too punches at once */
+    bool natted = m->nat.symmetric;
+    for (size_t i = 0; i < m->n_extra; i++)
+        natted |= m->extra[i].kind == MESH_CAND_REFLEXIVE;
+    if (natted) json_object_set_new(ann, "behind_nat", json_true());
     json_object_set_new(ann, "nat", json_integer(1));
     if (m->o.relay) json_object_set_new(ann, "relay", json_true());
 }

@@ -99,6 +99,9 @@ static const mesh_option_t OPTIONS[] = {
      "read them) unless a request sends X-Mesh-Private: allow-host"},
     {OPT_CLIENT, "client", 0, OPTV_SWITCH, NULL, G_MESH, "mesh.client", NULL, NULL, 0,
      "route requests through the mesh only: serve no model and lend no memory"},
+    {OPT_NO_PORTMAP, "no-portmap", 0, OPTV_SWITCH, NULL, G_MESH, "mesh.no_portmap", NULL, NULL, 0,
+     "do not ask the router (NAT-PMP, UPnP-IGD) to forward this node's QUIC port; by default a "
+     "mapping is asked for, renewed and deleted on exit, and its address announced"},
     {OPT_RELAY, "relay", 0, OPTV_SWITCH, NULL, G_MESH, "mesh.relay", NULL, NULL, 0,
      "offer this node as a relay for members that cannot reach each other (behind NATs that "
      "defeat hole punching); it forwards their encrypted QUIC packets and cannot read them. For a "
@@ -285,6 +288,10 @@ static const mesh_env_t ENV_VARS[] = {
     {"MESH_LLM_PLAN_WAIT_MS", 30000, NULL, "ms", 0,
      "a request for a model being planned or starting on a split waits this long, then 503",
      T_MS(plan_wait_ms)},
+    {"MESH_LLM_PORTMAP", 1, NULL, "0/1", 0,
+     "0 (or off): do not ask the router for a port mapping (as --no-portmap; the tests set it: "
+     "their nodes must not talk to this machine's router)",
+     T_BOOL(portmap, TUN_MS_MAX)},
     {"MESH_LLM_PREFIX_AFFINITY", 1, NULL, "0/1", 0,
      "0 (or off): do not prefer the host that served a request's prompt prefix before",
      T_BOOL(prefix_affinity, TUN_MS_MAX)},

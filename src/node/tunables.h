@@ -58,6 +58,7 @@ typedef struct tunables {
     bool rpc_coalesce;       /* MESH_LLM_RPC_COALESCE */
     /* downloads (net/download.c, node/node_dl.c, node/planner.c, app/cli_models.c) */
     uint64_t relay_rate;    /* MESH_LLM_RELAY_RATE (bytes/s per relayed pair; --relay) */
+    bool portmap;           /* MESH_LLM_PORTMAP (0: as --no-portmap) */
     uint64_t dl_backoff_ms; /* MESH_LLM_DL_BACKOFF_MS */
     uint64_t dl_min_rate;   /* MESH_LLM_DL_MIN_RATE (bytes/s) */
     uint64_t dl_retries;    /* MESH_LLM_DL_RETRIES */

@@ -174,6 +174,7 @@ def setup(root, work, mesh_bin, models):
     env.update(HOME=home, PATH=path, HF_ENDPOINT=f"http://127.0.0.1:{hub_port}")
     # one compute thread per llama-server child, as the other integration tests (harness/node.py)
     env.setdefault("LLAMA_ARG_THREADS", "1")
+    env["MESH_LLM_PORTMAP"] = "0"  # nothing to this machine's router (the network rule)
     js = os.path.join(root, "tests", "js")
     relay = Helper(["node", os.path.join(js, "relay.mjs")], js, os.path.join(work, "relay.log"))
     helpers.append(relay)

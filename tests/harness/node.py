@@ -251,6 +251,8 @@ class Node:
         self.env = dict(os.environ) if clean_env is None else dict(clean_env)
         # never the public Nostr relays: a test that wants discovery gives its own relay
         self.env.setdefault("MESH_LLM_NOSTR_RELAYS", "none")
+        # nor to this machine's router: no port mapping (NAT tests turn it on in their namespaces)
+        self.env.setdefault("MESH_LLM_PORTMAP", "0")
         # one compute thread per llama-server child (llama.cpp reads LLAMA_ARG_THREADS; the node
         # passes its environment on): the test models need no more, and on a machine whose cores
         # are all busy a child's threads wait for each other at every step — a 1500-token stream

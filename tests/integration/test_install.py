@@ -17,11 +17,11 @@ BUILD = os.path.dirname(os.path.abspath(MESH_BIN))  # build/ or build-asan/: mak
 
 
 def clean_env(home):
-    """What `env -i HOME=home PATH=/usr/bin:/bin` gives, plus no public Nostr relays (nothing
-    leaves the machine) and one llama.cpp thread (harness.node.Node's reasons). home exists."""
+    """What `env -i HOME=home PATH=/usr/bin:/bin` gives, plus no public Nostr relays and no
+    port mapping (nothing leaves the machine) and one llama.cpp thread (harness.node.Node's reasons). home exists."""
     os.makedirs(home, exist_ok=True)
     return {"HOME": str(home), "PATH": "/usr/bin:/bin", "MESH_LLM_NOSTR_RELAYS": "none",
-            "LLAMA_ARG_THREADS": "1"}
+            "MESH_LLM_PORTMAP": "0", "LLAMA_ARG_THREADS": "1"}
 
 
 def home_env(home):

@@ -98,6 +98,7 @@ static const want_t WANT[] = {
     {"MESH_LLM_NOSTR_RELAYS", TUN_OPTION, 0, 0, R_OPTION, 0, 0},
     {"MESH_LLM_NOSTR_RETRY_MS", TUN_MS, 1, MS7D, R_ENV_MS, TABLE, F(nostr_retry_ms)},
     {"MESH_LLM_PLAN_WAIT_MS", TUN_MS, 1, MS7D, R_ENV_MS, TABLE, F(plan_wait_ms)},
+    {"MESH_LLM_PORTMAP", TUN_BOOL, 0, MS7D, R_SWITCH, 1, F(portmap)},
     {"MESH_LLM_PREFIX_AFFINITY", TUN_BOOL, 0, MS7D, R_SWITCH, 1, F(prefix_affinity)},
     {"MESH_LLM_PROBE_MS", TUN_MS, 1, MS7D, R_PROBE, 0, F(probe_ms)},
     {"MESH_LLM_PROGRESS_MS", TUN_MS, 1, MS7D, R_PROGRESS, 0, F(progress_ms)},

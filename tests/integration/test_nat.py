@@ -1,0 +1,280 @@
+"""Nodes behind real Linux NATs (tests/harness/nat.py: namespaces, nftables, miniupnpd) form one
+mesh through a public seed (docs/nat.md): every pair connects (direct, through a router's port
+mapping, by a hole punch the seed coordinates, or through the seed as a relay, which forwards
+their QUIC packets and cannot read them), never "unreachable"; every pair serves a routed stream
+with the solo greedy text; a split whose worker is behind a NAT answers with the solo text.
+
+The path of each pair is written down before the test (PATHS), from the NAT kinds:
+  * two usual home routers (endpoint-independent mapping, port-restricted filtering): punched;
+  * a symmetric NAT (a new port per destination) with a home NAT or another symmetric NAT:
+    relayed (the port the seed saw is not the one the peer's packets come from);
+  * a UPnP/NAT-PMP router: its host is reachable at its mapping: mapped, from everyone;
+  * two homes behind the same carrier-grade NAT: relayed, because the carrier does not hairpin
+    (each one's public address is the carrier's, which it does not forward back inside:
+    test_nat_harness measured it);
+  * the public seed with anyone: direct (or mapped, for the UPnP host, whose outgoing packets
+    leave from its mapped port).
+"""
+import json
+import os
+import socket
+import threading
+
+import pytest
+
+from harness.mesh import ENV
+from harness.nat import _in_ns
+from harness.node import model_path, wait_for
+
+MODEL = "stories260K"
+PROMPT = "Once upon a time"
+
+NAMES = ["seed", "a1", "b1", "s1", "s2", "u1", "c1", "c2"]
+HOME = {"a1", "b1", "c1", "c2"}
+SYM = {"s1", "s2"}
+
+
+def expected(x, y):
+    """The path written before the test, for the pair {x, y}."""
+    pair = {x, y}
+    if "u1" in pair:
+        return "mapped"
+    if "seed" in pair:
+        return "direct"
+    if pair == {"c1", "c2"}:
+        return "relayed"  # the same carrier: no hairpinning
+    if pair & SYM:
+        return "relayed"
+    assert pair <= HOME
+    return "punched"
+
+
+PATHS = {(x, y): expected(x, y) for i, x in enumerate(NAMES) for y in NAMES[i + 1:]}
+
+
+def own_model(tmp_path, name):
+    """A model file named after its node (the same weights): a request for it goes to that node."""
+    d = tmp_path / f"models-{name}"
+    d.mkdir()
+    p = d / f"m-{name}.gguf"
+    os.symlink(model_path(MODEL), p)
+    return str(p)
+
+
+def chat(node, model, stream):
+    body = {"model": model, "messages": [{"role": "user", "content": PROMPT}], "max_tokens": 12,
+            "temperature": 0, "stream": stream}
+    r = node.request("POST", "/v1/chat/completions", body, timeout=120)
+    assert r.status == 200, (node.name, model, r)
+    if not stream:
+        return r.json()["choices"][0]["message"]["content"], r.headers.get("x-mesh-node")
+    text, done = "", False
+    for line in r.body.decode().splitlines():
+        if not line.startswith("data: "):
+            continue
+        if line == "data: [DONE]":
+            done = True
+            continue
+        for ch in json.loads(line[6:]).get("choices", []):
+            text += ch.get("delta", {}).get("content") or ""
+    assert done, f"stream at {node.name} for {model} not finished: {r.body[-200:]!r}"
+    return text, r.headers.get("x-mesh-node")
+
+
+class Sniffer:
+    """Every IPv4 packet seen in a namespace (AF_PACKET), kept until stop()."""
+
+    def __init__(self, ns):
+        self.sock = _in_ns(ns, lambda: socket.socket(socket.AF_PACKET, socket.SOCK_RAW,
+                                                      socket.htons(0x0003)))
+        self.sock.bind(("eth0", 0))  # the wire, not lo (the seed's own API and children)
+        self.sock.settimeout(0.2)
+        self.data = bytearray()
+        self.udp = 0
+        self.running = True
+        self.t = threading.Thread(target=self._run, daemon=True)
+        self.t.start()
+
+    def _run(self):
+        while self.running and len(self.data) < 64 << 20:
+            try:
+                pkt = self.sock.recv(65536)
+            except socket.timeout:
+                continue
+            if len(pkt) > 23 and pkt[12:14] == b"\x08\x00" and pkt[23] == 17:  # IPv4 UDP
+                self.udp += 1
+            self.data += pkt
+
+    def stop(self):
+        self.running = False
+        self.t.join(5)
+        self.sock.close()
+        return bytes(self.data)
+
+
+def test_nat_matrix(natnet, start_node, tmp_path):
+    net = natnet()
+    hosts = {"seed": net.public_host("seed")}
+    hosts["a1"] = net.site("a", kind="home").host("a1")
+    hosts["b1"] = net.site("b", kind="home").host("b1")
+    hosts["s1"] = net.site("s", kind="symmetric").host("s1")
+    hosts["s2"] = net.site("t", kind="symmetric").host("s2")
+    hosts["u1"] = net.site("u", kind="upnp").host("u1")
+    isp = net.cgnat("isp")
+    hosts["c1"] = net.site("c", kind="home", behind=isp).host("c1")
+    hosts["c2"] = net.site("d", kind="home", behind=isp).host("c2")
+
+    nodes = {}
+    env = dict(ENV, MESH_LLM_PORTMAP="0")
+    nodes["seed"] = start_node("--port", "0", "--relay", "--model", own_model(tmp_path, "seed"),
+                               env=env, ns=hosts["seed"].ns)
+    token = nodes["seed"].token
+    for name in NAMES[1:]:
+        # default settings, but for the port mapping: only the UPnP site's router answers it
+        e = dict(env, MESH_LLM_PORTMAP="1") if name == "u1" else env
+        nodes[name] = start_node("--port", "0", "--join", token, "--model",
+                                 own_model(tmp_path, name), env=e, ns=hosts[name].ns)
+    for n, node in nodes.items():
+        node.name = n
+    ids = {n: node.id for n, node in nodes.items()}
+    names = {v: k for k, v in ids.items()}
+
+    # u1's router mapped its port, and u1 announces the mapping
+    wait_for(lambda: any(c["kind"] == "mapped" for c in
+                         nodes["u1"].status()["node"]["nat"]["candidates"]),
+             timeout=30, what="u1's port mapping")
+
+    def paths():
+        out = {}
+        for n, node in nodes.items():
+            for p in node.status()["peers"]:
+                if p["id"] in names and p.get("connected"):
+                    out[(n, names[p["id"]])] = p.get("path")
+        return out
+
+    def all_connected():
+        got = paths()
+        return all((x, y) in got and (y, x) in got for (x, y) in PATHS)
+
+    # every pair connects (gossip dials every member): wait, then compare with the table
+    wait_for(all_connected, timeout=150, interval=1.0,
+             what="every pair of nodes connected: " + repr(
+                 sorted(set((x, y) for (x, y) in PATHS) - set(paths()))))
+    got = paths()
+    print("PATHS", sorted(got.items()))
+    wrong = {(x, y): (got[(x, y)], got[(y, x)], want) for (x, y), want in PATHS.items()
+             if got[(x, y)] != want or got[(y, x)] != want}
+    assert not wrong, f"paths (x's view, y's view, expected): {wrong}"
+    # what each node found out about its own NAT
+    mapping = {n: node.status()["node"]["nat"]["mapping"] for n, node in nodes.items()}
+    assert mapping == {"seed": "none seen", "a1": "endpoint-independent",
+                       "b1": "endpoint-independent", "s1": "symmetric", "s2": "symmetric",
+                       "u1": "none seen", "c1": "endpoint-independent",
+                       "c2": "endpoint-independent"}, mapping
+    for (x, y), want in PATHS.items():
+        if want == "relayed":
+            peer = next(p for p in nodes[x].status()["peers"] if p["id"] == ids[y])
+            assert peer["via"] == ids["seed"], peer
+
+    # every pair serves a routed stream with the solo text; the relay's traffic meanwhile carries
+    # none of it in the clear
+    solo, who = chat(nodes["seed"], "m-seed", stream=False)
+    assert who == ids["seed"] and solo.strip(), (who, solo)
+    sniff = Sniffer(hosts["seed"].ns)
+    try:
+        for (x, y) in PATHS:
+            for a, b in ((x, y), (y, x)):
+                text, who = chat(nodes[a], f"m-{b}", stream=True)
+                assert who == ids[b], (a, b, who)
+                assert text == solo, (a, b, text, solo)
+    finally:
+        seen = sniff.stop()
+    assert sniff.udp > 100, sniff.udp  # the capture saw the relayed traffic
+    assert solo.encode() not in seen and PROMPT.encode() not in seen
+    relay = nodes["seed"].status()["node"]["nat"]
+    print("RELAY", relay, "udp packets seen", sniff.udp, "bytes", len(seen))
+    for n, node in nodes.items():
+        print("NAT", n, node.status()["node"]["nat"])
+    assert relay["relay_forwarded"] > 0 and relay["relay_sessions"] >= 1, relay
+
+
+def test_split_across_nats_through_the_relay(natnet, start_node, tmp_path):
+    """A split whose host is behind a home NAT and whose worker is behind a symmetric NAT: they
+    reach each other only through the seed's relay, and the split answers like a solo node."""
+    from harness.split import SMALL, SMALL_CTX, SMALL_SIZE, env_for, gb, greedy, models_dir, \
+        models_status, plan_of, text
+    net = natnet()
+    seed_h = net.public_host("seed")
+    host_h = net.site("a", kind="home").host("a1")
+    worker_h = net.site("s", kind="symmetric").host("s1")
+    vram = gb(0.6 * SMALL_SIZE)  # neither fits alone, together they do
+    seed = start_node("--port", "0", "--own-mesh", "--relay", env=dict(env_for(tmp_path, "seed")),
+                      ns=seed_h.ns)
+    a = start_node("--port", "0", "--model", model_path(SMALL), *SMALL_CTX, "--max-vram", vram,
+                   "--join", seed.token, env=env_for(tmp_path, "a"), ns=host_h.ns)
+    b = start_node("--port", "0", "--models-dir", models_dir(tmp_path, "b", SMALL), *SMALL_CTX,
+                   "--max-vram", vram, "--join", seed.token, env=env_for(tmp_path, "b"),
+                   ns=worker_h.ns)
+    for n in (a, b):
+        wait_for(lambda: models_status(n).get(SMALL) == "ready", timeout=120,
+                 what=f"the split model ready on {n.id[:8]}")
+    plans = {n.id: plan_of(n, SMALL) for n in (a, b)}
+    host, worker = (a, b) if plans[a.id]["role"] == "host" else (b, a)
+    assert plans[host.id]["mode"] == "split" and plans[worker.id]["host"] == host.id, plans
+    peer = next(p for p in host.status()["peers"] if p["id"] == worker.id)
+    assert peer["path"] == "relayed" and peer["via"] == seed.id, peer
+    solo = start_node("--port", "0", "--model", model_path(SMALL), env=env_for(tmp_path, "solo"))
+    want = text(greedy(solo, SMALL))
+    assert len(want) > 20
+    for n in (a, b, seed):
+        assert text(greedy(n, SMALL)) == want, n.id[:8]
+    assert worker.status()["rpc_tunnel"]["worker_rx"] > 0
+    assert seed.status()["node"]["nat"]["relay_forwarded"] > 0
+
+
+def test_the_relay_serves_members_only(natnet, start_node, tmp_path):
+    """A relay frame captured on the wire and sent again from another address (a stranger on the
+    public network) is dropped by the relay: sessions are bound to their members' addresses."""
+    net = natnet()
+    seed_h = net.public_host("seed")
+    stranger = net.public_host("stranger")
+    s1 = net.site("s", kind="symmetric").host("s1")
+    s2 = net.site("t", kind="symmetric").host("s2")
+    env = dict(ENV, MESH_LLM_PORTMAP="0")
+    seed = start_node("--port", "0", "--own-mesh", "--relay", env=env, ns=seed_h.ns)
+    sniff = Sniffer(seed_h.ns)
+    try:
+        n1 = start_node("--port", "0", "--join", seed.token, "--model", own_model(tmp_path, "s1"),
+                        env=env, ns=s1.ns)
+        n2 = start_node("--port", "0", "--join", seed.token, "--model", own_model(tmp_path, "s2"),
+                        env=env, ns=s2.ns)
+        wait_for(lambda: any(p["id"] == n2.id and p.get("path") == "relayed"
+                             for p in n1.status()["peers"]), timeout=90, what="s1-s2 relayed")
+        text, who = chat(n1, "m-s2", stream=True)
+        assert who == n2.id and text
+    finally:
+        wire = sniff.stop()
+    # relay frames in the capture: [eth 14][ip 20][udp 8][0x3a side sid(16) ...] to the seed
+    port = seed.status()["node"]["quic_port"]
+    frames = []
+    i = wire.find(b"\x08\x00\x45")
+    while i >= 0 and len(frames) < 5:
+        eth = i - 12
+        ip = wire[eth + 14:eth + 34]
+        if len(ip) == 20 and ip[9] == 17:
+            udp = wire[eth + 34:eth + 42]
+            dport = int.from_bytes(udp[2:4], "big")
+            ulen = int.from_bytes(udp[4:6], "big")
+            payload = wire[eth + 42:eth + 34 + ulen]
+            if dport == port and len(payload) > 18 and payload[0] == 0x3a:
+                frames.append(payload)
+        i = wire.find(b"\x08\x00\x45", i + 3)
+    assert frames, "no relay frame captured"
+    before = seed.status()["node"]["nat"]
+    s = net.udp(stranger, timeout=1.0)
+    for f in frames:
+        s.sendto(f, (seed_h.addr, port))
+    wait_for(lambda: seed.status()["node"]["nat"]["relay_dropped"] >= before["relay_dropped"] +
+             len(frames), timeout=10, what="the replayed frames dropped")
+    with pytest.raises(socket.timeout):
+        s.recvfrom(2048)  # nothing forwarded back to the stranger either
