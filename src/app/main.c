@@ -362,6 +362,14 @@ static int enter_mesh(node_t *n, const token_t *joins, size_t n_joins, char *err
     route_serve_init(&n->rs, n->loop, &n->plan, refresh_ms);
     int rc = mesh_start(&n->mesh, n->loop, &mo, err, errlen);
     if (rc) return rc;
+    /* --stun / --turn: from the mesh's QUIC socket, once it is bound */
+    mesh_servers_t ms = {.stun = (const char *const *)n->ctx.cfg.stun,
+                         .n_stun = n->ctx.cfg.n_stun,
+                         .turn = n->ctx.cfg.turn,
+                         .turn_user = n->ctx.cfg.turn_user,
+                         .turn_password = n->ctx.cfg.turn_password};
+    rc = mesh_servers_start(n->mesh, &ms, err, errlen);
+    if (rc) return rc;
     route_serve_set_mesh(&n->rs, n->mesh);
     if (n->ctx.cfg.client) {
         passive_opts_t po = {.role = RT_ROLE_CLIENT,

@@ -177,11 +177,14 @@ void tp_stream_consumed(tp_stream_t *s, size_t n);
 
 typedef struct {
     uint64_t datagrams_in, datagrams_out, dropped, conns_accepted, conns_refused;
-    uint64_t retries_sent, bad_tokens; /* Retry packets; Initials with an invalid token */
-    uint64_t writes_refused;           /* tp_stream_write/open back-pressure errors */
-    uint64_t punches_in, punches_out;  /* punch datagrams (tp_punch) */
-    uint64_t relayed_in, relayed_out;  /* this node's packets over relayed paths */
+    uint64_t retries_sent, bad_tokens;       /* Retry packets; Initials with an invalid token */
+    uint64_t writes_refused;                 /* tp_stream_write/open back-pressure errors */
+    uint64_t punches_in, punches_out;        /* punch datagrams (tp_punch) */
+    uint64_t relayed_in, relayed_out;        /* this node's packets over relayed paths */
     uint64_t relay_forwarded, relay_dropped; /* frames relayed for others; refused ones */
+
+    uint64_t raw_in, raw_out;   /* STUN/TURN datagrams from and to servers (transport_turn.c) */
+    uint64_t turn_in, turn_out; /* QUIC packets over TURN paths */
 } tp_stats_t;
 const tp_stats_t *tp_stats(const tp_endpoint_t *ep);
 
@@ -223,5 +226,34 @@ void tp_conn_remote(const tp_conn_t *c, struct sockaddr_storage *out);
  * sent none or the path is relayed). */
 const char *tp_conn_seen(const tp_conn_t *c);
 size_t tp_conn_count(const tp_endpoint_t *ep);
+
+/* ---- STUN and TURN servers (transport_turn.c) ----
+ * The socket also talks to STUN/TURN servers (RFC 8489/8656) for the node's NAT driver: a
+ * datagram from a registered server address that is a STUN message or ChannelData goes to the
+ * server's handler, before QUIC sees it (ChannelData's first byte looks like a QUIC short
+ * header; a server never sends QUIC). tp_send_raw sends any datagram from the socket (the
+ * server then sees the QUIC port's NAT mapping).
+ * TURN paths: a peer that reaches this node through its TURN allocation (its packets arrive
+ * unwrapped by the driver: tp_turn_deliver) gets a virtual address 0.0.1.x, one per peer
+ * address as the server sees it; ngtcp2 sees the connection on that address, and packets to it
+ * go to the driver's sender (tp_turn_set_sender), which wraps them for the server. At most
+ * TP_MAX_TURN_ROUTES; a full table reuses the least recent route no connection uses. */
+typedef void (*tp_raw_cb)(void *data, const struct sockaddr *from, const uint8_t *p, size_t n);
+/* cb for datagrams from server (NULL: none any more). -ENOSPC: 4 servers registered. */
+int tp_set_raw_handler(tp_endpoint_t *ep, const struct sockaddr *server, tp_raw_cb cb, void *data);
+/* One datagram from the endpoint's socket: 0, -EINVAL (no socket, a virtual address), -EIO. */
+int tp_send_raw(tp_endpoint_t *ep, const struct sockaddr *to, const void *p, size_t n);
+typedef void (*tp_turn_send_cb)(void *data, const struct sockaddr *peer, const uint8_t *p,
+                                size_t n);
+/* Who sends packets for TURN paths (NULL: none; packets to TURN paths are dropped). */
+void tp_turn_set_sender(tp_endpoint_t *ep, tp_turn_send_cb cb, void *data);
+/* A QUIC packet that peer sent through this node's allocation: to QUIC, from the peer's
+ * virtual address (made here). 0, -ENOSPC (routes full), -EINVAL (not a QUIC packet). */
+int tp_turn_deliver(tp_endpoint_t *ep, const struct sockaddr *peer, const uint8_t *p, size_t n);
+/* Whether virt is a TURN path's virtual address; the peer's address behind it in *peer. */
+bool tp_turn_peer(const tp_endpoint_t *ep, const struct sockaddr *virt,
+                  struct sockaddr_storage *peer);
+/* The allocation is gone: every TURN route goes (their connections time out or move). */
+void tp_turn_routes_clear(tp_endpoint_t *ep);
 
 #endif

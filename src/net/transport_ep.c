@@ -115,6 +115,11 @@ void tpi_send_batch(tp_endpoint_t *ep, tp_conn_t *c, size_t n)
     int fd = ep->fd;
     if (fd < 0) return;
     if (tp_addr_virtual((const struct sockaddr *)&c->remote)) { /* a relayed path */
+        if (tpi_turn_wrap(ep, (const struct sockaddr *)&c->remote, ep->sbuf[0], ep->slen[0])) {
+            for (size_t i = 1; i < n; i++) /* a TURN path: each through the TURN client */
+                tpi_turn_wrap(ep, (const struct sockaddr *)&c->remote, ep->sbuf[i], ep->slen[i]);
+            return;
+        }
         tpi_relay_send(ep, (const struct sockaddr *)&c->remote, n);
         return;
     }
@@ -291,6 +296,8 @@ static void unknown_short_packet(tp_endpoint_t *ep, const struct sockaddr *addr,
 static void ep_datagram(tp_endpoint_t *ep, const struct sockaddr *addr, const uint8_t *data,
                         size_t n)
 {
+    /* a STUN/TURN server's answer or ChannelData (which looks like a QUIC short header) */
+    if (ep->turn && tpi_turn_datagram(ep, addr, data, n)) return;
     /* Both high bits clear: a punch or a relay frame, unless it is a short-header packet of one
      * of our connections whose peer greased the fixed bit (RFC 9287; ngtcp2 always allows it) */
     if (n > 0 && (data[0] & 0xc0) == 0 && !(n > SCID_LEN && tpi_cid_find(ep, data + 1, SCID_LEN))) {
@@ -435,6 +442,7 @@ fail:
     if (ep->cred) gnutls_certificate_free_credentials(ep->cred);
     free(ep->rbuf);
     free(ep->sessions);
+    free(ep->turn);
     free(ep);
     return rc;
 }
@@ -474,6 +482,7 @@ void tpi_ep_release(tp_endpoint_t *ep)
     if (ep->cred) gnutls_certificate_free_credentials(ep->cred);
     free(ep->rbuf);
     free(ep->sessions);
+    free(ep->turn);
     free(ep);
     if (cb) cb(d);
 }

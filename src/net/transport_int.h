@@ -42,8 +42,11 @@
 #define TPI_RELAY_TYPE 0x3a
 #define TPI_PUNCH_TYPE 0x3b
 #define TPI_RELAY_HDR (2 + TP_SID_LEN) /* type, side, session id */
-#define TP_MAX_ROUTES 64     /* relayed paths of this node (virtual addresses 0.0.0.1…) */
-#define TP_MAX_SESSIONS 256  /* sessions this node relays for others */
+#define TP_MAX_ROUTES 64    /* relayed paths of this node (virtual addresses 0.0.0.1…) */
+#define TP_MAX_SESSIONS 256 /* sessions this node relays for others */
+
+#define TP_MAX_RAW 4          /* STUN/TURN servers whose datagrams go to a handler */
+#define TP_MAX_TURN_ROUTES 64 /* peers over this node's TURN allocation (0.0.1.1…) */
 
 typedef struct {
     bool used;
@@ -59,6 +62,27 @@ typedef struct {
     uint64_t rate, tokens, refill_ms, last_ms;
     uint64_t packets, bytes, dropped;
 } tp_rsession_t;
+
+/* transport_turn.c: STUN/TURN servers and TURN paths (allocated on first use) */
+typedef struct {
+    bool used;
+    struct sockaddr_storage addr;
+    tp_raw_cb cb;
+    void *data;
+} tpi_raw_t;
+
+typedef struct {
+    bool used;
+    struct sockaddr_storage peer; /* the peer's address as the TURN server sees it */
+    uint64_t last_ms;
+} tpi_turn_route_t;
+
+typedef struct {
+    tpi_raw_t raw[TP_MAX_RAW];
+    tpi_turn_route_t routes[TP_MAX_TURN_ROUTES];
+    tp_turn_send_cb send;
+    void *send_data;
+} tpi_turn_t;
 
 struct tp_stream {
     tp_conn_t *conn;
@@ -152,6 +176,7 @@ struct tp_endpoint {
     bool closing, no_gso;
     tp_route_t routes[TP_MAX_ROUTES]; /* relayed paths (transport_relay.c) */
     tp_rsession_t *sessions;          /* relayed for others: TP_MAX_SESSIONS once the first */
+    tpi_turn_t *turn;                 /* STUN/TURN servers, TURN paths (transport_turn.c) */
     int pending_closes;
     void (*close_cb)(void *data);
     void *close_data;
@@ -188,13 +213,20 @@ void tpi_ep_release(tp_endpoint_t *ep); /* a pending handle close finished */
 void tpi_reset_token(const tp_endpoint_t *ep, const ngtcp2_cid *cid, uint8_t *token);
 
 /* transport_ep.c: a QUIC datagram from `from` (a real or a relayed path's virtual address) */
-void tpi_quic_datagram(tp_endpoint_t *ep, const struct sockaddr *from, const uint8_t *data, size_t n);
+void tpi_quic_datagram(tp_endpoint_t *ep, const struct sockaddr *from, const uint8_t *data,
+                       size_t n);
 
 /* transport_relay.c */
 /* A datagram whose first byte is not QUIC's: a punch or a relay frame. */
 void tpi_special_datagram(tp_endpoint_t *ep, const struct sockaddr *from, const uint8_t *d, size_t n);
 /* ep->sbuf[0..n) to the relayed path `to`, each in a relay frame, in one batch (sendmmsg). */
 void tpi_relay_send(tp_endpoint_t *ep, const struct sockaddr *to, size_t n);
+
+/* transport_turn.c */
+/* A datagram from a registered STUN/TURN server that is STUN or ChannelData: handled (true). */
+bool tpi_turn_datagram(tp_endpoint_t *ep, const struct sockaddr *from, const uint8_t *d, size_t n);
+/* `to` is a TURN path's virtual address: p handed to the TURN sender, or dropped (true). */
+bool tpi_turn_wrap(tp_endpoint_t *ep, const struct sockaddr *to, const uint8_t *p, size_t n);
 
 /* transport_stream.c */
 tp_stream_t *tpi_stream_new(tp_conn_t *c, int64_t id);

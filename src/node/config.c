@@ -535,6 +535,13 @@ static int parse(config_t *cfg, int argc, char **argv, const config_src_t *src, 
         case OPT_RELAY:
             cfg->relay = true;
             break;
+        case OPT_STUN:
+        case OPT_TURN:
+        case OPT_TURN_USER:
+        case OPT_TURN_PASSWORD_FILE:
+        case OPT_TURN_PASSWORD:
+            rc = config_nat_server(cfg, c, optarg, from_file, err, errlen);
+            break;
         case OPT_NO_PORTMAP:
             cfg->no_portmap = true;
             break;
@@ -740,6 +747,7 @@ void config_free(config_t *cfg)
     free(cfg->bin_dir);
     if (cfg->api_key) sodium_memzero(cfg->api_key, strlen(cfg->api_key));
     free(cfg->api_key);
+    config_nat_servers_free(cfg);
     for (size_t i = 0; i < cfg->n_allow_origins; i++)
         free(cfg->allow_origins[i]);
     free(cfg->mesh_name);

@@ -25,6 +25,7 @@ const char *model_type_name(model_type_t t);
 #define CONFIG_MAX_JOIN 16
 #define CONFIG_MAX_ORIGINS 16
 #define CONFIG_MAX_RELAYS 16
+#define CONFIG_MAX_STUN 4
 #define CONFIG_SECRET_FILE_MAX 65536 /* --join @FILE, --api-key-file: larger files are refused */
 
 typedef struct {
@@ -77,6 +78,12 @@ typedef struct {
     bool relay;         /* --relay: forward packets for members that cannot reach each other */
     bool no_portmap;    /* --no-portmap */
     bool own_mesh;      /* --own-mesh: form its own mesh even without a model (not idle) */
+    /* NAT traversal servers (mesh.h mesh_servers_start): --stun HOST:PORT (repeatable),
+     * --turn turn:HOST:PORT, --turn-user NAME and the password (--turn-password-file FILE,
+     * $MESH_LLM_TURN_PASSWORD or the config file's mesh.turn_password; never argv). */
+    char *stun[CONFIG_MAX_STUN];
+    size_t n_stun;
+    char *turn, *turn_user, *turn_password;
     /* --allow-origin ORIGIN (repeatable): web pages of these origins may call the APIs. */
     char *allow_origins[CONFIG_MAX_ORIGINS];
     size_t n_allow_origins;

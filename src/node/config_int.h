@@ -3,6 +3,7 @@
 #ifndef MESH_CONFIG_INT_H
 #define MESH_CONFIG_INT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "config.h"
@@ -16,7 +17,12 @@ int config_set_api_key(config_t *cfg, const char *key, size_t len, const char *f
 int config_api_key_file(config_t *cfg, const char *path, char *err, size_t errlen);
 /* --allow-origin ORIGIN */
 int config_allow_origin(config_t *cfg, const char *arg, char *err, size_t errlen);
-/* MESH_LLM_JOIN and MESH_LLM_API_KEY, when the flags did not set them */
+/* --stun, --turn, --turn-user, --turn-password-file, the config file's turn_password (from_file:
+ * refused on the command line) */
+int config_nat_server(config_t *cfg, int opt, const char *arg, bool from_file, char *err,
+                      size_t errlen);
+void config_nat_servers_free(config_t *cfg);
+/* MESH_LLM_JOIN, MESH_LLM_API_KEY and MESH_LLM_TURN_PASSWORD, when the flags did not set them */
 int config_secrets_from_env(config_t *cfg, char *err, size_t errlen);
 
 /* config_nostr.c: --auto, --publish, --region, --nostr-relay; their combination with the rest;

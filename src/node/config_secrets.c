@@ -12,6 +12,7 @@
 
 #include "httpd_guard.h"
 #include "log.h"
+#include "options.h"
 #include "util.h"
 
 /* ---- secrets (--join @FILE, MESH_LLM_JOIN, --api-key-file, MESH_LLM_API_KEY) and origins ---- */
@@ -172,6 +173,94 @@ int config_allow_origin(config_t *cfg, const char *arg, char *err, size_t errlen
     return 0;
 }
 
+/* ---- STUN and TURN servers (--stun, --turn, --turn-user, the TURN password) ---- */
+
+static int set_turn_password(config_t *cfg, const char *pw, size_t len, const char *from, char *err,
+                             size_t errlen)
+{
+    while (len && is_sep(pw[len - 1], false)) /* a file's final newline */
+        len--;
+    for (size_t i = 0; i < len; i++)
+        if ((unsigned char)pw[i] < 0x20 || pw[i] == 0x7f) {
+            snprintf(err, errlen, "%s: the TURN password must be one line", from);
+            return -EINVAL;
+        }
+    if (len == 0 || len > 256) {
+        snprintf(err, errlen, "%s: the TURN password must be 1 to 256 characters", from);
+        return -EINVAL;
+    }
+    if (cfg->turn_password) sodium_memzero(cfg->turn_password, strlen(cfg->turn_password));
+    free(cfg->turn_password);
+    cfg->turn_password = strndup(pw, len);
+    return cfg->turn_password ? 0 : -ENOMEM;
+}
+
+int config_nat_server(config_t *cfg, int opt, const char *arg, bool from_file, char *err,
+                      size_t errlen)
+{
+    char **dst = NULL;
+    switch (opt) {
+    case OPT_STUN:
+        if (cfg->n_stun == CONFIG_MAX_STUN) {
+            snprintf(err, errlen, "at most %d --stun servers", CONFIG_MAX_STUN);
+            return -EINVAL;
+        }
+        dst = &cfg->stun[cfg->n_stun++];
+        break;
+    case OPT_TURN:
+        dst = &cfg->turn;
+        break;
+    case OPT_TURN_USER:
+        dst = &cfg->turn_user;
+        break;
+    case OPT_TURN_PASSWORD_FILE: {
+        char *text = NULL;
+        int rc = read_secret_file(arg, "--turn-password-file", &text, err, errlen);
+        if (rc) return rc;
+        char from[512];
+        snprintf(from, sizeof from, "--turn-password-file %s", arg);
+        rc = set_turn_password(cfg, text, strlen(text), from, err, errlen);
+        sodium_memzero(text, strlen(text));
+        free(text);
+        return rc;
+    }
+    case OPT_TURN_PASSWORD:
+        if (!from_file) {
+            snprintf(err, errlen,
+                     "--turn-password would put the password on the command line; use "
+                     "--turn-password-file FILE, $MESH_LLM_TURN_PASSWORD or the config file's "
+                     "mesh.turn_password");
+            return -EINVAL;
+        }
+        return set_turn_password(cfg, arg, strlen(arg), "mesh.turn_password", err, errlen);
+    default:
+        return -EINVAL;
+    }
+    if (!*arg || strlen(arg) > 255) {
+        snprintf(err, errlen, "--%s needs a value of 1 to 255 characters",
+                 opt == OPT_STUN   ? "stun"
+                 : opt == OPT_TURN ? "turn"
+                                   : "turn-user");
+        if (opt == OPT_STUN) cfg->n_stun--;
+        return -EINVAL;
+    }
+    free(*dst);
+    *dst = strdup(arg);
+    return *dst ? 0 : -ENOMEM;
+}
+
+void config_nat_servers_free(config_t *cfg)
+{
+    for (size_t i = 0; i < cfg->n_stun; i++)
+        free(cfg->stun[i]);
+    cfg->n_stun = 0;
+    free(cfg->turn);
+    free(cfg->turn_user);
+    if (cfg->turn_password) sodium_memzero(cfg->turn_password, strlen(cfg->turn_password));
+    free(cfg->turn_password);
+    cfg->turn = cfg->turn_user = cfg->turn_password = NULL;
+}
+
 const char *config_env_api_key(void)
 {
     const char *k = getenv("MESH_LLM_API_KEY");
@@ -184,6 +273,11 @@ int config_secrets_from_env(config_t *cfg, char *err, size_t errlen)
     const char *j = getenv("MESH_LLM_JOIN");
     if (cfg->n_joins == 0 && j && *j) {
         int rc = add_joins_from(cfg, j, true, "MESH_LLM_JOIN", err, errlen);
+        if (rc) return rc;
+    }
+    const char *tp = getenv("MESH_LLM_TURN_PASSWORD");
+    if (!cfg->turn_password && tp && *tp) {
+        int rc = set_turn_password(cfg, tp, strlen(tp), "MESH_LLM_TURN_PASSWORD", err, errlen);
         if (rc) return rc;
     }
     const char *k = config_env_api_key();

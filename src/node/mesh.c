@@ -168,6 +168,7 @@ static void g_event(void *data, gossip_event_t ev, const gossip_peer_t *peer)
         break;
     }
     }
+    if (ev == GOSSIP_EV_UP || ev == GOSSIP_EV_UPDATED) mesh_turn_permit_ann(m, peer->ann);
     mesh_views_sync(m); /* the one decode of a changed announcement */
     if (!m->stopping && m->o.on_peers_changed) m->o.on_peers_changed(m->o.data);
     if (ev == GOSSIP_EV_DEAD || ev == GOSSIP_EV_LEFT) mesh_peer_gone(m);
@@ -578,6 +579,7 @@ json_t *mesh_status(mesh_t *m)
         (json_int_t)m->msgs_dropped);
     json_object_set_new(json_object_get(out, "node"), "passive", json_boolean(m->passive));
     json_object_set_new(json_object_get(out, "node"), "nat", mesh_nat_status(m));
+    mesh_turn_status(m, json_object_get(json_object_get(out, "node"), "nat"));
     json_object_set_new(json_object_get(out, "node"), "peer_rtt_ms",
                         rtt_json(m->rtt_ann, m->n_rtt_ann)); /* as last announced */
     size_t entries = 0; /* per-peer state held (gossip members, dial targets, open passives) */
@@ -622,9 +624,10 @@ static void ep_closed(void *data)
 static void finish_stop(mesh_t *m)
 {
     uv_timer_stop(&m->stimer);
-    m->handles_open++; /* the endpoint */
-    tp_endpoint_close(m->ep, ep_closed, m);
-    if (m->pm) { /* the mapping is deleted (bounded: about 2 s) */
+    m->handles_open++;                      /* the endpoint */
+    tp_endpoint_close(m->ep, ep_closed, m); /* CONNECTION_CLOSEs go out, over TURN too */
+    mesh_servers_stop(m); /* then the TURN allocation's deletion, the socket still open */
+    if (m->pm) {          /* the mapping is deleted (bounded: about 2 s) */
         m->handles_open++;
         portmap_stop(m->pm, portmap_stopped, m);
     }

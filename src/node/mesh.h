@@ -108,6 +108,27 @@ void mesh_set_peer_addrs(mesh_t *m, const char *peer_id, const char *const *addr
 /* The router's port mapping of this node's QUIC port ("ip:port"; NULL: none any more): a
  * candidate address, announced and put in the invite token. */
 void mesh_set_mapped_addr(mesh_t *m, const char *addr);
+/* A STUN server's answer: this node's QUIC port as the internet sees it ("ip:port"; NULL: none),
+ * a reflexive candidate. */
+void mesh_set_stun_addr(mesh_t *m, const char *addr);
+/* This node's TURN relayed address ("ip:port"; NULL: none any more): a "relay" candidate. */
+void mesh_set_turn_addr(mesh_t *m, const char *addr);
+/* STUN and TURN servers (mesh_turn.c, docs/nat.md): from the QUIC socket, a STUN Binding to
+ * each stun server at start and every 5 minutes (the answer: mesh_set_stun_addr), and a TURN
+ * allocation on turn (refreshed; its relayed address: mesh_set_turn_addr) that peers' QUIC
+ * packets reach this node through. Names are resolved once. The password is not kept past the
+ * TURN client's copy and never logged. Stopped by mesh_servers_stop or mesh_stop. */
+typedef struct {
+    const char *const *stun; /* "HOST:PORT" each */
+    size_t n_stun;
+    const char *turn; /* "turn:HOST:PORT" (or "HOST:PORT"); NULL: none */
+    const char *turn_user, *turn_password;
+} mesh_servers_t;
+/* 0, or -EINVAL with err (a malformed server, no user or password for turn). */
+int mesh_servers_start(mesh_t *m, const mesh_servers_t *s, char *err, size_t errlen);
+/* Deletes the TURN allocation (best effort: one Refresh 0) and stops; mesh_stop calls it right
+ * after closing the endpoint's connections (their CONNECTION_CLOSE still goes over TURN). */
+void mesh_servers_stop(mesh_t *m);
 /* The ready connection to a peer, or NULL (no dial). */
 tp_conn_t *mesh_find_conn(mesh_t *m, const char *peer_id);
 /* This node's own announcement (borrowed; NULL when passive) and addresses. */

@@ -68,8 +68,8 @@ typedef struct mpeer {
 } mpeer_t;
 
 enum { MESH_NAT_NONE, MESH_NAT_PUNCH, MESH_NAT_RELAY, MESH_NAT_RELAYED };
-enum { MESH_CAND_LOCAL, MESH_CAND_REFLEXIVE, MESH_CAND_MAPPED };
-#define MESH_MAX_EXTRA 6   /* reflexive and mapped candidates */
+enum { MESH_CAND_LOCAL, MESH_CAND_REFLEXIVE, MESH_CAND_MAPPED, MESH_CAND_RELAY };
+#define MESH_MAX_EXTRA 6   /* reflexive, mapped and relay (TURN) candidates */
 #define MESH_MAX_RSESS 256 /* sessions this node relays (as many as the transport holds) */
 
 typedef struct {
@@ -86,6 +86,8 @@ typedef struct {
     uint64_t scan_at; /* the interfaces last read (loop ms) */
     mesh_rsess_t sessions[MESH_MAX_RSESS];
     size_t n_sessions;
+    char stun_addr[TOKEN_ADDR_MAX]; /* the STUN server's answer (mesh_set_stun_addr), "" none */
+    uint64_t turn_conns;            /* connections made over a TURN relay (ours or the peer's) */
 } mesh_nat_t;
 
 struct mesh {
@@ -113,7 +115,8 @@ struct mesh {
     } extra[MESH_MAX_EXTRA]; /* candidates beyond the interfaces (mesh_nat.c) */
     size_t n_extra;
     mesh_nat_t nat;
-    struct portmap *pm; /* the router's mapping of the QUIC port (mesh.c) */
+    struct mesh_turn *turn;       /* --stun / --turn (mesh_turn.c); NULL: none */
+    struct portmap *pm;           /* the router's mapping of the QUIC port (mesh.c) */
     token_t joins[MESH_MAX_JOIN]; /* a merge replaces a token's mesh with the winning one */
     size_t n_joins, join_idx;
     unsigned join_rounds;
@@ -138,6 +141,9 @@ struct mesh {
     /* after each gossip tick (mesh_peers.c): mesh_rtt_check, set by mesh.c (a hook, not a call
      * up from the peers' timer into the announcement) */
     void (*after_tick)(struct mesh *m);
+    /* a hole punch to these addresses is under way (mesh_nat.c): mesh_turn_permit_sa while a TURN
+     * allocation exists (a hook: mesh_turn.c calls into mesh_nat.c, not the other way) */
+    void (*punch_hook)(struct mesh *m, const struct sockaddr_in *a, size_t n);
 };
 
 /* mesh_peers.c */
@@ -156,7 +162,7 @@ void mesh_flush_queue(mesh_t *m, mpeer_t *p);
 void mesh_gossip_arm(mesh_t *m);
 
 /* mesh_self.c */
-/* "local" | "reflexive" | "mapped" (MESH_CAND_*). */
+/* "local" | "reflexive" | "mapped" | "relay" (MESH_CAND_*). */
 const char *mesh_cand_kind_name(int kind);
 /* a is one of this node's addresses (m->addrs). */
 bool mesh_own_addr(const mesh_t *m, const char *a);
@@ -188,6 +194,14 @@ void mesh_nat_tick(mesh_t *m);
 /* A peer's {"path", "via", "addr"} for the status; the node's "nat" object. */
 json_t *mesh_nat_peer_json(mesh_t *m, const char *id);
 json_t *mesh_nat_status(mesh_t *m);
+
+/* mesh_turn.c: STUN and TURN servers (--stun, --turn) */
+/* Permissions on our TURN allocation for these peer addresses (no-op without one). */
+void mesh_turn_permit_sa(mesh_t *m, const struct sockaddr_in *a, size_t n);
+/* ... for the addresses of a peer's announcement. */
+void mesh_turn_permit_ann(mesh_t *m, json_t *ann);
+/* Adds "stun", "turn" and "turn_conns" to the node's "nat" object (mesh.c's status). */
+void mesh_turn_status(mesh_t *m, json_t *nat);
 
 /* mesh.c */
 /* A gossip state machine for this node at `incarnation`, with its current announcement. */

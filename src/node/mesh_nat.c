@@ -76,10 +76,14 @@ static bool extra_set(mesh_t *m, const char *addr, int kind)
             return changed;
         }
     size_t slot = m->n_extra;
-    if (m->n_extra == MESH_MAX_EXTRA) { /* replace the oldest */
+    if (m->n_extra == MESH_MAX_EXTRA) { /* replace the oldest, a reflexive one if any */
         slot = 0;
-        for (size_t i = 1; i < m->n_extra; i++)
-            if (m->extra[i].at < m->extra[slot].at) slot = i;
+        for (size_t i = 1; i < m->n_extra; i++) {
+            bool refl = m->extra[i].kind == MESH_CAND_REFLEXIVE,
+                 slot_refl = m->extra[slot].kind == MESH_CAND_REFLEXIVE;
+            if ((refl && !slot_refl) || (refl == slot_refl && m->extra[i].at < m->extra[slot].at))
+                slot = i;
+        }
     } else {
         m->n_extra++;
     }
@@ -103,6 +107,48 @@ void mesh_set_mapped_addr(mesh_t *m, const char *addr)
     int port;
     if (addr && strlen(addr) < TOKEN_ADDR_MAX && addr_split(addr, host, sizeof host, &port) == 0)
         changed |= extra_set(m, addr, MESH_CAND_MAPPED);
+    if (changed) addrs_changed(m);
+}
+
+/* A STUN server's answer (--stun): a reflexive candidate, replacing the previous STUN one (not
+ * the ones peers reported). NULL: none. */
+void mesh_set_stun_addr(mesh_t *m, const char *addr)
+{
+    char host[TOKEN_ADDR_MAX];
+    int port;
+    if (addr && (strlen(addr) >= TOKEN_ADDR_MAX || addr_split(addr, host, sizeof host, &port)))
+        return;
+    if (addr && !strcmp(addr, m->nat.stun_addr)) return;
+    bool changed = false;
+    for (size_t i = 0; m->nat.stun_addr[0] && i < m->n_extra; i++)
+        if (m->extra[i].kind == MESH_CAND_REFLEXIVE &&
+            !strcmp(m->extra[i].addr, m->nat.stun_addr)) {
+            m->extra[i] = m->extra[--m->n_extra];
+            changed = true;
+            break;
+        }
+    snprintf(m->nat.stun_addr, sizeof m->nat.stun_addr, "%s", addr ? addr : "");
+    /* behind a symmetric NAT the STUN server's port is its own: it would lead nowhere */
+    if (addr && !own_addr(m, addr) && !m->nat.symmetric)
+        changed |= extra_set(m, addr, MESH_CAND_REFLEXIVE);
+    if (changed) addrs_changed(m);
+}
+
+/* This node's TURN allocation's relayed address (--turn): a "relay" candidate. NULL: none. */
+void mesh_set_turn_addr(mesh_t *m, const char *addr)
+{
+    bool changed = false;
+    for (size_t i = 0; i < m->n_extra;)
+        if (m->extra[i].kind == MESH_CAND_RELAY && (!addr || strcmp(m->extra[i].addr, addr))) {
+            m->extra[i] = m->extra[--m->n_extra];
+            changed = true;
+        } else {
+            i++;
+        }
+    char host[TOKEN_ADDR_MAX];
+    int port;
+    if (addr && strlen(addr) < TOKEN_ADDR_MAX && addr_split(addr, host, sizeof host, &port) == 0)
+        changed |= extra_set(m, addr, MESH_CAND_RELAY);
     if (changed) addrs_changed(m);
 }
 
@@ -286,6 +332,7 @@ static void on_punch(mesh_t *m, const char *from, json_t *f)
         if (parse_v4(json_string_value(v), &to[n]) == 0) n++;
     }
     if (n == 0) return;
+    if (m->punch_hook) m->punch_hook(m, to, n); /* our TURN allocation lets the peer in too */
     p->punched_until = now + 10000;
     m->nat.punches++;
     LOGD("mesh", "hole punch to %.12s (coordinated by %.12s): %zu address(es)", peer, from, n);
@@ -447,10 +494,12 @@ static const char *path_of(mesh_t *m, tp_conn_t *c, const char *id)
     struct sockaddr_storage ss;
     char ra[64] = "";
     tp_conn_remote(c, &ss);
+    if (tp_turn_peer(m->ep, (struct sockaddr *)&ss, NULL)) return "turn"; /* our TURN allocation */
     if (tp_addr_virtual((struct sockaddr *)&ss)) return "relayed";
     addr_format((struct sockaddr *)&ss, ra, sizeof ra);
     const gossip_peer_t *gp = m->g ? gossip_find(m->g, id) : NULL;
     const char *seen = tp_conn_seen(c);
+    if (!strcmp(peer_addr_kind(gp, ra), "relay")) return "turn"; /* the peer's TURN allocation */
     if (!strcmp(peer_addr_kind(gp, ra), "mapped")) return "mapped";
     bool we_natted = false;
     for (size_t i = 0; i < m->n_extra; i++)
@@ -467,9 +516,11 @@ void mesh_nat_conn_ready(mesh_t *m, tp_conn_t *c, mpeer_t *p)
     /* a reflexive candidate: the address this peer sees us at, when not one of ours */
     const char *seen = tp_conn_seen(c);
     if (seen[0] && strncmp(seen, "127.", 4) != 0 && !own_addr(m, seen)) {
-        bool mapped = false;
+        bool mapped = false; /* or our TURN relayed address, which a peer over TURN sees */
         for (size_t i = 0; i < m->n_extra; i++)
-            mapped |= m->extra[i].kind == MESH_CAND_MAPPED && !strcmp(m->extra[i].addr, seen);
+            mapped |=
+                (m->extra[i].kind == MESH_CAND_MAPPED || m->extra[i].kind == MESH_CAND_RELAY) &&
+                !strcmp(m->extra[i].addr, seen);
         /* the same public address with another port: a symmetric NAT (a port per destination),
          * whose reflexive addresses lead nowhere: none is announced */
         char ip[TOKEN_ADDR_MAX], ip2[TOKEN_ADDR_MAX];
@@ -506,6 +557,7 @@ void mesh_nat_conn_ready(mesh_t *m, tp_conn_t *c, mpeer_t *p)
     snprintf(p->path, sizeof p->path, "%s", path);
     if (!strcmp(path, "relayed")) m->nat.relayed_conns++;
     if (!strcmp(path, "punched")) m->nat.punched_conns++;
+    if (!strcmp(path, "turn")) m->nat.turn_conns++;
     if (tp_find(m->ep, p->id) == c) { /* its preferred connection now */
         p->nat_stage = !strcmp(path, "relayed") ? MESH_NAT_RELAYED : MESH_NAT_NONE;
         p->nat_at = mesh_now(m);
@@ -586,6 +638,11 @@ json_t *mesh_nat_peer_json(mesh_t *m, const char *id)
     char ra[64] = "";
     struct sockaddr_storage ss;
     tp_conn_remote(c, &ss);
+    struct sockaddr_storage tpeer;
+    if (tp_turn_peer(m->ep, (struct sockaddr *)&ss, &tpeer)) { /* over our TURN allocation */
+        addr_format((struct sockaddr *)&tpeer, ra, sizeof ra);
+        return json_pack("{s:s,s:s,s:s}", "path", "turn", "via", "turn", "addr", ra);
+    }
     bool relayed = tp_addr_virtual((struct sockaddr *)&ss);
     if (!relayed) addr_format((struct sockaddr *)&ss, ra, sizeof ra);
     json_t *o = json_pack("{s:s}", "path", path_of(m, c, id)); /* announcements may be newer */

@@ -76,8 +76,8 @@ void mesh_rtt_check(mesh_t *m)
 
 const char *mesh_cand_kind_name(int kind)
 {
-    static const char *const KIND[] = {"local", "reflexive", "mapped"};
-    return kind >= 0 && kind <= MESH_CAND_MAPPED ? KIND[kind] : "local";
+    static const char *const KIND[] = {"local", "reflexive", "mapped", "relay"};
+    return kind >= 0 && kind <= MESH_CAND_RELAY ? KIND[kind] : "local";
 }
 
 bool mesh_own_addr(const mesh_t *m, const char *a)

@@ -106,6 +106,24 @@ static const mesh_option_t OPTIONS[] = {
      "offer this node as a relay for members that cannot reach each other (behind NATs that "
      "defeat hole punching); it forwards their encrypted QUIC packets and cannot read them. For a "
      "node with a public address"},
+    {OPT_STUN, "stun", 0, OPTV_STRING, "HOST:PORT", G_MESH, "mesh.stun", NULL, NULL, OPTF_REPEAT,
+     "a STUN server (repeatable, at most 4; port 3478 when left out): asked from the QUIC port "
+     "at start and every 5 minutes what address the internet sees this node at, which is then "
+     "announced as a reflexive candidate (behind a NAT: the router's public address)"},
+    {OPT_TURN, "turn", 0, OPTV_STRING, "turn:HOST:PORT", G_MESH, "mesh.turn", NULL, NULL, 0,
+     "a TURN server (RFC 8656, e.g. coturn) that relays for this node: it allocates a relayed "
+     "address there from the QUIC port and announces it; peers that cannot reach this node "
+     "otherwise (both behind symmetric NATs) connect through it. The server sees only encrypted "
+     "QUIC. Needs --turn-user and a password"},
+    {OPT_TURN_USER, "turn-user", 0, OPTV_STRING, "NAME", G_MESH, "mesh.turn_user", NULL, NULL, 0,
+     "the TURN server's username (long-term credentials)"},
+    {OPT_TURN_PASSWORD_FILE, "turn-password-file", 0, OPTV_STRING, "FILE", G_MESH,
+     "mesh.turn_password_file", NULL, NULL, 0,
+     "the TURN password, read from FILE (one line); also $MESH_LLM_TURN_PASSWORD or the config "
+     "file's mesh.turn_password. Never on the command line"},
+    {OPT_TURN_PASSWORD, "turn-password", 0, OPTV_STRING, "PASSWORD", G_MESH, "mesh.turn_password",
+     "MESH_LLM_TURN_PASSWORD", NULL, OPTF_SECRET | OPTF_HIDDEN,
+     "the TURN password (config file and environment only: refused on the command line)"},
 
     {OPT_PUBLISH, "publish", 0, OPTV_SWITCH, NULL, G_DISCOVERY, "discovery.publish", NULL, NULL, 0,
      "list this node's mesh on Nostr relays (name from --mesh-name, region from --region) so "
@@ -329,6 +347,8 @@ static const mesh_env_t ENV_VARS[] = {
      T_MS0(switch_fair_ms)},
     {"MESH_LLM_TEST_CHILD_PORT", 0, "a free port", "port", ENVF_TEST,
      "the first child of the process gets this port", T_U64(test_child_port, 1, 65535)},
+    {"MESH_LLM_TURN_PASSWORD", 0, "none", "text", ENVF_SECRET,
+     "the TURN server's password (as --turn-password-file's content)", T_OPTION},
     {"MESH_LLM_VERBOSE", 0, "0 (off)", "0/1", 0, "1 (or on): debug logs of 'mesh-llm discover'",
      T_BOOL(verbose, TUN_MS_MAX)},
 };

@@ -199,6 +199,7 @@ static int cleanup(void **state)
     (void)state;
     unsetenv("MESH_LLM_JOIN");
     unsetenv("MESH_LLM_API_KEY");
+    unsetenv("MESH_LLM_TURN_PASSWORD");
     for (size_t i = 0; i < 4; i++)
         if (g_open_tmp[i]) tmp_close(g_open_tmp[i]);
     home_restore();
@@ -1228,6 +1229,58 @@ static void test_join_from_file(void **state)
     tmp_close(&t);
 }
 
+/* --stun, --turn, --turn-user and the TURN password: from a file or $MESH_LLM_TURN_PASSWORD,
+ * never from the command line */
+static void test_turn_options(void **state)
+{
+    (void)state;
+    tmpdir_t t;
+    tmp_open(&t);
+    const char *f = tmp_file(&t, "turn-password");
+    write_file(f, "pa ss:word\n");
+    config_t cfg;
+    char err[512];
+    int rc = PARSE(&cfg, err, "--stun", "11.0.0.10:3478", "--stun", "stun.example.net", "--turn",
+                   "turn:11.0.0.10:3478", "--turn-user", "alice", "--turn-password-file", f);
+    if (rc != CONFIG_OK) fail_msg("TURN options refused: %s", err);
+    assert_int_equal(cfg.n_stun, 2);
+    assert_string_equal(cfg.stun[0], "11.0.0.10:3478");
+    assert_string_equal(cfg.stun[1], "stun.example.net");
+    assert_string_equal(cfg.turn, "turn:11.0.0.10:3478");
+    assert_string_equal(cfg.turn_user, "alice");
+    assert_string_equal(cfg.turn_password, "pa ss:word"); /* the final newline goes */
+    config_free(&cfg);
+
+    /* on the command line: refused, and the message points at the safe ways */
+    ASSERT_REFUSED(PARSE(&cfg, err, "--turn-password", "hunter2"), err, "--turn-password-file");
+    assert_null(strstr(err, "hunter2"));
+    config_free(&cfg);
+
+    /* the environment, unless a file gave it */
+    setenv("MESH_LLM_TURN_PASSWORD", "from-env", 1);
+    assert_int_equal(PARSE(&cfg, err, "--turn-user", "bob"), CONFIG_OK);
+    assert_string_equal(cfg.turn_password, "from-env");
+    config_free(&cfg);
+    assert_int_equal(PARSE(&cfg, err, "--turn-password-file", f), CONFIG_OK);
+    assert_string_equal(cfg.turn_password, "pa ss:word");
+    config_free(&cfg);
+    unsetenv("MESH_LLM_TURN_PASSWORD");
+
+    /* an empty file, a missing one, more than 4 STUN servers */
+    write_file(f, "\n");
+    ASSERT_REFUSED(PARSE(&cfg, err, "--turn-password-file", f), err, "TURN password");
+    config_free(&cfg);
+    char missing[PATH_MAX + 16];
+    snprintf(missing, sizeof missing, "%s/none", t.dir);
+    ASSERT_REFUSED(PARSE(&cfg, err, "--turn-password-file", missing), err, "none");
+    config_free(&cfg);
+    ASSERT_REFUSED(PARSE(&cfg, err, "--stun", "a:1", "--stun", "b:1", "--stun", "c:1", "--stun",
+                         "d:1", "--stun", "e:1"),
+                   err, "at most 4");
+    config_free(&cfg);
+    tmp_close(&t);
+}
+
 static void test_join_file_too_big_refused(void **state)
 {
     (void)state;
@@ -1493,6 +1546,7 @@ int main(void)
         T(test_models_dir_name_clash_refused),
         T(test_models_dir_limit),
         T(test_join_from_file),
+        T(test_turn_options),
         T(test_join_file_too_big_refused),
         T(test_join_from_env),
         T(test_api_key_from_file_and_env),

@@ -878,6 +878,151 @@ static void relay_down(relay_t *r)
     uv_close((uv_handle_t *)&r->spoof, NULL);
 }
 
+/* ---- STUN/TURN servers and TURN paths (transport_turn.c) ----
+ * The test plays the TURN server and the driver: a UDP socket `relayed` stands for a's relayed
+ * address; what b sends there is handed to a with tp_turn_deliver (as a's driver does with an
+ * unwrapped Data indication), and a's sender callback sends a's packets out of `relayed` to b. */
+typedef struct {
+    uv_udp_t sock;
+    node_t *a;
+    struct sockaddr_in peer; /* b, as the "server" sees it */
+    int delivered, calls, sent;
+    bool silent; /* delivers nothing more */
+} fake_turn_t;
+
+static void fake_turn_recv(uv_udp_t *h, ssize_t n, const uv_buf_t *buf, const struct sockaddr *from,
+                           unsigned flags)
+{
+    fake_turn_t *t = h->data;
+    if (n <= 0 || !from || t->silent) return;
+    t->peer = *(const struct sockaddr_in *)from;
+    if (tp_turn_deliver(t->a->ep, from, (const uint8_t *)buf->base, (size_t)n) == 0) t->delivered++;
+}
+
+static void fake_turn_send(void *data, const struct sockaddr *peer, const uint8_t *p, size_t n)
+{
+    fake_turn_t *t = data;
+    t->calls++;
+    uv_buf_t out = uv_buf_init((char *)p, (unsigned)n);
+    if (uv_udp_try_send(&t->sock, &out, 1, peer) == (int)n) t->sent++;
+}
+
+static void test_turn_path(void **state)
+{
+    node_t a, b;
+    node_up(&a, secret_a);
+    node_up(&b, secret_a);
+    a.echo = true;
+    fake_turn_t t = {.a = &a};
+    struct sockaddr_in any, relayed;
+    uv_ip4_addr("127.0.0.1", 0, &any);
+    uv_udp_init(&loop, &t.sock);
+    t.sock.data = &t;
+    assert_int_equal(uv_udp_bind(&t.sock, (struct sockaddr *)&any, 0), 0);
+    int len = sizeof relayed;
+    uv_udp_getsockname(&t.sock, (struct sockaddr *)&relayed, &len);
+    assert_int_equal(uv_udp_recv_start(&t.sock, relay_alloc, fake_turn_recv), 0);
+    tp_turn_set_sender(a.ep, fake_turn_send, &t);
+
+    /* b dials a's "relayed address": the connection on a is on a TURN path's virtual address */
+    tp_conn_t *c = NULL;
+    assert_int_equal(tp_dial(b.ep, a.id.id, (struct sockaddr *)&relayed, &c), 0);
+    RUN_UNTIL(a.ready && b.ready, 5000);
+    assert_int_equal(a.ready, 1);
+    tp_conn_t *ac = tp_find(a.ep, b.id.id);
+    assert_non_null(ac);
+    struct sockaddr_storage remote, peer;
+    tp_conn_remote(ac, &remote);
+    assert_true(tp_addr_virtual((struct sockaddr *)&remote));
+    assert_true(tp_turn_peer(a.ep, (struct sockaddr *)&remote, &peer));
+    assert_int_equal(((struct sockaddr_in *)&peer)->sin_port, t.peer.sin_port); /* b's socket */
+    assert_int_equal(((struct sockaddr_in *)&peer)->sin_port, htons(tp_endpoint_port(b.ep)));
+    /* b says it sees a at the relayed address (the mesh knows it as its relay candidate) */
+    char rs[64];
+    addr_format((struct sockaddr *)&relayed, rs, sizeof rs);
+    assert_string_equal(tp_conn_seen(ac), rs);
+    /* a stream over it, both ways */
+    sctx_t *x = client_stream(c, 200000);
+    RUN_UNTIL(x->closed, 10000);
+    assert_int_equal(x->got.len, 200000);
+    sctx_free(x);
+    assert_true(t.delivered > 0 && t.sent > 0);
+    assert_int_equal(tp_stats(a.ep)->turn_in, (uint64_t)t.delivered);
+    assert_int_equal(tp_stats(a.ep)->turn_out, (uint64_t)t.calls);
+    /* not a QUIC packet (a punch sent to the relayed address): not delivered */
+    static const uint8_t punch[8] = {0x3b, 'm', 'e', 's', 'h', 'l', 'l', 'm'};
+    assert_int_equal(tp_turn_deliver(a.ep, (struct sockaddr *)&t.peer, punch, sizeof punch),
+                     -EINVAL);
+    /* the allocation is gone: the route goes, a's packets to it are dropped (until the peer's
+     * next packet, which would make a route again: the fake server delivers none here) */
+    t.silent = true;
+    tp_turn_routes_clear(a.ep);
+    assert_false(tp_turn_peer(a.ep, (struct sockaddr *)&remote, NULL));
+    int calls = t.calls;
+    uint64_t dropped = tp_stats(a.ep)->dropped;
+    x = client_stream(ac, 1000);
+    RUN_UNTIL(false, 300);
+    assert_int_equal(t.calls, calls);
+    assert_true(tp_stats(a.ep)->dropped > dropped);
+    tp_turn_set_sender(a.ep, NULL, NULL);
+    uv_close((uv_handle_t *)&t.sock, NULL);
+    node_down(&a);
+    node_down(&b);
+    sctx_free(x); /* its stream closed with a */
+}
+
+static int raw_hits;
+static uint8_t raw_last[64];
+static void on_raw_dgram(void *data, const struct sockaddr *from, const uint8_t *p, size_t n)
+{
+    raw_hits++;
+    memcpy(raw_last, p, n < sizeof raw_last ? n : sizeof raw_last);
+}
+
+/* Datagrams from a registered server that are STUN or ChannelData go to its handler, before
+ * QUIC; the same bytes from another address do not; tp_send_raw leaves from the QUIC port. */
+static void test_raw_handler(void **state)
+{
+    node_t a;
+    node_up(&a, secret_a);
+    int srv = socket(AF_INET, SOCK_DGRAM, 0), other = socket(AF_INET, SOCK_DGRAM, 0);
+    struct sockaddr_in any, sa, aa;
+    uv_ip4_addr("127.0.0.1", 0, &any);
+    assert_int_equal(bind(srv, (struct sockaddr *)&any, sizeof any), 0);
+    assert_int_equal(bind(other, (struct sockaddr *)&any, sizeof any), 0);
+    socklen_t sl = sizeof sa;
+    getsockname(srv, (struct sockaddr *)&sa, &sl);
+    addr_of(&a, &aa);
+    assert_int_equal(tp_set_raw_handler(a.ep, (struct sockaddr *)&sa, on_raw_dgram, NULL), 0);
+    /* a Binding success header (no attributes) and a ChannelData message (looks like QUIC) */
+    uint8_t stun[20] = {0x01, 0x01, 0, 0, 0x21, 0x12, 0xA4, 0x42};
+    uint8_t chan[12] = {0x40, 0x00, 0x00, 0x08, 1, 2, 3, 4, 5, 6, 7, 8};
+    raw_hits = 0;
+    sendto(srv, stun, sizeof stun, 0, (struct sockaddr *)&aa, sizeof aa);
+    sendto(srv, chan, sizeof chan, 0, (struct sockaddr *)&aa, sizeof aa);
+    sendto(other, chan, sizeof chan, 0, (struct sockaddr *)&aa, sizeof aa);
+    sendto(other, stun, sizeof stun, 0, (struct sockaddr *)&aa, sizeof aa);
+    RUN_UNTIL(tp_stats(a.ep)->datagrams_in >= 4, 2000);
+    assert_int_equal(raw_hits, 2);
+    assert_int_equal(tp_stats(a.ep)->raw_in, 2);
+    assert_int_equal(raw_last[0], 0x40); /* the ChannelData came second */
+    /* out of the QUIC socket */
+    assert_int_equal(tp_send_raw(a.ep, (struct sockaddr *)&sa, "ping", 4), 0);
+    char buf[16];
+    struct sockaddr_in from;
+    socklen_t fl = sizeof from;
+    assert_int_equal(recvfrom(srv, buf, sizeof buf, 0, (struct sockaddr *)&from, &fl), 4);
+    assert_int_equal(from.sin_port, aa.sin_port);
+    /* removed: no more */
+    assert_int_equal(tp_set_raw_handler(a.ep, (struct sockaddr *)&sa, NULL, NULL), 0);
+    sendto(srv, stun, sizeof stun, 0, (struct sockaddr *)&aa, sizeof aa);
+    RUN_UNTIL(tp_stats(a.ep)->datagrams_in >= 5, 2000);
+    assert_int_equal(raw_hits, 2);
+    close(srv);
+    close(other);
+    node_down(&a);
+}
+
 static void test_retry_address_validation(void **state)
 {
     node_t a, b;
@@ -1119,6 +1264,8 @@ int main(void)
         cmocka_unit_test(test_one_way_message_acked),
         cmocka_unit_test(test_one_way_bulk),
         cmocka_unit_test(test_retry_address_validation),
+        cmocka_unit_test(test_turn_path),
+        cmocka_unit_test(test_raw_handler),
         cmocka_unit_test(test_send_queue_caps),
         cmocka_unit_test(test_silent_peer_ends_busy_connection),
         cmocka_unit_test(test_quiet_live_peer_keeps_busy_connection),

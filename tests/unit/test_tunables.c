@@ -120,6 +120,7 @@ static const want_t WANT[] = {
     {"MESH_LLM_SPEED_MFLOPS", TUN_ULONG, 0, 100000000, R_SPEED, 0, F(speed_mflops)},
     {"MESH_LLM_SWITCH_FAIR_MS", TUN_MS0, 0, DAY, R_ENV_MS0, 0, F(switch_fair_ms)},
     {"MESH_LLM_TEST_CHILD_PORT", TUN_U64, 1, 65535, R_TEST_PORT, 0, F(test_child_port)},
+    {"MESH_LLM_TURN_PASSWORD", TUN_OPTION, 0, 0, R_OPTION, 0, 0},
     {"MESH_LLM_VERBOSE", TUN_BOOL, 0, MS7D, R_SWITCH, 0, F(verbose)},
 };
 #define N_WANT (sizeof WANT / sizeof WANT[0])
