@@ -224,8 +224,13 @@ def test_split_across_nats_through_the_relay(natnet, start_node, tmp_path):
                    "--max-vram", vram, "--join", seed.token, env=env_for(tmp_path, "b"),
                    ns=worker_h.ns)
     for n in (a, b):
-        wait_for(lambda: models_status(n).get(SMALL) == "ready", timeout=120,
-                 what=f"the split model ready on {n.id[:8]}")
+        try:
+            wait_for(lambda: models_status(n).get(SMALL) == "ready", timeout=120,
+                     what=f"the split model ready on {n.id[:8]}")
+        except BaseException:  # what the three nodes said, for the failure's report
+            for who, x in (("seed", seed), ("host a1", a), ("worker s1", b)):
+                print(f"---- {who} ----\n" + "\n".join(x.stderr().splitlines()[-60:]))
+            raise
     plans = {n.id: plan_of(n, SMALL) for n in (a, b)}
     host, worker = (a, b) if plans[a.id]["role"] == "host" else (b, a)
     assert plans[host.id]["mode"] == "split" and plans[worker.id]["host"] == host.id, plans
