@@ -319,7 +319,7 @@ def test_a_node_that_moves_announces_its_new_address(natnet, start_node, tmp_pat
     def announced():
         addrs = next(p for p in seed.status()["peers"] if p["id"] == a.id)["addrs"]
         return f"{new}:{port}" in addrs and f"{a1.addr}:{port}" not in addrs
-    wait_for(announced, timeout=60, what="the new address announced")
+    wait_for(announced, timeout=120, what="the new address announced")  # gossip carries it
     # the first request may meet the old path's end (a 503 that says to retry); then answered
     def answered():
         r = a.request("POST", "/v1/chat/completions",
