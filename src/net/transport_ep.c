@@ -178,7 +178,7 @@ void tpi_reset_token(const tp_endpoint_t *ep, const ngtcp2_cid *cid, uint8_t *to
         randombytes_buf(token, NGTCP2_STATELESS_RESET_TOKENLEN); /* no restart detection */
 }
 
-static socklen_t addr_len(const struct sockaddr *a)
+socklen_t tpi_addr_len(const struct sockaddr *a)
 {
     return a->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
 }
@@ -210,7 +210,7 @@ static void send_stateless_reset(tp_endpoint_t *ep, const struct sockaddr *addr,
     tpi_reset_token(ep, &cid, token);
     randombytes_buf(rnd, rlen);
     ngtcp2_ssize w = ngtcp2_pkt_write_stateless_reset(pkt, sizeof pkt, token, rnd, rlen);
-    if (w > 0 && sendto(ep->fd, pkt, (size_t)w, 0, addr, addr_len(addr)) == w) {
+    if (w > 0 && sendto(ep->fd, pkt, (size_t)w, 0, addr, tpi_addr_len(addr)) == w) {
         LOGD("quic", "stateless reset sent (%zd bytes, answering %zu)", w, n);
         ep->resets_sent++;
         ep->stats.datagrams_out++;
@@ -227,12 +227,12 @@ static void send_retry(tp_endpoint_t *ep, const struct sockaddr *addr, const ngt
     scid.datalen = SCID_LEN;
     randombytes_buf(scid.data, scid.datalen);
     ngtcp2_ssize tl = ngtcp2_crypto_generate_retry_token(
-        token, ep->retry_secret, sizeof ep->retry_secret, hd->version, addr, addr_len(addr), &scid,
-        &hd->dcid, tpi_now_ns());
+        token, ep->retry_secret, sizeof ep->retry_secret, hd->version, addr, tpi_addr_len(addr),
+        &scid, &hd->dcid, tpi_now_ns());
     if (tl < 0) return;
     ngtcp2_ssize w = ngtcp2_crypto_write_retry(pkt, sizeof pkt, hd->version, &hd->scid, &scid,
                                                &hd->dcid, token, (size_t)tl);
-    if (w > 0 && sendto(ep->fd, pkt, (size_t)w, 0, addr, addr_len(addr)) == w) {
+    if (w > 0 && sendto(ep->fd, pkt, (size_t)w, 0, addr, tpi_addr_len(addr)) == w) {
         ep->stats.retries_sent++;
         ep->stats.datagrams_out++;
     }
@@ -251,7 +251,7 @@ static bool initial_admissible(tp_endpoint_t *ep, const struct sockaddr *addr,
         if (hd->token.base[0] != NGTCP2_CRYPTO_TOKEN_MAGIC_RETRY ||
             ngtcp2_crypto_verify_retry_token(
                 odcid, hd->token.base, hd->token.len, ep->retry_secret, sizeof ep->retry_secret,
-                hd->version, addr, addr_len(addr), &hd->dcid,
+                hd->version, addr, tpi_addr_len(addr), &hd->dcid,
                 (ngtcp2_duration)RETRY_TOKEN_SECS * NGTCP2_SECONDS, tpi_now_ns()) != 0) {
             ep->stats.bad_tokens++;
             return false;
@@ -264,7 +264,7 @@ static bool initial_admissible(tp_endpoint_t *ep, const struct sockaddr *addr,
     return false;
 }
 
-static bool same_addr(const struct sockaddr_storage *a, const struct sockaddr *b)
+bool tpi_same_addr(const struct sockaddr_storage *a, const struct sockaddr *b)
 {
     if (a->ss_family != b->sa_family) return false;
     if (b->sa_family == AF_INET) {
@@ -286,7 +286,7 @@ static void unknown_short_packet(tp_endpoint_t *ep, const struct sockaddr *addr,
     tp_conn_t *to[8];
     size_t k = 0;
     for (tp_conn_t *c = ep->conns; c && k < 8; c = c->next)
-        if (c->ready && !c->closing && same_addr(&c->remote, addr)) to[k++] = c;
+        if (c->ready && !c->closing && tpi_same_addr(&c->remote, addr)) to[k++] = c;
     /* a connection that ends here is freed later in the loop: the pointers stay valid */
     for (size_t i = 0; i < k; i++)
         tpi_conn_read(to[i], addr, data, n);

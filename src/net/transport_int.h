@@ -212,13 +212,17 @@ void tpi_ep_release(tp_endpoint_t *ep); /* a pending handle close finished */
  * id, so that this node restarted (same key) can still end its peers' stale connections. */
 void tpi_reset_token(const tp_endpoint_t *ep, const ngtcp2_cid *cid, uint8_t *token);
 
+/* transport_ep.c: the length of a sockaddr_in or _in6; whether b is the address in a */
+socklen_t tpi_addr_len(const struct sockaddr *a);
+bool tpi_same_addr(const struct sockaddr_storage *a, const struct sockaddr *b);
 /* transport_ep.c: a QUIC datagram from `from` (a real or a relayed path's virtual address) */
 void tpi_quic_datagram(tp_endpoint_t *ep, const struct sockaddr *from, const uint8_t *data,
                        size_t n);
 
 /* transport_relay.c */
 /* A datagram whose first byte is not QUIC's: a punch or a relay frame. */
-void tpi_special_datagram(tp_endpoint_t *ep, const struct sockaddr *from, const uint8_t *d, size_t n);
+void tpi_special_datagram(tp_endpoint_t *ep, const struct sockaddr *from, const uint8_t *d,
+                          size_t n);
 /* ep->sbuf[0..n) to the relayed path `to`, each in a relay frame, in one batch (sendmmsg). */
 void tpi_relay_send(tp_endpoint_t *ep, const struct sockaddr *to, size_t n);
 

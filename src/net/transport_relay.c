@@ -20,23 +20,6 @@
 
 #define VIRT_PORT 9 /* the virtual addresses' port (any fixed value: only the address counts) */
 
-static bool same_sa(const struct sockaddr_storage *a, const struct sockaddr *b)
-{
-    if (a->ss_family != b->sa_family) return false;
-    if (b->sa_family == AF_INET) {
-        const struct sockaddr_in *x = (const void *)a, *y = (const void *)b;
-        return x->sin_port == y->sin_port && x->sin_addr.s_addr == y->sin_addr.s_addr;
-    }
-    const struct sockaddr_in6 *x = (const void *)a, *y = (const void *)b;
-    return b->sa_family == AF_INET6 && x->sin6_port == y->sin6_port &&
-           memcmp(&x->sin6_addr, &y->sin6_addr, sizeof x->sin6_addr) == 0;
-}
-
-static socklen_t sa_len(const struct sockaddr *a)
-{
-    return a->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
-}
-
 bool tp_addr_virtual(const struct sockaddr *a)
 {
     if (!a || a->sa_family != AF_INET) return false;
@@ -91,7 +74,7 @@ int tp_route_add(tp_endpoint_t *ep, const uint8_t sid[TP_SID_LEN], int side,
     memcpy(r->sid, sid, TP_SID_LEN);
     r->side = (uint8_t)side;
     memset(&r->relay, 0, sizeof r->relay);
-    memcpy(&r->relay, relay, sa_len(relay));
+    memcpy(&r->relay, relay, tpi_addr_len(relay));
     virt_addr((size_t)(r - ep->routes), virt);
     return 0;
 }
@@ -125,8 +108,8 @@ int tp_relay_session_add(tp_endpoint_t *ep, const uint8_t sid[TP_SID_LEN], const
     memset(s, 0, sizeof *s);
     s->used = true;
     memcpy(s->sid, sid, TP_SID_LEN);
-    memcpy(&s->addr[0], a, sa_len(a));
-    memcpy(&s->addr[1], b, sa_len(b));
+    memcpy(&s->addr[0], a, tpi_addr_len(a));
+    memcpy(&s->addr[1], b, tpi_addr_len(b));
     s->rate = rate_bytes_s;
     s->tokens = rate_bytes_s; /* one second's worth to start */
     s->refill_ms = s->last_ms = uv_now(ep->loop);
@@ -161,7 +144,7 @@ static void send_one(tp_endpoint_t *ep, const struct sockaddr *to, const uint8_t
 {
     if (ep->fd < 0) return;
     struct iovec iov[2] = {{(void *)hdr, hn}, {(void *)p, n}};
-    plat_udp_out_t m = {.to = to, .to_len = sa_len(to), .iov = iov, .n_iov = 2, .seg = 0};
+    plat_udp_out_t m = {.to = to, .to_len = tpi_addr_len(to), .iov = iov, .n_iov = 2, .seg = 0};
     if (plat_udp_send(ep->fd, &m, 1) == 1)
         ep->stats.datagrams_out++;
     else
@@ -193,7 +176,7 @@ void tpi_relay_send(tp_endpoint_t *ep, const struct sockaddr *to, size_t n)
         iov[i][0] = (struct iovec){hdr, sizeof hdr};
         iov[i][1] = (struct iovec){ep->sbuf[i], ep->slen[i]};
         msgs[i] = (plat_udp_out_t){
-            .to = relay, .to_len = sa_len(relay), .iov = iov[i], .n_iov = 2, .seg = 0};
+            .to = relay, .to_len = tpi_addr_len(relay), .iov = iov[i], .n_iov = 2, .seg = 0};
     }
     size_t done = 0;
     while (done < n) {
@@ -218,7 +201,7 @@ static void relay_frame(tp_endpoint_t *ep, const struct sockaddr *from, const ui
     }
     const uint8_t *sid = d + 2;
     tp_rsession_t *s = session_of_sid(ep, sid);
-    if (s && same_sa(&s->addr[d[1]], from)) {
+    if (s && tpi_same_addr(&s->addr[d[1]], from)) {
         uint64_t now = uv_now(ep->loop);
         if (s->rate) { /* token bucket: rate bytes a second, at most a second's worth saved */
             s->tokens += (now - s->refill_ms) * s->rate / 1000;
@@ -239,7 +222,7 @@ static void relay_frame(tp_endpoint_t *ep, const struct sockaddr *from, const ui
         return;
     }
     tp_route_t *r = route_of_sid(ep, sid);
-    if (r && same_sa(&r->relay, from) && d[1] != r->side) {
+    if (r && tpi_same_addr(&r->relay, from) && d[1] != r->side) {
         struct sockaddr_storage v;
         virt_addr((size_t)(r - ep->routes), &v);
         ep->stats.relayed_in++;

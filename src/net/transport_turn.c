@@ -16,23 +16,6 @@
 #define VIRT_PORT 9
 #define VIRT_BASE 0x100u /* 0.0.1.1 … 0.0.1.64 */
 
-static bool same_sa(const struct sockaddr_storage *a, const struct sockaddr *b)
-{
-    if (a->ss_family != b->sa_family) return false;
-    if (b->sa_family == AF_INET) {
-        const struct sockaddr_in *x = (const void *)a, *y = (const void *)b;
-        return x->sin_port == y->sin_port && x->sin_addr.s_addr == y->sin_addr.s_addr;
-    }
-    const struct sockaddr_in6 *x = (const void *)a, *y = (const void *)b;
-    return b->sa_family == AF_INET6 && x->sin6_port == y->sin6_port &&
-           memcmp(&x->sin6_addr, &y->sin6_addr, sizeof x->sin6_addr) == 0;
-}
-
-static socklen_t sa_len(const struct sockaddr *a)
-{
-    return a->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
-}
-
 static tpi_turn_t *turn_of(tp_endpoint_t *ep)
 {
     if (!ep->turn) ep->turn = calloc(1, sizeof *ep->turn);
@@ -48,7 +31,7 @@ int tp_set_raw_handler(tp_endpoint_t *ep, const struct sockaddr *server, tp_raw_
     if (!t) return -ENOMEM;
     tpi_raw_t *slot = NULL;
     for (size_t i = 0; i < TP_MAX_RAW; i++)
-        if (t->raw[i].used && same_sa(&t->raw[i].addr, server)) slot = &t->raw[i];
+        if (t->raw[i].used && tpi_same_addr(&t->raw[i].addr, server)) slot = &t->raw[i];
     if (!cb) {
         if (slot) memset(slot, 0, sizeof *slot);
         return 0;
@@ -58,7 +41,7 @@ int tp_set_raw_handler(tp_endpoint_t *ep, const struct sockaddr *server, tp_raw_
     if (!slot) return -ENOSPC;
     slot->used = true;
     memset(&slot->addr, 0, sizeof slot->addr);
-    memcpy(&slot->addr, server, sa_len(server));
+    memcpy(&slot->addr, server, tpi_addr_len(server));
     slot->cb = cb;
     slot->data = data;
     return 0;
@@ -68,7 +51,7 @@ int tp_send_raw(tp_endpoint_t *ep, const struct sockaddr *to, const void *p, siz
 {
     if (ep->fd < 0 || !to || tp_addr_virtual(to) || n == 0) return -EINVAL;
     struct iovec iov = {(void *)p, n};
-    plat_udp_out_t m = {.to = to, .to_len = sa_len(to), .iov = &iov, .n_iov = 1, .seg = 0};
+    plat_udp_out_t m = {.to = to, .to_len = tpi_addr_len(to), .iov = &iov, .n_iov = 1, .seg = 0};
     if (plat_udp_send(ep->fd, &m, 1) != 1) {
         ep->stats.dropped++;
         return -EIO;
@@ -84,7 +67,7 @@ bool tpi_turn_datagram(tp_endpoint_t *ep, const struct sockaddr *from, const uin
     if (!t) return false;
     for (size_t i = 0; i < TP_MAX_RAW; i++) {
         tpi_raw_t *r = &t->raw[i];
-        if (!r->used || !same_sa(&r->addr, from)) continue;
+        if (!r->used || !tpi_same_addr(&r->addr, from)) continue;
         if (!stun_is_stun(d, n) && !stun_is_channel_data(d, n)) return false;
         ep->stats.raw_in++;
         r->cb(r->data, from, d, n);
@@ -124,7 +107,7 @@ static bool route_in_use(tp_endpoint_t *ep, size_t idx)
     struct sockaddr_storage v;
     virt_addr(idx, &v);
     for (tp_conn_t *c = ep->conns; c; c = c->next)
-        if (same_sa(&c->remote, (const struct sockaddr *)&v)) return true;
+        if (tpi_same_addr(&c->remote, (const struct sockaddr *)&v)) return true;
     return false;
 }
 
@@ -141,7 +124,7 @@ int tp_turn_deliver(tp_endpoint_t *ep, const struct sockaddr *peer, const uint8_
     tpi_turn_route_t *r = NULL, *free_slot = NULL, *lru = NULL;
     for (size_t i = 0; i < TP_MAX_TURN_ROUTES && !r; i++) {
         tpi_turn_route_t *x = &t->routes[i];
-        if (x->used && same_sa(&x->peer, peer))
+        if (x->used && tpi_same_addr(&x->peer, peer))
             r = x;
         else if (!x->used && !free_slot)
             free_slot = x;
@@ -158,7 +141,7 @@ int tp_turn_deliver(tp_endpoint_t *ep, const struct sockaddr *peer, const uint8_
         }
         memset(r, 0, sizeof *r);
         r->used = true;
-        memcpy(&r->peer, peer, sa_len(peer));
+        memcpy(&r->peer, peer, tpi_addr_len(peer));
     }
     r->last_ms = now;
     struct sockaddr_storage v;

@@ -93,11 +93,13 @@ static bool extra_set(mesh_t *m, const char *addr, int kind)
     return true;
 }
 
-void mesh_set_mapped_addr(mesh_t *m, const char *addr)
+/* The one candidate of a kind that a driver owns (the router's mapping, the TURN allocation):
+ * addr replaces the previous one; NULL removes it. */
+static void set_owned(mesh_t *m, const char *addr, int kind)
 {
     bool changed = false;
     for (size_t i = 0; i < m->n_extra;)
-        if (m->extra[i].kind == MESH_CAND_MAPPED && (!addr || strcmp(m->extra[i].addr, addr))) {
+        if (m->extra[i].kind == kind && (!addr || strcmp(m->extra[i].addr, addr))) {
             m->extra[i] = m->extra[--m->n_extra];
             changed = true;
         } else {
@@ -106,8 +108,13 @@ void mesh_set_mapped_addr(mesh_t *m, const char *addr)
     char host[TOKEN_ADDR_MAX];
     int port;
     if (addr && strlen(addr) < TOKEN_ADDR_MAX && addr_split(addr, host, sizeof host, &port) == 0)
-        changed |= extra_set(m, addr, MESH_CAND_MAPPED);
+        changed |= extra_set(m, addr, kind);
     if (changed) addrs_changed(m);
+}
+
+void mesh_set_mapped_addr(mesh_t *m, const char *addr)
+{
+    set_owned(m, addr, MESH_CAND_MAPPED);
 }
 
 /* A STUN server's answer (--stun): a reflexive candidate, replacing the previous STUN one (not
@@ -137,19 +144,7 @@ void mesh_set_stun_addr(mesh_t *m, const char *addr)
 /* This node's TURN allocation's relayed address (--turn): a "relay" candidate. NULL: none. */
 void mesh_set_turn_addr(mesh_t *m, const char *addr)
 {
-    bool changed = false;
-    for (size_t i = 0; i < m->n_extra;)
-        if (m->extra[i].kind == MESH_CAND_RELAY && (!addr || strcmp(m->extra[i].addr, addr))) {
-            m->extra[i] = m->extra[--m->n_extra];
-            changed = true;
-        } else {
-            i++;
-        }
-    char host[TOKEN_ADDR_MAX];
-    int port;
-    if (addr && strlen(addr) < TOKEN_ADDR_MAX && addr_split(addr, host, sizeof host, &port) == 0)
-        changed |= extra_set(m, addr, MESH_CAND_RELAY);
-    if (changed) addrs_changed(m);
+    set_owned(m, addr, MESH_CAND_RELAY);
 }
 
 /* What kind of candidate an announced address of peer p is ("local" when not said). */
