@@ -410,6 +410,28 @@ int addr_split(const char *s, char *host, size_t hostlen, int *port)
     return 0;
 }
 
+int addr_parse(const char *s, struct sockaddr_storage *out)
+{
+    char host[INET6_ADDRSTRLEN];
+    int port;
+    memset(out, 0, sizeof *out);
+    if (!s || addr_split(s, host, sizeof host, &port) != 0) return -EINVAL;
+    struct sockaddr_in *a4 = (struct sockaddr_in *)out;
+    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)out;
+    if (s[0] != '[' && inet_pton(AF_INET, host, &a4->sin_addr) == 1) {
+        a4->sin_family = AF_INET;
+        a4->sin_port = htons((uint16_t)port);
+        return 0;
+    }
+    if (s[0] == '[' && inet_pton(AF_INET6, host, &a6->sin6_addr) == 1) {
+        a6->sin6_family = AF_INET6;
+        a6->sin6_port = htons((uint16_t)port);
+        return 0;
+    }
+    memset(out, 0, sizeof *out);
+    return -EINVAL;
+}
+
 int token_encode(const token_t *t, char *out, size_t outlen)
 {
     char shex[65];

@@ -83,8 +83,12 @@ int token_decode(const char *s, size_t len, token_t *t, char *err, size_t errlen
 /* Split "host:port" / "[v6]:port" into host and port. */
 int addr_split(const char *s, char *host, size_t hostlen, int *port);
 struct sockaddr;
+struct sockaddr_storage;
 /* "ip:port" (IPv4) or "[ip]:port" (IPv6) of sa; -EINVAL for another family, -ENOSPC. */
 int addr_format(const struct sockaddr *sa, char *out, size_t len);
+/* The socket address of a numeric "ip:port" or "[ipv6]:port" (port 1-65535; no names, no
+ * IPv6 scope): 0, or -EINVAL. */
+int addr_parse(const char *s, struct sockaddr_storage *out);
 
 /* The admission proof: HMAC-SHA256(secret, "mesh-llm/1 admit" || from_pk || to_pk). */
 void identity_admission_mac(const uint8_t secret[32], const uint8_t from_pk[32],

@@ -63,7 +63,9 @@ size_t plat_sock_unsent(int fd);
 /* ---- UDP in batches (the QUIC endpoint) ---- */
 
 /* A non-blocking, close-on-exec UDP socket with 4 MiB buffers that receives coalesced batches
- * where the kernel can (Linux: UDP GRO). fd or -errno. */
+ * where the kernel can (Linux: UDP GRO). An AF_INET6 socket is dual-stack (IPv4 peers too, as
+ * IPv4-mapped addresses, which plat_udp_send and plat_udp_recv translate: callers see and give
+ * plain AF_INET addresses). fd or -errno. */
 int plat_udp_socket(int family);
 
 /* One message out: iov[0..n_iov) to one address. seg > 0 asks the kernel to cut the message
@@ -82,6 +84,9 @@ typedef struct {
  * message with seg > 0 mean the kernel cannot segment (send one datagram per message instead). */
 int plat_udp_send(int fd, plat_udp_out_t *m, size_t n);
 
+/* The family fd was made with (AF_INET, AF_INET6), or -errno. */
+int plat_udp_family(int fd);
+
 /* One buffer in: the caller sets buf and cap; plat_udp_recv fills the rest. */
 typedef struct {
     uint8_t *buf;
@@ -93,7 +98,7 @@ typedef struct {
 } plat_udp_in_t;
 
 /* Receive up to n buffers without waiting (Linux: recvmmsg with UDP GRO). The count filled,
- * 0 when nothing waits, or -errno. */
+ * 0 when nothing waits, or -errno. An IPv4 sender on a dual-stack socket is given as AF_INET. */
 int plat_udp_recv(int fd, plat_udp_in_t *m, size_t n);
 
 #endif

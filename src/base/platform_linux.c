@@ -227,7 +227,39 @@ int plat_udp_socket(int family)
     setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
     int one = 1; /* receive GRO batches (kernels without it: one datagram at a time) */
     setsockopt(fd, SOL_UDP, UDP_GRO, &one, sizeof one);
+    int zero = 0; /* dual-stack whatever net.ipv6.bindv6only says */
+    if (family == AF_INET6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
     return fd;
+}
+
+int plat_udp_family(int fd)
+{
+    int fam = 0;
+    socklen_t len = sizeof fam;
+    if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &fam, &len) != 0) return -errno;
+    return fam;
+}
+
+/* An IPv4 address as an IPv4-mapped IPv6 one (::ffff:a.b.c.d), for a dual-stack socket. */
+static void v4_mapped(const struct sockaddr_in *in, struct sockaddr_in6 *out)
+{
+    memset(out, 0, sizeof *out);
+    out->sin6_family = AF_INET6;
+    out->sin6_port = in->sin_port;
+    out->sin6_addr.s6_addr[10] = 0xff;
+    out->sin6_addr.s6_addr[11] = 0xff;
+    memcpy(&out->sin6_addr.s6_addr[12], &in->sin_addr, 4);
+}
+
+/* The reverse: an IPv4-mapped sender back to AF_INET, in place. */
+static void v4_unmapped(struct sockaddr_storage *ss)
+{
+    struct sockaddr_in6 *a = (struct sockaddr_in6 *)ss;
+    if (ss->ss_family != AF_INET6 || !IN6_IS_ADDR_V4MAPPED(&a->sin6_addr)) return;
+    struct sockaddr_in v = {.sin_family = AF_INET, .sin_port = a->sin6_port};
+    memcpy(&v.sin_addr, &a->sin6_addr.s6_addr[12], 4);
+    memset(ss, 0, sizeof *ss);
+    memcpy(ss, &v, sizeof v);
 }
 
 int plat_udp_send(int fd, plat_udp_out_t *m, size_t n)
@@ -238,11 +270,21 @@ int plat_udp_send(int fd, plat_udp_out_t *m, size_t n)
         char buf[CMSG_SPACE(sizeof(uint16_t))];
         struct cmsghdr align;
     } ctl[UDP_BATCH_MAX];
+    struct sockaddr_in6 mapped[UDP_BATCH_MAX];
+    int fam = -1; /* asked once, on the first IPv4 destination */
     memset(msgs, 0, n * sizeof msgs[0]);
     for (size_t i = 0; i < n; i++) {
         struct msghdr *h = &msgs[i].msg_hdr;
         h->msg_name = (void *)m[i].to;
         h->msg_namelen = m[i].to_len;
+        if (m[i].to->sa_family == AF_INET) {
+            if (fam == -1) fam = plat_udp_family(fd);
+            if (fam == AF_INET6) {
+                v4_mapped((const struct sockaddr_in *)m[i].to, &mapped[i]);
+                h->msg_name = &mapped[i];
+                h->msg_namelen = sizeof mapped[i];
+            }
+        }
         h->msg_iov = m[i].iov;
         h->msg_iovlen = m[i].n_iov;
         if (m[i].seg > 0) {
@@ -294,6 +336,7 @@ int plat_udp_recv(int fd, plat_udp_in_t *m, size_t n)
         m[k].len = msgs[k].msg_len;
         m[k].seg = m[k].len;
         m[k].truncated = (mh->msg_flags & MSG_TRUNC) != 0;
+        v4_unmapped(&m[k].from);
         for (struct cmsghdr *cm = CMSG_FIRSTHDR(mh); cm; cm = CMSG_NXTHDR(mh, cm))
             if (cm->cmsg_level == SOL_UDP && cm->cmsg_type == UDP_GRO) {
                 int g;

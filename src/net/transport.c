@@ -196,14 +196,11 @@ static bool admission_check(tp_conn_t *c, json_t *f)
     for (size_t i = 0; hex && i < ml; i++)
         hex = (mesh[i] >= '0' && mesh[i] <= '9') || (mesh[i] >= 'a' && mesh[i] <= 'f');
     snprintf(c->peer_mesh, sizeof c->peer_mesh, "%s", hex ? mesh : "");
-    /* "seen": kept only as a well-formed IPv4 ip:port, re-formatted */
+    /* "seen": kept only as a well-formed numeric ip:port or [ipv6]:port, re-formatted */
     const char *seen = json_string_value(json_object_get(f, "seen"));
-    char host[48];
-    int port;
-    struct sockaddr_in sa;
+    struct sockaddr_storage sa;
     c->seen[0] = '\0';
-    if (seen && strlen(seen) < sizeof c->seen && addr_split(seen, host, sizeof host, &port) == 0 &&
-        port > 0 && uv_ip4_addr(host, port, &sa) == 0)
+    if (seen && strlen(seen) < sizeof c->seen && addr_parse(seen, &sa) == 0)
         addr_format((const struct sockaddr *)&sa, c->seen, sizeof c->seen);
     return true;
 }
@@ -542,7 +539,7 @@ int tp_dial(tp_endpoint_t *ep, const char *peer_id, const struct sockaddr *addr,
     if (ep->n_conns >= ep->cfg.max_conns) return -EMFILE;
     if (strlen(peer_id) != ID_HEX_LEN) return -EINVAL;
     if (addr->sa_family != AF_INET && addr->sa_family != AF_INET6) return -EAFNOSUPPORT;
-    if (ep->local.ss_family != addr->sa_family) return -EAFNOSUPPORT;
+    if (!tpi_family_ok(ep, addr)) return -EAFNOSUPPORT;
     tp_conn_t *c = conn_alloc(ep, addr, true);
     if (!c) return -ENOMEM;
     int rc = -EIO;
@@ -559,7 +556,7 @@ int tp_dial(tp_endpoint_t *ep, const char *peer_id, const struct sockaddr *addr,
     ngtcp2_settings st;
     ngtcp2_transport_params tp;
     settings_params(ep, &st, &tp);
-    ngtcp2_path path = {{(struct sockaddr *)&ep->local, ep->local_len},
+    ngtcp2_path path = {tpi_local_for(ep, (struct sockaddr *)&c->remote),
                         {(struct sockaddr *)&c->remote, c->remote_len},
                         NULL};
     ngtcp2_callbacks cbs;
@@ -611,7 +608,7 @@ void tpi_accept_conn(tp_endpoint_t *ep, const ngtcp2_pkt_hd *hd, const ngtcp2_ci
     }
     tp.stateless_reset_token_present = 1;
     tpi_reset_token(ep, &scid, tp.stateless_reset_token);
-    ngtcp2_path path = {{(struct sockaddr *)&ep->local, ep->local_len},
+    ngtcp2_path path = {tpi_local_for(ep, (struct sockaddr *)&c->remote),
                         {(struct sockaddr *)&c->remote, c->remote_len},
                         NULL};
     ngtcp2_callbacks cbs;
@@ -629,17 +626,37 @@ void tpi_accept_conn(tp_endpoint_t *ep, const ngtcp2_pkt_hd *hd, const ngtcp2_ci
 
 /* ---- packets in ---- */
 
+/* The peer's address moved (its NAT rebound it, or it changed networks: ngtcp2 saw a
+ * non-probing packet from a new address and migrated the connection, validating the new path):
+ * our packets follow it. A relayed path never moves (its address is a virtual one). */
+static void follow_path(tp_conn_t *c)
+{
+    const ngtcp2_path *cur = ngtcp2_conn_get_path(c->q);
+    const struct sockaddr *r = cur ? cur->remote.addr : NULL;
+    if (!r || cur->remote.addrlen > sizeof c->remote || tpi_same_addr(&c->remote, r) ||
+        tp_addr_virtual((const struct sockaddr *)&c->remote) || tp_addr_virtual(r))
+        return;
+    char was[64] = "", now[64] = "";
+    addr_format((const struct sockaddr *)&c->remote, was, sizeof was);
+    addr_format(r, now, sizeof now);
+    LOGI("quic", "peer %.12s moved from %s to %s: following it", c->peer_id, was, now);
+    memset(&c->remote, 0, sizeof c->remote);
+    memcpy(&c->remote, r, cur->remote.addrlen);
+    c->remote_len = (socklen_t)cur->remote.addrlen;
+    c->ep->stats.migrations++;
+}
+
 void tpi_conn_read(tp_conn_t *c, const struct sockaddr *from, const uint8_t *data, size_t n)
 {
     if (c->closing || c->freed) return;
-    ngtcp2_path path = {{(struct sockaddr *)&c->ep->local, c->ep->local_len},
-                        {(struct sockaddr *)from, from->sa_family == AF_INET6
-                                                      ? sizeof(struct sockaddr_in6)
-                                                      : sizeof(struct sockaddr_in)},
-                        NULL};
+    ngtcp2_path path = {
+        tpi_local_for(c->ep, from), {(struct sockaddr *)from, tpi_addr_len(from)}, NULL};
     ngtcp2_pkt_info pi = {0};
     int rv = ngtcp2_conn_read_pkt(c->q, &path, &pi, data, n, tpi_now_ns());
-    if (rv == 0) c->last_rx_ms = uv_now(c->ep->loop);
+    if (rv == 0) {
+        c->last_rx_ms = uv_now(c->ep->loop);
+        follow_path(c);
+    }
     if (rv != 0) {
         switch (rv) {
         case NGTCP2_ERR_DRAINING: {

@@ -125,11 +125,15 @@ void tp_config_default(tp_config_t *cfg);
 /* The NGTCP2_CC_ALGO_* value of "reno", "cubic", "bbr" or "bbr2"; def for any other name. */
 int tp_cc_algo(const char *name, int def);
 
-/* Bind UDP host:port (port 0 = any free) and accept connections. */
+/* Bind UDP host:port (port 0 = any free) and accept connections. host NULL: every address,
+ * IPv6 and IPv4 on one dual-stack socket where the machine has IPv6, else IPv4 alone; a
+ * connection's addresses are AF_INET for IPv4 peers either way. */
 int tp_endpoint_new(tp_endpoint_t **out, uv_loop_t *loop, const identity_t *id,
                     const uint8_t secret[32], const char *host, int port, const tp_config_t *cfg,
                     const tp_callbacks_t *cb);
 int tp_endpoint_port(const tp_endpoint_t *ep);
+/* Whether the socket speaks IPv6 (dual-stack or bound to an IPv6 address). */
+bool tp_endpoint_ipv6(const tp_endpoint_t *ep);
 /* Close every connection (sending CONNECTION_CLOSE) and the socket; cb runs when done. */
 void tp_endpoint_close(tp_endpoint_t *ep, void (*cb)(void *data), void *data);
 void *tp_endpoint_data(const tp_endpoint_t *ep);
@@ -178,6 +182,7 @@ void tp_stream_consumed(tp_stream_t *s, size_t n);
 typedef struct {
     uint64_t datagrams_in, datagrams_out, dropped, conns_accepted, conns_refused;
     uint64_t retries_sent, bad_tokens;       /* Retry packets; Initials with an invalid token */
+    uint64_t migrations;                     /* peers followed to a new address */
     uint64_t writes_refused;                 /* tp_stream_write/open back-pressure errors */
     uint64_t punches_in, punches_out;        /* punch datagrams (tp_punch) */
     uint64_t relayed_in, relayed_out;        /* this node's packets over relayed paths */

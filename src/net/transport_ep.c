@@ -183,6 +183,13 @@ socklen_t tpi_addr_len(const struct sockaddr *a)
     return a->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
 }
 
+bool tpi_send_one(tp_endpoint_t *ep, const uint8_t *pkt, size_t n, const struct sockaddr *addr)
+{
+    struct iovec iov = {(void *)pkt, n};
+    plat_udp_out_t m = {.to = addr, .to_len = tpi_addr_len(addr), .iov = &iov, .n_iov = 1};
+    return plat_udp_send(ep->fd, &m, 1) == 1;
+}
+
 #define RESETS_PER_SECOND 100
 /* like a short packet; always shorter than the packet answered, so resets never loop */
 #define RESET_MAX_LEN 43
@@ -210,7 +217,7 @@ static void send_stateless_reset(tp_endpoint_t *ep, const struct sockaddr *addr,
     tpi_reset_token(ep, &cid, token);
     randombytes_buf(rnd, rlen);
     ngtcp2_ssize w = ngtcp2_pkt_write_stateless_reset(pkt, sizeof pkt, token, rnd, rlen);
-    if (w > 0 && sendto(ep->fd, pkt, (size_t)w, 0, addr, tpi_addr_len(addr)) == w) {
+    if (w > 0 && tpi_send_one(ep, pkt, (size_t)w, addr)) {
         LOGD("quic", "stateless reset sent (%zd bytes, answering %zu)", w, n);
         ep->resets_sent++;
         ep->stats.datagrams_out++;
@@ -232,7 +239,7 @@ static void send_retry(tp_endpoint_t *ep, const struct sockaddr *addr, const ngt
     if (tl < 0) return;
     ngtcp2_ssize w = ngtcp2_crypto_write_retry(pkt, sizeof pkt, hd->version, &hd->scid, &scid,
                                                &hd->dcid, token, (size_t)tl);
-    if (w > 0 && sendto(ep->fd, pkt, (size_t)w, 0, addr, tpi_addr_len(addr)) == w) {
+    if (w > 0 && tpi_send_one(ep, pkt, (size_t)w, addr)) {
         ep->stats.retries_sent++;
         ep->stats.datagrams_out++;
     }
@@ -371,6 +378,57 @@ static void on_readable(uv_poll_t *h, int status, int events)
 
 /* ---- endpoint ---- */
 
+/* A socket bound to host:port in ep->fd (-1 on failure), its address in ep->local. */
+static int ep_bind(tp_endpoint_t *ep, const char *host, int port)
+{
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof ss);
+    if (uv_ip4_addr(host, port, (struct sockaddr_in *)&ss) != 0 &&
+        uv_ip6_addr(host, port, (struct sockaddr_in6 *)&ss) != 0)
+        return -EINVAL;
+    ep->fd = plat_udp_socket(ss.ss_family);
+    if (ep->fd < 0) {
+        int rc = ep->fd;
+        ep->fd = -1;
+        return rc;
+    }
+    ep->local_len = sizeof ep->local;
+    if (bind(ep->fd, (struct sockaddr *)&ss, tpi_addr_len((struct sockaddr *)&ss)) != 0 ||
+        getsockname(ep->fd, (struct sockaddr *)&ep->local, &ep->local_len) != 0) {
+        int rc = -errno;
+        close(ep->fd);
+        ep->fd = -1;
+        return rc;
+    }
+    /* the local end of an IPv4 path on a dual-stack socket */
+    struct sockaddr_in *l4 = (struct sockaddr_in *)&ep->local4;
+    memset(&ep->local4, 0, sizeof ep->local4);
+    l4->sin_family = AF_INET;
+    l4->sin_port = ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ep->local)->sin6_port
+                                            : ((struct sockaddr_in *)&ep->local)->sin_port;
+    if (ss.ss_family == AF_INET) memcpy(&ep->local4, &ep->local, sizeof(struct sockaddr_in));
+    ep->dual = ss.ss_family == AF_INET6 &&
+               IN6_IS_ADDR_UNSPECIFIED(&((struct sockaddr_in6 *)&ss)->sin6_addr);
+    return 0;
+}
+
+bool tpi_family_ok(const tp_endpoint_t *ep, const struct sockaddr *remote)
+{
+    return remote->sa_family == ep->local.ss_family || (ep->dual && remote->sa_family == AF_INET);
+}
+
+ngtcp2_addr tpi_local_for(tp_endpoint_t *ep, const struct sockaddr *remote)
+{
+    if (remote->sa_family == AF_INET && ep->local.ss_family == AF_INET6)
+        return (ngtcp2_addr){(struct sockaddr *)&ep->local4, sizeof(struct sockaddr_in)};
+    return (ngtcp2_addr){(struct sockaddr *)&ep->local, ep->local_len};
+}
+
+bool tp_endpoint_ipv6(const tp_endpoint_t *ep)
+{
+    return ep->local.ss_family == AF_INET6;
+}
+
 int tp_endpoint_new(tp_endpoint_t **out, uv_loop_t *loop, const identity_t *id,
                     const uint8_t secret[32], const char *host, int port, const tp_config_t *cfg,
                     const tp_callbacks_t *cb)
@@ -392,31 +450,16 @@ int tp_endpoint_new(tp_endpoint_t **out, uv_loop_t *loop, const identity_t *id,
     ep->fd = -1;
     int rc = tlsid_credentials(id, &ep->cred);
     if (rc) goto fail;
-    struct sockaddr_storage ss;
-    if (uv_ip4_addr(host, port, (struct sockaddr_in *)&ss) != 0 &&
-        uv_ip6_addr(host, port, (struct sockaddr_in6 *)&ss) != 0) {
-        rc = -EINVAL;
-        goto fail;
-    }
     ep->rbuf = malloc((size_t)RBUF_SLOTS * RBUF_SLOT);
     if (!ep->rbuf) {
         rc = -ENOMEM;
         goto fail;
     }
-    socklen_t sslen =
-        ss.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
-    ep->fd = plat_udp_socket(ss.ss_family);
-    if (ep->fd < 0) {
-        rc = ep->fd;
-        ep->fd = -1;
-        goto fail;
-    }
-    ep->local_len = sizeof ep->local;
-    if (bind(ep->fd, (struct sockaddr *)&ss, sslen) != 0 ||
-        getsockname(ep->fd, (struct sockaddr *)&ep->local, &ep->local_len) != 0) {
-        rc = -errno;
-        goto fail;
-    }
+    /* no host: every address, IPv6 and IPv4 on one dual-stack socket, or IPv4 alone where this
+     * machine has no IPv6 */
+    rc = ep_bind(ep, host ? host : "::", port);
+    if (rc && !host && rc != -EADDRINUSE) rc = ep_bind(ep, "0.0.0.0", port);
+    if (rc) goto fail;
     rc = uv_poll_init_socket(loop, &ep->poll, ep->fd);
     if (rc) goto fail;
     ep->poll.data = ep;

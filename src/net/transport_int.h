@@ -161,8 +161,10 @@ struct tp_endpoint {
     gnutls_certificate_credentials_t cred;
     tp_config_t cfg;
     tp_callbacks_t cb;
-    struct sockaddr_storage local;
+    struct sockaddr_storage local; /* the socket's address ([::]:port when dual-stack) */
     socklen_t local_len;
+    struct sockaddr_storage local4; /* the local end of IPv4 paths (0.0.0.0:port) */
+    bool dual;                      /* an IPv6 socket that carries IPv4 too */
     int port;
     tp_conn_t *conns;
     size_t n_conns;
@@ -214,6 +216,13 @@ void tpi_reset_token(const tp_endpoint_t *ep, const ngtcp2_cid *cid, uint8_t *to
 
 /* transport_ep.c: the length of a sockaddr_in or _in6; whether b is the address in a */
 socklen_t tpi_addr_len(const struct sockaddr *a);
+/* One datagram to a real address (an IPv4 one on a dual-stack socket too: plat_udp_send maps
+ * it); whether it went. */
+bool tpi_send_one(tp_endpoint_t *ep, const uint8_t *pkt, size_t n, const struct sockaddr *addr);
+/* Whether this endpoint's socket can send to remote's family. */
+bool tpi_family_ok(const tp_endpoint_t *ep, const struct sockaddr *remote);
+/* The local end of a path to remote (IPv4 paths on a dual-stack socket: 0.0.0.0:port). */
+ngtcp2_addr tpi_local_for(tp_endpoint_t *ep, const struct sockaddr *remote);
 bool tpi_same_addr(const struct sockaddr_storage *a, const struct sockaddr *b);
 /* transport_ep.c: a QUIC datagram from `from` (a real or a relayed path's virtual address) */
 void tpi_quic_datagram(tp_endpoint_t *ep, const struct sockaddr *from, const uint8_t *data,

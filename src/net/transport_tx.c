@@ -150,6 +150,18 @@ static void conn_flush(tp_conn_t *c)
             s = NULL;
         }
         if (nw == 0) break;
+        if (ps.path.remote.addrlen &&
+            !tpi_same_addr(&c->remote, (const struct sockaddr *)ps.path.remote.addr)) {
+            /* a probe of another path (ngtcp2 validating where the peer moved, or the old path):
+             * this packet alone, there */
+            tpi_send_batch(ep, c, npk);
+            if (!tp_addr_virtual(ps.path.remote.addr) &&
+                tpi_send_one(ep, ep->sbuf[npk], (size_t)nw, ps.path.remote.addr))
+                ep->stats.datagrams_out++;
+            npk = 0;
+            budget--;
+            continue;
+        }
         ep->slen[npk++] = (size_t)nw;
         budget--;
         if (npk == BATCH) {

@@ -396,9 +396,8 @@ int mesh_start(mesh_t **out, uv_loop_t *loop, const mesh_opts_t *opts, char *err
     mesh_timing_init(&m->tm, opts->heartbeat_ms ? opts->heartbeat_ms : 60000,
                      tcfg.handshake_timeout_ms);
     tcfg.handshake_timeout_ms = m->tm.dial_timeout;
-    rc =
-        tp_endpoint_new(&m->ep, loop, &m->id, m->cred.secret,
-                        opts->bind_host ? opts->bind_host : "0.0.0.0", opts->bind_port, &tcfg, &cb);
+    rc = tp_endpoint_new(&m->ep, loop, &m->id, m->cred.secret, opts->bind_host, opts->bind_port,
+                         &tcfg, &cb);
     if (rc) {
         if (rc == UV_EADDRINUSE)
             snprintf(err, errlen,
@@ -585,6 +584,8 @@ json_t *mesh_status(mesh_t *m)
     size_t entries = 0; /* per-peer state held (gossip members, dial targets, open passives) */
     for (mpeer_t *p = m->peers; p; p = p->next)
         entries++;
+    json_object_set_new(json_object_get(out, "stats"), "quic_migrations",
+                        json_integer((json_int_t)ts->migrations)); /* peers followed elsewhere */
     json_object_set_new(json_object_get(out, "stats"), "peer_entries",
                         json_integer((json_int_t)entries));
     json_object_set_new(json_object_get(out, "stats"), "view_decodes",

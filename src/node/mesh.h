@@ -30,7 +30,7 @@ typedef struct mesh mesh_t;
 
 typedef struct {
     const char *home;      /* state directory ($MESH_LLM_HOME) */
-    const char *bind_host; /* UDP bind address, default 0.0.0.0 */
+    const char *bind_host; /* UDP bind address; NULL: every address (IPv6 and IPv4) */
     int bind_port;         /* 0 = any free */
     const token_t *joins;  /* --join tokens, tried in order */
     size_t n_joins;

@@ -82,7 +82,7 @@ typedef struct {
     uint64_t coord_window, coord_count; /* punch coordinations in this second */
     uint64_t punch_asked, punches, punched_conns, relay_asked, relayed_conns, coordinated;
     uint64_t relayed, upgrades;
-    bool symmetric; /* peers see this node at one address with several ports */
+    bool symmetric;   /* peers see this node at one address with several ports */
     uint64_t scan_at; /* the interfaces last read (loop ms) */
     mesh_rsess_t sessions[MESH_MAX_RSESS];
     size_t n_sessions;
@@ -143,7 +143,7 @@ struct mesh {
     void (*after_tick)(struct mesh *m);
     /* a hole punch to these addresses is under way (mesh_nat.c): mesh_turn_permit_sa while a TURN
      * allocation exists (a hook: mesh_turn.c calls into mesh_nat.c, not the other way) */
-    void (*punch_hook)(struct mesh *m, const struct sockaddr_in *a, size_t n);
+    void (*punch_hook)(struct mesh *m, const struct sockaddr_storage *a, size_t n);
 };
 
 /* mesh_peers.c */
@@ -197,7 +197,7 @@ json_t *mesh_nat_status(mesh_t *m);
 
 /* mesh_turn.c: STUN and TURN servers (--stun, --turn) */
 /* Permissions on our TURN allocation for these peer addresses (no-op without one). */
-void mesh_turn_permit_sa(mesh_t *m, const struct sockaddr_in *a, size_t n);
+void mesh_turn_permit_sa(mesh_t *m, const struct sockaddr_storage *a, size_t n);
 /* ... for the addresses of a peer's announcement. */
 void mesh_turn_permit_ann(mesh_t *m, json_t *ann);
 /* Adds "stun", "turn" and "turn_conns" to the node's "nat" object (mesh.c's status). */

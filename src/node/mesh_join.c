@@ -153,12 +153,9 @@ void mesh_dial(mesh_t *m, mpeer_t *p)
     size_t n = peer_addrs(m, p, addrs, MAX_ADDRS);
     int started = 0;
     for (size_t i = 0; i < n; i++) {
-        char host[TOKEN_ADDR_MAX];
-        int port;
-        struct sockaddr_in sa;
-        if (addr_split(addrs[i], host, sizeof host, &port) != 0 ||
-            uv_ip4_addr(host, port, &sa) != 0)
-            continue; /* IPv6 and names: not dialled by this IPv4 endpoint */
+        struct sockaddr_storage sa;
+        if (addr_parse(addrs[i], &sa) != 0) continue; /* names are not dialled */
+        /* -EAFNOSUPPORT: an IPv6 address and an IPv4-only socket */
         if (tp_dial(m->ep, p->id, (struct sockaddr *)&sa, NULL) == 0) started++;
     }
     p->dials = started;

@@ -290,14 +290,12 @@ static void on_punch_req(mesh_t *m, tp_conn_t *cf, const char *from, json_t *f)
     nat_send(m, ct, json_pack("{s:s,s:s,s:[s]}", "type", "punch", "peer", from, "addrs", a_addr));
 }
 
-static int parse_v4(const char *s, struct sockaddr_in *sa)
+/* A numeric candidate this node's socket can send to (IPv6 ones only on an IPv6 socket). */
+static int parse_cand(mesh_t *m, const char *s, struct sockaddr_storage *sa)
 {
-    char host[TOKEN_ADDR_MAX];
-    int port;
-    if (!s || strlen(s) >= TOKEN_ADDR_MAX || addr_split(s, host, sizeof host, &port) != 0)
-        return -EINVAL;
-    return uv_ip4_addr(host, port, sa) == 0 && !tp_addr_virtual((struct sockaddr *)sa) ? 0
-                                                                                       : -EINVAL;
+    if (!s || strlen(s) >= TOKEN_ADDR_MAX || addr_parse(s, sa) != 0) return -EINVAL;
+    if (sa->ss_family == AF_INET6 && !tp_endpoint_ipv6(m->ep)) return -EAFNOSUPPORT;
+    return tp_addr_virtual((struct sockaddr *)sa) ? -EINVAL : 0;
 }
 
 /* punch from a coordinator: send punches to the peer's addresses (the coordinator's view of it
@@ -311,20 +309,20 @@ static void on_punch(mesh_t *m, const char *from, json_t *f)
     if (!p) return;
     uint64_t now = mesh_now(m);
     if (p->punched_until > now + 8000) return; /* one punch at a time per peer */
-    struct sockaddr_in to[MAX_PUNCH_ADDRS + MAX_ADDRS];
+    struct sockaddr_storage to[MAX_PUNCH_ADDRS + MAX_ADDRS];
     size_t n = 0;
     json_t *arr = json_object_get(f, "addrs"), *v;
     size_t i;
     json_array_foreach(arr, i, v)
     {
         if (i >= MAX_PUNCH_ADDRS) break;
-        if (parse_v4(json_string_value(v), &to[n]) == 0) n++;
+        if (parse_cand(m, json_string_value(v), &to[n]) == 0) n++;
     }
     json_t *ann = json_object_get(gp->ann, "addrs");
     json_array_foreach(ann, i, v)
     {
         if (n >= sizeof to / sizeof *to) break;
-        if (parse_v4(json_string_value(v), &to[n]) == 0) n++;
+        if (parse_cand(m, json_string_value(v), &to[n]) == 0) n++;
     }
     if (n == 0) return;
     if (m->punch_hook) m->punch_hook(m, to, n); /* our TURN allocation lets the peer in too */

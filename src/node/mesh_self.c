@@ -9,30 +9,53 @@
 #include "log.h"
 #include "mesh_int.h"
 
+/* An interface address worth announcing: IPv4, or an IPv6 one that a peer elsewhere can reach
+ * (not link-local, whose scope means nothing to the peer, nor an IPv4-mapped one). */
+static bool announceable(const uv_interface_address_t *ifa, bool v6)
+{
+    if (ifa->is_internal) return false;
+    if (ifa->address.address4.sin_family == AF_INET) return true;
+    const struct in6_addr *a = &ifa->address.address6.sin6_addr;
+    return v6 && ifa->address.address6.sin6_family == AF_INET6 && !IN6_IS_ADDR_LINKLOCAL(a) &&
+           !IN6_IS_ADDR_V4MAPPED(a) && !IN6_IS_ADDR_UNSPECIFIED(a);
+}
+
+static void add_addr(mesh_t *m, const struct sockaddr *sa, int port)
+{
+    struct sockaddr_storage ss;
+    memcpy(&ss, sa,
+           sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in));
+    if (ss.ss_family == AF_INET6)
+        ((struct sockaddr_in6 *)&ss)->sin6_port = htons((uint16_t)port);
+    else
+        ((struct sockaddr_in *)&ss)->sin_port = htons((uint16_t)port);
+    char a[TOKEN_ADDR_MAX];
+    if (m->n_addrs >= MAX_ADDRS - 1 || addr_format((struct sockaddr *)&ss, a, sizeof a) != 0)
+        return;
+    if (!mesh_own_addr(m, a)) memcpy(m->addrs[m->n_addrs++], a, strlen(a) + 1);
+}
+
+/* The interfaces' addresses: IPv4 first, then IPv6 where the socket speaks it; the loopback
+ * address last. A bind address other than a wildcard is the one address. */
 void mesh_addrs_init(mesh_t *m)
 {
     int port = tp_endpoint_port(m->ep);
     m->n_addrs = 0;
-    const char *bh = m->o.bind_host ? m->o.bind_host : "0.0.0.0";
-    if (strcmp(bh, "0.0.0.0") != 0) {
-        snprintf(m->addrs[m->n_addrs++], TOKEN_ADDR_MAX, "%s:%d", bh, port);
+    const char *bh = m->o.bind_host;
+    if (bh && strcmp(bh, "0.0.0.0") != 0 && strcmp(bh, "::") != 0) {
+        snprintf(m->addrs[m->n_addrs++], TOKEN_ADDR_MAX, strchr(bh, ':') ? "[%s]:%d" : "%s:%d", bh,
+                 port);
         return;
     }
+    bool v6 = tp_endpoint_ipv6(m->ep);
     uv_interface_address_t *ifs = NULL;
     int n = 0;
     if (uv_interface_addresses(&ifs, &n) == 0) {
-        for (int i = 0; i < n && m->n_addrs < MAX_ADDRS - 1; i++) {
-            if (ifs[i].is_internal || ifs[i].address.address4.sin_family != AF_INET) continue;
-            char ip[INET6_ADDRSTRLEN];
-            uv_ip4_name(&ifs[i].address.address4, ip, sizeof ip);
-            bool dup = false;
-            char a[128];
-            snprintf(a, sizeof a, "%s:%d", ip, port);
-            if (strlen(a) >= TOKEN_ADDR_MAX) continue;
-            for (size_t k = 0; k < m->n_addrs; k++)
-                dup |= strcmp(m->addrs[k], a) == 0;
-            if (!dup) memcpy(m->addrs[m->n_addrs++], a, strlen(a) + 1);
-        }
+        for (int pass = 0; pass < 2; pass++)
+            for (int i = 0; i < n; i++)
+                if (announceable(&ifs[i], v6) &&
+                    (ifs[i].address.address4.sin_family == AF_INET) == (pass == 0))
+                    add_addr(m, (const struct sockaddr *)&ifs[i].address, port);
         uv_free_interface_addresses(ifs, n);
     }
     snprintf(m->addrs[m->n_addrs++], TOKEN_ADDR_MAX, "127.0.0.1:%d", port);

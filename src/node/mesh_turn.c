@@ -150,7 +150,7 @@ static bool ip_known(const turn_client_t *tc, const stun_addr_t *a, bool need_re
     return false;
 }
 
-void mesh_turn_permit_sa(mesh_t *m, const struct sockaddr_in *a, size_t n)
+void mesh_turn_permit_sa(mesh_t *m, const struct sockaddr_storage *a, size_t n)
 {
     mesh_turn_t *mt = m->turn;
     if (!mt || !mt->tc_on || mt->stopped) return;
@@ -161,10 +161,9 @@ void mesh_turn_permit_sa(mesh_t *m, const struct sockaddr_in *a, size_t n)
     uint64_t now = uv_now(mt->loop);
     bool added = false;
     for (size_t i = 0; i < n; i++) {
-        uint32_t ip = ntohl(a[i].sin_addr.s_addr);
-        if (a[i].sin_family != AF_INET || (ip >> 24) == 0 || (ip >> 24) == 127 ||
-            (!allow_private && private_v4(ip)))
-            continue;
+        if (a[i].ss_family != AF_INET) continue; /* the allocation is IPv4 */
+        uint32_t ip = ntohl(((const struct sockaddr_in *)&a[i])->sin_addr.s_addr);
+        if ((ip >> 24) == 0 || (ip >> 24) == 127 || (!allow_private && private_v4(ip))) continue;
         stun_addr_t sa;
         if (stun_addr_from_sockaddr((const struct sockaddr *)&a[i], &sa) != 0) continue;
         if (ip_known(&mt->tc, &sa, false)) continue; /* a permission is per IP */
@@ -181,17 +180,13 @@ void mesh_turn_permit_sa(mesh_t *m, const struct sockaddr_in *a, size_t n)
 void mesh_turn_permit_ann(mesh_t *m, json_t *ann)
 {
     if (!m->turn || !ann) return;
-    struct sockaddr_in to[MAX_ADDRS];
+    struct sockaddr_storage to[MAX_ADDRS];
     size_t n = 0, i;
     json_t *v;
     json_array_foreach(json_object_get(ann, "addrs"), i, v)
     {
-        char host[TOKEN_ADDR_MAX];
-        int port;
         const char *s = json_string_value(v);
-        if (n < MAX_ADDRS && s && strlen(s) < TOKEN_ADDR_MAX &&
-            addr_split(s, host, sizeof host, &port) == 0 && uv_ip4_addr(host, port, &to[n]) == 0)
-            n++;
+        if (n < MAX_ADDRS && s && strlen(s) < TOKEN_ADDR_MAX && addr_parse(s, &to[n]) == 0) n++;
     }
     mesh_turn_permit_sa(m, to, n);
 }

@@ -106,7 +106,7 @@ int probe_start(uv_loop_t *loop, const token_t *t, const tunables_t *tun, uint64
     cfg.handshake_timeout_ms = timeout_ms;
     cfg.max_conns = TOKEN_MAX_ADDRS;
     tp_callbacks_t tcb = {p, on_ready, on_closed, on_stream};
-    int rc = tp_endpoint_new(&p->ep, loop, &p->id, t->secret, "0.0.0.0", 0, &cfg, &tcb);
+    int rc = tp_endpoint_new(&p->ep, loop, &p->id, t->secret, NULL, 0, &cfg, &tcb);
     if (rc) {
         sodium_memzero(&p->id, sizeof p->id);
         free(p);
@@ -115,12 +115,8 @@ int probe_start(uv_loop_t *loop, const token_t *t, const tunables_t *tun, uint64
     uv_timer_init(loop, &p->timer);
     p->timer.data = p;
     for (size_t i = 0; i < t->n_addrs; i++) {
-        char host[TOKEN_ADDR_MAX];
-        int port;
-        struct sockaddr_in sa;
-        if (addr_split(t->addrs[i], host, sizeof host, &port) != 0 ||
-            uv_ip4_addr(host, port, &sa) != 0)
-            continue;
+        struct sockaddr_storage sa;
+        if (addr_parse(t->addrs[i], &sa) != 0) continue;
         if (tp_dial(p->ep, p->peer, (struct sockaddr *)&sa, NULL) == 0) p->dials++;
     }
     if (p->dials == 0) {

@@ -46,6 +46,12 @@ The topology:
     (or accepted by miniupnpd's chain), and the input chain drops new TCP/UDP flows arriving on wan
     for the router itself: a dropped packet's conntrack entry is never confirmed, so an early hole
     punch from a peer leaves nothing that would clash with (and move) the host's own mapping.
+  * IPv6 (NatNet(ipv6=True)): the public segment also has 2001:db8:ff::/64 (the core ::1, routing
+    IPv6 between the public segment and the sites), and every site on the public segment a routed
+    2001:db8:K::/64 on its LAN: no NAT (the routers masquerade IPv4 only), but the same forward
+    filter, which lets in only replies: a home router's IPv6 firewall (address-and-port-dependent
+    filtering). Members get PREFIX::N with the N of their IPv4 address (host.addr6). Sites behind
+    a carrier get no IPv6, like many carriers' customers.
   * a carrier (net.cgnat): a router namespace with wan on the public segment and a bridge "cgn0",
     100.64.0.1/10, inside; sites created with behind=carrier get WAN addresses 100.64.0.10, .11,
     ... on it; carrier.host(name) puts a host directly on it (one NAT, like a phone on a mobile
@@ -64,6 +70,10 @@ coturn 4.6.1):
     ip:port, even with both sending at once (a hole punch): the carrier takes packets for its own
     address as local (no conntrack entry matches, no DNAT rule) and nothing listens. Sending to
     each other's home-router WAN address (100.64.0.x and the kept port) at once does get through.
+  * IPv6 (test_ipv6_is_routed_without_nat_behind_a_stateful_firewall): a site host is seen from
+    its own address and port; only replies get back in (an unasked datagram, even from a host it
+    talks to on another port, is dropped); two firewalled hosts sending to each other at once
+    get through; IPv4 is still NATed.
   * a upnp router behind a carrier refuses every mapping (its WAN address is in 100.64.0.0/10):
     NAT-PMP answers "network failure", miniupnpd logs "Reserved / private IP address".
   * coturn answers a STUN binding request from a NATed host with the router's public ip:port
@@ -71,7 +81,7 @@ coturn 4.6.1):
     nonce first, then a relayed address on the TURN host's address; a wrong password gets 401.
 
 API:
-  NatNet(prefix=None, public_net="11.0.0")   context manager; close() stops every process it
+  NatNet(prefix=None, public_net="11.0.0", ipv6=False)   context manager; close() stops every process it
                                       started (by pid) and deletes its namespaces; idempotent
   net.public_host(name) -> Host       a host with a public address (also the "no NAT" case)
   net.cgnat(name) -> Carrier          .wan_addr, .public_addr, .inside_addr, .router_ns, .host()
@@ -81,7 +91,8 @@ API:
   site.public_addr                    what the internet sees (the carrier's address when behind one)
   site.lan_gw, .router_ns, .kind, .hosts, .behind; upnp: .upnp (Popen), .upnp_http_port,
                                       .upnp_output() (miniupnpd's log so far)
-  host.name, host.ns, host.addr, host.gw, host.site (None for public hosts)
+  host.name, host.ns, host.addr, host.gw, host.site (None for public hosts), host.addr6 (None
+                                      without IPv6); site.lan6, site.wan_addr6 (IPv6 prefix, WAN)
   net.run(h, argv, **kw)              subprocess.run inside h's namespace (text, output captured,
                                       timeout 60 s unless given)
   net.popen(h, argv, **kw)            subprocess.Popen inside h's namespace (ip netns exec execs
@@ -89,6 +100,7 @@ API:
   net.wrap(h, argv)                   ["ip", "netns", "exec", h.ns, *argv]
   net.socket(h, type=SOCK_DGRAM)      an unbound IPv4 socket made inside h's namespace
   net.udp(h, port=0, addr="0.0.0.0", timeout=5.0)   a bound UDP socket inside h's namespace
+  net.udp6(h, port=0, timeout=5.0)    a UDP socket bound to h.addr6 inside h's namespace
   net.connect(h, (ip, port), timeout=30.0)          a TCP socket connected from inside h
   net.coturn(h, user, password, realm, port=3478, extra=()) -> Turn
                                       turnserver on h.addr (long-term credentials, UDP+TCP, no
@@ -124,6 +136,7 @@ from harness.netimp import CLONE_NEWNET, _ip, _libc, ns_connect
 # Nothing leaves the namespaces, so no real 11.0.0.0/24 host is ever reached.
 PUBLIC_NET = "11.0.0"
 CGN_GW = "100.64.0.1"
+IPV6_BASE = "2001:db8"  # NatNet(ipv6=True): the public segment 2001:db8:ff::/64, site K 2001:db8:K::/64
 _counter = [0]
 _counter_lock = threading.Lock()
 
@@ -170,23 +183,31 @@ def _in_ns(ns, fn):
 
 
 class Host:
-    def __init__(self, name, ns, addr, gw, site=None):
+    def __init__(self, name, ns, addr, gw, site=None, addr6=None):
         self.name, self.ns, self.addr, self.gw, self.site = name, ns, addr, gw, site
+        self.addr6 = addr6  # its IPv6 address on NatNet(ipv6=True), else None
 
     def __repr__(self):
         return f"Host({self.name} {self.addr} in {self.ns})"
 
 
 class _Segment:
-    """A bridge in namespace ns with the gateway address gw/plen; members get .first, .first+1..."""
+    """A bridge in namespace ns with the gateway address gw/plen; members get .first, .first+1...
+    v6: an IPv6 /64 prefix ("2001:db8:1") on it too: the gateway PREFIX::1, members PREFIX::N with
+    the same N as their IPv4 address."""
 
-    def __init__(self, net, ns, bridge, base, gw, plen, first):
+    def __init__(self, net, ns, bridge, base, gw, plen, first, v6=None):
         self.net, self.ns, self.bridge = net, ns, bridge
         self.base, self.gw, self.plen = base, gw, plen
+        self.v6 = v6
+        self.gw6 = f"{v6}::1" if v6 else None
         self.next = first
         self.ports = 0
+        self.last6 = None
         _ip("-n", ns, "link", "add", bridge, "type", "bridge", "forward_delay", "0")
         _ip("-n", ns, "addr", "add", f"{gw}/{plen}", "dev", bridge)
+        if v6:
+            _ip("-n", ns, "addr", "add", f"{self.gw6}/64", "dev", bridge, "nodad")
         _ip("-n", ns, "link", "set", bridge, "up")
 
     def attach(self, member_ns, ifname):
@@ -202,8 +223,14 @@ class _Segment:
         _ip("-n", self.ns, "link", "set", port, "master", self.bridge)
         _ip("-n", self.ns, "link", "set", port, "up")
         _ip("-n", member_ns, "addr", "add", f"{addr}/{self.plen}", "dev", ifname)
+        self.last6 = None
+        if self.v6:
+            self.last6 = f"{self.v6}::{addr.rsplit('.', 1)[1]}"
+            _ip("-n", member_ns, "addr", "add", f"{self.last6}/64", "dev", ifname, "nodad")
         _ip("-n", member_ns, "link", "set", ifname, "up")
         _ip("-n", member_ns, "route", "add", "default", "via", self.gw)
+        if self.v6:
+            _ip("-n", member_ns, "-6", "route", "add", "default", "via", self.gw6)
         self.net._wait_up(member_ns, ifname)
         return addr
 
@@ -241,7 +268,7 @@ def _ruleset(kind, lan_if, upnp=False):
 {jump_pre}    }}
     chain postrouting {{
         type nat hook postrouting priority 100; policy accept;
-{jump_post}        oifname "wan" {NAT_RULES[kind]}
+{jump_post}        oifname "wan" meta nfproto ipv4 {NAT_RULES[kind]}
     }}
 {upnp_chains}}}
 """
@@ -251,7 +278,7 @@ class _Router:
     def _router_setup(self, net, ns):
         net._add_ns(ns)
         for key in ("net.ipv4.ip_forward=1", "net.ipv4.conf.all.rp_filter=0",
-                    "net.ipv4.conf.default.rp_filter=0"):
+                    "net.ipv4.conf.default.rp_filter=0", "net.ipv6.conf.all.forwarding=1"):
             net._exec(ns, ["sysctl", "-qw", key])
 
 
@@ -297,7 +324,15 @@ class Site(_Router):
         up = behind.segment if behind is not None else net._public
         self.wan_addr = up.attach(self.router_ns, "wan")
         self.public_addr = behind.public_addr if behind is not None else self.wan_addr
-        self.lan = _Segment(net, self.router_ns, "lan0", self.lan_net, self.lan_gw, 24, 10)
+        # IPv6: a routed /64 per site on the public segment (no NAT: the router's forward filter
+        # lets in only replies, like a home router's IPv6 firewall); none behind a carrier
+        self.wan_addr6 = up.last6 if behind is None else None
+        self.lan6 = f"{net.ipv6_base}:{index}" if self.wan_addr6 else None
+        self.lan = _Segment(net, self.router_ns, "lan0", self.lan_net, self.lan_gw, 24, 10,
+                            v6=self.lan6)
+        if self.lan6:
+            _ip("-n", net.core_ns, "-6", "route", "add", f"{self.lan6}::/64", "via",
+                self.wan_addr6)
         net._nft(self.router_ns, _ruleset(kind, "lan0", upnp=kind == "upnp"))
         if behind is not None:
             behind.sites.append(self)
@@ -308,7 +343,7 @@ class Site(_Router):
         ns = self.net._name(name)
         self.net._add_ns(ns)
         addr = self.lan.attach(ns, "eth0")
-        h = Host(name, ns, addr, self.lan_gw, site=self)
+        h = Host(name, ns, addr, self.lan_gw, site=self, addr6=self.lan.last6)
         self.hosts.append(h)
         return h
 
@@ -381,7 +416,7 @@ class Turn:
 
 
 class NatNet:
-    def __init__(self, prefix=None, public_net=PUBLIC_NET):
+    def __init__(self, prefix=None, public_net=PUBLIC_NET, ipv6=False):
         with _counter_lock:
             _counter[0] += 1
             n = _counter[0]
@@ -397,7 +432,11 @@ class NatNet:
             self._add_ns(self.core_ns)
             self.public_net = public_net
             self.public_gw = f"{public_net}.1"
-            self._public = _Segment(self, self.core_ns, "br0", public_net, self.public_gw, 24, 10)
+            self.ipv6_base = IPV6_BASE if ipv6 else None
+            if ipv6:  # the core routes IPv6 between the public segment and the sites' /64s
+                self._exec(self.core_ns, ["sysctl", "-qw", "net.ipv6.conf.all.forwarding=1"])
+            self._public = _Segment(self, self.core_ns, "br0", public_net, self.public_gw, 24, 10,
+                                    v6=f"{IPV6_BASE}:ff" if ipv6 else None)
         except BaseException:
             self.close()
             raise
@@ -444,7 +483,7 @@ class NatNet:
         ns = self._name(name)
         self._add_ns(ns)
         addr = self._public.attach(ns, "eth0")
-        h = Host(name, ns, addr, self.public_gw)
+        h = Host(name, ns, addr, self.public_gw, addr6=self._public.last6)
         self.hosts.append(h)
         return h
 
@@ -474,13 +513,20 @@ class NatNet:
         """A process inside h's namespace (ip netns exec execs it: same pid), stopped on close."""
         return self._spawn(h.ns, argv, **kw)
 
-    def socket(self, h, type=socket.SOCK_DGRAM):
-        return _in_ns(h.ns, lambda: socket.socket(socket.AF_INET, type))
+    def socket(self, h, type=socket.SOCK_DGRAM, family=socket.AF_INET):
+        return _in_ns(h.ns, lambda: socket.socket(family, type))
 
     def udp(self, h, port=0, addr="0.0.0.0", timeout=5.0):
         s = self.socket(h, socket.SOCK_DGRAM)
         s.settimeout(timeout)
         s.bind((addr, port))
+        return s
+
+    def udp6(self, h, port=0, timeout=5.0):
+        """A UDP socket bound to h's IPv6 address (NatNet(ipv6=True))."""
+        s = self.socket(h, socket.SOCK_DGRAM, socket.AF_INET6)
+        s.settimeout(timeout)
+        s.bind((h.addr6, port))
         return s
 
     def connect(self, h, address, timeout=30.0):

@@ -328,3 +328,50 @@ def test_a_node_that_moves_announces_its_new_address(natnet, start_node, tmp_pat
         assert r.status in (200, 503), r
         return r.status == 200 and r.headers.get("x-mesh-node") == seed.id
     wait_for(answered, timeout=60, interval=0.5, what="a request through the moved node answered")
+    # the seed followed a1's connection to its new source port (its router gave the new LAN
+    # address a new mapping) rather than losing it
+    assert seed.status()["stats"]["quic_migrations"] >= 1, seed.status()["stats"]
+
+
+def test_ipv6_candidates_connect_two_symmetric_nats_without_a_relay(natnet, start_node, tmp_path):
+    """Two nodes behind symmetric IPv4 NATs, with no relay in the mesh: over IPv4 they cannot
+    reach each other at all. Their sites also route IPv6 (no NAT, a firewall that lets in only
+    replies, like a home router's): each node announces its IPv6 address, the seed coordinates a
+    punch, and the pair connects directly over IPv6 and serves a routed stream both ways."""
+    net = natnet(ipv6=True)
+    seed_h = net.public_host("seed")
+    s1 = net.site("s", kind="symmetric").host("s1")
+    s2 = net.site("t", kind="symmetric").host("s2")
+    env = dict(ENV, MESH_LLM_PORTMAP="0")
+    seed = start_node("--port", "0", "--own-mesh", "--model", own_model(tmp_path, "seed"),
+                      env=env, ns=seed_h.ns)
+    n1 = start_node("--port", "0", "--join", seed.token, "--model", own_model(tmp_path, "s1"),
+                    env=env, ns=s1.ns)
+    n2 = start_node("--port", "0", "--join", seed.token, "--model", own_model(tmp_path, "s2"),
+                    env=env, ns=s2.ns)
+    ids = {n1.id: "s1", n2.id: "s2", seed.id: "seed"}
+    # each announces its IPv6 address beside its IPv4 ones (the seed's view of them)
+    for node, h in ((n1, s1), (n2, s2)):
+        port = node.status()["node"]["quic_port"]
+        wait_for(lambda: any(f"[{h.addr6}]:{port}" in p.get("addrs", [])
+                             for p in seed.status()["peers"] if p["id"] == node.id),
+                 timeout=60, what=f"{h.name}'s IPv6 address announced")
+
+    def peer(a, b):
+        return next((p for p in a.status()["peers"] if p["id"] == b.id and p.get("connected")),
+                    None)
+    try:
+        wait_for(lambda: peer(n1, n2) and peer(n2, n1), timeout=90, what="s1 and s2 connected")
+    except BaseException:
+        for who, x in (("seed", seed), ("s1", n1), ("s2", n2)):
+            print(f"---- {who} ----\n" + "\n".join(x.stderr().splitlines()[-60:]))
+        raise
+    p12, p21 = peer(n1, n2), peer(n2, n1)
+    port2, port1 = n2.status()["node"]["quic_port"], n1.status()["node"]["quic_port"]
+    assert (p12["path"], p12["addr"]) == ("direct", f"[{s2.addr6}]:{port2}"), p12
+    assert (p21["path"], p21["addr"]) == ("direct", f"[{s1.addr6}]:{port1}"), p21
+    assert seed.status()["node"]["nat"]["coordinated"] >= 1  # it took a punch through the firewalls
+    solo, _ = chat(seed, "m-seed", stream=False)
+    for a, b in ((n1, "s2"), (n2, "s1")):
+        text, who = chat(a, f"m-{b}", stream=True)
+        assert ids.get(who) == b and text == solo, (ids.get(who), b, text, solo)

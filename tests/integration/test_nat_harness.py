@@ -226,3 +226,45 @@ def test_upnp_router_behind_a_carrier_refuses_mappings(natnet):
     assert "dnat" not in net.nft(u)
     why = f"Reserved / private IP address {u.wan_addr} on ext interface wan"
     assert why in u.upnp_output()
+
+
+def test_ipv6_is_routed_without_nat_behind_a_stateful_firewall(natnet):
+    """NatNet(ipv6=True): a site host's IPv6 address is its own on the internet (no NAT: seen from
+    itself), the router lets in only replies (unasked datagrams from the internet are dropped), a
+    simultaneous send between two firewalled hosts gets through (a hole punch opens both), and
+    IPv4 is NATed as before."""
+    net = natnet(ipv6=True)
+    p1 = net.public_host("p1")
+    a, b = net.site("a", kind="symmetric"), net.site("b", kind="home")
+    a1, b1 = a.host("a1"), b.host("b1")
+    assert p1.addr6 and a1.addr6 and b1.addr6 and a1.addr6 != b1.addr6
+    assert a1.addr6.startswith(a.lan6 + "::"), (a1.addr6, a.lan6)
+    r = net.udp6(p1, 5000)
+    s = net.udp6(a1)
+    s.sendto(b"v6-out", (p1.addr6, 5000))
+    got = recv_until(r, [b"v6-out"], drain=0)
+    assert [d for d, _ in got] == [b"v6-out"], got
+    src = got[0][1]
+    assert (src[0], src[1]) == (a1.addr6, s.getsockname()[1])  # no translation
+    # the reply gets back in; the same host from another port does not
+    r.sendto(b"v6-reply", src[:2])
+    r2 = net.udp6(p1, 5001)
+    r2.sendto(b"v6-unasked", src[:2])
+    got = recv_until(s, [b"v6-reply"])
+    assert [d for d, _ in got] == [b"v6-reply"], got
+    # a host the site never sent to is dropped at the router
+    sb = net.udp6(b1)
+    sb.sendto(b"b-to-a-first", (a1.addr6, s.getsockname()[1]))
+    got = recv_until(s, [], timeout=0.5, drain=0.5)
+    assert got == [], got
+    # both send at once (a hole punch): each one's own datagram opened its firewall for the other
+    s.sendto(b"a-to-b", (b1.addr6, sb.getsockname()[1]))
+    sb.sendto(b"b-to-a", (a1.addr6, s.getsockname()[1]))
+    assert [d for d, _ in recv_until(s, [b"b-to-a"], drain=0)] == [b"b-to-a"]
+    assert b"a-to-b" in [d for d, _ in recv_until(sb, [b"a-to-b"], drain=0)]
+    # IPv4 still leaves through the NAT: the public host sees the router's address
+    r4 = net.udp(p1, 5002)
+    s4 = net.udp(b1)
+    assert seen_from(net, s4, r4, p1, b"v4")[0] == b.wan_addr
+    for x in (r, r2, s, sb, r4, s4):
+        x.close()

@@ -12,7 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <netinet/in.h>
 #include <unistd.h>
 
 #include "identity.h"
@@ -283,6 +285,44 @@ static void test_token_malformed(void **state)
     assert_non_null(strstr(err, "too long"));
 }
 
+/* addr_parse: numeric IPv4 ip:port and [IPv6]:port only, formatted back the same way */
+static void test_addr_parse(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in, *out; /* out NULL: refused */
+    } rows[] = {
+        {"11.0.0.10:4242", "11.0.0.10:4242"},
+        {"[2001:db8:1::10]:4242", "[2001:db8:1::10]:4242"},
+        {"[2001:0db8:0001:0000::0010]:1", "[2001:db8:1::10]:1"},
+        {"[::1]:65535", "[::1]:65535"},
+        {"[::ffff:1.2.3.4]:9", "[::ffff:1.2.3.4]:9"},
+        {"2001:db8::1:4242", NULL},    /* IPv6 without brackets */
+        {"[11.0.0.10]:4242", NULL},    /* IPv4 in brackets */
+        {"[fe80::1%eth0]:4242", NULL}, /* a scope: no meaning to a peer */
+        {"example.com:4242", NULL},
+        {"11.0.0.10:0", NULL},
+        {"11.0.0.10:65536", NULL},
+        {"11.0.0.256:1", NULL},
+        {"[2001:db8::1]", NULL},
+        {"[2001:db8::1:1", NULL},
+        {"", NULL},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        struct sockaddr_storage ss;
+        int rc = addr_parse(rows[i].in, &ss);
+        if (!rows[i].out) {
+            if (rc != -EINVAL) fail_msg("%s: accepted", rows[i].in);
+            continue;
+        }
+        char out[64];
+        if (rc != 0) fail_msg("%s: refused", rows[i].in);
+        assert_int_equal(addr_format((struct sockaddr *)&ss, out, sizeof out), 0);
+        assert_string_equal(out, rows[i].out);
+    }
+    assert_int_equal(addr_parse(NULL, &(struct sockaddr_storage){0}), -EINVAL);
+}
+
 static void test_admission_mac_directional(void **state)
 {
     uint8_t s1[32], s2[32], a[32], b[32], m1[32], m2[32], m3[32];
@@ -390,6 +430,7 @@ int main(void)
         cmocka_unit_test(test_last_mesh_written_off_loop),
         cmocka_unit_test(test_token_roundtrip),
         cmocka_unit_test(test_token_malformed),
+        cmocka_unit_test(test_addr_parse),
         cmocka_unit_test(test_admission_mac_directional),
         cmocka_unit_test(test_wire_incremental_and_caps),
     };

@@ -7,6 +7,8 @@
 #include <cmocka.h>
 
 #include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1023,6 +1025,86 @@ static void test_raw_handler(void **state)
     node_down(&a);
 }
 
+/* host NULL: one dual-stack socket. An IPv4 peer's address is plain AF_INET on both ends (not
+ * ::ffff:a.b.c.d), an IPv6 peer's is AF_INET6, and both carry streams; "seen" reports either
+ * form. An IPv4-only endpoint refuses an IPv6 address up front. */
+static void test_dual_stack(void **state)
+{
+    (void)state;
+    int probe = socket(AF_INET6, SOCK_DGRAM, 0);
+    struct sockaddr_in6 lo6 = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+    bool v6 = probe >= 0 && bind(probe, (struct sockaddr *)&lo6, sizeof lo6) == 0;
+    if (probe >= 0) close(probe);
+    if (!v6) skip(); /* this machine has no IPv6 loopback */
+    node_t a, b, c4;
+    tp_callbacks_t cb;
+    tp_config_t cfg;
+    tp_config_default(&cfg);
+    cfg.handshake_timeout_ms = 3000;
+    node_t *ns[2] = {&a, &b};
+    for (int i = 0; i < 2; i++) {
+        memset(ns[i], 0, sizeof *ns[i]);
+        make_id(&ns[i]->id);
+        cb = (tp_callbacks_t){ns[i], on_ready, on_closed, on_stream};
+        assert_int_equal(
+            tp_endpoint_new(&ns[i]->ep, &loop, &ns[i]->id, secret_a, NULL, 0, &cfg, &cb), 0);
+        assert_true(tp_endpoint_ipv6(ns[i]->ep));
+    }
+    b.echo = true;
+    /* over IPv4 */
+    struct sockaddr_in sa;
+    addr_of(&b, &sa);
+    tp_conn_t *c = NULL;
+    assert_int_equal(tp_dial(a.ep, b.id.id, (struct sockaddr *)&sa, &c), 0);
+    RUN_UNTIL(a.ready && b.ready, 5000);
+    assert_int_equal(a.ready, 1);
+    tp_conn_t *bc = tp_find(b.ep, a.id.id);
+    assert_non_null(bc);
+    struct sockaddr_storage r;
+    tp_conn_remote(bc, &r);
+    assert_int_equal(r.ss_family, AF_INET);
+    char s1[64], want[64];
+    assert_int_equal(addr_format((struct sockaddr *)&r, s1, sizeof s1), 0);
+    snprintf(want, sizeof want, "127.0.0.1:%d", tp_endpoint_port(a.ep));
+    assert_string_equal(s1, want);
+    assert_string_equal(tp_conn_seen(c), want); /* what b told a it sees */
+    sctx_t *x = client_stream(c, 50000);
+    RUN_UNTIL(x->closed, 10000);
+    assert_int_equal(x->got.len, 50000);
+    sctx_free(x);
+    tp_conn_close(c, 0, "test");
+    RUN_UNTIL(tp_conn_count(a.ep) == 0 && tp_conn_count(b.ep) == 0, 5000);
+    /* over IPv6 */
+    struct sockaddr_storage s6;
+    char b6[64];
+    snprintf(b6, sizeof b6, "[::1]:%d", tp_endpoint_port(b.ep));
+    assert_int_equal(addr_parse(b6, &s6), 0);
+    c = NULL;
+    assert_int_equal(tp_dial(a.ep, b.id.id, (struct sockaddr *)&s6, &c), 0);
+    RUN_UNTIL(a.ready == 2 && b.ready == 2, 5000);
+    assert_int_equal(a.ready, 2);
+    bc = tp_find(b.ep, a.id.id);
+    assert_non_null(bc);
+    tp_conn_remote(bc, &r);
+    assert_int_equal(r.ss_family, AF_INET6);
+    snprintf(want, sizeof want, "[::1]:%d", tp_endpoint_port(a.ep));
+    assert_string_equal(tp_conn_seen(c), want);
+    x = client_stream(c, 50000);
+    RUN_UNTIL(x->closed, 10000);
+    assert_int_equal(x->got.len, 50000);
+    sctx_free(x);
+    /* an IPv4-only endpoint: an IPv6 destination is refused, not sent into the void */
+    memset(&c4, 0, sizeof c4);
+    make_id(&c4.id);
+    cb = (tp_callbacks_t){&c4, on_ready, on_closed, on_stream};
+    assert_int_equal(tp_endpoint_new(&c4.ep, &loop, &c4.id, secret_a, "0.0.0.0", 0, &cfg, &cb), 0);
+    assert_false(tp_endpoint_ipv6(c4.ep));
+    assert_int_equal(tp_dial(c4.ep, b.id.id, (struct sockaddr *)&s6, NULL), -EAFNOSUPPORT);
+    node_down(&c4);
+    node_down(&a);
+    node_down(&b);
+}
+
 static void test_retry_address_validation(void **state)
 {
     node_t a, b;
@@ -1264,6 +1346,7 @@ int main(void)
         cmocka_unit_test(test_one_way_message_acked),
         cmocka_unit_test(test_one_way_bulk),
         cmocka_unit_test(test_retry_address_validation),
+        cmocka_unit_test(test_dual_stack),
         cmocka_unit_test(test_turn_path),
         cmocka_unit_test(test_raw_handler),
         cmocka_unit_test(test_send_queue_caps),
