@@ -333,6 +333,12 @@ static void portmap_stopped(void *data)
     handle_closed((uv_handle_t *)&m->gtimer);
 }
 
+static void nat_timer_cb(uv_timer_t *t)
+{
+    mesh_t *m = t->data;
+    if (!m->stopping) mesh_nat_tick(m);
+}
+
 /* After each gossip tick: re-announce for RTTs, try relayed peers for a direct path. */
 static void after_tick(mesh_t *m)
 {
@@ -426,9 +432,13 @@ int mesh_start(mesh_t **out, uv_loop_t *loop, const mesh_opts_t *opts, char *err
     uv_timer_init(loop, &m->gtimer);
     uv_timer_init(loop, &m->jtimer);
     uv_timer_init(loop, &m->stimer);
-    m->gtimer.data = m->jtimer.data = m->stimer.data = m;
-    m->handles_open = 3;
+    uv_timer_init(loop, &m->ntimer);
+    m->gtimer.data = m->jtimer.data = m->stimer.data = m->ntimer.data = m;
+    m->handles_open = 4;
     mesh_gossip_arm(m);
+    /* NAT steps are due on their own clock: a failed punch becomes a relay request after
+     * PUNCH_WAIT_MS even when nothing else is sent to that peer; interfaces are rescanned */
+    uv_timer_start(&m->ntimer, nat_timer_cb, NAT_TICK_MS, NAT_TICK_MS);
     LOGI("mesh", "node %.16s… in mesh %s, QUIC on UDP %d (incarnation %llu)", m->id.id,
          m->cred.mesh_id, tp_endpoint_port(m->ep), (unsigned long long)m->id.incarnation);
     if (m->n_joins && !m->passive) mesh_join_start(m);
@@ -635,6 +645,7 @@ static void finish_stop(mesh_t *m)
     uv_close((uv_handle_t *)&m->gtimer, handle_closed);
     uv_close((uv_handle_t *)&m->jtimer, handle_closed);
     uv_close((uv_handle_t *)&m->stimer, handle_closed);
+    uv_close((uv_handle_t *)&m->ntimer, handle_closed);
 }
 
 static void stop_poll_cb(uv_timer_t *t)

@@ -30,6 +30,7 @@
 
 #define MAX_QUEUE 64 /* messages waiting for a connection, per peer */
 #define MAX_ADDRS 16
+#define NAT_TICK_MS 1000 /* mesh_nat_tick's own clock (mesh.c's ntimer) */
 
 typedef struct {
     uint64_t dial_timeout; /* one dial, handshake and admission included */
@@ -101,6 +102,7 @@ struct mesh {
     tp_endpoint_t *ep;
     gossip_t *g;
     uv_timer_t gtimer, jtimer, stimer;
+    uv_timer_t ntimer; /* every NAT_TICK_MS: mesh_nat_tick, whatever gossip does */
     mpeer_t *peers;
     void (*on_silent)(void *data, const char *peer_id); /* mesh_on_silent */
     void *silent_data;

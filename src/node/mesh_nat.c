@@ -600,12 +600,19 @@ static void addr_scan(mesh_t *m, uint64_t now)
     addrs_changed(m);
 }
 
-/* From the gossip tick: the interfaces rescanned; relayed peers try for a direct path again
- * every UPGRADE_MS. */
+/* From the gossip tick and every NAT_TICK_MS: the interfaces rescanned; a punch that brought no
+ * connection in PUNCH_WAIT_MS goes on to a relay (and a peer still unreached NAT_RETRY_MS after
+ * the relay request is punched again), whether or not anything else is sent to the peer;
+ * relayed peers try for a direct path again every UPGRADE_MS. */
 void mesh_nat_tick(mesh_t *m)
 {
     uint64_t now = mesh_now(m);
     addr_scan(m, now);
+    for (mpeer_t *p = m->peers; p && !m->stopping; p = p->next) {
+        bool due = (p->nat_stage == MESH_NAT_PUNCH && now - p->nat_at >= PUNCH_WAIT_MS) ||
+                   (p->nat_stage == MESH_NAT_RELAY && now - p->nat_at >= NAT_RETRY_MS);
+        if (due && !tp_find(m->ep, p->id)) mesh_nat_unreachable(m, p);
+    }
     for (mpeer_t *p = m->peers; p; p = p->next) {
         if (p->nat_stage != MESH_NAT_RELAYED || now - p->nat_at < UPGRADE_MS) continue;
         tp_conn_t *c = tp_find(m->ep, p->id);

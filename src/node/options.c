@@ -217,6 +217,10 @@ static const mesh_env_t ENV_VARS[] = {
      "where llama-server and ggml-rpc-server live (as --bin-dir)", T_OPTION},
     {"MESH_LLM_CACHE", 0, "~/.cache/mesh-llm", "path", 0,
      "the cache whose pinned llama.cpp build is searched for the binaries", T_TEXT(cache)},
+    {"MESH_LLM_CONNECT_WAIT_MS", 15000, NULL, "ms", 0,
+     "a request whose hosts are all still being connected to (a member that just came up, a hole "
+     "punch or a relay under way) waits this long for a connection before 503 host_unreachable",
+     T_MS(connect_wait_ms)},
     {"MESH_LLM_DEMAND_WINDOW_MS", DEMAND_WINDOW_MS, NULL, "ms", ENVF_TEST,
      "the window of the requests-per-minute count announced to the mesh", T_MS(demand_window_ms)},
     {"MESH_LLM_DL_BACKOFF_MS", 500, NULL, "ms", 0,

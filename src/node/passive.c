@@ -331,7 +331,7 @@ static void mesh_io_set_addrs(void *data, const char *id, const char *const *a, 
 static int mesh_io_relay(void *data, relay_ctx_t *rc, const char *model, httpd_req_t *req,
                          const relay_host_t *hosts, size_t n)
 {
-    return relay_start(rc, data, model, req, hosts, n);
+    return relay_start(rc, data, model, req, hosts, n, true); /* it dials its hosts itself */
 }
 
 /* mesh: passive_start's (its check-in client is checkin_start's), else ckio's. */

@@ -362,6 +362,12 @@ static void on_first_byte_timeout(uv_timer_t *t)
     attempt_next(r, "no answer within the first-byte deadline");
 }
 
+static uint64_t connect_wait_ms(const relay_t *r)
+{
+    const tunables_t *t = r->rc->tun;
+    return t ? t->connect_wait_ms : options_env_default("MESH_LLM_CONNECT_WAIT_MS");
+}
+
 static int attempt_start(relay_t *r, size_t idx)
 {
     tp_conn_t *c = r->io.conn(r->io.data, r->hosts[idx].id);
@@ -417,6 +423,35 @@ static size_t next_host(relay_t *r)
         if (!r->tried[i]) return i;
     }
     return r->n_hosts;
+}
+
+/* No host was connected when the request came (a member that just came up, a hole punch or a
+ * relay under way: the mesh dials them): the first host connected takes it, in the decided
+ * order; none by wait_until: 503, as when no dial is under way. */
+static void on_connect_wait(uv_timer_t *t)
+{
+    relay_t *r = t->data;
+    bool stopped = false;
+    for (size_t i = 0; i < r->n_hosts; i++) {
+        if (!r->io.conn(r->io.data, r->hosts[i].id)) continue;
+        uv_timer_stop(&r->timer); /* the attempt may start its first-byte deadline on it */
+        stopped = true;
+        memset(r->tried, 0, sizeof r->tried);
+        if (attempt_start(r, i) == 0) return; /* it took no stream: the next one, or on */
+    }
+    if (uv_now(r->loop) < r->wait_until) {
+        if (stopped) uv_timer_start(&r->timer, on_connect_wait, 20, 20);
+        return; /* the repeat timer polls on */
+    }
+    uv_timer_stop(&r->timer);
+    httpd_req_t *req = r->req;
+    detach_client(r);
+    httpd_respond_error(req, 503, "unavailable", "host_unreachable",
+                        "model '%s': its host%s cannot be reached right now (no connection within "
+                        "%llu ms); retry shortly",
+                        r->model, r->n_hosts > 1 ? "s" : "",
+                        (unsigned long long)connect_wait_ms(r));
+    maybe_free(r);
 }
 
 /* Waiting for the connection to a host the retry goes to (mesh_conn started a dial). */
@@ -717,9 +752,10 @@ static void mesh_io_suspect(void *data, const char *id)
 }
 
 int relay_start(relay_ctx_t *ctx, mesh_t *mesh, const char *model, httpd_req_t *req,
-                const relay_host_t *hosts, size_t n)
+                const relay_host_t *hosts, size_t n, bool no_wait)
 {
-    const relay_io_t io = {.conn = mesh_io_conn, .suspect = mesh_io_suspect, .data = mesh};
+    const relay_io_t io = {
+        .conn = mesh_io_conn, .suspect = mesh_io_suspect, .data = mesh, .no_wait = no_wait};
     return relay_start_io(ctx, &io, model, req, hosts, n);
 }
 
@@ -762,9 +798,17 @@ int relay_start_io(relay_ctx_t *ctx, const relay_io_t *io, const char *model, ht
     r->timer_open = true;
     ctx->stats.requests++;
     int rc = -ENOTCONN;
+    bool dialling = false;
     for (size_t i = 0; i < r->n_hosts; i++) {
         rc = attempt_start(r, i);
         if (rc == 0) break;
+        dialling |= rc == -ENOTCONN;
+    }
+    if (rc && dialling && !r->io.no_wait && connect_wait_ms(r) > 0) {
+        /* no connection yet: the mesh is dialling; wait, bounded */
+        r->wait_until = uv_now(r->loop) + connect_wait_ms(r);
+        uv_timer_start(&r->timer, on_connect_wait, 20, 20);
+        rc = 0;
     }
     if (rc) {
         r->req = NULL; /* the caller answers */

@@ -73,9 +73,11 @@ typedef struct {
 
 /* Send req to hosts[0] (then the others, in order, for retries). Returns 0 when the relay took
  * the request (it answers it), or a negative errno when no host could be reached (req not
- * answered). Counted in rc. */
+ * answered). With no host connected yet (the mesh dials them: a member that just came up, a
+ * hole punch or a relay under way) the relay takes it and waits MESH_LLM_CONNECT_WAIT_MS for the
+ * first connection (then 503 host_unreachable), unless no_wait (relay_io_t). Counted in rc. */
 int relay_start(relay_ctx_t *rc, mesh_t *mesh, const char *model, httpd_req_t *req,
-                const relay_host_t *hosts, size_t n);
+                const relay_host_t *hosts, size_t n, bool no_wait);
 
 /* How the relay reaches hosts: the connection to a host now (NULL: none; the mesh starts a dial)
  * and a host that failed (checked at once). relay_start uses the mesh's; tests give their own. */
@@ -83,6 +85,9 @@ typedef struct {
     tp_conn_t *(*conn)(void *data, const char *id);
     void (*suspect)(void *data, const char *id);
     void *data;
+    /* no host connected: answer at once (the caller waits for its dials itself) instead of
+     * waiting MESH_LLM_CONNECT_WAIT_MS for the first connection */
+    bool no_wait;
 } relay_io_t;
 int relay_start_io(relay_ctx_t *rc, const relay_io_t *io, const char *model, httpd_req_t *req,
                    const relay_host_t *hosts, size_t n);

@@ -89,7 +89,7 @@ static int node_relay(void *data, const char *model, httpd_req_t *req, const rel
                       size_t n)
 {
     route_t *rt = data;
-    return relay_start(rt->d.relay, rt->d.mesh, model, req, hosts, n);
+    return relay_start(rt->d.relay, rt->d.mesh, model, req, hosts, n, false);
 }
 
 static void node_downloading(void *data, rd_download_t where, const char *model, httpd_req_t *req)
@@ -199,8 +199,8 @@ static void forward(route_t *rt, const rd_input_t *in, const rd_decision_t *dec,
     }
     if (rc && nh) relay_track(rc, req, hosts[0].id); /* in flight there until it finishes */
     if (rt->ops->relay(rt->ops_data, in->model, req, hosts, nh) == 0) return;
-    /* the relay tried each host: none is connected yet (dials to them are under way) or took a
-     * stream (its stream limit or send queue full) */
+    /* the relay tried each host: none took a stream (its stream limit or send queue full; with
+     * none connected yet, the relay itself waits for the mesh's dials) */
     char msg[RD_MSG_MAX];
     snprintf(msg, sizeof msg, "model '%s': its host%s cannot be reached right now; retry shortly",
              in->model, dec->n > 1 ? "s" : "");

@@ -32,6 +32,7 @@ typedef struct tunables {
     uint64_t first_byte_ms;        /* MESH_LLM_FIRST_BYTE_MS */
     uint64_t first_byte_ms_per_kb; /* MESH_LLM_FIRST_BYTE_MS_PER_KB */
     uint64_t retry_dial_ms;        /* MESH_LLM_RETRY_DIAL_MS */
+    uint64_t connect_wait_ms;      /* MESH_LLM_CONNECT_WAIT_MS */
     bool prefix_affinity;          /* MESH_LLM_PREFIX_AFFINITY */
     /* admission (node/admission.c) */
     uint64_t queue_wait_ms;  /* MESH_LLM_QUEUE_WAIT_MS (0 .. 1 day) */

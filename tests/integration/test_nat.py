@@ -375,3 +375,30 @@ def test_ipv6_candidates_connect_two_symmetric_nats_without_a_relay(natnet, star
     for a, b in ((n1, "s2"), (n2, "s1")):
         text, who = chat(a, f"m-{b}", stream=True)
         assert ids.get(who) == b and text == solo, (ids.get(who), b, text, solo)
+
+
+def test_a_request_waits_for_the_path_being_set_up(natnet, start_node, tmp_path):
+    """A request for a model whose host has just joined from behind a symmetric NAT, sent as soon
+    as the model is listed: the only path is the relay, set up about 5 s after the first dial
+    (its timeout). The request waits for that connection (MESH_LLM_CONNECT_WAIT_MS) and is
+    answered by the host, instead of a 503 "cannot be reached right now"."""
+    net = natnet()
+    seed_h = net.public_host("seed")
+    s1 = net.site("s", kind="symmetric").host("s1")
+    s2 = net.site("t", kind="symmetric").host("s2")
+    env = dict(ENV, MESH_LLM_PORTMAP="0")
+    seed = start_node("--port", "0", "--own-mesh", "--relay", env=env, ns=seed_h.ns)
+    # s1 serves a model of its own, so it stays an active member (a node with nothing to serve
+    # goes passive: it routes by table and dials hosts itself, without punches or relays)
+    n1 = start_node("--port", "0", "--join", seed.token, "--model", own_model(tmp_path, "s1"),
+                    env=env, ns=s1.ns)
+    n2 = start_node("--port", "0", "--join", seed.token, "--model", own_model(tmp_path, "s2"),
+                    env=env, ns=s2.ns)
+    wait_for(lambda: "m-s2" in n1.request("GET", "/v1/models").body.decode(), timeout=60,
+             interval=0.05, what="m-s2 listed at s1")
+    before = next((p for p in n1.status()["peers"] if p["id"] == n2.id), {})
+    assert not before.get("connected"), before  # the path is still being set up
+    text, who = chat(n1, "m-s2", stream=True)
+    assert who == n2.id and text, (who, text)
+    after = next(p for p in n1.status()["peers"] if p["id"] == n2.id)
+    assert after.get("connected") and after["path"] == "relayed", after

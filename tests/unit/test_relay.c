@@ -141,8 +141,9 @@ static void io_suspect(void *data, const char *id)
     snprintf(suspected + l, sizeof suspected - l, "%s,", id);
 }
 
-static const relay_io_t io = {.conn = io_conn, .suspect = io_suspect};
+static relay_io_t io = {.conn = io_conn, .suspect = io_suspect};
 static relay_ctx_t rctx; /* the node's relay counters and affinity memory */
+static tunables_t tuns;  /* the node's defaults, but for what a test sets */
 
 /* ---------------- the entry node's API: the handler relays ---------------- */
 
@@ -224,6 +225,9 @@ static int setup(void **state)
     conn_calls[0] = suspected[0] = '\0';
     reachable = "abc";
     start_rc = 1;
+    io.no_wait = false;
+    tunables_defaults(&tuns);
+    rctx.tun = &tuns;
     return 0;
 }
 
@@ -267,15 +271,57 @@ static void test_unreachable_host_skipped(void **state)
     assert_int_equal(after.retries, before.retries);
 }
 
-/* No host reachable: relay_start_io fails and the caller answers (here 502). */
+/* No host reachable and no_wait (a caller that dials its hosts itself): relay_start_io fails and
+ * the caller answers (here 502). */
 static void test_no_host_reachable(void **state)
 {
     (void)state;
+    io.no_wait = true;
     request("xy");
     assert_int_equal(start_rc, -ENOTCONN);
     assert_string_equal(conn_calls, "x,y,");
     assert_int_equal(api_requests, 0);
     assert_non_null(strstr(out, "HTTP/1.1 502"));
+}
+
+/* No host connected yet (the mesh is dialling them): the relay takes the request and waits
+ * MESH_LLM_CONNECT_WAIT_MS for a connection; none by then: 503 host_unreachable, nothing sent. */
+static void test_no_connection_waits_then_503(void **state)
+{
+    (void)state;
+    tuns.connect_wait_ms = 300;
+    reachable = "";
+    uv_update_time(&loop);
+    uint64_t t0 = uv_now(&loop);
+    request("xy");
+    assert_int_equal(start_rc, 0); /* taken */
+    assert_true(uv_now(&loop) - t0 >= 300);
+    assert_int_equal(api_requests, 0);
+    assert_non_null(strstr(out, "HTTP/1.1 503"));
+    assert_non_null(strstr(out, "host_unreachable"));
+    assert_non_null(strstr(out, "no connection within 300 ms"));
+}
+
+static void become_reachable(uv_timer_t *t)
+{
+    reachable = "b";
+    uv_close((uv_handle_t *)t, NULL);
+}
+
+/* A host whose connection comes up during the wait (a hole punch that worked) takes the
+ * request and answers it whole. */
+static void test_connection_during_wait_takes_request(void **state)
+{
+    (void)state;
+    reachable = "";
+    uv_timer_t t;
+    uv_timer_init(&loop, &t);
+    uv_timer_start(&t, become_reachable, 150, 0);
+    request("xb");
+    assert_int_equal(start_rc, 0);
+    assert_int_equal(api_requests, 1);
+    assert_memory_equal(out, "HTTP/1.1 200", 12);
+    assert_string_equal(suspected, "");
 }
 
 /* A host that fails before answering is suspected and the request goes once to the next host. */
@@ -433,6 +479,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_unreachable_host_skipped, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_host_reachable, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_no_connection_waits_then_503, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_connection_during_wait_takes_request, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failed_host_retried_on_next, setup, teardown),
         cmocka_unit_test_setup_teardown(test_retry_ring_order_skips_tried, setup, teardown),
         cmocka_unit_test_setup_teardown(test_one_retry_then_503, setup, teardown),

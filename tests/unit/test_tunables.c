@@ -67,6 +67,7 @@ static const want_t WANT[] = {
     {"MESH_LLM_AUTO_WAIT_MS", TUN_MS, 1, MS7D, R_ENV_MS, TABLE, F(auto_wait_ms)},
     {"MESH_LLM_BIN_DIR", TUN_OPTION, 0, 0, R_OPTION, 0, 0},
     {"MESH_LLM_CACHE", TUN_TEXT, 0, 0, R_TEXT, 0, F(cache)},
+    {"MESH_LLM_CONNECT_WAIT_MS", TUN_MS, 1, MS7D, R_ENV_MS, TABLE, F(connect_wait_ms)},
     {"MESH_LLM_DEMAND_WINDOW_MS", TUN_MS, 1, MS7D, R_ENV_MS, TABLE, F(demand_window_ms)},
     {"MESH_LLM_DL_BACKOFF_MS", TUN_MS, 1, MS7D, R_ENV_MS, 500, F(dl_backoff_ms)},
     {"MESH_LLM_DL_FOLLOW_URLS", TUN_BOOL, 0, MS7D, R_SWITCH, 0, F(dl_follow_urls)},
