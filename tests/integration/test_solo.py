@@ -349,9 +349,15 @@ def test_verbose_shows_child_output(start_node):
     assert "[stories260K]" in n.stderr() and "DEBUG" in n.stderr()
 
 
-def run_cli(*args, timeout=10):
+def run_cli(*args, timeout=10, home=None):
+    """The binary run as a user would; home: its own MESH_LLM_HOME (a node that starts), so that
+    another node on this machine (a benchmark's, holding ~/.mesh-llm) does not meet it."""
     import subprocess
-    return subprocess.run([MESH_BIN, *args], capture_output=True, text=True, timeout=timeout)
+    env = None
+    if home is not None:
+        env = dict(os.environ, MESH_LLM_HOME=str(home), MESH_LLM_PORTMAP="0")
+    return subprocess.run([MESH_BIN, *args], capture_output=True, text=True, timeout=timeout,
+                          env=env)
 
 
 def test_cli_help_version_and_errors(tmp_path):
@@ -373,7 +379,8 @@ def test_port_in_use_is_a_clear_error(start_node, tmp_path):
     s.listen(1)
     port = s.getsockname()[1]
     try:
-        r = run_cli("--port", str(port), "--model", model_path(S))
-        assert r.returncode == 1 and "in use" in r.stderr
+        r = run_cli("--port", str(port), "--model", model_path(S), "--console", "0",
+                    "--bind-port", "0", home=tmp_path / "home")
+        assert r.returncode == 1 and "in use" in r.stderr, r.stderr
     finally:
         s.close()
