@@ -81,11 +81,9 @@ typedef struct {
 
 /* Send messages m[0..n) in as few calls as the OS allows (Linux: sendmmsg). The number of
  * messages sent (possibly fewer than n), or -errno for the first: -EIO/-EINVAL/-ENOPROTOOPT on a
- * message with seg > 0 mean the kernel cannot segment (send one datagram per message instead). */
-int plat_udp_send(int fd, plat_udp_out_t *m, size_t n);
-
-/* The family fd was made with (AF_INET, AF_INET6), or -errno. */
-int plat_udp_family(int fd);
+ * message with seg > 0 mean the kernel cannot segment (send one datagram per message instead).
+ * family: the one fd was made with (AF_INET6: IPv4 destinations are sent IPv4-mapped). */
+int plat_udp_send(int fd, int family, plat_udp_out_t *m, size_t n);
 
 /* One buffer in: the caller sets buf and cap; plat_udp_recv fills the rest. */
 typedef struct {

@@ -232,14 +232,6 @@ int plat_udp_socket(int family)
     return fd;
 }
 
-int plat_udp_family(int fd)
-{
-    int fam = 0;
-    socklen_t len = sizeof fam;
-    if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &fam, &len) != 0) return -errno;
-    return fam;
-}
-
 /* An IPv4 address as an IPv4-mapped IPv6 one (::ffff:a.b.c.d), for a dual-stack socket. */
 static void v4_mapped(const struct sockaddr_in *in, struct sockaddr_in6 *out)
 {
@@ -262,7 +254,7 @@ static void v4_unmapped(struct sockaddr_storage *ss)
     memcpy(ss, &v, sizeof v);
 }
 
-int plat_udp_send(int fd, plat_udp_out_t *m, size_t n)
+int plat_udp_send(int fd, int family, plat_udp_out_t *m, size_t n)
 {
     if (n > UDP_BATCH_MAX) n = UDP_BATCH_MAX;
     struct mmsghdr msgs[UDP_BATCH_MAX];
@@ -271,19 +263,15 @@ int plat_udp_send(int fd, plat_udp_out_t *m, size_t n)
         struct cmsghdr align;
     } ctl[UDP_BATCH_MAX];
     struct sockaddr_in6 mapped[UDP_BATCH_MAX];
-    int fam = -1; /* asked once, on the first IPv4 destination */
     memset(msgs, 0, n * sizeof msgs[0]);
     for (size_t i = 0; i < n; i++) {
         struct msghdr *h = &msgs[i].msg_hdr;
         h->msg_name = (void *)m[i].to;
         h->msg_namelen = m[i].to_len;
-        if (m[i].to->sa_family == AF_INET) {
-            if (fam == -1) fam = plat_udp_family(fd);
-            if (fam == AF_INET6) {
-                v4_mapped((const struct sockaddr_in *)m[i].to, &mapped[i]);
-                h->msg_name = &mapped[i];
-                h->msg_namelen = sizeof mapped[i];
-            }
+        if (m[i].to->sa_family == AF_INET && family == AF_INET6) {
+            v4_mapped((const struct sockaddr_in *)m[i].to, &mapped[i]);
+            h->msg_name = &mapped[i];
+            h->msg_namelen = sizeof mapped[i];
         }
         h->msg_iov = m[i].iov;
         h->msg_iovlen = m[i].n_iov;

@@ -147,7 +147,7 @@ void tpi_send_batch(tp_endpoint_t *ep, tp_conn_t *c, size_t n)
     }
     size_t done = 0;
     while (done < nm) {
-        int r = plat_udp_send(fd, msgs + done, nm - done);
+        int r = plat_udp_send(fd, ep->local.ss_family, msgs + done, nm - done);
         if (r < 0) {
             if ((r == -EIO || r == -EINVAL || r == -ENOPROTOOPT) && !ep->no_gso) {
                 ep->no_gso = true; /* no UDP GSO here: resend one datagram per message */
@@ -187,7 +187,7 @@ bool tpi_send_one(tp_endpoint_t *ep, const uint8_t *pkt, size_t n, const struct 
 {
     struct iovec iov = {(void *)pkt, n};
     plat_udp_out_t m = {.to = addr, .to_len = tpi_addr_len(addr), .iov = &iov, .n_iov = 1};
-    return plat_udp_send(ep->fd, &m, 1) == 1;
+    return plat_udp_send(ep->fd, ep->local.ss_family, &m, 1) == 1;
 }
 
 #define RESETS_PER_SECOND 100

@@ -145,7 +145,7 @@ static void send_one(tp_endpoint_t *ep, const struct sockaddr *to, const uint8_t
     if (ep->fd < 0) return;
     struct iovec iov[2] = {{(void *)hdr, hn}, {(void *)p, n}};
     plat_udp_out_t m = {.to = to, .to_len = tpi_addr_len(to), .iov = iov, .n_iov = 2, .seg = 0};
-    if (plat_udp_send(ep->fd, &m, 1) == 1)
+    if (plat_udp_send(ep->fd, ep->local.ss_family, &m, 1) == 1)
         ep->stats.datagrams_out++;
     else
         ep->stats.dropped++;
@@ -180,7 +180,7 @@ void tpi_relay_send(tp_endpoint_t *ep, const struct sockaddr *to, size_t n)
     }
     size_t done = 0;
     while (done < n) {
-        int k = plat_udp_send(ep->fd, msgs + done, n - done);
+        int k = plat_udp_send(ep->fd, ep->local.ss_family, msgs + done, n - done);
         if (k <= 0) {
             ep->stats.dropped += n - done; /* EAGAIN/ENOBUFS: QUIC recovers from the loss */
             break;

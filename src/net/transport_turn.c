@@ -52,7 +52,7 @@ int tp_send_raw(tp_endpoint_t *ep, const struct sockaddr *to, const void *p, siz
     if (ep->fd < 0 || !to || tp_addr_virtual(to) || n == 0) return -EINVAL;
     struct iovec iov = {(void *)p, n};
     plat_udp_out_t m = {.to = to, .to_len = tpi_addr_len(to), .iov = &iov, .n_iov = 1, .seg = 0};
-    if (plat_udp_send(ep->fd, &m, 1) != 1) {
+    if (plat_udp_send(ep->fd, ep->local.ss_family, &m, 1) != 1) {
         ep->stats.dropped++;
         return -EIO;
     }
