@@ -37,6 +37,8 @@ struct checkin {
     char checkin[ID_HEX_LEN + 1]; /* the node that answered last */
     ck_cand_t *cand;
     size_t n_cand, i_cand;
+    size_t n_tried;   /* candidates dialled or asked this round */
+    bool last_resort; /* every candidate was silent: this round tries them anyway */
     ck_state_t state;
     uint64_t attempt_ms, attempt_deadline;
     unsigned failed_rounds;
@@ -285,10 +287,11 @@ static void try_next(checkin_t *ck)
 {
     while (ck->i_cand < ck->n_cand && !ck->stopping) {
         ck_cand_t *c = &ck->cand[ck->i_cand];
-        if (is_silent(ck, c->id)) { /* found dead by our own connection: not worth a dial */
+        if (!ck->last_resort && is_silent(ck, c->id)) { /* found dead by our own connection */
             ck->i_cand++;
             continue;
         }
+        ck->n_tried++;
         set_addrs(ck, c->id, c->addrs, c->n_addrs);
         tp_conn_t *conn = ck->io.conn(ck->io.data, c->id);
         ck->attempt_deadline = checkin_now(ck) + ck->attempt_ms;
@@ -304,6 +307,16 @@ static void try_next(checkin_t *ck)
         }
         ck->i_cand++;
     }
+    if (ck->n_tried == 0 && ck->n_cand > 0 && !ck->last_resort && !ck->stopping) {
+        /* every candidate went silent: skipping them all would leave this node without a table
+         * until the marks expire, though the silence may have been ours (a network change, a
+         * laptop waking): dial them anyway, a dead one only costs its attempt */
+        LOGD("passive", "every active node it knows went silent; asking them anyway");
+        ck->last_resort = true;
+        ck->i_cand = 0;
+        try_next(ck);
+        return;
+    }
     round_failed(ck);
 }
 
@@ -311,7 +324,8 @@ static void round_cb(uv_timer_t *t)
 {
     checkin_t *ck = t->data;
     if (ck->stopping || ck->paused || ck->state != CK_IDLE) return;
-    ck->n_cand = ck->i_cand = 0;
+    ck->n_cand = ck->i_cand = ck->n_tried = 0;
+    ck->last_resort = false;
     if (ck->have_table) {
         size_t order[RT_MAX_NODES];
         size_t n = rt_checkin_order(ck->table, ck->self, order, RT_MAX_NODES);

@@ -13,7 +13,10 @@
  * is skipped until the next table; a host whose connection went silent (mesh_on_silent) stays
  * skipped past the next table (the table may list it until the mesh agreed it is dead), is sent
  * to the active node as a silent hint with each ROUTE_REQUEST, and brings the next check-in
- * forward (CK_SILENT_REFRESH_MS). The request path (passive.h) reads the table and the marks. */
+ * forward (CK_SILENT_REFRESH_MS). When every candidate of a round is marked silent they are
+ * asked all the same (the silence may have been this node's own: a network change, a laptop
+ * moving), so a passive node that lost its network is back as soon as the network is, not when
+ * the marks expire. The request path (passive.h) reads the table and the marks. */
 #ifndef MESH_CHECKIN_H
 #define MESH_CHECKIN_H
 

@@ -293,9 +293,11 @@ def test_the_relay_serves_members_only(natnet, start_node, tmp_path):
         s.recvfrom(2048)  # nothing forwarded back to the stranger either
 
 
-def test_a_node_that_moves_announces_its_new_address(natnet, start_node, tmp_path):
-    """A node whose address changes (a laptop on another network: here its LAN address is
-    replaced) announces the new one, and requests through it keep being answered."""
+def moved_setup(natnet, start_node, tmp_path):
+    """A public seed and node a on host a1 behind a home router, connected and known at a1's
+    address: (net, site, a1, seed, a, a's QUIC port, a1's next address). a serves a model of its
+    own, which keeps it a gossip member (a node the mesh has no use for stands by passively and
+    leaves gossip: then the seed would rightly forget it)."""
     net = natnet()
     seed_h = net.public_host("seed")
     site = net.site("a", kind="home")
@@ -303,34 +305,85 @@ def test_a_node_that_moves_announces_its_new_address(natnet, start_node, tmp_pat
     env = dict(ENV, MESH_LLM_PORTMAP="0")
     seed = start_node("--port", "0", "--own-mesh", "--model", own_model(tmp_path, "seed"),
                       env=env, ns=seed_h.ns)
-    a = start_node("--port", "0", "--join", seed.token, env=env, ns=a1.ns)
+    a = start_node("--port", "0", "--join", seed.token, "--model", own_model(tmp_path, "a"),
+                   env=env, ns=a1.ns)
     wait_for(lambda: any(p["id"] == a.id and p.get("connected") for p in seed.status()["peers"]),
              timeout=60, what="a1 connected to the seed")
     port = a.status()["node"]["quic_port"]
-    assert f"{a1.addr}:{port}" in next(p for p in seed.status()["peers"] if p["id"] == a.id)[
-        "addrs"]
-    new = a1.addr.rsplit(".", 1)[0] + ".99"
-    for cmd in (["ip", "addr", "del", f"{a1.addr}/24", "dev", "eth0"],
-                ["ip", "addr", "add", f"{new}/24", "dev", "eth0"],
-                ["ip", "route", "replace", "default", "via", site.lan_gw]):
-        r = net.run(a1, cmd)
-        assert r.returncode == 0, (cmd, r.stderr)
+    wait_for(lambda: f"{a1.addr}:{port}" in peer_entry(seed, a).get("addrs", []), timeout=60,
+             what="a1's address in the seed's view")
+    return net, site, a1, seed, a, port, a1.addr.rsplit(".", 1)[0] + ".99"
 
-    def announced():
-        addrs = next(p for p in seed.status()["peers"] if p["id"] == a.id)["addrs"]
-        return f"{new}:{port}" in addrs and f"{a1.addr}:{port}" not in addrs
-    wait_for(announced, timeout=120, what="the new address announced")  # gossip carries it
+
+def peer_entry(node, other):
+    """node's entry for other ({} when it lists none)."""
+    return next((p for p in node.status()["peers"] if p["id"] == other.id), {})
+
+
+def move_cmds(a1, site, new):
+    """a1's LAN address replaced by `new`, its default route back (the address's removal took it)."""
+    return (["ip", "addr", "del", f"{a1.addr}/24", "dev", "eth0"],
+            ["ip", "addr", "add", f"{new}/24", "dev", "eth0"],
+            ["ip", "route", "replace", "default", "via", site.lan_gw])
+
+
+def answered_through(a, seed):
+    """A request through a for the seed's model: True once the seed answered it (a 503 that
+    says to retry is allowed while the path is being set up again)."""
+    r = a.request("POST", "/v1/chat/completions",
+                  {"model": "m-seed", "max_tokens": 4, "temperature": 0,
+                   "messages": [{"role": "user", "content": PROMPT}]}, timeout=60)
+    assert r.status in (200, 503), r
+    return r.status == 200 and r.headers.get("x-mesh-node") == seed.id
+
+
+def announced(seed, a, a1, new, port):
+    """The seed lists a, alive, at its new address and no longer at its old one."""
+    e = peer_entry(seed, a)
+    addrs = e.get("addrs", [])
+    return e.get("state") == "alive" and f"{new}:{port}" in addrs and f"{a1.addr}:{port}" not in addrs
+
+
+def test_a_node_that_moves_announces_its_new_address(natnet, start_node, tmp_path):
+    """A node whose address changes (a laptop on another network: here its LAN address is
+    replaced) announces the new one, and requests through it keep being answered."""
+    net, site, a1, seed, a, port, new = moved_setup(natnet, start_node, tmp_path)
+    # the address swapped in one `ip -batch` (as a DHCP renewal would): a gap of milliseconds,
+    # well inside the liveness bound, so the connection is followed, not lost
+    batch = "".join(" ".join(c[1:]) + "\n" for c in move_cmds(a1, site, new))
+    r = net.run(a1, ["ip", "-batch", "-"], input=batch)
+    assert r.returncode == 0, (batch, r.stderr)
+    wait_for(lambda: announced(seed, a, a1, new, port), timeout=120,
+             what="the new address announced")  # gossip carries it
     # the first request may meet the old path's end (a 503 that says to retry); then answered
-    def answered():
-        r = a.request("POST", "/v1/chat/completions",
-                      {"model": "m-seed", "max_tokens": 4, "temperature": 0,
-                       "messages": [{"role": "user", "content": PROMPT}]}, timeout=60)
-        assert r.status in (200, 503), r
-        return r.status == 200 and r.headers.get("x-mesh-node") == seed.id
-    wait_for(answered, timeout=60, interval=0.5, what="a request through the moved node answered")
+    wait_for(lambda: answered_through(a, seed), timeout=60, interval=0.5,
+             what="a request through the moved node answered")
     # the seed followed a1's connection to its new source port (its router gave the new LAN
     # address a new mapping) rather than losing it
     assert seed.status()["stats"]["quic_migrations"] >= 1, seed.status()["stats"]
+
+
+def test_a_node_offline_for_seconds_comes_back_at_its_new_address(natnet, start_node, tmp_path):
+    """A laptop changing networks is offline for seconds, not milliseconds: its LAN address goes,
+    the seed (a gossip stream open to it) declares it dead within the liveness bound, and only
+    then does the new address come. The node refutes its death, rejoins from the new address
+    (its router gives it a new mapping), the seed lists it alive there, and requests through it
+    are answered again."""
+    net, site, a1, seed, a, port, new = moved_setup(natnet, start_node, tmp_path)
+    inc = peer_entry(seed, a)["incarnation"]
+    gone, *back = move_cmds(a1, site, new)
+    r = net.run(a1, gone)
+    assert r.returncode == 0, (gone, r.stderr)
+    wait_for(lambda: peer_entry(seed, a).get("state") == "dead", timeout=60,
+             what="the seed declaring the offline node dead")
+    for cmd in back:
+        r = net.run(a1, cmd)
+        assert r.returncode == 0, (cmd, r.stderr)
+    wait_for(lambda: announced(seed, a, a1, new, port), timeout=120,
+             what="the node alive again at its new address")
+    assert peer_entry(seed, a)["incarnation"] > inc  # it refuted its death
+    wait_for(lambda: answered_through(a, seed), timeout=60, interval=0.5,
+             what="a request through the node answered")
 
 
 def test_ipv6_candidates_connect_two_symmetric_nats_without_a_relay(natnet, start_node, tmp_path):

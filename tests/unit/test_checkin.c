@@ -9,7 +9,8 @@
  * rendezvous order (rt_checkin_order: self skipped) and the join tokens last, each once; a node
  * that does not answer is abandoned exactly when its attempt bound passes; a silent host is
  * sent as a hint with the next ROUTE_REQUEST, skipped as a candidate, and its mark outlives a
- * new table while a plain bad mark does not; paused, the client does not check in and tells its
+ * new table while a plain bad mark does not, unless every candidate is silent (then they are
+ * asked anyway); paused, the client does not check in and tells its
  * watcher, keeps the last table; resumed, it checks in at once and forgets the bad marks. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -294,6 +295,25 @@ static void test_silent_hint(void **state)
     assert_false(checkin_is_bad(ck, ID_A));
 }
 
+/* Every candidate silent (the only one: the join token, the mesh's one active node, went silent
+ * because this node lost its network): the next round asks it all the same, rather than failing
+ * every round until the mark expires a refresh period later. */
+static void test_all_silent_asked_anyway(void **state)
+{
+    (void)state;
+    table_nodes = 0; /* the table lists only the client: the join token is the one candidate */
+    start_with_table();
+    assert_int_equal(requests, 1);
+    checkin_on_silent(ck, worker.id.id);
+    assert_true(checkin_is_bad(ck, worker.id.id));
+    RUN_UNTIL(requests == 2, CK_SILENT_REFRESH_MS + 2000); /* the round the silence brought on */
+    assert_int_equal(requests, 2);
+    assert_int_equal(tables, 2);
+    assert_int_equal(nones, 0);
+    assert_int_equal(last_rq.n_silent, 1);         /* still a hint to the node it asks */
+    assert_true(checkin_is_bad(ck, worker.id.id)); /* the mark stays for the request path */
+}
+
 /* Paused: no check-in, the watcher told, the table kept; resumed: a round at once from the last
  * table's order, bad marks forgotten. */
 static void test_pause_resume(void **state)
@@ -327,6 +347,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_rendezvous_order_then_joins, setup, teardown),
         cmocka_unit_test_setup_teardown(test_attempt_bound, setup, teardown),
         cmocka_unit_test_setup_teardown(test_silent_hint, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_all_silent_asked_anyway, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pause_resume, setup, teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
