@@ -386,6 +386,53 @@ def test_a_node_offline_for_seconds_comes_back_at_its_new_address(natnet, start_
              what="a request through the node answered")
 
 
+def test_a_standby_offline_for_seconds_checks_in_again_when_back(natnet, start_node, tmp_path):
+    """A node the mesh has no use for stands by passively: no gossip, routing tables from the
+    seed, the one active node it knows. Its network goes for longer than the liveness bound while
+    a request waits on the seed, so it finds the seed silent. When the network is back it asks
+    the seed again at its next check-in (every node it knew was silent: the silence was likely
+    its own) instead of skipping it until the mark expires a refresh period (30 s) later, and
+    answers again."""
+    net = natnet()
+    seed_h = net.public_host("seed")
+    site = net.site("a", kind="home")
+    a1 = site.host("a1")
+    env = dict(ENV, MESH_LLM_PORTMAP="0")
+    seed = start_node("--port", "0", "--own-mesh", "--model", own_model(tmp_path, "seed"),
+                      env=env, ns=seed_h.ns)
+    a = start_node("--port", "0", "--join", seed.token, env=env, ns=a1.ns)  # nothing to serve
+    wait_for(lambda: a.status().get("route", {}).get("checkins", 0) >= 1, timeout=60,
+             what="the standby's first routing table")
+    wait_for(lambda: answered_through(a, seed), timeout=60, interval=0.5,
+             what="a request through the standby answered")
+    gone, *back = move_cmds(a1, site, a1.addr.rsplit(".", 1)[0] + ".99")
+    r = net.run(a1, gone)
+    assert r.returncode == 0, (gone, r.stderr)
+
+    def waiting_request():  # its stream waits on the seed: the silence is found on it
+        try:
+            a.request("POST", "/v1/chat/completions",
+                      {"model": "m-seed", "max_tokens": 4,
+                       "messages": [{"role": "user", "content": PROMPT}]}, timeout=90)
+        except OSError:
+            pass  # a trigger only; what a request gets after the outage is asserted below
+    t = threading.Thread(target=waiting_request, daemon=True)
+    t.start()
+    wait_for(lambda: f"host {seed.id[:12]} went silent" in a.stderr(), timeout=30,
+             what="the standby finding the seed silent")
+    before = a.status()["route"]["checkins"]
+    for cmd in back:
+        r = net.run(a1, cmd)
+        assert r.returncode == 0, (cmd, r.stderr)
+    # bounded below the silent mark's refresh period (30 s): with the seed skipped until the
+    # mark expired, this table came only after it
+    wait_for(lambda: a.status()["route"]["checkins"] > before, timeout=20,
+             what="a routing table again while the seed is still marked silent")
+    wait_for(lambda: answered_through(a, seed), timeout=60, interval=0.5,
+             what="a request through the standby answered again")
+    t.join(timeout=120)
+
+
 def test_ipv6_candidates_connect_two_symmetric_nats_without_a_relay(natnet, start_node, tmp_path):
     """Two nodes behind symmetric IPv4 NATs, with no relay in the mesh: over IPv4 they cannot
     reach each other at all. Their sites also route IPv6 (no NAT, a firewall that lets in only
