@@ -293,11 +293,9 @@ def test_the_relay_serves_members_only(natnet, start_node, tmp_path):
         s.recvfrom(2048)  # nothing forwarded back to the stranger either
 
 
-def moved_setup(natnet, start_node, tmp_path):
-    """A public seed and node a on host a1 behind a home router, connected and known at a1's
-    address: (net, site, a1, seed, a, a's QUIC port, a1's next address). a serves a model of its
-    own, which keeps it a gossip member (a node the mesh has no use for stands by passively and
-    leaves gossip: then the seed would rightly forget it)."""
+def seed_and_home(natnet, start_node, tmp_path, *a_args):
+    """A public seed serving m-seed and node a (a_args added) on host a1 behind a home router:
+    (net, site, a1, seed, a)."""
     net = natnet()
     seed_h = net.public_host("seed")
     site = net.site("a", kind="home")
@@ -305,8 +303,17 @@ def moved_setup(natnet, start_node, tmp_path):
     env = dict(ENV, MESH_LLM_PORTMAP="0")
     seed = start_node("--port", "0", "--own-mesh", "--model", own_model(tmp_path, "seed"),
                       env=env, ns=seed_h.ns)
-    a = start_node("--port", "0", "--join", seed.token, "--model", own_model(tmp_path, "a"),
-                   env=env, ns=a1.ns)
+    a = start_node("--port", "0", "--join", seed.token, *a_args, env=env, ns=a1.ns)
+    return net, site, a1, seed, a
+
+
+def moved_setup(natnet, start_node, tmp_path):
+    """A public seed and node a on host a1 behind a home router, connected and known at a1's
+    address: (net, site, a1, seed, a, a's QUIC port, a1's next address). a serves a model of its
+    own, which keeps it a gossip member (a node the mesh has no use for stands by passively and
+    leaves gossip: then the seed would rightly forget it)."""
+    net, site, a1, seed, a = seed_and_home(natnet, start_node, tmp_path, "--model",
+                                           own_model(tmp_path, "a"))
     wait_for(lambda: any(p["id"] == a.id and p.get("connected") for p in seed.status()["peers"]),
              timeout=60, what="a1 connected to the seed")
     port = a.status()["node"]["quic_port"]
@@ -393,14 +400,7 @@ def test_a_standby_offline_for_seconds_checks_in_again_when_back(natnet, start_n
     the seed again at its next check-in (every node it knew was silent: the silence was likely
     its own) instead of skipping it until the mark expires a refresh period (30 s) later, and
     answers again."""
-    net = natnet()
-    seed_h = net.public_host("seed")
-    site = net.site("a", kind="home")
-    a1 = site.host("a1")
-    env = dict(ENV, MESH_LLM_PORTMAP="0")
-    seed = start_node("--port", "0", "--own-mesh", "--model", own_model(tmp_path, "seed"),
-                      env=env, ns=seed_h.ns)
-    a = start_node("--port", "0", "--join", seed.token, env=env, ns=a1.ns)  # nothing to serve
+    net, site, a1, seed, a = seed_and_home(natnet, start_node, tmp_path)  # a: nothing to serve
     wait_for(lambda: a.status().get("route", {}).get("checkins", 0) >= 1, timeout=60,
              what="the standby's first routing table")
     wait_for(lambda: answered_through(a, seed), timeout=60, interval=0.5,
