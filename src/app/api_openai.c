@@ -190,10 +190,13 @@ static void handle_inference(api_t *api, httpd_req_t *req, const api_route_t *ro
     snprintf(req->mesh.model, sizeof req->mesh.model, "%s", e ? e->mm->name : name);
     /* A tunnelled request came through the mesh already, whatever its headers say: it is never
      * forwarded again (a member cannot make this node relay for it). */
-    bool hop = req->peer == HTTPD_PEER_TUNNEL || httpd_header(req, "x-mesh-hop") != NULL;
+    bool hop = route_req_is_hop(req);
     if (api->route) { /* route_decide: here, parked, relayed, or answered */
-        route_local_t local = {
-            .have = e != NULL, .type = e ? (int)e->mm->type : 0, .vision = e && e->vision};
+        route_local_t local = {.have = e != NULL,
+                               .type = e ? (int)e->mm->type : 0,
+                               .vision = e && e->vision,
+                               .full = e && api->dep.spilled &&
+                                       api->dep.spilled(api->dep.admit_data, req)};
         route_outcome_t o =
             route_inference(api->route, e ? e->mm->name : name, &local, needs, req, hop);
         if (o == ROUTE_TAKEN) return;

@@ -17,6 +17,7 @@
 typedef struct {
     bool (*admit)(void *data, httpd_req_t *req, int needs);
     bool (*key_known)(void *data, const httpd_req_t *req);
+    bool (*spilled)(void *data, const httpd_req_t *req); /* admission_spilled */
     void *admit_data;
 } api_deps_t;
 

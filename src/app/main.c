@@ -188,6 +188,18 @@ static bool has_host(void *data, const char *model)
     return route_has_host_of(&n->route, model);
 }
 
+/* admission: whether a request for a model whose server here is full goes to a peer replica */
+static bool spills(void *data, const char *model, httpd_req_t *req)
+{
+    node_t *n = data;
+    return route_spills(&n->route, model, req);
+}
+
+static bool spilled(void *data, const httpd_req_t *req)
+{
+    return admission_spilled(data, req);
+}
+
 static int rpc_port(void *data, const char *peer_id, const char *model)
 {
     node_t *n = data;
@@ -684,8 +696,11 @@ int main(int argc, char **argv)
         return 1;
     }
     /* admission control (node/admission.h): every inference request passes it, idle or not */
-    admission_deps_t ad = {
-        .resume = api_inference, .data = &n->api, .has_host = has_host, .host_data = n};
+    admission_deps_t ad = {.resume = api_inference,
+                           .data = &n->api,
+                           .has_host = has_host,
+                           .spills = spills,
+                           .host_data = n};
     rc = admission_init(&n->adm, n->loop, &n->ctx.cfg, &n->ms, &n->ctx.stat, &ad, err, sizeof err);
     if (rc) {
         LOGE("node", "%s", err);
@@ -716,7 +731,10 @@ int main(int argc, char **argv)
                                           .passive = &n->passive});
 
     bool keys = admission_has_keys(&n->adm);
-    api_deps_t apd = {.admit = admit, .key_known = keys ? key_known : NULL, .admit_data = &n->adm};
+    api_deps_t apd = {.admit = admit,
+                      .key_known = keys ? key_known : NULL,
+                      .spilled = spilled,
+                      .admit_data = &n->adm};
     rc = api_start(&n->api, n->loop, &n->ctx.cfg, &n->ms, &n->ctx.stat, &n->ctx.http_budget, &apd);
     if (rc) {
         if (n->api.ollama_rc)

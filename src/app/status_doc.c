@@ -3,6 +3,7 @@
 
 #include "httpd_guard.h"
 #include "meshstat.h"
+#include "models_slots.h"
 #include "relay.h"
 #include "util.h"
 
@@ -13,10 +14,14 @@ static json_t *models_json(models_t *ms)
 {
     json_t *a = json_array();
     for (model_entry_t *e = NULL; ms && (e = models_next(ms, e));) {
-        json_array_append_new(a, json_pack("{s:s,s:s,s:s,s:I,s:s}", "name", e->mm->name, "type",
-                                           mm_type_name(e->mm->type), "status",
-                                           model_state_name(models_state(e)), "size_bytes",
-                                           (json_int_t)e->size, "node", "local"));
+        unsigned slots = models_slots(e);
+        uint32_t busy = models_busy(e);
+        json_array_append_new(
+            a, json_pack("{s:s,s:s,s:s,s:I,s:s,s:I,s:I,s:I}", "name", e->mm->name, "type",
+                         mm_type_name(e->mm->type), "status", model_state_name(models_state(e)),
+                         "size_bytes", (json_int_t)e->size, "node", "local", "slots",
+                         (json_int_t)slots, "busy", (json_int_t)busy, "free_slots",
+                         (json_int_t)(busy < slots ? slots - busy : 0)));
     }
     return a;
 }

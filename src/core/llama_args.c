@@ -345,6 +345,9 @@ void llama_args_memory(const char *args, llama_mem_t *m)
         if (strcmp(n, "-c") == 0) {
             m->has_ctx = true;
             m->ctx = u32_of(v);
+        } else if (strcmp(n, "-np") == 0) {
+            long long x = strtoll(v, NULL, 10);
+            m->np = x > 0 && x <= 4096 ? (uint32_t)x : 0;
         } else if (strcmp(n, "-ctk") == 0) {
             m->k_x32 = cache_x32(v);
         } else if (strcmp(n, "-ctv") == 0) {

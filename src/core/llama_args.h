@@ -59,6 +59,7 @@ typedef struct {
     uint32_t ctx;           /* tokens */
     uint32_t k_x32, v_x32;  /* bytes per 32 elements of the K and V cache (F16: 64) */
     uint32_t batch, ubatch; /* -b, -ub; 0: llama.cpp's defaults (2048, 512) */
+    uint32_t np;            /* -np: parallel slots; 0: not given, or -1 (llama.cpp's auto) */
 } llama_mem_t;
 
 #define LLAMA_MEM_INIT                                                                             \

@@ -114,6 +114,24 @@ static uint64_t slots_of(const rd_host_t *h)
     return h->slots ? h->slots : RT_DEFAULT_SLOTS;
 }
 
+/* LOAD (the header): what it announces or what this node has in flight there, the larger */
+static uint64_t load_of(const rd_host_t *h)
+{
+    return h->busy > h->inflight ? h->busy : h->inflight;
+}
+
+static bool has_free(const rd_host_t *h)
+{
+    return load_of(h) < slots_of(h);
+}
+
+static bool any_free(const rd_host_t *h, const size_t *order, size_t n)
+{
+    for (size_t k = 0; k < n; k++)
+        if (has_free(&h[order[k]])) return true;
+    return false;
+}
+
 /* cand[0..nc): candidates in id order. Writes out->order by the stickiness rule (see the
  * header) and RD_FORWARD. */
 static void order_hosts(const rd_input_t *in, const size_t *cand, size_t nc, rd_decision_t *out)
@@ -139,19 +157,20 @@ static void order_hosts(const rd_input_t *in, const size_t *cand, size_t nc, rd_
     if (prefix && !keyed) {
         out->affinity = true;
         size_t k = find(h, out->order, out->n_good, in->affinity_host);
-        if (k < out->n_good) {
+        if (k < out->n_good &&
+            (has_free(&h[out->order[k]]) || !any_free(h, out->order, out->n_good))) {
             move_first(out->order, k);
             out->affinity_hit = true;
         }
     }
     out->remember = prefix;
     if (keyed || out->affinity_hit || in->tries > 0) return;
-    /* spill-over (route_table.c's rt_spill was): the fewest in flight per slot (cross-multiplied),
-     * the earlier of equals — the home host whenever it is as free as any */
+    /* spill-over: the least load per slot (cross-multiplied), the earlier of equals — the home
+     * host whenever it is as free as any */
     size_t best = 0;
     for (size_t k = 1; k < out->n_good; k++)
-        if (h[out->order[k]].inflight * slots_of(&h[out->order[best]]) <
-            h[out->order[best]].inflight * slots_of(&h[out->order[k]]))
+        if (load_of(&h[out->order[k]]) * slots_of(&h[out->order[best]]) <
+            load_of(&h[out->order[best]]) * slots_of(&h[out->order[k]]))
             best = k;
     if (best == 0) return;
     move_first(out->order, best);
@@ -293,6 +312,24 @@ static void decide_remote(const rd_input_t *in, rd_decision_t *out)
         decide_active(in, out);
 }
 
+/* LOCAL SPILL (the header): the least loaded peer replica that answers and has a free slot. */
+static bool spill_local(const rd_input_t *in, rd_decision_t *out)
+{
+    peers_t p;
+    classify(in, in->rq && in->rq->images, &p);
+    size_t cand[RD_MAX_HOSTS], nc = 0;
+    for (size_t k = 0; k < p.n_ready; k++)
+        if (!in->hosts[p.ready[k]].priv && !in->hosts[p.ready[k]].bad) cand[nc++] = p.ready[k];
+    if (nc == 0) return false;
+    order_hosts(in, cand, nc, out);
+    if (out->n_good && has_free(&in->hosts[out->order[0]])) {
+        out->spilled = true;
+        return true;
+    }
+    memset(out, 0, sizeof *out);
+    return false;
+}
+
 static const char *endpoint_for(int t)
 {
     return t == MM_EMBEDDING   ? "/v1/embeddings"
@@ -336,6 +373,9 @@ static void decide(const rd_input_t *in, rd_decision_t *out)
                      endpoint_for(in->local_type));
             return;
         }
+        if (in->local_full && !in->hop && !(in->rq && in->rq->has_sticky) && in->tries == 0 &&
+            !in->passive && !in->offline && spill_local(in, out))
+            return;
         out->verdict = RD_LOCAL;
         return;
     case RD_PLAN_WAIT:

@@ -52,9 +52,17 @@
  *  - a request without one starts at candidate mix(FNV-1a(self_id "\n" model)) % n (each
  *    entry node has its own home host per model, so entry nodes spread over the hosts), then:
  *    when its prefix key (request_t.prefix) was last sent to a host that is a candidate, that
- *    host goes first (prefix affinity: its prompt cache holds the prefix); else, on a first try,
- *    the candidate with the fewest of this node's requests in flight per slot goes first (the
- *    home host among equals, so with nothing in flight always the home host: spill-over);
+ *    host goes first (prefix affinity: its prompt cache holds the prefix) unless it has no free
+ *    slot while another candidate has one; else, on a first try, the least loaded candidate goes
+ *    first (the home host among equals, so with nothing in flight always the home host:
+ *    spill-over). LOAD: a host's load is the larger of what it announces (rd_host_t.busy: its
+ *    requests in flight or queued from every entry node, a second or so old — slots.h) and this
+ *    node's own requests in flight there (fresh); the least loaded has the least load per slot
+ *    (cross-multiplied), a free slot when load < slots;
+ *  - LOCAL SPILL: a model this node serves itself (RD_PLAN_SERVE) whose own server has no free
+ *    slot (local_full: admission would queue the request) goes, unkeyed, not a hop, on a first
+ *    try, to the least loaded peer replica whose server answers if that one has a free slot
+ *    (RD_FORWARD, spilled; never a private split's host); otherwise it is served, queued, here;
  *  - hosts that just failed (bad) go last, in ring order; the others keep theirs;
  *  - the caller remembers order[0] for the prefix key (`remember`) and counts an affinity hit
  *    or miss when `affinity` is set.
@@ -96,6 +104,7 @@ typedef struct {
     int type;          /* mm_type_t of its file, -1 unknown (read with has_file only) */
     uint32_t slots;    /* its server's parallel slots, 0 unknown (RT_DEFAULT_SLOTS) */
     uint32_t inflight; /* this node's requests in flight there */
+    uint32_t busy;     /* its requests in flight or queued, from every entry (announced) */
     bool bad;          /* failed just now: tried last */
     bool priv;         /* runs it as a private split (its plan's "private": the private rule) */
 } rd_host_t;
@@ -120,7 +129,8 @@ typedef struct {
     bool local;     /* it has the model */
     int local_type; /* its mm_type_t */
     bool local_vision;
-    int local_plan; /* RD_PLAN_* (planner_route) */
+    int local_plan;  /* RD_PLAN_* (planner_route) */
+    bool local_full; /* its own server for the model has no free slot (the local spill) */
     bool self_requested;
     bool offline; /* no mesh (before it starts, once it stops): peers unknown */
     bool dl_here; /* a download of the model runs here (node_dl_find) */

@@ -306,6 +306,9 @@ static int decode_serving(view_node_t *n, const json_t *ann)
         uint64_t slots = get_u64(v, "slots", rej);
         if (slots > VIEW_MAX_SLOTS) (*rej)++;
         s->slots = slots <= VIEW_MAX_SLOTS ? (uint32_t)slots : 0;
+        uint64_t busy = get_u64(v, "busy", rej);
+        if (busy > VIEW_MAX_BUSY) (*rej)++;
+        s->busy = busy <= VIEW_MAX_BUSY ? (uint32_t)busy : 0;
         json_t *plan = json_object_get(v, "plan");
         if (plan) decode_plan(n, s, plan);
         json_t *pr = json_object_get(v, "plan_ready");
@@ -581,6 +584,7 @@ static json_t *encode_serving(const view_serving_t *s)
     if (s->plan_ready[0]) json_object_set_new(o, "plan_ready", json_string(s->plan_ready));
     if (s->pinned) json_object_set_new(o, "pinned", json_true());
     if (s->slots) json_object_set_new(o, "slots", json_integer((json_int_t)s->slots));
+    if (s->busy) json_object_set_new(o, "busy", json_integer((json_int_t)s->busy));
     return o;
 }
 
@@ -789,7 +793,7 @@ static bool plan_equal(const view_plan_t *a, const view_plan_t *b)
 
 bool view_serving_equal(const view_node_t *a, const view_node_t *b)
 {
-    if (a->n_serving != b->n_serving) return false;
+    if (a->n_serving != b->n_serving) return false; /* busy aside (view.h) */
     for (size_t i = 0; i < a->n_serving; i++) {
         const view_serving_t *x = &a->serving[i], *y = &b->serving[i];
         if (strcmp(x->model, y->model) != 0 || x->member != y->member || x->role != y->role ||
@@ -813,6 +817,8 @@ bool view_node_equal(const view_node_t *a, const view_node_t *b)
         a->n_devices != b->n_devices || !view_serving_equal(a, b) ||
         !rtt_equal(a->rtt, a->n_rtt, b->rtt, b->n_rtt))
         return false;
+    for (size_t i = 0; i < a->n_serving; i++)
+        if (a->serving[i].busy != b->serving[i].busy) return false;
     for (size_t i = 0; i < a->n_addrs; i++)
         if (strcmp(a->addrs[i], b->addrs[i]) != 0) return false;
     for (size_t i = 0; i < a->n_devices; i++)

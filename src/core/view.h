@@ -16,8 +16,9 @@
  *   projector, the input layer, with --split-private the output layer; absent = 0),
  *   serving [{model, member, role, state, http_ready, is_host, split, bytes,
  *             plan {id, ngl, private, workers [{id, first, end, output, weight}]},
- *             plan_ready}] (plan.private: true when the host runs the split with
- *   --split-private — its workers see hidden states only; absent = false),
+ *             plan_ready, slots, busy}] (plan.private: true when the host runs the split with
+ *   --split-private — its workers see hidden states only; absent = false; slots: its server's
+ *   parallel slots; busy: the requests it has in flight or queued for the model, absent = 0),
  *   requested_models [name],
  *   request_rates {model: requests per minute}, last_request {model: unix s} (demand.h; one
  *   list of view_demand_t per node, keyed by model; a serving entry may say pinned: true when
@@ -122,6 +123,7 @@ typedef struct {
 } view_demand_t;
 
 #define VIEW_MAX_SLOTS 4096
+#define VIEW_MAX_BUSY 65535 /* a serving entry's busy: requests in flight or queued */
 
 typedef struct {
     char model[CATALOG_NAME_MAX];
@@ -140,9 +142,11 @@ typedef struct {
     view_serve_role_t role;
     view_state_t state;
     bool http_ready, is_host, split;
-    bool pinned;                       /* --model on that node: never unloaded for idleness */
-    uint64_t bytes;                    /* memory the node holds for the model */
-    uint32_t slots;                    /* its server's parallel slots (0 unknown; ≤ 4096) */
+    bool pinned;    /* --model on that node: never unloaded for idleness */
+    uint64_t bytes; /* memory the node holds for the model */
+    uint32_t slots; /* its server's parallel slots (0 unknown; ≤ 4096) */
+    uint32_t busy; /* requests its server has in flight or queued for it (≤ VIEW_MAX_BUSY; load.h:
+                      re-announced at most once per LOAD_ANN_MIN_MS, so a few seconds old) */
     const view_plan_t *plan;           /* a split host's plan (in the node's plans), or NULL */
     char plan_ready[VIEW_PLAN_ID_MAX]; /* a worker: ready for this plan id ("" none) */
 } view_serving_t;
@@ -224,7 +228,8 @@ const view_download_t *view_download(const view_node_t *n, const char *model);
  * vram_bytes when free_bytes was not announced. */
 uint64_t view_offer_for(const view_node_t *n, const char *model);
 
-/* Deep equality of the serving lists / of everything but `rejected`. */
+/* Deep equality of the serving lists (but their `busy`: load alone re-plans nothing) / of
+ * everything but `rejected`. */
 bool view_serving_equal(const view_node_t *a, const view_node_t *b);
 bool view_node_equal(const view_node_t *a, const view_node_t *b);
 

@@ -13,13 +13,14 @@
 
 #include "log.h"
 #include "meshstat.h"
+#include "route.h"
 #include "models_int.h"
+#include "models_slots.h"
 #include "options.h"
 #include "tunnel.h"
 #include "util.h"
 
 #define KEYS_FILE_MAX 65536
-#define DEFAULT_PARALLEL ADMISSION_DEFAULT_PARALLEL
 #define REMOTE_NAME "(routed to the mesh)"
 #define HELD_POLL_MS 100  /* a model held for a switch: look again this soon */
 #define HOST_POLL_MS 1000 /* requests wait: whether their model still has a host, this often */
@@ -34,6 +35,7 @@ struct ticket {
     bool started, done;
     bool counted; /* its tokens were counted (the local child's tail or the response's) */
     bool signal;  /* queued through a tunnel whose requester takes the queued signal */
+    bool spill;   /* admitted as routed: this node's server for its model was full (deps.spills) */
     ticket_t *next;
 };
 
@@ -42,29 +44,9 @@ static uint64_t now_ms(admission_t *ad)
     return uv_now(ad->loop);
 }
 
-unsigned admission_parallel_of(const char *args, unsigned def)
-{
-    if (!args) return def;
-    char *copy = strdup(args);
-    if (!copy) return def;
-    unsigned found = 0;
-    char *save = NULL;
-    for (char *t = strtok_r(copy, " \t\n", &save); t; t = strtok_r(NULL, " \t\n", &save)) {
-        const char *val = NULL;
-        if (strcmp(t, "-np") == 0 || strcmp(t, "--parallel") == 0)
-            val = strtok_r(NULL, " \t\n", &save);
-        else if (strncmp(t, "--parallel=", 11) == 0)
-            val = t + 11;
-        uint64_t v;
-        if (val && parse_u64(val, 1, 4096, &v) == 0) found = (unsigned)v;
-    }
-    free(copy);
-    return found ? found : def;
-}
-
 static unsigned cap_of(const model_entry_t *e)
 {
-    return admission_parallel_of(e->llamacpp_args, DEFAULT_PARALLEL);
+    return models_slots(e);
 }
 
 /* ---- keys ---- */
@@ -413,6 +395,19 @@ static void on_flight_tail(void *data, uint64_t tag, int status, const char *tai
     if (n) admit_tokens(ad->a, t->key, n, now_ms(ad));
 }
 
+/* A new request for m would wait: no free slot, or others wait already. */
+static bool would_queue(const admit_model_t *m)
+{
+    return m->cap && (m->in_flight >= m->cap || m->queued > 0);
+}
+
+bool admission_spilled(const admission_t *ad, const httpd_req_t *req)
+{
+    for (const ticket_t *t = ad->tickets; t && req->tag; t = t->next)
+        if (t->id == req->tag && t->req == req) return t->spill;
+    return false;
+}
+
 bool admission_enter(admission_t *ad, httpd_req_t *req, int needs)
 {
     if (req->tag || ad->closing) return false; /* admitted already */
@@ -432,10 +427,14 @@ bool admission_enter(admission_t *ad, httpd_req_t *req, int needs)
     else
         return false; /* a model the API asks for: it answers with a 400 */
     int model = ad->remote;
+    bool spill = false;
     if (e) {
         model = admit_model(ad->a, e->mm->name, cap_of(e));
         if (model < 0) return false;
         ad->local[model] = e;
+        spill = would_queue(&ad->a->models[model]) && !rq->has_sticky && !route_req_is_hop(req) &&
+                ad->dep.spills && ad->dep.spills(ad->dep.host_data, e->mm->name, req);
+        if (spill) model = ad->remote;
     }
     int key = 0;
     if (req->peer != HTTPD_PEER_TUNNEL && ad->n_secret_keys) {
@@ -463,6 +462,7 @@ bool admission_enter(admission_t *ad, httpd_req_t *req, int needs)
     t->model = model;
     t->key = key;
     t->choices = choices;
+    t->spill = spill;
     t->next = ad->tickets;
     ad->tickets = t;
     ad->n_tickets++;

@@ -38,6 +38,10 @@ typedef struct {
     /* Whether a model of this node has a host now (here or elsewhere; NULL: always): requests
      * that would wait for one that has none are answered 503 (core/admit.h). */
     bool (*has_host)(void *data, const char *model);
+    /* Whether a request for a model of this node whose server has no free slot goes to a peer
+     * replica that has one (route_decide.h's LOCAL SPILL; NULL: never): it is then admitted as
+     * routed elsewhere instead of queued here. */
+    bool (*spills)(void *data, const char *model, httpd_req_t *req);
     void *host_data;
 } admission_deps_t;
 
@@ -81,6 +85,9 @@ int admission_req_key(const admission_t *ad, const httpd_req_t *req);
 /* An inference request for `needs` (mm_type_t). true: admission took it (it was started through
  * resume, queued, or answered 429); false: not for admission (the caller goes on itself). */
 bool admission_enter(admission_t *ad, httpd_req_t *req, int needs);
+/* Whether req (admitted) was admitted to spill away from this node's full server (deps.spills):
+ * the API routes it with route_local_t.full. */
+bool admission_spilled(const admission_t *ad, const httpd_req_t *req);
 
 /* "admission": {"queue_len","queue_wait_ms","switch_fair_ms","model_switches",
  * "models":{NAME:{cap,in_flight,queued,admitted,rejected,expired,cancelled,wait_ms_total,
@@ -88,11 +95,6 @@ bool admission_enter(admission_t *ad, httpd_req_t *req, int needs);
  * "keys":{NAME:{tier,in_flight,queued,admitted,rejected,tokens_last_minute}}} (a new value;
  * NULL when there is no admission state) */
 json_t *admission_status(admission_t *ad);
-
-/* llama-server's parallel slots in args (-np N, --parallel N, --parallel=N); def when absent
- * or not positive (auto). */
-unsigned admission_parallel_of(const char *args, unsigned def);
-#define ADMISSION_DEFAULT_PARALLEL 4 /* llama-server's -np -1 (auto) */
 
 /* Parse a keys file (JSON or lines, README) into a; digests of the secrets go to digests
  * (by key index). Returns 0 or -EINVAL with err. */

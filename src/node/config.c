@@ -15,6 +15,7 @@
 #include "config_file.h"
 #include "devices.h"
 #include "llama_args.h"
+#include "slots.h"
 #include "model_fetch.h"
 #include "options.h"
 #include "suggest.h"
@@ -382,6 +383,14 @@ static int parse(config_t *cfg, int argc, char **argv, const config_src_t *src, 
             }
             cfg->ctx_size = (uint32_t)v;
             break;
+        case OPT_SLOTS:
+            if (parse_u64(optarg, 1, SLOTS_MAX, &v)) {
+                snprintf(err, errlen, "--slots needs a number of slots from 1 to %d, got '%s'",
+                         SLOTS_MAX, optarg);
+                rc = -EINVAL;
+            }
+            cfg->slots = (uint32_t)v;
+            break;
         case OPT_LLAMA_ARGS: {
             /* the operator is trusted: only the flags the node manages are refused */
             rc = llama_args_check(optarg, LLAMA_ARGS_OPERATOR, NULL, err, errlen);
@@ -714,6 +723,12 @@ uint32_t config_ctx_of(const config_t *cfg, const char *name)
 {
     const config_model_opts_t *mo = config_model_opts_of(cfg, name);
     return mo && mo->ctx_size ? mo->ctx_size : cfg->ctx_size;
+}
+
+uint32_t config_slots_of(const config_t *cfg, const char *name)
+{
+    const config_model_opts_t *mo = config_model_opts_of(cfg, name);
+    return mo && mo->slots ? mo->slots : cfg->slots;
 }
 
 const char *config_llamacpp_args_of(const config_t *cfg, const char *name)

@@ -39,6 +39,7 @@ typedef struct {
 typedef struct {
     char name[MODEL_NAME_MAX];
     uint32_t ctx_size;   /* 0: the node's --ctx-size */
+    uint32_t slots;      /* 0: the node's --slots */
     char *llamacpp_args; /* NULL: the node's --llamacpp-args */
 } config_model_opts_t;
 
@@ -55,7 +56,8 @@ typedef struct {
     int ollama_port;  /* the inference API again on this port (--ollama-port), -1 = off */
     bool headless;
     bool listen_all;
-    uint32_t ctx_size; /* 0 = llama-server's default */
+    uint32_t ctx_size; /* per slot; 0 = the model's own */
+    uint32_t slots;    /* --slots; 0 = as many as fit (slots.h) */
     char *llamacpp_args;
     char *bin_dir;
     char *bin_dir_env; /* $MESH_LLM_BIN_DIR as read at start (NULL: unset), searched first */
@@ -141,9 +143,10 @@ const char *config_env_bin_dir(void);
 const char *config_env_nostr_relays(void);
 /* The config file's settings for model name, or NULL. */
 const config_model_opts_t *config_model_opts_of(const config_t *cfg, const char *name);
-/* A model's context size and llama-server arguments: the config file's for that model, else
- * --ctx-size and --llamacpp-args. */
+/* A model's context size (per slot), slot count (0: as many as fit) and llama-server
+ * arguments: the config file's for that model, else --ctx-size, --slots and --llamacpp-args. */
 uint32_t config_ctx_of(const config_t *cfg, const char *name);
+uint32_t config_slots_of(const config_t *cfg, const char *name);
 const char *config_llamacpp_args_of(const config_t *cfg, const char *name);
 /* Startup warnings about the configuration (stderr, through the log): --listen-all without an
  * API key, secrets given in argv. */

@@ -16,6 +16,7 @@
 
 #include "identity.h"
 #include "llama_args.h"
+#include "slots.h"
 #include "model_fetch.h"
 #include "model_ref.h"
 #include "options.h"
@@ -236,6 +237,14 @@ static int read_model(reader_t *r, const config_setting_t *m)
                 problem(r, sl, "models.ctx_size takes a number of tokens from 1 to %d", 1 << 24);
             else
                 mo.ctx_size = (uint32_t)v;
+        } else if (strcmp(k, "slots") == 0) {
+            long long v = config_setting_get_int64(s);
+            if ((config_setting_type(s) != CONFIG_TYPE_INT &&
+                 config_setting_type(s) != CONFIG_TYPE_INT64) ||
+                v < 1 || v > SLOTS_MAX)
+                problem(r, sl, "models.slots takes a number of slots from 1 to %d", SLOTS_MAX);
+            else
+                mo.slots = (uint32_t)v;
         } else if (strcmp(k, "llamacpp_args") == 0) {
             char e[256];
             if (!sv || llama_args_check(sv, LLAMA_ARGS_OPERATOR, NULL, e, sizeof e) != 0)
@@ -256,7 +265,7 @@ static int read_model(reader_t *r, const config_setting_t *m)
         }
     }
     config_src_t *src = r->src;
-    if (rc == 0 && (mo.ctx_size || mo.llamacpp_args)) {
+    if (rc == 0 && (mo.ctx_size || mo.slots || mo.llamacpp_args)) {
         if (src->n_model_opts >= CONFIG_MAX_MODELS) {
             problem(r, line, "too many models (at most %d)", CONFIG_MAX_MODELS);
         } else {

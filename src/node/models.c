@@ -15,6 +15,7 @@
 #include "log.h"
 #include "meshstat.h"
 #include "models_int.h"
+#include "models_slots.h"
 #include "options.h"
 #include "proxy.h"
 #include "serve_opts.h"
@@ -366,12 +367,16 @@ void models_route(models_t *ms, model_entry_t *e, httpd_req_t *req)
 
 static uint32_t load_ctx(const model_entry_t *e)
 {
-    return e->ctx_size ? e->ctx_size : e->train_ctx;
+    return models_slot_ctx(e);
 }
 
 uint64_t models_need_bytes(const models_t *ms, const model_entry_t *e)
 {
-    (void)ms;
+    /* slots sized by the node: the plans count the slots asked for, else one */
+    if (models_slots_sized(e)) {
+        slots_in_t in = models_slots_in(ms, e, UINT64_MAX);
+        return slots_need(&in);
+    }
     /* the arguments in the order llama-server reads them (set_child_options): the last wins */
     llama_mem_t mem = LLAMA_MEM_INIT;
     llama_args_memory(e->serve_args, &mem);
@@ -391,7 +396,12 @@ uint64_t models_host_bytes(const models_t *ms, const model_entry_t *e)
 
 void models_update_bytes(models_t *ms, model_entry_t *e)
 {
-    mm_set_bytes(e->mm, e->host_share ? e->host_share : models_need_bytes(ms, e));
+    uint64_t b = e->host_share ? e->host_share : models_need_bytes(ms, e);
+    if (!e->host_share && e->slot_ctx && models_slots_sized(e)) { /* running with its slots */
+        slots_in_t in = models_slots_in(ms, e, UINT64_MAX);
+        b = slots_bytes(&in, e->slots);
+    }
+    mm_set_bytes(e->mm, b);
 }
 
 void models_on_preload_done(models_t *ms, void (*done)(void *data), void *data)
@@ -447,16 +457,20 @@ void models_memory_msg(const models_t *ms, const model_entry_t *e, char *buf, si
 {
     char need[32], off[32], fr[32], wk[32];
     uint64_t workers = ledger_held_kind(&ms->ledger, LEDGER_WORKER);
+    unsigned want = models_slots_sized(e) ? models_slots_wanted(e) : 0;
     snprintf(buf, len,
-             "model '%s' needs %s of memory (weights and the KV cache of a %u-token context); "
-             "this node offers %s%s and %s of it is free%s%s%s",
-             e->mm->name, ledger_fmt(e->mm->bytes, need, sizeof need), load_ctx(e),
+             "model '%s' needs %s of memory (weights and the KV cache of %u slot(s) of a "
+             "%u-token context); this node offers %s%s and %s of it is free%s%s%s",
+             e->mm->name, ledger_fmt(e->mm->bytes, need, sizeof need), want ? want : 1, load_ctx(e),
              ledger_fmt(ms->ledger.offered, off, sizeof off),
              ms->cfg->max_vram_bytes ? " (--max-vram)" : "",
              ledger_fmt(ledger_free(&ms->ledger), fr, sizeof fr),
              workers ? "; split worker shards hold " : "",
              workers ? ledger_fmt(workers, wk, sizeof wk) : "",
-             e->host_share ? "" : " (a smaller --ctx-size or more memory would let it load)");
+             e->host_share ? ""
+             : want > 1    ? " (fewer --slots, a smaller --ctx-size or more memory would let it "
+                             "load)"
+                           : " (a smaller --ctx-size or more memory would let it load)");
 }
 
 /* ---- load outcomes ---- */
@@ -506,12 +520,17 @@ static void load_result(models_t *ms, model_entry_t *e, bool ok, mm_load_err_t w
              : m->attempt == 0        ? "; unloading every idle model and retrying once"
                                       : "");
     mm_load_done(&ms->mm, m, ok, why, now);
+    if (!ok) {
+        models_slots_reset(e);
+        models_update_bytes(ms, e);
+    }
     metrics_load_end(meshstat_metrics(ms->stat), m->name, ok, httpd_now_ns());
     ms->state_changed = true;
     bool final = ms->mm.current != m;
     if (ok) {
-        LOGI("models", "model %s loaded (%s slots: %u/%u)", m->name, mm_type_name(m->type),
-             mm_count_loaded(&ms->mm, m->type), ms->mm.max_loaded[m->type]);
+        LOGI("models", "model %s loaded (%u parallel slot(s); %s models loaded: %u of %u)", m->name,
+             models_slots(e), mm_type_name(m->type), mm_count_loaded(&ms->mm, m->type),
+             ms->mm.max_loaded[m->type]);
         answer_load_waiters(ms, e, 200);
         preload_settled(ms, e);
     } else if (final) {
@@ -574,6 +593,7 @@ static void load_begin(models_t *ms, model_entry_t *e)
 static void load_spawn(models_t *ms, model_entry_t *e)
 {
     e->child->load_timeout_ms = sv_default_load_timeout_ms(e->size);
+    models_slots_size(ms, e);
     if (set_child_options(ms, e) != 0 ||
         (ms->child_start ? ms->child_start : sv_start)(e->child) != 0) {
         if (!e->child->last_error[0])
@@ -627,6 +647,8 @@ static void on_child_stopped(supervisor_t *sv, sv_child_t *c)
     if (e->mm->state == MM_UNLOADING) {
         LOGI("models", "model %s unloaded", e->mm->name);
         mm_unload_done(&ms->mm, e->mm, models_now(ms));
+        models_slots_reset(e);
+        models_update_bytes(ms, e);
         ms->state_changed = true;
         httpd_req_t *req;
         while ((req = unpark(e, PARK_UNLOAD))) {
@@ -662,18 +684,24 @@ static void offload_args(models_t *ms, model_entry_t *e, char *out, size_t len)
 
 static int set_child_options(models_t *ms, model_entry_t *e)
 {
-    char ngl[32];
+    char ngl[32], np[24] = "";
     offload_args(ms, e, ngl, sizeof ngl);
-    if (!e->mesh_args && !e->serve_args && !ngl[0])
-        return sv_set_options(e->child, e->ctx_size, e->llamacpp_args);
+    /* slots sized here (models_slots_size): -np S and S contexts of a slot's size */
+    uint32_t ctx = e->ctx_size;
+    if (e->slot_ctx) {
+        ctx = e->slot_ctx * e->slots; /* at most 2^24 × 64: no overflow */
+        snprintf(np, sizeof np, "-np %u", e->slots);
+    }
+    if (!e->mesh_args && !e->serve_args && !ngl[0] && !np[0])
+        return sv_set_options(e->child, ctx, e->llamacpp_args);
     buf_t b;
     buf_init(&b, 1 << 17);
     /* the operator's and the API's arguments come after the node's defaults: they win; a split
      * host's (--rpc ...) and its draft's placement on the host come last */
-    buf_printf(&b, "%s %s %s %s %s", e->serve_args ? e->serve_args : "", ngl,
+    buf_printf(&b, "%s %s %s %s %s %s", np, e->serve_args ? e->serve_args : "", ngl,
                e->llamacpp_args ? e->llamacpp_args : "", e->mesh_args ? e->mesh_args : "",
                serve_draft_placement(e->draft[0] != '\0', e->mesh_args != NULL));
-    int rc = b.data ? sv_set_options(e->child, e->ctx_size, b.data) : -ENOMEM;
+    int rc = b.data ? sv_set_options(e->child, ctx, b.data) : -ENOMEM;
     buf_free(&b);
     return rc;
 }
@@ -878,6 +906,7 @@ static int add_entry(models_t *ms, const config_model_t *cm, bool preload, char 
     e->path = strdup(cm->path);
     e->preload = preload;
     e->ctx_size = config_ctx_of(ms->cfg, cm->name);
+    e->want_slots = config_slots_of(ms->cfg, cm->name);
     const char *args = config_llamacpp_args_of(ms->cfg, cm->name);
     e->llamacpp_args = args ? strdup(args) : NULL;
     snprintf(e->backend, sizeof e->backend, "cpu");

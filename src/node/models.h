@@ -35,7 +35,12 @@ typedef struct {
      * loads it when its memory frees (planner.c: it takes the flag) */
     unsigned waits_memory : 1;
     /* options of the running (or next) load */
-    uint32_t ctx_size;
+    uint32_t ctx_size;   /* per slot (models_slots.h); 0: the model's own */
+    uint32_t want_slots; /* --slots (or its config entry); 0: as many as fit */
+    /* the running (or starting) llama-server's parallel slots, and the context of each when the
+     * node sized them (models_slots_size); 0 when stopped / llama.cpp's own sizing */
+    unsigned slots;
+    uint32_t slot_ctx;
     char *llamacpp_args;
     char *serve_args;     /* serving features (models_serve.c: draft, mmproj), before the others */
     char draft[512];      /* the draft model's file, "" none */

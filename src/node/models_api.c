@@ -11,6 +11,7 @@
 #include "llama_args.h"
 #include "meshstat.h"
 #include "models_int.h"
+#include "models_slots.h"
 
 /* models_api — the model-manager API: /api/v1/{health,load,unload,stats,models} (and /api/v0/).
  * The load handler validates a request's llamacpp_args against llama_args.h's allowlist. */
@@ -50,11 +51,17 @@ static void api_models(models_t *ms, httpd_req_t *req)
 {
     json_t *data = json_array();
     for (model_entry_t *e = NULL; (e = models_next(ms, e));) {
+        unsigned slots = models_slots(e);
+        uint32_t busy = models_busy(e);
         json_array_append_new(
             data,
-            json_pack("{s:s,s:s,s:s,s:I,s:b,s:s}", "model_name", e->mm->name, "checkpoint", e->path,
-                      "type", mm_type_name(e->mm->type), "size", (json_int_t)e->size, "loaded",
-                      e->mm->state == MM_LOADED, "status", model_state_name(models_state(e))));
+            json_pack("{s:s,s:s,s:s,s:I,s:b,s:s,s:I,s:I,s:I,s:I}", "model_name", e->mm->name,
+                      "checkpoint", e->path, "type", mm_type_name(e->mm->type), "size",
+                      (json_int_t)e->size, "loaded", e->mm->state == MM_LOADED, "status",
+                      model_state_name(models_state(e)), "slots", (json_int_t)slots, "ctx_per_slot",
+                      (json_int_t)(e->slot_ctx ? e->slot_ctx : models_slot_ctx(e)), "busy",
+                      (json_int_t)busy, "free_slots",
+                      (json_int_t)(busy < slots ? slots - busy : 0)));
     }
     httpd_respond_json(req, 200, json_pack("{s:o}", "data", data));
 }

@@ -43,7 +43,14 @@ static const mesh_option_t OPTIONS[] = {
      "how many llm, embedding and reranking models stay loaded at once; the least recently used "
      "idle model of a type is unloaded to make room"},
     {OPT_CTX, "ctx-size", 0, OPTV_INT, "N", G_MODELS, "ctx_size", NULL, "the model's", OPTF_MODEL,
-     "context size passed to llama-server (in the config file also per model)"},
+     "the context of each of a model's parallel slots (in the config file also per model); "
+     "llama-server gets --ctx-size slots × N"},
+    {OPT_SLOTS, "slots", 0, OPTV_INT, "N", G_MODELS, "slots", NULL, "as many as fit, up to 4",
+     OPTF_MODEL,
+     "parallel slots of each model's llama-server: requests it decodes at once, each with a "
+     "context of its own (in the config file also per model). By default as many as fit the "
+     "memory free when the model loads, up to 4 and at least 1; the memory counted is the "
+     "weights and one KV cache per slot"},
     {OPT_LLAMA_ARGS, "llamacpp-args", 0, OPTV_STRING, "\"ARGS\"", G_MODELS, "llamacpp_args", NULL,
      NULL, OPTF_MODEL,
      "extra arguments for every llama-server child (in the config file also per model), not the "

@@ -16,6 +16,7 @@ enum {
     OPT_MODELS_DIR,
     OPT_MAX_LOADED,
     OPT_CTX,
+    OPT_SLOTS,
     OPT_LLAMA_ARGS,
     OPT_DRAFT,
     OPT_NO_DRAFT,

@@ -14,6 +14,7 @@
 #include "promote.h"
 #include "options.h"
 #include "rpc_cache.h"
+#include "slots.h"
 #include "tunnel_rpc.h"
 #include "util.h"
 
@@ -793,10 +794,22 @@ bool planner_wants_passive(planner_t *pl)
     return promo_go_passive(&in);
 }
 
+/* Re-announce when a model's load class changed since the last announcement (whatever made
+ * it: planner_fill_announcement notes the load it carries), at most once per
+ * SLOTS_LOAD_ANN_MS. */
+static void tick_load(planner_t *pl)
+{
+    if (!pl->mesh || pl->passive) return;
+    if (planner_load_sig(pl) == pl->load_sig || now_ms(pl) - pl->load_ann_ms < SLOTS_LOAD_ANN_MS)
+        return;
+    mesh_announce_changed(pl->mesh);
+}
+
 static void on_tick(uv_timer_t *t)
 {
     planner_t *pl = t->data;
     tick_demand(pl);
+    tick_load(pl);
     /* a node without a model re-decides on changes (peers, children, models: planner_kick),
      * on this tick only while allocation waits for the mesh to settle; a passive standby
      * decides on its routing tables (standby.h) */

@@ -119,6 +119,8 @@ struct planner {
     uint64_t serving_since_ms, last_demote_check_ms;
     uint64_t last_wait_replan_ms; /* a model waits for more nodes: its last re-plan */
     uint64_t last_rebalance_ms;   /* a split host's last rebalance tick (plan_policy.h) */
+    uint64_t load_sig;            /* the models' load classes last announced (slots.h LOAD) */
+    uint64_t load_ann_ms;         /* ... when */
     uint64_t idle_ms, min_serve_ms;
     uint64_t promotions, demotions;
     /* assignments (planner_assign.c): ones whose file is being downloaded (assigned when it

@@ -36,6 +36,9 @@ void pa_arrived(planner_t *pl, const char *model);
 /* This node's own state in the mesh's terms (what it announces), without JSON. 0, -ENOMEM;
  * view_node_free(out) either way. */
 int self_view(planner_t *pl, view_node_t *out);
+/* The load classes of this node's models (slots.h LOAD), one signature: the announcement notes
+ * the one it carries (pl->load_sig), and the tick re-announces when it changed. */
+uint64_t planner_load_sig(planner_t *pl);
 const char *self_role(planner_t *pl);
 
 /* Catalog inputs built from the peers' views and (unless skip_self) this node's. */

@@ -2,8 +2,6 @@
  * plan in the status document. See planner.h. */
 #include "planner_int.h"
 
-#include "admission.h"
-
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +10,7 @@
 
 #include "log.h"
 #include "model_ref.h"
+#include "models_slots.h"
 #include "tunnel_rpc.h"
 
 /* ---- the mesh as seen from here ---- */
@@ -92,6 +91,7 @@ size_t planner_route_facts(planner_t *pl, const char *model, rd_host_t *out, siz
             const view_serving_t *s = &v->serving[k];
             if (strcmp(s->model, model) != 0) continue;
             if (s->slots) f.slots = s->slots;
+            if (s->busy > f.busy) f.busy = s->busy;
             if (s->plan && s->plan->private_split) f.priv = true;
             if (s->http_ready)
                 f.ready = true;
@@ -185,8 +185,10 @@ static int self_serving(planner_t *pl, view_node_t *n)
         s->split = pl->cfg->split;
         s->pinned = pm_pinned(pm);
         s->bytes = ledger_held_for(&pl->ms->ledger, pm->name);
-        if (host && pm->e)
-            s->slots = admission_parallel_of(pm->e->llamacpp_args, ADMISSION_DEFAULT_PARALLEL);
+        if (host && pm->e) {
+            s->slots = models_slots(pm->e);
+            s->busy = models_busy(pm->e);
+        }
         if (pm->st.role == ELECTION_HOST && pm->st.n_workers) {
             view_plan_t *p = view_add_plan(n, s, pm->st.plan_id);
             if (!p) return -ENOMEM;
@@ -215,7 +217,8 @@ static int self_serving(planner_t *pl, view_node_t *n)
         s->http_ready = st == MODEL_READY;
         s->is_host = true;
         s->bytes = ledger_held_for(&pl->ms->ledger, e->mm->name);
-        s->slots = admission_parallel_of(e->llamacpp_args, ADMISSION_DEFAULT_PARALLEL);
+        s->slots = models_slots(e);
+        s->busy = models_busy(e);
     }
     return 0;
 }
@@ -272,8 +275,23 @@ int self_view(planner_t *pl, view_node_t *n)
     return self_serving(pl, n);
 }
 
+uint64_t planner_load_sig(planner_t *pl)
+{
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a over each model's name and load class */
+    for (model_entry_t *e = NULL; (e = models_next(pl->ms, e));) {
+        uint32_t c = slots_load_class(models_busy(e), models_slots(e));
+        for (const char *p = e->mm->name; *p; p++)
+            h = (h ^ (uint8_t)*p) * 1099511628211ULL;
+        for (int k = 0; k < 4; k++)
+            h = (h ^ ((c >> (8 * k)) & 0xff)) * 1099511628211ULL;
+    }
+    return h;
+}
+
 void planner_fill_announcement(planner_t *pl, json_t *ann)
 {
+    pl->load_sig = planner_load_sig(pl); /* the load this announcement carries */
+    pl->load_ann_ms = uv_now(pl->loop);
     view_node_t self;
     if (self_view(pl, &self) == 0 && view_encode(&self, ann) != 0)
         LOGW("planner", "cannot encode this node's announcement: out of memory");
@@ -496,11 +514,18 @@ static json_t *memory_status(planner_t *pl)
 {
     const ledger_t *l = &pl->ms->ledger;
     json_t *held = json_array();
-    for (size_t i = 0; i < l->n; i++)
-        json_array_append_new(held,
-                              json_pack("{s:s,s:s,s:I,s:b}", "model", l->e[i].name, "kind",
-                                        l->e[i].kind == LEDGER_WORKER ? "worker" : "model", "bytes",
-                                        (json_int_t)l->e[i].bytes, "loading", l->e[i].loading));
+    for (size_t i = 0; i < l->n; i++) {
+        json_t *o = json_pack("{s:s,s:s,s:I,s:b}", "model", l->e[i].name, "kind",
+                              l->e[i].kind == LEDGER_WORKER ? "worker" : "model", "bytes",
+                              (json_int_t)l->e[i].bytes, "loading", l->e[i].loading);
+        const model_entry_t *e =
+            l->e[i].kind == LEDGER_MODEL ? models_find(pl->ms, l->e[i].name) : NULL;
+        if (o && e && e->slots) { /* the parallel slots these bytes hold, and their context */
+            json_object_set_new(o, "slots", json_integer(e->slots));
+            if (e->slot_ctx) json_object_set_new(o, "ctx_per_slot", json_integer(e->slot_ctx));
+        }
+        json_array_append_new(held, o);
+    }
     return json_pack("{s:I,s:I,s:o}", "offered_bytes", (json_int_t)l->offered, "free_bytes",
                      (json_int_t)ledger_free(l), "held", held);
 }

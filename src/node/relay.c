@@ -907,6 +907,7 @@ void relay_affinity_input(relay_ctx_t *rc, rd_input_t *in)
 void relay_affinity_note(relay_ctx_t *rc, const rd_input_t *in, const rd_decision_t *d)
 {
     if (!rc) return;
+    if (d->spilled) rc->stats.spilled++;
     if (d->affinity) {
         if (d->affinity_hit)
             rc->affinity.hits++;
@@ -926,10 +927,10 @@ json_t *relay_status_json(const relay_ctx_t *rc)
     relay_stats_t s = rc ? rc->stats : (relay_stats_t){0};
     uint64_t hits = rc ? rc->affinity.hits : 0, misses = rc ? rc->affinity.misses : 0;
     return json_pack(
-        "{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "prefix_affinity_hits", (json_int_t)hits,
+        "{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "prefix_affinity_hits", (json_int_t)hits,
         "prefix_affinity_misses", (json_int_t)misses, "routed_requests", (json_int_t)s.requests,
         "first_byte_timeouts", (json_int_t)s.first_byte_timeouts, "retries", (json_int_t)s.retries,
         "failovers", (json_int_t)s.failovers, "failovers_resumed", (json_int_t)s.failovers_resumed,
         "failovers_refused", (json_int_t)s.failovers_refused, "tokens_resumed",
-        (json_int_t)s.tokens_resumed);
+        (json_int_t)s.tokens_resumed, "spilled", (json_int_t)s.spilled);
 }

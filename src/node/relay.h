@@ -48,6 +48,7 @@ typedef struct {
     uint64_t failovers_resumed;   /* ... continued on another replica */
     uint64_t failovers_refused;   /* ... ended with an error event instead */
     uint64_t tokens_resumed;      /* content chunks received from continuations */
+    uint64_t spilled; /* sent past the hashed host, or away from this node's full server, by load */
 } relay_stats_t;
 
 struct tunables;
@@ -112,8 +113,8 @@ bool relay_prefix_affinity(const relay_ctx_t *rc);
  * (rc NULL or affinity off) and in->affinity_host (where in->rq's prefix went last, among at
  * least two hosts). Reads in->rq and in->n_hosts. */
 void relay_affinity_input(relay_ctx_t *rc, rd_input_t *in);
-/* A forward decided by route_decide (d): count its affinity hit or miss and remember
- * order[0] for in->rq's prefix (d->remember). rc NULL: nothing. */
+/* A forward decided by route_decide (d): count its affinity hit or miss and its spill, and
+ * remember order[0] for in->rq's prefix (d->remember). rc NULL: nothing. */
 void relay_affinity_note(relay_ctx_t *rc, const rd_input_t *in, const rd_decision_t *d);
 
 void relay_stats(const relay_ctx_t *rc, relay_stats_t *out);

@@ -10,6 +10,7 @@
 #include "node_dl.h"
 #include "passive.h"
 #include "route_table.h"
+#include "tunnel.h"
 #include "vision.h"
 
 /* ---- the node's facts and actions ---- */
@@ -168,6 +169,7 @@ static void gather(route_t *rt, const char *model, const route_local_t *local, i
         .local_type = local ? local->type : 0,
         .local_vision = local && local->vision,
         .local_plan = local && local->have ? o->plan(d, model) : RD_PLAN_REMOTE,
+        .local_full = local && local->have && local->full,
         .self_requested = o->requested(d, model),
         .offline = !online,
         .dl_here = o->dl_here(d, model),
@@ -261,6 +263,21 @@ route_outcome_t route_inference(route_t *rt, const char *model, const route_loca
     else
         rt->ops->answer(rt->ops_data, req, dec.status, dec.type, dec.code, dec.msg);
     return ROUTE_TAKEN;
+}
+
+bool route_req_is_hop(const httpd_req_t *req)
+{
+    return req->peer == HTTPD_PEER_TUNNEL || httpd_header(req, TUNNEL_HOP_HEADER) != NULL;
+}
+
+bool route_spills(route_t *rt, const char *model, httpd_req_t *req)
+{
+    route_local_t local = {.have = true, .full = true};
+    rd_input_t in;
+    gather(rt, model, &local, -1, route_req_is_hop(req), meshstat_parse_body(req), &in);
+    rd_decision_t dec;
+    route_decide(&in, &dec);
+    return in.local_plan == RD_PLAN_SERVE && dec.verdict == RD_FORWARD;
 }
 
 bool route_has_host_of(route_t *rt, const char *model)

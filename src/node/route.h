@@ -44,7 +44,12 @@ typedef struct {
     bool have;
     int type; /* mm_type_t */
     bool vision;
+    bool full; /* admitted to spill: its server here had no free slot (admission_spilled) */
 } route_local_t;
+
+/* A request that came through the mesh already (a tunnel, or the hop header), whatever its
+ * other headers say: never forwarded again (a member cannot make this node relay for it). */
+bool route_req_is_hop(const httpd_req_t *req);
 
 /* Facts and actions. data: route_t's ops_data. */
 typedef struct {
@@ -98,6 +103,9 @@ void route_set_mesh(route_t *rt, mesh_t *mesh);
  * needs, -1 any; hop: it came through the mesh (never forwarded again). */
 route_outcome_t route_inference(route_t *rt, const char *model, const route_local_t *local,
                                 int needs, httpd_req_t *req, bool hop);
+/* Whether a request for model, which this node serves and whose server here has no free slot,
+ * goes to a peer replica with one (route_decide.h's LOCAL SPILL). */
+bool route_spills(route_t *rt, const char *model, httpd_req_t *req);
 /* Whether requests queued for a model this node has will be served: here, by its split starting
  * here, a passive table's hosts, a peer that would take it or loads it, a download in the mesh
  * (admission's has_host). */

@@ -182,18 +182,20 @@ def test_every_environment_variable_is_in_the_table():
 
 
 def test_node_reads_its_home_config(start_node, tmp_path):
-    """$MESH_LLM_HOME/config, read without --config: the API port and a per-model ctx_size."""
+    """$MESH_LLM_HOME/config, read without --config: the API port and a per-model ctx_size and
+    slots (llama-server gets slots x ctx_size)."""
     home = tmp_path / "home"
     home.mkdir()
     port = free_port()
     (home / "config").write_text(
         "# a node from its config file\n"
         f"api = {{ port = {port}; }};\n"
-        f"models = ( {{ model = \"{model_path('stories260K')}\"; ctx_size = 320; }} );\n")
+        f"models = ( {{ model = \"{model_path('stories260K')}\"; ctx_size = 320; slots = 3; }} "
+        ");\n")
     n = start_node(env={"MESH_LLM_HOME": str(home)})
     assert n.api_port == port
     _, _, argv = wait_for(lambda: n.child_for("stories260K"), timeout=30, what="the child")
-    assert argv[argv.index("--ctx-size") + 1] == "320"
+    assert argv[argv.index("--ctx-size") + 1] == "960" and argv[argv.index("-np") + 1] == "3"
     assert f"settings read from {home}/config" in n.stderr()
     # a flag overrides the file
     n.stop()

@@ -114,6 +114,12 @@ def test_console_mesh_chat_and_death(start_node, browser, tmp_path):
                  ".filter(td => /^[0-9]+$/.test(td.textContent)).length === 6",
                  timeout=60, what="the 3 x 3 RTT matrix")
     assert browser.do("eval", js="document.getElementById('conn').dataset.mode") == "live"
+    # each ready model with its free slots: this node's (its status) and a peer's (announced)
+    for nid in (a.id, c.id):
+        browser.wait(f"(() => {{ const g = document.querySelector('#topology .node[data-id=\"{nid}\"]');"
+                     f" return g && /{A_MODEL} \\(\\d+\\/\\d+ slots free\\)/"
+                     ".test(g.querySelector('.models').textContent); })()",
+                     timeout=30, what="the node's model labelled with its free slots")
     assert browser.do("eval", js="document.getElementById('self-id').textContent") == a.id
     assert browser.do("eval", js="document.getElementById('self-token').textContent") == a.token
     browser.shot("mesh")

@@ -46,8 +46,48 @@ def test_context_counts_in_the_need(start_node, tmp_path):
     mem = small.status()["node"]["memory"]
     held = mem["held"]
     assert [(h["model"], h["kind"], h["loading"]) for h in held] == [(SMALL, "model", False)]
-    assert 1.1 * SMALL_SIZE <= held[0]["bytes"] < 1.2 * SMALL_SIZE, (held, size_mb)
+    # three slots (a fourth does not fit in 1.5 x the file), each with its own KV cache of 128
+    # tokens, which llama.cpp pads to 256 cells
+    assert held[0]["slots"] == 3 and held[0]["ctx_per_slot"] == 128, held
+    assert held[0]["bytes"] == SMALL_SIZE + 3 * KV_SLOT, (held, size_mb)
     assert mem["free_bytes"] == mem["offered_bytes"] - held[0]["bytes"], mem
+
+
+# stories260K's KV cache of a 128-token slot: llama.cpp pads a slot's context to 256 cells; 5
+# layers with 4 KV heads of 8 dimensions, F16 K and V
+KV_SLOT = 5 * 256 * (4 * 8 + 4 * 8) * 2
+
+
+def test_slots_fit_the_memory(start_node, tmp_path):
+    """Without --slots a model gets as many parallel slots as the memory free for it holds, up to
+    4 and at least 1; --slots asks for a number, and one that does not fit is refused with the
+    usual 503 naming the slots."""
+    two = SMALL_SIZE + 2 * KV_SLOT  # room for two slots, not three
+    n = start_node("--port", "0", "--max-vram", gb(two + 4096), *SMALL_CTX,
+                   "--models-dir", models_dir(tmp_path, "two", SMALL))
+    assert n.complete(SMALL).status == 200
+    held = n.status()["node"]["memory"]["held"]
+    assert [(h["slots"], h["ctx_per_slot"], h["bytes"]) for h in held] == [(2, 128, two)], held
+    _, port, argv = n.child_for(SMALL)
+    assert argv[argv.index("-np") + 1] == "2" and argv[argv.index("--ctx-size") + 1] == "256"
+    assert [s["n_ctx"] for s in http(port, "GET", "/slots").json()] == [256, 256]  # padded
+    m = n.request("GET", "/api/v1/models").json()["data"]
+    assert [(x["slots"], x["ctx_per_slot"]) for x in m] == [(2, 128)], m
+    n.stop()
+    # asked for three where two fit: refused, the message names them
+    m3 = start_node("--port", "0", "--max-vram", gb(two + 4096), *SMALL_CTX, "--slots", "3",
+                    "--models-dir", models_dir(tmp_path, "three", SMALL))
+    r = m3.complete(SMALL)
+    assert r.status == 503 and r.json()["error"]["code"] == "insufficient_memory", r
+    assert "3 slot(s) of a 128-token context" in r.json()["error"]["message"], r.json()
+    assert "fewer --slots" in r.json()["error"]["message"], r.json()
+    # and one asked for gets one, whatever the room
+    m1 = start_node("--port", "0", *SMALL_CTX, "--slots", "1",
+                    "--models-dir", models_dir(tmp_path, "one", SMALL))
+    assert m1.complete(SMALL).status == 200
+    _, port, argv = m1.child_for(SMALL)
+    assert argv[argv.index("-np") + 1] == "1" and argv[argv.index("--ctx-size") + 1] == "128"
+    assert [s["n_ctx"] for s in http(port, "GET", "/slots").json()] == [256]
 
 
 def test_split_forms_under_requests_never_a_solo_load(start_node, tmp_path):

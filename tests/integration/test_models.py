@@ -153,18 +153,20 @@ def test_load_options(start_node, models_dir):
     r = n.request("POST", "/api/v1/load", {"model_name": S})
     assert r.status == 200, r
     pid, _, argv = n.child_for(S)
-    assert argv[argv.index("--ctx-size") + 1] == "1024"  # CLI value
+    # the CLI value is each slot's context: 4 slots (room for them all) of 1024 tokens
+    assert argv[argv.index("--ctx-size") + 1] == "4096" and argv[argv.index("-np") + 1] == "4"
     r = n.request("POST", "/api/v1/load", {"model_name": S, "ctx_size": 512})
     assert r.status == 200, r
     pid2, _, argv = n.child_for(S)
-    assert argv[argv.index("--ctx-size") + 1] == "512" and pid2 != pid  # reloaded
+    assert argv[argv.index("--ctx-size") + 1] == "2048" and pid2 != pid  # reloaded
     r = n.request("POST", "/api/v1/load", {"model_name": S, "ctx_size": 512})
     assert r.status == 200 and n.child_for(S)[0] == pid2  # same options: no-op
     r = n.request("POST", "/api/v1/load",
                   {"model_name": S, "ctx_size": 512, "llamacpp_args": "--parallel 2"})
     assert r.status == 200
     _, port, argv = n.child_for(S)
-    assert "--parallel" in argv and len(http(port, "GET", "/slots").json()) == 2
+    assert "--parallel" in argv and argv[argv.index("--ctx-size") + 1] == "1024", argv
+    assert [s["n_ctx"] for s in http(port, "GET", "/slots").json()] == [512, 512]
     for bad in ("--port 1234", "-m other.gguf", "--host=0.0.0.0"):
         r = n.request("POST", "/api/v1/load", {"model_name": S, "llamacpp_args": bad})
         assert r.status == 400, r

@@ -6,9 +6,9 @@ import signal
 import threading
 import time
 
-import pytest
 
 from harness.node import model_path, wait_for
+from harness.routing import expected_host, sticky_host
 
 MODEL = "stories260K"
 REFRESH_MS = 4000
@@ -43,28 +43,6 @@ def ready_host(start_node, *extra):
     n = start_node("--model", model_path(MODEL), "--port", "0", *extra, env=ENV)
     wait_for(lambda: answers(n), timeout=60, what="the host to answer")
     return n
-
-
-# --- the host choice, as src/core/route_table.c computes it (hash(own id + model) % hosts) ---
-M64 = (1 << 64) - 1
-
-
-def fnv1a(h, s):
-    for b in s.encode():
-        h = ((h ^ b) * 1099511628211) & M64
-    return h
-
-
-def mix(z):
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
-    return z ^ (z >> 31)
-
-
-def expected_host(client_id, model, host_ids):
-    hosts = sorted(host_ids)
-    h = mix(fnv1a(fnv1a(fnv1a(1469598103934665603, client_id), "\n"), model))
-    return hosts[h % len(hosts)]
 
 
 def test_thirty_clients_stay_out_of_gossip(start_node):
@@ -153,11 +131,6 @@ def test_clients_spread_over_hosts_and_survive_a_host(start_node):
                                if x["id"] == MODEL), False),
                  timeout=2 * REFRESH_MS / 1000 + 3 * HB_MS / 1000 + 10,
                  what="the dead host gone from the client's table")
-
-
-def sticky_host(key, host_ids):
-    hosts = sorted(host_ids)
-    return hosts[fnv1a(1469598103934665603, key) % len(hosts)]
 
 
 def test_client_spills_to_the_next_host_when_its_host_is_full(start_node):

@@ -412,7 +412,11 @@ def test_ctx_size_rule(start_node, tmp_path):
     r = n.request("POST", "/api/v1/load", {"model_name": S, "ctx_size": 512})
     assert r.status == 200, r
     argv = n.child_for(S)[2]
-    assert argv[argv.index("--ctx-size") + 1] == "512"
+    # ctx_size is each slot's context: llama-server gets slots x 512 tokens
+    slots = int(argv[argv.index("-np") + 1])
+    assert argv[argv.index("--ctx-size") + 1] == str(512 * slots)
+    m = next(x for x in n.request("GET", "/api/v1/models").json()["data"] if x["model_name"] == S)
+    assert m["ctx_per_slot"] == 512 and m["slots"] == slots
 
 
 def test_fd_limit_logged_once(start_node):

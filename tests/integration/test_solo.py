@@ -327,12 +327,24 @@ def test_embeddings(start_node):
 
 
 def test_ctx_size_and_llamacpp_args_reach_child(start_node):
+    """--ctx-size is each slot's context; a -np among the llamacpp_args is the slot count (the
+    node gives llama-server the total, slots x context)."""
     n = start_node("--port", "0", "--model", model_path(S), "--ctx-size", "512",
                    "--llamacpp-args", "--parallel 2 --temp 0.5")
     _, port, argv = n.child_for(S)
-    assert argv[argv.index("--ctx-size") + 1] == "512"
+    assert argv[argv.index("--ctx-size") + 1] == "1024"
     assert argv[argv.index("--parallel") + 1] == "2"
-    assert len(http(port, "GET", "/slots").json()) == 2
+    assert [s["n_ctx"] for s in http(port, "GET", "/slots").json()] == [512, 512]
+
+
+def test_llamacpp_args_context_is_llama_cpps(start_node):
+    """A -c among the llamacpp_args sets llama-server's total context itself: the node then
+    leaves the slots to llama.cpp (its automatic 4 sharing that context) and passes no -np."""
+    n = start_node("--port", "0", "--model", model_path(S), "--llamacpp-args", "-c 256")
+    _, port, argv = n.child_for(S)
+    assert "-np" not in argv and argv[argv.index("-c") + 1] == "256", argv
+    slots = http(port, "GET", "/slots").json()
+    assert len(slots) == 4 and {s["n_ctx"] for s in slots} == {256}, slots
 
 
 def test_json_logs(start_node):

@@ -292,6 +292,14 @@ static void test_memory(void **state)
     assert_int_equal(m.ctx, 0);
     assert_int_equal(m.k_x32, 18);
     assert_int_equal(llama_mem_ubatch(&m), 4096);
+    /* slots: -np N in any spelling; -1 (auto) is none */
+    assert_int_equal(m.np, 0);
+    llama_args_memory("-np 3", &m);
+    assert_int_equal(m.np, 3);
+    llama_args_memory("--parallel=8", &m);
+    assert_int_equal(m.np, 8);
+    llama_args_memory("--parallel -1", &m);
+    assert_int_equal(m.np, 0);
 }
 
 int main(void)

@@ -26,13 +26,15 @@ static void test_status_reads_the_context(void **state)
     memset(&a, 0, sizeof a);
     a.stats.requests = 7;
     a.stats.failovers_resumed = 2;
+    a.stats.spilled = 3;
     json_t *s = relay_status_json(&a);
     assert_int_equal(field(s, "routed_requests"), 7);
     assert_int_equal(field(s, "failovers_resumed"), 2);
-    assert_int_equal(json_object_size(s), 9);
+    assert_int_equal(field(s, "spilled"), 3);
+    assert_int_equal(json_object_size(s), 10);
     json_decref(s);
     json_t *z = relay_status_json(NULL); /* no context (an idle console): zeros, same keys */
-    assert_int_equal(json_object_size(z), 9);
+    assert_int_equal(json_object_size(z), 10);
     assert_int_equal(field(z, "routed_requests"), 0);
     json_decref(z);
 }

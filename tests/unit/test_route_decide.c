@@ -34,7 +34,7 @@
 #define PREFIXED_KEYED "{\"user\":\"alice\",\"prompt\":\"" X600 "\"}" /* both */
 #define IMAGES "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}"
 
-/* ---- hosts written as "a:flags[:type[:slots[:inflight]]]" ----
+/* ---- hosts written as "a:flags[:type[:slots[:inflight[:busy]]]]" ----
  * flags: R ready, S starting, M member, F has the file, Q requested, V vision, B bad (just
  * failed), P private (hosts it as a private split: the private rule). Host "a" has the id "…0a0"
  * (64 hex digits: route_table's ids), so ids sort as the letters do. */
@@ -51,9 +51,9 @@ static void parse_hosts(const char *const *specs, hosts_t *hs)
     memset(hs, 0, sizeof *hs);
     for (; specs && specs[hs->n]; hs->n++) {
         size_t i = hs->n;
-        char f[4][16] = {"", "", "", ""}; /* flags, type, slots, inflight (may be empty) */
+        char f[5][16] = {"", "", "", "", ""}; /* flags, type, slots, inflight, busy (or "") */
         const char *p = strchr(specs[i], ':');
-        for (size_t k = 0; p && k < 4; k++) {
+        for (size_t k = 0; p && k < 5; k++) {
             const char *e = strchr(p + 1, ':');
             size_t l = e ? (size_t)(e - p - 1) : strlen(p + 1);
             snprintf(f[k], sizeof f[k], "%.*s", (int)l, p + 1);
@@ -62,6 +62,7 @@ static void parse_hosts(const char *const *specs, hosts_t *hs)
         const char *flags = f[0], *type = f[1];
         unsigned slots = (unsigned)strtoul(f[2], NULL, 10);
         unsigned inflight = (unsigned)strtoul(f[3], NULL, 10);
+        unsigned busy = (unsigned)strtoul(f[4], NULL, 10);
         hs->alias[i] = specs[i][0];
         snprintf(hs->ids[i], sizeof hs->ids[i], "%063x0", (unsigned)(0xa0 + (specs[i][0] - 'a')));
         rd_host_t *h = &hs->h[i];
@@ -79,6 +80,7 @@ static void parse_hosts(const char *const *specs, hosts_t *hs)
             if (strcmp(type, mm_type_name((mm_type_t)t)) == 0) h->type = t;
         h->slots = slots;
         h->inflight = inflight;
+        h->busy = busy;
     }
 }
 
@@ -101,7 +103,7 @@ typedef struct {
     const char *const *hosts;
     const char *body;                            /* NULL: "{}" */
     const char *needs, *local_type, *table_type; /* type names, NULL: any / llm / unknown */
-    bool hop, local, local_vision, self_req, offline, dl_here, dl_mesh;
+    bool hop, local, local_vision, local_full, self_req, offline, dl_here, dl_mesh;
     int plan;
     bool passive, no_table, expired, not_in_table;
     catalog_status_t status;
@@ -298,6 +300,7 @@ static void input_of(const row_t *r, const hosts_t *hs, const request_t *rq, rd_
                        .local_type = r->local_type ? type_of(r->local_type) : MM_LLM,
                        .local_vision = r->local_vision,
                        .local_plan = r->plan,
+                       .local_full = r->local_full,
                        .self_requested = r->self_req,
                        .offline = r->offline,
                        .dl_here = r->dl_here,
@@ -661,11 +664,102 @@ static const row_t STICKY[] = {
      .affinity = 'b',
      .hosts = S("a:R", "b:R", "c:R"),
      .want = "FORWARD b,=rest hit remember"},
-    {.what = "prefix affinity wins over the spill",
+    {.what = "prefix affinity wins over the spill while its host has a free slot",
+     .body = PREFIXED,
+     .affinity = 'a',
+     .hosts = S("a:R::4:3", "b:R::4:0"),
+     .want = "FORWARD a,b hit remember"},
+    {.what = "prefix affinity yields to a free slot when its host is full",
      .body = PREFIXED,
      .affinity = 'a',
      .hosts = S("a:R::1:3", "b:R::1:0"),
+     .want = "FORWARD b,a miss remember"},
+    {.what = "prefix affinity yields to a free slot when its host announces it is full",
+     .body = PREFIXED,
+     .affinity = 'a',
+     .hosts = S("a:R::2:0:2", "b:R::2:1:1"),
+     .want = "FORWARD b,a miss remember"},
+    {.what = "prefix affinity stays when no host has a free slot",
+     .body = PREFIXED,
+     .affinity = 'a',
+     .hosts = S("a:R::1:3", "b:R::1:0:1"),
      .want = "FORWARD a,b hit remember"},
+    {.what = "no key: the announced load spills (active)",
+     .hosts = S("a:R::1:0:1", "b:R::1:0:1", "c:R::1:0:0"),
+     .want = "FORWARD c,a,b spilled"},
+    {.what = "no key: the larger of the announced load and this node's in flight counts",
+     .hosts = S("a:R::2:1:0", "b:R::2:0:2", "c:R::2:1:1"),
+     .want = "FORWARD a,b,c"},
+    {.what = "no key: the least load per slot, announced",
+     .hosts = S("a:R::1:0:1", "b:R::4:0:3", "c:R::4:0:2"),
+     .want = "FORWARD c,a,b spilled"},
+    {.what = "a key never spills, whatever the hosts announce",
+     .body = "{\"user\":\"alice\"}",
+     .hosts = S("a:R::1:0:9", "b:R::1:0:9", "c:R::1:0:0"),
+     .want = "FORWARD =table"},
+    /* the local spill: this node's own server for the model has no free slot */
+    {.what = "local full: the least loaded peer replica with a free slot",
+     .local = true,
+     .local_full = true,
+     .hosts = S("a:R::1:1", "b:R::2:0:1", "c:R::4:0:1"),
+     .want = "FORWARD c,a,b spilled"},
+    {.what = "local not full: served here, whatever the peers",
+     .local = true,
+     .hosts = S("a:R::4:0"),
+     .want = "LOCAL"},
+    {.what = "local full, every peer full: served (queued) here",
+     .local = true,
+     .local_full = true,
+     .hosts = S("a:R::1:1", "b:R::2:0:2"),
+     .want = "LOCAL"},
+    {.what = "local full, a key: served here (its KV cache is here)",
+     .local = true,
+     .local_full = true,
+     .body = "{\"user\":\"alice\"}",
+     .hosts = S("a:R::4:0"),
+     .want = "LOCAL"},
+    {.what = "local full, a hop: served here",
+     .local = true,
+     .local_full = true,
+     .hop = true,
+     .hosts = S("a:R::4:0"),
+     .want = "LOCAL"},
+    {.what = "local full, a retry: served here",
+     .local = true,
+     .local_full = true,
+     .tries = 1,
+     .hosts = S("a:R::4:0"),
+     .want = "LOCAL"},
+    {.what = "local full, peers that only start it or have its file: served here",
+     .local = true,
+     .local_full = true,
+     .hosts = S("a:S::4:0", "b:F::4:0"),
+     .want = "LOCAL"},
+    {.what = "local full, a peer that just failed or runs a private split: served here",
+     .local = true,
+     .local_full = true,
+     .hosts = S("a:RB::4:0", "b:RP::4:0"),
+     .want = "LOCAL"},
+    {.what = "local full, a passive standby's table hosts go first anyway",
+     .local = true,
+     .local_full = true,
+     .passive = true,
+     .hosts = S("a:R::4:0"),
+     .want = "FORWARD a"},
+    {.what = "local full, images: only a peer with a projector",
+     .local = true,
+     .local_vision = true,
+     .local_full = true,
+     .body = IMAGES,
+     .hosts = S("a:R::4:0", "b:RV::4:0"),
+     .want = "FORWARD b spilled"},
+    {.what = "local full, prefix affinity: its host when it has a free slot",
+     .local = true,
+     .local_full = true,
+     .body = PREFIXED,
+     .affinity = 'b',
+     .hosts = S("a:R::4:0", "b:R::4:2"),
+     .want = "FORWARD b,a spilled hit remember"},
     {.what = "prefix affinity: the host is not a candidate",
      .body = PREFIXED,
      .affinity = 'z',

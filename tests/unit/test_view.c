@@ -407,6 +407,54 @@ static void test_plan_private(void **state)
     }
 }
 
+/* A serving entry's slots and busy: bounded (an absurd or mistyped value counts as rejected and
+ * reads 0), encoded only when set; busy alone is no change of what the node serves (load re-plans
+ * nothing) but is a change of the node. */
+static void test_slots_and_busy(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *fields;
+        uint32_t slots, busy;
+        size_t rejected;
+    } cases[] = {
+        {"", 0, 0, 0},
+        {",\"slots\":4,\"busy\":6", 4, 6, 0},
+        {",\"slots\":4096,\"busy\":65535", 4096, 65535, 0},
+        {",\"slots\":4097,\"busy\":65536", 0, 0, 2},
+        {",\"busy\":-1", 0, 0, 1},
+        {",\"busy\":\"many\"", 0, 0, 1},
+        {",\"busy\":1.5", 0, 0, 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char text[256];
+        snprintf(text, sizeof text, "{\"serving\":[{\"model\":\"m\"%s}]}", cases[i].fields);
+        json_t *ann = parse(text);
+        view_node_t n;
+        assert_int_equal(view_decode(ann, ID_A, &n), 0);
+        const view_serving_t *s = view_serving(&n, "m");
+        assert_non_null(s);
+        assert_int_equal(s->slots, cases[i].slots);
+        assert_int_equal(s->busy, cases[i].busy);
+        assert_int_equal(n.rejected, cases[i].rejected);
+        json_t *out = json_object();
+        assert_int_equal(view_encode(&n, out), 0);
+        json_t *e = json_array_get(json_object_get(out, "serving"), 0);
+        assert_int_equal(json_object_get(e, "busy") != NULL, cases[i].busy != 0);
+        assert_int_equal(json_integer_value(json_object_get(e, "busy")), cases[i].busy);
+        view_node_t back;
+        assert_int_equal(view_decode(out, ID_A, &back), 0);
+        assert_true(view_node_equal(&n, &back));
+        back.serving[0].busy++;
+        assert_true(view_serving_equal(&n, &back));
+        assert_false(view_node_equal(&n, &back));
+        view_node_free(&back);
+        json_decref(out);
+        view_node_free(&n);
+        json_decref(ann);
+    }
+}
+
 /* ---- encode → decode ---- */
 
 static void build_node(view_node_t *n, bool with_free)
@@ -897,6 +945,7 @@ int main(void)
         cmocka_unit_test(test_plan_bounds),
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_plan_private),
+        cmocka_unit_test(test_slots_and_busy),
         cmocka_unit_test(test_speed),
         cmocka_unit_test(test_rtt),
         cmocka_unit_test(test_offer),

@@ -193,12 +193,19 @@
     return (st.models || []).filter((m) => m.status === 'ready').map((m) => m.name);
   }
 
+  /* "name (F/S slots free)" for a model served with S parallel slots, F of them free */
+  function slotsLabel(name, slots, busy) {
+    if (!slots) return name;
+    return `${name} (${Math.max(0, slots - (busy || 0))}/${slots} slots free)`;
+  }
+
   function renderTopology(st, now) {
     const svg = $('topology');
     const self = st.node || {};
     const nodes = [{
       id: self.id, role: roleOf(self), state: 'self', vram: self.vram_bytes,
-      models: localModels(st),
+      models: (st.models || []).filter((m) => m.status === 'ready')
+        .map((m) => slotsLabel(m.name, m.slots, m.busy)),
     }];
     /* a passive node (a standby, a client) is in no gossip: it knows the mesh's nodes from
      * its routing table */
@@ -217,7 +224,7 @@
         id: p.id, role: p.role || 'worker', state: p.state, vram: p.vram_bytes, rtt: p.rtt_ms,
         path: p.path === 'relayed' ? `relayed via ${short(p.via || '')}` : p.path,
         models: (p.serving || []).map((s) => (s.state && s.state !== 'ready'
-          ? `${s.model} (${s.state})` : s.model)),
+          ? `${s.model} (${s.state})` : slotsLabel(s.model, s.http_ready && s.slots, s.busy))),
       });
     }
     /* a phone-width panel gets a tall drawing, a wide one a wide drawing */
