@@ -170,6 +170,7 @@ bench: build llama bench-model
 	@$(MAKE) --no-print-directory bench-split-draft
 	@$(MAKE) --no-print-directory bench-split-speed
 	@$(BUILD)/mesh-bench-gossip
+	@$(BUILD)/mesh-bench-route-sim
 
 # one model on one node vs two (llama-server -t 1 each), 8 streams through a client node
 bench-replicas: build llama bench-model

@@ -165,13 +165,21 @@ static void order_hosts(const rd_input_t *in, const size_t *cand, size_t nc, rd_
     }
     out->remember = prefix;
     if (keyed || out->affinity_hit || in->tries > 0) return;
-    /* spill-over: the least load per slot (cross-multiplied), the earlier of equals — the home
-     * host whenever it is as free as any */
+    /* spill-over: among the hosts with a free slot (by LOAD), the fewest of this node's own
+     * requests in flight per slot — fresh, and its own: entry nodes acting on the same
+     * second-old announcements do not all rush the one least loaded host — the earlier of
+     * equals (the home host whenever it is as free as any); with none free, the least load
+     * per slot. Both cross-multiplied. */
+    bool free_any = any_free(h, out->order, out->n_good);
     size_t best = 0;
-    for (size_t k = 1; k < out->n_good; k++)
-        if (load_of(&h[out->order[k]]) * slots_of(&h[out->order[best]]) <
-            load_of(&h[out->order[best]]) * slots_of(&h[out->order[k]]))
+    while (free_any && !has_free(&h[out->order[best]]))
+        best++;
+    for (size_t k = best + 1; k < out->n_good; k++) {
+        const rd_host_t *x = &h[out->order[k]], *b = &h[out->order[best]];
+        if (free_any ? has_free(x) && x->inflight * slots_of(b) < b->inflight * slots_of(x)
+                     : load_of(x) * slots_of(b) < load_of(b) * slots_of(x))
             best = k;
+    }
     if (best == 0) return;
     move_first(out->order, best);
     out->spilled = true;

@@ -246,7 +246,9 @@ def test_keep_alive_duration_unloads_when_idle(start_node):
     assert r.status == 200 and r.json()["done"] is True, r
     wait_for(lambda: state_of(n, LLM) == "unloaded", timeout=30,
              what="the model to unload once idle 1 s")
-    assert "model stories260K unloaded" in n.stderr()
+    # the log line comes once its llama-server has exited
+    wait_for(lambda: "model stories260K unloaded" in n.stderr(), timeout=30,
+             what="the unload logged")
     assert state_of(n, EMB) == "ready"  # the other model had none
     # the unload ended it: the next request loads the model again, with no limit
     r = n.request("POST", "/api/generate", {"model": LLM, "prompt": "Once", "stream": False,
