@@ -14,14 +14,12 @@ static json_t *models_json(models_t *ms)
 {
     json_t *a = json_array();
     for (model_entry_t *e = NULL; ms && (e = models_next(ms, e));) {
-        unsigned slots = models_slots(e);
-        uint32_t busy = models_busy(e);
         json_array_append_new(
             a, json_pack("{s:s,s:s,s:s,s:I,s:s,s:I,s:I,s:I}", "name", e->mm->name, "type",
                          mm_type_name(e->mm->type), "status", model_state_name(models_state(e)),
                          "size_bytes", (json_int_t)e->size, "node", "local", "slots",
-                         (json_int_t)slots, "busy", (json_int_t)busy, "free_slots",
-                         (json_int_t)(busy < slots ? slots - busy : 0)));
+                         (json_int_t)models_slots(e), "busy", (json_int_t)models_busy(e),
+                         "free_slots", (json_int_t)models_free_slots(e)));
     }
     return a;
 }

@@ -51,17 +51,15 @@ static void api_models(models_t *ms, httpd_req_t *req)
 {
     json_t *data = json_array();
     for (model_entry_t *e = NULL; (e = models_next(ms, e));) {
-        unsigned slots = models_slots(e);
-        uint32_t busy = models_busy(e);
         json_array_append_new(
             data,
             json_pack("{s:s,s:s,s:s,s:I,s:b,s:s,s:I,s:I,s:I,s:I}", "model_name", e->mm->name,
                       "checkpoint", e->path, "type", mm_type_name(e->mm->type), "size",
                       (json_int_t)e->size, "loaded", e->mm->state == MM_LOADED, "status",
-                      model_state_name(models_state(e)), "slots", (json_int_t)slots, "ctx_per_slot",
-                      (json_int_t)(e->slot_ctx ? e->slot_ctx : models_slot_ctx(e)), "busy",
-                      (json_int_t)busy, "free_slots",
-                      (json_int_t)(busy < slots ? slots - busy : 0)));
+                      model_state_name(models_state(e)), "slots", (json_int_t)models_slots(e),
+                      "ctx_per_slot", (json_int_t)(e->slot_ctx ? e->slot_ctx : models_slot_ctx(e)),
+                      "busy", (json_int_t)models_busy(e), "free_slots",
+                      (json_int_t)models_free_slots(e)));
     }
     httpd_respond_json(req, 200, json_pack("{s:o}", "data", data));
 }

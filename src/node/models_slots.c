@@ -111,3 +111,10 @@ uint32_t models_busy(const model_entry_t *e)
     uint64_t b = (uint64_t)e->mm->in_flight + e->mm->pending;
     return b > VIEW_MAX_BUSY ? VIEW_MAX_BUSY : (uint32_t)b;
 }
+
+unsigned models_free_slots(const model_entry_t *e)
+{
+    unsigned slots = models_slots(e);
+    uint32_t busy = models_busy(e);
+    return busy < slots ? slots - busy : 0;
+}

@@ -40,5 +40,7 @@ unsigned models_slots(const model_entry_t *e);
 /* The requests e's server has in flight or queued for it here (mm's in_flight + pending: the
  * announcement's `busy`, slots.h's LOAD), at most VIEW_MAX_BUSY. */
 uint32_t models_busy(const model_entry_t *e);
+/* Its slots not taken now (models_slots less models_busy, at least 0). */
+unsigned models_free_slots(const model_entry_t *e);
 
 #endif
